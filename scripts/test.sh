@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs CommIR's whole test suite:
+#   1. scripts/setup.sh (installs missing Debian packages; quick when done)
+#   2. bazel test //...                      (default config; builds everything)
+#   3. bazel test --config=asan //...        (ASan+UBSan; tests only, without
+#                                             targets tagged "no_asan")
+# Tests tagged "requires-gpu" are filtered out when no GPU is visible.
+# The last line printed is "N passed, N failed" (", N skipped" is appended when
+# targets were skipped, e.g. CUDA-only tests on a machine without CUDA), summed
+# over both runs. Exit status is nonzero if any build or test failed.
+#
+# Extra arguments are passed to both `bazel test` invocations, e.g.
+#   ./scripts/test.sh --test_output=all
+# Environment: COMMIR_SKIP_ASAN=1 skips run 3; COMMIR_TEST_TARGETS overrides //...
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+./scripts/setup.sh || { echo "test.sh: setup.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
+
+read -r -a TARGETS <<<"${COMMIR_TEST_TARGETS:-//...}"
+LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/commir-test.XXXXXX")"
+trap 'rm -rf "${LOG_DIR}"' EXIT
+
+gpu_filter=""
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
+  gpu_filter="-requires-gpu"
+  echo "test.sh: no GPU visible; tests tagged requires-gpu are filtered out."
+fi
+
+join_filters() {
+  local IFS=,
+  local out=()
+  local f
+  for f in "$@"; do [[ -n "${f}" ]] && out+=("${f}"); done
+  echo "${out[*]-}"
+}
+
+total_passed=0
+total_failed=0
+total_skipped=0
+overall_rc=0
+
+# count_results LOG BAZEL_RC NAME: parses Bazel's test summary lines
+#   //pkg:target   (cached) PASSED in 0.1s
+#   //pkg:target   FAILED in 2 out of 2 in 0.3s / FAILED TO BUILD / NO STATUS / TIMEOUT / FLAKY ... / SKIPPED
+count_results() {
+  python3 - "$@" <<'PY'
+import re, sys
+log, rc, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+line_re = re.compile(
+    r"^(@?[\w.\-]*//\S*)\s+(?:\(cached\)\s+)?"
+    r"(PASSED|FLAKY|FAILED TO BUILD|FAILED|TIMEOUT|INCOMPLETE|NO STATUS|SKIPPED|REMOTE FAILURE|BUILD FAILURE)\b")
+status = {}
+with open(log, errors="replace") as f:
+    for line in f:
+        m = line_re.match(line.rstrip("\n"))
+        if m:
+            status[m.group(1)] = m.group(2)
+passed = sum(1 for s in status.values() if s in ("PASSED", "FLAKY"))
+skipped = sum(1 for s in status.values() if s == "SKIPPED")
+failed = len(status) - passed - skipped
+failed_labels = sorted(l for l, s in status.items() if s not in ("PASSED", "FLAKY", "SKIPPED"))
+# Bazel exit codes: 0 ok, 3 tests failed, 4 no tests found; anything else is a
+# build/analysis error. If no test target accounts for it, count one failure.
+if rc not in (0, 3, 4) and failed == 0:
+    failed = 1
+    failed_labels.append("(bazel exited with %d before/outside tests: see log above)" % rc)
+if rc == 3 and failed == 0:
+    failed = 1
+    failed_labels.append("(bazel reported failing tests; summary not parsed)")
+for l in failed_labels:
+    print("test.sh: [%s] FAILED: %s" % (name, l), file=sys.stderr)
+print(passed, failed, skipped)
+PY
+}
+
+run_bazel_test() {
+  local name="$1"; shift
+  local log="${LOG_DIR}/${name}.log"
+  echo
+  echo "=== test.sh: [${name}] bazel test $* ==="
+  bazel test --color=no --curses=no --keep_going "$@" 2>&1 | tee "${log}"
+  local rc=${PIPESTATUS[0]}
+  if [[ "${rc}" == 8 ]]; then
+    echo "test.sh: [${name}] bazel was interrupted; stopping." >&2
+    echo "${total_passed} passed, $((total_failed + 1)) failed"
+    exit 130
+  fi
+  local counts
+  counts="$(count_results "${log}" "${rc}" "${name}")"
+  local p f s
+  read -r p f s <<<"${counts}"
+  if [[ "${rc}" == 4 ]]; then
+    echo "test.sh: [${name}] no test targets found."
+    rc=0
+  fi
+  if [[ "${rc}" != 0 && "${rc}" != 3 ]]; then
+    echo "test.sh: [${name}] bazel exited with ${rc}." >&2
+  fi
+  ((rc != 0)) && overall_rc=1
+  ((f > 0)) && overall_rc=1
+  echo "test.sh: [${name}] ${p} passed, ${f} failed, ${s} skipped"
+  total_passed=$((total_passed + p))
+  total_failed=$((total_failed + f))
+  total_skipped=$((total_skipped + s))
+}
+
+filters="$(join_filters "${gpu_filter}")"
+run_bazel_test default ${filters:+--test_tag_filters=${filters}} "$@" -- "${TARGETS[@]}"
+
+if [[ "${COMMIR_SKIP_ASAN:-0}" != 1 ]]; then
+  filters="$(join_filters -no_asan "${gpu_filter}")"
+  run_bazel_test asan --config=asan --build_tests_only --test_tag_filters="${filters}" "$@" -- "${TARGETS[@]}"
+fi
+
+echo
+summary="${total_passed} passed, ${total_failed} failed"
+((total_skipped > 0)) && summary+=", ${total_skipped} skipped"
+echo "${summary}"
+exit "${overall_rc}"
