@@ -1,0 +1,28 @@
+// Element types of CommIR tensors (spec section 3) and their properties.
+#ifndef COMMIR_COMMIR_ELEMENT_TYPE_H_
+#define COMMIR_COMMIR_ELEMENT_TYPE_H_
+
+#include <cstdint>
+#include <optional>
+#include "absl/strings/string_view.h"
+
+namespace commir {
+
+enum class ElementType : uint8_t { kF64, kF32, kF16, kBF16, kI64, kI32, kI1 };
+
+inline constexpr ElementType kAllElementTypes[] = {
+    ElementType::kF64,  ElementType::kF32, ElementType::kF16, ElementType::kBF16,
+    ElementType::kI64,  ElementType::kI32, ElementType::kI1};
+
+// Spelling in the text format: "f64", "f32", "f16", "bf16", "i64", "i32", "i1".
+absl::string_view ElementTypeName(ElementType type);
+std::optional<ElementType> ParseElementType(absl::string_view name);
+
+// Bytes one element occupies in memory (i1 is stored as one byte).
+int ElementTypeByteWidth(ElementType type);
+bool IsFloatType(ElementType type);
+bool IsIntegerType(ElementType type);
+
+}  // namespace commir
+
+#endif  // COMMIR_COMMIR_ELEMENT_TYPE_H_

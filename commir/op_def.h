@@ -1,0 +1,120 @@
+// The single definition of every CommIR op (spec section 5): name, operand and
+// attribute schema, traits, type inference (which is also shape verification) and cost.
+// The parser, printer, verifier, executors and cost model all read these definitions.
+#ifndef COMMIR_COMMIR_OP_DEF_H_
+#define COMMIR_COMMIR_OP_DEF_H_
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "commir/attribute.h"
+#include "commir/type.h"
+
+namespace commir {
+
+class Mesh;
+
+enum class OpKind : uint8_t {
+  // Elementwise unary.
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSilu, kGelu, kConvert,
+  // Elementwise binary (and index arithmetic in spmd functions).
+  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kRem,
+  // Tensor ops.
+  kFull, kMatmul, kReduceSum, kReduceMax, kReduceMean, kSoftmax, kLayerNorm, kRmsNorm,
+  kAttention, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
+  // Spmd-only.
+  kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
+  kDynamicUpdateSlice, kFor,
+  // Terminators.
+  kReturn, kYield,
+};
+
+enum class AttrKind {
+  kInt,      // integer
+  kNumber,   // integer or float
+  kBool,     // true / false / bare key
+  kEnum,     // one of `enum_values`, written as a bare identifier
+  kIntList,  // [1, 2]
+  kAxes,     // a mesh axis `tp` or an axis group `(dp, tp)`
+};
+
+struct AttrSpec {
+  absl::string_view name;
+  AttrKind kind;
+  bool required = false;
+  std::vector<absl::string_view> enum_values = {};
+};
+
+enum OpTrait : uint32_t {
+  kElementwise = 1u << 0,         // same-shape (broadcasting) elementwise math
+  kCommutative = 1u << 1,         // operands may be swapped
+  kTerminator = 1u << 2,          // ends a block
+  kSpmdOnly = 1u << 3,            // valid only in spmd functions
+  kGlobalOnly = 1u << 4,          // valid only in global functions
+  kResultTypeRequired = 1u << 5,  // the `: type` annotation must be written
+  kCollective = 1u << 6,          // communicates between devices
+  kAllowsLiteral = 1u << 7,       // one operand may be a number literal
+  kHasRegion = 1u << 8,           // carries a body (for)
+  kIndexOperands = 1u << 9,       // operates on `index` values too (index arithmetic)
+};
+
+// What an op's hooks see: operand types, attributes, written result types (empty when
+// inferred) and context.
+struct OpSignature {
+  absl::Span<const Type> operand_types;
+  const AttrDict& attrs;
+  absl::Span<const Type> annotated_results;
+  int num_results = 1;
+  const Mesh* mesh = nullptr;
+  bool in_spmd = false;
+};
+
+// Cost estimates for the cost model and reports; computed on per-device types in spmd
+// functions and on global types otherwise.
+struct OpCost {
+  double flops = 0;
+  double bytes_accessed = 0;      // read + written memory traffic
+  double bytes_communicated = 0;  // sent per device by a collective
+};
+
+struct OpDef {
+  OpKind kind;
+  absl::string_view name;
+  absl::string_view summary;
+  int min_operands = 0;
+  int max_operands = 0;  // -1: variadic
+  int min_results = 1;
+  int max_results = 1;   // -1: variadic (for)
+  std::vector<AttrSpec> attrs;
+  uint32_t traits = 0;
+  // Result types from operand types and attributes; validates shapes and attribute
+  // values and returns a message naming the problem otherwise. With a required
+  // annotation it validates and returns that annotation.
+  absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature& sig) = nullptr;
+  OpCost (*cost)(const OpSignature& sig, absl::Span<const Type> results) = nullptr;
+
+  bool Has(OpTrait trait) const { return (traits & trait) != 0; }
+  const AttrSpec* FindAttr(absl::string_view name) const;
+};
+
+// Looks an op up by its text name; null if unknown.
+const OpDef* LookupOp(absl::string_view name);
+const OpDef& GetOpDef(OpKind kind);
+// Every op, in OpKind order.
+const std::vector<const OpDef*>& AllOpDefs();
+
+// Checks `attrs` against the op's schema (unknown keys, kinds, enum values, required
+// keys); `stream` is accepted on every op of a spmd function.
+absl::Status ValidateAttributes(const OpDef& def, const AttrDict& attrs, bool in_spmd);
+
+// Runs the op's inference and reconciles it with written result types: a written
+// type must agree in shape and element type (a matmul's element type may differ) and
+// then wins, carrying its sharding. Returns the result types the op should have.
+absl::StatusOr<std::vector<Type>> InferResultTypes(const OpDef& def, const OpSignature& sig);
+
+}  // namespace commir
+
+#endif  // COMMIR_COMMIR_OP_DEF_H_

@@ -1,0 +1,202 @@
+// Elementwise ops: unary math, binary math with NumPy broadcasting (and index
+// arithmetic in spmd functions), convert and full.
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "commir/ops/op_helpers.h"
+
+namespace commir::ops {
+namespace {
+
+// Unary ops whose result is linear in the operand keep a `partial` layout (the sum of
+// negated addends is the negated sum); nonlinear ones cannot.
+bool IsLinearUnary(OpKind kind) { return kind == OpKind::kNeg || kind == OpKind::kConvert; }
+
+bool NeedsFloat(OpKind kind) {
+  switch (kind) {
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kRelu: return false;
+    default: return true;
+  }
+}
+
+template <OpKind kKind>
+absl::StatusOr<std::vector<Type>> InferUnary(const OpSignature& sig) {
+  absl::StatusOr<Type> x = TensorOperand(sig, 0, "the operand");
+  if (!x.ok()) return x.status();
+  if (NeedsFloat(kKind)) {
+    if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
+  }
+  if (!sig.in_spmd && !x->partial().empty() && !IsLinearUnary(kKind)) {
+    return std::vector<Type>{x->WithSharding(x->dim_axes(), {})};
+  }
+  return std::vector<Type>{*x};
+}
+
+OpCost UnaryCost(const OpSignature& sig, absl::Span<const Type> results) {
+  return {static_cast<double>(results[0].num_elements()), StreamingBytes(sig, results), 0};
+}
+
+// Which binary ops keep a `partial` layout: a sum of addends stays a sum under
+// add/sub of equally partial values, and under scaling by a non-partial factor.
+AxisList BinaryPartial(OpKind kind, Type a, Type b) {
+  const AxisList& pa = a.partial();
+  const AxisList& pb = b.partial();
+  switch (kind) {
+    case OpKind::kAdd:
+    case OpKind::kSub: return pa == pb ? pa : AxisList{};
+    case OpKind::kMul:
+      if (!pa.empty() && pb.empty()) return pa;
+      if (pa.empty() && !pb.empty()) return pb;
+      return {};
+    case OpKind::kDiv: return pb.empty() ? pa : AxisList{};
+    default: return {};
+  }
+}
+
+// The layout of a broadcast result: each output dimension takes the axes of an operand
+// dimension that is not broadcast, the first operand first, never reusing an axis.
+std::vector<AxisList> BinaryDimAxes(const std::vector<int64_t>& out, Type a, Type b) {
+  std::vector<AxisList> axes(out.size());
+  absl::flat_hash_set<std::string> used;
+  for (Type operand : {a, b}) {
+    size_t offset = out.size() - operand.dims().size();
+    for (size_t d = 0; d < operand.dims().size(); ++d) {
+      const AxisList& candidate = operand.dim_axes()[d];
+      if (candidate.empty() || !axes[d + offset].empty()) continue;
+      if (operand.dims()[d] != out[d + offset]) continue;
+      bool clash = std::any_of(candidate.begin(), candidate.end(),
+                               [&](const std::string& axis) { return used.contains(axis); });
+      if (clash) continue;
+      used.insert(candidate.begin(), candidate.end());
+      axes[d + offset] = candidate;
+    }
+  }
+  return axes;
+}
+
+template <OpKind kKind>
+absl::StatusOr<std::vector<Type>> InferBinary(const OpSignature& sig) {
+  Type a = sig.operand_types[0];
+  Type b = sig.operand_types[1];
+  if (a.is_index() || b.is_index()) {
+    if (!a.is_index() || !b.is_index()) {
+      return OpError("cannot mix index and tensor operands (%s, %s)", a.ToString(), b.ToString());
+    }
+    if (kKind != OpKind::kAdd && kKind != OpKind::kSub && kKind != OpKind::kMul &&
+        kKind != OpKind::kDiv && kKind != OpKind::kRem) {
+      return OpError("index operands support add, sub, mul, div and rem only");
+    }
+    if (!sig.in_spmd) return OpError("index arithmetic is only valid in spmd functions");
+    return std::vector<Type>{Type::Index()};
+  }
+  if (kKind == OpKind::kRem) return OpError("'rem' takes index operands");
+  if (absl::Status s = RequireSameElementType(a, b, "both operands"); !s.ok()) return s;
+  if (kKind == OpKind::kPow) {
+    if (absl::Status s = RequireFloat(a, "the operands"); !s.ok()) return s;
+  }
+  // Fast path for the common case, with the same result as the general one: with no
+  // layout on either operand and one operand's shape being the result's (equal types,
+  // or a rank-0 partner such as a literal, which broadcasts to anything), the general
+  // path builds exactly that operand's type (no axes or partial sums to combine).
+  if (!a.has_sharding() && !b.has_sharding()) {
+    if (a == b || b.rank() == 0) return std::vector<Type>{a};
+    if (a.rank() == 0) return std::vector<Type>{b};
+  }
+  absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(a.dims(), b.dims());
+  if (!shape.ok()) return shape.status();
+  if (sig.in_spmd) return std::vector<Type>{Type::Tensor(a.element_type(), *shape)};
+  std::vector<AxisList> dim_axes = BinaryDimAxes(*shape, a, b);
+  AxisList partial = BinaryPartial(kKind, a, b);
+  // A partial axis cannot also split a dimension.
+  for (const AxisList& axes : dim_axes) {
+    for (const std::string& axis : axes) {
+      if (std::find(partial.begin(), partial.end(), axis) != partial.end()) partial.clear();
+    }
+  }
+  return std::vector<Type>{
+      Type::Tensor(a.element_type(), *std::move(shape), std::move(dim_axes), std::move(partial))};
+}
+
+absl::StatusOr<std::vector<Type>> InferConvert(const OpSignature& sig) {
+  absl::StatusOr<Type> x = TensorOperand(sig, 0, "the operand");
+  if (!x.ok()) return x.status();
+  absl::StatusOr<Type> result = AnnotatedResult(sig);
+  if (!result.ok()) return result.status();
+  if (!result->is_tensor() || result->dims() != x->dims()) {
+    return OpError("convert keeps the shape: %s cannot become %s", x->ToString(),
+                   result->ToString());
+  }
+  return std::vector<Type>{*result};
+}
+
+absl::StatusOr<std::vector<Type>> InferFull(const OpSignature& sig) {
+  absl::StatusOr<Type> result = AnnotatedResult(sig);
+  if (!result.ok()) return result.status();
+  const Attribute* value = sig.attrs.Find("value");
+  if (result->is_index() && !value->is_int()) {
+    return OpError("an index constant needs an integer value, got %s", value->ToString());
+  }
+  if (result->is_tensor() && !result->partial().empty()) {
+    return OpError("a constant cannot be partial");
+  }
+  return std::vector<Type>{*result};
+}
+
+OpCost FullCost(const OpSignature&, absl::Span<const Type> results) {
+  return {0, ByteSize(results[0]), 0};
+}
+
+OpDef Unary(OpKind kind, absl::string_view name, absl::string_view summary,
+            absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
+            std::vector<AttrSpec> attrs = {}) {
+  return OpDef{kind, name, summary, 1, 1, 1, 1, std::move(attrs), kElementwise, infer, UnaryCost};
+}
+
+OpDef Binary(OpKind kind, absl::string_view name, absl::string_view summary,
+             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&), uint32_t extra = 0) {
+  return OpDef{kind, name, summary, 2, 2, 1, 1, {},
+               kElementwise | kAllowsLiteral | kIndexOperands | extra, infer, UnaryCost};
+}
+
+}  // namespace
+
+void AppendElementwiseOps(std::vector<OpDef>& ops) {
+  ops.push_back(Unary(OpKind::kNeg, "neg", "-x", InferUnary<OpKind::kNeg>));
+  ops.push_back(Unary(OpKind::kAbs, "abs", "|x|", InferUnary<OpKind::kAbs>));
+  ops.push_back(Unary(OpKind::kExp, "exp", "e^x", InferUnary<OpKind::kExp>));
+  ops.push_back(Unary(OpKind::kLog, "log", "natural logarithm", InferUnary<OpKind::kLog>));
+  ops.push_back(Unary(OpKind::kSqrt, "sqrt", "square root", InferUnary<OpKind::kSqrt>));
+  ops.push_back(Unary(OpKind::kRsqrt, "rsqrt", "1/sqrt(x)", InferUnary<OpKind::kRsqrt>));
+  ops.push_back(Unary(OpKind::kTanh, "tanh", "hyperbolic tangent", InferUnary<OpKind::kTanh>));
+  ops.push_back(Unary(OpKind::kSigmoid, "sigmoid", "1/(1+e^-x)", InferUnary<OpKind::kSigmoid>));
+  ops.push_back(Unary(OpKind::kRelu, "relu", "max(x, 0)", InferUnary<OpKind::kRelu>));
+  ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>));
+  ops.push_back(Unary(OpKind::kGelu, "gelu", "GELU, erf form or tanh approximation",
+                      InferUnary<OpKind::kGelu>,
+                      {{"approximate", AttrKind::kEnum, false, {"none", "tanh"}}}));
+  OpDef convert = Unary(OpKind::kConvert, "convert",
+                        "element type change, round to nearest even", InferConvert);
+  convert.traits |= kResultTypeRequired;
+  ops.push_back(std::move(convert));
+
+  ops.push_back(Binary(OpKind::kAdd, "add", "a + b", InferBinary<OpKind::kAdd>, kCommutative));
+  ops.push_back(Binary(OpKind::kSub, "sub", "a - b", InferBinary<OpKind::kSub>));
+  ops.push_back(Binary(OpKind::kMul, "mul", "a * b", InferBinary<OpKind::kMul>, kCommutative));
+  ops.push_back(Binary(OpKind::kDiv, "div", "a / b (floor division on index)",
+                       InferBinary<OpKind::kDiv>));
+  ops.push_back(Binary(OpKind::kMax, "max", "elementwise maximum", InferBinary<OpKind::kMax>,
+                       kCommutative));
+  ops.push_back(Binary(OpKind::kMin, "min", "elementwise minimum", InferBinary<OpKind::kMin>,
+                       kCommutative));
+  ops.push_back(Binary(OpKind::kPow, "pow", "a ^ b", InferBinary<OpKind::kPow>));
+  ops.push_back(Binary(OpKind::kRem, "rem", "index remainder, floor semantics",
+                       InferBinary<OpKind::kRem>, kSpmdOnly));
+
+  ops.push_back(OpDef{OpKind::kFull, "full", "constant tensor or index constant", 0, 0, 1, 1,
+                      {{"value", AttrKind::kNumber, true}}, kResultTypeRequired, InferFull,
+                      FullCost});
+}
+
+}  // namespace commir::ops

@@ -1,0 +1,106 @@
+// Reductions, softmax and the norms.
+#include <algorithm>
+
+#include "commir/ops/op_helpers.h"
+
+namespace commir::ops {
+namespace {
+
+absl::StatusOr<std::vector<int64_t>> ReducedDims(const OpSignature& sig, Type x) {
+  std::vector<int64_t> dims = *sig.attrs.Find("dims")->int_list();
+  for (int64_t& d : dims) {
+    absl::StatusOr<int64_t> normalized = NormalizeDim(d, x.rank(), "dims");
+    if (!normalized.ok()) return normalized.status();
+    d = *normalized;
+  }
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return OpError("dims lists a dimension twice");
+  }
+  return sorted;
+}
+
+template <OpKind kKind>
+absl::StatusOr<std::vector<Type>> InferReduce(const OpSignature& sig) {
+  absl::StatusOr<Type> x = TensorOperand(sig, 0, "the operand");
+  if (!x.ok()) return x.status();
+  if (kKind == OpKind::kReduceMean) {
+    if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
+  }
+  absl::StatusOr<std::vector<int64_t>> reduced = ReducedDims(sig, *x);
+  if (!reduced.ok()) return reduced.status();
+  bool keepdim = sig.attrs.GetBool("keepdim", false);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x->rank(); ++d) {
+    bool is_reduced = std::binary_search(reduced->begin(), reduced->end(), d);
+    if (!is_reduced) shape.push_back(x->dims()[d]);
+    else if (keepdim) shape.push_back(1);
+  }
+  return std::vector<Type>{Type::Tensor(x->element_type(), std::move(shape))};
+}
+
+OpCost ReduceCost(const OpSignature& sig, absl::Span<const Type> results) {
+  return {static_cast<double>(sig.operand_types[0].num_elements()), StreamingBytes(sig, results), 0};
+}
+
+absl::StatusOr<std::vector<Type>> InferSoftmax(const OpSignature& sig) {
+  absl::StatusOr<Type> x = TensorOperand(sig, 0, "the operand");
+  if (!x.ok()) return x.status();
+  if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
+  if (x->rank() == 0) return OpError("softmax needs rank >= 1");
+  absl::StatusOr<int64_t> dim = NormalizeDim(sig.attrs.GetInt("dim", -1), x->rank(), "dim");
+  if (!dim.ok()) return dim.status();
+  return std::vector<Type>{x->WithoutSharding()};
+}
+
+// layernorm(x, weight, bias) and rmsnorm(x, weight): parameters are vectors over the
+// last dimension of x.
+absl::StatusOr<std::vector<Type>> InferNorm(const OpSignature& sig) {
+  absl::StatusOr<Type> x = TensorOperand(sig, 0, "the operand");
+  if (!x.ok()) return x.status();
+  if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
+  if (x->rank() == 0) return OpError("normalization needs rank >= 1");
+  int64_t features = x->dims().back();
+  for (size_t i = 1; i < sig.operand_types.size(); ++i) {
+    const char* role = i == 1 ? "weight" : "bias";
+    absl::StatusOr<Type> p = TensorOperand(sig, static_cast<int>(i), role);
+    if (!p.ok()) return p.status();
+    if (p->dims() != std::vector<int64_t>{features}) {
+      return OpError("%s must be [%d] to match the last dimension of %s, got %s", role, features,
+                     x->ToString(), p->ToString());
+    }
+    if (absl::Status s = RequireSameElementType(*x, *p, "the operand and the parameters");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return std::vector<Type>{x->WithoutSharding()};
+}
+
+OpCost NormCost(const OpSignature& sig, absl::Span<const Type> results) {
+  return {5.0 * sig.operand_types[0].num_elements(), StreamingBytes(sig, results), 0};
+}
+
+std::vector<AttrSpec> ReduceAttrs() {
+  return {{"dims", AttrKind::kIntList, true}, {"keepdim", AttrKind::kBool}};
+}
+
+}  // namespace
+
+void AppendNormalizationOps(std::vector<OpDef>& ops) {
+  ops.push_back(OpDef{OpKind::kReduceSum, "reduce_sum", "sum over dims", 1, 1, 1, 1,
+                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceSum>, ReduceCost});
+  ops.push_back(OpDef{OpKind::kReduceMax, "reduce_max", "maximum over dims", 1, 1, 1, 1,
+                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceMax>, ReduceCost});
+  ops.push_back(OpDef{OpKind::kReduceMean, "reduce_mean", "mean over dims", 1, 1, 1, 1,
+                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceMean>, ReduceCost});
+  ops.push_back(OpDef{OpKind::kSoftmax, "softmax", "softmax along dim, computed in f32", 1, 1, 1,
+                      1, {{"dim", AttrKind::kInt}}, 0, InferSoftmax, NormCost});
+  ops.push_back(OpDef{OpKind::kLayerNorm, "layernorm", "layer normalization over the last dim",
+                      3, 3, 1, 1, {{"eps", AttrKind::kNumber}}, 0, InferNorm, NormCost});
+  ops.push_back(OpDef{OpKind::kRmsNorm, "rmsnorm", "RMS normalization over the last dim", 2, 2,
+                      1, 1, {{"eps", AttrKind::kNumber}}, 0, InferNorm, NormCost});
+}
+
+}  // namespace commir::ops

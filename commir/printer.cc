@@ -1,0 +1,291 @@
+#include "commir/printer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace commir {
+namespace {
+
+// Value names are not reference-checked in the IR, so the printer makes them unique
+// within a function, keeping written names where it can. Only the names that differ
+// from the written one (unnamed values, clashes) are stored; the others are read from
+// the values themselves, which the taken-name set also points into (a module being
+// printed does not change).
+class NameTable {
+ public:
+  void Assign(const Function& function) {
+    // About one name per top-level op: sized once instead of rehashed as it grows.
+    used_.reserve(function.body()->num_arguments() + function.body()->size());
+    for (int i = 0; i < function.body()->num_arguments(); ++i) Claim(function.body()->argument(i));
+    AssignBlock(function.body());
+  }
+  const std::string& Name(const Value* value) const {
+    if (!renamed_.empty()) {
+      auto it = renamed_.find(value);
+      if (it != renamed_.end()) return *it->second;
+    }
+    return value->name();
+  }
+
+ private:
+  void AssignBlock(const Block* block) {
+    for (const Operation* op : *block) {
+      for (int r = 0; r < op->num_regions(); ++r) {
+        const Block* region = op->region(r);
+        for (int i = 0; i < region->num_arguments(); ++i) Claim(region->argument(i));
+      }
+      for (int i = 0; i < op->num_results(); ++i) Claim(op->result(i));
+      for (int r = 0; r < op->num_regions(); ++r) AssignBlock(op->region(r));
+    }
+  }
+
+  void Claim(const Value* value) {
+    const std::string& written = value->name();
+    if (!written.empty() && used_.insert(written).second) return;  // kept as written
+    std::string name;
+    if (written.empty()) {
+      do name = absl::StrCat(next_number_++); while (used_.contains(name));
+    } else {
+      int suffix = 1;
+      do name = absl::StrCat(written, "_", suffix++); while (used_.contains(name));
+    }
+    const std::string& stored = storage_.emplace_back(std::move(name));
+    renamed_[value] = &stored;
+    used_.insert(stored);
+  }
+
+  // The names that differ from the written ones; a deque keeps them in place, as the
+  // taken-name set holds views of them.
+  std::deque<std::string> storage_;
+  absl::flat_hash_map<const Value*, const std::string*> renamed_;
+  absl::flat_hash_set<absl::string_view> used_;
+  int next_number_ = 0;
+};
+
+class Printer {
+ public:
+  explicit Printer(std::string& out) : out_(out) {}
+
+  void PrintMesh(const Mesh& mesh) {
+    absl::StrAppend(&out_, "mesh @", mesh.name(), "(");
+    for (size_t i = 0; i < mesh.axes().size(); ++i) {
+      if (i > 0) out_ += ", ";
+      absl::StrAppend(&out_, mesh.axes()[i].name, "=", mesh.axes()[i].size);
+    }
+    out_ += ")\n";
+  }
+
+  void PrintFunction(const Function& function) {
+    names_.Assign(function);
+    if (function.is_spmd()) out_ += "spmd ";
+    absl::StrAppend(&out_, "func @", function.name(), "(");
+    for (int i = 0; i < function.body()->num_arguments(); ++i) {
+      if (i > 0) out_ += ", ";
+      absl::StrAppend(&out_, "%", names_.Name(function.body()->argument(i)), ": ",
+                      function.arg_types()[i].ToString());
+    }
+    out_ += ") -> ";
+    const std::vector<Type>& results = function.result_types();
+    if (results.size() == 1) {
+      out_ += results[0].ToString();
+    } else {
+      out_ += "(";
+      for (size_t i = 0; i < results.size(); ++i) {
+        if (i > 0) out_ += ", ";
+        out_ += results[i].ToString();
+      }
+      out_ += ")";
+    }
+    if (function.mesh() != nullptr) {
+      absl::StrAppend(&out_, " on @", function.mesh()->name());
+    } else if (!function.mesh_name().empty()) {
+      absl::StrAppend(&out_, " on @", function.mesh_name());
+    }
+    out_ += " {\n";
+    PrintBlock(*function.body(), 1);
+    out_ += "}\n";
+  }
+
+ private:
+  void Indent(int depth) { out_.append(2 * depth, ' '); }
+
+  void PrintOperand(const Value* value) {
+    if (!value->is_literal()) {
+      out_ += '%';
+      out_ += names_.Name(value);
+      return;
+    }
+    double v = value->literal_value();
+    bool integral = value->type().is_index() ||
+                    (value->type().is_tensor() && IsIntegerType(value->type().element_type()));
+    // Whole numbers in the int64 range print as integers; anything else (invalid IR,
+    // which the verifier reports) prints exactly rather than through a lossy or
+    // undefined conversion.
+    if (integral && v >= -9223372036854775808.0 && v < 9223372036854775808.0 &&
+        std::trunc(v) == v) {
+      absl::StrAppend(&out_, static_cast<int64_t>(v));
+    } else {
+      out_ += FormatFloat(v);
+    }
+  }
+
+  void PrintAttributes(const Operation& op, bool skip_loop_bounds) {
+    if (op.attrs().empty() && op.stream_operand() == nullptr) return;  // nothing to print
+    std::vector<std::string> parts;
+    auto append = [&](const std::string& key, const Attribute& value) {
+      if (value.kind() == Attribute::Kind::kBool && value.bool_value()) {
+        parts.push_back(key);
+      } else {
+        parts.push_back(absl::StrCat(key, " = ", value.ToString()));
+      }
+    };
+    for (const AttrSpec& spec : op.def().attrs) {
+      if (skip_loop_bounds) break;
+      if (const Attribute* value = op.attrs().Find(spec.name)) append(std::string(spec.name), *value);
+    }
+    // Keys the schema does not know (invalid IR, printed for debugging) in sorted order.
+    std::vector<std::string> unknown;
+    for (const auto& [key, value] : op.attrs().entries()) {
+      if (key != "stream" && op.def().FindAttr(key) == nullptr) unknown.push_back(key);
+    }
+    std::sort(unknown.begin(), unknown.end());
+    for (const std::string& key : unknown) append(key, *op.attrs().Find(key));
+    if (const Value* stream = op.stream_operand()) {
+      parts.push_back(absl::StrCat("stream = %", names_.Name(stream)));
+    } else if (const Attribute* value = op.attrs().Find("stream")) {
+      append("stream", *value);
+    }
+    if (!parts.empty()) absl::StrAppend(&out_, " {", absl::StrJoin(parts, ", "), "}");
+  }
+
+  // Type::ToString, memoized: a program uses few distinct types, many times each.
+  const std::string& TypeText(Type type) {
+    auto it = type_text_.find(type);
+    if (it == type_text_.end()) it = type_text_.emplace(type, type.ToString()).first;
+    return it->second;
+  }
+
+  void PrintResultTypes(const Operation& op) {
+    if (op.num_results() == 0) return;
+    out_ += " : ";
+    if (op.num_results() == 1) {
+      out_ += TypeText(op.result(0)->type());
+      return;
+    }
+    out_ += "(";
+    for (int i = 0; i < op.num_results(); ++i) {
+      if (i > 0) out_ += ", ";
+      out_ += TypeText(op.result(i)->type());
+    }
+    out_ += ")";
+  }
+
+  void PrintResults(const Operation& op) {
+    if (op.num_results() == 0) return;
+    for (int i = 0; i < op.num_results(); ++i) {
+      if (i > 0) out_ += ", ";
+      out_ += '%';
+      out_ += names_.Name(op.result(i));
+    }
+    out_ += " = ";
+  }
+
+  void PrintFor(const Operation& op, int depth) {
+    const Block& body = *op.region(0);
+    absl::StrAppend(&out_, "for %", names_.Name(body.argument(0)), " = ",
+                    op.attrs().GetInt("lower", 0), " to ", op.attrs().GetInt("upper", 0),
+                    " step ", op.attrs().GetInt("step", 1));
+    if (op.num_operands() > 0) {
+      out_ += " iter(";
+      for (int i = 0; i < op.num_operands(); ++i) {
+        if (i > 0) out_ += ", ";
+        absl::StrAppend(&out_, "%", names_.Name(body.argument(i + 1)), " = ");
+        PrintOperand(op.operand(i));
+      }
+      out_ += ")";
+    }
+    // Attributes other than the bounds (a stream, for example).
+    std::vector<std::string> extra;
+    for (const auto& [key, value] : op.attrs().entries()) {
+      if (key != "lower" && key != "upper" && key != "step") extra.push_back(key);
+    }
+    if (!extra.empty() || op.stream_operand() != nullptr) PrintAttributes(op, true);
+    out_ += " {\n";
+    PrintBlock(body, depth + 1);
+    Indent(depth);
+    out_ += "}";
+    PrintResultTypes(op);
+    out_ += "\n";
+  }
+
+  void PrintOp(const Operation& op, int depth) {
+    Indent(depth);
+    PrintResults(op);
+    if (op.Is(OpKind::kFor)) {
+      PrintFor(op, depth);
+      return;
+    }
+    out_.append(op.name().data(), op.name().size());
+    if (op.def().Has(kTerminator)) {
+      for (int i = 0; i < op.num_operands(); ++i) {
+        out_ += i == 0 ? " " : ", ";
+        PrintOperand(op.operand(i));
+      }
+      out_ += "\n";
+      return;
+    }
+    out_ += "(";
+    for (int i = 0; i < op.num_operands(); ++i) {
+      if (i > 0) out_ += ", ";
+      PrintOperand(op.operand(i));
+    }
+    out_ += ")";
+    PrintAttributes(op, false);
+    PrintResultTypes(op);
+    out_ += "\n";
+  }
+
+  void PrintBlock(const Block& block, int depth) {
+    for (const Operation* op : block) PrintOp(*op, depth);
+  }
+
+  std::string& out_;
+  NameTable names_;
+  absl::flat_hash_map<Type, std::string> type_text_;
+};
+
+}  // namespace
+
+std::string PrintModule(const Module& module) {
+  std::string out;
+  Printer printer(out);
+  bool first = true;
+  const Module::Decl* previous = nullptr;
+  for (const Module::Decl& decl : module.decls()) {
+    // Consecutive meshes stay together; everything else is separated by a blank line.
+    bool grouped_mesh = previous != nullptr && previous->mesh != nullptr && decl.mesh != nullptr;
+    if (!first && !grouped_mesh) out += "\n";
+    first = false;
+    if (decl.mesh != nullptr) {
+      printer.PrintMesh(*decl.mesh);
+    } else {
+      Printer(out).PrintFunction(*decl.function);
+    }
+    previous = &decl;
+  }
+  return out;
+}
+
+std::string PrintFunction(const Function& function) {
+  std::string out;
+  Printer(out).PrintFunction(function);
+  return out;
+}
+
+}  // namespace commir

@@ -1,0 +1,350 @@
+#include "commir/verifier.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace commir {
+namespace {
+
+class FunctionVerifier {
+ public:
+  FunctionVerifier(Function& function, DiagnosticEngine& diagnostics)
+      : function_(function), diagnostics_(diagnostics) {}
+
+  void Run() {
+    // Values visible at a point are at most the function's top-level values plus those
+    // of enclosing loop bodies: size the set once instead of growing it op by op.
+    visible_.reserve(function_.body()->num_arguments() + function_.body()->size());
+    for (size_t i = 0; i < function_.arg_types().size(); ++i) {
+      CheckLayout(function_.arg_types()[i], function_.arg_type_locs()[i]);
+    }
+    for (size_t i = 0; i < function_.result_types().size(); ++i) {
+      CheckLayout(function_.result_types()[i], function_.result_type_locs()[i]);
+    }
+    VerifyBlock(function_.body(), /*loop=*/nullptr);
+  }
+
+ private:
+  void Error(Location loc, std::string message) {
+    diagnostics_.Error(loc.known() ? loc : function_.loc(), std::move(message));
+  }
+
+  void CheckLayout(Type type, Location loc) {
+    if (type.is_null()) return;
+    if (absl::Status s = ValidateLayout(type, function_.mesh()); !s.ok()) {
+      Error(loc, std::string(s.message()));
+    }
+  }
+
+  // Verifies `block` with its arguments visible; `loop` is the enclosing for op.
+  void VerifyBlock(Block* block, Operation* loop) {
+    size_t mark = scope_log_.size();
+    for (Value* arg : block->arguments()) Define(arg);
+    for (Operation* op : *block) {
+      VerifyOp(op);
+      bool is_last = op->next() == nullptr;
+      if (op->def().Has(kTerminator) && !is_last) {
+        Error(op->loc(), absl::StrFormat("'%s' must be the last op of its block", op->name()));
+      }
+      for (int r = 0; r < op->num_regions(); ++r) VerifyBlock(op->region(r), op);
+      for (int i = 0; i < op->num_results(); ++i) Define(op->result(i));
+    }
+    VerifyTerminator(block, loop);
+    // Leave the scope: values of this block are not visible after it.
+    while (scope_log_.size() > mark) {
+      visible_.erase(scope_log_.back());
+      scope_log_.pop_back();
+    }
+  }
+
+  void Define(Value* value) {
+    if (visible_.insert(value).second) scope_log_.push_back(value);
+  }
+
+  void VerifyTerminator(Block* block, Operation* loop) {
+    Operation* last = block->back();
+    Location where = last != nullptr ? last->loc() : (loop ? loop->loc() : function_.loc());
+    OpKind expected = loop == nullptr ? OpKind::kReturn : OpKind::kYield;
+    // A terminator of the other kind (`yield` ending a function) is reported by VerifyOp.
+    if (last != nullptr && !last->Is(expected) && last->def().Has(kTerminator)) return;
+    if (last == nullptr || !last->Is(expected)) {
+      Error(where, absl::StrFormat("the %s must end with '%s'",
+                                   loop == nullptr ? "function body" : "loop body",
+                                   GetOpDef(expected).name));
+      return;
+    }
+    if (loop == nullptr) {
+      VerifyReturn(last);
+    } else {
+      VerifyYield(last, loop);
+    }
+  }
+
+  void VerifyReturn(Operation* ret) {
+    const std::vector<Type>& declared = function_.result_types();
+    if (ret->num_operands() != static_cast<int>(declared.size())) {
+      Error(ret->loc(), absl::StrFormat("return has %d values but @%s declares %d results",
+                                        ret->num_operands(), function_.name(), declared.size()));
+      return;
+    }
+    for (int i = 0; i < ret->num_operands(); ++i) {
+      Type actual = ret->operand(i)->type();
+      if (actual.is_null() || declared[i].is_null()) continue;
+      if (function_.is_spmd()) {
+        // An invalid declared layout is reported at the signature; no local type follows.
+        if (!ValidateLayout(declared[i], function_.mesh()).ok()) continue;
+        Type local = LocalType(declared[i], function_.mesh());
+        if (actual != local) {
+          Error(ret->loc(),
+                absl::StrFormat("result %d: each device must return %s (its part of %s), got %s",
+                                i, local.ToString(), declared[i].ToString(), actual.ToString()));
+        }
+      } else if (!actual.SameShapeAndElementType(declared[i])) {
+        Error(ret->loc(), absl::StrFormat("result %d: returned %s does not match declared %s", i,
+                                          actual.ToString(), declared[i].ToString()));
+      }
+    }
+  }
+
+  void VerifyYield(Operation* yield, Operation* loop) {
+    if (yield->num_operands() != loop->num_results()) {
+      Error(yield->loc(), absl::StrFormat("yield has %d values but the loop carries %d",
+                                          yield->num_operands(), loop->num_results()));
+      return;
+    }
+    for (int i = 0; i < yield->num_operands(); ++i) {
+      Type actual = yield->operand(i)->type();
+      if (actual.is_null()) continue;
+      if (actual != loop->result(i)->type()) {
+        Error(yield->loc(), absl::StrFormat("yield value %d is %s but the loop carries %s", i,
+                                            actual.ToString(), loop->result(i)->type().ToString()));
+      }
+    }
+  }
+
+  void VerifyForOp(Operation* op) {
+    if (op->num_regions() != 1) {
+      Error(op->loc(), "a for loop needs one body");
+      return;
+    }
+    Block* body = op->region(0);
+    if (body->num_arguments() != op->num_operands() + 1) {
+      Error(op->loc(), "the loop body must take the induction variable and each carried value");
+      return;
+    }
+    if (!body->argument(0)->type().is_index()) {
+      Error(op->loc(), "the induction variable must be an index");
+    }
+    for (int i = 0; i < op->num_operands(); ++i) {
+      Type init = op->operand(i)->type();
+      if (init.is_null()) continue;
+      if (body->argument(i + 1)->type() != init || op->result(i)->type() != init) {
+        Error(op->loc(), absl::StrFormat("carried value %d must keep its type %s", i,
+                                         init.ToString()));
+      }
+    }
+  }
+
+  // A literal standing for an index or integer value must be a whole number that the
+  // type can hold.
+  void VerifyLiteral(Operation* op, Value* literal) {
+    Type type = literal->type();
+    double v = literal->literal_value();
+    double lo = 0, hi = 0;  // the range is [lo, hi)
+    if (type.is_index() || (type.is_tensor() && type.element_type() == ElementType::kI64)) {
+      lo = -9223372036854775808.0;
+      hi = 9223372036854775808.0;
+    } else if (type.is_tensor() && type.element_type() == ElementType::kI32) {
+      lo = -2147483648.0;
+      hi = 2147483648.0;
+    } else if (type.is_tensor() && type.element_type() == ElementType::kI1) {
+      hi = 2;
+    } else {
+      return;  // any number (inf and nan included) is a float literal
+    }
+    if (!(v >= lo && v < hi) || std::trunc(v) != v) {
+      Error(literal->loc().known() ? literal->loc() : op->loc(),
+            absl::StrFormat("literal %s is not a valid %s value", FormatFloat(v),
+                            type.is_index() ? "index" : ElementTypeName(type.element_type())));
+    }
+  }
+
+  void VerifyOp(Operation* op) {
+    const OpDef& def = op->def();
+    bool spmd = function_.is_spmd();
+    if (def.Has(kSpmdOnly) && !spmd && !def.Has(kIndexOperands)) {
+      Error(op->loc(), absl::StrFormat("'%s' is only valid in spmd functions", op->name()));
+      return;
+    }
+    if (def.Has(kGlobalOnly) && spmd) {
+      Error(op->loc(), absl::StrFormat("'%s' is only valid in global functions", op->name()));
+      return;
+    }
+    if (op->Is(OpKind::kYield) && op->parent_op() == nullptr) {
+      Error(op->loc(), "'yield' is only valid in a loop body");
+      return;
+    }
+    if (op->Is(OpKind::kReturn) && op->parent_op() != nullptr) {
+      Error(op->loc(), "'return' is not valid in a loop body (use 'yield')");
+      return;
+    }
+    // SSA: every operand is defined, visible here, and typed.
+    bool typed = true;
+    int literals = 0;
+    for (Value* operand : op->all_operands()) {
+      if (operand->is_literal()) {
+        ++literals;
+        continue;
+      }
+      if (operand->type().is_null()) {
+        // A stand-in for a name that failed to parse or was never defined: already
+        // reported where that happened.
+        typed = false;
+        continue;
+      }
+      if (!visible_.contains(operand)) {
+        Error(op->loc(), absl::StrFormat("operand %%%s of '%s' does not dominate its use",
+                                         operand->name(), op->name()));
+        return;
+      }
+      typed &= !operand->type().is_null();
+    }
+    if (literals > 0 && !def.Has(kAllowsLiteral)) {
+      Error(op->loc(), absl::StrFormat("'%s' does not take number literals", op->name()));
+      return;
+    }
+    if (literals >= op->num_operands() && op->num_operands() > 0) {
+      Error(op->loc(), absl::StrFormat("'%s' needs at least one operand that is a value",
+                                       op->name()));
+      return;
+    }
+    if (!typed) return;  // already reported where the operand was defined
+    for (Value* operand : op->operands()) {
+      if (operand->is_literal()) VerifyLiteral(op, operand);
+    }
+    if (Value* stream = op->stream_operand(); stream != nullptr && !stream->type().is_index()) {
+      Error(op->loc(), "'stream' must be an integer or an index value");
+    }
+    if (op->stream_operand() != nullptr && !spmd) {
+      Error(op->loc(), "'stream' is only valid in spmd functions");
+    }
+    if (absl::Status s = ValidateAttributes(def, op->attrs(), spmd); !s.ok()) {
+      Error(op->loc(), std::string(s.message()));
+      return;
+    }
+    // Inline storage: no heap allocation for ops with up to four operands / results.
+    absl::InlinedVector<Type, 4> operand_types;
+    for (Value* operand : op->operands()) operand_types.push_back(operand->type());
+    absl::InlinedVector<Type, 4> result_types;
+    for (int i = 0; i < op->num_results(); ++i) {
+      Type type = op->result(i)->type();
+      if (type.is_null()) return;
+      result_types.push_back(type);
+    }
+    Location type_loc = op->type_loc().known() ? op->type_loc() : op->loc();
+    for (Type t : result_types) {
+      if (spmd && t.has_sharding()) {
+        Error(type_loc, absl::StrFormat("%s: types in a spmd function body are per-device and "
+                                        "carry no sharding",
+                                        t.ToString()));
+        return;
+      }
+      if (absl::Status s = ValidateLayout(t, function_.mesh()); !s.ok()) {
+        Error(type_loc, std::string(s.message()));
+        return;
+      }
+    }
+    OpSignature sig{operand_types, op->attrs(), result_types, op->num_results(),
+                    function_.mesh(), spmd};
+    absl::StatusOr<std::vector<Type>> inferred = InferResultTypes(def, sig);
+    if (!inferred.ok()) {
+      Error(op->loc(), std::string(inferred.status().message()));
+      return;
+    }
+    if (op->Is(OpKind::kFor)) VerifyForOp(op);
+  }
+
+  Function& function_;
+  DiagnosticEngine& diagnostics_;
+  absl::flat_hash_set<Value*> visible_;
+  std::vector<Value*> scope_log_;
+};
+
+// Reports duplicate symbols and invalid meshes.
+void VerifyMeshes(Module& module, DiagnosticEngine& diagnostics) {
+  absl::flat_hash_set<std::string> symbols;
+  for (const Module::Decl& decl : module.decls()) {
+    const std::string& name = decl.mesh != nullptr ? decl.mesh->name() : decl.function->name();
+    Location loc = decl.mesh != nullptr ? decl.mesh->loc() : decl.function->loc();
+    if (!symbols.insert(name).second) {
+      diagnostics.Error(loc, absl::StrFormat("redefinition of @%s", name));
+    }
+    if (decl.mesh == nullptr) continue;
+    absl::flat_hash_set<std::string> axes;
+    for (const MeshAxis& axis : decl.mesh->axes()) {
+      if (!axes.insert(axis.name).second) {
+        diagnostics.Error(axis.loc, absl::StrFormat("mesh @%s has axis '%s' twice", name, axis.name));
+      }
+      if (axis.size < 1) {
+        diagnostics.Error(axis.loc, absl::StrFormat("mesh axis '%s' must have size >= 1, got %d",
+                                                    axis.name, axis.size));
+      }
+    }
+    int64_t devices = 1;
+    bool overflow = false;
+    for (const MeshAxis& axis : decl.mesh->axes()) {
+      if (axis.size >= 1) overflow |= __builtin_mul_overflow(devices, axis.size, &devices);
+    }
+    if (overflow) {
+      diagnostics.Error(decl.mesh->loc(),
+                        absl::StrFormat("mesh @%s has too many devices: the product of its axis "
+                                        "sizes does not fit in 64 bits",
+                                        name));
+    }
+  }
+}
+
+}  // namespace
+
+void VerifyModule(Module& module, DiagnosticEngine& diagnostics) {
+  VerifyMeshes(module, diagnostics);
+  module.ResolveMeshes();
+  size_t mesh_count = module.meshes().size();
+  for (Function* function : module.functions()) {
+    if (!function->mesh_name().empty() && function->mesh() == nullptr) {
+      Location loc = function->mesh_name_loc().known() ? function->mesh_name_loc() : function->loc();
+      diagnostics.Error(loc, absl::StrFormat("unknown mesh @%s", function->mesh_name()));
+      continue;
+    }
+    if (function->mesh_name().empty() && mesh_count > 1) {
+      diagnostics.Error(function->loc(),
+                        absl::StrFormat("@%s must name its mesh with 'on @MESH': the module "
+                                        "declares %d meshes",
+                                        function->name(), mesh_count));
+      continue;
+    }
+    // The body of a function on an invalid mesh (reported above) cannot be checked
+    // without cascades of errors, nor safely (group sizes may be 0).
+    if (function->mesh() != nullptr && !function->mesh()->IsWellFormed()) continue;
+    FunctionVerifier(*function, diagnostics).Run();
+  }
+}
+
+absl::Status VerifyModule(Module& module) {
+  DiagnosticEngine diagnostics;
+  VerifyModule(module, diagnostics);
+  if (!diagnostics.has_errors()) return absl::OkStatus();
+  std::string text;
+  for (const Diagnostic& d : diagnostics.Sorted()) {
+    absl::StrAppendFormat(&text, "%d:%d: error: %s\n", d.loc.line, d.loc.col, d.message);
+  }
+  return absl::InvalidArgumentError(text);
+}
+
+}  // namespace commir
