@@ -1,0 +1,28 @@
+// commir-opt: parse, verify, transform and print CommIR (spec section 6). The work is
+// in tools/opt_driver.cc; this binds it to the process: argv, the standard streams,
+// every registered pass, and `bazel run`'s working directory.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/opt_driver.h"
+#include "transforms/pass_registry.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  commir::OptEnvironment env;
+  env.registry = commir::RegisteredPasses();
+  // Under `bazel run` the process runs in the runfiles tree; paths the user typed are
+  // relative to where they typed them.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) env.working_dir = dir;
+  env.in = &std::cin;
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  // The process exits right after; under sanitizers keep the teardown so that
+  // LeakSanitizer still checks the IR's ownership.
+#if !defined(__SANITIZE_ADDRESS__)
+  env.skip_module_teardown = true;
+#endif
+  return commir::RunCommirOpt(args, env);
+}

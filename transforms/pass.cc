@@ -1,0 +1,106 @@
+#include "transforms/pass.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "commir/check.h"
+
+namespace commir {
+
+std::string DescribeOptionType(const PassOptionSpec& spec) {
+  switch (spec.type) {
+    case PassOptionType::kInt: return "int";
+    case PassOptionType::kBool: return "bool";
+    case PassOptionType::kString: return "string";
+    case PassOptionType::kEnum: return absl::StrJoin(spec.enum_values, "|");
+  }
+  return "";
+}
+
+const PassOptions::Value& PassOptions::Get(absl::string_view name) const {
+  auto it = values_.find(name);
+  COMMIR_CHECK(it != values_.end(), "asking a pass for an option it does not declare");
+  return it->second;
+}
+
+int64_t PassOptions::GetInt(absl::string_view name) const {
+  const Value& value = Get(name);
+  COMMIR_CHECK(std::holds_alternative<int64_t>(value), "pass option is not an int");
+  return std::get<int64_t>(value);
+}
+
+bool PassOptions::GetBool(absl::string_view name) const {
+  const Value& value = Get(name);
+  COMMIR_CHECK(std::holds_alternative<bool>(value), "pass option is not a bool");
+  return std::get<bool>(value);
+}
+
+const std::string& PassOptions::GetString(absl::string_view name) const {
+  const Value& value = Get(name);
+  COMMIR_CHECK(std::holds_alternative<std::string>(value), "pass option is not a string");
+  return std::get<std::string>(value);
+}
+
+absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
+                                                    absl::string_view text) {
+  switch (spec.type) {
+    case PassOptionType::kInt: {
+      int64_t value = 0;
+      if (absl::SimpleAtoi(text, &value)) return PassOptions::Value(value);
+      return absl::InvalidArgumentError(
+          absl::StrFormat("option '%s' expects an integer, got '%s'", spec.name, text));
+    }
+    case PassOptionType::kBool:
+      if (text == "true" || text == "1") return PassOptions::Value(true);
+      if (text == "false" || text == "0") return PassOptions::Value(false);
+      return absl::InvalidArgumentError(
+          absl::StrFormat("option '%s' expects true or false, got '%s'", spec.name, text));
+    case PassOptionType::kString: return PassOptions::Value(std::string(text));
+    case PassOptionType::kEnum:
+      if (std::find(spec.enum_values.begin(), spec.enum_values.end(), text) !=
+          spec.enum_values.end()) {
+        return PassOptions::Value(std::string(text));
+      }
+      return absl::InvalidArgumentError(absl::StrFormat("option '%s' expects one of %s, got '%s'",
+                                                        spec.name, DescribeOptionType(spec), text));
+  }
+  return absl::InvalidArgumentError("unknown option type");
+}
+
+const PassOptionSpec* PassInfo::FindOption(absl::string_view option_name) const {
+  for (const PassOptionSpec& spec : options) {
+    if (spec.name == option_name) return &spec;
+  }
+  return nullptr;
+}
+
+PassOptions PassInfo::DefaultOptions() const {
+  PassOptions defaults;
+  for (const PassOptionSpec& spec : options) {
+    absl::StatusOr<PassOptions::Value> value = ParseOptionValue(spec, spec.default_value);
+    COMMIR_CHECK(value.ok(), "a registered pass option has a malformed default");
+    defaults.Set(spec.name, *std::move(value));
+  }
+  return defaults;
+}
+
+std::string DescribePasses(absl::Span<const PassInfo> registry) {
+  size_t width = 0;
+  for (const PassInfo& info : registry) width = std::max(width, info.name.size());
+  std::string out;
+  for (const PassInfo& info : registry) {
+    absl::StrAppendFormat(&out, "%-*s  %s\n", static_cast<int>(width), info.name,
+                          info.description);
+    for (const PassOptionSpec& spec : info.options) {
+      std::string value = spec.default_value.empty() ? "\"\"" : spec.default_value;
+      absl::StrAppendFormat(&out, "    %s: %s = %s\n        %s\n", spec.name,
+                            DescribeOptionType(spec), value, spec.help);
+    }
+  }
+  return out;
+}
+
+}  // namespace commir

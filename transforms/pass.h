@@ -1,0 +1,131 @@
+// Passes in the MLIR style: a pass has a name, a one-line description and a schema of
+// options; it is created from a registry row (transforms/pass_registry.h) with option
+// values parsed from pipeline text (transforms/pipeline.h), and transforms a Module.
+//
+// Status codes used across transforms/ (commir-opt maps them to exit statuses):
+//   kInvalidArgument     bad usage: unknown pass or option, malformed option value or
+//                        pipeline text (ParsePassPipeline; commir-opt exits 2);
+//   kFailedPrecondition  a pass failed on its input (PassManager::Run; exits 1);
+//   kInternal            --verify-each found invalid IR after a pass: a bug in that
+//                        pass (PassManager::Run; exits 1).
+#ifndef COMMIR_TRANSFORMS_PASS_H_
+#define COMMIR_TRANSFORMS_PASS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "commir/diagnostics.h"
+#include "commir/ir.h"
+
+namespace commir {
+
+enum class PassOptionType { kInt, kBool, kString, kEnum };
+
+// One entry of a pass's option schema.
+struct PassOptionSpec {
+  std::string name;
+  PassOptionType type = PassOptionType::kBool;
+  // The default, spelled as it would be written in a pipeline.
+  std::string default_value;
+  std::string help;
+  // The accepted spellings of a kEnum option.
+  std::vector<std::string> enum_values = {};
+};
+
+// "int", "bool", "string", or the enum's values joined with '|'.
+std::string DescribeOptionType(const PassOptionSpec& spec);
+
+// Option values of one configured pass, by option name. Enum values are strings.
+class PassOptions {
+ public:
+  using Value = std::variant<int64_t, bool, std::string>;
+
+  void Set(std::string name, Value value) { values_[std::move(name)] = std::move(value); }
+  bool Has(absl::string_view name) const { return values_.contains(name); }
+
+  // The option must exist with that type (the pipeline parser guarantees it for
+  // schema options; asking for anything else is a programming error).
+  int64_t GetInt(absl::string_view name) const;
+  bool GetBool(absl::string_view name) const;
+  // String and enum options.
+  const std::string& GetString(absl::string_view name) const;
+
+ private:
+  const Value& Get(absl::string_view name) const;
+  absl::flat_hash_map<std::string, Value> values_;
+};
+
+// Parses `text` as a value of `spec`'s type. Booleans are `true`/`false` (or `1`/`0`);
+// integers are decimal int64. The error (InvalidArgument) names the expected form.
+absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
+                                                    absl::string_view text);
+
+class Pass;
+struct PassInfo;
+
+using PassFactory = std::function<std::unique_ptr<Pass>(const PassInfo&, PassOptions)>;
+
+// A registry row: everything --list-passes shows and the pipeline parser checks.
+struct PassInfo {
+  std::string name;
+  std::string description;  // one line
+  std::vector<PassOptionSpec> options;
+  PassFactory create;
+
+  const PassOptionSpec* FindOption(absl::string_view option_name) const;
+  // Every option set to its default.
+  PassOptions DefaultOptions() const;
+  // A configured pass with default options.
+  std::unique_ptr<Pass> CreateWithDefaults() const { return create(*this, DefaultOptions()); }
+};
+
+// Factory for passes whose constructor is `P(const PassInfo&, PassOptions)`.
+template <typename P>
+std::unique_ptr<Pass> MakePass(const PassInfo& info, PassOptions options) {
+  return std::make_unique<P>(info, std::move(options));
+}
+
+class Pass {
+ public:
+  Pass(const PassInfo& info, PassOptions options) : info_(&info), options_(std::move(options)) {}
+  virtual ~Pass() = default;
+  Pass(const Pass&) = delete;
+  Pass& operator=(const Pass&) = delete;
+
+  const std::string& name() const { return info_->name; }
+  const std::string& description() const { return info_->description; }
+  const std::vector<PassOptionSpec>& option_specs() const { return info_->options; }
+  const PassOptions& options() const { return options_; }
+
+  // Transforms `module`. A pass that fails on its input returns a non-OK status; it
+  // may first report errors at source locations with diagnostics().Error(...), which
+  // commir-opt renders with the source line.
+  virtual absl::Status Run(Module& module) = 0;
+
+  // Where located errors go; the PassManager points this at its engine before Run.
+  DiagnosticEngine& diagnostics() { return diagnostics_ != nullptr ? *diagnostics_ : own_; }
+  void set_diagnostics(DiagnosticEngine* diagnostics) { diagnostics_ = diagnostics; }
+
+ private:
+  const PassInfo* info_;
+  PassOptions options_;
+  DiagnosticEngine* diagnostics_ = nullptr;
+  DiagnosticEngine own_;
+};
+
+// The text of --list-passes: each pass with its description and options (name, type,
+// default, help), in the registry's order.
+std::string DescribePasses(absl::Span<const PassInfo> registry);
+
+}  // namespace commir
+
+#endif  // COMMIR_TRANSFORMS_PASS_H_

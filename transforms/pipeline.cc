@@ -1,0 +1,169 @@
+#include "transforms/pipeline.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace commir {
+namespace {
+
+std::string ValidPasses(absl::Span<const PassInfo> registry) {
+  return absl::StrJoin(registry, ", ",
+                       [](std::string* out, const PassInfo& info) { out->append(info.name); });
+}
+
+std::string ValidOptions(const PassInfo& info) {
+  if (info.options.empty()) return absl::StrFormat("pass '%s' takes no options", info.name);
+  return absl::StrCat(
+      "valid options of '", info.name, "': ",
+      absl::StrJoin(info.options, ", ", [](std::string* out, const PassOptionSpec& spec) {
+        absl::StrAppend(out, spec.name, " (", DescribeOptionType(spec), ", default ",
+                        spec.default_value.empty() ? "\"\"" : spec.default_value, ")");
+      }));
+}
+
+bool IsNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+}
+
+// A cursor over the pipeline text; every error is InvalidArgument and names the column.
+class PipelineParser {
+ public:
+  PipelineParser(absl::string_view text, absl::Span<const PassInfo> registry)
+      : text_(text), registry_(registry) {}
+
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> Parse() {
+    std::vector<std::unique_ptr<Pass>> passes;
+    SkipSpace();
+    if (AtEnd()) return passes;
+    while (true) {
+      absl::StatusOr<std::unique_ptr<Pass>> pass = ParseEntry();
+      if (!pass.ok()) return pass.status();
+      passes.push_back(*std::move(pass));
+      SkipSpace();
+      if (AtEnd()) return passes;
+      if (!Consume(',')) return SyntaxError("expected ',' between passes");
+      SkipSpace();
+    }
+  }
+
+ private:
+  bool AtEnd() const { return pos_ >= text_.size(); }
+  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
+  void SkipSpace() {
+    while (!AtEnd() && absl::ascii_isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Consume(char c) {
+    if (Peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  absl::Status SyntaxError(absl::string_view what) const {
+    std::string found = AtEnd() ? "the end" : absl::StrCat("'", text_.substr(pos_, 1), "'");
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "malformed pass pipeline '%s' at column %d: %s, found %s", text_, pos_ + 1, what, found));
+  }
+
+  absl::string_view ParseName() {
+    size_t start = pos_;
+    while (!AtEnd() && IsNameChar(text_[pos_])) ++pos_;
+    return text_.substr(start, pos_ - start);
+  }
+
+  absl::StatusOr<std::unique_ptr<Pass>> ParseEntry() {
+    absl::string_view name = ParseName();
+    if (name.empty()) return SyntaxError("expected a pass name");
+    const PassInfo* info = nullptr;
+    for (const PassInfo& candidate : registry_) {
+      if (candidate.name == name) info = &candidate;
+    }
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("unknown pass '%s'; valid passes: %s",
+                                                        name, ValidPasses(registry_)));
+    }
+    PassOptions options = info->DefaultOptions();
+    SkipSpace();
+    if (Consume('{')) {
+      if (absl::Status s = ParseOptions(*info, options); !s.ok()) return s;
+    }
+    return info->create(*info, std::move(options));
+  }
+
+  // After '{': options up to and including '}'.
+  absl::Status ParseOptions(const PassInfo& info, PassOptions& options) {
+    absl::flat_hash_set<std::string> seen;
+    SkipSpace();
+    if (Consume('}')) return absl::OkStatus();
+    while (true) {
+      SkipSpace();
+      absl::string_view key = ParseName();
+      if (key.empty()) return SyntaxError("expected an option name");
+      const PassOptionSpec* spec = info.FindOption(key);
+      if (spec == nullptr) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "pass '%s' has no option '%s'; %s", info.name, key, ValidOptions(info)));
+      }
+      if (!seen.insert(std::string(key)).second) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("option '%s' of pass '%s' is given twice", key, info.name));
+      }
+      SkipSpace();
+      std::string value;
+      if (Consume('=')) {
+        SkipSpace();
+        absl::StatusOr<std::string> parsed = ParseValue();
+        if (!parsed.ok()) return parsed.status();
+        value = *std::move(parsed);
+      } else if (spec->type == PassOptionType::kBool) {
+        value = "true";  // `{flag}` as in op attributes
+      } else {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "option '%s' of pass '%s' needs a value ('%s=...'); %s", key, info.name, key,
+            ValidOptions(info)));
+      }
+      absl::StatusOr<PassOptions::Value> typed = ParseOptionValue(*spec, value);
+      if (!typed.ok()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "pass '%s': %s; %s", info.name, typed.status().message(), ValidOptions(info)));
+      }
+      options.Set(spec->name, *std::move(typed));
+      SkipSpace();
+      if (Consume('}')) return absl::OkStatus();
+      if (!Consume(',')) return SyntaxError("expected ',' or '}' after an option");
+    }
+  }
+
+  absl::StatusOr<std::string> ParseValue() {
+    if (Consume('"')) {
+      std::string value;
+      while (!AtEnd() && Peek() != '"') {
+        if (Peek() == '\\' && pos_ + 1 < text_.size()) ++pos_;
+        value.push_back(text_[pos_++]);
+      }
+      if (!Consume('"')) return SyntaxError("unterminated quoted value");
+      return value;
+    }
+    size_t start = pos_;
+    while (!AtEnd() && Peek() != ',' && Peek() != '}' && Peek() != '{') ++pos_;
+    return std::string(absl::StripTrailingAsciiWhitespace(text_.substr(start, pos_ - start)));
+  }
+
+  absl::string_view text_;
+  absl::Span<const PassInfo> registry_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> ParsePassPipeline(
+    absl::string_view text, absl::Span<const PassInfo> registry) {
+  return PipelineParser(text, registry).Parse();
+}
+
+}  // namespace commir

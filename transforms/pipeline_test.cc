@@ -1,0 +1,213 @@
+#include "transforms/pipeline.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "transforms/pass_registry.h"
+
+namespace commir {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A pass that does nothing; tests read its options back.
+class NopPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module&) override { return absl::OkStatus(); }
+};
+
+// A registry with every option type.
+const std::vector<PassInfo>& TestRegistry() {
+  static const auto* registry = new std::vector<PassInfo>{
+      {"alpha",
+       "Every kind of option",
+       {{"count", PassOptionType::kInt, "3", "an int"},
+        {"flag", PassOptionType::kBool, "false", "a bool"},
+        {"label", PassOptionType::kString, "", "a string"},
+        {"mode", PassOptionType::kEnum, "fast", "an enum", {"fast", "slow"}}},
+       MakePass<NopPass>},
+      {"beta", "No options", {}, MakePass<NopPass>},
+  };
+  return *registry;
+}
+
+std::vector<std::unique_ptr<Pass>> Parse(absl::string_view text) {
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(text, TestRegistry());
+  EXPECT_TRUE(passes.ok()) << passes.status();
+  if (!passes.ok()) return {};
+  return *std::move(passes);
+}
+
+absl::Status ParseError(absl::string_view text) {
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(text, TestRegistry());
+  EXPECT_FALSE(passes.ok()) << "'" << text << "' parsed";
+  return passes.status();
+}
+
+std::vector<std::string> Names(const std::vector<std::unique_ptr<Pass>>& passes) {
+  std::vector<std::string> names;
+  for (const auto& pass : passes) names.push_back(pass->name());
+  return names;
+}
+
+TEST(PipelineTest, EmptyPipelineHasNoPasses) {
+  EXPECT_TRUE(Parse("").empty());
+  EXPECT_TRUE(Parse("  \t ").empty());
+}
+
+TEST(PipelineTest, PassesInOrderWithDefaults) {
+  std::vector<std::unique_ptr<Pass>> passes = Parse("beta,alpha,beta");
+  EXPECT_THAT(Names(passes), ::testing::ElementsAre("beta", "alpha", "beta"));
+  const PassOptions& options = passes[1]->options();
+  EXPECT_EQ(options.GetInt("count"), 3);
+  EXPECT_FALSE(options.GetBool("flag"));
+  EXPECT_EQ(options.GetString("label"), "");
+  EXPECT_EQ(options.GetString("mode"), "fast");
+  EXPECT_EQ(passes[1]->description(), "Every kind of option");
+}
+
+TEST(PipelineTest, ParsesEveryOptionType) {
+  std::vector<std::unique_ptr<Pass>> passes =
+      Parse(R"(alpha{count=-12,flag=true,label=hello world,mode=slow})");
+  ASSERT_EQ(passes.size(), 1u);
+  const PassOptions& options = passes[0]->options();
+  EXPECT_EQ(options.GetInt("count"), -12);
+  EXPECT_TRUE(options.GetBool("flag"));
+  EXPECT_EQ(options.GetString("label"), "hello world");
+  EXPECT_EQ(options.GetString("mode"), "slow");
+}
+
+TEST(PipelineTest, ToleratesWhitespaceEverywhere) {
+  std::vector<std::unique_ptr<Pass>> passes =
+      Parse(" beta ,\n alpha { count = 7 , flag , label = \"a, b}\" } , beta ");
+  EXPECT_THAT(Names(passes), ::testing::ElementsAre("beta", "alpha", "beta"));
+  EXPECT_EQ(passes[1]->options().GetInt("count"), 7);
+  EXPECT_TRUE(passes[1]->options().GetBool("flag"));
+  EXPECT_EQ(passes[1]->options().GetString("label"), "a, b}");
+}
+
+TEST(PipelineTest, EmptyBracesKeepDefaults) {
+  std::vector<std::unique_ptr<Pass>> passes = Parse("alpha{}");
+  ASSERT_EQ(passes.size(), 1u);
+  EXPECT_EQ(passes[0]->options().GetInt("count"), 3);
+}
+
+TEST(PipelineTest, BoolsAcceptOneAndZero) {
+  EXPECT_TRUE(Parse("alpha{flag=1}")[0]->options().GetBool("flag"));
+  EXPECT_FALSE(Parse("alpha{flag=0}")[0]->options().GetBool("flag"));
+}
+
+TEST(PipelineTest, UnknownPassListsEveryPass) {
+  absl::Status status = ParseError("beta,gamma");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "unknown pass 'gamma'; valid passes: alpha, beta");
+}
+
+TEST(PipelineTest, UnknownOptionListsThePassesOptions) {
+  absl::Status status = ParseError("alpha{colour=red}");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "pass 'alpha' has no option 'colour'; valid options of 'alpha': count (int, default "
+            "3), flag (bool, default false), label (string, default \"\"), mode (fast|slow, "
+            "default fast)");
+  EXPECT_EQ(ParseError("beta{x=1}").message(),
+            "pass 'beta' has no option 'x'; pass 'beta' takes no options");
+}
+
+TEST(PipelineTest, BadValuesNameTheExpectedForm) {
+  absl::Status status = ParseError("alpha{count=many}");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("pass 'alpha': option 'count' expects an integer, got 'many'; valid "
+                        "options of 'alpha': count (int"));
+  EXPECT_THAT(ParseError("alpha{flag=yes}").message(),
+              HasSubstr("option 'flag' expects true or false, got 'yes'"));
+  EXPECT_THAT(ParseError("alpha{mode=medium}").message(),
+              HasSubstr("option 'mode' expects one of fast|slow, got 'medium'"));
+  EXPECT_THAT(ParseError("alpha{count=}").message(),
+              HasSubstr("option 'count' expects an integer, got ''"));
+  EXPECT_THAT(ParseError("alpha{count=99999999999999999999}").message(),
+              HasSubstr("expects an integer"));
+  EXPECT_THAT(ParseError("alpha{count}").message(),
+              HasSubstr("option 'count' of pass 'alpha' needs a value ('count=...')"));
+}
+
+TEST(PipelineTest, RepeatedOptionIsAnError) {
+  EXPECT_EQ(ParseError("alpha{count=1,count=2}").message(),
+            "option 'count' of pass 'alpha' is given twice");
+}
+
+TEST(PipelineTest, SyntaxErrorsNameTheColumn) {
+  EXPECT_EQ(ParseError("beta,").message(),
+            "malformed pass pipeline 'beta,' at column 6: expected a pass name, found the end");
+  EXPECT_EQ(ParseError("beta alpha").message(),
+            "malformed pass pipeline 'beta alpha' at column 6: expected ',' between passes, found "
+            "'a'");
+  EXPECT_EQ(ParseError("alpha{count=1").message(),
+            "malformed pass pipeline 'alpha{count=1' at column 14: expected ',' or '}' after an "
+            "option, found the end");
+  EXPECT_EQ(ParseError(",beta").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseError("alpha{label=\"open").message(), HasSubstr("unterminated quoted value"));
+  EXPECT_THAT(ParseError("alpha{=1}").message(), HasSubstr("expected an option name"));
+}
+
+// ---- The real registry ----------------------------------------------------------------
+
+TEST(RegistryTest, IsSortedWithUniqueNamesAndParsableDefaults) {
+  absl::Span<const PassInfo> passes = RegisteredPasses();
+  ASSERT_FALSE(passes.empty());
+  for (size_t i = 0; i < passes.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(passes[i - 1].name, passes[i].name);
+    }
+    EXPECT_FALSE(passes[i].description.empty()) << passes[i].name;
+    EXPECT_EQ(passes[i].description.find('\n'), std::string::npos) << passes[i].name;
+    // Creating with defaults parses every default (a malformed one aborts).
+    std::unique_ptr<Pass> pass = passes[i].CreateWithDefaults();
+    EXPECT_EQ(pass->name(), passes[i].name);
+    EXPECT_EQ(FindRegisteredPass(passes[i].name), &passes[i]);
+  }
+  EXPECT_EQ(FindRegisteredPass("no-such-pass"), nullptr);
+}
+
+TEST(RegistryTest, PipelineOfRealPasses) {
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline("canonicalize{fold-constants=false, max-rewrites=10},cse,dce",
+                        RegisteredPasses());
+  ASSERT_TRUE(passes.ok()) << passes.status();
+  ASSERT_EQ(passes->size(), 3u);
+  EXPECT_FALSE((*passes)[0]->options().GetBool("fold-constants"));
+  EXPECT_EQ((*passes)[0]->options().GetInt("max-rewrites"), 10);
+  absl::Status unknown = ParsePassPipeline("cse,frobnicate", RegisteredPasses()).status();
+  std::string names;
+  for (const PassInfo& info : RegisteredPasses()) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", info.name);
+  }
+  EXPECT_EQ(std::string(unknown.message()),
+            absl::StrCat("unknown pass 'frobnicate'; valid passes: ", names));
+}
+
+TEST(RegistryTest, DescribePassesListsOptionsWithTypesAndDefaults) {
+  EXPECT_EQ(DescribePasses(TestRegistry()),
+            "alpha  Every kind of option\n"
+            "    count: int = 3\n"
+            "        an int\n"
+            "    flag: bool = false\n"
+            "        a bool\n"
+            "    label: string = \"\"\n"
+            "        a string\n"
+            "    mode: fast|slow = fast\n"
+            "        an enum\n"
+            "beta   No options\n");
+}
+
+}  // namespace
+}  // namespace commir
