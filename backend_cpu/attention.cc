@@ -1,0 +1,130 @@
+// Scaled dot-product attention with grouped kv heads, position-based causal masking and
+// the log-sum-exp of each query's scores (spec section 5.1, `attention`).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "backend_cpu/blas_gemm.h"
+#include "backend_cpu/compute_values.h"
+#include "backend_cpu/kernels.h"
+#include "backend_cpu/pairwise_sum.h"
+#include "backend_cpu/shape_util.h"
+#include "commir/element_type.h"
+#include "runtime/tensor.h"
+
+namespace commir::cpu {
+namespace {
+
+struct AttentionShape {
+  int64_t batch, heads, kv_heads, queries, keys, head_dim, value_dim;
+};
+
+absl::StatusOr<AttentionShape> CheckAttentionShapes(const Tensor& q, const Tensor& k,
+                                                    const Tensor& v) {
+  for (const Tensor* operand : {&q, &k, &v}) {
+    if (absl::Status status = CheckFloatType("attention", *operand); !status.ok()) return status;
+  }
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("attention: q, k and v must be 4-D [B, H, S, D], got %s, %s and %s",
+                        q.DebugTypeString(), k.DebugTypeString(), v.DebugTypeString()));
+  }
+  const AttentionShape shape{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), v.dim(3)};
+  const bool consistent = k.dim(0) == shape.batch && v.dim(0) == shape.batch &&
+                          v.dim(1) == shape.kv_heads && v.dim(2) == shape.keys &&
+                          k.dim(3) == shape.head_dim;
+  if (!consistent) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention: expected q [B, H, Sq, D], k [B, Hkv, Skv, D] and v [B, Hkv, Skv, Dv], "
+        "got %s, %s and %s",
+        q.DebugTypeString(), k.DebugTypeString(), v.DebugTypeString()));
+  }
+  if (shape.kv_heads == 0 ? shape.heads != 0 : shape.heads % shape.kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("attention: the %d query heads are not a multiple of the %d kv heads",
+                        shape.heads, shape.kv_heads));
+  }
+  return shape;
+}
+
+// How many keys a query at `query_position` sees under the causal mask: key j (position
+// k_pos + j) is visible iff k_pos + j <= query_position, so the visible keys are a prefix.
+// Positions come from the program, so the arithmetic is done in 128 bits to stay exact.
+int64_t CausallyVisibleKeys(absl::int128 query_position, int64_t k_pos, int64_t keys) {
+  const absl::int128 visible = query_position - k_pos + 1;
+  return static_cast<int64_t>(std::clamp<absl::int128>(visible, 0, keys));
+}
+
+// Masked softmax of one row of scores, in place, returning its log-sum-exp. Only the first
+// `visible` keys count; the rest become 0, and with no visible key the whole row is 0 and
+// the log-sum-exp is -inf.
+template <typename T>
+T MaskedSoftmaxRow(T* scores, int64_t keys, int64_t visible) {
+  std::fill(scores + visible, scores + keys, T{0});
+  if (visible == 0) return -std::numeric_limits<T>::infinity();
+  const T maximum = *std::max_element(scores, scores + visible);
+  for (int64_t j = 0; j < visible; ++j) scores[j] = std::exp(scores[j] - maximum);
+  const T sum = PairwiseSum(scores, visible);
+  for (int64_t j = 0; j < visible; ++j) scores[j] /= sum;
+  return maximum + std::log(sum);
+}
+
+template <typename T>
+AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const AttentionOptions& options) {
+  const std::vector<T> queries = LoadAs<T>(q);
+  const std::vector<T> keys = LoadAs<T>(k);
+  const std::vector<T> values = LoadAs<T>(v);
+  const T scale = static_cast<T>(options.scale.value_or(
+      shape.head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : 1.0));
+  const int64_t q_pos = options.q_pos.value_or(shape.keys - shape.queries);
+  const int64_t group_size = shape.kv_heads == 0 ? 1 : shape.heads / shape.kv_heads;
+
+  std::vector<T> output(shape.batch * shape.heads * shape.queries * shape.value_dim);
+  std::vector<T> lse(shape.batch * shape.heads * shape.queries);
+  std::vector<T> scores(shape.queries * shape.keys);
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const int64_t kv_head = h / group_size;
+      const int64_t row_block = (b * shape.heads + h) * shape.queries;
+      const int64_t kv_block = (b * shape.kv_heads + kv_head) * shape.keys;
+      // scores[Sq, Skv] = scale * Q K^T
+      Gemm(false, true, shape.queries, shape.keys, shape.head_dim, scale,
+           queries.data() + row_block * shape.head_dim, shape.head_dim,
+           keys.data() + kv_block * shape.head_dim, shape.head_dim, scores.data(), shape.keys);
+      for (int64_t i = 0; i < shape.queries; ++i) {
+        const int64_t visible =
+            options.causal ? CausallyVisibleKeys(q_pos + absl::int128(i), options.k_pos, shape.keys)
+                           : shape.keys;
+        lse[row_block + i] = MaskedSoftmaxRow(scores.data() + i * shape.keys, shape.keys, visible);
+      }
+      // output[Sq, Dv] = P V
+      Gemm(false, false, shape.queries, shape.value_dim, shape.keys, T{1}, scores.data(),
+           shape.keys, values.data() + kv_block * shape.value_dim, shape.value_dim,
+           output.data() + row_block * shape.value_dim, shape.value_dim);
+    }
+  }
+  return AttentionResult{
+      StoreAs<T>(q.element_type(), {shape.batch, shape.heads, shape.queries, shape.value_dim},
+                 output),
+      StoreAs<T>(ElementType::kF32, {shape.batch, shape.heads, shape.queries}, lse)};
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionResult> Attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionOptions& options) {
+  absl::StatusOr<AttentionShape> shape = CheckAttentionShapes(q, k, v);
+  if (!shape.ok()) return shape.status();
+  return DispatchFloatCompute(q.element_type(), [&](auto zero) {
+    return ComputeAttention<decltype(zero)>(*shape, q, k, v, options);
+  });
+}
+
+}  // namespace commir::cpu

@@ -1,0 +1,22 @@
+// The cpu backend: carries out each CommIR op with the reference kernels (kernels.h,
+// OpenBLAS for GEMMs) and collectives with exact in-process semantics (collectives.h).
+#ifndef COMMIR_BACKEND_CPU_CPU_BACKEND_H_
+#define COMMIR_BACKEND_CPU_CPU_BACKEND_H_
+
+#include "runtime/backend.h"
+
+namespace commir::cpu {
+
+class CpuBackend : public runtime::Backend {
+ public:
+  absl::string_view name() const override { return "cpu"; }
+  absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
+      const Operation& op, absl::Span<const runtime::Tensor* const> tensors,
+      absl::Span<const int64_t> indices) override;
+  absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
+      const Operation& op, absl::Span<const runtime::Tensor* const> parts) override;
+};
+
+}  // namespace commir::cpu
+
+#endif  // COMMIR_BACKEND_CPU_CPU_BACKEND_H_

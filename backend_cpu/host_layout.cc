@@ -1,0 +1,141 @@
+#include "backend_cpu/host_layout.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "backend_cpu/collectives.h"
+#include "backend_cpu/kernels.h"
+
+namespace commir::cpu {
+namespace {
+
+using runtime::Tensor;
+
+bool UsesAxis(Type type, const std::string& axis) {
+  for (const AxisList& axes : type.dim_axes()) {
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) return true;
+  }
+  return false;
+}
+
+bool IsPartialAxis(Type type, const std::string& axis) {
+  const AxisList& p = type.partial();
+  return std::find(p.begin(), p.end(), axis) != p.end();
+}
+
+// Block index of `device` along dimension `dim` of `type`.
+int64_t BlockOf(Type type, const Mesh& mesh, int64_t device, size_t dim) {
+  const AxisList& axes = type.dim_axes()[dim];
+  return axes.empty() ? 0 : mesh.GroupCoordinate(device, axes);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> LocalPart(const Tensor& global, Type type, const Mesh* mesh,
+                                 int64_t device) {
+  if (global.shape() != type.dims()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "value has shape %s but the layout is %s", global.DebugTypeString(), type.ToString()));
+  }
+  if (mesh == nullptr || !type.has_sharding()) return global;
+  std::vector<int64_t> start(type.rank()), size(type.rank());
+  for (int64_t d = 0; d < type.rank(); ++d) {
+    int64_t parts = type.dim_axes()[d].empty() ? 1 : mesh->GroupSize(type.dim_axes()[d]);
+    size[d] = type.dims()[d] / parts;
+    start[d] = BlockOf(type, *mesh, device, d) * size[d];
+  }
+  absl::StatusOr<Tensor> part = Slice(global, start, size);
+  if (!part.ok()) return part.status();
+  if (!type.partial().empty() && mesh->GroupCoordinate(device, type.partial()) != 0) {
+    return Full(part->element_type(), part->shape(), 0.0);
+  }
+  return part;
+}
+
+absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Type type,
+                                      const Mesh* mesh) {
+  int64_t n = mesh == nullptr ? 1 : mesh->num_devices();
+  if (static_cast<int64_t>(parts.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrFormat("expected %d parts, got %d", n, parts.size()));
+  }
+  // Every part must have the per-device type, or the blocks would not tile the value.
+  Type local = mesh == nullptr ? type.WithoutSharding() : LocalType(type, mesh);
+  for (int64_t device = 0; device < n; ++device) {
+    if (parts[device]->element_type() != local.element_type() ||
+        parts[device]->shape() != local.dims()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device %d holds %s but its part of %s is %s", device,
+          parts[device]->DebugTypeString(), type.ToString(), local.ToString()));
+    }
+  }
+  if (n == 1) return *parts[0];
+  // Each device's role: which block it holds, whether it is the canonical replica
+  // (coordinate 0 on every axis the layout does not mention).
+  std::vector<std::string> replica_axes;
+  for (const MeshAxis& axis : mesh->axes()) {
+    if (!UsesAxis(type, axis.name) && !IsPartialAxis(type, axis.name)) replica_axes.push_back(axis.name);
+  }
+  // Blocks in row-major block order, each the sum of its partial-axis addends.
+  std::vector<int64_t> blocks_per_dim(type.rank(), 1);
+  for (int64_t d = 0; d < type.rank(); ++d) {
+    if (!type.dim_axes()[d].empty()) blocks_per_dim[d] = mesh->GroupSize(type.dim_axes()[d]);
+  }
+  int64_t num_blocks = 1;
+  for (int64_t b : blocks_per_dim) num_blocks *= b;
+  // addends[block][c]: the canonical replica with coordinate c over the partial axes.
+  const AxisList& partial = type.partial();
+  int64_t num_addends = partial.empty() ? 1 : mesh->GroupSize(partial);
+  std::vector<std::vector<const Tensor*>> addends(
+      num_blocks, std::vector<const Tensor*>(num_addends, nullptr));
+  for (int64_t device = 0; device < n; ++device) {
+    bool canonical = replica_axes.empty() || mesh->GroupCoordinate(device, replica_axes) == 0;
+    if (!canonical) continue;
+    int64_t block = 0;
+    for (int64_t d = 0; d < type.rank(); ++d) {
+      block = block * blocks_per_dim[d] + BlockOf(type, *mesh, device, d);
+    }
+    addends[block][partial.empty() ? 0 : mesh->GroupCoordinate(device, partial)] = parts[device];
+  }
+  // Partial values are summed like all_reduce sums them: in coordinate order over the
+  // partial axes (first listed axis major), rounded to the element type once.
+  std::vector<Tensor> blocks(num_blocks);
+  for (int64_t block = 0; block < num_blocks; ++block) {
+    if (num_addends == 1) {
+      blocks[block] = *addends[block][0];
+      continue;
+    }
+    absl::StatusOr<Tensor> sum = AllReduce(addends[block], ReduceOp::kSum);
+    if (!sum.ok()) return sum.status();
+    blocks[block] = *std::move(sum);
+  }
+  // Replicas must agree with the canonical device of their group.
+  if (!replica_axes.empty()) {
+    for (int64_t device = 0; device < n; ++device) {
+      if (mesh->GroupCoordinate(device, replica_axes) == 0) continue;
+      int64_t canonical = mesh->GroupMembers(device, replica_axes)[0];
+      if (!parts[device]->BitwiseEqual(*parts[canonical])) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "devices %d and %d should hold the same replica of %s but their values differ",
+            canonical, device, type.ToString()));
+      }
+    }
+  }
+  // Concatenate blocks, innermost dimension first.
+  std::vector<Tensor> level = std::move(blocks);
+  for (int64_t d = type.rank() - 1; d >= 0; --d) {
+    if (blocks_per_dim[d] == 1) continue;
+    std::vector<Tensor> next;
+    for (size_t start = 0; start < level.size(); start += blocks_per_dim[d]) {
+      std::vector<const Tensor*> group;
+      for (int64_t b = 0; b < blocks_per_dim[d]; ++b) group.push_back(&level[start + b]);
+      absl::StatusOr<Tensor> joined = Concat(group, d);
+      if (!joined.ok()) return joined.status();
+      next.push_back(*std::move(joined));
+    }
+    level = std::move(next);
+  }
+  return level[0];
+}
+
+}  // namespace commir::cpu

@@ -1,0 +1,169 @@
+// Reference CPU kernels for CommIR ops (spec section 5): pure functions on host tensors.
+//
+// Conventions shared by every kernel:
+//  - Errors a program can cause (shape or type mismatches, bad dimensions, out-of-range
+//    offsets, integer division by zero) come back as InvalidArgument; nothing aborts.
+//  - Dimensions may be negative, counting from the end (-1 is the last).
+//  - Float tensors compute in f32 (f64 for f64 tensors); f16/bf16 are widened exactly and
+//    the result is rounded to nearest even once, when stored.
+//  - Integer tensors compute in i64 with two's-complement wraparound, then wrap into i32;
+//    i1 values are 0/1 and any nonzero result is stored as 1.
+#ifndef COMMIR_BACKEND_CPU_KERNELS_H_
+#define COMMIR_BACKEND_CPU_KERNELS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "commir/element_type.h"
+#include "runtime/tensor.h"
+
+namespace commir::cpu {
+
+using runtime::Tensor;
+
+// ---------------------------------------------------------------------------------------
+// Elementwise (elementwise.cc)
+
+enum class UnaryOp {
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kSilu,
+  kGeluErf,   // 0.5 x (1 + erf(x / sqrt 2))
+  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+};
+// The op's CommIR spelling ("neg", ..., "gelu" for both gelu forms).
+std::string_view UnaryOpName(UnaryOp op);
+
+// neg, abs and relu accept integer tensors too; the others need a float tensor.
+absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x);
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+std::string_view BinaryOpName(BinaryOp op);
+
+// NumPy broadcasting (either operand may be 0-d); both operands need the same element
+// type, which the result has. Floats follow IEEE (x / 0 is +-inf or NaN; max and min
+// propagate NaN). Integers: div rounds toward negative infinity (floor), and division by
+// zero or pow with a negative exponent is an error.
+absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b);
+
+// Element type change. Float targets round to nearest even (overflow gives +-inf).
+// Float -> integer rounds to the nearest integer, ties to even, saturating at the target's
+// range, with NaN -> 0. Integer -> narrower integer wraps (two's complement, as in XLA and
+// NumPy). Anything -> i1 is `value != 0`.
+Tensor Convert(const Tensor& x, ElementType type);
+
+// A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`.
+Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value);
+
+// ---------------------------------------------------------------------------------------
+// Matrix multiplication (matmul.cc)
+
+// a [..., M, K] x b [..., K, N] -> [batch..., M, N], where batch is the NumPy broadcast of
+// the two batch shapes. transpose_a means a is stored as [..., K, M] (likewise b as
+// [..., N, K]). a and b must share an element type. Floats accumulate in f32 (f64 for
+// f64) through BLAS; integers in i64. The result is rounded to `result_type` once.
+absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                              ElementType result_type);
+
+// ---------------------------------------------------------------------------------------
+// Reductions (reduce.cc)
+
+enum class ReduceOp { kSum, kMax, kMin, kMean };
+std::string_view ReduceOpName(ReduceOp op);
+
+// Reduces over `dims` (distinct; empty means no reduction), keeping them as extent 1 when
+// `keepdim`. The result has x's element type. Float sums use pairwise summation in f32
+// (f64 for f64), so the error grows with log(n); max and min propagate NaN. Empty
+// reductions give 0 for sum, NaN for a float mean, -inf / +inf (or the integer type's
+// lowest / highest value) for max / min. Integer mean is floor(sum / count), equal to
+// div(reduce_sum, count), and an error for an empty reduction.
+absl::StatusOr<Tensor> Reduce(ReduceOp op, const Tensor& x, absl::Span<const int64_t> dims,
+                              bool keepdim);
+
+// ---------------------------------------------------------------------------------------
+// Normalisations (norm.cc); float tensors only, computed in f32 (f64 for f64), result in
+// x's element type.
+
+// exp(x - max) / sum along `dim`. A slice that is all -inf gives NaN (0 / 0), as in
+// PyTorch and JAX.
+absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim);
+
+// Over the last dimension N: (x - mean) / sqrt(var + eps) * weight + bias, with the biased
+// variance (divided by N). weight and bias are 1-D of length N, of any float type.
+absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 double eps);
+
+// Over the last dimension N: x / sqrt(mean(x^2) + eps) * weight, weight 1-D of length N.
+absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight, double eps);
+
+// ---------------------------------------------------------------------------------------
+// Attention (attention.cc)
+
+struct AttentionOptions {
+  bool causal = false;
+  // Multiplies q k^T; default 1 / sqrt(D) (1 when D = 0, where every score is 0 anyway).
+  std::optional<double> scale;
+  // Position of query 0; default Skv - Sq (the queries are the last Sq positions).
+  std::optional<int64_t> q_pos;
+  // Position of key 0.
+  int64_t k_pos = 0;
+};
+
+struct AttentionResult {
+  Tensor output;  // [B, H, Sq, Dv], q's element type
+  Tensor lse;     // f32 [B, H, Sq]
+};
+
+// softmax(scale * q k^T, masked) v with q [B, H, Sq, D], k [B, Hkv, Skv, D] and
+// v [B, Hkv, Skv, Dv]; H must be a multiple of Hkv and head h reads kv head
+// h / (H / Hkv). Under `causal`, query i (position q_pos + i) sees key j (position
+// k_pos + j) iff k_pos + j <= q_pos + i. `lse` is the natural log-sum-exp of the scaled,
+// masked scores: -inf, with an all-zero output row, for a query that sees no key.
+// Computed in f32 (f64 when q is f64) with the row maximum subtracted before exp, using
+// BLAS for q k^T and p v per (batch, head).
+absl::StatusOr<AttentionResult> Attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionOptions& options);
+
+// ---------------------------------------------------------------------------------------
+// Layout (layout.cc): element-preserving, any element type.
+
+// Same elements in row-major order under a new shape (extents >= 0, same element count).
+absl::StatusOr<Tensor> Reshape(const Tensor& x, absl::Span<const int64_t> new_shape);
+
+// result.dim(i) = x.dim(perm[i]); perm is a permutation of the dimensions (entries may be
+// negative).
+absl::StatusOr<Tensor> Transpose(const Tensor& x, absl::Span<const int64_t> perm);
+
+// The box [start, start + size) in every dimension; it must lie inside x.
+absl::StatusOr<Tensor> Slice(const Tensor& x, absl::Span<const int64_t> start,
+                             absl::Span<const int64_t> size);
+
+// Concatenation along `dim` of one or more tensors of one element type and rank that agree
+// on every other dimension.
+absl::StatusOr<Tensor> Concat(absl::Span<const Tensor* const> parts, int64_t dim);
+
+// NumPy broadcasting of x to `shape`.
+absl::StatusOr<Tensor> Broadcast(const Tensor& x, absl::Span<const int64_t> shape);
+
+// `size` elements from `offset` along `dim`. An offset that does not leave room for `size`
+// elements is an error naming the offset, size and extent.
+absl::StatusOr<Tensor> DynamicSlice(const Tensor& x, int64_t dim, int64_t offset, int64_t size);
+
+// x with `update` written from `offset` along `dim`; update has x's element type and rank
+// and matches x in every other dimension. Out-of-range offsets are errors as above.
+absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update, int64_t dim,
+                                          int64_t offset);
+
+}  // namespace commir::cpu
+
+#endif  // COMMIR_BACKEND_CPU_KERNELS_H_

@@ -1,0 +1,283 @@
+#include "runtime/interpreter.h"
+
+#include <chrono>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace commir::runtime {
+namespace {
+
+double NowMicros() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Integer division and remainder rounding toward negative infinity (spec 5.2).
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+int64_t FloorRem(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // a % -1 is undefined behaviour for the smallest int64
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;  // cannot overflow: |r| < |b|
+  return r;
+}
+
+bool IsIndexArithmetic(const Operation& op) {
+  return op.num_results() == 1 && op.result(0)->type().is_index();
+}
+
+}  // namespace
+
+Interpreter::Interpreter(const Function& function, Backend& backend)
+    : function_(function),
+      backend_(backend),
+      mesh_(function.is_spmd() ? function.mesh() : nullptr),
+      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {}
+
+absl::Status Interpreter::Fail(const Operation& op, int64_t device, absl::string_view message) {
+  error_location_ = op.loc();
+  std::string where = num_devices_ > 1 ? absl::StrFormat("device %d: ", device) : "";
+  return absl::InvalidArgumentError(absl::StrCat(where, "'", op.name(), "': ", message));
+}
+
+Interpreter::Slot Interpreter::Lookup(const Env& env, int64_t device, const Value* value) const {
+  if (value->is_literal()) {
+    Slot slot;
+    if (value->type().is_index()) {
+      slot.index = static_cast<int64_t>(value->literal_value());
+    } else {
+      auto tensor = std::make_shared<Tensor>(value->type().element_type(), std::vector<int64_t>{});
+      tensor->SetFromDouble(0, value->literal_value());
+      slot.tensor = std::move(tensor);
+    }
+    return slot;
+  }
+  return env[device].at(value);
+}
+
+absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
+    const std::vector<std::vector<Tensor>>& inputs) {
+  error_location_ = {};
+  const Block& body = *function_.body();
+  if (static_cast<int64_t>(inputs.size()) != num_devices_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expected inputs for %d devices, got %d", num_devices_, inputs.size()));
+  }
+  Env env(num_devices_);
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    if (static_cast<int>(inputs[d].size()) != body.num_arguments()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "@%s takes %d arguments, got %d", function_.name(), body.num_arguments(), inputs[d].size()));
+    }
+    for (int i = 0; i < body.num_arguments(); ++i) {
+      const Tensor& input = inputs[d][i];
+      Type expected = body.argument(i)->type();
+      if (!expected.is_tensor()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "argument %%%s of @%s is an index; the interpreter takes tensor arguments only",
+            body.argument(i)->name(), function_.name()));
+      }
+      if (input.element_type() != expected.element_type() || input.shape() != expected.dims()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "argument %%%s on device %d: expected %s, got %s", body.argument(i)->name(), d,
+            expected.ToString(), input.DebugTypeString()));
+      }
+      // The caller's tensors outlive the run, so they are referred to, not copied: a
+      // non-owning pointer (aliasing constructor, empty owner), never moved from.
+      env[d][body.argument(i)] =
+          Slot{std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), &input), 0};
+    }
+  }
+  const Operation* ret = body.terminator();
+  for (int r = 0; r < ret->num_operands(); ++r) {
+    if (!ret->operand(r)->type().is_tensor()) {
+      error_location_ = ret->loc();
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "result %d of @%s is an index; only tensors can be returned", r, function_.name()));
+    }
+  }
+  start_time_us_ = NowMicros();
+  if (absl::Status s = RunBlock(body, env); !s.ok()) return s;
+  std::vector<std::vector<Tensor>> outputs(num_devices_);
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    std::vector<std::shared_ptr<const Tensor>> results;
+    for (const Value* v : ret->operands()) results.push_back(Lookup(env, d, v).tensor);
+    env[d].clear();
+    for (std::shared_ptr<const Tensor>& result : results) {
+      // A result held only here (not an input, not returned twice, not shared with
+      // another device) is moved out rather than copied. Tensors the interpreter creates
+      // are non-const objects (make_shared<Tensor>), so moving from them is defined.
+      if (result.use_count() == 1) {
+        outputs[d].push_back(std::move(const_cast<Tensor&>(*result)));
+      } else {
+        outputs[d].push_back(*result);
+      }
+      result.reset();
+    }
+  }
+  return outputs;
+}
+
+absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
+  for (const Operation* op : block) {
+    if (op->def().Has(kTerminator)) break;
+    double start = events_ != nullptr ? NowMicros() : 0;
+    if (absl::Status s = RunOp(*op, env); !s.ok()) return s;
+    if (events_ != nullptr && !op->Is(OpKind::kFor)) {
+      double end = NowMicros();
+      // Lockstep execution: the op ran for every device within [start, end]; attribute an
+      // equal share to each so per-device traces show the op's cost.
+      double share = (end - start) / static_cast<double>(num_devices_);
+      for (int64_t d = 0; d < num_devices_; ++d) {
+        int64_t stream = op->stream_operand() != nullptr
+                             ? Lookup(env, d, op->stream_operand()).index
+                             : op->attrs().GetInt("stream", 0);
+        events_->push_back({d, op, start - start_time_us_ + share * d,
+                            start - start_time_us_ + share * (d + 1), stream});
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
+  if (op.Is(OpKind::kFor)) return RunFor(op, env);
+  // rank, index constants and index arithmetic are scalar control values that the
+  // interpreter computes itself.
+  if (IsIndexArithmetic(op)) return RunIndexOp(op, env);
+  if (op.def().Has(kCollective)) return RunCollective(op, env);
+  return RunTensorOp(op, env);
+}
+
+absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    int64_t value = 0;
+    switch (op.kind()) {
+      case OpKind::kRank:
+        value = mesh_ == nullptr ? 0 : mesh_->GroupCoordinate(d, op.attrs().Find("axis")->axes());
+        break;
+      case OpKind::kFull:
+        value = op.attrs().GetInt("value", 0);
+        break;
+      default: {
+        int64_t a = Lookup(env, d, op.operand(0)).index;
+        int64_t b = Lookup(env, d, op.operand(1)).index;
+        bool overflow = false;
+        switch (op.kind()) {
+          case OpKind::kAdd: overflow = __builtin_add_overflow(a, b, &value); break;
+          case OpKind::kSub: overflow = __builtin_sub_overflow(a, b, &value); break;
+          case OpKind::kMul: overflow = __builtin_mul_overflow(a, b, &value); break;
+          case OpKind::kDiv:
+          case OpKind::kRem:
+            if (b == 0) return Fail(op, d, absl::StrFormat("index division by zero (%d / 0)", a));
+            // The one quotient that does not fit in an int64.
+            overflow = op.Is(OpKind::kDiv) && a == std::numeric_limits<int64_t>::min() && b == -1;
+            if (overflow) break;
+            value = op.Is(OpKind::kDiv) ? FloorDiv(a, b) : FloorRem(a, b);
+            break;
+          default:
+            return Fail(op, d, "is not an index operation");
+        }
+        if (overflow) {
+          return Fail(op, d, absl::StrFormat("index arithmetic overflows int64 (operands %d and %d)",
+                                             a, b));
+        }
+      }
+    }
+    env[d][op.result(0)] = Slot{nullptr, value};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
+  const Block& body = *op.region(0);
+  int64_t lower = op.attrs().GetInt("lower", 0);
+  int64_t upper = op.attrs().GetInt("upper", 0);
+  int64_t step = op.attrs().GetInt("step", 1);
+  // Carried values start as the init operands.
+  std::vector<std::vector<Slot>> carried(num_devices_);
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    for (const Value* init : op.operands()) carried[d].push_back(Lookup(env, d, init));
+  }
+  for (int64_t i = lower; i < upper; i += step) {
+    for (int64_t d = 0; d < num_devices_; ++d) {
+      env[d][body.argument(0)] = Slot{nullptr, i};
+      for (size_t c = 0; c < carried[d].size(); ++c) {
+        env[d][body.argument(static_cast<int>(c) + 1)] = carried[d][c];
+      }
+    }
+    if (absl::Status s = RunBlock(body, env); !s.ok()) return s;
+    const Operation* yield = body.terminator();
+    for (int64_t d = 0; d < num_devices_; ++d) {
+      for (size_t c = 0; c < carried[d].size(); ++c) {
+        carried[d][c] = Lookup(env, d, yield->operand(static_cast<int>(c)));
+      }
+    }
+  }
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
+  AxisList axes = op.attrs().Find("axis")->axes();
+  absl::flat_hash_set<int64_t> done;
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    if (done.contains(d)) continue;
+    std::vector<int64_t> members =
+        mesh_ == nullptr ? std::vector<int64_t>{0} : mesh_->GroupMembers(d, axes);
+    std::vector<std::shared_ptr<const Tensor>> held;
+    std::vector<const Tensor*> parts;
+    for (int64_t member : members) {
+      held.push_back(Lookup(env, member, op.operand(0)).tensor);
+      parts.push_back(held.back().get());
+      done.insert(member);
+    }
+    absl::StatusOr<std::vector<Tensor>> results = backend_.RunCollective(op, parts);
+    if (!results.ok()) return Fail(op, d, results.status().message());
+    for (size_t m = 0; m < members.size(); ++m) {
+      env[members[m]][op.result(0)] =
+          Slot{std::make_shared<Tensor>(std::move((*results)[m])), 0};
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    // Ops have a handful of operands: keep the per-op bookkeeping off the heap.
+    absl::InlinedVector<Slot, 4> slots;
+    absl::InlinedVector<const Tensor*, 4> tensors;
+    absl::InlinedVector<int64_t, 2> indices;
+    for (const Value* operand : op.operands()) {
+      slots.push_back(Lookup(env, d, operand));
+      if (operand->type().is_index()) {
+        indices.push_back(slots.back().index);
+      } else {
+        tensors.push_back(slots.back().tensor.get());
+      }
+    }
+    absl::StatusOr<std::vector<Tensor>> results = backend_.RunOp(op, tensors, indices);
+    if (!results.ok()) return Fail(op, d, results.status().message());
+    if (static_cast<int>(results->size()) != op.num_results()) {
+      return Fail(op, d, absl::StrFormat("backend produced %d results, expected %d",
+                                         results->size(), op.num_results()));
+    }
+    for (int r = 0; r < op.num_results(); ++r) {
+      env[d][op.result(r)] = Slot{std::make_shared<Tensor>(std::move((*results)[r])), 0};
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace commir::runtime

@@ -1,0 +1,78 @@
+// The shared interpretation of CommIR functions: every device of the mesh runs the
+// function in lockstep (programs are SPMD and loop bounds are static, so all devices
+// take the same path), ops run in program order, which respects every data dependency
+// whatever `stream` they name, and collectives combine the group members' operands.
+// A global function runs on one device with whole tensors: that is the reference.
+#ifndef COMMIR_RUNTIME_INTERPRETER_H_
+#define COMMIR_RUNTIME_INTERPRETER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "commir/ir.h"
+#include "runtime/backend.h"
+#include "runtime/tensor.h"
+
+namespace commir::runtime {
+
+// Per-op timing hook (for traces); called after each op with the device, the op and
+// its start/end in microseconds since the run started.
+struct OpEvent {
+  int64_t device = 0;
+  const Operation* op = nullptr;
+  double start_us = 0;
+  double end_us = 0;
+  // The stream the op was issued on by this device: its `stream = N` attribute or the
+  // value of its `stream = %v` operand on this device (0 by default).
+  int64_t stream = 0;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const Function& function, Backend& backend);
+
+  // Devices the function runs on: the mesh's devices for a spmd function, 1 for a
+  // global function.
+  int64_t num_devices() const { return num_devices_; }
+
+  // inputs[d][i] is device d's local part of argument i. Returns outputs[d][r].
+  absl::StatusOr<std::vector<std::vector<Tensor>>> Run(
+      const std::vector<std::vector<Tensor>>& inputs);
+
+  // Where the last failure happened (unknown if not at an op).
+  Location error_location() const { return error_location_; }
+
+  void set_event_sink(std::vector<OpEvent>* events) { events_ = events; }
+
+ private:
+  struct Slot {
+    std::shared_ptr<const Tensor> tensor;
+    int64_t index = 0;
+  };
+  using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
+
+  absl::Status RunBlock(const Block& block, Env& env);
+  absl::Status RunOp(const Operation& op, Env& env);
+  absl::Status RunFor(const Operation& op, Env& env);
+  absl::Status RunIndexOp(const Operation& op, Env& env);
+  absl::Status RunCollective(const Operation& op, Env& env);
+  absl::Status RunTensorOp(const Operation& op, Env& env);
+  Slot Lookup(const Env& env, int64_t device, const Value* value) const;
+  absl::Status Fail(const Operation& op, int64_t device, absl::string_view message);
+
+  const Function& function_;
+  Backend& backend_;
+  const Mesh* mesh_;
+  int64_t num_devices_;
+  Location error_location_;
+  std::vector<OpEvent>* events_ = nullptr;
+  double start_time_us_ = 0;
+};
+
+}  // namespace commir::runtime
+
+#endif  // COMMIR_RUNTIME_INTERPRETER_H_

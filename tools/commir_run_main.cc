@@ -1,0 +1,123 @@
+// commir-run: executes a CommIR program on a mesh (spec section 6).
+//
+// The arguments are parsed by hand rather than with absl flags because absl's parser
+// exits with status 1 on an unknown flag, and the spec reserves 1 for invalid input:
+// bad usage must exit 2.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "tools/exit_codes.h"
+#include "tools/run_session.h"
+
+namespace commir {
+namespace {
+
+constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S]
+                  [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
+                  [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
+                  [--allow-nonfinite]
+
+Runs a CommIR function on the devices of its mesh and prints a summary of each result.
+  --func=@name          the function to run (default: the module's only function)
+  --backend=B           cpu (default: simulates every device in one process)
+  --seed=S              seed of the random inputs (default 0); uniform in [-1, 1)
+  --input NAME=FILE     argument %NAME from a .npy file (repeatable)
+  --output-dir=DIR      write result<i>.npy for each result
+  --check               compare with the global function run on one device
+  --check-against=REF   compare with REF's function of the same name (for spmd programs)
+  --rtol=X              relative L2 tolerance (default by element type)
+  --bench=N             time N more runs; print min and median wall time
+  --trace=FILE.json     write a Chrome/Perfetto trace of each device's ops
+  --allow-nonfinite     do not treat NaN or infinity in results as an error
+Exit status: 0 success; 1 invalid program or input, or a failed check; 2 bad usage;
+3 a backend or device failure.
+)";
+
+// Paths are relative to where the user ran the command, also under `bazel run`.
+std::string ResolvePath(const std::string& path) {
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path == "-" || path.empty() || cwd == nullptr || std::filesystem::path(path).is_absolute()) {
+    return path;
+  }
+  return (std::filesystem::path(cwd) / path).string();
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "commir-run: error: " << message << "\n" << kUsage;
+  return kExitUsage;
+}
+
+}  // namespace
+
+int CommirRunMain(int argc, char** argv) {
+  RunRequest request;
+  bool have_file = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    absl::string_view value;
+    auto flag_value = [&](absl::string_view flag) -> bool {
+      // --flag=value, or --flag value.
+      std::string prefix = absl::StrCat(flag, "=");
+      if (absl::StartsWith(arg, prefix)) {
+        value = absl::string_view(argv[i]).substr(prefix.size());
+        return true;
+      }
+      if (arg == flag && i + 1 < argc) {
+        value = argv[++i];
+        return true;
+      }
+      return false;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return kExitSuccess;
+    } else if (arg == "--check") {
+      request.check = true;
+    } else if (arg == "--allow-nonfinite") {
+      request.allow_nonfinite = true;
+    } else if (flag_value("--func")) {
+      request.func = std::string(absl::StripPrefix(value, "@"));
+    } else if (flag_value("--backend")) {
+      request.backend = std::string(value);
+    } else if (flag_value("--seed")) {
+      if (!absl::SimpleAtoi(value, &request.seed)) return UsageError(absl::StrCat("--seed needs a non-negative integer, got '", value, "'"));
+    } else if (flag_value("--input")) {
+      size_t eq = value.find('=');
+      if (eq == absl::string_view::npos || eq == 0) {
+        return UsageError(absl::StrCat("--input needs NAME=FILE.npy, got '", value, "'"));
+      }
+      std::string name(absl::StripPrefix(value.substr(0, eq), "%"));
+      request.inputs.emplace_back(name, ResolvePath(std::string(value.substr(eq + 1))));
+    } else if (flag_value("--output-dir")) {
+      request.output_dir = ResolvePath(std::string(value));
+    } else if (flag_value("--check-against")) {
+      request.check_against = ResolvePath(std::string(value));
+    } else if (flag_value("--rtol")) {
+      double rtol = 0;
+      if (!absl::SimpleAtod(value, &rtol) || rtol < 0) return UsageError(absl::StrCat("--rtol needs a non-negative number, got '", value, "'"));
+      request.rtol = rtol;
+    } else if (flag_value("--bench")) {
+      if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
+    } else if (flag_value("--trace")) {
+      request.trace = ResolvePath(std::string(value));
+    } else if (absl::StartsWith(arg, "-") && arg != "-") {
+      return UsageError(absl::StrCat("unknown or incomplete flag '", arg, "'"));
+    } else if (have_file) {
+      return UsageError(absl::StrCat("more than one input file ('", request.file, "' and '", arg, "')"));
+    } else {
+      request.file = ResolvePath(arg);
+      have_file = true;
+    }
+  }
+  return RunSession(request, std::cout, std::cerr);
+}
+
+}  // namespace commir
+
+int main(int argc, char** argv) { return commir::CommirRunMain(argc, argv); }

@@ -1,0 +1,438 @@
+#include "tools/run_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend_cpu/cpu_backend.h"
+#include "backend_cpu/host_layout.h"
+#include "commir/diagnostics.h"
+#include "parser/parser.h"
+#include "runtime/compare.h"
+#include "runtime/interpreter.h"
+#include "runtime/npy.h"
+#include "runtime/random_inputs.h"
+#include "tools/exit_codes.h"
+#include "transforms/pass_manager.h"
+#include "transforms/pass_registry.h"
+#include "transforms/pipeline.h"
+#include "transforms/sharding/lower.h"
+
+namespace commir {
+namespace {
+
+using runtime::Tensor;
+
+// A failure with the exit status it maps to.
+struct Failure {
+  int code = kExitInvalidInput;
+  std::string message;  // already formatted, without a trailing newline
+};
+
+struct LoadedModule {
+  std::string path;
+  std::string source;
+  std::unique_ptr<Module> module;
+};
+
+std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded) {
+  loaded.path = path == "-" ? "<stdin>" : path;
+  std::ostringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Failure{kExitInvalidInput, absl::StrCat(path, ": error: cannot open file")};
+    buffer << in.rdbuf();
+  }
+  loaded.source = buffer.str();
+  DiagnosticEngine diagnostics;
+  loaded.module = ParseModule(loaded.source, diagnostics);
+  if (loaded.module == nullptr) {
+    std::string text = diagnostics.Render(loaded.path, loaded.source);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return Failure{kExitInvalidInput, text};
+  }
+  return std::nullopt;
+}
+
+// A second copy of `loaded`, partitioned by the default pipeline (spec section 6: a
+// global function is lowered before a multi-device run). Errors point into the source.
+std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& partitioned) {
+  partitioned.path = loaded.path;
+  partitioned.source = loaded.source;
+  DiagnosticEngine diagnostics;
+  partitioned.module = ParseModule(loaded.source, diagnostics);
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
+  if (partitioned.module == nullptr || !passes.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: cannot partition the module")};
+  }
+  PassManager manager;
+  manager.AddPasses(*std::move(passes));
+  manager.set_verify_each(true);
+  absl::Status status = manager.Run(*partitioned.module, diagnostics);
+  if (!status.ok()) {
+    std::string text = diagnostics.Render(loaded.path, loaded.source);
+    if (text.empty()) text = absl::StrCat(loaded.path, ": error: ", status.message());
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return Failure{kExitInvalidInput, text};
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> ChooseFunction(const LoadedModule& loaded, const std::string& name,
+                                      Function*& function) {
+  std::vector<Function*> functions = loaded.module->functions();
+  if (!name.empty()) {
+    function = loaded.module->FindFunction(name);
+    if (function == nullptr) {
+      std::vector<std::string> names;
+      for (Function* f : functions) names.push_back(absl::StrCat("@", f->name()));
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("%s: error: no function @%s (the module has %s)", loaded.path,
+                                     name, names.empty() ? "none" : absl::StrJoin(names, ", "))};
+    }
+    return std::nullopt;
+  }
+  if (functions.empty()) {
+    return Failure{kExitInvalidInput,
+                   absl::StrFormat("%s: error: the module has no function to run", loaded.path)};
+  }
+  if (functions.size() != 1) {
+    return Failure{kExitUsage, absl::StrFormat("%s: error: the module has %d functions; choose "
+                                               "one with --func=@NAME",
+                                               loaded.path, functions.size())};
+  }
+  function = functions[0];
+  return std::nullopt;
+}
+
+// The global inputs: loaded from --input files or random from the seed.
+std::optional<Failure> MakeInputs(const RunRequest& request, const Function& function,
+                                  std::vector<Tensor>& inputs) {
+  const Block& body = *function.body();
+  absl::flat_hash_set<std::string> known;
+  for (Value* arg : body.arguments()) known.insert(arg->name());
+  absl::flat_hash_set<std::string> given;
+  for (const auto& [name, path] : request.inputs) {
+    if (!known.contains(name)) {
+      std::vector<std::string> names;
+      for (Value* arg : body.arguments()) names.push_back(absl::StrCat("%", arg->name()));
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("error: --input %s=%s: @%s has no argument %%%s (its "
+                                     "arguments: %s)",
+                                     name, path, function.name(), name,
+                                     absl::StrJoin(names, ", "))};
+    }
+    if (!given.insert(name).second) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("error: --input %s is given more than once", name)};
+    }
+  }
+  for (int i = 0; i < body.num_arguments(); ++i) {
+    Type type = function.arg_types()[i];
+    const std::string& name = body.argument(i)->name();
+    auto it = std::find_if(request.inputs.begin(), request.inputs.end(),
+                           [&](const auto& entry) { return entry.first == name; });
+    if (type.is_index()) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("error: argument %%%s is an index; commir-run feeds tensors only",
+                                     name)};
+    }
+    if (it == request.inputs.end()) {
+      inputs.push_back(runtime::RandomGlobalTensor(request.seed, i, type.element_type(), type.dims()));
+      continue;
+    }
+    absl::StatusOr<Tensor> loaded = runtime::ReadNpy(it->second);
+    if (loaded.ok()) {
+      loaded = runtime::ConvertLoadedToArgumentType(*loaded, type.element_type(), type.dims(),
+                                                    absl::StrCat("%", name));
+    }
+    if (!loaded.ok()) {
+      return Failure{kExitInvalidInput, absl::StrCat("error: ", loaded.status().message())};
+    }
+    inputs.push_back(*std::move(loaded));
+  }
+  return std::nullopt;
+}
+
+// Runs `function` on the cpu backend: a spmd function on every device of its mesh with
+// the inputs split by the signature's layouts, a global function on one device.
+std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& function,
+                                const std::vector<Tensor>& global_inputs,
+                                std::vector<Tensor>& results,
+                                std::vector<runtime::OpEvent>* events) {
+  cpu::CpuBackend backend;
+  runtime::Interpreter interpreter(function, backend);
+  interpreter.set_event_sink(events);
+  const Mesh* mesh = function.is_spmd() ? function.mesh() : nullptr;
+  int64_t devices = interpreter.num_devices();
+  std::vector<std::vector<Tensor>> local_inputs(devices);
+  for (int64_t d = 0; d < devices; ++d) {
+    for (size_t i = 0; i < global_inputs.size(); ++i) {
+      absl::StatusOr<Tensor> part =
+          cpu::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
+      if (!part.ok()) return Failure{kExitInvalidInput, absl::StrCat("error: ", part.status().message())};
+      local_inputs[d].push_back(*std::move(part));
+    }
+  }
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(local_inputs);
+  if (!outputs.ok()) {
+    Diagnostic diagnostic{interpreter.error_location(), std::string(outputs.status().message())};
+    std::string text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return Failure{kExitInvalidInput, text};
+  }
+  results.clear();
+  for (size_t r = 0; r < function.result_types().size(); ++r) {
+    std::vector<const Tensor*> parts;
+    for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
+    absl::StatusOr<Tensor> global = cpu::AssembleGlobal(parts, function.result_types()[r], mesh);
+    if (!global.ok()) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("%s: error: result %d of @%s: %s", loaded.path, r,
+                                     function.name(), global.status().message())};
+    }
+    results.push_back(*std::move(global));
+  }
+  return std::nullopt;
+}
+
+// "%name" of each returned value, or "result<i>" where a name is missing or repeated.
+std::vector<std::string> ResultNames(const Function& function) {
+  std::vector<std::string> names;
+  absl::flat_hash_set<std::string> seen;
+  const Operation* ret = function.body()->terminator();
+  for (int i = 0; ret != nullptr && i < ret->num_operands(); ++i) {
+    std::string name = ret->operand(i)->name().empty() ? "" : absl::StrCat("%", ret->operand(i)->name());
+    if (name.empty() || !seen.insert(name).second) name = absl::StrCat("result", i);
+    names.push_back(name);
+  }
+  return names;
+}
+
+// min, max and mean over the finite elements, and how many are not finite (only with
+// --allow-nonfinite can a result hold any).
+std::string Summarize(const Tensor& t) {
+  std::vector<double> values = t.ToDouble();
+  if (values.empty()) return "(empty)";
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  int64_t finite = 0;
+  for (double v : values) {
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    ++finite;
+  }
+  std::string text = finite == 0 ? "(no finite values)"
+                                 : absl::StrFormat("min=%.6g  max=%.6g  mean=%.6g", lo, hi,
+                                                   sum / static_cast<double>(finite));
+  if (finite < static_cast<int64_t>(values.size())) {
+    absl::StrAppend(&text, absl::StrFormat("  nonfinite=%d", values.size() - finite));
+  }
+  return text;
+}
+
+std::optional<Failure> WriteTrace(const std::string& path, const Function& function,
+                                  const std::vector<runtime::OpEvent>& events) {
+  std::ofstream out(path);
+  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  absl::flat_hash_set<int64_t> devices;
+  for (const runtime::OpEvent& e : events) devices.insert(e.device);
+  std::vector<int64_t> sorted(devices.begin(), devices.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d : sorted) {
+    out << (first ? "" : ",\n")
+        << absl::StrFormat("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                           "\"args\": {\"name\": \"device %d\"}}",
+                           d, d);
+    first = false;
+  }
+  for (const runtime::OpEvent& e : events) {
+    out << ",\n"
+        << absl::StrFormat("{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
+                           "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"loc\": "
+                           "\"%d:%d\", \"func\": \"@%s\"}}",
+                           e.op->name(), e.op->def().Has(kCollective) ? "comm" : "compute",
+                           e.device, e.stream, e.start_us, e.end_us - e.start_us,
+                           e.op->loc().line, e.op->loc().col, function.name());
+  }
+  out << "\n]}\n";
+  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  return std::nullopt;
+}
+
+int Report(std::ostream& err, const Failure& failure) {
+  err << failure.message << "\n";
+  return failure.code;
+}
+
+}  // namespace
+
+int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  if (request.backend == "cuda" || request.backend == "sim") {
+    // Backends the spec names but this build lacks: a backend failure, not bad usage.
+    return Report(err, {kExitBackendFailure,
+                        absl::StrFormat("error: the %s backend is not part of this build of "
+                                        "commir-run (available: cpu)",
+                                        request.backend)});
+  }
+  if (request.backend != "cpu") {
+    return Report(err, {kExitUsage, absl::StrFormat("error: unknown or unavailable backend '%s' "
+                                                    "(available: cpu)",
+                                                    request.backend)});
+  }
+  LoadedModule loaded;
+  if (auto f = LoadModule(request.file, loaded)) return Report(err, *f);
+  Function* function = nullptr;
+  if (auto f = ChooseFunction(loaded, request.func, function)) return Report(err, *f);
+
+  // The reference: a global function of the same name (--check-against) or the function
+  // itself when it is global (--check).
+  LoadedModule reference_module;
+  const Function* reference = nullptr;
+  if (!request.check_against.empty()) {
+    if (auto f = LoadModule(request.check_against, reference_module)) return Report(err, *f);
+    reference = reference_module.module->FindFunction(function->name());
+    if (reference == nullptr) {
+      return Report(err, {kExitInvalidInput,
+                          absl::StrFormat("%s: error: no function @%s to check against",
+                                          reference_module.path, function->name())});
+    }
+    if (reference->is_spmd()) {
+      return Report(err, {kExitInvalidInput,
+                          absl::StrFormat("%s: error: the reference @%s must be a global "
+                                          "function",
+                                          reference_module.path, function->name())});
+    }
+    if (reference->arg_types().size() != function->arg_types().size() ||
+        reference->result_types().size() != function->result_types().size()) {
+      return Report(err, {kExitInvalidInput,
+                          absl::StrFormat("error: @%s takes %d arguments and returns %d results "
+                                          "in the reference, but %d and %d here",
+                                          function->name(), reference->arg_types().size(),
+                                          reference->result_types().size(),
+                                          function->arg_types().size(),
+                                          function->result_types().size())});
+    }
+    for (size_t i = 0; i < reference->arg_types().size(); ++i) {
+      if (!reference->arg_types()[i].SameShapeAndElementType(function->arg_types()[i])) {
+        return Report(err, {kExitInvalidInput,
+                            absl::StrFormat("error: argument %d is %s in the reference but %s "
+                                            "here",
+                                            i, reference->arg_types()[i].ToString(),
+                                            function->arg_types()[i].ToString())});
+      }
+    }
+  } else if (request.check) {
+    if (function->is_spmd()) {
+      return Report(err, {kExitUsage,
+                          absl::StrFormat("error: @%s is a spmd function; --check needs a global "
+                                          "function, or give the reference with "
+                                          "--check-against=REF.commir",
+                                          function->name())});
+    }
+    reference = function;
+  }
+
+  std::vector<Tensor> inputs;
+  if (auto f = MakeInputs(request, *function, inputs)) return Report(err, *f);
+
+  // What runs: the function itself, or for a global function on several devices its
+  // partitioned (spmd) copy; the global function stays the --check reference.
+  const LoadedModule* run_module = &loaded;
+  const Function* run_function = function;
+  LoadedModule partitioned;
+  const Mesh* mesh = function->mesh();
+  if (!function->is_spmd() && mesh != nullptr && mesh->num_devices() > 1) {
+    if (auto f = Partition(loaded, partitioned)) return Report(err, *f);
+    run_module = &partitioned;
+    run_function = partitioned.module->FindFunction(function->name());
+  }
+
+  std::vector<runtime::OpEvent> events;
+  std::vector<Tensor> results;
+  if (auto f = RunOnCpu(*run_module, *run_function, inputs, results,
+                        request.trace.empty() ? nullptr : &events)) {
+    return Report(err, *f);
+  }
+  if (!request.trace.empty()) {
+    if (auto f = WriteTrace(request.trace, *run_function, events)) return Report(err, *f);
+  }
+
+  std::vector<std::string> names = ResultNames(*function);
+  if (!request.allow_nonfinite && reference == nullptr) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (absl::Status s = runtime::CheckAllFinite(names[r], results[r]); !s.ok()) {
+        return Report(err, {kExitInvalidInput,
+                            absl::StrCat("error: ", s.message(),
+                                         " (pass --allow-nonfinite if that is expected)")});
+      }
+    }
+  }
+
+  if (!request.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(request.output_dir, ec);
+    for (size_t r = 0; r < results.size(); ++r) {
+      std::string path = (std::filesystem::path(request.output_dir) / absl::StrCat("result", r, ".npy")).string();
+      if (absl::Status s = runtime::WriteNpy(path, results[r]); !s.ok()) {
+        return Report(err, {kExitInvalidInput, absl::StrCat("error: ", s.message())});
+      }
+    }
+  }
+
+  if (request.bench > 0) {
+    std::vector<double> times;
+    for (int i = 0; i < request.bench; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      std::vector<Tensor> ignored;
+      if (auto f = RunOnCpu(*run_module, *run_function, inputs, ignored, nullptr)) {
+        return Report(err, *f);
+      }
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    out << absl::StrFormat("bench: %d runs on %s: min %.3f ms, median %.3f ms\n", request.bench,
+                           request.backend, times.front(), times[times.size() / 2]);
+  }
+
+  if (reference == nullptr) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      out << absl::StrFormat("%s  %s  %s\n", names[r], results[r].DebugTypeString(),
+                             Summarize(results[r]));
+    }
+    return kExitSuccess;
+  }
+
+  std::vector<Tensor> expected;
+  if (auto f = RunOnCpu(reference == function ? loaded : reference_module, *reference, inputs,
+                        expected, nullptr)) {
+    return Report(err, *f);
+  }
+  bool all_pass = results.size() == expected.size();
+  for (size_t r = 0; r < results.size() && r < expected.size(); ++r) {
+    double tolerance = request.rtol.value_or(runtime::DefaultTolerance(expected[r].element_type()));
+    runtime::Comparison comparison =
+        runtime::CompareWithReference(names[r], results[r], expected[r], tolerance);
+    out << runtime::FormatComparison(comparison) << "\n";
+    all_pass &= comparison.pass;
+  }
+  return all_pass ? kExitSuccess : kExitInvalidInput;
+}
+
+}  // namespace commir
