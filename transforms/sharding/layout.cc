@@ -1,0 +1,490 @@
+#include "transforms/sharding/layout.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "commir/check.h"
+
+namespace commir::sharding {
+namespace {
+
+bool Contains(const AxisList& axes, absl::string_view axis) {
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
+}
+
+bool IsPrefix(const AxisList& prefix, const AxisList& list) {
+  return prefix.size() <= list.size() && std::equal(prefix.begin(), prefix.end(), list.begin());
+}
+
+size_t CommonPrefix(const AxisList& a, const AxisList& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+AxisList Minus(const AxisList& a, const AxisList& b) {
+  AxisList out;
+  for (const std::string& axis : a) {
+    if (!Contains(b, axis)) out.push_back(axis);
+  }
+  return out;
+}
+
+std::string DimAxesText(const AxisList& axes) { return axes.empty() ? "-" : FormatAxes(axes); }
+
+}  // namespace
+
+// ---- Layout ---------------------------------------------------------------------
+
+Layout Layout::Of(Type type, const Mesh& mesh) {
+  Layout layout;
+  if (!type.is_tensor()) return layout;
+  layout.dims = type.dim_axes();
+  layout.partial = InMeshOrder(type.partial(), mesh);
+  return layout;
+}
+
+Layout Layout::Replicated(size_t rank) {
+  Layout layout;
+  layout.dims.resize(rank);
+  return layout;
+}
+
+bool Layout::IsReplicated() const {
+  if (!partial.empty()) return false;
+  return std::all_of(dims.begin(), dims.end(), [](const AxisList& a) { return a.empty(); });
+}
+
+bool Layout::UsesAxis(absl::string_view axis) const {
+  if (Contains(partial, axis)) return true;
+  return std::any_of(dims.begin(), dims.end(),
+                     [&](const AxisList& axes) { return Contains(axes, axis); });
+}
+
+AxisList Layout::UsedAxes() const {
+  AxisList out;
+  for (const AxisList& axes : dims) out.insert(out.end(), axes.begin(), axes.end());
+  out.insert(out.end(), partial.begin(), partial.end());
+  return out;
+}
+
+Type Layout::ApplyTo(Type type) const {
+  COMMIR_CHECK(partial.empty() || partial_kind == ReduceKind::kSum,
+               "a max-partial layout cannot be written in a type");
+  return type.WithSharding(dims, partial);
+}
+
+std::string Layout::ToString() const {
+  std::string out = absl::StrCat("[", absl::StrJoin(dims, ", ", [](std::string* o, const AxisList& a) {
+                                   o->append(DimAxesText(a));
+                                 }),
+                                 "]");
+  if (!partial.empty()) {
+    absl::StrAppend(&out, partial_kind == ReduceKind::kMax ? " max(" : " partial(",
+                    absl::StrJoin(partial, ", "), ")");
+  }
+  return out;
+}
+
+AxisList InMeshOrder(AxisList axes, const Mesh& mesh) {
+  auto key = [&](const std::string& axis) {
+    std::optional<int> index = mesh.AxisIndex(axis);
+    return index ? *index : static_cast<int>(mesh.axes().size());
+  };
+  std::stable_sort(axes.begin(), axes.end(),
+                   [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+  return axes;
+}
+
+std::vector<int64_t> LocalDims(absl::Span<const int64_t> global, const Layout& layout,
+                               const Mesh& mesh) {
+  std::vector<int64_t> dims(global.begin(), global.end());
+  for (size_t d = 0; d < dims.size() && d < layout.dims.size(); ++d) {
+    int64_t parts = mesh.GroupSize(layout.dims[d]);
+    if (parts >= 1) dims[d] /= parts;
+  }
+  return dims;
+}
+
+Type LocalTypeOf(Type global, const Layout& layout, const Mesh& mesh) {
+  if (!global.is_tensor()) return global;
+  return Type::Tensor(global.element_type(), LocalDims(global.dims(), layout, mesh));
+}
+
+bool IsValidLayout(absl::Span<const int64_t> dims, const Layout& layout, const Mesh& mesh) {
+  if (layout.dims.size() != dims.size()) return false;
+  AxisList seen;
+  for (const std::string& axis : layout.UsedAxes()) {
+    if (!mesh.AxisIndex(axis) || Contains(seen, axis)) return false;
+    seen.push_back(axis);
+  }
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] % mesh.GroupSize(layout.dims[d]) != 0) return false;
+  }
+  return true;
+}
+
+// ---- Planning -------------------------------------------------------------------
+
+std::string StepToString(const ReshardStep& step) {
+  std::string axes = FormatAxes(step.axes);
+  std::string reduce = step.reduce == ReduceKind::kMax ? " max" : "";
+  switch (step.kind) {
+    case ReshardStep::Kind::kAllReduce: return absl::StrCat("all_reduce", reduce, "(", axes, ")");
+    case ReshardStep::Kind::kReduceScatter:
+      return absl::StrCat("reduce_scatter", reduce, "(dim ", step.dim, " over ", axes, ")");
+    case ReshardStep::Kind::kAllGather:
+      return absl::StrCat("all_gather(dim ", step.dim, " over ", axes, ")");
+    case ReshardStep::Kind::kAllToAll:
+      return absl::StrCat("all_to_all(", axes, " from dim ", step.concat_dim, " to dim ", step.dim,
+                          ")");
+    case ReshardStep::Kind::kSlice: return absl::StrCat("slice(dim ", step.dim, " over ", axes, ")");
+    case ReshardStep::Kind::kMakePartial: return absl::StrCat("make_partial(", axes, ")");
+  }
+  return "";
+}
+
+namespace {
+
+// Step 1 of the plan: reduce the partial axes `to` does not keep.
+void PlanPartialReduction(const Layout& to, const Mesh& mesh, Layout& cur,
+                          std::vector<ReshardStep>& steps) {
+  // A max partial never survives into `to` (types hold sums only): reduce all of it.
+  AxisList reduce = cur.partial_kind == ReduceKind::kMax ? cur.partial : Minus(cur.partial, to.partial);
+  if (reduce.empty()) return;
+  ReduceKind kind = cur.partial_kind;
+  AxisList keep = Minus(cur.partial, reduce);
+  for (size_t d = 0; d < cur.dims.size() && !reduce.empty(); ++d) {
+    if (!IsPrefix(cur.dims[d], to.dims[d])) continue;
+    AxisList run;
+    for (size_t k = cur.dims[d].size(); k < to.dims[d].size() && Contains(reduce, to.dims[d][k]);
+         ++k) {
+      run.push_back(to.dims[d][k]);
+    }
+    if (run.empty()) continue;
+    cur.dims[d].insert(cur.dims[d].end(), run.begin(), run.end());
+    reduce = Minus(reduce, run);
+    cur.partial = Minus(cur.partial, run);
+    steps.push_back({ReshardStep::Kind::kReduceScatter, run, static_cast<int64_t>(d), 0, kind, cur});
+  }
+  if (!reduce.empty()) {
+    cur.partial = keep;
+    steps.push_back({ReshardStep::Kind::kAllReduce, InMeshOrder(reduce, mesh), 0, 0, kind, cur});
+  }
+  cur.partial = keep;
+  cur.partial_kind = ReduceKind::kSum;
+  if (!steps.empty()) steps.back().after = cur;
+}
+
+// The dimension that `to` wants `axis` on next (its current axes being a prefix of what
+// `to` wants), other than `from_dim`; -1 if none.
+int MoveTarget(const Layout& cur, const Layout& to, const std::string& axis, size_t from_dim) {
+  for (size_t d = 0; d < cur.dims.size(); ++d) {
+    if (d == from_dim || !IsPrefix(cur.dims[d], to.dims[d])) continue;
+    if (to.dims[d].size() > cur.dims[d].size() && to.dims[d][cur.dims[d].size()] == axis) {
+      return static_cast<int>(d);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+Layout ReducePartial(const Layout& from, const Layout& to, const Mesh& mesh) {
+  Layout cur = from;
+  std::vector<ReshardStep> steps;
+  PlanPartialReduction(to, mesh, cur, steps);
+  return cur;
+}
+
+std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, const Layout& from,
+                                     const Layout& to, const Mesh& mesh) {
+  std::vector<ReshardStep> steps;
+  if (from == to) return steps;
+  COMMIR_CHECK(from.rank() == to.rank() && from.rank() == global_dims.size(),
+               "resharding between layouts of different ranks");
+  COMMIR_CHECK(to.partial.empty() || to.partial_kind == ReduceKind::kSum,
+               "cannot reshard to a max partial");
+  Layout cur = from;
+  PlanPartialReduction(to, mesh, cur, steps);
+
+  // Step 2: axes leave dimensions, by all_to_all where `to` wants them elsewhere.
+  const size_t rank = cur.dims.size();
+  for (;;) {
+    bool moved = true;
+    while (moved) {
+      moved = false;
+      for (size_t d = 0; d < rank; ++d) {
+        if (IsPrefix(cur.dims[d], to.dims[d])) continue;
+        std::string axis = cur.dims[d].back();
+        int target = MoveTarget(cur, to, axis, d);
+        if (target < 0) continue;
+        cur.dims[d].pop_back();
+        cur.dims[target].push_back(axis);
+        steps.push_back({ReshardStep::Kind::kAllToAll, {axis}, target, static_cast<int64_t>(d),
+                         ReduceKind::kSum, cur});
+        moved = true;
+      }
+    }
+    bool gathered = false;
+    for (size_t d = 0; d < rank; ++d) {
+      if (IsPrefix(cur.dims[d], to.dims[d])) continue;
+      size_t keep = CommonPrefix(cur.dims[d], to.dims[d]);
+      size_t k = cur.dims[d].size();
+      while (k > keep && MoveTarget(cur, to, cur.dims[d][k - 1], d) < 0) --k;
+      if (k == cur.dims[d].size()) continue;  // its minor axis can move now: next round
+      AxisList run(cur.dims[d].begin() + static_cast<std::ptrdiff_t>(k), cur.dims[d].end());
+      cur.dims[d].resize(k);
+      steps.push_back({ReshardStep::Kind::kAllGather, run, static_cast<int64_t>(d), 0,
+                       ReduceKind::kSum, cur});
+      gathered = true;
+    }
+    if (!gathered) break;
+  }
+
+  // Step 3: local slices for the axes `to` adds.
+  for (size_t d = 0; d < rank; ++d) {
+    COMMIR_CHECK(IsPrefix(cur.dims[d], to.dims[d]), "reshard planning left an axis behind");
+    if (cur.dims[d].size() == to.dims[d].size()) continue;
+    AxisList added(to.dims[d].begin() + static_cast<std::ptrdiff_t>(cur.dims[d].size()),
+                   to.dims[d].end());
+    cur.dims[d] = to.dims[d];
+    steps.push_back(
+        {ReshardStep::Kind::kSlice, added, static_cast<int64_t>(d), 0, ReduceKind::kSum, cur});
+  }
+
+  // Step 4: become partial over the axes `to` adds to the partial set.
+  AxisList added = Minus(to.partial, cur.partial);
+  if (!added.empty()) {
+    cur.partial = to.partial;
+    cur.partial_kind = ReduceKind::kSum;
+    steps.push_back({ReshardStep::Kind::kMakePartial, added, 0, 0, ReduceKind::kSum, cur});
+  }
+  COMMIR_CHECK(cur == to, "reshard planning did not reach its target");
+  return steps;
+}
+
+// ---- Cost -----------------------------------------------------------------------
+
+AttrDict AxisAttrs(const AxisList& axes) {
+  AttrDict attrs;
+  attrs.Set("axis", Attribute::Axes(axes));
+  return attrs;
+}
+
+namespace {
+
+// The spmd op (kind and attributes) that carries out a collective step.
+OpKind StepOp(const ReshardStep& step, AttrDict& attrs) {
+  attrs = AxisAttrs(step.axes);
+  if (step.reduce == ReduceKind::kMax) attrs.Set("reduce", Attribute::Ident("max"));
+  switch (step.kind) {
+    case ReshardStep::Kind::kAllReduce: return OpKind::kAllReduce;
+    case ReshardStep::Kind::kReduceScatter:
+      attrs.Set("dim", Attribute::Int(step.dim));
+      return OpKind::kReduceScatter;
+    case ReshardStep::Kind::kAllGather:
+      attrs.Set("dim", Attribute::Int(step.dim));
+      return OpKind::kAllGather;
+    case ReshardStep::Kind::kAllToAll:
+      attrs.Set("split_dim", Attribute::Int(step.dim));
+      attrs.Set("concat_dim", Attribute::Int(step.concat_dim));
+      return OpKind::kAllToAll;
+    case ReshardStep::Kind::kSlice:
+    case ReshardStep::Kind::kMakePartial: break;
+  }
+  return OpKind::kDynamicSlice;
+}
+
+bool IsCollectiveStep(const ReshardStep& step) {
+  return step.kind != ReshardStep::Kind::kSlice && step.kind != ReshardStep::Kind::kMakePartial;
+}
+
+}  // namespace
+
+double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> steps,
+                 const Mesh& mesh) {
+  double bytes = 0;
+  Layout cur = from;
+  for (const ReshardStep& step : steps) {
+    if (IsCollectiveStep(step)) {
+      AttrDict attrs;
+      OpKind kind = StepOp(step, attrs);
+      Type operand = LocalTypeOf(global, cur, mesh);
+      Type result = LocalTypeOf(global, step.after, mesh);
+      Type operands[] = {operand};
+      Type results[] = {result};
+      OpSignature sig{operands, attrs, {}, 1, &mesh, true};
+      bytes += GetOpDef(kind).cost(sig, absl::MakeConstSpan(results)).bytes_communicated;
+    }
+    cur = step.after;
+  }
+  return bytes;
+}
+
+double ReshardBytes(Type global, const Layout& from, const Layout& to, const Mesh& mesh) {
+  if (from == to) return 0;
+  return PlanBytes(global, from, PlanReshard(global.dims(), from, to, mesh), mesh);
+}
+
+int CollectiveCount(absl::Span<const ReshardStep> steps) {
+  int n = 0;
+  for (const ReshardStep& step : steps) n += IsCollectiveStep(step) ? 1 : 0;
+  return n;
+}
+
+double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh& mesh) {
+  if (from == to) return 0;
+  std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh);
+  return PlanBytes(global, from, steps, mesh) + kCollectiveLatencyBytes * CollectiveCount(steps);
+}
+
+// ---- Emission -------------------------------------------------------------------
+
+absl::StatusOr<Operation*> Emitter::Create(OpKind kind, absl::Span<const Operand> operands,
+                                           AttrDict attrs, absl::Span<const Type> result_types,
+                                           int num_results) {
+  const OpDef& def = GetOpDef(kind);
+  bool spmd = function_->is_spmd();
+  if (absl::Status s = ValidateAttributes(def, attrs, spmd); !s.ok()) {
+    return absl::InternalError(absl::StrCat(def.name, ": ", s.message()));
+  }
+  std::vector<Type> operand_types;
+  for (const Operand& operand : operands) {
+    operand_types.push_back(operand.value != nullptr ? operand.value->type() : operand.literal_type);
+  }
+  OpSignature sig{operand_types, attrs, result_types, num_results, function_->mesh(), spmd};
+  absl::StatusOr<std::vector<Type>> types = InferResultTypes(def, sig);
+  if (!types.ok()) {
+    return absl::InternalError(absl::StrCat(def.name, ": ", types.status().message()));
+  }
+  std::unique_ptr<Operation> op = Operation::Create(def, {}, *types, std::move(attrs), 0, loc_);
+  for (const Operand& operand : operands) {
+    if (operand.value != nullptr) {
+      op->AddOperand(operand.value);
+    } else {
+      op->AddLiteralOperand(operand.literal, operand.literal_type);
+    }
+  }
+  return block_->InsertBefore(before_, std::move(op));
+}
+
+absl::StatusOr<Value*> Emitter::Value1(OpKind kind, absl::Span<const Operand> operands,
+                                       AttrDict attrs, absl::Span<const Type> result_types) {
+  absl::StatusOr<Operation*> op = Create(kind, operands, std::move(attrs), result_types);
+  if (!op.ok()) return op.status();
+  return (*op)->result(0);
+}
+
+namespace {
+
+absl::string_view StepTag(ReshardStep::Kind kind) {
+  switch (kind) {
+    case ReshardStep::Kind::kAllReduce: return "ar";
+    case ReshardStep::Kind::kReduceScatter: return "rs";
+    case ReshardStep::Kind::kAllGather: return "ag";
+    case ReshardStep::Kind::kAllToAll: return "a2a";
+    case ReshardStep::Kind::kSlice: return "sl";
+    case ReshardStep::Kind::kMakePartial: return "pt";
+  }
+  return "";
+}
+
+// `rank(axes) * block` as an index value.
+absl::StatusOr<Value*> BlockOffset(Emitter& e, const AxisList& axes, int64_t block) {
+  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes), {});
+  if (!rank.ok() || block == 1) return rank;
+  return e.Value1(OpKind::kMul, {*rank, Emitter::Operand::Literal(static_cast<double>(block),
+                                                                  Type::Index())});
+}
+
+AttrDict SliceAttrs(int64_t dim, int64_t size) {
+  AttrDict attrs;
+  attrs.Set("dim", Attribute::Int(dim));
+  attrs.Set("size", Attribute::Int(size));
+  return attrs;
+}
+
+// The value on group coordinate 0 along `axes`, zeros elsewhere.
+absl::StatusOr<Value*> MakePartial(Emitter& e, Value* value, const AxisList& axes) {
+  const Mesh& mesh = *e.function()->mesh();
+  int64_t n = mesh.GroupSize(axes);
+  if (n == 1) return value;
+  Type type = value->type();
+  Value* x = value;
+  bool scalar = type.rank() == 0;
+  if (scalar) {
+    Type vector = Type::Tensor(type.element_type(), {1});
+    absl::StatusOr<Value*> reshaped = e.Value1(OpKind::kReshape, {x}, {}, {vector});
+    if (!reshaped.ok()) return reshaped;
+    x = *reshaped;
+  }
+  Type local = x->type();
+  AttrDict zero;
+  zero.Set("value", IsFloatType(local.element_type()) ? Attribute::Float(0.0) : Attribute::Int(0));
+  absl::StatusOr<Value*> zeros = e.Value1(OpKind::kFull, {}, std::move(zero), {local});
+  if (!zeros.ok()) return zeros;
+  AttrDict concat_dim;
+  concat_dim.Set("dim", Attribute::Int(0));
+  absl::StatusOr<Value*> joined = e.Value1(OpKind::kConcat, {x, *zeros}, std::move(concat_dim));
+  if (!joined.ok()) return joined;
+  // (rank + n - 1) div n is 0 on coordinate 0 and 1 elsewhere.
+  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes));
+  if (!rank.ok()) return rank;
+  absl::StatusOr<Value*> shifted = e.Value1(
+      OpKind::kAdd, {*rank, Emitter::Operand::Literal(static_cast<double>(n - 1), Type::Index())});
+  if (!shifted.ok()) return shifted;
+  absl::StatusOr<Value*> is_other = e.Value1(
+      OpKind::kDiv, {*shifted, Emitter::Operand::Literal(static_cast<double>(n), Type::Index())});
+  if (!is_other.ok()) return is_other;
+  int64_t rows = local.dims()[0];
+  Value* offset = *is_other;
+  if (rows != 1) {
+    absl::StatusOr<Value*> scaled = e.Value1(
+        OpKind::kMul, {offset, Emitter::Operand::Literal(static_cast<double>(rows), Type::Index())});
+    if (!scaled.ok()) return scaled;
+    offset = *scaled;
+  }
+  absl::StatusOr<Value*> kept =
+      e.Value1(OpKind::kDynamicSlice, {*joined, offset}, SliceAttrs(0, rows));
+  if (!kept.ok() || !scalar) return kept;
+  return e.Value1(OpKind::kReshape, {*kept}, {}, {type});
+}
+
+}  // namespace
+
+absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, const Layout& from,
+                                   const Layout& to, const std::string& final_name) {
+  const Mesh& mesh = *emitter.function()->mesh();
+  std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh);
+  const std::string base = value->name();
+  Value* cur = value;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const ReshardStep& step = steps[i];
+    absl::StatusOr<Value*> next;
+    if (IsCollectiveStep(step)) {
+      AttrDict attrs;
+      OpKind kind = StepOp(step, attrs);
+      next = emitter.Value1(kind, {cur}, std::move(attrs));
+    } else if (step.kind == ReshardStep::Kind::kSlice) {
+      int64_t size = LocalTypeOf(global, step.after, mesh).dims()[step.dim];
+      absl::StatusOr<Value*> offset = BlockOffset(emitter, step.axes, size);
+      if (!offset.ok()) return offset;
+      next = emitter.Value1(OpKind::kDynamicSlice, {cur, *offset}, SliceAttrs(step.dim, size));
+    } else {
+      next = MakePartial(emitter, cur, step.axes);
+    }
+    if (!next.ok()) return next;
+    cur = *next;
+    if (i + 1 == steps.size() && !final_name.empty()) {
+      cur->set_name(final_name);
+    } else if (!base.empty()) {
+      cur->set_name(absl::StrCat(base, "_", StepTag(step.kind)));
+    }
+  }
+  return cur;
+}
+
+}  // namespace commir::sharding

@@ -1,0 +1,183 @@
+// The layout algebra of the partitioner: layouts of global tensors on a mesh, the
+// collectives that turn one layout into another, and what that costs.
+//
+// A Layout is exactly the sharding a commir::Type carries (spec section 3): for each
+// dimension the mesh axes it is split over (first axis major), and the axes over which
+// the value is `partial`. One addition exists only inside the partitioner: a partial
+// value may be pending a *max* instead of a sum (`reduce_max` over a split dimension
+// leaves each device the maximum of its block). Such a layout never reaches a type: the
+// partitioner resolves it right where it is made.
+//
+// Partial axes are kept in mesh order, so layouts compare by meaning (`partial(tp, dp)`
+// and `partial(dp, tp)` are the same layout).
+//
+// Resharding A -> B (PlanReshard) is a short sequence of steps, each one spmd op (or a
+// few for a slice), in this order:
+//  1. partial axes that B does not keep are reduced: a reduce_scatter onto a dimension
+//     that B splits next over those axes, otherwise one all_reduce over the rest;
+//  2. axes that must leave a dimension go, minor-most first: an all_to_all when B wants
+//     that axis next on another dimension (the axis moves there), otherwise an
+//     all_gather of the longest run of such axes that cannot move;
+//  3. axes B adds at the minor end of a dimension are a local slice: dynamic_slice at
+//     offset rank(axes) * (local size / group size), no communication;
+//  4. partial axes that B has and A lacks: the device at coordinate 0 along them keeps
+//     the value, the others take zeros (concat with zeros and a dynamic_slice), so the
+//     addends sum to the value exactly.
+// Every layout can be reached from every other (the worst case gathers everything and
+// slices again). Each step is one op of spec 5.2, so the cost of a plan is the bytes per
+// device of those ops, from their OpDef cost formulas (commir/ops/spmd_ops.cc) on the
+// per-device types.
+#ifndef COMMIR_TRANSFORMS_SHARDING_LAYOUT_H_
+#define COMMIR_TRANSFORMS_SHARDING_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "commir/ir.h"
+
+namespace commir::sharding {
+
+// How the addends of a partial value combine.
+enum class ReduceKind { kSum, kMax };
+
+struct Layout {
+  // Axes of each dimension, first major; empty: not split.
+  std::vector<AxisList> dims;
+  // Axes the value is partial over, in mesh order.
+  AxisList partial;
+  ReduceKind partial_kind = ReduceKind::kSum;
+
+  // The layout of a tensor type (partial axes put in mesh order).
+  static Layout Of(Type type, const Mesh& mesh);
+  static Layout Replicated(size_t rank);
+
+  size_t rank() const { return dims.size(); }
+  bool IsReplicated() const;
+  bool UsesAxis(absl::string_view axis) const;
+  // Every axis the layout names: the dimensions' in dimension order, then the partial.
+  AxisList UsedAxes() const;
+  // `type` with this layout (a max-partial layout cannot be written in a type).
+  Type ApplyTo(Type type) const;
+  // "[tp, -, (dp, tp)] partial(dp)" for messages and tests; "max(...)" for a max partial.
+  std::string ToString() const;
+
+  friend bool operator==(const Layout& a, const Layout& b) {
+    return a.dims == b.dims && a.partial == b.partial &&
+           (a.partial.empty() || a.partial_kind == b.partial_kind);
+  }
+  friend bool operator!=(const Layout& a, const Layout& b) { return !(a == b); }
+};
+
+// `axes` sorted into mesh order (unknown axes last, in their given order).
+AxisList InMeshOrder(AxisList axes, const Mesh& mesh);
+
+// Per-device dimensions of a global shape under `layout`.
+std::vector<int64_t> LocalDims(absl::Span<const int64_t> global, const Layout& layout,
+                               const Mesh& mesh);
+// The per-device type (no sharding) of `global` under `layout`.
+Type LocalTypeOf(Type global, const Layout& layout, const Mesh& mesh);
+// Whether `layout` is valid for a tensor of `dims` on `mesh`: ranks agree, every axis is
+// a mesh axis used once, and every split dimension is divisible by its group size.
+bool IsValidLayout(absl::Span<const int64_t> dims, const Layout& layout, const Mesh& mesh);
+
+struct ReshardStep {
+  enum class Kind {
+    kAllReduce,      // reduce partial `axes`
+    kReduceScatter,  // reduce partial `axes`, keep block c of `dim`
+    kAllGather,      // gather `dim` over `axes`
+    kAllToAll,       // axis `axes` moves from `concat_dim` to `dim` (the split dim)
+    kSlice,          // split `dim` further over `axes`, locally
+    kMakePartial,    // become partial over `axes` (coordinate 0 keeps the value)
+  };
+  Kind kind;
+  AxisList axes;
+  int64_t dim = 0;
+  int64_t concat_dim = 0;
+  ReduceKind reduce = ReduceKind::kSum;
+  // The layout after this step.
+  Layout after;
+};
+
+// "all_gather(dim 0 over tp)" style, for tests and messages.
+std::string StepToString(const ReshardStep& step);
+
+// The steps that turn a tensor of `global_dims` laid out as `from` into `to`. Both must
+// be valid; `to` must not be a max partial. Empty when the layouts are equal.
+std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, const Layout& from,
+                                     const Layout& to, const Mesh& mesh);
+
+// The layout after only step 1 of PlanReshard(from -> to): partial axes that `to` does
+// not keep reduced, scattered onto the dimensions `to` splits next where possible.
+Layout ReducePartial(const Layout& from, const Layout& to, const Mesh& mesh);
+
+// Bytes each device sends for `steps` applied to a value of type `global` laid out as
+// `from`, from the collectives' OpDef cost formulas on per-device types.
+double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> steps,
+                 const Mesh& mesh);
+double ReshardBytes(Type global, const Layout& from, const Layout& to, const Mesh& mesh);
+
+// The cost model the partitioner minimizes: bytes sent per device plus, for each
+// collective, its latency expressed as the bytes a link moves meanwhile (about 10 us at
+// 100 GB/s). Between plans that move similar amounts, the one with fewer collectives
+// wins; for large tensors the bytes dominate.
+inline constexpr double kCollectiveLatencyBytes = 1 << 20;
+int CollectiveCount(absl::Span<const ReshardStep> steps);
+double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh& mesh);
+
+// Creates ops in a function body at a fixed position: what the partitioner uses to emit
+// spmd code. Result types are inferred by the op definitions (and so checked).
+class Emitter {
+ public:
+  // Inserts before `before` in `block` (append when null). `function` gives the mesh and
+  // whether the code is spmd.
+  Emitter(Function* function, Block* block, Operation* before)
+      : function_(function), block_(block), before_(before) {}
+
+  void set_loc(Location loc) { loc_ = loc; }
+  Location loc() const { return loc_; }
+  Function* function() const { return function_; }
+
+  // An operand: a value, or a number literal of type `literal_type`.
+  struct Operand {
+    Operand(Value* v) : value(v) {}  // NOLINT: implicit on purpose
+    static Operand Literal(double number, Type type) {
+      Operand operand(nullptr);
+      operand.literal = number;
+      operand.literal_type = type;
+      return operand;
+    }
+    Value* value = nullptr;
+    double literal = 0;
+    Type literal_type;
+  };
+
+  absl::StatusOr<Operation*> Create(OpKind kind, absl::Span<const Operand> operands,
+                                    AttrDict attrs = {}, absl::Span<const Type> result_types = {},
+                                    int num_results = 1);
+  // Single-result shorthand.
+  absl::StatusOr<Value*> Value1(OpKind kind, absl::Span<const Operand> operands,
+                                AttrDict attrs = {}, absl::Span<const Type> result_types = {});
+
+ private:
+  Function* function_;
+  Block* block_;
+  Operation* before_;
+  Location loc_;
+};
+
+// Emits PlanReshard(from -> to) for `value`, the per-device value of a tensor of type
+// `global` laid out as `from`. Returns the per-device value laid out as `to` (`value`
+// itself when the layouts are equal). Each new value is named after `value` with a
+// suffix naming the step (`x_ag`), or `final_name` for the last one when given.
+absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, const Layout& from,
+                                   const Layout& to, const std::string& final_name = "");
+
+// AttrDict builders shared with the op lowering.
+AttrDict AxisAttrs(const AxisList& axes);
+
+}  // namespace commir::sharding
+
+#endif  // COMMIR_TRANSFORMS_SHARDING_LAYOUT_H_

@@ -1,0 +1,62 @@
+// lower-to-spmd: the SPMD partitioner. Turns a global function into the spmd function of
+// the same name and signature that each device runs, with explicit collectives.
+//
+// The layouts written in the global function are the decisions (run propagate-sharding
+// first to complete them; a value without a sharding is replicated). Ops are visited in
+// program order, like XLA's SpmdPartitioner visitor. For each op:
+//  1. ChooseStrategy (op_rules.h) picks how the op runs per device, given its operands'
+//     layouts and its results' layouts as targets;
+//  2. each operand is resharded to the layout the strategy needs (layout.h: nothing when
+//     they match, a local dynamic_slice to split further, all_gather, all_to_all,
+//     reduce_scatter or all_reduce for partial values);
+//  3. the per-device op is emitted on local types. Where the op's local form differs:
+//     - matmul with a split contracting dim, reduce_sum over a split dim: the local op,
+//       whose result is `partial`;
+//     - reduce_mean over split dims: the local mean times 1/(number of blocks), partial;
+//     - reduce_max over split dims: the local max, then a max all_reduce (or a max
+//       reduce_scatter onto a dimension the result is split on);
+//     - softmax, layernorm, rmsnorm over a split normalized dim: per-row statistics
+//       (max and sum; mean and variance; mean square) combined with all_reduces over
+//       the dim's axes, computed in f32 (f64 for f64) like the kernels;
+//     - causal attention with the query sequence split over axes A: each device's
+//       queries at their true positions, q_pos = (given q_pos, or Skv - Sq) +
+//       rank(A) * Sq_local; the key/value sequence is gathered;
+//     - reshape of split dimensions: the local reshape (the rules only allow splits that
+//       keep each device's block contiguous);
+//     - reshard: nothing beyond step 2;
+//  4. the op's per-device result is resharded to the result's layout.
+// Finally each returned value is resharded to the declared result layout. The function
+// is rewritten in place (same Function object, name, signature and position in the
+// module), so callers holding it keep a valid pointer.
+//
+// New values are named after the value they come from and the step that made them
+// (`%x_ag`, `%h_rs`); a result keeps its name. Run canonicalize, cse and dce afterwards
+// (kDefaultSpmdPipeline): CSE merges identical collectives of one value, such as the
+// all_gather that several matmuls need from one activation.
+#ifndef COMMIR_TRANSFORMS_SHARDING_LOWER_H_
+#define COMMIR_TRANSFORMS_SHARDING_LOWER_H_
+
+#include "absl/status/status.h"
+#include "commir/diagnostics.h"
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir::sharding {
+
+// What commir-run runs on a global function before a multi-device run.
+inline constexpr char kDefaultSpmdPipeline[] =
+    "propagate-sharding,lower-to-spmd,canonicalize,cse,dce";
+
+// Lowers `function` if it is a global function with a mesh (others are left alone).
+absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics = nullptr);
+absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics = nullptr);
+
+class LowerToSpmdPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+};
+
+}  // namespace commir::sharding
+
+#endif  // COMMIR_TRANSFORMS_SHARDING_LOWER_H_

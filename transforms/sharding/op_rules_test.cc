@@ -1,0 +1,430 @@
+#include "transforms/sharding/op_rules.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "transforms/test_util.h"
+
+namespace commir::sharding {
+namespace {
+
+// Parses a module whose function @f computes `%r` with one op, and answers questions
+// about that op's rule.
+class OneOp {
+ public:
+  explicit OneOp(const std::string& text) : module_(testing::ParseForTest(text)) {
+    if (module_ == nullptr) return;
+    function_ = module_->functions()[0];
+    for (Operation* op : *function_->body()) {
+      if (op->num_results() > 0 && op->result(0)->name() == "r") op_ = op;
+    }
+    EXPECT_NE(op_, nullptr) << "no op defines %r";
+    absl::StatusOr<OpRule> rule = RuleFor(*op_);
+    EXPECT_TRUE(rule.ok()) << rule.status();
+    if (rule.ok()) rule_ = *rule;
+  }
+
+  bool ok() const { return op_ != nullptr && rule_.has_value(); }
+  const OpRule& rule() const { return *rule_; }
+  const Mesh& mesh() const { return *function_->mesh(); }
+
+  // The strategy chosen with the operands' written layouts known and the written result
+  // layouts as targets (what lower-to-spmd asks), as
+  //   "operand layouts -> natural result layouts".
+  std::string Lowered() const { return Describe(Choose(/*with_targets=*/true)); }
+  // The same without result targets (what the forward pass asks for a free result).
+  std::string Forward() const { return Describe(Choose(/*with_targets=*/false)); }
+  Choice Choose(bool with_targets) const {
+    StrategyQuery q;
+    q.op = op_;
+    q.rule = &*rule_;
+    q.mesh = &mesh();
+    for (int i = 0; i < op_->num_operands(); ++i) {
+      Value* v = op_->operand(i);
+      if (rule_->operands[i].is_tensor) {
+        q.operands.push_back(Layout::Of(v->type(), mesh()));
+      } else {
+        q.operands.push_back(std::nullopt);
+      }
+    }
+    for (Value* r : op_->results()) {
+      if (with_targets && r->type().is_tensor()) {
+        q.targets.push_back(Layout::Of(r->type(), mesh()));
+      } else {
+        q.targets.push_back(std::nullopt);
+      }
+    }
+    return ChooseStrategy(q);
+  }
+
+  // "operand factors | result factors" with factor names f0, f1, ... and kinds.
+  std::string Factors() const {
+    auto tensor = [&](const TensorFactors& t) {
+      if (!t.is_tensor) return std::string("index");
+      return absl::StrCat("[", absl::StrJoin(t.dims, ", ", [&](std::string* out, const std::vector<int>& dim) {
+                            std::vector<std::string> names;
+                            for (int f : dim) names.push_back(absl::StrCat(Kind(f), rule_->sizes[f]));
+                            out->append(names.empty() ? "_" : absl::StrJoin(names, "*"));
+                          }),
+                          "]");
+    };
+    std::vector<std::string> operands, results;
+    for (const TensorFactors& t : rule_->operands) operands.push_back(tensor(t));
+    for (const TensorFactors& t : rule_->results) results.push_back(tensor(t));
+    return absl::StrCat(absl::StrJoin(operands, " "), " -> ", absl::StrJoin(results, " "));
+  }
+
+ private:
+  std::string Kind(int f) const {
+    switch (rule_->kinds[f]) {
+      case FactorKind::kPass: return "p";
+      case FactorKind::kSum: return "sum";
+      case FactorKind::kMax: return "max";
+      case FactorKind::kStats: return "stats";
+      case FactorKind::kReplicate: return "rep";
+    }
+    return "";
+  }
+
+  std::string Describe(const Choice& c) const {
+    std::vector<std::string> operands, results;
+    for (size_t i = 0; i < c.operands.size(); ++i) {
+      if (rule_->operands[i].is_tensor) operands.push_back(c.operands[i].ToString());
+    }
+    for (const Layout& l : c.results) results.push_back(l.ToString());
+    return absl::StrCat(absl::StrJoin(operands, " "), " -> ", absl::StrJoin(results, " "));
+  }
+
+  std::unique_ptr<Module> module_;
+  Function* function_ = nullptr;
+  Operation* op_ = nullptr;
+  std::optional<OpRule> rule_;
+};
+
+std::string F(const std::string& mesh, const std::string& args, const std::string& body,
+              const std::string& result) {
+  return absl::StrCat("mesh @m(", mesh, ")\nfunc @f(", args, ") -> ", result, " {\n  ", body,
+                      "\n  return %r\n}\n");
+}
+
+// ---- Elementwise -------------------------------------------------------------------
+
+TEST(ElementwiseRule, FollowsTheOperandsAndBroadcasts) {
+  OneOp op(F("tp=4", "%x: f32[8@tp, 4], %b: f32[4]", "%r = add(%x, %b)", "f32[8, 4]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p8, p4] [p4] -> [p8, p4]");
+  EXPECT_EQ(op.rule().partial_mode, PartialMode::kAll);
+  EXPECT_EQ(op.Forward(), "[tp, -] [-] -> [tp, -]");
+}
+
+TEST(ElementwiseRule, BroadcastDimsOfSizeOneTakeNoFactor) {
+  OneOp op(F("tp=4", "%x: f32[8, 4@tp], %b: f32[1, 4]", "%r = mul(%x, %b)", "f32[8, 4]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p8, p4] [_, p4] -> [p8, p4]");
+  EXPECT_EQ(op.Forward(), "[-, tp] [-, tp] -> [-, tp]");
+}
+
+TEST(ElementwiseRule, LiteralsTakeNoLayout) {
+  OneOp op(F("tp=2", "%x: f32[4@tp]", "%r = mul(%x, 0.5)", "f32[4]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p4] index -> [p4]");
+  EXPECT_EQ(op.rule().partial_mode, PartialMode::kAny);
+}
+
+TEST(ElementwiseRule, PartialPassesThroughLinearOpsOnly) {
+  // add of equally partial operands stays partial.
+  OneOp add(F("tp=2", "%x: f32[4] partial(tp), %y: f32[4] partial(tp)", "%r = add(%x, %y)",
+              "f32[4]"));
+  EXPECT_EQ(add.Forward(), "[-] partial(tp) [-] partial(tp) -> [-] partial(tp)");
+  // mul by a non-partial factor stays partial.
+  OneOp mul(F("tp=2", "%x: f32[4], %y: f32[4] partial(tp)", "%r = mul(%x, %y)", "f32[4]"));
+  EXPECT_EQ(mul.Forward(), "[-] [-] partial(tp) -> [-] partial(tp)");
+  // div: only the numerator.
+  OneOp div(F("tp=2", "%x: f32[4], %y: f32[4] partial(tp)", "%r = div(%x, %y)", "f32[4]"));
+  EXPECT_EQ(div.Forward(), "[-] [-] -> [-]");
+  // Nonlinear ops need the sum.
+  OneOp exp(F("tp=2", "%x: f32[4] partial(tp)", "%r = exp(%x)", "f32[4]"));
+  EXPECT_EQ(exp.Forward(), "[-] -> [-]");
+  // Widening conversions are exact, so linear; narrowing ones are not.
+  OneOp widen(F("tp=2", "%x: bf16[4] partial(tp)", "%r = convert(%x) : f32[4]", "f32[4]"));
+  EXPECT_EQ(widen.rule().partial_mode, PartialMode::kFirst);
+  OneOp narrow(F("tp=2", "%x: f32[4] partial(tp)", "%r = convert(%x) : bf16[4]", "bf16[4]"));
+  EXPECT_EQ(narrow.rule().partial_mode, PartialMode::kNone);
+}
+
+// ---- Matmul ------------------------------------------------------------------------
+
+TEST(MatmulRule, BatchMAndNSplitLocally) {
+  OneOp op(F("dp=2, tp=2", "%a: f32[4@dp, 8, 16], %b: f32[4, 16, 8@tp]",
+             "%r = matmul(%a, %b)", "f32[4, 8, 8]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p4, p8, sum16] [p4, sum16, p8] -> [p4, p8, p8]");
+  EXPECT_EQ(op.Forward(), "[dp, -, -] [dp, -, tp] -> [dp, -, tp]");
+}
+
+TEST(MatmulRule, ASplitContractingDimGivesAPartialResult) {
+  OneOp op(F("tp=4", "%a: f32[8, 16@tp], %b: f32[16@tp, 8]", "%r = matmul(%a, %b)", "f32[8, 8]"));
+  EXPECT_EQ(op.Forward(), "[-, tp] [tp, -] -> [-, -] partial(tp)");
+  // Asked for rows split, a reduce_scatter of that partial is the cheapest.
+  OneOp rows(F("tp=4", "%a: f32[8, 16@tp], %b: f32[16@tp, 8]", "%r = matmul(%a, %b) : f32[8@tp, 8]",
+               "f32[8, 8]"));
+  EXPECT_EQ(rows.Lowered(), "[-, tp] [tp, -] -> [-, -] partial(tp)");
+}
+
+TEST(MatmulRule, TransposedOperandsMapTheirDims) {
+  OneOp op(F("tp=2", "%a: f32[16, 8@tp], %b: f32[6@tp, 16]",
+             "%r = matmul(%a, %b) {transpose_a, transpose_b}", "f32[8, 6]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[sum16, p8] [p6, sum16] -> [p8, p6]");
+  EXPECT_EQ(op.Forward(), "[-, tp] [-, -] -> [tp, -]");
+}
+
+TEST(MatmulRule, BroadcastBatchDimsTakeNoFactorInTheSmallerOperand) {
+  OneOp op(F("tp=2", "%a: f32[2@tp, 4, 8], %b: f32[8, 4]", "%r = matmul(%a, %b)", "f32[2, 4, 4]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p2, p4, sum8] [sum8, p4] -> [p2, p4, p4]");
+  EXPECT_EQ(op.Forward(), "[tp, -, -] [-, -] -> [tp, -, -]");
+}
+
+TEST(MatmulRule, OnePartialOperandPassesThrough) {
+  OneOp op(F("dp=2, tp=2", "%a: f32[8, 16@tp] partial(dp), %b: f32[16@tp, 8]",
+             "%r = matmul(%a, %b)", "f32[8, 8]"));
+  EXPECT_EQ(op.Forward(), "[-, tp] partial(dp) [tp, -] -> [-, -] partial(dp, tp)");
+}
+
+// ---- Reductions, softmax, norms -------------------------------------------------------
+
+TEST(ReduceRule, ReducedDimsAreSummedOrMaxed) {
+  OneOp sum(F("tp=4", "%x: f32[8, 16@tp]", "%r = reduce_sum(%x) {dims = [1]}", "f32[8]"));
+  ASSERT_TRUE(sum.ok());
+  EXPECT_EQ(sum.Factors(), "[p8, sum16] -> [p8]");
+  EXPECT_EQ(sum.Forward(), "[-, tp] -> [-] partial(tp)");
+  OneOp max(F("tp=4", "%x: f32[8, 16@tp]", "%r = reduce_max(%x) {dims = [1]}", "f32[8]"));
+  EXPECT_EQ(max.Factors(), "[p8, max16] -> [p8]");
+  EXPECT_EQ(max.Forward(), "[-, tp] -> [-] max(tp)");
+  EXPECT_EQ(max.rule().partial_mode, PartialMode::kNone);
+  OneOp keep(F("tp=4", "%x: f32[8@tp, 16]", "%r = reduce_mean(%x) {dims = [0], keepdim}",
+               "f32[1, 16]"));
+  EXPECT_EQ(keep.Factors(), "[sum8, p16] -> [_, p16]");
+  EXPECT_EQ(keep.Forward(), "[tp, -] -> [-, -] partial(tp)");
+}
+
+TEST(SoftmaxRule, ASplitDimCombinesStatisticsWhenThatIsCheaper) {
+  OneOp big(F("tp=4", "%x: f32[1024, 4096@tp]", "%r = softmax(%x) {dim = 1}", "f32[1024, 4096]"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big.Factors(), "[p1024, stats4096] -> [p1024, stats4096]");
+  EXPECT_EQ(big.Forward(), "[-, tp] -> [-, tp]");
+  Choice c = big.Choose(false);
+  // Two all_reduces of the per-row f32 statistics [1024, 1] (4 KiB each).
+  EXPECT_DOUBLE_EQ(StatsBytes(Type::Tensor(ElementType::kF32, {1024, 4096}), big.rule(), c.strategy,
+                              big.mesh()),
+                   2 * (2 * 4096.0 * 3 / 4 + kCollectiveLatencyBytes));
+  // For a small tensor one all_gather costs less than two all_reduces.
+  OneOp small(F("tp=4", "%x: f32[8, 64@tp]", "%r = softmax(%x) {dim = 1}", "f32[8, 64]"));
+  EXPECT_EQ(small.Forward(), "[-, -] -> [-, -]");
+}
+
+TEST(NormRule, ParametersFollowTheLastDim) {
+  OneOp op(F("dp=2, tp=2", "%x: f32[1024@dp, 4096@tp], %w: f32[4096], %b: f32[4096]",
+             "%r = layernorm(%x, %w, %b)", "f32[1024, 4096]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p1024, stats4096] [stats4096] [stats4096] -> [p1024, stats4096]");
+  EXPECT_EQ(op.rule().stats_all_reduces, 2);
+  // Big rows: the statistics are combined and the parameters sliced locally.
+  EXPECT_EQ(op.Forward(), "[dp, tp] [tp] [tp] -> [dp, tp]");
+  // Small rows: one all_gather is cheaper than two all_reduces.
+  OneOp small(F("dp=2, tp=2", "%x: f32[8@dp, 64@tp], %w: f32[64], %b: f32[64]",
+                "%r = layernorm(%x, %w, %b)", "f32[8, 64]"));
+  EXPECT_EQ(small.Forward(), "[dp, -] [-] [-] -> [dp, -]");
+  OneOp rms(F("tp=2", "%x: f32[8, 4096@tp], %w: f32[4096]", "%r = rmsnorm(%x, %w)", "f32[8, 4096]"));
+  EXPECT_EQ(rms.rule().stats_all_reduces, 1);
+}
+
+// ---- Attention ---------------------------------------------------------------------
+
+TEST(AttentionRule, BatchHeadsAndQuerySequenceSplitLocally) {
+  OneOp op(F("dp=2, sp=2",
+             "%q: f32[2@dp, 4, 8@sp, 16], %k: f32[2@dp, 4, 8@sp, 16], %v: f32[2@dp, 4, 8@sp, 16]",
+             "%r = attention(%q, %k, %v) {causal}", "f32[2, 4, 8, 16]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(),
+            "[p2, p4*p1, p8, rep16] [p2, p4, rep8, rep16] [p2, p4, rep8, p16] -> [p2, p4*p1, p8, p16]");
+  // The key/value sequence is gathered.
+  EXPECT_EQ(op.Forward(), "[dp, -, sp, -] [dp, -, -, -] [dp, -, -, -] -> [dp, -, sp, -]");
+}
+
+TEST(AttentionRule, GroupedHeadsSplitOverKeyValueHeadsFirst) {
+  OneOp op(F("dp=2, tp=2",
+             "%q: f32[1, 8@(dp, tp), 4, 8], %k: f32[1, 2@dp, 4, 8], %v: f32[1, 2@dp, 4, 8]",
+             "%r, %lse = attention(%q, %k, %v)", "f32[1, 8, 4, 8]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(),
+            "[p1, p2*p4, p4, rep8] [p1, p2, rep4, rep8] [p1, p2, rep4, p8] -> "
+            "[p1, p2*p4, p4, p8] [p1, p2*p4, p4]");
+  EXPECT_EQ(op.Forward(),
+            "[-, (dp, tp), -, -] [-, dp, -, -] [-, dp, -, -] -> [-, (dp, tp), -, -] [-, (dp, tp), -]");
+}
+
+TEST(AttentionRule, IndexOperandsTakeNoLayout) {
+  OneOp op(F("tp=2", "%q: f32[1, 2, 4@tp, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]",
+             "%p = full() {value = 0} : index\n  %r = attention(%q, %k, %v, %p) {causal}",
+             "f32[1, 2, 4, 8]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_FALSE(op.rule().operands[3].is_tensor);
+  EXPECT_EQ(op.Forward(), "[-, -, tp, -] [-, -, -, -] [-, -, -, -] -> [-, -, tp, -]");
+}
+
+// ---- Layout ops --------------------------------------------------------------------
+
+TEST(ReshapeRule, SplittingASplitDimKeepsTheSplitOnItsMajorPart) {
+  OneOp op(F("tp=4", "%x: f32[256, 256@tp]", "%r = reshape(%x) : f32[256, 8@tp, 32]",
+             "f32[256, 8, 32]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p256, p8*p32] -> [p256, p8, p32]");
+  EXPECT_EQ(op.Lowered(), "[-, tp] -> [-, tp, -]");
+}
+
+TEST(ReshapeRule, MergingKeepsTheSplitOnlyOnTheMajorDim) {
+  OneOp major(F("tp=4", "%x: f32[8@tp, 4]", "%r = reshape(%x) : f32[32]", "f32[32]"));
+  EXPECT_EQ(major.Factors(), "[p8, p4] -> [p8*p4]");
+  EXPECT_EQ(major.Forward(), "[tp, -] -> [tp]");
+  // The minor dim's split cannot survive the merge: the operand is gathered.
+  OneOp minor(F("tp=4", "%x: f32[8, 4@tp]", "%r = reshape(%x) : f32[32]", "f32[32]"));
+  Choice c = minor.Choose(false);
+  EXPECT_EQ(c.operands[0].ToString(), "[-, -]");
+  // A major dim split down to size 1 lets the minor one split too.
+  OneOp both(F("dp=2, tp=2", "%x: f32[2@dp, 4@tp]", "%r = reshape(%x) : f32[8]", "f32[8]"));
+  EXPECT_EQ(both.Forward(), "[dp, tp] -> [(dp, tp)]");
+}
+
+TEST(ReshapeRule, DimsThatDoNotFactorAreReplicated) {
+  OneOp op(F("tp=2", "%x: f32[6@tp, 4]", "%r = reshape(%x) : f32[4, 6]", "f32[4, 6]"));
+  ASSERT_TRUE(op.ok());
+  // 6 x 4 -> 4 x 6: a common factor 2, then a stretch of 3 x 4 vs 2 x 6 that does not
+  // factor.
+  EXPECT_EQ(op.Factors(), "[p2*rep3, rep4] -> [p2*rep2, rep6]");
+  EXPECT_EQ(op.Forward(), "[tp, -] -> [tp, -]");
+  OneOp ones(F("tp=2", "%x: f32[4@tp]", "%r = reshape(%x) : f32[1, 4, 1]", "f32[1, 4, 1]"));
+  EXPECT_EQ(ones.Factors(), "[p4] -> [_, p4, _]");
+  EXPECT_EQ(ones.Forward(), "[tp] -> [-, tp, -]");
+}
+
+TEST(TransposeRule, PermutesTheLayout) {
+  OneOp op(F("dp=2, tp=2", "%x: f32[4@dp, 6, 8@tp]", "%r = transpose(%x) {perm = [2, 0, 1]}",
+             "f32[8, 4, 6]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p4, p6, p8] -> [p8, p4, p6]");
+  EXPECT_EQ(op.Forward(), "[dp, -, tp] -> [tp, dp, -]");
+}
+
+TEST(SliceRule, SlicedDimsAreReplicatedFullDimsKeepTheirSplit) {
+  OneOp op(F("dp=2, tp=2", "%x: f32[8@dp, 8@tp]",
+             "%r = slice(%x) {start = [0, 2], size = [8, 4]}", "f32[8, 4]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p8, rep8] -> [p8, rep4]");
+  EXPECT_EQ(op.Forward(), "[dp, -] -> [dp, -]");
+}
+
+TEST(ConcatRule, TheConcatenatedDimIsReplicated) {
+  OneOp op(F("dp=2, tp=2", "%x: f32[8@dp, 4@tp], %y: f32[8, 2]", "%r = concat(%x, %y) {dim = 1}",
+             "f32[8, 6]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p8, rep4] [p8, rep2] -> [p8, rep6]");
+  EXPECT_EQ(op.Forward(), "[dp, -] [dp, -] -> [dp, -]");
+}
+
+TEST(BroadcastRule, NewDimsSplitFreely) {
+  OneOp op(F("dp=2, tp=2", "%x: f32[8@tp]", "%r = broadcast(%x) : f32[4@dp, 8@tp]", "f32[4, 8]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p8] -> [p4, p8]");
+  EXPECT_EQ(op.Lowered(), "[tp] -> [dp, tp]");
+}
+
+TEST(FullRule, AnyLayoutIsLocal) {
+  OneOp op(F("tp=2", "", "%r = full() {value = 1.0} : f32[4@tp, 2]", "f32[4, 2]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Lowered(), " -> [tp, -]");
+}
+
+TEST(ReshardRule, IsTheIdentityOnLayouts) {
+  OneOp op(F("tp=2", "%x: f32[4@tp, 2]", "%r = reshard(%x) : f32[4, 2@tp]", "f32[4, 2]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p4, p2] -> [p4, p2]");
+  // Moving the split before or after costs the same: the first candidate (from the
+  // operand) wins, and the all_to_all happens on the result.
+  EXPECT_EQ(op.Lowered(), "[tp, -] -> [tp, -]");
+}
+
+// ---- Legalization --------------------------------------------------------------------
+
+TEST(Legalize, DropsReusedAxesIndivisibleSplitsAndSplitsOfReplicatedFactors) {
+  OpRule rule;
+  int a = rule.AddFactor(8, FactorKind::kPass);
+  int b = rule.AddFactor(6, FactorKind::kPass);
+  int c = rule.AddFactor(8, FactorKind::kReplicate);
+  rule.operands.push_back({true, {{a}, {b}, {c}}});
+  rule.results.push_back({true, {{a}, {b}, {c}}});
+  Mesh mesh("m", {{"dp", 2, {}}, {"tp", 4, {}}});
+  Strategy s;
+  s.factors = {{"tp", "dp"}, {"dp"}, {"dp"}};
+  Legalize(rule, mesh, s);
+  EXPECT_EQ(s.factors, (std::vector<AxisList>{{"tp", "dp"}, {}, {}}));
+  s.factors = {{}, {"tp"}, {}};
+  Legalize(rule, mesh, s);  // 6 % 4 != 0
+  EXPECT_EQ(s.factors, (std::vector<AxisList>{{}, {}, {}}));
+}
+
+TEST(Legalize, KeepsMultiFactorDimsContiguous) {
+  OpRule rule;
+  int major = rule.AddFactor(4, FactorKind::kPass);
+  int minor = rule.AddFactor(8, FactorKind::kPass);
+  rule.operands.push_back({true, {{major, minor}}});
+  rule.results.push_back({true, {{major}, {minor}}});
+  Mesh mesh("m", {{"dp", 2, {}}, {"tp", 4, {}}});
+  Strategy s;
+  s.factors = {{"dp"}, {"tp"}};  // major split to 2 of 4: the minor cannot split
+  Legalize(rule, mesh, s);
+  EXPECT_EQ(s.factors, (std::vector<AxisList>{{"dp"}, {}}));
+  s.factors = {{"tp"}, {"dp"}};  // major split down to 1: fine
+  Legalize(rule, mesh, s);
+  EXPECT_EQ(s.factors, (std::vector<AxisList>{{"tp"}, {"dp"}}));
+}
+
+TEST(Legalize, PartialOnlyWhereTheOpPassesItThrough) {
+  OpRule rule;
+  int a = rule.AddFactor(8, FactorKind::kPass);
+  rule.operands.push_back({true, {{a}}});
+  rule.results.push_back({true, {{a}}});
+  Mesh mesh("m", {{"tp", 2, {}}});
+  Strategy s;
+  s.factors = {{"tp"}};
+  s.partial = {"tp"};
+  rule.partial_mode = PartialMode::kNone;
+  Legalize(rule, mesh, s);
+  EXPECT_TRUE(s.partial.empty());
+  rule.partial_mode = PartialMode::kFirst;
+  s.partial = {"tp"};
+  Legalize(rule, mesh, s);  // the partial keeps tp, the factor gives it up
+  EXPECT_EQ(s.partial, AxisList{"tp"});
+  EXPECT_TRUE(s.factors[0].empty());
+  EXPECT_EQ(s.partial_operand, 0);
+}
+
+TEST(RuleFor, SpmdOnlyOpsHaveNoRule) {
+  std::unique_ptr<Module> m = testing::ParseForTest(R"(mesh @m(tp=2)
+spmd func @f(%x: f32[4]) -> f32[8] {
+  %r = all_gather(%x) {axis = tp, dim = 0} : f32[8]
+  return %r
+})");
+  ASSERT_NE(m, nullptr);
+  absl::StatusOr<OpRule> rule = RuleFor(*m->functions()[0]->body()->front());
+  EXPECT_FALSE(rule.ok());
+}
+
+}  // namespace
+}  // namespace commir::sharding

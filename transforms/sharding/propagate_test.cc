@@ -1,0 +1,217 @@
+#include "transforms/sharding/propagate.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "commir/printer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "transforms/pass.h"
+#include "transforms/test_util.h"
+
+namespace commir::sharding {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Propagate(const std::string& text, int iterations = 1) {
+  PropagationOptions options;
+  options.iterations = iterations;
+  return testing::TransformText(text, [&](Module& m) {
+    absl::Status s = PropagateSharding(m, options);
+    EXPECT_TRUE(s.ok()) << s;
+  });
+}
+
+// The printed type of value `%name` in printed module text.
+std::string TypeOf(const std::string& printed, const std::string& name) {
+  size_t at = printed.find(absl::StrCat("  %", name, " = "));
+  if (at == std::string::npos) return "<no " + name + ">";
+  size_t colon = printed.find(" : ", at);
+  size_t end = printed.find('\n', at);
+  return printed.substr(colon + 3, end - colon - 3);
+}
+
+constexpr char kMlp[] = R"(mesh @m(tp=4)
+
+func @mlp(%x: f32[256@tp, 128], %w1: f32[128, 512@tp], %w2: f32[512@tp, 128]) -> f32[256@tp, 128] {
+  %h = matmul(%x, %w1) : f32[256, 512@tp]
+  %a = gelu(%h)
+  %y = matmul(%a, %w2) : f32[256@tp, 128]
+  return %y
+}
+)";
+
+TEST(Propagate, MlpKeepsItsAnnotations) {
+  std::string out = Propagate(kMlp);
+  EXPECT_EQ(TypeOf(out, "h"), "f32[256, 512@tp]");
+  EXPECT_EQ(TypeOf(out, "a"), "f32[256, 512@tp]");
+  EXPECT_EQ(TypeOf(out, "y"), "f32[256@tp, 128]");
+}
+
+TEST(Propagate, FreeMatmulResultStaysPartialUntilTheReturn) {
+  std::string out = Propagate(R"(mesh @m(dp=2, tp=2)
+func @mlp(%x: f32[64@dp, 32], %w1: f32[32, 128@tp], %w2: f32[128@tp, 32]) -> f32[64@dp, 32] {
+  %h = matmul(%x, %w1) : f32[64@dp, 128@tp]
+  %a = gelu(%h)
+  %y = matmul(%a, %w2)
+  return %y
+}
+)");
+  EXPECT_EQ(TypeOf(out, "y"), "f32[64@dp, 32] partial(tp)");
+}
+
+TEST(Propagate, TransformerBlockKeepsTheResidualStreamSequenceParallel) {
+  std::string out = Propagate(R"(mesh @m(tp=4)
+func @block(%x: f32[256@tp, 256], %g: f32[256], %b: f32[256], %wq: f32[256, 256@tp],
+            %wo: f32[256@tp, 256]) -> f32[256@tp, 256] {
+  %h = layernorm(%x, %g, %b)
+  %q = matmul(%h, %wq) : f32[256, 256@tp]
+  %k = matmul(%h, %wq) : f32[256, 256@tp]
+  %attn = matmul(%q, %wo) : f32[256@tp, 256]
+  %r = add(%x, %attn)
+  return %r
+}
+)");
+  // The norm runs on the sequence-split rows; the matmuls gather its output.
+  EXPECT_EQ(TypeOf(out, "h"), "f32[256@tp, 256]");
+  EXPECT_EQ(TypeOf(out, "r"), "f32[256@tp, 256]");
+}
+
+TEST(Propagate, FillsInFromArgumentsForward) {
+  std::string out = Propagate(R"(mesh @m(dp=2, tp=2)
+func @f(%x: f32[8@dp, 16@tp], %w: f32[16@tp, 4]) -> f32[8, 4] {
+  %e = exp(%x) : f32[8, 16]
+  %s = softmax(%e) {dim = 0}
+  %t = transpose(%s) {perm = [1, 0]}
+  %r = reshape(%t) : f32[16, 2, 4]
+  %m = reduce_max(%x) {dims = [1]}
+  %p = matmul(%x, %w)
+  return %p
+}
+)");
+  // `: f32[8, 16]` writes no sharding: the layout is free and follows %x.
+  EXPECT_EQ(TypeOf(out, "e"), "f32[8@dp, 16@tp]");
+  // A small softmax along the split rows gathers them rather than combine statistics.
+  EXPECT_EQ(TypeOf(out, "s"), "f32[8, 16@tp]");
+  EXPECT_EQ(TypeOf(out, "t"), "f32[16@tp, 8]");
+  EXPECT_EQ(TypeOf(out, "r"), "f32[16@tp, 2, 4]");
+  // A max over split columns is reduced right away (types cannot hold a pending max).
+  EXPECT_EQ(TypeOf(out, "m"), "f32[8@dp]");
+  // A contraction over split columns is a partial sum.
+  EXPECT_EQ(TypeOf(out, "p"), "f32[8@dp, 4] partial(tp)");
+}
+
+TEST(Propagate, FillsInFromUsesBackward) {
+  std::string out = Propagate(R"(mesh @m(tp=4)
+func @f(%x: f32[64, 32]) -> f32[64@tp, 32] {
+  %a = tanh(%x)
+  %b = neg(%a)
+  return %b
+}
+)");
+  // The request on the result reaches back to %a: every op works on a quarter.
+  EXPECT_EQ(TypeOf(out, "a"), "f32[64@tp, 32]");
+  EXPECT_EQ(TypeOf(out, "b"), "f32[64@tp, 32]");
+}
+
+TEST(Propagate, UserAnnotationsAlwaysWin) {
+  std::string out = Propagate(R"(mesh @m(tp=4)
+func @f(%x: f32[64@tp, 32]) -> f32[64@tp, 32] {
+  %a = tanh(%x) : f32[64, 32@tp]
+  %b = reshard(%a) : f32[64, 32]
+  %c = neg(%b) : f32[64, 32] partial(tp)
+  %d = sigmoid(%c)
+  return %d
+}
+)");
+  EXPECT_EQ(TypeOf(out, "a"), "f32[64, 32@tp]");
+  // An unsharded reshard requires replication.
+  EXPECT_EQ(TypeOf(out, "b"), "f32[64, 32]");
+  EXPECT_EQ(TypeOf(out, "c"), "f32[64, 32] partial(tp)");
+  EXPECT_EQ(TypeOf(out, "d"), "f32[64@tp, 32]");
+}
+
+TEST(Propagate, ElementwiseLayoutsInferredByTheParserAreFree) {
+  // The parser gives %a the layout of its first operand; that is not a constraint, and
+  // following %y instead saves an all_to_all.
+  std::string text = R"(mesh @m(tp=4)
+func @f(%x: f32[64@tp, 32], %y: f32[64, 32@tp]) -> f32[64, 32@tp] {
+  %a = add(%x, %y)
+  %b = reshard(%a) : f32[64, 32@tp]
+  return %b
+}
+)";
+  std::unique_ptr<Module> m = testing::ParseForTest(text);
+  ASSERT_NE(m, nullptr);
+  Operation* add = m->functions()[0]->body()->front();
+  EXPECT_EQ(add->result(0)->type().ToString(), "f32[64@tp, 32]");
+  EXPECT_FALSE(IsLayoutConstraint(*add, 0));
+  EXPECT_TRUE(IsLayoutConstraint(*add->next(), 0));  // reshard
+  EXPECT_EQ(TypeOf(Propagate(text), "a"), "f32[64, 32@tp]");
+  // Written differently from what the parser infers, the same layout is a constraint.
+  std::unique_ptr<Module> written = testing::ParseForTest(R"(mesh @m(tp=4)
+func @f(%x: f32[64@tp, 32]) -> f32[64, 32] {
+  %a = tanh(%x) : f32[64, 32@tp]
+  %b = tanh(%x) : f32[64, 32]
+  return %a
+}
+)");
+  ASSERT_NE(written, nullptr);
+  EXPECT_TRUE(IsLayoutConstraint(*written->functions()[0]->body()->front(), 0));
+  // An annotation without a sharding states the shape only.
+  EXPECT_FALSE(IsLayoutConstraint(*written->functions()[0]->body()->front()->next(), 0));
+}
+
+TEST(Propagate, SequenceShardedAttentionKeepsQueriesSplit) {
+  std::string out = Propagate(R"(mesh @m(sp=4)
+func @attention(%q: f32[1, 4, 512@sp, 64], %k: f32[1, 4, 512@sp, 64], %v: f32[1, 4, 512@sp, 64]) -> f32[1, 4, 512@sp, 64] {
+  %o = attention(%q, %k, %v) {causal}
+  return %o
+}
+)");
+  EXPECT_EQ(TypeOf(out, "o"), "f32[1, 4, 512@sp, 64]");
+}
+
+TEST(Propagate, IsDeterministicAndIdempotent) {
+  std::string once = Propagate(kMlp);
+  EXPECT_EQ(Propagate(kMlp), once);
+  EXPECT_EQ(Propagate(once), once);
+  EXPECT_EQ(Propagate(kMlp, 3), once);
+}
+
+TEST(Propagate, LeavesSpmdFunctionsAndFunctionsWithoutAMeshAlone) {
+  constexpr char kSpmd[] = R"(mesh @m(tp=2)
+
+spmd func @f(%x: f32[4@tp]) -> f32[4@tp] on @m {
+  %y = neg(%x) : f32[2]
+  return %y
+}
+)";
+  EXPECT_EQ(Propagate(kSpmd), kSpmd);
+  constexpr char kNoMesh[] = R"(func @g(%x: f32[4]) -> f32[4] {
+  %y = neg(%x) : f32[4]
+  return %y
+}
+)";
+  EXPECT_EQ(Propagate(kNoMesh), kNoMesh);
+}
+
+TEST(PropagateShardingPass, RejectsAnOutOfRangeIterationCount) {
+  PassInfo info{"propagate-sharding", "", {}, MakePass<PropagateShardingPass>};
+  PassOptions options;
+  options.Set("iterations", int64_t{0});
+  PropagateShardingPass pass(info, options);
+  std::unique_ptr<Module> m = testing::ParseForTest(kMlp);
+  ASSERT_NE(m, nullptr);
+  absl::Status s = pass.Run(*m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("iterations"));
+  options.Set("iterations", int64_t{2});
+  PropagateShardingPass two(info, options);
+  EXPECT_TRUE(two.Run(*m).ok());
+}
+
+}  // namespace
+}  // namespace commir::sharding
