@@ -1,0 +1,53 @@
+// Deterministic CommIR programs of a given size for the benchmarks (and their tests).
+//
+// Every generator writes the program in canonical form (exactly what PrintModule
+// produces for it), so that print(parse(text)) == text is a cheap correctness check.
+// "N ops" always counts the ops of the function body without its `return`.
+#ifndef COMMIR_BENCHMARKS_PROGRAM_GENERATOR_H_
+#define COMMIR_BENCHMARKS_PROGRAM_GENERATOR_H_
+
+#include <cstdint>
+#include <string>
+
+namespace commir::bench {
+
+struct GeneratedProgram {
+  std::string text;
+  // Ops in the function body, excluding the terminator.
+  int64_t num_ops = 0;
+  // Ops that repeat an earlier op exactly (same op, operands and attributes): what a
+  // CSE pass can remove (at least this many; it may also remove the dead ops).
+  int64_t num_duplicate_ops = 0;
+  // Ops whose results are never used, directly or through other dead ops: what a DCE
+  // pass removes.
+  int64_t num_dead_ops = 0;
+};
+
+// A global function with one chain of `num_ops` elementwise ops on f32[16, 16]: a
+// repeating pattern of add, mul by a literal, sub, tanh, max, exp, div by a literal and
+// mul, each consuming the previous result and one of the two arguments. Nothing is
+// duplicated or dead.
+//
+//   func @chain(%x: f32[16, 16], %y: f32[16, 16]) -> f32[16, 16] {
+//     %v0 = add(%x, %y) : f32[16, 16]
+//     %v1 = mul(%v0, 0.5) : f32[16, 16]
+//     ...
+//     return %v999
+//   }
+GeneratedProgram GenerateElementwiseChain(int64_t num_ops);
+
+// A chain with redundancy for CSE and DCE, in groups of five ops:
+//
+//     %a7 = add(%m6, %x) : f32[16, 16]      live
+//     %b7 = add(%m6, %x) : f32[16, 16]      duplicate of %a7 (CSE removes it)
+//     %m7 = mul(%a7, %b7) : f32[16, 16]     live (the chain continues from here)
+//     %d7 = exp(%m7) : f32[16, 16]          dead
+//     %e7 = tanh(%d7) : f32[16, 16]         dead (used only by a dead op)
+//
+// so a fifth of the ops are duplicates and two fifths are dead. When `num_ops` is not a
+// multiple of five, the remainder is live chain ops (`add(%p, %y)`).
+GeneratedProgram GenerateCseDceMix(int64_t num_ops);
+
+}  // namespace commir::bench
+
+#endif  // COMMIR_BENCHMARKS_PROGRAM_GENERATOR_H_
