@@ -149,6 +149,7 @@ void Operation::Erase() {
   for (const auto& result : results_) {
     COMMIR_CHECK(result->use_empty(), "erasing an op whose result is still used");
   }
+  COMMIR_CHECK(parent_ != nullptr, "erasing an op that has no block");
   std::unique_ptr<Operation> owned = parent_->Remove(this);
 }
 
@@ -230,6 +231,8 @@ Operation* Block::Append(std::unique_ptr<Operation> op) { return InsertBefore(nu
 Operation* Block::InsertBefore(Operation* position, std::unique_ptr<Operation> owned) {
   Operation* op = owned.release();
   COMMIR_CHECK(op->parent_ == nullptr, "inserting an op that already has a block");
+  COMMIR_CHECK(position == nullptr || position->parent_ == this,
+               "inserting before an op of another block");
   op->parent_ = this;
   if (position == nullptr) {
     op->prev_ = last_;

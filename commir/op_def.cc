@@ -128,8 +128,10 @@ absl::StatusOr<std::vector<Type>> InferResultTypes(const OpDef& def, const OpSig
         : def.min_operands == def.max_operands
             ? absl::StrFormat("%d", def.min_operands)
             : absl::StrFormat("%d to %d", def.min_operands, def.max_operands);
+    // "1 operand", "at least 1 operand", but "1 to 3 operands".
+    bool singular = def.max_operands == 1 || (def.max_operands < 0 && def.min_operands == 1);
     return ops::OpError("'%s' takes %s operand%s, got %d", def.name, expected,
-                        expected == "1" ? "" : "s", n);
+                        singular ? "" : "s", n);
   }
   for (Type t : sig.operand_types) {
     if (t.is_null()) return ops::OpError("operand has no type");
@@ -155,8 +157,9 @@ absl::StatusOr<std::vector<Type>> InferResultTypes(const OpDef& def, const OpSig
   }
   if (sig.annotated_results.empty()) return inferred;
   if (sig.annotated_results.size() != inferred->size()) {
-    return ops::OpError("%d result types written for %d results", sig.annotated_results.size(),
-                        inferred->size());
+    return ops::OpError("%d result type%s written for %d result%s",
+                        sig.annotated_results.size(), sig.annotated_results.size() == 1 ? "" : "s",
+                        inferred->size(), inferred->size() == 1 ? "" : "s");
   }
   for (size_t i = 0; i < sig.annotated_results.size(); ++i) {
     Type written = sig.annotated_results[i];

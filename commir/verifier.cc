@@ -89,8 +89,10 @@ class FunctionVerifier {
   void VerifyReturn(Operation* ret) {
     const std::vector<Type>& declared = function_.result_types();
     if (ret->num_operands() != static_cast<int>(declared.size())) {
-      Error(ret->loc(), absl::StrFormat("return has %d values but @%s declares %d results",
-                                        ret->num_operands(), function_.name(), declared.size()));
+      Error(ret->loc(), absl::StrFormat("return has %d value%s but @%s declares %d result%s",
+                                        ret->num_operands(), ret->num_operands() == 1 ? "" : "s",
+                                        function_.name(), declared.size(),
+                                        declared.size() == 1 ? "" : "s"));
       return;
     }
     for (int i = 0; i < ret->num_operands(); ++i) {
@@ -114,8 +116,10 @@ class FunctionVerifier {
 
   void VerifyYield(Operation* yield, Operation* loop) {
     if (yield->num_operands() != loop->num_results()) {
-      Error(yield->loc(), absl::StrFormat("yield has %d values but the loop carries %d",
-                                          yield->num_operands(), loop->num_results()));
+      Error(yield->loc(), absl::StrFormat("yield has %d value%s but the loop carries %d",
+                                          yield->num_operands(),
+                                          yield->num_operands() == 1 ? "" : "s",
+                                          loop->num_results()));
       return;
     }
     for (int i = 0; i < yield->num_operands(); ++i) {
@@ -229,7 +233,7 @@ class FunctionVerifier {
       if (operand->is_literal()) VerifyLiteral(op, operand);
     }
     if (Value* stream = op->stream_operand(); stream != nullptr && !stream->type().is_index()) {
-      Error(op->loc(), "'stream' must be an integer or an index value");
+      Error(op->loc(), "'stream' must be a non-negative integer or an index value");
     }
     if (op->stream_operand() != nullptr && !spmd) {
       Error(op->loc(), "'stream' is only valid in spmd functions");

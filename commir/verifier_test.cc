@@ -122,7 +122,7 @@ TEST_F(VerifierTest, StreamOperandMustDominateAndBeAnIndex) {
   b.CreateUnchecked(OpKind::kReturn, {x_}, {}, {}, 0, {4, 3});
   EXPECT_EQ(Verify(module_), "2:8: error: operand %r of 'shift' does not dominate its use\n");
   shift->SetStreamOperand(x_);
-  EXPECT_EQ(Verify(module_), "2:8: error: 'stream' must be an integer or an index value\n");
+  EXPECT_EQ(Verify(module_), "2:8: error: 'stream' must be a non-negative integer or an index value\n");
 }
 
 TEST_F(VerifierTest, MalformedLoops) {

@@ -885,12 +885,16 @@ class Parser {
     // that the usual, inferred case allocates once).
     std::vector<Type> result_types;
     bool inferred_types = false;
+    // An op found invalid here is reported once: its results get no type, so that
+    // their uses (and the verifier) do not repeat the complaint.
+    bool rejected = false;
     // On an invalid mesh (the verifier reports it) group sizes mean nothing. Without
     // verification nothing would report these, and every value must get a type.
     bool mesh_ok = function_->mesh() == nullptr || function_->mesh()->IsWellFormed();
     if (typed && !parsing_detached_ && ((context_ok && mesh_ok) || !verify_)) {
       if (absl::Status s = ValidateAttributes(def, attrs, spmd); !s.ok()) {
         Error(op_loc, std::string(s.message()));
+        rejected = true;
       } else {
         OpSignature sig{operand_types, attrs, annotated, num_results, function_->mesh(), spmd};
         absl::StatusOr<std::vector<Type>> inferred = InferResultTypes(def, sig);
@@ -899,11 +903,12 @@ class Parser {
           inferred_types = true;
         } else {
           Error(op_loc, std::string(inferred.status().message()));
+          rejected = true;
         }
       }
     }
     if (!inferred_types) {
-      if (annotated.size() == static_cast<size_t>(num_results)) {
+      if (!rejected && annotated.size() == static_cast<size_t>(num_results)) {
         result_types = annotated;
       } else {
         result_types.assign(num_results, Type());

@@ -525,7 +525,7 @@ TEST(ParserErrorTest, SeveralIndependentErrorsAreAllReported) {
             "t.commir:12:8: error: 'reshape' needs its result type written (': TYPE')\n"
             "  %z = reshape(%v)\n"
             "       ^\n"
-            "t.commir:13:3: error: return has 2 values but @g declares 1 results\n"
+            "t.commir:13:3: error: return has 2 values but @g declares 1 result\n"
             "  return %y, %y\n"
             "  ^\n");
 }
@@ -813,7 +813,7 @@ TEST(ParserErrorTest, LiteralsWhereNotAllowed) {
             "t.commir:5:34: error: a carried value's initial value must be a value, not a number\n"
             "  %c = for %i = 0 to 2 iter(%q = 1.0) { yield %q }\n"
             "                                 ^\n"
-            "t.commir:6:8: error: 'stream' must be an integer or an index value\n"
+            "t.commir:6:8: error: 'stream' must be a non-negative integer or an index value\n"
             "  %d = neg(%x) {stream = %x}\n"
             "       ^\n"
             "t.commir:7:24: error: attribute 'axis' cannot be a value; only 'stream' can\n"
@@ -976,7 +976,7 @@ TEST(ParserTest, WithoutVerificationEveryValueIsStillTyped) {
             "t.commir:4:8: error: 'rank' is only valid in spmd functions\n"
             "  %r = rank() {axis = tp}\n"
             "       ^\n"
-            "t.commir:5:3: error: return has 2 values but @f declares 1 results\n"
+            "t.commir:5:3: error: return has 2 values but @f declares 1 result\n"
             "  return %y, %y\n"
             "  ^\n"
             "t.commir:7:9: error: mesh axis 'a' must have size >= 1, got 0\n"

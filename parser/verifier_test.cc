@@ -206,7 +206,7 @@ TEST(VerifierTest, TerminatorsOfTheWrongKind) {
 
 TEST(VerifierTest, ReturnCountAndTypesInGlobalFunctions) {
   EXPECT_THAT(Diags(Global("  return %x\n", "(%x: f32[8, 16]) -> (f32[8, 16], f32[8, 16])")),
-              ElementsAre("3:3: error: return has 1 values but @f declares 2 results"));
+              ElementsAre("3:3: error: return has 1 value but @f declares 2 results"));
   EXPECT_THAT(Diags(Global("  %y = convert(%x) : f16[8, 16]\n"
                            "  return %y, %x\n",
                            "(%x: f32[8, 16]) -> (f32[8, 16], f32[16, 8])")),
@@ -235,7 +235,7 @@ TEST(VerifierTest, ReturnTypesInSpmdFunctionsAreLocal) {
               ElementsAre("2:33: error: type f32[8@dp, 15@tp]: dimension 1 of size 15 is not "
                           "divisible by 4, the number of devices along tp"));
   EXPECT_THAT(Diags(Spmd("  return\n", "(%x: f32[8, 16]) -> f32[8]")),
-              ElementsAre("3:3: error: return has 0 values but @f declares 1 results"));
+              ElementsAre("3:3: error: return has 0 values but @f declares 1 result"));
 }
 
 TEST(VerifierTest, YieldMismatch) {
@@ -382,7 +382,7 @@ TEST(VerifierTest, StreamsOnlyInSpmdFunctions) {
               ElementsAre("3:8: error: 'stream' is only valid in spmd functions",
                           "5:8: error: 'stream' is only valid in spmd functions"));
   EXPECT_THAT(Diags(Spmd("  %b = neg(%x) {stream = %x}\n  return\n")),
-              ElementsAre("3:8: error: 'stream' must be an integer or an index value"));
+              ElementsAre("3:8: error: 'stream' must be a non-negative integer or an index value"));
 }
 
 TEST(VerifierTest, LiteralValuesMustFitTheirType) {
@@ -607,7 +607,7 @@ TEST(VerifierTest, CollectiveRules) {
                   "9:8: error: split_dim 0 of size 6 is not divisible by the group size 4",
                   "10:8: error: concat_dim = 2 is out of range for rank 2",
                   "11:8: error: dim = 2 is out of range for rank 2",
-                  "12:8: error: a scalar has no dimension to dim"));
+                  "12:8: error: a scalar has no dimension for 'dim'"));
 }
 
 TEST(VerifierTest, CollectivesNeedAMesh) {

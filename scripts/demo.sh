@@ -11,7 +11,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/setup.sh
 bazel build //:commir-opt //:commir-run
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+# Each command is echoed before it runs (in bold on a terminal).
+if [[ -t 1 ]]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+step() { printf '\n%s$ %s%s\n' "${bold}" "$*" "${plain}"; "$@"; }
 
 cd testdata/examples
 step ../../bazel-bin/commir-opt mlp.commir \

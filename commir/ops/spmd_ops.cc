@@ -27,7 +27,7 @@ absl::StatusOr<DimCollective> CheckDimCollective(const OpSignature& sig, absl::s
   if (!x.ok()) return x.status();
   absl::StatusOr<int64_t> group = CollectiveGroupSize(sig);
   if (!group.ok()) return group.status();
-  if (x->rank() == 0) return OpError("a scalar has no dimension to %s", attr);
+  if (x->rank() == 0) return OpError("a scalar has no dimension for '%s'", attr);
   absl::StatusOr<int64_t> dim = NormalizeDim(sig.attrs.GetInt(attr, 0), x->rank(), attr);
   if (!dim.ok()) return dim.status();
   return DimCollective{*x, *dim, *group};
