@@ -22,7 +22,11 @@ artifacts="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/"
 mkdir -p "${work}"
 cp "${corpus_dir}"/* "${work}/"
 
-if "${fuzzer}" -help=1 2>&1 | grep -q "To run fuzzing"; then
+# Capture the help text first: piping it into `grep -q` under pipefail fails when
+# grep exits early and the fuzzer dies of SIGPIPE, which would take the replay branch
+# with a real libFuzzer binary and fuzz without a time bound.
+help_text="$("${fuzzer}" -help=1 2>&1 || true)"
+if [[ "${help_text}" == *"To run fuzzing"* ]]; then
   echo "fuzz_test: libFuzzer for ${seconds}s over $(ls "${work}" | wc -l) seeds"
   # -timeout: one input may take at most 10s; -rss_limit_mb: memory blow-ups fail too.
   # New inputs go to the scratch copy; crashes to the outputs directory.

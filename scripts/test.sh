@@ -4,6 +4,9 @@
 #   2. bazel test //...                      (default config; builds everything)
 #   3. bazel test --config=asan //...        (ASan+UBSan; tests only, without
 #                                             targets tagged "no_asan")
+#   4. the tests tagged "fuzz" built with --config=fuzz (clang-14 + libFuzzer):
+#      the parser fuzzer runs for FUZZ_SECONDS (default 30) over its seed corpus,
+#      in an output base of its own so the main build cache stays warm
 # Tests tagged "requires-gpu" are filtered out when no GPU is visible.
 # The last line printed is "N passed, N failed" (", N skipped" is appended when
 # targets were skipped, e.g. CUDA-only tests on a machine without CUDA), summed
@@ -11,7 +14,8 @@
 #
 # Extra arguments are passed to both `bazel test` invocations, e.g.
 #   ./scripts/test.sh --test_output=all
-# Environment: COMMIR_SKIP_ASAN=1 skips run 3; COMMIR_TEST_TARGETS overrides //...
+# Environment: COMMIR_SKIP_ASAN=1 skips run 3, COMMIR_SKIP_FUZZ=1 run 4;
+# FUZZ_SECONDS sets the fuzzing time; COMMIR_TEST_TARGETS overrides //...
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -80,7 +84,7 @@ run_bazel_test() {
   local log="${LOG_DIR}/${name}.log"
   echo
   echo "=== test.sh: [${name}] bazel test $* ==="
-  bazel test --color=no --curses=no --keep_going "$@" 2>&1 | tee "${log}"
+  bazel "${BAZEL_STARTUP[@]}" test --color=no --curses=no --keep_going "$@" 2>&1 | tee "${log}"
   local rc=${PIPESTATUS[0]}
   if [[ "${rc}" == 8 ]]; then
     echo "test.sh: [${name}] bazel was interrupted; stopping." >&2
@@ -106,12 +110,29 @@ run_bazel_test() {
   total_skipped=$((total_skipped + s))
 }
 
+# Startup options for the next `bazel` (the fuzz run uses its own output base).
+BAZEL_STARTUP=()
+
 filters="$(join_filters "${gpu_filter}")"
 run_bazel_test default ${filters:+--test_tag_filters=${filters}} "$@" -- "${TARGETS[@]}"
 
 if [[ "${COMMIR_SKIP_ASAN:-0}" != 1 ]]; then
   filters="$(join_filters -no_asan "${gpu_filter}")"
   run_bazel_test asan --config=asan --build_tests_only --test_tag_filters="${filters}" "$@" -- "${TARGETS[@]}"
+fi
+
+if [[ "${COMMIR_SKIP_FUZZ:-0}" != 1 ]]; then
+  if command -v clang-14 >/dev/null 2>&1; then
+    # One output base per checkout: an output base belongs to one workspace. No
+    # convenience symlinks, so bazel-bin keeps pointing at the main build.
+    fuzz_base="${HOME}/.cache/bazel-commir-fuzz/$(pwd -P | md5sum | cut -c1-12)"
+    BAZEL_STARTUP=(--output_base="${fuzz_base}")
+    run_bazel_test fuzz --config=fuzz --symlink_prefix=/ --build_tests_only \
+      --test_tag_filters=fuzz --test_env=FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$@" -- "${TARGETS[@]}"
+    BAZEL_STARTUP=()
+  else
+    echo "test.sh: clang-14 not found; the bounded fuzzing run is skipped." >&2
+  fi
 fi
 
 echo
