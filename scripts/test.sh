@@ -15,7 +15,8 @@
 # Extra arguments are passed to both `bazel test` invocations, e.g.
 #   ./scripts/test.sh --test_output=all
 # Environment: COMMIR_SKIP_ASAN=1 skips run 3, COMMIR_SKIP_FUZZ=1 run 4;
-# FUZZ_SECONDS sets the fuzzing time; COMMIR_TEST_TARGETS overrides //...
+# FUZZ_SECONDS sets the fuzzing time; COMMIR_TEST_TARGETS overrides //... (runs 2
+# and 3) and COMMIR_FUZZ_TARGETS overrides //parser/... (run 4).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -127,8 +128,11 @@ if [[ "${COMMIR_SKIP_FUZZ:-0}" != 1 ]]; then
     # convenience symlinks, so bazel-bin keeps pointing at the main build.
     fuzz_base="${HOME}/.cache/bazel-commir-fuzz/$(pwd -P | md5sum | cut -c1-12)"
     BAZEL_STARTUP=(--output_base="${fuzz_base}")
+    # The fuzz targets live in parser/. Expanding //... from this second output base
+    # would descend into the main build's convenience symlinks (bazel-<dir>/...).
+    read -r -a FUZZ_TARGETS <<<"${COMMIR_FUZZ_TARGETS:-//parser/...}"
     run_bazel_test fuzz --config=fuzz --symlink_prefix=/ --build_tests_only \
-      --test_tag_filters=fuzz --test_env=FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$@" -- "${TARGETS[@]}"
+      --test_tag_filters=fuzz --test_env=FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$@" -- "${FUZZ_TARGETS[@]}"
     BAZEL_STARTUP=()
   else
     echo "test.sh: clang-14 not found; the bounded fuzzing run is skipped." >&2
