@@ -1,5 +1,6 @@
 #include "parser/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -435,11 +436,13 @@ class Parser {
   }
 
   // Tokens from here to the next declaration (or the end of the file).
+  // decl_starts_ is in token order (the first pass appends as it scans), so the next
+  // declaration is found by binary search: a linear scan per function would make
+  // files with many functions quadratic.
   size_t RemainingDeclTokens() const {
-    size_t end = tokens_.size();
-    for (const DeclStart& d : decl_starts_) {
-      if (d.token > pos_) end = std::min(end, d.token);
-    }
+    auto next = std::upper_bound(decl_starts_.begin(), decl_starts_.end(), pos_,
+                                 [](size_t pos, const DeclStart& d) { return pos < d.token; });
+    size_t end = next == decl_starts_.end() ? tokens_.size() : next->token;
     return end - pos_;
   }
 
