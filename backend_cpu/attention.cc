@@ -88,14 +88,22 @@ AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, c
 
   std::vector<T> output(shape.batch * shape.heads * shape.queries * shape.value_dim);
   std::vector<T> lse(shape.batch * shape.heads * shape.queries);
+  // Under the causal mask the visible keys of every row are a prefix, longest for the
+  // last query: keys past it are never read. A block that no query sees (ring attention's
+  // future blocks) is then all zeros with lse = -inf, and costs no GEMM.
+  const int64_t used_keys =
+      !options.causal || shape.queries == 0
+          ? shape.keys
+          : CausallyVisibleKeys(q_pos + absl::int128(shape.queries - 1), options.k_pos, shape.keys);
+  if (used_keys == 0) std::fill(lse.begin(), lse.end(), -std::numeric_limits<T>::infinity());
   std::vector<T> scores(shape.queries * shape.keys);
-  for (int64_t b = 0; b < shape.batch; ++b) {
+  for (int64_t b = 0; used_keys > 0 && b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const int64_t kv_head = h / group_size;
       const int64_t row_block = (b * shape.heads + h) * shape.queries;
       const int64_t kv_block = (b * shape.kv_heads + kv_head) * shape.keys;
       // scores[Sq, Skv] = scale * Q K^T
-      Gemm(false, true, shape.queries, shape.keys, shape.head_dim, scale,
+      Gemm(false, true, shape.queries, used_keys, shape.head_dim, scale,
            queries.data() + row_block * shape.head_dim, shape.head_dim,
            keys.data() + kv_block * shape.head_dim, shape.head_dim, scores.data(), shape.keys);
       for (int64_t i = 0; i < shape.queries; ++i) {
@@ -105,7 +113,7 @@ AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, c
         lse[row_block + i] = MaskedSoftmaxRow(scores.data() + i * shape.keys, shape.keys, visible);
       }
       // output[Sq, Dv] = P V
-      Gemm(false, false, shape.queries, shape.value_dim, shape.keys, T{1}, scores.data(),
+      Gemm(false, false, shape.queries, shape.value_dim, used_keys, T{1}, scores.data(),
            shape.keys, values.data() + kv_block * shape.value_dim, shape.value_dim,
            output.data() + row_block * shape.value_dim, shape.value_dim);
     }

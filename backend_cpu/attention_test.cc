@@ -150,6 +150,43 @@ TEST(AttentionTest, QueriesThatSeeNoKeyGetMinusInfinityAndZeros) {
   EXPECT_NEAR(result.lse.data<float>()[2], score / 2.0, 1e-6);
 }
 
+// Keys no query can see are never read: a block entirely in the queries' future (ring
+// attention's blocks past the diagonal) costs no GEMM, and keys past the last query's
+// position are left out of both products. NaN in those keys and values shows it: read,
+// they would turn 0 * NaN into NaN in the output.
+TEST(AttentionTest, CausalMaskSkipsKeysNoQuerySees) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  AttentionOptions future;
+  future.causal = true;
+  future.q_pos = 0;
+  future.k_pos = 4;  // the 4 queries sit at 0..3, every key at 4 or later
+  const Tensor q = RandomTensor(ElementType::kF32, {1, 2, 4, 4}, 1);
+  const Tensor poisoned = Tensor::FromDouble(ElementType::kF32, {1, 1, 3, 4}, std::vector<double>(12, nan));
+  COMMIR_ASSERT_OK_AND_ASSIGN(AttentionResult skipped, Attention(q, poisoned, poisoned, future));
+  ExpectTensorNear(skipped.output, ElementType::kF32, {1, 2, 4, 4}, std::vector<double>(32, 0.0), 0);
+  ExpectTensorNear(skipped.lse, ElementType::kF32, {1, 2, 4}, std::vector<double>(8, -INFINITY), 0);
+
+  // Queries at 0..3 and keys at 0..5: keys 4 and 5 are in every query's future.
+  AttentionOptions prefix;
+  prefix.causal = true;
+  prefix.q_pos = 0;
+  const Tensor k = RandomTensor(ElementType::kF32, {1, 1, 6, 4}, 2);
+  const Tensor v = RandomTensor(ElementType::kF32, {1, 1, 6, 4}, 3);
+  std::vector<double> k_values, v_values;
+  for (int64_t i = 0; i < 24; ++i) {
+    k_values.push_back(i < 16 ? k.GetAsDouble(i) : nan);
+    v_values.push_back(i < 16 ? v.GetAsDouble(i) : nan);
+  }
+  const Tensor k_tail = Tensor::FromDouble(ElementType::kF32, {1, 1, 6, 4}, k_values);
+  const Tensor v_tail = Tensor::FromDouble(ElementType::kF32, {1, 1, 6, 4}, v_values);
+  COMMIR_ASSERT_OK_AND_ASSIGN(AttentionResult expected, Attention(q, k, v, prefix));
+  COMMIR_ASSERT_OK_AND_ASSIGN(AttentionResult actual, Attention(q, k_tail, v_tail, prefix));
+  for (int64_t i = 0; i < 32; ++i) {
+    EXPECT_EQ(actual.output.GetAsDouble(i), expected.output.GetAsDouble(i)) << i;
+  }
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(actual.lse.GetAsDouble(i), expected.lse.GetAsDouble(i)) << i;
+}
+
 TEST(AttentionTest, NoKeysAtAll) {
   const Tensor q = RandomTensor(ElementType::kBF16, {1, 2, 3, 4}, 1);
   COMMIR_ASSERT_OK_AND_ASSIGN(AttentionResult result,

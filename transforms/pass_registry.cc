@@ -7,6 +7,11 @@
 #include "transforms/canonicalize.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
+#include "transforms/schedules/pipeline_collective_matmul.h"
+#include "transforms/schedules/ring_attention.h"
+#include "transforms/schedules/ring_collective_matmul.h"
+#include "transforms/schedules/schedule_report.h"
+#include "transforms/schedules/ulysses_attention.h"
 #include "transforms/sharding/comm_report.h"
 #include "transforms/sharding/lower.h"
 #include "transforms/sharding/propagate.h"
@@ -45,6 +50,38 @@ std::vector<PassInfo> BuildRegistry() {
        "Print to stderr, per spmd function, the collectives by kind: count and bytes per device",
        {},
        MakePass<sharding::CommReportPass>},
+      {"pipeline-collective-matmul",
+       "Split all_gather+matmul and matmul+reduce_scatter pairs into chunks pipelined over "
+       "streams",
+       {{"chunks", PassOptionType::kInt, "4",
+         "Chunks S per collective; must divide each device's block (1: leave unchanged)"},
+        {"streams", PassOptionType::kInt, "2",
+         "Streams K; chunk i's slice, collective and GEMM run on stream i mod K"}},
+       MakePass<schedules::PipelineCollectiveMatmulPass>},
+      {"ring-collective-matmul",
+       "Replace all_gather+matmul and matmul+reduce_scatter pairs by a ring of shifts "
+       "overlapping the block GEMMs",
+       {{"direction", PassOptionType::kEnum, "uni",
+         "uni: n-1 steps one way; bi: blocks go both ways, ceil((n-1)/2) steps",
+         {"uni", "bi"}}},
+       MakePass<schedules::RingCollectiveMatmulPass>},
+      {"schedule-report",
+       "Print to stderr, per spmd function, the steps executed, bytes sent and peak extra "
+       "memory per device",
+       {},
+       MakePass<schedules::ScheduleReportPass>},
+      {"ring-attention",
+       "Replace all-gathered k/v of sequence-parallel attention by a ring of shifted blocks "
+       "merged by online softmax",
+       {{"zigzag", PassOptionType::kBool, "false",
+         "Causal: hold chunks r and 2n-1-r so every step does equal work (permutes q, k, v "
+         "and the output with all_to_all)"}},
+       MakePass<schedules::RingAttentionPass>},
+      {"ulysses-attention",
+       "Replace all-gathered k/v of sequence-parallel attention by all_to_all to a head split "
+       "and back",
+       {},
+       MakePass<schedules::UlyssesAttentionPass>},
   };
   std::sort(passes.begin(), passes.end(),
             [](const PassInfo& a, const PassInfo& b) { return a.name < b.name; });

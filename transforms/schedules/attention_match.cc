@@ -1,0 +1,174 @@
+#include "transforms/schedules/attention_match.h"
+
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace commir::schedules {
+namespace {
+
+// The all_gather along dim 2 that defines `value`, or null.
+Operation* SequenceGather(const Value* value) {
+  Operation* def = value->kind() == Value::Kind::kResult ? value->defining_op() : nullptr;
+  if (def == nullptr || !def->Is(OpKind::kAllGather) || def->stream_operand() != nullptr) {
+    return nullptr;
+  }
+  const Attribute* axis = def->attrs().Find("axis");
+  if (axis == nullptr || def->attrs().GetInt("dim", -1) != 2) return nullptr;
+  return def;
+}
+
+}  // namespace
+
+std::vector<GatheredAttention> FindGatheredAttention(const Function& function) {
+  std::vector<GatheredAttention> found;
+  if (!function.is_spmd() || function.mesh() == nullptr) return found;
+  for (Operation* op : *function.body()) {
+    if (!op->Is(OpKind::kAttention) || op->stream_operand() != nullptr) continue;
+    Operation* k = SequenceGather(op->operand(1));
+    Operation* v = SequenceGather(op->operand(2));
+    if (k == nullptr || v == nullptr) continue;
+    AxisList axes = k->attrs().Find("axis")->axes();
+    if (v->attrs().Find("axis")->axes() != axes) continue;
+    int64_t n = function.mesh()->GroupSize(axes);
+    if (n < 2) continue;
+    found.push_back({op, k, v, axes, n});
+  }
+  return found;
+}
+
+void EraseWithDeadProducers(Operation* op) {
+  // Every op the erased one depends on, transitively; then erase those left unused,
+  // consumers before producers, until nothing changes (a producer may feed several).
+  std::vector<Operation*> candidates;
+  absl::flat_hash_set<Operation*> seen;
+  std::vector<Operation*> stack = {op};
+  while (!stack.empty()) {
+    Operation* current = stack.back();
+    stack.pop_back();
+    for (Value* operand : current->all_operands()) {
+      if (operand->kind() != Value::Kind::kResult) continue;
+      Operation* producer = operand->defining_op();
+      if (producer->num_regions() == 0 && seen.insert(producer).second) {
+        candidates.push_back(producer);
+        stack.push_back(producer);
+      }
+    }
+  }
+  op->Erase();
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation*& candidate : candidates) {
+      if (candidate == nullptr) continue;
+      bool dead = true;
+      for (int r = 0; dead && r < candidate->num_results(); ++r) {
+        dead = candidate->result(r)->use_empty();
+      }
+      if (!dead) continue;
+      candidate->Erase();
+      candidate = nullptr;
+      changed = true;
+    }
+  }
+}
+
+std::optional<Operand> QueryBase(const Value* q_pos, const AxisList& axes, int64_t local_queries) {
+  auto def_of = [](const Value* v) -> const Operation* {
+    return v != nullptr && v->kind() == Value::Kind::kResult ? v->defining_op() : nullptr;
+  };
+  // rank(axes) * local_queries, or rank(axes) alone when there is one query per device.
+  auto is_offset = [&](const Value* v) {
+    const Operation* op = def_of(v);
+    if (op == nullptr) return false;
+    auto is_rank = [&](const Value* r) {
+      const Operation* rank = def_of(r);
+      return rank != nullptr && rank->Is(OpKind::kRank) && rank->attrs().Find("axis") != nullptr &&
+             rank->attrs().Find("axis")->axes() == axes;
+    };
+    if (local_queries == 1 && is_rank(v)) return true;
+    if (!op->Is(OpKind::kMul) || op->num_operands() != 2) return false;
+    for (int i = 0; i < 2; ++i) {
+      const Value* other = op->operand(1 - i);
+      if (is_rank(op->operand(i)) && other->is_literal() &&
+          other->literal_value() == static_cast<double>(local_queries)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  if (is_offset(q_pos)) return IndexLiteral(0);
+  const Operation* op = def_of(q_pos);
+  if (op == nullptr || !op->Is(OpKind::kAdd) || op->num_operands() != 2) return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    if (!is_offset(op->operand(i))) continue;
+    Value* base = op->operand(1 - i);
+    if (base->is_literal()) return IndexLiteral(static_cast<int64_t>(base->literal_value()));
+    const Operation* base_def = def_of(base);
+    if (base_def != nullptr && base_def->Is(OpKind::kFull)) return Operand(base);
+  }
+  return std::nullopt;
+}
+
+Value* ScheduleEmitter::Op(OpKind kind, std::vector<Operand> operands, AttrDict attrs,
+                           std::optional<Type> type, std::string name) {
+  if (!status_.ok()) return nullptr;
+  sharding::Emitter emitter(function_, block_, before_);
+  emitter.set_loc(loc_);
+  std::vector<Type> types;
+  if (type.has_value()) types.push_back(*type);
+  absl::StatusOr<Operation*> op = emitter.Create(kind, operands, std::move(attrs), types, 1);
+  if (!op.ok()) {
+    status_ = op.status();
+    return nullptr;
+  }
+  if (!name.empty()) (*op)->result(0)->set_name(std::move(name));
+  return (*op)->result(0);
+}
+
+std::vector<Value*> ScheduleEmitter::Ops(OpKind kind, std::vector<Operand> operands, AttrDict attrs,
+                                         int num_results, const std::vector<std::string>& names) {
+  if (!status_.ok()) return std::vector<Value*>(num_results, nullptr);
+  sharding::Emitter emitter(function_, block_, before_);
+  emitter.set_loc(loc_);
+  absl::StatusOr<Operation*> op = emitter.Create(kind, operands, std::move(attrs), {}, num_results);
+  if (!op.ok()) {
+    status_ = op.status();
+    return std::vector<Value*>(num_results, nullptr);
+  }
+  for (int r = 0; r < num_results && r < static_cast<int>(names.size()); ++r) {
+    if (!names[r].empty()) (*op)->result(r)->set_name(names[r]);
+  }
+  return (*op)->results();
+}
+
+Value* ScheduleEmitter::IndexConstant(int64_t value, std::string name) {
+  AttrDict attrs;
+  attrs.Set("value", Attribute::Int(value));
+  return Op(OpKind::kFull, {}, std::move(attrs), Type::Index(), std::move(name));
+}
+
+Value* ScheduleEmitter::Convert(Value* x, ElementType type) {
+  if (x == nullptr || x->type().element_type() == type) return x;
+  return Op(OpKind::kConvert, {x}, {}, x->type().WithElementType(type));
+}
+
+AttrDict CollectiveAttrs(const AxisList& axes, int64_t stream) {
+  AttrDict attrs = sharding::AxisAttrs(axes);
+  if (stream != 0) attrs.Set("stream", Attribute::Int(stream));
+  return attrs;
+}
+
+AttrDict SliceAttrs(const std::vector<int64_t>& start, const std::vector<int64_t>& size) {
+  AttrDict attrs;
+  attrs.Set("start", Attribute::IntList(start));
+  attrs.Set("size", Attribute::IntList(size));
+  return attrs;
+}
+
+AttrDict DimAttrs(int64_t dim) {
+  AttrDict attrs;
+  attrs.Set("dim", Attribute::Int(dim));
+  return attrs;
+}
+
+}  // namespace commir::schedules

@@ -1,0 +1,68 @@
+// Global attention programs for the attention schedule tests.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_ATTENTION_TEST_PROGRAMS_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_ATTENTION_TEST_PROGRAMS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace commir::schedules::testing {
+
+struct AttentionCase {
+  int64_t devices = 4;
+  bool causal = true;
+  const char* dtype = "f32";
+  int64_t heads = 8, kv_heads = 8;
+  int64_t queries = 64, keys = 64;  // global sequence lengths, both split over sp
+  int64_t head_dim = 16;
+  bool lse = false;  // also return the log-sum-exp
+
+  std::string Name() const {
+    return absl::StrFormat("n%d_%s_%s_h%d_kv%d_s%dx%d%s", devices, causal ? "causal" : "full",
+                           dtype, heads, kv_heads, queries, keys, lse ? "_lse" : "");
+  }
+};
+
+// @attn on mesh @m(sp=devices): q [1, H, Sq@sp, D], k and v [1, Hkv, Skv@sp, D].
+inline std::string GlobalAttention(const AttentionCase& c) {
+  std::string q = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.heads, c.queries, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.kv_heads, c.keys, c.head_dim);
+  std::string results = c.lse ? absl::StrFormat("(%s, f32[1, %d, %d@sp])", q, c.heads, c.queries) : q;
+  return absl::StrCat("mesh @m(sp=", c.devices, ")\n\nfunc @attn(%q: ", q, ", %k: ", kv, ", %v: ", kv,
+                      ") -> ", results, " {\n  ", c.lse ? "%o, %lse" : "%o",
+                      " = attention(%q, %k, %v)", c.causal ? " {causal}" : "",
+                      "\n  return ", c.lse ? "%o, %lse" : "%o", "\n}\n");
+}
+
+// How many printed lines contain `needle`.
+inline int CountLines(absl::string_view text, absl::string_view needle) {
+  int count = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) count += absl::StrContains(line, needle);
+  return count;
+}
+
+// Every line with `needle` also carries `stream = 1`.
+inline bool AllOnSideStream(absl::string_view text, absl::string_view needle) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, needle) && !absl::StrContains(line, "stream = 1")) return false;
+  }
+  return true;
+}
+
+// No line without a collective names a stream: compute stays on the main stream.
+inline bool ComputeOnMainStream(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    bool collective = absl::StrContains(line, "shift(") || absl::StrContains(line, "all_to_all(");
+    if (!collective && absl::StrContains(line, "stream")) return false;
+  }
+  return true;
+}
+
+}  // namespace commir::schedules::testing
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_ATTENTION_TEST_PROGRAMS_H_

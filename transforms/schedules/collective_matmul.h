@@ -1,0 +1,129 @@
+// What pipeline-collective-matmul and ring-collective-matmul share: finding the
+// all_gather -> matmul and matmul -> reduce_scatter pairs of a spmd function that can be
+// computed block by block, and the few emission helpers both schedules use.
+//
+// A pair is rewritable when the collective's dimension is a free (not contracted)
+// dimension of the matmul:
+//  - all_gather(x){dim = d} feeding matmul operand a along M, operand b along N, or
+//    either along a batch dimension. The other operand's matching batch dimension, if it
+//    has one of size > 1, is sliced along with it. Several matmuls reading one gather
+//    (the q, k and v projections after CSE) are computed in one loop from one stream of
+//    blocks. A gather along the contracted K dimension is left alone (its blocks would
+//    give partial sums, not output blocks; see transforms/README.md).
+//  - matmul -> reduce_scatter{dim = r, reduce = sum|max|min} where r is a result
+//    dimension of M, N or batch, and the reduce_scatter is the matmul's only user (else
+//    the GEMM would be computed twice).
+// Users of a gather that are not rewritable matmuls keep the all_gather; matmuls whose
+// other operand is defined after the first rewritten matmul are not grouped (they keep
+// it too). Matches never cross blocks: the collective and its matmuls share a block.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "commir/ir.h"
+#include "transforms/sharding/layout.h"
+
+namespace commir::schedules::cmm {
+
+// One matmul that reads a gathered value.
+struct GatherUse {
+  Operation* matmul = nullptr;
+  int operand = 0;     // 0: the gathered value is a, 1: it is b
+  int result_dim = 0;  // the result dimension the gathered dimension becomes
+  int other_dim = -1;  // the other operand's matching dimension to slice (-1: none)
+};
+
+struct GatherMatch {
+  Operation* gather = nullptr;
+  AxisList axes;
+  int64_t group = 1;            // n, the devices along axes
+  int64_t dim = 0;              // the gathered dimension of the operand
+  int64_t local = 0;            // its per-device size m (gathered size n * m)
+  std::vector<GatherUse> uses;  // in block order
+};
+
+struct ScatterMatch {
+  Operation* matmul = nullptr;
+  Operation* scatter = nullptr;
+  AxisList axes;
+  int64_t group = 1;
+  int result_dim = 0;             // the scattered dimension of the matmul result
+  int64_t full = 0;               // its size R before the scatter (R / n after)
+  int operand_dim[2] = {-1, -1};  // per matmul operand, the dimension indexing result_dim
+};
+
+// The rewritable gathers and scatters of `function`'s blocks, in program order. A matmul
+// is claimed by at most one match: as a gather use first.
+struct CollectiveMatmulMatches {
+  std::vector<GatherMatch> gathers;
+  std::vector<ScatterMatch> scatters;
+};
+CollectiveMatmulMatches FindCollectiveMatmuls(Function& function);
+
+// `type` with dimension `dim` resized to `size`.
+Type WithDim(Type type, int64_t dim, int64_t size);
+// `type` with dimension `dim` replaced by `factors` (row-major split: a view).
+Type SplitDim(Type type, int64_t dim, absl::Span<const int64_t> factors);
+
+using Operand = sharding::Emitter::Operand;
+
+// `Value* lhs = *expr`, returning the status from the enclosing function if `expr` (an
+// absl::StatusOr<Value*>) failed. Emission is a long chain of fallible steps.
+#define COMMIR_CMM_ASSIGN_VALUE(lhs, expr)      \
+  absl::StatusOr<Value*> lhs##_or = (expr);     \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  Value* lhs = *lhs##_or
+
+// `{value = 0}` (integer types) or `{value = 0.0}` for a `full` of `type`.
+AttrDict ZeroAttrs(Type type);
+
+// Emission helpers on top of the partitioner's Emitter. `stream` (may be null) becomes
+// `stream = %v`; `fixed_stream` > 0 becomes `stream = N`.
+struct StreamChoice {
+  Value* value = nullptr;
+  int64_t fixed = 0;
+};
+absl::StatusOr<Value*> Emit(sharding::Emitter& e, OpKind kind, absl::Span<const Operand> operands,
+                            AttrDict attrs, absl::Span<const Type> result_types,
+                            StreamChoice stream, const std::string& name);
+AttrDict DimAttrs(int64_t dim);
+AttrDict AxisDimAttrs(const AxisList& axes, int64_t dim);
+// `x` in blocks of `size` along `dim`: dynamic_slice at `offset` (an index value).
+absl::StatusOr<Value*> SliceDim(sharding::Emitter& e, Value* x, int64_t dim, int64_t size,
+                                Value* offset, StreamChoice stream, const std::string& name);
+// The matmul `original` on new operands, its result type resized to `result`.
+absl::StatusOr<Value*> EmitMatmul(sharding::Emitter& e, const Operation& original, Value* a,
+                                  Value* b, Type result, StreamChoice stream,
+                                  const std::string& name);
+// `index * factor` (or `index` itself when factor is 1).
+absl::StatusOr<Value*> ScaleIndex(sharding::Emitter& e, Value* index, int64_t factor,
+                                  const std::string& name);
+// `(rank + delta) mod n` as index arithmetic; delta may be an index value or null plus
+// a constant.
+absl::StatusOr<Value*> RingIndex(sharding::Emitter& e, Value* rank, Value* delta, bool subtract,
+                                 int64_t constant, int64_t n, const std::string& name);
+
+// A `for` loop inserted before `before` in `block` (append when null), carrying `inits`.
+struct Loop {
+  Operation* op = nullptr;
+  Block* body = nullptr;
+  Value* iv = nullptr;
+  std::vector<Value*> carried;
+};
+Loop CreateLoop(Block* block, Operation* before, Location loc, int64_t lower, int64_t upper,
+                absl::Span<Value* const> inits, absl::Span<const std::string> names);
+// Ends the loop body with `yield values`.
+void Yield(const Loop& loop, absl::Span<Value* const> values);
+
+// The matmul result name for a rewritten result (the original's, so that users keep
+// reading the same name).
+std::string ResultName(const Operation& op);
+
+}  // namespace commir::schedules::cmm
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_

@@ -1,0 +1,265 @@
+#include "transforms/schedules/pipeline_collective_matmul.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "transforms/schedules/collective_matmul.h"
+
+namespace commir::schedules {
+namespace {
+
+using cmm::AxisDimAttrs;
+using cmm::CreateLoop;
+using cmm::DimAttrs;
+using cmm::Emit;
+using cmm::EmitMatmul;
+using cmm::GatherMatch;
+using cmm::GatherUse;
+using cmm::Loop;
+using cmm::Operand;
+using cmm::ResultName;
+using cmm::ScaleIndex;
+using cmm::ScatterMatch;
+using cmm::SliceDim;
+using cmm::SplitDim;
+using cmm::StreamChoice;
+using cmm::WithDim;
+using cmm::Yield;
+using cmm::ZeroAttrs;
+
+using sharding::Emitter;
+
+class Pipeliner {
+ public:
+  Pipeliner(Function& function, int64_t chunks, int64_t streams)
+      : function_(function), chunks_(chunks), streams_(streams) {}
+
+  // The chunk's stream inside a loop body: rem(%i, K), or none when K = 1.
+  absl::StatusOr<StreamChoice> ChunkStream(Emitter& e, Value* iv) {
+    if (streams_ == 1) return StreamChoice{};
+    COMMIR_CMM_ASSIGN_VALUE(
+        s,
+        Emit(e, OpKind::kRem, {iv, Operand::Literal(static_cast<double>(streams_), Type::Index())},
+             {}, {}, {}, "s"));
+    return StreamChoice{s, 0};
+  }
+
+  absl::Status RewriteGather(const GatherMatch& m) {
+    Operation* gather = m.gather;
+    Operation* first = m.uses.front().matmul;
+    Value* x = gather->operand(0);
+    const int64_t n = m.group, c = m.local / chunks_;
+    Emitter e(&function_, first->parent_block(), first);
+    e.set_loc(gather->loc());
+    const std::string base = gather->result(0)->name().empty() ? "x" : gather->result(0)->name();
+    // Loop-invariant views of the other operands that must be sliced per chunk.
+    std::vector<Value*> other_views;
+    std::vector<Value*> inits;
+    std::vector<std::string> acc_names;
+    for (const GatherUse& u : m.uses) {
+      Value* other = u.matmul->operand(1 - u.operand);
+      if (u.other_dim >= 0) {
+        Type view[] = {SplitDim(other->type(), u.other_dim, {n, chunks_, c})};
+        COMMIR_CMM_ASSIGN_VALUE(v, Emit(e, OpKind::kReshape, {other}, {}, view, {},
+                                        absl::StrCat(other->name(), "_chunks")));
+        other_views.push_back(v);
+      } else {
+        other_views.push_back(nullptr);
+      }
+      Type acc_type = SplitDim(u.matmul->result(0)->type(), u.result_dim, {n, chunks_, c});
+      COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(acc_type), {&acc_type, 1},
+                                         {}, absl::StrCat(ResultName(*u.matmul), "_init")));
+      inits.push_back(zero);
+      acc_names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    }
+    Loop loop =
+        CreateLoop(first->parent_block(), first, gather->loc(), 0, chunks_, inits, acc_names);
+    Emitter b(&function_, loop.body, nullptr);
+    b.set_loc(gather->loc());
+    absl::StatusOr<StreamChoice> stream = ChunkStream(b, loop.iv);
+    if (!stream.ok()) return stream.status();
+    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(b, loop.iv, c, "off"));
+    COMMIR_CMM_ASSIGN_VALUE(
+        chunk, SliceDim(b, x, m.dim, c, off, *stream, absl::StrCat(x->name(), "_chunk")));
+    COMMIR_CMM_ASSIGN_VALUE(
+        gathered, Emit(b, OpKind::kAllGather, {chunk}, AxisDimAttrs(m.axes, m.dim), {}, *stream,
+                       absl::StrCat(base, "_chunk")));
+    std::vector<Value*> yields;
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      const GatherUse& u = m.uses[k];
+      Operation* mm = u.matmul;
+      Value* other = mm->operand(1 - u.operand);
+      if (u.other_dim >= 0) {
+        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(b, other_views[k], u.other_dim + 1, 1, loop.iv,
+                                             *stream, absl::StrCat(other->name(), "_slice")));
+        Type flat[] = {WithDim(other->type(), u.other_dim, n * c)};
+        COMMIR_CMM_ASSIGN_VALUE(v, Emit(b, OpKind::kReshape, {sl}, {}, flat, *stream,
+                                        absl::StrCat(other->name(), "_chunk")));
+        other = v;
+      }
+      Value* lhs = u.operand == 0 ? gathered : other;
+      Value* rhs = u.operand == 0 ? other : gathered;
+      Type result = mm->result(0)->type();
+      COMMIR_CMM_ASSIGN_VALUE(
+          part, EmitMatmul(b, *mm, lhs, rhs, WithDim(result, u.result_dim, n * c), *stream,
+                           absl::StrCat(ResultName(*mm), "_chunk")));
+      Type blocks[] = {SplitDim(result, u.result_dim, {n, 1, c})};
+      COMMIR_CMM_ASSIGN_VALUE(view, Emit(b, OpKind::kReshape, {part}, {}, blocks, *stream,
+                                         absl::StrCat(ResultName(*mm), "_blocks")));
+      COMMIR_CMM_ASSIGN_VALUE(
+          acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[k], view, loop.iv},
+                    DimAttrs(u.result_dim + 1), {}, {}, absl::StrCat(ResultName(*mm), "_next")));
+      yields.push_back(acc);
+    }
+    Yield(loop, yields);
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      loop.op->result(static_cast<int>(k))
+          ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_all"));
+    }
+    e.set_loc(first->loc());
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      Operation* mm = m.uses[k].matmul;
+      Type result[] = {mm->result(0)->type()};
+      COMMIR_CMM_ASSIGN_VALUE(out, Emit(e, OpKind::kReshape, {loop.op->result(static_cast<int>(k))},
+                                        {}, result, {}, ResultName(*mm)));
+      mm->result(0)->ReplaceAllUsesWith(out);
+    }
+    // Only now: `first` is the insertion point of the reshapes above.
+    for (const GatherUse& u : m.uses) u.matmul->Erase();
+    if (gather->result(0)->use_empty()) gather->Erase();
+    return absl::OkStatus();
+  }
+
+  absl::Status RewriteScatter(const ScatterMatch& m) {
+    Operation* mm = m.matmul;
+    Operation* scatter = m.scatter;
+    const int64_t n = m.group, c = m.full / (n * chunks_);
+    Emitter e(&function_, scatter->parent_block(), scatter);
+    e.set_loc(scatter->loc());
+    Value* views[2] = {nullptr, nullptr};
+    for (int w = 0; w < 2; ++w) {
+      if (m.operand_dim[w] < 0) continue;
+      Value* v = mm->operand(w);
+      Type view[] = {SplitDim(v->type(), m.operand_dim[w], {n, chunks_, c})};
+      COMMIR_CMM_ASSIGN_VALUE(
+          r, Emit(e, OpKind::kReshape, {v}, {}, view, {}, absl::StrCat(v->name(), "_chunks")));
+      views[w] = r;
+    }
+    Type out_type = scatter->result(0)->type();
+    const std::string name = scatter->result(0)->name();
+    COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(out_type), {&out_type, 1},
+                                       {}, absl::StrCat(name.empty() ? "y" : name, "_init")));
+    Value* inits[] = {zero};
+    std::string names[] = {absl::StrCat(name.empty() ? "y" : name, "_acc")};
+    Loop loop =
+        CreateLoop(scatter->parent_block(), scatter, scatter->loc(), 0, chunks_, inits, names);
+    Emitter b(&function_, loop.body, nullptr);
+    b.set_loc(scatter->loc());
+    absl::StatusOr<StreamChoice> stream = ChunkStream(b, loop.iv);
+    if (!stream.ok()) return stream.status();
+    Value* operands[2] = {mm->operand(0), mm->operand(1)};
+    for (int w = 0; w < 2; ++w) {
+      if (views[w] == nullptr) continue;
+      Value* v = mm->operand(w);
+      COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(b, views[w], m.operand_dim[w] + 1, 1, loop.iv, *stream,
+                                           absl::StrCat(v->name(), "_slice")));
+      Type flat[] = {WithDim(v->type(), m.operand_dim[w], n * c)};
+      COMMIR_CMM_ASSIGN_VALUE(
+          f, Emit(b, OpKind::kReshape, {sl}, {}, flat, *stream, absl::StrCat(v->name(), "_chunk")));
+      operands[w] = f;
+    }
+    const std::string mm_name = mm->result(0)->name().empty() ? "p" : mm->result(0)->name();
+    COMMIR_CMM_ASSIGN_VALUE(part, EmitMatmul(b, *mm, operands[0], operands[1],
+                                             WithDim(mm->result(0)->type(), m.result_dim, n * c),
+                                             *stream, absl::StrCat(mm_name, "_chunk")));
+    AttrDict rs_attrs = scatter->attrs();
+    COMMIR_CMM_ASSIGN_VALUE(rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {}, *stream,
+                                     absl::StrCat(mm_name, "_chunk_rs")));
+    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(b, loop.iv, c, "off"));
+    COMMIR_CMM_ASSIGN_VALUE(acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[0], rs, off},
+                                      DimAttrs(m.result_dim), {}, {},
+                                      absl::StrCat(name.empty() ? "y" : name, "_next")));
+    Value* yields[] = {acc};
+    Yield(loop, yields);
+    Value* result = loop.op->result(0);
+    result->set_name(name);
+    scatter->result(0)->ReplaceAllUsesWith(result);
+    scatter->Erase();
+    mm->Erase();
+    return absl::OkStatus();
+  }
+
+ private:
+  Function& function_;
+  int64_t chunks_;
+  int64_t streams_;
+};
+
+// The pass manager prefixes located errors with the pass name; the status says it too
+// for callers without diagnostics.
+absl::Status LocatedError(DiagnosticEngine* diagnostics, const Operation& op, std::string message) {
+  if (diagnostics != nullptr) diagnostics->Error(op.loc(), message);
+  return absl::FailedPreconditionError(absl::StrCat("pipeline-collective-matmul: ", message));
+}
+
+}  // namespace
+
+absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int64_t streams,
+                                             DiagnosticEngine* diagnostics) {
+  if (chunks < 1 || streams < 1) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "pipeline-collective-matmul: chunks and streams must be >= 1, got chunks=%d streams=%d",
+        chunks, streams));
+  }
+  if (chunks == 1) return 0;
+  // Every chunk count is checked before anything changes, so a failure leaves the
+  // module as it was and reports every offending collective.
+  absl::Status status;
+  std::vector<std::pair<Function*, cmm::CollectiveMatmulMatches>> all;
+  for (Function* function : module.functions()) {
+    cmm::CollectiveMatmulMatches matches = cmm::FindCollectiveMatmuls(*function);
+    for (const cmm::GatherMatch& m : matches.gathers) {
+      if (m.local % chunks != 0) {
+        status = LocatedError(diagnostics, *m.gather,
+                              absl::StrFormat("chunks=%d does not divide the %d rows of dimension "
+                                              "%d that each device contributes to this all_gather",
+                                              chunks, m.local, m.dim));
+      }
+    }
+    for (const cmm::ScatterMatch& m : matches.scatters) {
+      int64_t block = m.full / m.group;
+      if (block % chunks != 0) {
+        status = LocatedError(diagnostics, *m.scatter,
+                              absl::StrFormat("chunks=%d does not divide the %d rows of dimension "
+                                              "%d that each device keeps from this reduce_scatter",
+                                              chunks, block, m.result_dim));
+      }
+    }
+    all.emplace_back(function, std::move(matches));
+  }
+  if (!status.ok()) return status;
+  int rewritten = 0;
+  for (auto& [function, matches] : all) {
+    Pipeliner pipeliner(*function, chunks, streams);
+    for (const cmm::GatherMatch& m : matches.gathers) {
+      if (absl::Status s = pipeliner.RewriteGather(m); !s.ok()) return s;
+      ++rewritten;
+    }
+    for (const cmm::ScatterMatch& m : matches.scatters) {
+      if (absl::Status s = pipeliner.RewriteScatter(m); !s.ok()) return s;
+      ++rewritten;
+    }
+  }
+  return rewritten;
+}
+
+absl::Status PipelineCollectiveMatmulPass::Run(Module& module) {
+  absl::StatusOr<int> n = PipelineCollectiveMatmul(module, options().GetInt("chunks"),
+                                                   options().GetInt("streams"), &diagnostics());
+  return n.status();
+}
+
+}  // namespace commir::schedules

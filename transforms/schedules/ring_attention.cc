@@ -1,0 +1,439 @@
+#include "transforms/schedules/ring_attention.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "commir/type.h"
+#include "transforms/schedules/attention_match.h"
+#include "transforms/sharding/layout.h"
+
+namespace commir::schedules {
+namespace {
+
+// Communication goes on this stream, compute stays on stream 0; data dependencies alone
+// order them (spec section 5.2).
+constexpr int64_t kCommStream = 1;
+
+// A partial attention result: output and log-sum-exp, both in the merge's compute type.
+struct Partial {
+  Value* o = nullptr;
+  Value* lse = nullptr;
+};
+
+class Ring {
+ public:
+  Ring(Function& function, const GatheredAttention& match)
+      : function_(function), match_(match), attention_(match.attention), n_(match.group_size),
+        e_(&function, function.body(), match.attention, match.attention->loc()) {
+    q_ = attention_->operand(0);
+    k_ = match.k_gather->operand(0);
+    v_ = match.v_gather->operand(0);
+    causal_ = attention_->attrs().GetBool("causal", false);
+    element_type_ = q_->type().element_type();
+    compute_type_ = element_type_ == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+    attrs_ = attention_->attrs();
+    attrs_.Erase("stream");
+    queries_ = q_->type().dims()[2];
+    block_ = k_->type().dims()[2];
+    if (attention_->num_operands() >= 5) k_base_ = attention_->operand(4);
+  }
+
+  absl::Status Run(bool zigzag) {
+    // Positions, the ring's source blocks and the zigzag layout need the rank; plain
+    // attention needs none.
+    if (causal_) rank_ = FindOrMakeRank();
+    std::optional<Operand> query_base;
+    if (causal_ && attention_->num_operands() >= 4) {
+      query_base = QueryBase(attention_->operand(3), match_.axes, queries_);
+    }
+    bool zigzag_ok = zigzag && causal_ && query_base.has_value() && n_ % 2 == 0 &&
+                     queries_ % 2 == 0 && block_ % 2 == 0;
+    Value* out = nullptr;
+    Value* lse = nullptr;
+    if (zigzag_ok) {
+      RunZigzag(*query_base, out, lse);
+    } else {
+      RunContiguous(out, lse);
+    }
+    if (!e_.ok()) {
+      return absl::InternalError(absl::StrCat("ring-attention: ", e_.status().message()));
+    }
+    out->set_name(attention_->result(0)->name());
+    attention_->result(0)->ReplaceAllUsesWith(out);
+    if (attention_->num_results() == 2) {
+      lse->set_name(attention_->result(1)->name());
+      attention_->result(1)->ReplaceAllUsesWith(lse);
+    }
+    EraseWithDeadProducers(attention_);
+    return absl::OkStatus();
+  }
+
+ private:
+  // The function's `rank(axes)` before the attention if there is one, else a new one.
+  Value* FindOrMakeRank() {
+    for (Operation* op : *function_.body()) {
+      if (op == attention_) break;
+      if (op->Is(OpKind::kRank) && op->stream_operand() == nullptr && op->attrs().size() == 1 &&
+          op->attrs().Find("axis")->axes() == match_.axes) {
+        return op->result(0);
+      }
+    }
+    return e_.Op(OpKind::kRank, {}, sharding::AxisAttrs(match_.axes), std::nullopt, "rank");
+  }
+
+  // x + base (x itself when there is no base or it is 0).
+  static Value* AddBase(ScheduleEmitter& e, Value* x, const std::optional<Operand>& base,
+                        const std::string& name) {
+    if (!base.has_value() || (base->value == nullptr && base->literal == 0)) {
+      if (x != nullptr && !name.empty()) x->set_name(name);
+      return x;
+    }
+    return e.Op(OpKind::kAdd, {x, *base}, {}, std::nullopt, name);
+  }
+
+  std::optional<Operand> KeyBase() const {
+    if (k_base_ == nullptr) return std::nullopt;
+    return Operand(k_base_);
+  }
+
+  // Position of the first key of chunk `chunk` (an index value) of `length` keys.
+  Value* ChunkPosition(ScheduleEmitter& e, Value* chunk, int64_t length,
+                       const std::optional<Operand>& base, const std::string& name) {
+    Value* offset = length == 1 ? chunk : e.Op(OpKind::kMul, {chunk, IndexLiteral(length)});
+    return AddBase(e, offset, base, name);
+  }
+
+  Value* Shift(ScheduleEmitter& e, Value* x, const std::string& name) {
+    return e.Op(OpKind::kShift, {x}, CollectiveAttrs(match_.axes, kCommStream), std::nullopt, name);
+  }
+
+  Partial Attend(ScheduleEmitter& e, Value* q, Value* k, Value* v, Value* q_pos, Value* k_pos) {
+    std::vector<Operand> operands = {q, k, v};
+    if (causal_) {
+      operands.push_back(q_pos);
+      operands.push_back(k_pos);
+    }
+    std::vector<Value*> r = e.Ops(OpKind::kAttention, operands, attrs_, 2, {"o_blk", "lse_blk"});
+    return {e.Convert(r[0], compute_type_), e.Convert(r[1], compute_type_)};
+  }
+
+  // Online-softmax merge of two partial results (see ring_attention.h).
+  Partial Merge(ScheduleEmitter& e, const Partial& a, const Partial& b) {
+    if (!e.ok()) return {};
+    Type scalar = Type::Scalar(compute_type_);
+    Value* m = e.Op(OpKind::kMax, {a.lse, b.lse});
+    m = e.Op(OpKind::kMax, {m, Operand::Literal(-1e30, scalar)});
+    Value* da = e.Op(OpKind::kSub, {a.lse, m});
+    Value* wa = e.Op(OpKind::kExp, {da});
+    Value* db = e.Op(OpKind::kSub, {b.lse, m});
+    Value* wb = e.Op(OpKind::kExp, {db});
+    Value* s = e.Op(OpKind::kAdd, {wa, wb});
+    Value* log_s = e.Op(OpKind::kLog, {s});
+    Value* lse = e.Op(OpKind::kAdd, {m, log_s}, {}, std::nullopt, "lse_step");
+    Value* denominator = e.Op(OpKind::kMax, {s, Operand::Literal(1e-30, scalar)});
+    Value* ca = e.Op(OpKind::kDiv, {wa, denominator});
+    Value* cb = e.Op(OpKind::kDiv, {wb, denominator});
+    if (!e.ok()) return {};
+    std::vector<int64_t> column = a.lse->type().dims();
+    column.push_back(1);
+    Type column_type = Type::Tensor(compute_type_, column);
+    Value* ca4 = e.Op(OpKind::kReshape, {ca}, {}, column_type);
+    Value* cb4 = e.Op(OpKind::kReshape, {cb}, {}, column_type);
+    Value* oa = e.Op(OpKind::kMul, {a.o, ca4});
+    Value* ob = e.Op(OpKind::kMul, {b.o, cb4});
+    Value* o = e.Op(OpKind::kAdd, {oa, ob}, {}, std::nullopt, "o_step");
+    return {o, lse};
+  }
+
+  // A `for %step = lower to upper` at the emitter's position, carrying `inits`; the body
+  // is empty (no yield yet).
+  struct Loop {
+    Operation* op = nullptr;
+    Value* step = nullptr;
+    std::vector<Value*> carried;
+  };
+  Loop MakeLoop(int64_t lower, int64_t upper, const std::vector<Value*>& inits,
+                const std::vector<std::string>& names, const std::vector<std::string>& result_names) {
+    if (!e_.ok()) return {};
+    AttrDict attrs;
+    attrs.Set("lower", Attribute::Int(lower));
+    attrs.Set("upper", Attribute::Int(upper));
+    attrs.Set("step", Attribute::Int(1));
+    std::vector<Type> types;
+    for (Value* v : inits) types.push_back(v->type());
+    std::unique_ptr<Operation> op =
+        Operation::Create(GetOpDef(OpKind::kFor), inits, types, std::move(attrs), 1, e_.loc());
+    Loop loop;
+    Block* body = op->region(0);
+    loop.step = body->AddArgument(Type::Index(), "step");
+    for (size_t i = 0; i < inits.size(); ++i) {
+      loop.carried.push_back(body->AddArgument(types[i], names[i]));
+    }
+    loop.op = e_.block()->InsertBefore(e_.before(), std::move(op));
+    for (size_t i = 0; i < result_names.size(); ++i) loop.op->result(i)->set_name(result_names[i]);
+    return loop;
+  }
+
+  void Yield(Loop& loop, const std::vector<Value*>& values) {
+    loop.op->region(0)->Append(Operation::Create(GetOpDef(OpKind::kYield), values, {}, {}, 0, e_.loc()));
+  }
+
+  // Runs the loop body builder on an emitter for the body, then folds its status into e_.
+  template <typename Fn>
+  void InBody(Loop& loop, Fn&& fn) {
+    ScheduleEmitter body(&function_, loop.op->region(0), nullptr, e_.loc());
+    std::vector<Value*> yielded = fn(body);
+    if (!body.ok()) {
+      e_.Fail(body.status());
+      return;
+    }
+    Yield(loop, yielded);
+  }
+
+  // The block index a device holds at ring step `step`: (rank - step) mod n.
+  Value* SourceAt(ScheduleEmitter& e, Value* step) {
+    Value* d = e.Op(OpKind::kSub, {rank_, step});
+    return e.Op(OpKind::kRem, {d, IndexLiteral(n_)}, {}, std::nullopt, "src");
+  }
+  // The same for the last step, n - 1: (rank + 1) mod n.
+  Value* LastSource(ScheduleEmitter& e) {
+    Value* d = e.Op(OpKind::kAdd, {rank_, IndexLiteral(1)});
+    return e.Op(OpKind::kRem, {d, IndexLiteral(n_)}, {}, std::nullopt, "src");
+  }
+
+  // ---- Contiguous layout: device r holds block r of the sequence. ----------------------
+
+  void RunContiguous(Value*& out, Value*& lse_out) {
+    Value* q_pos = nullptr;
+    if (causal_) {
+      q_pos = attention_->num_operands() >= 4
+                  ? attention_->operand(3)
+                  : e_.IndexConstant(n_ * block_ - queries_, "q_pos");
+    }
+    auto key_pos = [&](ScheduleEmitter& e, Value* source) -> Value* {
+      return causal_ ? ChunkPosition(e, source, block_, KeyBase(), "k_pos") : nullptr;
+    };
+    Partial acc = Attend(e_, q_, k_, v_, q_pos, key_pos(e_, rank_));
+    Value* kb = Shift(e_, k_, "k_step1");
+    Value* vb = Shift(e_, v_, "v_step1");
+    if (n_ > 2 && e_.ok()) {
+      Loop loop = MakeLoop(1, n_ - 1, {acc.o, acc.lse, kb, vb}, {"o_acc", "lse_acc", "k_blk", "v_blk"},
+                           {"o_loop", "lse_loop", "k_last", "v_last"});
+      InBody(loop, [&](ScheduleEmitter& b) -> std::vector<Value*> {
+        Value* k_next = Shift(b, loop.carried[2], "k_next");
+        Value* v_next = Shift(b, loop.carried[3], "v_next");
+        Value* source = causal_ ? SourceAt(b, loop.step) : nullptr;
+        Partial part = Attend(b, q_, loop.carried[2], loop.carried[3], q_pos, key_pos(b, source));
+        Partial merged = Merge(b, {loop.carried[0], loop.carried[1]}, part);
+        return {merged.o, merged.lse, k_next, v_next};
+      });
+      if (!e_.ok()) return;
+      acc = {loop.op->result(0), loop.op->result(1)};
+      kb = loop.op->result(2);
+      vb = loop.op->result(3);
+    }
+    Value* source = causal_ ? LastSource(e_) : nullptr;
+    acc = Merge(e_, acc, Attend(e_, q_, kb, vb, q_pos, key_pos(e_, source)));
+    out = e_.Convert(acc.o, element_type_);
+    lse_out = attention_->num_results() == 2 ? e_.Convert(acc.lse, ElementType::kF32) : nullptr;
+  }
+
+  // ---- Zigzag layout: device r holds chunks r and 2n-1-r of 2n. ------------------------
+
+  // Static slice of `x` along the sequence (dim 2): [start, start + size).
+  Value* SeqSlice(ScheduleEmitter& e, Value* x, int64_t start, int64_t size, const std::string& name) {
+    if (x == nullptr) return nullptr;
+    std::vector<int64_t> starts(x->type().rank(), 0), sizes = x->type().dims();
+    starts[2] = start;
+    sizes[2] = size;
+    return e.Op(OpKind::kSlice, {x}, SliceAttrs(starts, sizes), std::nullopt, name);
+  }
+
+  // The device that holds chunk j (an index value) in the zigzag layout:
+  // j < n ? j : 2n-1-j, as j + (j div n) * (2n-1-2j).
+  Value* ZigzagOwner(Value* j) {
+    Value* upper = e_.Op(OpKind::kDiv, {j, IndexLiteral(n_)});
+    Value* twice = e_.Op(OpKind::kMul, {j, IndexLiteral(2)});
+    Value* mirror = e_.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), twice});
+    Value* jump = e_.Op(OpKind::kMul, {upper, mirror});
+    return e_.Op(OpKind::kAdd, {j, jump});
+  }
+
+  // 2n-1-r: the chunk a device holds in the second half of the sequence.
+  Value* MirrorRank() {
+    if (mirror_rank_ == nullptr) {
+      mirror_rank_ = e_.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), rank_}, {}, std::nullopt, "mirror");
+    }
+    return mirror_rank_;
+  }
+
+  // slot * chunk, made once per (slot, chunk) for the permutations of q, k, v and o.
+  Value* Offset(Value* slot, int64_t chunk) {
+    Value*& offset = offsets_[{slot, chunk}];
+    if (offset == nullptr) offset = e_.Op(OpKind::kMul, {slot, IndexLiteral(chunk)});
+    return offset;
+  }
+
+  // Writes two chunks of `chunk` elements into a zero buffer of n slots at the slots
+  // `slot_a` and `slot_b` (index values), exchanges the buffers with one all_to_all (slot j
+  // goes to device j), and reads the received slots `from_a` and `from_b` back into one
+  // value [a, b]: a permutation of chunks in which each device sends one chunk to each of
+  // at most two others.
+  Value* Exchange(Value* a, Value* b, Value* slot_a, Value* slot_b, Value* from_a, Value* from_b,
+                  int64_t chunk, const std::string& name) {
+    if (!e_.ok()) return nullptr;
+    std::vector<int64_t> dims = a->type().dims();
+    dims[2] = n_ * chunk;
+    AttrDict zero;
+    zero.Set("value", Attribute::Float(0.0));
+    Value* buffer = e_.Op(OpKind::kFull, {}, std::move(zero), a->type().WithDims(dims));
+    buffer = e_.Op(OpKind::kDynamicUpdateSlice, {buffer, a, Offset(slot_a, chunk)}, DimAttrs(2));
+    buffer = e_.Op(OpKind::kDynamicUpdateSlice, {buffer, b, Offset(slot_b, chunk)}, DimAttrs(2));
+    AttrDict a2a = CollectiveAttrs(match_.axes, kCommStream);
+    a2a.Set("split_dim", Attribute::Int(2));
+    a2a.Set("concat_dim", Attribute::Int(2));
+    Value* received = e_.Op(OpKind::kAllToAll, {buffer}, std::move(a2a));
+    AttrDict take = DimAttrs(2);
+    take.Set("size", Attribute::Int(chunk));
+    Value* got_a = e_.Op(OpKind::kDynamicSlice, {received, Offset(from_a, chunk)}, take);
+    Value* got_b = e_.Op(OpKind::kDynamicSlice, {received, Offset(from_b, chunk)}, take);
+    return e_.Op(OpKind::kConcat, {got_a, got_b}, DimAttrs(2), std::nullopt, name);
+  }
+
+  // Contiguous block r (chunks 2r, 2r+1) -> zigzag (chunks r, 2n-1-r): chunk 2r goes to
+  // device owner(2r), chunk 2r+1 to owner(2r+1); chunk r comes from device r div 2,
+  // chunk 2n-1-r from device (2n-1-r) div 2.
+  Value* ToZigzag(Value* x, int64_t chunk, const std::string& name) {
+    Value* first = SeqSlice(e_, x, 0, chunk, "");
+    Value* second = SeqSlice(e_, x, chunk, chunk, "");
+    return Exchange(first, second, owner_even_, owner_odd_, half_rank_, half_mirror_, chunk, name);
+  }
+
+  // Zigzag (chunks r, 2n-1-r) -> contiguous block r (chunks 2r, 2r+1): the inverse.
+  Value* FromZigzag(Value* x, int64_t chunk, const std::string& name) {
+    Value* first = SeqSlice(e_, x, 0, chunk, "");
+    Value* second = SeqSlice(e_, x, chunk, chunk, "");
+    return Exchange(first, second, half_rank_, half_mirror_, owner_even_, owner_odd_, chunk, name);
+  }
+
+  // The device indices both permutations use, computed once.
+  void ZigzagIndices() {
+    Value* even = e_.Op(OpKind::kMul, {rank_, IndexLiteral(2)});
+    Value* odd = e_.Op(OpKind::kAdd, {even, IndexLiteral(1)});
+    owner_even_ = ZigzagOwner(even);
+    owner_odd_ = ZigzagOwner(odd);
+    half_rank_ = e_.Op(OpKind::kDiv, {rank_, IndexLiteral(2)});
+    half_mirror_ = e_.Op(OpKind::kDiv, {MirrorRank(), IndexLiteral(2)});
+  }
+
+  // One ring step in the zigzag layout: the local query chunks (a: chunk r, b: chunk
+  // 2n-1-r) against the two key chunks of the block from device `source`, merged into
+  // `acc` (empty on the first step). Of the four chunk pairs two are fully masked on
+  // every device and step but the first, where the device's own diagonal pairs come first.
+  void ZigzagStep(ScheduleEmitter& e, Value* k_block, Value* v_block, Value* source,
+                  std::array<Partial, 2>& acc, bool first) {
+    int64_t chunk = block_ / 2;
+    std::array<Value*, 2> k = {SeqSlice(e, k_block, 0, chunk, "k_lo"), SeqSlice(e, k_block, chunk, chunk, "k_hi")};
+    std::array<Value*, 2> v = {SeqSlice(e, v_block, 0, chunk, "v_lo"), SeqSlice(e, v_block, chunk, chunk, "v_hi")};
+    Value* mirror =
+        source == rank_ ? MirrorRank() : e.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), source});
+    std::array<Value*, 2> k_pos = {ChunkPosition(e, source, chunk, KeyBase(), "k_pos_lo"),
+                                   ChunkPosition(e, mirror, chunk, KeyBase(), "k_pos_hi")};
+    for (int h = 0; h < 2; ++h) {
+      for (int g : {h, 1 - h}) {
+        Partial part = Attend(e, q_half_[h], k[g], v[g], q_pos_half_[h], k_pos[g]);
+        acc[h] = first && g == h ? part : Merge(e, acc[h], part);
+      }
+    }
+  }
+
+  void RunZigzag(const Operand& query_base, Value*& out, Value*& lse_out) {
+    int64_t q_chunk = queries_ / 2;
+    int64_t kv_chunk = block_ / 2;
+    ZigzagIndices();
+    Value* q = ToZigzag(q_, q_chunk, "q_zz");
+    Value* k = ToZigzag(k_, kv_chunk, "k_zz");
+    Value* v = ToZigzag(v_, kv_chunk, "v_zz");
+    q_half_ = {SeqSlice(e_, q, 0, q_chunk, "q_lo"), SeqSlice(e_, q, q_chunk, q_chunk, "q_hi")};
+    q_pos_half_ = {ChunkPosition(e_, rank_, q_chunk, query_base, "q_pos_lo"),
+                   ChunkPosition(e_, MirrorRank(), q_chunk, query_base, "q_pos_hi")};
+    std::array<Partial, 2> acc;
+    ZigzagStep(e_, k, v, rank_, acc, /*first=*/true);
+    Value* kb = Shift(e_, k, "k_step1");
+    Value* vb = Shift(e_, v, "v_step1");
+    if (n_ > 2 && e_.ok()) {
+      Loop loop = MakeLoop(1, n_ - 1, {acc[0].o, acc[0].lse, acc[1].o, acc[1].lse, kb, vb},
+                           {"o_lo", "lse_lo", "o_hi", "lse_hi", "k_blk", "v_blk"},
+                           {"o_lo_loop", "lse_lo_loop", "o_hi_loop", "lse_hi_loop", "k_last", "v_last"});
+      InBody(loop, [&](ScheduleEmitter& b) -> std::vector<Value*> {
+        Value* k_next = Shift(b, loop.carried[4], "k_next");
+        Value* v_next = Shift(b, loop.carried[5], "v_next");
+        std::array<Partial, 2> state = {Partial{loop.carried[0], loop.carried[1]},
+                                        Partial{loop.carried[2], loop.carried[3]}};
+        ZigzagStep(b, loop.carried[4], loop.carried[5], SourceAt(b, loop.step), state, false);
+        return {state[0].o, state[0].lse, state[1].o, state[1].lse, k_next, v_next};
+      });
+      if (!e_.ok()) return;
+      acc = {Partial{loop.op->result(0), loop.op->result(1)},
+             Partial{loop.op->result(2), loop.op->result(3)}};
+      kb = loop.op->result(4);
+      vb = loop.op->result(5);
+    }
+    ZigzagStep(e_, kb, vb, LastSource(e_), acc, false);
+    Value* o = e_.Op(OpKind::kConcat, {acc[0].o, acc[1].o}, DimAttrs(2));
+    out = FromZigzag(e_.Convert(o, element_type_), q_chunk, "");
+    lse_out = nullptr;
+    if (attention_->num_results() == 2) {
+      Value* lse = e_.Op(OpKind::kConcat, {acc[0].lse, acc[1].lse}, DimAttrs(2));
+      lse_out = FromZigzag(e_.Convert(lse, ElementType::kF32), q_chunk, "");
+    }
+  }
+
+  Function& function_;
+  const GatheredAttention& match_;
+  Operation* attention_;
+  int64_t n_;
+  ScheduleEmitter e_;
+  Value* q_ = nullptr;
+  Value* k_ = nullptr;
+  Value* v_ = nullptr;
+  Value* k_base_ = nullptr;
+  Value* rank_ = nullptr;
+  Value* mirror_rank_ = nullptr;
+  absl::flat_hash_map<std::pair<Value*, int64_t>, Value*> offsets_;
+  Value* owner_even_ = nullptr;
+  Value* owner_odd_ = nullptr;
+  Value* half_rank_ = nullptr;
+  Value* half_mirror_ = nullptr;
+  bool causal_ = false;
+  ElementType element_type_ = ElementType::kF32;
+  ElementType compute_type_ = ElementType::kF32;
+  AttrDict attrs_;
+  int64_t queries_ = 0;
+  int64_t block_ = 0;
+  std::array<Value*, 2> q_half_ = {nullptr, nullptr};
+  std::array<Value*, 2> q_pos_half_ = {nullptr, nullptr};
+};
+
+}  // namespace
+
+absl::Status RingAttention(Module& module, bool zigzag) {
+  for (Function* function : module.functions()) {
+    for (const GatheredAttention& match : FindGatheredAttention(*function)) {
+      if (absl::Status s = Ring(*function, match).Run(zigzag); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingAttentionPass::Run(Module& module) {
+  return RingAttention(module, options().GetBool("zigzag"));
+}
+
+}  // namespace commir::schedules

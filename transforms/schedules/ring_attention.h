@@ -1,0 +1,55 @@
+// ring-attention: sequence-parallel attention without gathering the keys and values.
+//
+// Matches `attention(q, all_gather(k), all_gather(v))` with the gathers along the
+// sequence (dim 2) over a group of n >= 2 devices (attention_match.h), the form
+// lower-to-spmd gives causal or plain attention with a split sequence, and replaces it
+// with n steps. Step s attends the local queries to the k/v block that started on
+// device (rank - s) mod n: step 0 is the device's own block, and each step shifts the
+// block it holds one device along the ring (`shift` on stream 1) for the next step
+// while it computes, so the transfer overlaps the step's attention; the last step sends
+// nothing. Steps 1..n-2 are a `for` loop carrying (o, lse, k block, v block); step n-1
+// is peeled after it.
+//
+// Each step's `attention` gives a partial output and its log-sum-exp (the keys' positions
+// from k_pos = ((rank - s) mod n) * block, so causal masks stay exact); partial results are
+// merged by online softmax written as CommIR ops, in f32 (f64 for f64) whatever the input
+// type, and converted back at the end:
+//   m = max(lse_a, lse_b, -1e30)  w_x = exp(lse_x - m)  s = w_a + w_b
+//   lse = m + log(s)              o = o_a * w_a / max(s, 1e-30) + o_b * w_b / max(s, 1e-30)
+// The floor on m keeps exp(-inf - -inf) = NaN out when neither side has seen a key yet
+// (then s = 0, lse = -inf and o = 0, as attention itself defines such a row).
+//
+// Fully masked blocks: loop bounds are static and rank is dynamic, so every device runs
+// every step; a block wholly in its queries' future makes the attention kernel return
+// zeros and lse = -inf without any GEMM (backend_cpu/attention.cc), and the merge keeps
+// the running result.
+//
+// zigzag=true (causal attention whose q_pos is base + rank * Sq_local, as lower-to-spmd
+// writes it, with n even and even local lengths): each device holds sequence chunks r
+// and 2n-1-r of 2n, so every step does the same unmasked work on every device (two of the
+// four chunk pairs after the first step; see docs/format-decisions.md). Each step makes
+// one attention call per (query chunk, key chunk) pair, at the chunks' own positions. The
+// pass permutes q, k and v into that layout at entry and the output (and lse) back at
+// exit, one all_to_all each, so the function's signature and meaning do not change. Other
+// cases get the contiguous ring.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
+
+#include "absl/status/status.h"
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir::schedules {
+
+// Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
+absl::Status RingAttention(Module& module, bool zigzag);
+
+class RingAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+};
+
+}  // namespace commir::schedules
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_

@@ -1,0 +1,413 @@
+#include "transforms/schedules/ring_collective_matmul.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "transforms/schedules/collective_matmul.h"
+
+namespace commir::schedules {
+namespace {
+
+using cmm::AxisDimAttrs;
+using cmm::CreateLoop;
+using cmm::DimAttrs;
+using cmm::Emit;
+using cmm::EmitMatmul;
+using cmm::GatherMatch;
+using cmm::GatherUse;
+using cmm::Loop;
+using cmm::Operand;
+using cmm::ResultName;
+using cmm::RingIndex;
+using cmm::ScaleIndex;
+using cmm::ScatterMatch;
+using cmm::SliceDim;
+using cmm::SplitDim;
+using cmm::StreamChoice;
+using cmm::WithDim;
+using cmm::Yield;
+using cmm::ZeroAttrs;
+
+using sharding::Emitter;
+
+constexpr int64_t kForwardStream = 1;
+constexpr int64_t kBackwardStream = 2;
+
+AttrDict ShiftAttrs(const AxisList& axes, int64_t offset) {
+  AttrDict attrs = sharding::AxisAttrs(axes);
+  attrs.Set("offset", Attribute::Int(offset));
+  return attrs;
+}
+
+std::string NameOr(const Value* v, absl::string_view fallback) {
+  return v->name().empty() ? std::string(fallback) : v->name();
+}
+
+class Ring {
+ public:
+  Ring(Function& function, RingDirection direction) : function_(function), direction_(direction) {}
+
+  // The device's coordinate along `axes`: one `rank` per axis group, at the top of the
+  // function so that every rewritten pair can use it.
+  absl::StatusOr<Value*> Rank(const AxisList& axes, Location loc) {
+    auto it = ranks_.find(axes);
+    if (it != ranks_.end()) return it->second;
+    Emitter top(&function_, function_.body(), function_.body()->front());
+    top.set_loc(loc);
+    absl::StatusOr<Value*> rank =
+        Emit(top, OpKind::kRank, {}, sharding::AxisAttrs(axes), {}, {}, "r");
+    if (rank.ok()) ranks_[axes] = *rank;
+    return rank;
+  }
+
+  // ---- all_gather + GEMM ------------------------------------------------------------
+
+  // Multiplies the block `blk` that came from device `src` into every accumulator.
+  absl::StatusOr<std::vector<Value*>> GatherStep(Emitter& e, const GatherMatch& m, Value* blk,
+                                                 Value* src, const std::vector<Value*>& accs) {
+    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(e, src, m.local, "off"));
+    std::vector<Value*> next;
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      const GatherUse& u = m.uses[k];
+      Operation* mm = u.matmul;
+      Value* other = mm->operand(1 - u.operand);
+      if (u.other_dim >= 0) {
+        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, other, u.other_dim, m.local, off, {},
+                                             absl::StrCat(NameOr(other, "w"), "_blk")));
+        other = sl;
+      }
+      Value* lhs = u.operand == 0 ? blk : other;
+      Value* rhs = u.operand == 0 ? other : blk;
+      Type result = mm->result(0)->type();
+      COMMIR_CMM_ASSIGN_VALUE(
+          part, EmitMatmul(e, *mm, lhs, rhs, WithDim(result, u.result_dim, m.local), {},
+                           absl::StrCat(ResultName(*mm), "_blk")));
+      COMMIR_CMM_ASSIGN_VALUE(
+          acc, Emit(e, OpKind::kDynamicUpdateSlice, {accs[k], part, off}, DimAttrs(u.result_dim),
+                    {}, {}, absl::StrCat(ResultName(*mm), "_acc")));
+      next.push_back(acc);
+    }
+    return next;
+  }
+
+  absl::Status RewriteGather(const GatherMatch& m) {
+    Operation* gather = m.gather;
+    Operation* first = m.uses.front().matmul;
+    Block* block = first->parent_block();
+    Value* x = gather->operand(0);
+    const int64_t n = m.group;
+    const std::string blk_name = absl::StrCat(NameOr(x, "x"), "_blk");
+    Emitter e(&function_, block, first);
+    e.set_loc(gather->loc());
+    COMMIR_CMM_ASSIGN_VALUE(rank, Rank(m.axes, gather->loc()));
+    std::vector<Value*> accs;
+    for (const GatherUse& u : m.uses) {
+      Type t = u.matmul->result(0)->type();
+      COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(t), {&t, 1}, {},
+                                         absl::StrCat(ResultName(*u.matmul), "_init")));
+      accs.push_back(zero);
+    }
+    absl::StatusOr<std::vector<Value*>> done;
+    if (direction_ == RingDirection::kUni) {
+      // Steps 0 .. n-2: send the held block on while multiplying it.
+      std::vector<Value*> inits = accs;
+      inits.push_back(x);
+      std::vector<std::string> names;
+      for (const GatherUse& u : m.uses)
+        names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+      names.push_back(blk_name);
+      Loop loop = CreateLoop(block, first, gather->loc(), 0, n - 1, inits, names);
+      Emitter b(&function_, loop.body, nullptr);
+      b.set_loc(gather->loc());
+      Value* blk = loop.carried.back();
+      COMMIR_CMM_ASSIGN_VALUE(next, Emit(b, OpKind::kShift, {blk}, ShiftAttrs(m.axes, 1), {},
+                                         {nullptr, kForwardStream}, blk_name + "_next"));
+      COMMIR_CMM_ASSIGN_VALUE(src, RingIndex(b, rank, loop.iv, true, 0, n, "src"));
+      std::vector<Value*> held(loop.carried.begin(), loop.carried.end() - 1);
+      absl::StatusOr<std::vector<Value*>> stepped = GatherStep(b, m, blk, src, held);
+      if (!stepped.ok()) return stepped.status();
+      std::vector<Value*> yields = *stepped;
+      yields.push_back(next);
+      Yield(loop, yields);
+      // The last step (s = n-1, block of rank + 1) only multiplies.
+      for (size_t k = 0; k < m.uses.size(); ++k) {
+        loop.op->result(static_cast<int>(k))
+            ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
+      }
+      loop.op->result(static_cast<int>(m.uses.size()))->set_name(blk_name + "_last");
+      std::vector<Value*> after = loop.op->results();
+      Value* last = after.back();
+      after.pop_back();
+      COMMIR_CMM_ASSIGN_VALUE(last_src, RingIndex(e, rank, nullptr, false, 1, n, "src_last"));
+      done = GatherStep(e, m, last, last_src, after);
+    } else {
+      done = BidirectionalGather(e, m, rank, x, accs, blk_name);
+    }
+    if (!done.ok()) return done.status();
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      Operation* mm = m.uses[k].matmul;
+      Value* out = (*done)[k];
+      out->set_name(ResultName(*mm));
+      mm->result(0)->ReplaceAllUsesWith(out);
+      mm->Erase();
+    }
+    if (gather->result(0)->use_empty()) gather->Erase();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<Value*>> BidirectionalGather(Emitter& e, const GatherMatch& m,
+                                                          Value* rank, Value* x,
+                                                          std::vector<Value*> accs,
+                                                          const std::string& blk_name) {
+    const int64_t n = m.group;
+    const int64_t h = (n - 1) / 2;  // rounds that receive from both sides
+    const int64_t rounds = n / 2;   // ceil((n-1)/2): shift rounds in all
+    const AxisList& axes = m.axes;
+    const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
+    // Step 0: send the own block both ways, multiply it.
+    COMMIR_CMM_ASSIGN_VALUE(f, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, 1), {},
+                                    {nullptr, kForwardStream}, fwd_name));
+    Value* g = nullptr;
+    if (h >= 1) {
+      COMMIR_CMM_ASSIGN_VALUE(g0, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, -1), {},
+                                       {nullptr, kBackwardStream}, bwd_name));
+      g = g0;
+    }
+    absl::StatusOr<std::vector<Value*>> stepped = GatherStep(e, m, x, rank, accs);
+    if (!stepped.ok()) return stepped;
+    accs = *stepped;
+    // Steps 1 .. h-1: both ways, in a loop.
+    if (h >= 2) {
+      std::vector<Value*> inits = accs;
+      inits.push_back(f);
+      inits.push_back(g);
+      std::vector<std::string> names;
+      for (const GatherUse& u : m.uses)
+        names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+      names.push_back(fwd_name);
+      names.push_back(bwd_name);
+      Loop loop =
+          CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), 1, h, inits, names);
+      Emitter b(&function_, loop.body, nullptr);
+      b.set_loc(m.gather->loc());
+      Value* lf = loop.carried[accs.size()];
+      Value* lg = loop.carried[accs.size() + 1];
+      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {lf}, ShiftAttrs(axes, 1), {},
+                                       {nullptr, kForwardStream}, fwd_name + "_next"));
+      COMMIR_CMM_ASSIGN_VALUE(ng, Emit(b, OpKind::kShift, {lg}, ShiftAttrs(axes, -1), {},
+                                       {nullptr, kBackwardStream}, bwd_name + "_next"));
+      COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
+      COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
+      std::vector<Value*> held(loop.carried.begin(), loop.carried.begin() + accs.size());
+      absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held);
+      if (!s1.ok()) return s1;
+      absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1);
+      if (!s2.ok()) return s2;
+      std::vector<Value*> yields = *s2;
+      yields.push_back(nf);
+      yields.push_back(ng);
+      Yield(loop, yields);
+      for (size_t k = 0; k < m.uses.size(); ++k) {
+        loop.op->result(static_cast<int>(k))
+            ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
+      }
+      loop.op->result(static_cast<int>(accs.size()))->set_name(fwd_name + "_held");
+      loop.op->result(static_cast<int>(accs.size()) + 1)->set_name(bwd_name + "_held");
+      std::vector<Value*> results = loop.op->results();
+      accs.assign(results.begin(), results.begin() + accs.size());
+      f = results[accs.size()];
+      g = results[accs.size() + 1];
+    }
+    // Step h: the blocks of rank -/+ h; with n even the forward block goes one more hop.
+    Value* f_last = nullptr;
+    if (h >= 1) {
+      if (rounds > h) {
+        COMMIR_CMM_ASSIGN_VALUE(nf, Emit(e, OpKind::kShift, {f}, ShiftAttrs(axes, 1), {},
+                                         {nullptr, kForwardStream}, fwd_name + "_last"));
+        f_last = nf;
+      }
+      COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(e, rank, nullptr, false, -h, n, "src_fwd"));
+      COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(e, rank, nullptr, false, h, n, "src_bwd"));
+      absl::StatusOr<std::vector<Value*>> s1 = GatherStep(e, m, f, sf, accs);
+      if (!s1.ok()) return s1;
+      absl::StatusOr<std::vector<Value*>> s2 = GatherStep(e, m, g, sb, *s1);
+      if (!s2.ok()) return s2;
+      accs = *s2;
+    } else {
+      f_last = f;  // n = 2: the one block received is the opposite one
+    }
+    // Step `rounds` (n even): the opposite block, rank + n/2.
+    if (rounds > h) {
+      COMMIR_CMM_ASSIGN_VALUE(so, RingIndex(e, rank, nullptr, false, rounds, n, "src_opp"));
+      absl::StatusOr<std::vector<Value*>> s = GatherStep(e, m, f_last, so, accs);
+      if (!s.ok()) return s;
+      accs = *s;
+    }
+    return accs;
+  }
+
+  static Block* BlockOf(const GatherMatch& m) { return m.uses.front().matmul->parent_block(); }
+
+  // ---- GEMM + reduce_scatter --------------------------------------------------------
+
+  // This device's addend for output block `blk` (an index): the operands indexing the
+  // scattered dimension sliced to that block.
+  absl::StatusOr<Value*> Addend(Emitter& e, const ScatterMatch& m, Value* blk,
+                                const std::string& name) {
+    Operation* mm = m.matmul;
+    const int64_t size = m.full / m.group;
+    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(e, blk, size, name + "_off"));
+    Value* operands[2] = {mm->operand(0), mm->operand(1)};
+    for (int w = 0; w < 2; ++w) {
+      if (m.operand_dim[w] < 0) continue;
+      COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, operands[w], m.operand_dim[w], size, off, {},
+                                           absl::StrCat(NameOr(operands[w], "x"), "_blk")));
+      operands[w] = sl;
+    }
+    return EmitMatmul(e, *mm, operands[0], operands[1],
+                      WithDim(mm->result(0)->type(), m.result_dim, size), {}, name);
+  }
+
+  absl::StatusOr<Value*> Combine(Emitter& e, const ScatterMatch& m, Value* a, Value* b,
+                                 const std::string& name) {
+    std::string reduce = m.scatter->attrs().GetIdent("reduce", "sum");
+    OpKind kind = reduce == "max" ? OpKind::kMax : reduce == "min" ? OpKind::kMin : OpKind::kAdd;
+    return Emit(e, kind, {a, b}, {}, {}, {}, name);
+  }
+
+  absl::Status RewriteScatter(const ScatterMatch& m) {
+    Operation* scatter = m.scatter;
+    Block* block = scatter->parent_block();
+    const int64_t n = m.group;
+    const std::string name = NameOr(scatter->result(0), "y");
+    Emitter e(&function_, block, scatter);
+    e.set_loc(scatter->loc());
+    COMMIR_CMM_ASSIGN_VALUE(rank, Rank(m.axes, scatter->loc()));
+    Value* result = nullptr;
+    if (direction_ == RingDirection::kUni) {
+      // Step 0: the addend for block rank - 1, the start of its accumulator.
+      COMMIR_CMM_ASSIGN_VALUE(b0, RingIndex(e, rank, nullptr, false, -1, n, "dst"));
+      COMMIR_CMM_ASSIGN_VALUE(a0, Addend(e, m, b0, name + "_part"));
+      Value* inits[] = {a0};
+      std::string names[] = {name + "_acc"};
+      Loop loop = CreateLoop(block, scatter, scatter->loc(), 1, n, inits, names);
+      Emitter b(&function_, loop.body, nullptr);
+      b.set_loc(scatter->loc());
+      COMMIR_CMM_ASSIGN_VALUE(recv,
+                              Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(m.axes, 1), {},
+                                   {nullptr, kForwardStream}, name + "_recv"));
+      COMMIR_CMM_ASSIGN_VALUE(dst, RingIndex(b, rank, loop.iv, true, -1, n, "dst"));
+      COMMIR_CMM_ASSIGN_VALUE(part, Addend(b, m, dst, name + "_part"));
+      COMMIR_CMM_ASSIGN_VALUE(sum, Combine(b, m, recv, part, name + "_next"));
+      Value* yields[] = {sum};
+      Yield(loop, yields);
+      result = loop.op->result(0);
+    } else {
+      absl::StatusOr<Value*> r = BidirectionalScatter(e, m, rank, name);
+      if (!r.ok()) return r.status();
+      result = *r;
+    }
+    result->set_name(name);
+    scatter->result(0)->ReplaceAllUsesWith(result);
+    Operation* mm = m.matmul;
+    scatter->Erase();
+    mm->Erase();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Value*> BidirectionalScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+                                              const std::string& name) {
+    const int64_t n = m.group;
+    const int64_t h1 = n / 2;        // devices collected forward, ceil((n-1)/2)
+    const int64_t h2 = (n - 1) / 2;  // devices collected backward
+    const AxisList& axes = m.axes;
+    // Step 0: start both accumulators and send them.
+    COMMIR_CMM_ASSIGN_VALUE(df, RingIndex(e, rank, nullptr, false, h1, n, "dst_fwd"));
+    COMMIR_CMM_ASSIGN_VALUE(pf, Addend(e, m, df, name + "_fwd_part"));
+    COMMIR_CMM_ASSIGN_VALUE(rf0, Emit(e, OpKind::kShift, {pf}, ShiftAttrs(axes, 1), {},
+                                      {nullptr, kForwardStream}, name + "_fwd_recv"));
+    Value* rf = rf0;
+    Value* rb = nullptr;
+    if (h2 >= 1) {
+      COMMIR_CMM_ASSIGN_VALUE(db, RingIndex(e, rank, nullptr, false, -h2, n, "dst_bwd"));
+      COMMIR_CMM_ASSIGN_VALUE(pb, Addend(e, m, db, name + "_bwd_part"));
+      COMMIR_CMM_ASSIGN_VALUE(rb0, Emit(e, OpKind::kShift, {pb}, ShiftAttrs(axes, -1), {},
+                                        {nullptr, kBackwardStream}, name + "_bwd_recv"));
+      rb = rb0;
+    }
+    // Steps 1 .. h2-1: add to both and pass them on.
+    if (h2 >= 2) {
+      Value* inits[] = {rf, rb};
+      std::string names[] = {name + "_fwd", name + "_bwd"};
+      Loop loop =
+          CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, h2, inits, names);
+      Emitter b(&function_, loop.body, nullptr);
+      b.set_loc(m.scatter->loc());
+      // Forward block rank + h1 - s, backward block rank + s - h2.
+      COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(b, rank, loop.iv, true, h1, n, "dst_fwd"));
+      COMMIR_CMM_ASSIGN_VALUE(tb, RingIndex(b, rank, loop.iv, false, -h2, n, "dst_bwd"));
+      COMMIR_CMM_ASSIGN_VALUE(qf, Addend(b, m, tf, name + "_fwd_part"));
+      COMMIR_CMM_ASSIGN_VALUE(qb, Addend(b, m, tb, name + "_bwd_part"));
+      COMMIR_CMM_ASSIGN_VALUE(sf, Combine(b, m, loop.carried[0], qf, name + "_fwd_sum"));
+      COMMIR_CMM_ASSIGN_VALUE(sb, Combine(b, m, loop.carried[1], qb, name + "_bwd_sum"));
+      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
+                                       {nullptr, kForwardStream}, name + "_fwd_next"));
+      COMMIR_CMM_ASSIGN_VALUE(nb, Emit(b, OpKind::kShift, {sb}, ShiftAttrs(axes, -1), {},
+                                       {nullptr, kBackwardStream}, name + "_bwd_next"));
+      Value* yields[] = {nf, nb};
+      Yield(loop, yields);
+      rf = loop.op->result(0);
+      rb = loop.op->result(1);
+      rf->set_name(name + "_fwd_held");
+      rb->set_name(name + "_bwd_held");
+    }
+    // With n even the forward accumulator collects one device more (s = h2).
+    if (h1 > h2 && h2 >= 1) {
+      COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(e, rank, nullptr, false, h1 - h2, n, "dst_fwd"));
+      COMMIR_CMM_ASSIGN_VALUE(qf, Addend(e, m, tf, name + "_fwd_part"));
+      COMMIR_CMM_ASSIGN_VALUE(sf, Combine(e, m, rf, qf, name + "_fwd_sum"));
+      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(e, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
+                                       {nullptr, kForwardStream}, name + "_fwd_recv"));
+      rf = nf;
+    }
+    // Last step: the own addend plus what arrived from both sides.
+    COMMIR_CMM_ASSIGN_VALUE(own, Addend(e, m, rank, name + "_own"));
+    COMMIR_CMM_ASSIGN_VALUE(total, Combine(e, m, own, rf, rb != nullptr ? name + "_half" : name));
+    if (rb == nullptr) return total;
+    return Combine(e, m, total, rb, name);
+  }
+
+ private:
+  Function& function_;
+  RingDirection direction_;
+  absl::flat_hash_map<AxisList, Value*> ranks_;
+};
+
+}  // namespace
+
+absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction) {
+  int rewritten = 0;
+  for (Function* function : module.functions()) {
+    cmm::CollectiveMatmulMatches matches = cmm::FindCollectiveMatmuls(*function);
+    Ring ring(*function, direction);
+    for (const cmm::GatherMatch& m : matches.gathers) {
+      if (absl::Status s = ring.RewriteGather(m); !s.ok()) return s;
+      ++rewritten;
+    }
+    for (const cmm::ScatterMatch& m : matches.scatters) {
+      if (absl::Status s = ring.RewriteScatter(m); !s.ok()) return s;
+      ++rewritten;
+    }
+  }
+  return rewritten;
+}
+
+absl::Status RingCollectiveMatmulPass::Run(Module& module) {
+  RingDirection direction =
+      options().GetString("direction") == "bi" ? RingDirection::kBi : RingDirection::kUni;
+  return RingCollectiveMatmul(module, direction).status();
+}
+
+}  // namespace commir::schedules

@@ -1,0 +1,53 @@
+// ring-collective-matmul{direction=uni|bi}: the collective-matmul decomposition (Wang et
+// al., ASPLOS'23; XLA's windowed einsum) of each all_gather -> matmul and
+// matmul -> reduce_scatter pair (collective_matmul.h says what matches): the collective
+// becomes n-1 `shift`s of blocks around the ring over the collective's axes, each
+// overlapping the GEMM of the block already held.
+//
+// all_gather + GEMM, uni: step s holds the block of device (rank - s) mod n; steps
+// 0..n-2 run in a `for` loop that shifts the block on (stream 1) while multiplying it
+// (main stream) and writing the product in place (dynamic_update_slice at
+// ((rank - s) mod n) * m). The last step is peeled: it multiplies without sending, so no
+// transfer is wasted (n-1 shifts).
+// all_gather + GEMM, bi: the held block goes both ways, forward on stream 1 and backward
+// on stream 2, so blocks arrive from both neighbours and the schedule takes
+// ceil((n-1)/2) shift rounds instead of n-1; with n even the last round sends forward
+// only (the opposite block would arrive twice). Still n-1 block transfers per device.
+//
+// GEMM + reduce_scatter, uni: device r computes, at step s, its addend for block
+// (r - s - 1) mod n, adds it to the accumulator received from the left and passes the
+// sum on (stream 1); after n-1 shifts the accumulator it holds is its own block, summed
+// over the ring. The first step has nothing to add to and the last sends nothing.
+// GEMM + reduce_scatter, bi: two accumulators per block, one collecting the
+// ceil((n-1)/2) devices before it travelling forward, one the floor((n-1)/2) after it
+// travelling backward; each device adds its own addend to both on arrival.
+// Accumulators travel in the matmul's result element type (as NCCL does for bf16) and
+// are combined with add, max or min as the reduce_scatter's `reduce` says.
+//
+// uni is one `for` loop of n-1 trips plus the peeled last step; bi peels its first and
+// last rounds and loops over the rounds in between (none for n <= 4), so the printed
+// schedule has the same size for any ring size. Each ring uses one `rank` of its axes,
+// emitted at the top of the function and shared by every rewritten pair.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_COLLECTIVE_MATMUL_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_RING_COLLECTIVE_MATMUL_H_
+
+#include "absl/status/statusor.h"
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir::schedules {
+
+enum class RingDirection { kUni, kBi };
+
+// Rewrites every matching pair of `module`'s spmd functions; returns how many.
+absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction);
+
+class RingCollectiveMatmulPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+};
+
+}  // namespace commir::schedules
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_RING_COLLECTIVE_MATMUL_H_

@@ -1,0 +1,59 @@
+// schedule-report: what a communication schedule costs each device, for comparing
+// schedules of one program (benchmarks/schedule_table.py prints the table). Per spmd
+// function, counting every loop trip:
+//   collectives  collectives executed other than shift
+//   shifts       shifts executed
+//   ring-steps   shifts executed on the busiest stream: the sequential ring steps (a
+//                bidirectional ring sends on two streams at once)
+//   gemms        matmuls executed
+//   attentions   attention ops executed (a ring runs one per block it visits)
+//   bytes        bytes each device sends (the ops' OpDef cost formulas, as comm-report)
+//   peak-extra   the most bytes live at once beyond the arguments and the buffers that
+//                end up returned: a liveness simulation of the program in execution
+//                order, where a value is freed after its last use (a use inside a loop
+//                keeps an outer value until the loop ends), a reshape is a view of its
+//                operand and a dynamic_update_slice whose operand dies there updates it
+//                in place (what a backend with buffer reuse does).
+// The report goes to stderr, one line per spmd function (the shared ag_matmul example
+// as a one-way ring, wrapped here):
+//   // schedule-report @ag_matmul: collectives 0  shifts 7  ring-steps 7  gemms 8
+//   //   attentions 0  bytes/device 917504  peak-extra/device 294912
+// Global functions are skipped with a line saying so.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir::schedules {
+
+struct ScheduleStats {
+  int64_t collectives = 0;
+  int64_t shifts = 0;
+  int64_t ring_steps = 0;
+  int64_t gemms = 0;
+  int64_t attentions = 0;
+  double bytes_per_device = 0;
+  double peak_extra_bytes = 0;
+};
+
+ScheduleStats ComputeScheduleStats(const Function& function);
+std::string FormatScheduleReport(const Module& module);
+
+class ScheduleReportPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+  void set_output(std::ostream* out) { out_ = out; }
+
+ private:
+  std::ostream* out_ = nullptr;
+};
+
+}  // namespace commir::schedules
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_

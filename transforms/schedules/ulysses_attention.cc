@@ -1,0 +1,114 @@
+#include "transforms/schedules/ulysses_attention.h"
+
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transforms/schedules/attention_match.h"
+
+namespace commir::schedules {
+namespace {
+
+constexpr int64_t kCommStream = 1;
+
+AttrDict AllToAllAttrs(const AxisList& axes, int64_t split_dim, int64_t concat_dim) {
+  AttrDict attrs = CollectiveAttrs(axes, kCommStream);
+  attrs.Set("split_dim", Attribute::Int(split_dim));
+  attrs.Set("concat_dim", Attribute::Int(concat_dim));
+  return attrs;
+}
+
+// Repeats each of x's heads (dim 1) `times` times in place: [B, Hkv, S, D] ->
+// [B, Hkv * times, S, D] with head c*times + t a copy of head c.
+Value* RepeatHeads(ScheduleEmitter& e, Value* x, int64_t times, const std::string& name) {
+  if (times == 1) return x;
+  std::vector<int64_t> d = x->type().dims();
+  Type expanded = x->type().WithDims({d[0], d[1], 1, d[2], d[3]});
+  Type repeated = x->type().WithDims({d[0], d[1], times, d[2], d[3]});
+  Type merged = x->type().WithDims({d[0], d[1] * times, d[2], d[3]});
+  Value* e1 = e.Op(OpKind::kReshape, {x}, {}, expanded);
+  Value* e2 = e.Op(OpKind::kBroadcast, {e1}, {}, repeated);
+  return e.Op(OpKind::kReshape, {e2}, {}, merged, name);
+}
+
+absl::Status Rewrite(Function& function, const GatheredAttention& match) {
+  Operation* attention = match.attention;
+  const int64_t n = match.group_size;
+  Value* q = attention->operand(0);
+  Value* k = match.k_gather->operand(0);
+  Value* v = match.v_gather->operand(0);
+  const int64_t heads = q->type().dims()[1];
+  const int64_t kv_heads = k->type().dims()[1];
+  const int64_t local_queries = q->type().dims()[2];
+  const bool causal = attention->attrs().GetBool("causal", false);
+  if (heads % n != 0) return absl::OkStatus();
+  const int64_t kv_target = std::lcm(kv_heads, n);
+  if (heads % kv_target != 0) return absl::OkStatus();
+  std::optional<Operand> query_base;
+  if (causal) {
+    if (attention->num_operands() < 4) return absl::OkStatus();
+    query_base = QueryBase(attention->operand(3), match.axes, local_queries);
+    if (!query_base.has_value()) return absl::OkStatus();
+  }
+
+  ScheduleEmitter e(&function, function.body(), attention, attention->loc());
+  Value* k_rep = RepeatHeads(e, k, kv_target / kv_heads, "k_rep");
+  Value* v_rep = RepeatHeads(e, v, kv_target / kv_heads, "v_rep");
+  AttrDict to_heads = AllToAllAttrs(match.axes, 1, 2);
+  Value* qh = e.Op(OpKind::kAllToAll, {q}, to_heads, std::nullopt, "q_heads");
+  Value* kh = e.Op(OpKind::kAllToAll, {k_rep}, to_heads, std::nullopt, "k_heads");
+  Value* vh = e.Op(OpKind::kAllToAll, {v_rep}, to_heads, std::nullopt, "v_heads");
+  std::vector<Operand> operands = {qh, kh, vh};
+  if (causal) {
+    // The whole query sequence starts at the base; with the default k_pos and as many
+    // queries as keys that is attention's own default (0), so no positions are needed.
+    const int64_t queries = local_queries * n;
+    const int64_t keys = k->type().dims()[2] * n;
+    bool base_is_default = query_base->value == nullptr &&
+                           query_base->literal == static_cast<double>(keys - queries);
+    if (!base_is_default || attention->num_operands() >= 5) {
+      Value* q_pos = query_base->value;
+      if (q_pos == nullptr) {
+        q_pos = e.IndexConstant(static_cast<int64_t>(query_base->literal), "q_pos");
+      }
+      operands.push_back(q_pos);
+      if (attention->num_operands() >= 5) operands.push_back(attention->operand(4));
+    }
+  }
+  AttrDict attrs = attention->attrs();
+  attrs.Erase("stream");
+  const int results = attention->num_results();
+  std::vector<Value*> local = e.Ops(OpKind::kAttention, operands, attrs, results, {"o_heads", "lse_heads"});
+  std::vector<Value*> back;
+  for (int r = 0; r < results; ++r) {
+    int64_t seq_dim = 2;  // [B, H/n, S(, Dv)] -> [B, H, S/n(, Dv)]
+    back.push_back(e.Op(OpKind::kAllToAll, {local[r]}, AllToAllAttrs(match.axes, seq_dim, 1)));
+  }
+  if (!e.ok()) {
+    return absl::InternalError(absl::StrCat("ulysses-attention: ", e.status().message()));
+  }
+  for (int r = 0; r < results; ++r) {
+    back[r]->set_name(attention->result(r)->name());
+    attention->result(r)->ReplaceAllUsesWith(back[r]);
+  }
+  EraseWithDeadProducers(attention);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status UlyssesAttention(Module& module) {
+  for (Function* function : module.functions()) {
+    for (const GatheredAttention& match : FindGatheredAttention(*function)) {
+      if (absl::Status s = Rewrite(*function, match); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UlyssesAttentionPass::Run(Module& module) { return UlyssesAttention(module); }
+
+}  // namespace commir::schedules

@@ -1,0 +1,38 @@
+// ulysses-attention: sequence-parallel attention by all-to-all (DeepSpeed-Ulysses).
+//
+// Matches `attention(q, all_gather(k), all_gather(v))` with the gathers along the
+// sequence (dim 2) over a group of n >= 2 devices (attention_match.h) and replaces it
+// with: q, k and v each go from a sequence split to a head split with
+// `all_to_all {split_dim = 1, concat_dim = 2}` (stream 1), every device attends its H/n
+// heads over the whole sequence, and the output (and lse, if asked for) goes back with
+// `all_to_all {split_dim = 2, concat_dim = 1}`. Received blocks are concatenated in
+// source order, so the keys are exactly the gathered sequence and k_pos is kept; the
+// queries, now the whole sequence, sit at the position of the first query, recovered
+// from q_pos = base + rank * Sq_local (the form lower-to-spmd writes).
+//
+// Heads: H must be divisible by n. GQA with Hkv not divisible by n repeats each kv head
+// r times first (reshape, broadcast, reshape: kv head c becomes heads c*r .. c*r+r-1,
+// which keeps head h reading its own kv head) with Hkv*r = lcm(Hkv, n), if H is divisible
+// by that; the repeat costs r times the k/v all_to_all bytes. Otherwise, and for causal
+// attention whose q_pos has another form, the op is left unchanged.
+#ifndef COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
+#define COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
+
+#include "absl/status/status.h"
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir::schedules {
+
+// Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
+absl::Status UlyssesAttention(Module& module);
+
+class UlyssesAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+};
+
+}  // namespace commir::schedules
+
+#endif  // COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
