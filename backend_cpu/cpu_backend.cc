@@ -61,6 +61,23 @@ std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
+                                                      const runtime::OpContext& /*context*/,
+                                                      absl::Span<const Tensor* const> tensors,
+                                                      absl::Span<const int64_t> indices) {
+  return RunOp(op, tensors, indices);
+}
+
+absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(
+    const Operation& op, const runtime::CollectiveContext& context,
+    absl::Span<const Tensor* const> parts) {
+  if (context.local.size() != context.group.size()) {
+    return absl::InvalidArgumentError(
+        "the cpu backend runs a collective only with every group member's part");
+  }
+  return RunCollective(op, parts);
+}
+
+absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
                                                       absl::Span<const Tensor* const> t,
                                                       absl::Span<const int64_t> indices) {
   const AttrDict& attrs = op.attrs();

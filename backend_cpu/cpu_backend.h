@@ -10,11 +10,22 @@ namespace commir::cpu {
 class CpuBackend : public runtime::Backend {
  public:
   absl::string_view name() const override { return "cpu"; }
+  // Host tensors run on the host whatever the device and stream: the context is unused,
+  // and a collective always receives every member's part (one process runs the mesh).
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
-      const Operation& op, absl::Span<const runtime::Tensor* const> tensors,
+      const Operation& op, const runtime::OpContext& context,
+      absl::Span<const runtime::Tensor* const> tensors,
       absl::Span<const int64_t> indices) override;
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
-      const Operation& op, absl::Span<const runtime::Tensor* const> parts) override;
+      const Operation& op, const runtime::CollectiveContext& context,
+      absl::Span<const runtime::Tensor* const> parts) override;
+
+  // The same without a context, for tests and benchmarks.
+  absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
+      const Operation& op, absl::Span<const runtime::Tensor* const> tensors,
+      absl::Span<const int64_t> indices);
+  absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
+      const Operation& op, absl::Span<const runtime::Tensor* const> parts);
 };
 
 }  // namespace commir::cpu

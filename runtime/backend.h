@@ -3,12 +3,18 @@
 // grouping of devices for collectives; a backend only carries out tensor ops and
 // collectives. This is the seam between the shared interpretation of spmd programs and
 // the cpu and cuda backends.
+//
+// Values may be host tensors (the cpu backend) or device-resident tensors (the cuda
+// backend, Tensor::OnDevice): the interpreter hands inputs to ToDevice once, passes
+// whatever the backend returns from op to op, and asks ToHost for the results. Number
+// literals always arrive as host rank-0 tensors.
 #ifndef COMMIR_RUNTIME_BACKEND_H_
 #define COMMIR_RUNTIME_BACKEND_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -17,23 +23,56 @@
 
 namespace commir::runtime {
 
+// Where one device's instance of an op runs.
+struct OpContext {
+  int64_t device = 0;  // mesh device id (0 for a global function)
+  // The op's stream on this device: its `stream = N` attribute or the value of its
+  // `stream = %v` operand (0 by default).
+  int64_t stream = 0;
+};
+
+// One device group's instance of a collective.
+struct CollectiveContext {
+  // Every member's mesh device id, in coordinate order.
+  std::vector<int64_t> group;
+  // The members this process drives, as positions in `group`, ascending: parts[i] and
+  // result i belong to group[local[i]]. All of them when one process runs the whole
+  // mesh; a backend that spans processes (NCCL) supplies the other members' data.
+  std::vector<int64_t> local;
+  // streams[i]: the stream the op names on device group[local[i]].
+  std::vector<int64_t> streams;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual absl::string_view name() const = 0;
 
   // Runs a non-collective tensor op on one device. `tensors` are the op's tensor
-  // operands in order (number literals arrive as rank-0 tensors); `indices` are the
-  // values of its index operands in order (dynamic slice offsets, attention q_pos and
-  // k_pos). Returns the op's results.
+  // operands in order (number literals arrive as rank-0 host tensors); `indices` are
+  // the values of its index operands in order (dynamic slice offsets, attention q_pos
+  // and k_pos). Returns the op's results.
   virtual absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op,
+                                                    const OpContext& context,
                                                     absl::Span<const Tensor* const> tensors,
                                                     absl::Span<const int64_t> indices) = 0;
 
-  // Runs a collective for one device group: parts[i] is the operand of the group member
-  // with coordinate i; returns each member's result in the same order.
+  // Runs a collective for one device group: parts[i] is the operand of the local member
+  // group[local[i]]; returns each local member's result in the same order.
   virtual absl::StatusOr<std::vector<Tensor>> RunCollective(
-      const Operation& op, absl::Span<const Tensor* const> parts) = 0;
+      const Operation& op, const CollectiveContext& context,
+      absl::Span<const Tensor* const> parts) = 0;
+
+  // Whether values live in device memory. If so the interpreter moves inputs in with
+  // ToDevice and results out with ToHost; otherwise it uses host tensors directly.
+  virtual bool uses_device_memory() const { return false; }
+  // Makes a host input resident on `device`.
+  virtual absl::StatusOr<Tensor> ToDevice(int64_t /*device*/, const Tensor& host) {
+    return host;
+  }
+  // A host copy of a value. Waits for the value's producer: the one place where the
+  // host waits for a device.
+  virtual absl::StatusOr<Tensor> ToHost(const Tensor& value) { return value; }
 };
 
 }  // namespace commir::runtime

@@ -41,12 +41,43 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
     : function_(function),
       backend_(backend),
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
-      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {}
+      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1),
+      is_local_(num_devices_, true) {
+  for (int64_t d = 0; d < num_devices_; ++d) local_.push_back(d);
+}
+
+absl::Status Interpreter::set_local_devices(std::vector<int64_t> devices) {
+  std::vector<bool> is_local(num_devices_, false);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0 || devices[i] >= num_devices_ || (i > 0 && devices[i] <= devices[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "local devices must be ascending ids below %d; got %d at position %d", num_devices_,
+          devices[i], i));
+    }
+    is_local[devices[i]] = true;
+  }
+  if (devices.empty()) return absl::InvalidArgumentError("no local devices");
+  local_ = std::move(devices);
+  is_local_ = std::move(is_local);
+  return absl::OkStatus();
+}
+
+int64_t Interpreter::StreamOf(const Operation& op, const Env& env, int64_t device) const {
+  return op.stream_operand() != nullptr ? Lookup(env, device, op.stream_operand()).index
+                                        : op.attrs().GetInt("stream", 0);
+}
 
 absl::Status Interpreter::Fail(const Operation& op, int64_t device, absl::string_view message) {
+  return Fail(op, device, absl::InvalidArgumentError(message));
+}
+
+absl::Status Interpreter::Fail(const Operation& op, int64_t device, const absl::Status& status) {
   error_location_ = op.loc();
   std::string where = num_devices_ > 1 ? absl::StrFormat("device %d: ", device) : "";
-  return absl::InvalidArgumentError(absl::StrCat(where, "'", op.name(), "': ", message));
+  // The code is kept: a device failure (Unavailable, ResourceExhausted, ...) is not an
+  // invalid program, and commir-run exits differently for it.
+  return absl::Status(status.code(),
+                      absl::StrCat(where, "'", op.name(), "': ", status.message()));
 }
 
 Interpreter::Slot Interpreter::Lookup(const Env& env, int64_t device, const Value* value) const {
@@ -73,7 +104,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
         absl::StrFormat("expected inputs for %d devices, got %d", num_devices_, inputs.size()));
   }
   Env env(num_devices_);
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     if (static_cast<int>(inputs[d].size()) != body.num_arguments()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "@%s takes %d arguments, got %d", function_.name(), body.num_arguments(), inputs[d].size()));
@@ -90,6 +121,12 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
         return absl::InvalidArgumentError(absl::StrFormat(
             "argument %%%s on device %d: expected %s, got %s", body.argument(i)->name(), d,
             expected.ToString(), input.DebugTypeString()));
+      }
+      if (backend_.uses_device_memory()) {
+        absl::StatusOr<Tensor> resident = backend_.ToDevice(d, input);
+        if (!resident.ok()) return resident.status();
+        env[d][body.argument(i)] = Slot{std::make_shared<Tensor>(*std::move(resident)), 0};
+        continue;
       }
       // The caller's tensors outlive the run, so they are referred to, not copied: a
       // non-owning pointer (aliasing constructor, empty owner), never moved from.
@@ -108,11 +145,18 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
   start_time_us_ = NowMicros();
   if (absl::Status s = RunBlock(body, env); !s.ok()) return s;
   std::vector<std::vector<Tensor>> outputs(num_devices_);
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     std::vector<std::shared_ptr<const Tensor>> results;
     for (const Value* v : ret->operands()) results.push_back(Lookup(env, d, v).tensor);
     env[d].clear();
     for (std::shared_ptr<const Tensor>& result : results) {
+      if (backend_.uses_device_memory()) {
+        absl::StatusOr<Tensor> host = backend_.ToHost(*result);
+        if (!host.ok()) return host.status();
+        outputs[d].push_back(*std::move(host));
+        result.reset();
+        continue;
+      }
       // A result held only here (not an input, not returned twice, not shared with
       // another device) is moved out rather than copied. Tensors the interpreter creates
       // are non-const objects (make_shared<Tensor>), so moving from them is defined.
@@ -134,15 +178,14 @@ absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
     if (absl::Status s = RunOp(*op, env); !s.ok()) return s;
     if (events_ != nullptr && !op->Is(OpKind::kFor)) {
       double end = NowMicros();
-      // Lockstep execution: the op ran for every device within [start, end]; attribute an
-      // equal share to each so per-device traces show the op's cost.
-      double share = (end - start) / static_cast<double>(num_devices_);
-      for (int64_t d = 0; d < num_devices_; ++d) {
-        int64_t stream = op->stream_operand() != nullptr
-                             ? Lookup(env, d, op->stream_operand()).index
-                             : op->attrs().GetInt("stream", 0);
-        events_->push_back({d, op, start - start_time_us_ + share * d,
-                            start - start_time_us_ + share * (d + 1), stream});
+      // Lockstep execution: the op ran for every local device within [start, end];
+      // attribute an equal share to each so per-device traces show the op's cost.
+      double share = (end - start) / static_cast<double>(local_.size());
+      for (size_t i = 0; i < local_.size(); ++i) {
+        int64_t d = local_[i];
+        events_->push_back({d, op, start - start_time_us_ + share * static_cast<double>(i),
+                            start - start_time_us_ + share * static_cast<double>(i + 1),
+                            StreamOf(*op, env, d)});
       }
     }
   }
@@ -159,7 +202,7 @@ absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
 }
 
 absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     int64_t value = 0;
     switch (op.kind()) {
       case OpKind::kRank:
@@ -205,11 +248,11 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   int64_t step = op.attrs().GetInt("step", 1);
   // Carried values start as the init operands.
   std::vector<std::vector<Slot>> carried(num_devices_);
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     for (const Value* init : op.operands()) carried[d].push_back(Lookup(env, d, init));
   }
   for (int64_t i = lower; i < upper; i += step) {
-    for (int64_t d = 0; d < num_devices_; ++d) {
+    for (int64_t d : local_) {
       env[d][body.argument(0)] = Slot{nullptr, i};
       for (size_t c = 0; c < carried[d].size(); ++c) {
         env[d][body.argument(static_cast<int>(c) + 1)] = carried[d][c];
@@ -217,13 +260,13 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
     }
     if (absl::Status s = RunBlock(body, env); !s.ok()) return s;
     const Operation* yield = body.terminator();
-    for (int64_t d = 0; d < num_devices_; ++d) {
+    for (int64_t d : local_) {
       for (size_t c = 0; c < carried[d].size(); ++c) {
         carried[d][c] = Lookup(env, d, yield->operand(static_cast<int>(c)));
       }
     }
   }
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];
   }
   return absl::OkStatus();
@@ -232,29 +275,37 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
 absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
   AxisList axes = op.attrs().Find("axis")->axes();
   absl::flat_hash_set<int64_t> done;
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     if (done.contains(d)) continue;
-    std::vector<int64_t> members =
-        mesh_ == nullptr ? std::vector<int64_t>{0} : mesh_->GroupMembers(d, axes);
+    CollectiveContext context;
+    context.group = mesh_ == nullptr ? std::vector<int64_t>{0} : mesh_->GroupMembers(d, axes);
     std::vector<std::shared_ptr<const Tensor>> held;
     std::vector<const Tensor*> parts;
-    for (int64_t member : members) {
+    for (size_t m = 0; m < context.group.size(); ++m) {
+      int64_t member = context.group[m];
+      if (!is_local_[member]) continue;
+      context.local.push_back(static_cast<int64_t>(m));
+      context.streams.push_back(StreamOf(op, env, member));
       held.push_back(Lookup(env, member, op.operand(0)).tensor);
       parts.push_back(held.back().get());
       done.insert(member);
     }
-    absl::StatusOr<std::vector<Tensor>> results = backend_.RunCollective(op, parts);
-    if (!results.ok()) return Fail(op, d, results.status().message());
-    for (size_t m = 0; m < members.size(); ++m) {
-      env[members[m]][op.result(0)] =
-          Slot{std::make_shared<Tensor>(std::move((*results)[m])), 0};
+    absl::StatusOr<std::vector<Tensor>> results = backend_.RunCollective(op, context, parts);
+    if (!results.ok()) return Fail(op, d, results.status());
+    if (results->size() != parts.size()) {
+      return Fail(op, d, absl::StrFormat("backend produced %d results for %d group members",
+                                         results->size(), parts.size()));
+    }
+    for (size_t i = 0; i < context.local.size(); ++i) {
+      env[context.group[context.local[i]]][op.result(0)] =
+          Slot{std::make_shared<Tensor>(std::move((*results)[i])), 0};
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
-  for (int64_t d = 0; d < num_devices_; ++d) {
+  for (int64_t d : local_) {
     // Ops have a handful of operands: keep the per-op bookkeeping off the heap.
     absl::InlinedVector<Slot, 4> slots;
     absl::InlinedVector<const Tensor*, 4> tensors;
@@ -267,8 +318,9 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
         tensors.push_back(slots.back().tensor.get());
       }
     }
-    absl::StatusOr<std::vector<Tensor>> results = backend_.RunOp(op, tensors, indices);
-    if (!results.ok()) return Fail(op, d, results.status().message());
+    OpContext context{d, StreamOf(op, env, d)};
+    absl::StatusOr<std::vector<Tensor>> results = backend_.RunOp(op, context, tensors, indices);
+    if (!results.ok()) return Fail(op, d, results.status());
     if (static_cast<int>(results->size()) != op.num_results()) {
       return Fail(op, d, absl::StrFormat("backend produced %d results, expected %d",
                                          results->size(), op.num_results()));

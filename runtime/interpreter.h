@@ -3,6 +3,12 @@
 // take the same path), ops run in program order, which respects every data dependency
 // whatever `stream` they name, and collectives combine the group members' operands.
 // A global function runs on one device with whole tensors: that is the reference.
+//
+// A process may drive only some of the mesh's devices (one process per GPU under
+// torchrun or Slurm): set_local_devices restricts execution to those, and collectives
+// then hand the backend only the local members' parts (see CollectiveContext). Ops are
+// issued in program order; a backend with streams (cuda) makes them asynchronous and
+// keeps the data dependencies with events.
 #ifndef COMMIR_RUNTIME_INTERPRETER_H_
 #define COMMIR_RUNTIME_INTERPRETER_H_
 
@@ -39,7 +45,13 @@ class Interpreter {
   // global function.
   int64_t num_devices() const { return num_devices_; }
 
-  // inputs[d][i] is device d's local part of argument i. Returns outputs[d][r].
+  // Runs only these mesh devices (ascending, each < num_devices()); default: all.
+  absl::Status set_local_devices(std::vector<int64_t> devices);
+  const std::vector<int64_t>& local_devices() const { return local_; }
+
+  // inputs[d][i] is device d's local part of argument i (host tensors; inputs[d] may be
+  // empty for a device that is not local). Returns outputs[d][r], host tensors, with
+  // outputs[d] empty for devices that are not local.
   absl::StatusOr<std::vector<std::vector<Tensor>>> Run(
       const std::vector<std::vector<Tensor>>& inputs);
 
@@ -62,12 +74,16 @@ class Interpreter {
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
   Slot Lookup(const Env& env, int64_t device, const Value* value) const;
+  int64_t StreamOf(const Operation& op, const Env& env, int64_t device) const;
   absl::Status Fail(const Operation& op, int64_t device, absl::string_view message);
+  absl::Status Fail(const Operation& op, int64_t device, const absl::Status& status);
 
   const Function& function_;
   Backend& backend_;
   const Mesh* mesh_;
   int64_t num_devices_;
+  std::vector<int64_t> local_;
+  std::vector<bool> is_local_;
   Location error_location_;
   std::vector<OpEvent>* events_ = nullptr;
   double start_time_us_ = 0;

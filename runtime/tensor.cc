@@ -75,6 +75,16 @@ Tensor::Tensor(ElementType type, std::vector<int64_t> shape)
   bytes_.resize(static_cast<size_t>(num_elements_) * ElementTypeByteWidth(type_));
 }
 
+Tensor Tensor::OnDevice(ElementType type, std::vector<int64_t> shape,
+                        std::shared_ptr<DeviceStorage> storage) {
+  Tensor tensor;
+  tensor.type_ = type;
+  tensor.shape_ = std::move(shape);
+  tensor.num_elements_ = NumElements(tensor.shape_);
+  tensor.storage_ = std::move(storage);
+  return tensor;
+}
+
 double Tensor::GetAsDouble(int64_t flat_index) const {
   switch (type_) {
     case ElementType::kF64: return data<double>()[flat_index];
@@ -231,7 +241,8 @@ Tensor Tensor::FromInt64(ElementType type, std::vector<int64_t> shape,
 }
 
 bool Tensor::BitwiseEqual(const Tensor& other) const {
-  return type_ == other.type_ && shape_ == other.shape_ && bytes_ == other.bytes_;
+  return type_ == other.type_ && shape_ == other.shape_ && storage_ == other.storage_ &&
+         bytes_ == other.bytes_;
 }
 
 std::string Tensor::DebugTypeString() const {

@@ -21,11 +21,13 @@ namespace {
 constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S]
                   [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
-                  [--allow-nonfinite]
+                  [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
 
 Runs a CommIR function on the devices of its mesh and prints a summary of each result.
   --func=@name          the function to run (default: the module's only function)
-  --backend=B           cpu (default: simulates every device in one process)
+  --backend=B           cpu (default: simulates every device in one process) or cuda
+                        (GPUs; one process per GPU under torchrun/srun/mpirun, or one
+                        process driving every visible GPU; devices may share a GPU)
   --seed=S              seed of the random inputs (default 0); uniform in [-1, 1)
   --input NAME=FILE     argument %NAME from a .npy file (repeatable)
   --output-dir=DIR      write result<i>.npy for each result
@@ -35,6 +37,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --bench=N             time N more runs; print min and median wall time
   --trace=FILE.json     write a Chrome/Perfetto trace of each device's ops
   --allow-nonfinite     do not treat NaN or infinity in results as an error
+  --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
+                        within SECONDS of waiting (default 300; 0 waits forever)
+  --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
 Exit status: 0 success; 1 invalid program or input, or a failed check; 2 bad usage;
 3 a backend or device failure.
 )";
@@ -81,6 +86,15 @@ int CommirRunMain(int argc, char** argv) {
       request.check = true;
     } else if (arg == "--allow-nonfinite") {
       request.allow_nonfinite = true;
+    } else if (arg == "--allow-tf32") {
+      request.allow_tf32 = true;
+    } else if (flag_value("--timeout")) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds >= 0)) {
+        return UsageError(absl::StrCat("--timeout needs a non-negative number of seconds, got '",
+                                       value, "'"));
+      }
+      request.timeout_seconds = seconds;
     } else if (flag_value("--func")) {
       request.func = std::string(absl::StripPrefix(value, "@"));
     } else if (flag_value("--backend")) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -16,6 +18,10 @@
 #include "absl/strings/str_join.h"
 #include "backend_cpu/cpu_backend.h"
 #include "backend_cpu/host_layout.h"
+#if COMMIR_HAS_CUDA
+#include "backend_cuda/comm/launch.h"
+#include "backend_cuda/cuda_backend.h"
+#endif
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
@@ -167,19 +173,45 @@ std::optional<Failure> MakeInputs(const RunRequest& request, const Function& fun
   return std::nullopt;
 }
 
-// Runs `function` on the cpu backend: a spmd function on every device of its mesh with
-// the inputs split by the signature's layouts, a global function on one device.
-std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& function,
-                                const std::vector<Tensor>& global_inputs,
-                                std::vector<Tensor>& results,
-                                std::vector<runtime::OpEvent>* events) {
-  cpu::CpuBackend backend;
-  runtime::Interpreter interpreter(function, backend);
+// Where a program runs: a backend, the mesh devices this process drives, and for a run
+// spread over processes how the other processes' result parts arrive.
+struct Target {
+  runtime::Backend* backend = nullptr;
+  std::vector<int64_t> local;  // empty: every device
+  // Non-null when some devices are driven by other processes: all parts of one result
+  // from this process's parts (in the order of `local`).
+  std::function<absl::StatusOr<std::vector<Tensor>>(absl::Span<const Tensor* const>)> gather;
+};
+
+// The exit status of a run-time error: a device or communication failure of a device
+// backend is 3; an error the program causes (bad index, out of range) is 1.
+int ExitCodeFor(const absl::Status& status, const Target& target) {
+  if (!target.backend->uses_device_memory()) return kExitInvalidInput;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return kExitInvalidInput;
+    default:
+      return kExitBackendFailure;
+  }
+}
+
+// Runs `function` on the target: a spmd function on the devices of its mesh with the
+// inputs split by the signature's layouts, a global function on one device.
+std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
+                             const Function& function, const std::vector<Tensor>& global_inputs,
+                             std::vector<Tensor>& results, std::vector<runtime::OpEvent>* events) {
+  runtime::Interpreter interpreter(function, *target.backend);
   interpreter.set_event_sink(events);
+  if (!target.local.empty()) {
+    if (absl::Status s = interpreter.set_local_devices(target.local); !s.ok()) {
+      return Failure{kExitBackendFailure, absl::StrCat("error: ", s.message())};
+    }
+  }
   const Mesh* mesh = function.is_spmd() ? function.mesh() : nullptr;
   int64_t devices = interpreter.num_devices();
   std::vector<std::vector<Tensor>> local_inputs(devices);
-  for (int64_t d = 0; d < devices; ++d) {
+  for (int64_t d : interpreter.local_devices()) {
     for (size_t i = 0; i < global_inputs.size(); ++i) {
       absl::StatusOr<Tensor> part =
           cpu::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
@@ -189,15 +221,35 @@ std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& func
   }
   absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(local_inputs);
   if (!outputs.ok()) {
-    Diagnostic diagnostic{interpreter.error_location(), std::string(outputs.status().message())};
-    std::string text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    return Failure{kExitInvalidInput, text};
+    const int code = ExitCodeFor(outputs.status(), target);
+    std::string text;
+    if (interpreter.error_location().line > 0) {
+      Diagnostic diagnostic{interpreter.error_location(), std::string(outputs.status().message())};
+      text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+    } else {
+      text = absl::StrFormat("%s: error: %s", loaded.path, outputs.status().message());
+    }
+    return Failure{code, text};
   }
   results.clear();
   for (size_t r = 0; r < function.result_types().size(); ++r) {
     std::vector<const Tensor*> parts;
-    for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
+    std::vector<Tensor> gathered;
+    if (target.gather) {
+      std::vector<const Tensor*> mine;
+      for (int64_t d : interpreter.local_devices()) mine.push_back(&(*outputs)[d][r]);
+      absl::StatusOr<std::vector<Tensor>> all = target.gather(mine);
+      if (!all.ok()) {
+        return Failure{ExitCodeFor(all.status(), target),
+                       absl::StrFormat("%s: error: gathering result %d: %s", loaded.path, r,
+                                       all.status().message())};
+      }
+      gathered = *std::move(all);
+      for (const Tensor& part : gathered) parts.push_back(&part);
+    } else {
+      for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
+    }
     absl::StatusOr<Tensor> global = cpu::AssembleGlobal(parts, function.result_types()[r], mesh);
     if (!global.ok()) {
       return Failure{kExitInvalidInput,
@@ -208,6 +260,50 @@ std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& func
   }
   return std::nullopt;
 }
+
+std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& function,
+                                const std::vector<Tensor>& global_inputs,
+                                std::vector<Tensor>& results,
+                                std::vector<runtime::OpEvent>* events) {
+  cpu::CpuBackend backend;
+  Target target;
+  target.backend = &backend;
+  return RunOn(target, loaded, function, global_inputs, results, events);
+}
+
+#if COMMIR_HAS_CUDA
+// The cuda backend for `function`'s mesh, in the launch mode the environment implies
+// (backend_cuda/comm/launch.h).
+std::optional<Failure> MakeCudaBackend(const RunRequest& request, const Function& function,
+                                       std::unique_ptr<cuda::CudaBackend>& backend) {
+  absl::StatusOr<cuda::comm::LaunchInfo> launch =
+      cuda::comm::DetectLaunch(cuda::comm::ProcessEnv());
+  if (!launch.ok()) {
+    return Failure{kExitBackendFailure,
+                   absl::StrCat("error: cannot read the launch environment: ",
+                                launch.status().message())};
+  }
+  cuda::CudaBackendOptions options;
+  options.launch = *launch;
+  options.mesh_shape.clear();
+  if (function.is_spmd() && function.mesh() != nullptr) {
+    for (const MeshAxis& axis : function.mesh()->axes()) options.mesh_shape.push_back(axis.size);
+  }
+  if (options.mesh_shape.empty()) options.mesh_shape = {1};
+  options.timeout = request.timeout_seconds > 0 ? absl::Seconds(request.timeout_seconds)
+                                                : absl::ZeroDuration();
+  options.allow_tf32 = request.allow_tf32;
+  if (const char* file = std::getenv("COMMIR_RENDEZVOUS_FILE")) options.rendezvous_file = file;
+  absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> created =
+      cuda::CudaBackend::Create(std::move(options));
+  if (!created.ok()) {
+    return Failure{kExitBackendFailure,
+                   absl::StrCat("error: the cuda backend cannot start: ", created.status().message())};
+  }
+  backend = *std::move(created);
+  return std::nullopt;
+}
+#endif
 
 // "%name" of each returned value, or "result<i>" where a name is missing or repeated.
 std::vector<std::string> ResultNames(const Function& function) {
@@ -284,17 +380,23 @@ int Report(std::ostream& err, const Failure& failure) {
 }  // namespace
 
 int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) {
-  if (request.backend == "cuda" || request.backend == "sim") {
-    // Backends the spec names but this build lacks: a backend failure, not bad usage.
+  const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda" : "cpu";
+  if (request.backend == "cuda" && !COMMIR_HAS_CUDA) {
     return Report(err, {kExitBackendFailure,
-                        absl::StrFormat("error: the %s backend is not part of this build of "
-                                        "commir-run (available: cpu)",
-                                        request.backend)});
+                        "error: this build has no cuda backend (CUDA not found at build time); "
+                        "rebuild on a machine with the CUDA toolkit, or use --backend=cpu"});
   }
-  if (request.backend != "cpu") {
+  if (request.backend == "sim") {
+    // A backend the spec names but this build lacks: a backend failure, not bad usage.
+    return Report(err, {kExitBackendFailure,
+                        absl::StrFormat("error: the sim backend is not part of this build of "
+                                        "commir-run (available: %s)",
+                                        kAvailable)});
+  }
+  if (request.backend != "cpu" && request.backend != "cuda") {
     return Report(err, {kExitUsage, absl::StrFormat("error: unknown or unavailable backend '%s' "
-                                                    "(available: cpu)",
-                                                    request.backend)});
+                                                    "(available: %s)",
+                                                    request.backend, kAvailable)});
   }
   LoadedModule loaded;
   if (auto f = LoadModule(request.file, loaded)) return Report(err, *f);
@@ -364,13 +466,36 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     run_function = partitioned.module->FindFunction(function->name());
   }
 
+  // The backend that runs the program; --check references always run on the cpu.
+  cpu::CpuBackend cpu_backend;
+  Target target;
+  target.backend = &cpu_backend;
+  // Only rank 0 of a multi-process run reports; the others run and exchange parts.
+  std::ostringstream discarded;
+  std::ostream* report = &out;
+#if COMMIR_HAS_CUDA
+  std::unique_ptr<cuda::CudaBackend> cuda_backend;
+  if (request.backend == "cuda") {
+    if (auto f = MakeCudaBackend(request, *run_function, cuda_backend)) return Report(err, *f);
+    target.backend = cuda_backend.get();
+    target.local = cuda_backend->local_devices();
+    if (cuda_backend->plan().world_size > 1) {
+      cuda::CudaBackend* backend = cuda_backend.get();
+      target.gather = [backend](absl::Span<const Tensor* const> parts) {
+        return backend->GatherParts(parts);
+      };
+      if (cuda_backend->plan().rank != 0) report = &discarded;
+    }
+  }
+#endif
+
   std::vector<runtime::OpEvent> events;
   std::vector<Tensor> results;
-  if (auto f = RunOnCpu(*run_module, *run_function, inputs, results,
-                        request.trace.empty() ? nullptr : &events)) {
+  if (auto f = RunOn(target, *run_module, *run_function, inputs, results,
+                     request.trace.empty() ? nullptr : &events)) {
     return Report(err, *f);
   }
-  if (!request.trace.empty()) {
+  if (!request.trace.empty() && report == &out) {
     if (auto f = WriteTrace(request.trace, *run_function, events)) return Report(err, *f);
   }
 
@@ -385,7 +510,8 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     }
   }
 
-  if (!request.output_dir.empty()) {
+  const bool reporter = report == &out;
+  if (!request.output_dir.empty() && reporter) {
     std::error_code ec;
     std::filesystem::create_directories(request.output_dir, ec);
     for (size_t r = 0; r < results.size(); ++r) {
@@ -401,19 +527,21 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     for (int i = 0; i < request.bench; ++i) {
       auto start = std::chrono::steady_clock::now();
       std::vector<Tensor> ignored;
-      if (auto f = RunOnCpu(*run_module, *run_function, inputs, ignored, nullptr)) {
+      if (auto f = RunOn(target, *run_module, *run_function, inputs, ignored, nullptr)) {
         return Report(err, *f);
       }
       times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     std::sort(times.begin(), times.end());
-    out << absl::StrFormat("bench: %d runs on %s: min %.3f ms, median %.3f ms\n", request.bench,
+    *report << absl::StrFormat("bench: %d runs on %s: min %.3f ms, median %.3f ms\n", request.bench,
                            request.backend, times.front(), times[times.size() / 2]);
   }
 
+  // Every process took part in the runs; the results and checks are rank 0's to report.
+  if (!reporter) return kExitSuccess;
   if (reference == nullptr) {
     for (size_t r = 0; r < results.size(); ++r) {
-      out << absl::StrFormat("%s  %s  %s\n", names[r], results[r].DebugTypeString(),
+      *report << absl::StrFormat("%s  %s  %s\n", names[r], results[r].DebugTypeString(),
                              Summarize(results[r]));
     }
     return kExitSuccess;
@@ -429,7 +557,7 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     double tolerance = request.rtol.value_or(runtime::DefaultTolerance(expected[r].element_type()));
     runtime::Comparison comparison =
         runtime::CompareWithReference(names[r], results[r], expected[r], tolerance);
-    out << runtime::FormatComparison(comparison) << "\n";
+    *report << runtime::FormatComparison(comparison) << "\n";
     all_pass &= comparison.pass;
   }
   return all_pass ? kExitSuccess : kExitInvalidInput;

@@ -25,10 +25,19 @@ struct RunRequest {
   int bench = 0;
   std::string trace;
   bool allow_nonfinite = false;
+  // Bound on each wait for the device in seconds (--timeout); 0: unbounded. A hung
+  // collective becomes an error (exit 3) instead of a silent hang.
+  double timeout_seconds = 300;
+  // cuda backend: f32 GEMMs may use TF32 tensor cores (--allow-tf32); off by default
+  // because TF32 misses the spec's 1e-5 tolerance for f32.
+  bool allow_tf32 = false;
 };
 
 // Runs the request, printing results and reports to `out` and errors to `err`.
-// Returns the process exit status (tools/exit_codes.h).
+// Returns the process exit status (tools/exit_codes.h). With --backend=cuda under a
+// multi-process launcher (torchrun, srun, mpirun) every process runs its share of the
+// mesh and only rank 0 prints results, writes --output-dir and reports --check; the
+// other ranks print errors only. --check references always run on the cpu backend.
 int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err);
 
 }  // namespace commir

@@ -1,0 +1,873 @@
+#include "backend_cuda/comm/collective_engine.h"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "backend_cuda/comm/comm_status.h"
+#include "backend_cuda/comm/rendezvous.h"
+#include "backend_cuda/kernels/dtype.h"
+#include "backend_cuda/kernels/elementwise.h"
+
+namespace commir::cuda::comm {
+namespace {
+
+namespace ck = ::commir::cuda_kernels;
+
+// KDType mirrors ElementType enumerator for enumerator (kernels/dtype.h).
+static_assert(static_cast<int>(ck::KDType::kI1) == static_cast<int>(ElementType::kI1));
+static_assert(static_cast<int>(ck::KDType::kBF16) == static_cast<int>(ElementType::kBF16));
+ck::KDType KType(ElementType type) { return static_cast<ck::KDType>(type); }
+
+ncclDataType_t NcclType(ElementType type) {
+  switch (type) {
+    case ElementType::kF64:
+      return ncclFloat64;
+    case ElementType::kF32:
+      return ncclFloat32;
+    case ElementType::kF16:
+      return ncclFloat16;
+    case ElementType::kBF16:
+      return ncclBfloat16;
+    case ElementType::kI64:
+      return ncclInt64;
+    case ElementType::kI32:
+      return ncclInt32;
+    case ElementType::kI1:
+      return ncclUint8;  // one byte holding 0 or 1
+  }
+  return ncclUint8;
+}
+
+// i1 values are 0/1 bytes: their sum is a logical or (spec), which is max on bytes.
+ncclRedOp_t NcclOp(ReduceKind op, ElementType type) {
+  switch (op) {
+    case ReduceKind::kSum:
+      return type == ElementType::kI1 ? ncclMax : ncclSum;
+    case ReduceKind::kMax:
+      return ncclMax;
+    case ReduceKind::kMin:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+ck::KCombineOp CombineOp(ReduceKind op) {
+  switch (op) {
+    case ReduceKind::kSum:
+      return ck::KCombineOp::kSum;
+    case ReduceKind::kMax:
+      return ck::KCombineOp::kMax;
+    case ReduceKind::kMin:
+      return ck::KCombineOp::kMin;
+  }
+  return ck::KCombineOp::kSum;
+}
+
+// Restores the calling thread's current device when it goes out of scope: the executor
+// keeps its own notion of the current device.
+class DeviceGuard {
+ public:
+  DeviceGuard() {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+  }
+  ~DeviceGuard() {
+    if (saved_ >= 0) cudaSetDevice(saved_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+// cudaEventQuery that does not leave cudaErrorNotReady behind as the thread's last error
+// (the runtime records it, and the kernel launchers of the executor return
+// cudaGetLastError(), so a pending event seen here would fail the next launch).
+cudaError_t QueryEvent(cudaEvent_t event) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaErrorNotReady) cudaGetLastError();
+  return state;
+}
+
+enum class Kind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift };
+
+absl::string_view KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kAllGather:
+      return "all_gather";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kAllReduce:
+      return "all_reduce";
+    case Kind::kAllToAll:
+      return "all_to_all";
+    case Kind::kShift:
+      return "shift";
+  }
+  return "collective";
+}
+
+struct Request {
+  Kind kind;
+  absl::Span<const int64_t> group;
+  absl::Span<const MemberBuffers> local;
+  int64_t count;
+  ElementType type;
+  ReduceKind op = ReduceKind::kSum;
+  int64_t offset = 0;
+};
+
+// Elements each member receives.
+int64_t RecvCount(const Request& r, int64_t n) {
+  switch (r.kind) {
+    case Kind::kAllGather:
+      return r.count * n;
+    case Kind::kReduceScatter:
+      return r.count / n;
+    default:
+      return r.count;
+  }
+}
+
+bool Overlap(const char* a, int64_t a_bytes, const char* b, int64_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+// One local member of a group, resolved.
+struct Member {
+  int64_t device;
+  int position;     // coordinate in the group
+  int local_index;  // into DevicePlan::local
+  int gpu;
+  const char* send;
+  char* recv;
+  cudaStream_t stream;
+};
+
+// Copies `bytes` between two GPUs' memory on `stream` (which belongs to dst_gpu).
+absl::Status CopyOnStream(char* dst, int dst_gpu, const char* src, int src_gpu, int64_t bytes,
+                          cudaStream_t stream) {
+  if (bytes == 0) return absl::OkStatus();
+  if (dst_gpu == src_gpu) {
+    COMMIR_COMM_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+                     "cudaMemcpyAsync (collective copy)");
+  } else {
+    COMMIR_COMM_CUDA(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream),
+                     "cudaMemcpyPeerAsync (collective copy)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class CollectiveEngine::Impl {
+ public:
+  Impl(LaunchInfo launch, DevicePlan plan, std::vector<int64_t> mesh_shape,
+       EngineOptions options)
+      : launch_(std::move(launch)),
+        plan_(std::move(plan)),
+        mesh_shape_(std::move(mesh_shape)),
+        options_(std::move(options)),
+        events_(plan_.local.size()) {}
+
+  ~Impl() {
+    DeviceGuard guard;
+    // Destroying a communicator with work in flight can hang; abort instead.
+    bool idle = true;
+    for (const auto& [stream, entry] : last_event_) {
+      if (QueryEvent(entry.event) != cudaSuccess) idle = false;
+    }
+    if (!idle || !broken_.ok()) {
+      AbortAll();
+    } else {
+      for (auto& [first_group, comms] : split_) {
+        for (ncclComm_t comm : comms) {
+          if (comm != nullptr) ncclCommDestroy(comm);
+        }
+      }
+      for (ncclComm_t comm : world_) {
+        if (comm != nullptr) ncclCommDestroy(comm);
+      }
+    }
+    for (const auto& [stream, entry] : last_event_) cudaEventDestroy(entry.event);
+    for (const LocalEvents& e : events_) {
+      if (e.ready != nullptr) cudaEventDestroy(e.ready);
+      if (e.done != nullptr) cudaEventDestroy(e.done);
+    }
+  }
+
+  const std::vector<int64_t>& mesh_shape() const { return mesh_shape_; }
+  absl::Duration default_timeout() const { return options_.timeout; }
+
+  absl::Status Run(const Request& request) {
+    if (!broken_.ok()) return broken_;
+    absl::StatusOr<std::vector<std::vector<int64_t>>> partition =
+        InferPartition(mesh_shape_, request.group);
+    if (!partition.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: %s", KindName(request.kind), partition.status().message()));
+    }
+    absl::StatusOr<std::vector<Member>> members = Resolve(request);
+    if (!members.ok()) return members.status();
+    if (request.count == 0 || members->empty()) return absl::OkStatus();
+    DeviceGuard guard;
+    const int64_t n = static_cast<int64_t>(request.group.size());
+    if (n == 1) return RunSingleton(request, *members);
+    bool all_local = static_cast<int64_t>(members->size()) == n;
+    if (plan_.shares_gpus()) {
+      if (!all_local) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s over devices [%s] spans processes while mesh devices share GPUs (%s); this "
+            "is not supported: run one process per GPU with one mesh device each, or a "
+            "single process",
+            KindName(request.kind), absl::StrJoin(request.group, ","), plan_.DebugString()));
+      }
+      return RunCopies(request, *members);
+    }
+    return RunNccl(request, *members, *partition);
+  }
+
+  absl::Status WaitAll(absl::Duration timeout) {
+    if (!broken_.ok()) return broken_;
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::Duration backoff = absl::Microseconds(10);
+    while (true) {
+      bool done = true;
+      for (const auto& [stream, entry] : last_event_) {
+        cudaError_t q = QueryEvent(entry.event);
+        if (q == cudaErrorNotReady) {
+          done = false;
+        } else if (q != cudaSuccess) {
+          return Fail(CommCudaStatus(q, "a stream running collectives"));
+        }
+      }
+      COMMIR_COMM_RETURN_IF_ERROR(CheckAsyncErrors());
+      if (done) return absl::OkStatus();
+      if (absl::Now() >= deadline) {
+        return Fail(absl::DeadlineExceededError(absl::StrFormat(
+            "collectives (or the work they wait for) did not finish within %s (--timeout): "
+            "a peer process may be missing, stuck or issuing different collectives; NCCL "
+            "communicators were aborted",
+            absl::FormatDuration(timeout))));
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Milliseconds(1));
+    }
+  }
+
+ private:
+  struct LocalEvents {
+    cudaEvent_t ready = nullptr;
+    cudaEvent_t done = nullptr;
+  };
+  struct StreamEvent {
+    int gpu;
+    cudaEvent_t event;
+  };
+
+  // Checks the request against the plan and the group; returns the local members sorted by
+  // position in the group.
+  absl::StatusOr<std::vector<Member>> Resolve(const Request& r) {
+    const int64_t n = static_cast<int64_t>(r.group.size());
+    auto error = [&](std::string message) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s over devices [%s]: %s", KindName(r.kind), absl::StrJoin(r.group, ","), message));
+    };
+    if (r.count < 0) return error("negative element count");
+    if ((r.kind == Kind::kReduceScatter || r.kind == Kind::kAllToAll) && r.count % n != 0) {
+      return error(absl::StrFormat("%d elements do not split into %d blocks", r.count, n));
+    }
+    int64_t local_in_group = 0;
+    for (int64_t device : r.group) local_in_group += plan_.IsLocal(device) ? 1 : 0;
+    if (static_cast<int64_t>(r.local.size()) != local_in_group) {
+      return error(absl::StrFormat(
+          "this process drives %d of the group's devices but %d buffers were given",
+          local_in_group, r.local.size()));
+    }
+    const int64_t esize = ElementTypeByteWidth(r.type);
+    const int64_t send_bytes = r.count * esize;
+    const int64_t recv_bytes = RecvCount(r, n) * esize;
+    std::vector<Member> members;
+    for (const MemberBuffers& b : r.local) {
+      auto it = std::find(r.group.begin(), r.group.end(), b.device);
+      if (it == r.group.end()) {
+        return error(absl::StrFormat("device %d is not in the group", b.device));
+      }
+      int local_index = plan_.LocalIndex(b.device);
+      if (local_index < 0) {
+        return error(absl::StrFormat("device %d is not driven by this process", b.device));
+      }
+      for (const Member& m : members) {
+        if (m.device == b.device) return error(absl::StrFormat("device %d given twice", b.device));
+      }
+      const char* send = static_cast<const char*>(b.send);
+      char* recv = static_cast<char*>(b.recv);
+      if (r.count > 0 && (send == nullptr || recv == nullptr)) {
+        return error(absl::StrFormat("null buffer for device %d", b.device));
+      }
+      bool in_place_ok = r.kind == Kind::kAllReduce && send == recv;
+      if (r.count > 0 && !in_place_ok && Overlap(send, send_bytes, recv, recv_bytes)) {
+        return error(absl::StrFormat("send and receive buffers of device %d overlap", b.device));
+      }
+      members.push_back(Member{b.device, static_cast<int>(it - r.group.begin()), local_index,
+                               plan_.local[local_index].gpu, send, recv, b.stream});
+    }
+    std::sort(members.begin(), members.end(),
+              [](const Member& a, const Member& b) { return a.position < b.position; });
+    return members;
+  }
+
+  // A one-member group: every collective is the identity.
+  absl::Status RunSingleton(const Request& r, const std::vector<Member>& members) {
+    const Member& m = members[0];
+    if (m.send != m.recv) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(m.recv, m.gpu, m.send, m.gpu,
+                                               r.count * ElementTypeByteWidth(r.type), m.stream));
+    }
+    return MarkIssued(members);
+  }
+
+  // ---- NCCL path -----------------------------------------------------------------------
+
+  absl::Status RunNccl(const Request& r, const std::vector<Member>& members,
+                       const std::vector<std::vector<int64_t>>& partition) {
+    absl::StatusOr<std::vector<ncclComm_t>*> comms = CommsFor(r.group, partition);
+    if (!comms.ok()) return comms.status();
+    const int64_t n = static_cast<int64_t>(r.group.size());
+    const ncclDataType_t dt = NcclType(r.type);
+    const int64_t esize = ElementTypeByteWidth(r.type);
+    std::vector<ncclComm_t> used;
+    absl::Status status;
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return Fail(NcclStatus(result, nullptr, "ncclGroupStart"));
+    for (const Member& m : members) {
+      ncclComm_t comm = (**comms)[m.local_index];
+      used.push_back(comm);
+      if (cudaError_t e = cudaSetDevice(m.gpu); e != cudaSuccess) {
+        status = CommCudaStatus(e, "cudaSetDevice");
+        break;
+      }
+      const size_t count = static_cast<size_t>(r.count);
+      switch (r.kind) {
+        case Kind::kAllGather:
+          result = ncclAllGather(m.send, m.recv, count, dt, comm, m.stream);
+          break;
+        case Kind::kReduceScatter:
+          result = ncclReduceScatter(m.send, m.recv, count / n, dt, NcclOp(r.op, r.type), comm,
+                                     m.stream);
+          break;
+        case Kind::kAllReduce:
+          result = ncclAllReduce(m.send, m.recv, count, dt, NcclOp(r.op, r.type), comm, m.stream);
+          break;
+        case Kind::kAllToAll: {
+          const size_t block = count / n;
+          for (int64_t j = 0; j < n && (result == ncclSuccess || result == ncclInProgress); ++j) {
+            result = ncclSend(m.send + j * block * esize, block, dt, static_cast<int>(j), comm,
+                              m.stream);
+            if (result != ncclSuccess && result != ncclInProgress) break;
+            result = ncclRecv(m.recv + j * block * esize, block, dt, static_cast<int>(j), comm,
+                              m.stream);
+          }
+          break;
+        }
+        case Kind::kShift: {
+          const int64_t off = ((r.offset % n) + n) % n;
+          if (off == 0) {
+            result = ncclSuccess;
+            status = CopyOnStream(m.recv, m.gpu, m.send, m.gpu, r.count * esize, m.stream);
+            break;
+          }
+          result = ncclSend(m.send, count, dt, static_cast<int>((m.position + off) % n), comm,
+                            m.stream);
+          if (result != ncclSuccess && result != ncclInProgress) break;
+          result = ncclRecv(m.recv, count, dt, static_cast<int>((m.position - off + n) % n), comm,
+                            m.stream);
+          break;
+        }
+      }
+      if (!status.ok()) break;
+      if (result != ncclSuccess && result != ncclInProgress) {
+        status = NcclStatus(result, comm, absl::StrFormat("%s on device %d", KindName(r.kind),
+                                                          m.device));
+        break;
+      }
+    }
+    // The group must be closed even after a failure inside it.
+    ncclResult_t end = ncclGroupEnd();
+    if (!status.ok()) return Fail(status);
+    if (end != ncclSuccess && end != ncclInProgress) {
+      return Fail(NcclStatus(end, used.empty() ? nullptr : used[0],
+                             absl::StrFormat("ncclGroupEnd (%s)", KindName(r.kind))));
+    }
+    // Nonblocking communicators may still be enqueueing the kernels; later work on these
+    // streams must be queued behind them, so wait (host side only) until they are.
+    COMMIR_COMM_RETURN_IF_ERROR(WaitReady(used, KindName(r.kind)));
+    return MarkIssued(members);
+  }
+
+  // Communicators (indexed like plan_.local) for the partition `group` belongs to.
+  absl::StatusOr<std::vector<ncclComm_t>*> CommsFor(
+      absl::Span<const int64_t> group, const std::vector<std::vector<int64_t>>& partition) {
+    COMMIR_COMM_RETURN_IF_ERROR(EnsureWorld());
+    // The world communicator's ranks are device ids: it serves a whole-mesh group only
+    // when the group lists the devices in ascending order (an axis group such as
+    // (tp, dp) on a (dp, tp) mesh does not, and needs ranks in its own order).
+    bool identity = partition.size() == 1;
+    for (size_t p = 0; identity && p < group.size(); ++p) {
+      identity = group[p] == static_cast<int64_t>(p);
+    }
+    if (identity) return &world_;
+    // Keyed by the first group, which fixes both the axes and their order (the axes mask
+    // alone would confuse (dp, tp) with (tp, dp)).
+    const std::vector<int64_t>& key_group = partition.front();
+    if (auto it = split_.find(key_group); it != split_.end()) return &it->second;
+
+    // Every device of the mesh takes part in the split with its group's color; all
+    // processes reach this point at the same op (SPMD), so the collective split completes.
+    std::vector<int> color(plan_.mesh_size), key(plan_.mesh_size);
+    for (size_t g = 0; g < partition.size(); ++g) {
+      for (size_t p = 0; p < partition[g].size(); ++p) {
+        color[partition[g][p]] = static_cast<int>(g);
+        key[partition[g][p]] = static_cast<int>(p);
+      }
+    }
+    std::vector<ncclComm_t> comms(plan_.local.size(), nullptr);
+    ncclConfig_t config = Config();
+    absl::Status status;
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return Fail(NcclStatus(result, nullptr, "ncclGroupStart"));
+    for (size_t i = 0; i < plan_.local.size(); ++i) {
+      const LocalDevice& d = plan_.local[i];
+      if (cudaError_t e = cudaSetDevice(d.gpu); e != cudaSuccess) {
+        status = CommCudaStatus(e, "cudaSetDevice");
+        break;
+      }
+      result = ncclCommSplit(world_[i], color[d.mesh_device], key[d.mesh_device], &comms[i],
+                             &config);
+      if (result != ncclSuccess && result != ncclInProgress) {
+        status = NcclStatus(result, world_[i], "ncclCommSplit");
+        break;
+      }
+    }
+    ncclResult_t end = ncclGroupEnd();
+    split_[key_group] = comms;  // registered first so that Fail() aborts them too
+    if (!status.ok()) return Fail(status);
+    if (end != ncclSuccess && end != ncclInProgress) {
+      return Fail(NcclStatus(end, nullptr, "ncclGroupEnd (ncclCommSplit)"));
+    }
+    std::vector<ncclComm_t> wait = comms;
+    wait.insert(wait.end(), world_.begin(), world_.end());
+    COMMIR_COMM_RETURN_IF_ERROR(WaitReady(wait, "ncclCommSplit"));
+    return &split_[key_group];
+  }
+
+  static ncclConfig_t Config() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // so that a hung peer becomes a timeout, not a hang
+    return config;
+  }
+
+  // The world communicator: one NCCL rank per mesh device (rank = device id).
+  absl::Status EnsureWorld() {
+    if (!world_.empty()) return absl::OkStatus();
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (launch_.rank == 0) {
+      ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) return Fail(NcclStatus(r, nullptr, "ncclGetUniqueId"));
+    }
+    if (launch_.world_size > 1) {
+      RendezvousOptions rdv;
+      rdv.file_path = options_.rendezvous_file;
+      rdv.master_addr = launch_.master_addr;
+      rdv.master_port = launch_.rendezvous_port;
+      rdv.rank = launch_.rank;
+      rdv.world_size = launch_.world_size;
+      rdv.timeout = options_.timeout;
+      absl::StatusOr<std::string> blob = BroadcastFromRankZero(
+          rdv, launch_.rank == 0 ? absl::string_view(id.internal, sizeof(id.internal))
+                                 : absl::string_view());
+      if (!blob.ok()) {
+        return Fail(absl::Status(blob.status().code(),
+                                 absl::StrFormat("exchanging the NCCL id (%s): %s",
+                                                 launch_.DebugString(), blob.status().message())));
+      }
+      if (blob->size() != sizeof(id.internal)) {
+        return Fail(absl::DataLossError(absl::StrFormat(
+            "exchanging the NCCL id: got %d bytes, expected %d", blob->size(),
+            sizeof(id.internal))));
+      }
+      std::memcpy(id.internal, blob->data(), sizeof(id.internal));
+    }
+    std::vector<ncclComm_t> comms(plan_.local.size(), nullptr);
+    ncclConfig_t config = Config();
+    absl::Status status;
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return Fail(NcclStatus(result, nullptr, "ncclGroupStart"));
+    for (size_t i = 0; i < plan_.local.size(); ++i) {
+      const LocalDevice& d = plan_.local[i];
+      if (cudaError_t e = cudaSetDevice(d.gpu); e != cudaSuccess) {
+        status = CommCudaStatus(e, "cudaSetDevice");
+        break;
+      }
+      result = ncclCommInitRankConfig(&comms[i], static_cast<int>(plan_.mesh_size), id,
+                                      static_cast<int>(d.mesh_device), &config);
+      if (result != ncclSuccess && result != ncclInProgress) {
+        status = NcclStatus(result, comms[i], "ncclCommInitRankConfig");
+        break;
+      }
+    }
+    ncclResult_t end = ncclGroupEnd();
+    world_ = comms;
+    if (!status.ok()) return Fail(status);
+    if (end != ncclSuccess && end != ncclInProgress) {
+      return Fail(NcclStatus(end, nullptr, "ncclGroupEnd (ncclCommInitRankConfig)"));
+    }
+    return WaitReady(world_, "creating the NCCL communicator");
+  }
+
+  // Polls nonblocking communicators until none is ncclInProgress, within the timeout.
+  absl::Status WaitReady(absl::Span<const ncclComm_t> comms, absl::string_view what) {
+    const absl::Time deadline = absl::Now() + options_.timeout;
+    absl::Duration backoff = absl::Microseconds(5);
+    while (true) {
+      bool ready = true;
+      for (ncclComm_t comm : comms) {
+        if (comm == nullptr) continue;
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        if (r != ncclSuccess) return Fail(NcclStatus(r, comm, "ncclCommGetAsyncError"));
+        if (state == ncclInProgress) {
+          ready = false;
+        } else if (state != ncclSuccess) {
+          return Fail(NcclStatus(state, comm, what));
+        }
+      }
+      if (ready) return absl::OkStatus();
+      if (absl::Now() >= deadline) {
+        return Fail(absl::DeadlineExceededError(absl::StrFormat(
+            "NCCL: %s did not complete within %s (is every process of the job running and "
+            "reachable? %s); communicators were aborted",
+            what, absl::FormatDuration(options_.timeout), launch_.DebugString())));
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Milliseconds(1));
+    }
+  }
+
+  absl::Status CheckAsyncErrors() {
+    auto check = [&](ncclComm_t comm) -> absl::Status {
+      if (comm == nullptr) return absl::OkStatus();
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+      if (r != ncclSuccess) return NcclStatus(r, comm, "ncclCommGetAsyncError");
+      if (state != ncclSuccess && state != ncclInProgress) {
+        return NcclStatus(state, comm, "a collective (asynchronous error)");
+      }
+      return absl::OkStatus();
+    };
+    for (ncclComm_t comm : world_) {
+      if (absl::Status s = check(comm); !s.ok()) return Fail(s);
+    }
+    for (const auto& [first_group, comms] : split_) {
+      for (ncclComm_t comm : comms) {
+        if (absl::Status s = check(comm); !s.ok()) return Fail(s);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Aborts every communicator and makes the engine unusable; returns `status`.
+  absl::Status Fail(absl::Status status) {
+    AbortAll();
+    if (broken_.ok()) broken_ = status;
+    return status;
+  }
+
+  void AbortAll() {
+    for (auto& [first_group, comms] : split_) {
+      for (ncclComm_t& comm : comms) {
+        if (comm != nullptr) ncclCommAbort(comm);
+        comm = nullptr;
+      }
+    }
+    for (ncclComm_t& comm : world_) {
+      if (comm != nullptr) ncclCommAbort(comm);
+      comm = nullptr;
+    }
+  }
+
+  // Records, per stream, an event after the collective so that WaitAll can poll it.
+  // Keyed by (gpu, stream): the null stream means a different stream on every GPU.
+  absl::Status MarkIssued(const std::vector<Member>& members) {
+    for (const Member& m : members) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      auto key = std::make_pair(m.gpu, m.stream);
+      auto it = last_event_.find(key);
+      if (it == last_event_.end()) {
+        cudaEvent_t event;
+        COMMIR_COMM_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                         "cudaEventCreate");
+        it = last_event_.emplace(key, StreamEvent{m.gpu, event}).first;
+      }
+      COMMIR_COMM_CUDA(cudaEventRecord(it->second.event, m.stream), "cudaEventRecord");
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- Same-GPU / copy path (mode (c)) ----------------------------------------------------
+
+  absl::StatusOr<cudaEvent_t> LocalEvent(const Member& m, bool done) {
+    LocalEvents& e = events_[m.local_index];
+    cudaEvent_t& event = done ? e.done : e.ready;
+    if (event == nullptr) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                       "cudaEventCreate");
+    }
+    return event;
+  }
+
+  // Every member's stream waits for the work queued so far on every other member's
+  // stream. (A wait captures the event's latest record when it is issued, so the two
+  // events per device can be re-recorded at the next barrier.)
+  absl::Status Barrier(const std::vector<Member>& members, bool done) {
+    std::vector<cudaEvent_t> events;
+    for (const Member& m : members) {
+      absl::StatusOr<cudaEvent_t> event = LocalEvent(m, done);
+      if (!event.ok()) return event.status();
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaEventRecord(*event, m.stream), "cudaEventRecord");
+      events.push_back(*event);
+    }
+    for (size_t d = 0; d < members.size(); ++d) {
+      COMMIR_COMM_CUDA(cudaSetDevice(members[d].gpu), "cudaSetDevice");
+      for (size_t s = 0; s < members.size(); ++s) {
+        if (s == d ||
+            (members[s].stream == members[d].stream && members[s].gpu == members[d].gpu)) {
+          continue;  // the same stream is ordered already
+        }
+        COMMIR_COMM_CUDA(cudaStreamWaitEvent(members[d].stream, events[s], 0),
+                         "cudaStreamWaitEvent");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Folds n inputs (on `gpu`) into out in coordinate order, accumulating in f32 for
+  // f16/bf16 and rounding once, exactly like the cpu backend's collectives.
+  absl::Status Fold(const Request& r, const std::vector<const char*>& inputs, char* out,
+                    int64_t count, cudaStream_t stream) {
+    const ck::KDType kt = KType(r.type);
+    const ck::KCombineOp op = CombineOp(r.op);
+    const size_t n = inputs.size();
+    if (n <= static_cast<size_t>(ck::kMaxReduceBuffers)) {  // one kernel, no accumulator
+      std::vector<const void*> pointers(inputs.begin(), inputs.end());
+      COMMIR_COMM_CUDA(ck::LaunchReduceBuffers(op, kt, pointers.data(), static_cast<int>(n), out,
+                                               count, stream),
+                       "launching the collective reduction");
+      return absl::OkStatus();
+    }
+    // Larger groups: pairwise, through an f32 accumulator for f16/bf16.
+    // When the accumulator type is the element type (all but f16/bf16), `out` itself can
+    // accumulate: it is none of the inputs.
+    const bool separate_acc = ck::KAccumType(kt) != kt;
+    void* acc = out;
+    if (separate_acc) {
+      COMMIR_COMM_CUDA(
+          cudaMallocAsync(&acc, count * ck::KDTypeSize(ck::KAccumType(kt)), stream),
+          "cudaMallocAsync (reduction accumulator)");
+    }
+    cudaError_t e = ck::LaunchCombine(op, kt, inputs[0], false, inputs[1], acc, separate_acc,
+                                      count, stream);
+    for (size_t i = 2; i + 1 < n && e == cudaSuccess; ++i) {
+      e = ck::LaunchCombine(op, kt, acc, separate_acc, inputs[i], acc, separate_acc, count,
+                            stream);
+    }
+    if (e == cudaSuccess) {
+      e = ck::LaunchCombine(op, kt, acc, separate_acc, inputs[n - 1], out, false, count, stream);
+    }
+    cudaError_t freed = separate_acc ? cudaFreeAsync(acc, stream) : cudaSuccess;
+    COMMIR_COMM_CUDA(e, "launching the collective reduction");
+    COMMIR_COMM_CUDA(freed, "cudaFreeAsync (reduction accumulator)");
+    return absl::OkStatus();
+  }
+
+  // Every member is in this process: each destination pulls what it needs on its own
+  // stream with device-to-device (or peer) copies and reduces with the kernels' combine.
+  absl::Status RunCopies(const Request& r, const std::vector<Member>& members) {
+    const int64_t n = static_cast<int64_t>(members.size());
+    const int64_t esize = ElementTypeByteWidth(r.type);
+    const int64_t bytes = r.count * esize;
+    const bool reduce = r.kind == Kind::kAllReduce || r.kind == Kind::kReduceScatter;
+    bool in_place = false;
+    for (const Member& m : members) in_place |= (m.send == m.recv);
+
+    COMMIR_COMM_RETURN_IF_ERROR(Barrier(members, /*done=*/false));
+    std::vector<char*> staged_result(n, nullptr);  // in-place all_reduce results
+    for (const Member& d : members) {
+      COMMIR_COMM_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
+      switch (r.kind) {
+        case Kind::kAllGather:
+          for (const Member& s : members) {
+            COMMIR_COMM_RETURN_IF_ERROR(
+                CopyOnStream(d.recv + s.position * bytes, d.gpu, s.send, s.gpu, bytes, d.stream));
+          }
+          break;
+        case Kind::kAllToAll: {
+          const int64_t block = bytes / n;
+          for (const Member& s : members) {
+            COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(d.recv + s.position * block, d.gpu,
+                                                     s.send + d.position * block, s.gpu, block,
+                                                     d.stream));
+          }
+          break;
+        }
+        case Kind::kShift: {
+          const int64_t off = ((r.offset % n) + n) % n;
+          const Member& s = members[(d.position - off + n) % n];
+          COMMIR_COMM_RETURN_IF_ERROR(
+              CopyOnStream(d.recv, d.gpu, s.send, s.gpu, bytes, d.stream));
+          break;
+        }
+        case Kind::kAllReduce:
+        case Kind::kReduceScatter: {
+          const int64_t out_count = RecvCount(r, n);
+          const int64_t out_bytes = out_count * esize;
+          const int64_t in_offset = r.kind == Kind::kReduceScatter ? d.position * out_bytes : 0;
+          // Inputs on another GPU are staged into one scratch buffer on d's GPU.
+          int64_t remote = 0;
+          for (const Member& s : members) remote += s.gpu != d.gpu ? 1 : 0;
+          char* scratch = nullptr;
+          const int64_t scratch_bytes = (remote + (in_place ? 1 : 0)) * out_bytes;
+          if (scratch_bytes > 0) {
+            COMMIR_COMM_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&scratch), scratch_bytes,
+                                             d.stream),
+                             "cudaMallocAsync (collective staging)");
+          }
+          std::vector<const char*> inputs;
+          int64_t next = 0;
+          for (const Member& s : members) {
+            if (s.gpu == d.gpu) {
+              inputs.push_back(s.send + in_offset);
+            } else {
+              char* slot = scratch + (next++) * out_bytes;
+              COMMIR_COMM_RETURN_IF_ERROR(
+                  CopyOnStream(slot, d.gpu, s.send + in_offset, s.gpu, out_bytes, d.stream));
+              inputs.push_back(slot);
+            }
+          }
+          char* out = in_place ? scratch + remote * out_bytes : d.recv;
+          COMMIR_COMM_RETURN_IF_ERROR(Fold(r, inputs, out, out_count, d.stream));
+          if (in_place) {
+            staged_result[d.position] = scratch;
+          } else if (scratch != nullptr) {
+            COMMIR_COMM_CUDA(cudaFreeAsync(scratch, d.stream), "cudaFreeAsync");
+          }
+          break;
+        }
+      }
+    }
+    // No member may overwrite its send buffer (or, in place, its result) before every
+    // other member has read it.
+    COMMIR_COMM_RETURN_IF_ERROR(Barrier(members, /*done=*/true));
+    if (reduce && in_place) {
+      const int64_t out_bytes = RecvCount(r, n) * esize;
+      for (const Member& d : members) {
+        int64_t remote = 0;
+        for (const Member& s : members) remote += s.gpu != d.gpu ? 1 : 0;
+        char* scratch = staged_result[d.position];
+        COMMIR_COMM_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
+        COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(d.recv, d.gpu, scratch + remote * out_bytes,
+                                                 d.gpu, out_bytes, d.stream));
+        COMMIR_COMM_CUDA(cudaFreeAsync(scratch, d.stream), "cudaFreeAsync");
+      }
+    }
+    return MarkIssued(members);
+  }
+
+  LaunchInfo launch_;
+  DevicePlan plan_;
+  std::vector<int64_t> mesh_shape_;
+  EngineOptions options_;
+  std::vector<ncclComm_t> world_;                               // by local index
+  // First group of a partition (its axes in their order) -> communicators by local index.
+  absl::flat_hash_map<std::vector<int64_t>, std::vector<ncclComm_t>> split_;
+  std::vector<LocalEvents> events_;                              // by local index
+  absl::flat_hash_map<std::pair<int, cudaStream_t>, StreamEvent> last_event_;
+  absl::Status broken_;
+};
+
+absl::StatusOr<std::unique_ptr<CollectiveEngine>> CollectiveEngine::Create(
+    const LaunchInfo& launch, const DevicePlan& plan, std::vector<int64_t> mesh_shape,
+    EngineOptions options) {
+  int64_t size = 1;
+  for (int64_t axis : mesh_shape) {
+    if (axis < 1) return absl::InvalidArgumentError("mesh axis sizes must be >= 1");
+    size *= axis;
+  }
+  if (size != plan.mesh_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "mesh shape [%s] has %d devices but the device plan has %d",
+        absl::StrJoin(mesh_shape, ","), size, plan.mesh_size));
+  }
+  if (plan.world_size != launch.world_size || plan.rank != launch.rank ||
+      static_cast<int64_t>(plan.local.size()) != plan.devices_per_process) {
+    return absl::InvalidArgumentError("device plan does not match the launch information");
+  }
+  return std::unique_ptr<CollectiveEngine>(new CollectiveEngine(
+      std::make_unique<Impl>(launch, plan, std::move(mesh_shape), std::move(options))));
+}
+
+CollectiveEngine::CollectiveEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CollectiveEngine::~CollectiveEngine() = default;
+
+absl::Status CollectiveEngine::AllGather(absl::Span<const int64_t> group,
+                                         absl::Span<const MemberBuffers> local, int64_t count,
+                                         ElementType type) {
+  return impl_->Run(Request{Kind::kAllGather, group, local, count, type});
+}
+
+absl::Status CollectiveEngine::ReduceScatter(absl::Span<const int64_t> group,
+                                             absl::Span<const MemberBuffers> local,
+                                             int64_t count, ElementType type, ReduceKind op) {
+  return impl_->Run(Request{Kind::kReduceScatter, group, local, count, type, op});
+}
+
+absl::Status CollectiveEngine::AllReduce(absl::Span<const int64_t> group,
+                                         absl::Span<const MemberBuffers> local, int64_t count,
+                                         ElementType type, ReduceKind op) {
+  return impl_->Run(Request{Kind::kAllReduce, group, local, count, type, op});
+}
+
+absl::Status CollectiveEngine::AllToAll(absl::Span<const int64_t> group,
+                                        absl::Span<const MemberBuffers> local, int64_t count,
+                                        ElementType type) {
+  return impl_->Run(Request{Kind::kAllToAll, group, local, count, type});
+}
+
+absl::Status CollectiveEngine::Shift(absl::Span<const int64_t> group,
+                                     absl::Span<const MemberBuffers> local, int64_t count,
+                                     ElementType type, int64_t offset) {
+  return impl_->Run(
+      Request{Kind::kShift, group, local, count, type, ReduceKind::kSum, offset});
+}
+
+absl::Status CollectiveEngine::WaitAll(absl::Duration timeout) { return impl_->WaitAll(timeout); }
+absl::Status CollectiveEngine::WaitAll() { return impl_->WaitAll(impl_->default_timeout()); }
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> CollectiveEngine::PartitionOf(
+    absl::Span<const int64_t> group) const {
+  return InferPartition(impl_->mesh_shape(), group);
+}
+
+}  // namespace commir::cuda::comm

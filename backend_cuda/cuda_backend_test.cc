@@ -1,0 +1,297 @@
+// The cuda backend against the cpu backend, op by op and program by program.
+//
+// Every function of every op case (testdata/ops) and every commir-run test program
+// (tools/testdata) runs through runtime::Interpreter twice with the same random inputs:
+// on CpuBackend and on CudaBackend (one process driving all mesh devices; with one GPU
+// the whole mesh shares it, launch mode (c)). Each device's results must agree within
+// the spec's tolerances (1e-5 relative L2 for f32, 5e-3 f16, 2e-2 bf16). This covers
+// every tensor op, every collective along every dim the cases use, streams and loops.
+// Further tests pin the GEMM mapping (transposes, broadcast batches, mixed result
+// types), buffer reuse across streams and the allocator's caching.
+//
+// Without a GPU every test skips, saying why.
+#include "backend_cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "backend_cpu/cpu_backend.h"
+#include "backend_cpu/host_layout.h"
+#include "backend_cuda/cuda_status.h"
+#include "backend_cuda/kernels/elementwise.h"
+#include "commir/diagnostics.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "runtime/compare.h"
+#include "runtime/interpreter.h"
+#include "runtime/random_inputs.h"
+
+namespace commir::cuda {
+namespace {
+
+using runtime::Tensor;
+
+// Why there is no GPU to test on, or empty when there is one.
+std::string NoGpuReason() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) return absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorString(error));
+  if (count == 0) return "no CUDA device";
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    std::string reason = NoGpuReason();                      \
+    if (!reason.empty()) GTEST_SKIP() << "no GPU: " << reason; \
+  } while (false)
+
+std::vector<int64_t> MeshShape(const Function& function) {
+  std::vector<int64_t> shape;
+  if (function.is_spmd() && function.mesh() != nullptr) {
+    for (const MeshAxis& axis : function.mesh()->axes()) shape.push_back(axis.size);
+  }
+  if (shape.empty()) shape.push_back(1);
+  return shape;
+}
+
+std::unique_ptr<CudaBackend> MakeBackend(std::vector<int64_t> mesh_shape) {
+  CudaBackendOptions options;
+  options.mesh_shape = std::move(mesh_shape);
+  options.timeout = absl::Seconds(60);
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(options);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  return backend.ok() ? *std::move(backend) : nullptr;
+}
+
+// Local inputs of every device from the seed, as commir-run makes them.
+absl::StatusOr<std::vector<std::vector<Tensor>>> Inputs(const Function& function, uint64_t seed,
+                                                        int64_t devices) {
+  const Mesh* mesh = function.is_spmd() ? function.mesh() : nullptr;
+  std::vector<std::vector<Tensor>> inputs(devices);
+  for (size_t i = 0; i < function.arg_types().size(); ++i) {
+    Type type = function.arg_types()[i];
+    if (!type.is_tensor()) return absl::InvalidArgumentError("index argument");
+    Tensor global = runtime::RandomGlobalTensor(seed, static_cast<int>(i), type.element_type(),
+                                                type.dims());
+    for (int64_t d = 0; d < devices; ++d) {
+      absl::StatusOr<Tensor> part = cpu::LocalPart(global, type, mesh, d);
+      if (!part.ok()) return part.status();
+      inputs[d].push_back(*std::move(part));
+    }
+  }
+  return inputs;
+}
+
+// Runs `function` on both backends; false if the cpu backend rejects it (a case about
+// errors), else compares every device's results.
+bool CompareBackends(const Function& function, const std::string& where, int* compared) {
+  cpu::CpuBackend cpu_backend;
+  runtime::Interpreter cpu_run(function, cpu_backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> inputs =
+      Inputs(function, /*seed=*/7, cpu_run.num_devices());
+  if (!inputs.ok()) return false;
+  absl::StatusOr<std::vector<std::vector<Tensor>>> expected = cpu_run.Run(*inputs);
+  if (!expected.ok()) return false;
+
+  std::unique_ptr<CudaBackend> cuda_backend = MakeBackend(MeshShape(function));
+  if (cuda_backend == nullptr) return false;
+  runtime::Interpreter cuda_run(function, *cuda_backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> actual = cuda_run.Run(*inputs);
+  EXPECT_TRUE(actual.ok()) << where << ": " << actual.status();
+  if (!actual.ok()) return true;
+  for (size_t d = 0; d < expected->size(); ++d) {
+    for (size_t r = 0; r < (*expected)[d].size(); ++r) {
+      const Tensor& want = (*expected)[d][r];
+      const Tensor& got = (*actual)[d][r];
+      runtime::Comparison c = runtime::CompareWithReference(
+          absl::StrCat("result", r), got, want, runtime::DefaultTolerance(want.element_type()));
+      EXPECT_TRUE(c.pass) << where << " device " << d << ": " << runtime::FormatComparison(c);
+      ++*compared;
+    }
+  }
+  return true;
+}
+
+void CompareDirectory(const std::string& dir) {
+  int programs = 0, compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string path = entry.path().string();
+    if (!absl::EndsWith(path, ".commir")) continue;
+    std::ifstream in(path);
+    std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    DiagnosticEngine diagnostics;
+    std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+    if (module == nullptr) continue;  // error cases
+    for (Function* function : module->functions()) {
+      if (CompareBackends(*function, absl::StrCat(path, " @", function->name()), &compared)) {
+        ++programs;
+      }
+    }
+  }
+  EXPECT_GT(programs, 0) << "no program of " << dir << " ran";
+  EXPECT_GT(compared, 0);
+}
+
+TEST(CudaBackendTest, EveryOpCaseAgreesWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  CompareDirectory("testdata/ops");
+}
+
+TEST(CudaBackendTest, EveryCommirRunProgramAgreesWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  CompareDirectory("tools/testdata");
+}
+
+// Parses one function from text.
+std::unique_ptr<Module> Parse(const std::string& source) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  return module;
+}
+
+TEST(CudaBackendTest, MatmulTransposesBatchesAndResultTypes) {
+  SKIP_WITHOUT_GPU();
+  const char* cases[] = {
+      "func @f(%a: f32[3, 5], %b: f32[5, 4]) -> f32[3, 4] {\n"
+      "  %c = matmul(%a, %b)\n  return %c\n}\n",
+      "func @f(%a: f32[5, 3], %b: f32[4, 5]) -> f32[3, 4] {\n"
+      "  %c = matmul(%a, %b) {transpose_a, transpose_b}\n  return %c\n}\n",
+      "func @f(%a: bf16[2, 1, 64, 32], %b: bf16[3, 32, 48]) -> bf16[2, 3, 64, 48] {\n"
+      "  %c = matmul(%a, %b)\n  return %c\n}\n",
+      "func @f(%a: f16[4, 64, 32], %b: f16[48, 32]) -> f32[4, 64, 48] {\n"
+      "  %c = matmul(%a, %b) {transpose_b} : f32[4, 64, 48]\n  return %c\n}\n",
+      "func @f(%a: f32[16, 8], %b: f32[8, 24]) -> bf16[16, 24] {\n"
+      "  %c = matmul(%a, %b) : bf16[16, 24]\n  return %c\n}\n",
+      "func @f(%a: f64[7, 9], %b: f64[9, 5]) -> f64[7, 5] {\n"
+      "  %c = matmul(%a, %b)\n  return %c\n}\n",
+      "func @f(%a: f32[4, 0], %b: f32[0, 6]) -> f32[4, 6] {\n"
+      "  %c = matmul(%a, %b)\n  return %c\n}\n",
+  };
+  for (const char* source : cases) {
+    std::unique_ptr<Module> module = Parse(source);
+    if (module == nullptr) continue;
+    int compared = 0;
+    EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
+    EXPECT_EQ(compared, 1) << source;
+  }
+}
+
+TEST(CudaBackendTest, ValuesCrossStreamsAndBuffersAreReused) {
+  SKIP_WITHOUT_GPU();
+  // A producer on stream 1 feeding consumers on streams 0 and 2, in a loop so that
+  // buffers freed on one stream come back: a missing wait or an early reuse corrupts
+  // the sums.
+  std::unique_ptr<Module> valid = Parse(
+      "mesh @m(tp=2)\n"
+      "spmd func @f(%x: f32[256@tp, 256], %g: f32[256]) -> f32[256@tp, 256] {\n"
+      "  %r = for %i = 0 to 8 iter(%acc = %x) {\n"
+      "    %big = matmul(%acc, %acc) {transpose_b, stream = 1} : f32[128, 128]\n"
+      "    %s = mul(%big, 0.001) {stream = 2} : f32[128, 128]\n"
+      "    %t = add(%acc, 1.0) : f32[128, 256]\n"
+      "    %u = slice(%t) {start = [0, 0], size = [128, 128]} : f32[128, 128]\n"
+      "    %v = add(%u, %s) {stream = 2} : f32[128, 128]\n"
+      "    %w = concat(%v, %u) {dim = 1, stream = 1} : f32[128, 256]\n"
+      "    %n = rmsnorm(%w, %g) : f32[128, 256]\n"
+      "    %a = all_reduce(%n) {axis = tp, stream = 1} : f32[128, 256]\n"
+      "    %m = mul(%a, 0.5) : f32[128, 256]\n"
+      "    yield %m\n"
+      "  } : f32[128, 256]\n"
+      "  return %r\n"
+      "}\n");
+  if (valid == nullptr) return;
+  int compared = 0;
+  EXPECT_TRUE(CompareBackends(*valid->functions()[0], "streams program", &compared));
+  EXPECT_EQ(compared, 2);
+}
+
+TEST(CudaBackendTest, AllocatorCachesBlocksAcrossRuns) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Module> module = Parse(
+      "func @f(%x: f32[1024, 1024]) -> f32[1024, 1024] {\n"
+      "  %a = exp(%x)\n  %b = mul(%a, %x)\n  %c = sub(%b, %a)\n  return %c\n}\n");
+  ASSERT_NE(module, nullptr);
+  std::unique_ptr<CudaBackend> backend = MakeBackend({1});
+  ASSERT_NE(backend, nullptr);
+  runtime::Interpreter run(*module->functions()[0], *backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> inputs = Inputs(*module->functions()[0], 1, 1);
+  ASSERT_TRUE(inputs.ok());
+  ASSERT_TRUE(run.Run(*inputs).ok());
+  const CachingAllocator::Stats first = backend->MemoryStats(backend->GpuOf(0));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(run.Run(*inputs).ok());
+  const CachingAllocator::Stats later = backend->MemoryStats(backend->GpuOf(0));
+  // Steady state: every buffer comes from the cache, none from cudaMalloc.
+  EXPECT_EQ(later.driver_allocations, first.driver_allocations);
+  EXPECT_GT(later.cache_hits, first.cache_hits);
+  EXPECT_EQ(later.in_use_bytes, first.in_use_bytes);
+}
+
+// The runtime records cudaErrorNotReady from cudaEventQuery as the thread's last error,
+// and the kernel launchers return cudaGetLastError(): polling a pending event (as the
+// allocator does for fences, inside steps) must not fail the next launch.
+TEST(CudaBackendTest, PollingAPendingEventDoesNotFailTheNextLaunch) {
+  SKIP_WITHOUT_GPU();
+  cudaStream_t blocked = nullptr, other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&blocked, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  std::atomic<bool> release{false};
+  ASSERT_EQ(cudaLaunchHostFunc(
+                blocked,
+                [](void* flag) {
+                  while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  }
+                },
+                &release),
+            cudaSuccess);
+  cudaEvent_t event = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(event, blocked), cudaSuccess);
+  EXPECT_EQ(QueryEvent(event), cudaErrorNotReady);
+  void* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, 1024), cudaSuccess);
+  EXPECT_EQ(cuda_kernels::LaunchFill(cuda_kernels::KDType::kF32, buffer, 256, 1.0, other),
+            cudaSuccess);
+  release = true;
+  EXPECT_EQ(cudaStreamSynchronize(blocked), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  cudaFree(buffer);
+  cudaEventDestroy(event);
+  cudaStreamDestroy(other);
+  cudaStreamDestroy(blocked);
+}
+
+TEST(CudaBackendTest, OutOfRangeDynamicSliceIsAProgramError) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(tp=2)\n"
+      "spmd func @f(%x: f32[8@tp]) -> f32[4@tp] {\n"
+      "  %r = rank() {axis = tp}\n  %o = mul(%r, 3)\n"
+      "  %y = dynamic_slice(%x, %o) {dim = 0, size = 2} : f32[2]\n  return %y\n}\n");
+  ASSERT_NE(module, nullptr);
+  std::unique_ptr<CudaBackend> backend = MakeBackend({2});
+  ASSERT_NE(backend, nullptr);
+  runtime::Interpreter run(*module->functions()[0], *backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> inputs = Inputs(*module->functions()[0], 1, 2);
+  ASSERT_TRUE(inputs.ok());
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = run.Run(*inputs);
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument) << outputs.status();
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("out of range"));
+}
+
+}  // namespace
+}  // namespace commir::cuda

@@ -1,0 +1,56 @@
+// Element types as the device kernels see them.
+//
+// The .cu files of a cuda_kernel_library may only include the headers listed in their own
+// `hdrs`, so they cannot use commir/element_type.h; KDType mirrors commir::ElementType one
+// to one (same enumerators, same order) and the executor maps between the two.
+#ifndef COMMIR_BACKEND_CUDA_KERNELS_DTYPE_H_
+#define COMMIR_BACKEND_CUDA_KERNELS_DTYPE_H_
+
+#include <cstdint>
+
+namespace commir::cuda_kernels {
+
+// f16 is IEEE binary16, bf16 is bfloat16, i1 is one byte holding 0 or 1.
+enum class KDType : uint8_t { kF64, kF32, kF16, kBF16, kI64, kI32, kI1 };
+
+// Bytes one element occupies in device memory.
+constexpr int KDTypeSize(KDType t) {
+  switch (t) {
+    case KDType::kF64:
+    case KDType::kI64:
+      return 8;
+    case KDType::kF32:
+    case KDType::kI32:
+      return 4;
+    case KDType::kF16:
+    case KDType::kBF16:
+      return 2;
+    case KDType::kI1:
+      return 1;
+  }
+  return 0;
+}
+
+constexpr bool KDTypeIsFloat(KDType t) {
+  return t == KDType::kF64 || t == KDType::kF32 || t == KDType::kF16 || t == KDType::kBF16;
+}
+
+// Kernels handle tensors of rank <= kMaxRank after merging dimensions that are contiguous in
+// both source and destination (so e.g. a rank-10 elementwise op is fine; a transpose that
+// really permutes more than 8 separate dimension groups is not). Larger ranks return
+// cudaErrorInvalidValue.
+inline constexpr int kMaxRank = 8;
+
+// Errors that depend on data values (which the host cannot see without blocking) are
+// reported by OR-ing these bits into an optional device-side `int32_t` flag the caller
+// allocates, zeroes, and inspects after the stream has run. Where the flag is raised the
+// element is written as 0.
+enum KErrorBits : int32_t {
+  kErrIntDivByZero = 1,     // integer div by zero
+  kErrIntNegativePow = 2,   // integer pow with a negative exponent
+  kErrEmptyIntMean = 4,     // integer reduce_mean over zero elements
+};
+
+}  // namespace commir::cuda_kernels
+
+#endif  // COMMIR_BACKEND_CUDA_KERNELS_DTYPE_H_

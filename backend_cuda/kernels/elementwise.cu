@@ -1,0 +1,442 @@
+// Elementwise kernels (elementwise.h): grid-stride loops that move four elements per thread
+// per iteration with one aligned vector access when every pointer allows it.
+#include "backend_cuda/kernels/elementwise.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <numbers>
+#include <vector>
+
+#include "backend_cuda/kernels/device_math.cuh"
+#include "backend_cuda/kernels/dtype.h"
+#include "backend_cuda/kernels/shape_helpers.h"
+
+namespace commir::cuda_kernels {
+namespace {
+
+constexpr int kVec = 4;
+
+template <typename T>
+struct alignas(sizeof(T) * kVec) Pack {
+  T v[kVec];
+};
+
+template <typename T>
+bool Aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVec) == 0;
+}
+
+// ---- Unary --------------------------------------------------------------------------
+
+template <typename C>
+__device__ __forceinline__ C Sigmoid(C x) {
+  // Never exponentiates a large positive number (as the cpu kernel).
+  if (x >= C{0}) return C{1} / (C{1} + DExp(-x));
+  const C e = DExp(x);
+  return e / (C{1} + e);
+}
+
+template <KUnaryOp kOp, typename C>
+__device__ __forceinline__ C ApplyUnary(C x) {
+  if constexpr (std::is_same_v<C, int64_t>) {
+    if constexpr (kOp == KUnaryOp::kNeg) return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(x));
+    if constexpr (kOp == KUnaryOp::kAbs) {
+      return x < 0 ? static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(x)) : x;
+    }
+    return x < 0 ? 0 : x;  // relu
+  } else {
+    constexpr C kInvSqrt2 = static_cast<C>(1.0 / std::numbers::sqrt2);
+    constexpr C kSqrt2OverPi = static_cast<C>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+    constexpr C kGeluCubic = static_cast<C>(0.044715);
+    if constexpr (kOp == KUnaryOp::kNeg) return -x;
+    if constexpr (kOp == KUnaryOp::kAbs) return DAbs(x);
+    if constexpr (kOp == KUnaryOp::kExp) return DExp(x);
+    if constexpr (kOp == KUnaryOp::kLog) return DLog(x);
+    if constexpr (kOp == KUnaryOp::kSqrt) return DSqrt(x);
+    if constexpr (kOp == KUnaryOp::kRsqrt) return C{1} / DSqrt(x);
+    if constexpr (kOp == KUnaryOp::kTanh) return DTanh(x);
+    if constexpr (kOp == KUnaryOp::kSigmoid) return Sigmoid(x);
+    if constexpr (kOp == KUnaryOp::kRelu) return x < C{0} ? C{0} : x;  // NaN stays NaN
+    if constexpr (kOp == KUnaryOp::kSilu) return x * Sigmoid(x);
+    // 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) avoid cancellation for x < 0.
+    if constexpr (kOp == KUnaryOp::kGeluErf) return C{0.5} * x * DErfc(-x * kInvSqrt2);
+    if constexpr (kOp == KUnaryOp::kGeluTanh) {
+      // Unfused, in the cpu's order: an FMA here would move the argument of exp by an ulp,
+      // which the exponential magnifies by |argument| (up to ~30 ulp in the tail).
+      constexpr C kTwoSqrt2OverPi = C{2} * kSqrt2OverPi;
+      const C cubic = MulRn(MulRn(MulRn(kGeluCubic, x), x), x);
+      return x * Sigmoid(MulRn(kTwoSqrt2OverPi, AddRn(x, cubic)));
+    }
+    return x;
+  }
+}
+
+template <KUnaryOp kOp, typename T>
+__global__ void UnaryKernel(const T* x, T* y, int64_t n, bool vec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    const int64_t packs = n / kVec;
+    for (int64_t p = i; p < packs; p += stride) {
+      Pack<T> in = reinterpret_cast<const Pack<T>*>(x)[p];
+      Pack<T> out;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) out.v[j] = Store<T>(ApplyUnary<kOp>(Load(in.v[j])));
+      reinterpret_cast<Pack<T>*>(y)[p] = out;
+    }
+    i += packs * kVec;
+  }
+  for (; i < n; i += stride) y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i])));
+}
+
+template <typename T, KUnaryOp kOp>
+cudaError_t LaunchUnaryTyped(const T* x, T* y, int64_t n, cudaStream_t stream) {
+  const bool vec = Aligned<T>(x) && Aligned<T>(y);
+  UnaryKernel<kOp, T><<<GridFor(vec ? n / kVec + kVec : n), kThreads, 0, stream>>>(x, y, n, vec);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t UnaryDispatchOp(KUnaryOp op, const T* x, T* y, int64_t n, cudaStream_t s) {
+  if constexpr (!kIsFloatStorage<T>) {
+    switch (op) {
+      case KUnaryOp::kNeg: return LaunchUnaryTyped<T, KUnaryOp::kNeg>(x, y, n, s);
+      case KUnaryOp::kAbs: return LaunchUnaryTyped<T, KUnaryOp::kAbs>(x, y, n, s);
+      case KUnaryOp::kRelu: return LaunchUnaryTyped<T, KUnaryOp::kRelu>(x, y, n, s);
+      default: return cudaErrorInvalidValue;  // the others need a float type
+    }
+  } else {
+    switch (op) {
+#define COMMIR_UNARY_CASE(name) \
+  case KUnaryOp::name: return LaunchUnaryTyped<T, KUnaryOp::name>(x, y, n, s);
+      COMMIR_UNARY_CASE(kNeg)
+      COMMIR_UNARY_CASE(kAbs)
+      COMMIR_UNARY_CASE(kExp)
+      COMMIR_UNARY_CASE(kLog)
+      COMMIR_UNARY_CASE(kSqrt)
+      COMMIR_UNARY_CASE(kRsqrt)
+      COMMIR_UNARY_CASE(kTanh)
+      COMMIR_UNARY_CASE(kSigmoid)
+      COMMIR_UNARY_CASE(kRelu)
+      COMMIR_UNARY_CASE(kSilu)
+      COMMIR_UNARY_CASE(kGeluErf)
+      COMMIR_UNARY_CASE(kGeluTanh)
+#undef COMMIR_UNARY_CASE
+    }
+    return cudaErrorInvalidValue;
+  }
+}
+
+// ---- Binary -------------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t FloorDivide(int64_t a, int64_t b) {
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;  // wraps
+  const int64_t q = a / b;
+  return q * b != a && ((a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+__device__ __forceinline__ int64_t WrapMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+template <KBinaryOp kOp, typename C>
+__device__ __forceinline__ C ApplyBinary(C a, C b, int32_t* flag) {
+  if constexpr (kOp == KBinaryOp::kMax) return MaxNan(a, b);
+  if constexpr (kOp == KBinaryOp::kMin) return MinNan(a, b);
+  if constexpr (std::is_same_v<C, int64_t>) {
+    if constexpr (kOp == KBinaryOp::kAdd) return WrapAdd(a, b);
+    if constexpr (kOp == KBinaryOp::kSub) {
+      return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+    }
+    if constexpr (kOp == KBinaryOp::kMul) return WrapMul(a, b);
+    if constexpr (kOp == KBinaryOp::kDiv) {
+      if (b == 0) {
+        RaiseError(flag, kErrIntDivByZero);
+        return 0;
+      }
+      return FloorDivide(a, b);
+    }
+    if constexpr (kOp == KBinaryOp::kPow) {
+      if (b < 0) {
+        RaiseError(flag, kErrIntNegativePow);
+        return 0;
+      }
+      int64_t result = 1;
+      while (b > 0) {
+        if (b & 1) result = WrapMul(result, a);
+        a = WrapMul(a, a);
+        b >>= 1;
+      }
+      return result;
+    }
+    return 0;
+  } else {
+    if constexpr (kOp == KBinaryOp::kAdd) return a + b;
+    if constexpr (kOp == KBinaryOp::kSub) return a - b;
+    if constexpr (kOp == KBinaryOp::kMul) return a * b;
+    if constexpr (kOp == KBinaryOp::kDiv) return a / b;
+    if constexpr (kOp == KBinaryOp::kPow) return DPow(a, b);
+    return C{0};
+  }
+}
+
+// Both operands have out's shape.
+template <KBinaryOp kOp, typename T>
+__global__ void BinaryFlatKernel(const T* a, const T* b, T* out, int64_t n, bool vec,
+                                 int32_t* flag) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    const int64_t packs = n / kVec;
+    for (int64_t p = i; p < packs; p += stride) {
+      const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[p];
+      const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[p];
+      Pack<T> po;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        po.v[j] = Store<T>(ApplyBinary<kOp>(Load(pa.v[j]), Load(pb.v[j]), flag));
+      }
+      reinterpret_cast<Pack<T>*>(out)[p] = po;
+    }
+    i += packs * kVec;
+  }
+  for (; i < n; i += stride) out[i] = Store<T>(ApplyBinary<kOp>(Load(a[i]), Load(b[i]), flag));
+}
+
+// General broadcasting: operand offsets from the merged index space.
+template <KBinaryOp kOp, typename T>
+__global__ void BinaryStridedKernel(const T* a, const T* b, T* out, int64_t n,
+                                    StridedSpace<2> space, int32_t* flag) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    int64_t off[2];
+    StridedOffsets(space, i, off);
+    out[i] = Store<T>(ApplyBinary<kOp>(Load(a[off[0]]), Load(b[off[1]]), flag));
+  }
+}
+
+template <typename T, KBinaryOp kOp>
+cudaError_t LaunchBinaryTyped(const T* a, std::span<const int64_t> a_shape, const T* b,
+                              std::span<const int64_t> b_shape, T* out,
+                              std::span<const int64_t> out_shape, int32_t* flag,
+                              cudaStream_t stream) {
+  const int64_t n = NumElementsOf(out_shape);
+  std::vector<int64_t> strides[3];
+  if (!BroadcastStrides(a_shape, out_shape, &strides[0]) ||
+      !BroadcastStrides(b_shape, out_shape, &strides[1])) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) return cudaSuccess;
+  strides[2] = RowMajorStridesOf(out_shape);
+  StridedSpace<3> merged;
+  if (!BuildStridedSpace<3>(out_shape, strides, &merged)) return cudaErrorInvalidValue;
+  // Equal shapes merge to one contiguous dimension (or none for a single element).
+  const bool flat = merged.rank == 0 ||
+                    (merged.rank == 1 && merged.strides[0][0] == 1 && merged.strides[1][0] == 1);
+  if (flat) {
+    const bool vec = Aligned<T>(a) && Aligned<T>(b) && Aligned<T>(out);
+    BinaryFlatKernel<kOp, T>
+        <<<GridFor(vec ? n / kVec + kVec : n), kThreads, 0, stream>>>(a, b, out, n, vec, flag);
+    return cudaGetLastError();
+  }
+  StridedSpace<2> space;
+  space.rank = merged.rank;
+  for (int d = 0; d < merged.rank; ++d) {
+    space.dims[d] = merged.dims[d];
+    space.strides[0][d] = merged.strides[0][d];
+    space.strides[1][d] = merged.strides[1][d];
+  }
+  BinaryStridedKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, out, n, space, flag);
+  return cudaGetLastError();
+}
+
+// ---- Convert, fill, combine -----------------------------------------------------------
+
+template <typename From, typename To>
+__device__ __forceinline__ To ConvertValue(From x) {
+  if constexpr (kIsFloatStorage<From>) {
+    return FromDouble<To>(ToDouble(x));
+  } else {
+    return FromInt64<To>(static_cast<int64_t>(x));
+  }
+}
+
+template <typename From, typename To>
+__global__ void ConvertKernel(const From* __restrict__ x, To* __restrict__ y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = ConvertValue<From, To>(x[i]);
+  }
+}
+
+template <typename T>
+__global__ void FillKernel(T* y, int64_t n, double value) {
+  const T v = FromDouble<T>(value);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = v;
+  }
+}
+
+// Accumulator storage of T: float for f16/bf16, T otherwise.
+template <typename T>
+using AccumStorage =
+    std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
+
+template <typename C>
+__device__ __forceinline__ C ApplyCombine(KCombineOp op, C a, C b) {
+  switch (op) {
+    case KCombineOp::kMax: return MaxNan(a, b);
+    case KCombineOp::kMin: return MinNan(a, b);
+    default: return AddOp{}(a, b);
+  }
+}
+
+template <typename T, typename TA, typename TO>
+__global__ void CombineKernel(KCombineOp op, const TA* a, const T* b, TO* out, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    // Reads both before writing, so out may alias a or b.
+    const ComputeOf<T> va = static_cast<ComputeOf<T>>(Load(a[i]));
+    const ComputeOf<T> vb = Load(b[i]);
+    out[i] = Store<TO>(ApplyCombine(op, va, vb));
+  }
+}
+
+template <typename T, typename TA, typename TO>
+cudaError_t LaunchCombineTyped(KCombineOp op, const void* a, const void* b, void* out,
+                               int64_t n, cudaStream_t stream) {
+  CombineKernel<T, TA, TO><<<GridFor(n), kThreads, 0, stream>>>(
+      op, static_cast<const TA*>(a), static_cast<const T*>(b), static_cast<TO*>(out), n);
+  return cudaGetLastError();
+}
+
+struct BufferList {
+  const void* ptrs[kMaxReduceBuffers];
+  int n;
+};
+
+template <typename T>
+__global__ void ReduceBuffersKernel(KCombineOp op, BufferList in, T* out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    ComputeOf<T> acc = Load(static_cast<const T*>(in.ptrs[0])[i]);
+    for (int k = 1; k < in.n; ++k) {
+      acc = ApplyCombine(op, acc, Load(static_cast<const T*>(in.ptrs[k])[i]));
+    }
+    out[i] = Store<T>(acc);  // every input was read first, so out may alias one
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchUnary(KUnaryOp op, KDType dtype, const void* x, void* y, int64_t n,
+                        cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return UnaryDispatchOp<T>(op, static_cast<const T*>(x), static_cast<T*>(y), n, stream);
+  });
+}
+
+cudaError_t LaunchBinary(KBinaryOp op, KDType dtype, const void* a,
+                         std::span<const int64_t> a_shape, const void* b,
+                         std::span<const int64_t> b_shape, void* out,
+                         std::span<const int64_t> out_shape, int32_t* error_flag,
+                         cudaStream_t stream) {
+  return DispatchAll(dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    const T* ta = static_cast<const T*>(a);
+    const T* tb = static_cast<const T*>(b);
+    T* to = static_cast<T*>(out);
+    switch (op) {
+#define COMMIR_BINARY_CASE(name)                                                           \
+  case KBinaryOp::name:                                                                    \
+    return LaunchBinaryTyped<T, KBinaryOp::name>(ta, a_shape, tb, b_shape, to, out_shape, \
+                                                 error_flag, stream);
+      COMMIR_BINARY_CASE(kAdd)
+      COMMIR_BINARY_CASE(kSub)
+      COMMIR_BINARY_CASE(kMul)
+      COMMIR_BINARY_CASE(kDiv)
+      COMMIR_BINARY_CASE(kMax)
+      COMMIR_BINARY_CASE(kMin)
+      COMMIR_BINARY_CASE(kPow)
+#undef COMMIR_BINARY_CASE
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+cudaError_t LaunchConvert(KDType from, const void* x, KDType to, void* y, int64_t n,
+                          cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (from == to) {
+    if (x == y) return cudaSuccess;
+    return cudaMemcpyAsync(y, x, static_cast<size_t>(n) * KDTypeSize(from),
+                           cudaMemcpyDeviceToDevice, stream);
+  }
+  return DispatchAll(from, [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    return DispatchAll(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      ConvertKernel<From, To><<<GridFor(n), kThreads, 0, stream>>>(static_cast<const From*>(x),
+                                                                   static_cast<To*>(y), n);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t LaunchFill(KDType dtype, void* y, int64_t n, double value, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    FillKernel<T><<<GridFor(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, value);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchCombine(KCombineOp op, KDType dtype, const void* a, bool a_is_accum,
+                          const void* b, void* out, bool out_is_accum, int64_t n,
+                          cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = AccumStorage<T>;
+    if (a_is_accum) {
+      return out_is_accum ? LaunchCombineTyped<T, A, A>(op, a, b, out, n, stream)
+                          : LaunchCombineTyped<T, A, T>(op, a, b, out, n, stream);
+    }
+    return out_is_accum ? LaunchCombineTyped<T, T, A>(op, a, b, out, n, stream)
+                        : LaunchCombineTyped<T, T, T>(op, a, b, out, n, stream);
+  });
+}
+
+cudaError_t LaunchReduceBuffers(KCombineOp op, KDType dtype, const void* const* inputs, int n,
+                                void* out, int64_t count, cudaStream_t stream) {
+  if (n < 1 || n > kMaxReduceBuffers || count < 0 || inputs == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (count == 0) return cudaSuccess;
+  BufferList list{};
+  list.n = n;
+  for (int k = 0; k < n; ++k) list.ptrs[k] = inputs[k];
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ReduceBuffersKernel<T>
+        <<<GridFor(count), kThreads, 0, stream>>>(op, list, static_cast<T*>(out), count);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace commir::cuda_kernels

@@ -1,0 +1,177 @@
+// The interpreter's side of the Backend seam: which device and stream each op instance
+// names, which devices run when a process drives only some of them, what a collective's
+// context holds, and that device-resident backends get inputs and results moved.
+#include "runtime/interpreter.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "commir/diagnostics.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "runtime/backend.h"
+#include "runtime/tensor.h"
+
+namespace commir::runtime {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Records every call; ops return a copy of their first tensor operand (or a zero f32[2]
+// for `full`), collectives return each local part unchanged.
+class RecordingBackend : public Backend {
+ public:
+  struct OpCall {
+    std::string op;
+    int64_t device;
+    int64_t stream;
+  };
+  std::vector<OpCall> ops;
+  std::vector<CollectiveContext> collectives;
+  bool device_memory = false;
+  int to_device = 0, to_host = 0;
+
+  absl::string_view name() const override { return "recording"; }
+  bool uses_device_memory() const override { return device_memory; }
+  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op, const OpContext& context,
+                                            absl::Span<const Tensor* const> tensors,
+                                            absl::Span<const int64_t>) override {
+    ops.push_back({std::string(op.name()), context.device, context.stream});
+    if (tensors.empty()) return std::vector<Tensor>{Tensor(ElementType::kF32, {2})};
+    return std::vector<Tensor>{*tensors[0]};
+  }
+  absl::StatusOr<std::vector<Tensor>> RunCollective(const Operation&,
+                                                    const CollectiveContext& context,
+                                                    absl::Span<const Tensor* const> parts) override {
+    collectives.push_back(context);
+    std::vector<Tensor> out;
+    for (const Tensor* part : parts) out.push_back(*part);
+    return out;
+  }
+  absl::StatusOr<Tensor> ToDevice(int64_t, const Tensor& host) override {
+    ++to_device;
+    return host;
+  }
+  absl::StatusOr<Tensor> ToHost(const Tensor& value) override {
+    ++to_host;
+    return value;
+  }
+};
+
+std::unique_ptr<Module> Parse(const std::string& source) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  return module;
+}
+
+constexpr char kProgram[] =
+    "mesh @m(dp=2, tp=2)\n"
+    "spmd func @f(%x: f32[4@(dp, tp)]) -> f32[4@(dp, tp)] {\n"
+    "  %r = rank() {axis = tp}\n"
+    "  %a = neg(%x) {stream = %r}\n"
+    "  %b = all_gather(%a) {axis = tp, dim = 0, stream = 2} : f32[2]\n"
+    "  %c = slice(%b) {start = [0], size = [1]} : f32[1]\n"
+    "  return %c\n"
+    "}\n";
+
+std::vector<std::vector<Tensor>> Inputs(int64_t devices) {
+  return std::vector<std::vector<Tensor>>(devices, {Tensor(ElementType::kF32, {1})});
+}
+
+TEST(InterpreterTest, OpsNameTheirDeviceAndStream) {
+  std::unique_ptr<Module> module = Parse(kProgram);
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  ASSERT_TRUE(interpreter.Run(Inputs(4)).ok());
+  // neg runs on every device, on the stream given by its tp coordinate.
+  std::vector<std::pair<int64_t, int64_t>> negs;
+  for (const auto& call : backend.ops) {
+    if (call.op == "neg") negs.emplace_back(call.device, call.stream);
+  }
+  EXPECT_THAT(negs, ElementsAre(std::pair<int64_t, int64_t>{0, 0}, std::pair<int64_t, int64_t>{1, 1},
+                                std::pair<int64_t, int64_t>{2, 0}, std::pair<int64_t, int64_t>{3, 1}));
+  // One all_gather per tp group, with every member local.
+  ASSERT_EQ(backend.collectives.size(), 2u);
+  EXPECT_THAT(backend.collectives[0].group, ElementsAre(0, 1));
+  EXPECT_THAT(backend.collectives[0].local, ElementsAre(0, 1));
+  EXPECT_THAT(backend.collectives[0].streams, ElementsAre(2, 2));
+  EXPECT_THAT(backend.collectives[1].group, ElementsAre(2, 3));
+  EXPECT_EQ(backend.to_device, 0);  // host tensors are used as they are
+}
+
+TEST(InterpreterTest, LocalDevicesRestrictExecutionAndCollectiveParts) {
+  std::unique_ptr<Module> module = Parse(kProgram);
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  ASSERT_TRUE(interpreter.set_local_devices({1, 3}).ok());
+  std::vector<std::vector<Tensor>> inputs(4);
+  inputs[1] = {Tensor(ElementType::kF32, {1})};
+  inputs[3] = {Tensor(ElementType::kF32, {1})};
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  for (const auto& call : backend.ops) {
+    EXPECT_TRUE(call.device == 1 || call.device == 3) << call.op << " on " << call.device;
+  }
+  ASSERT_EQ(backend.collectives.size(), 2u);
+  // Device 1 is position 1 of group {0, 1}; device 3 position 1 of {2, 3}.
+  EXPECT_THAT(backend.collectives[0].group, ElementsAre(0, 1));
+  EXPECT_THAT(backend.collectives[0].local, ElementsAre(1));
+  EXPECT_THAT(backend.collectives[1].group, ElementsAre(2, 3));
+  EXPECT_THAT(backend.collectives[1].local, ElementsAre(1));
+  EXPECT_TRUE((*outputs)[0].empty());
+  EXPECT_EQ((*outputs)[1].size(), 1u);
+  EXPECT_TRUE((*outputs)[2].empty());
+  EXPECT_EQ((*outputs)[3].size(), 1u);
+}
+
+TEST(InterpreterTest, RejectsBadLocalDeviceLists) {
+  std::unique_ptr<Module> module = Parse(kProgram);
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  EXPECT_FALSE(interpreter.set_local_devices({}).ok());
+  EXPECT_FALSE(interpreter.set_local_devices({4}).ok());
+  EXPECT_FALSE(interpreter.set_local_devices({2, 1}).ok());
+  EXPECT_FALSE(interpreter.set_local_devices({1, 1}).ok());
+  EXPECT_TRUE(interpreter.set_local_devices({0, 2}).ok());
+  EXPECT_THAT(interpreter.local_devices(), ElementsAre(0, 2));
+}
+
+TEST(InterpreterTest, DeviceBackendsGetInputsInAndResultsOut) {
+  std::unique_ptr<Module> module = Parse(kProgram);
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  backend.device_memory = true;
+  Interpreter interpreter(*module->functions()[0], backend);
+  ASSERT_TRUE(interpreter.Run(Inputs(4)).ok());
+  EXPECT_EQ(backend.to_device, 4);  // one argument on each of 4 devices
+  EXPECT_EQ(backend.to_host, 4);    // one result on each
+}
+
+TEST(InterpreterTest, BackendErrorCodesSurvive) {
+  class Failing : public RecordingBackend {
+    absl::StatusOr<std::vector<Tensor>> RunOp(const Operation&, const OpContext&,
+                                              absl::Span<const Tensor* const>,
+                                              absl::Span<const int64_t>) override {
+      return absl::ResourceExhaustedError("out of memory on GPU 0");
+    }
+  };
+  std::unique_ptr<Module> module = Parse(kProgram);
+  ASSERT_NE(module, nullptr);
+  Failing backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(4));
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("'neg'"));
+  EXPECT_EQ(interpreter.error_location().line, 4);
+}
+
+}  // namespace
+}  // namespace commir::runtime
