@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "commir/check.h"
 #include "commir/verifier.h"
 #include "parser/lexer.h"
 
@@ -44,7 +45,6 @@ class Parser {
       : source_(source), diagnostics_(diagnostics) {}
 
   std::unique_ptr<Module> Run(const ParseOptions& options) {
-    tokens_ = Tokenize(source_);
     verify_ = options.verify;
     module_ = std::make_unique<Module>();
     ParseMeshes();
@@ -57,12 +57,50 @@ class Parser {
  private:
   // ---- Token helpers ------------------------------------------------------------
 
-  const Token& Cur() const { return tokens_[pos_]; }
-  const Token& Peek(size_t ahead = 1) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
+  // Tokens are read on demand (see Lexer): cur_ is the current token and ahead_ the
+  // ones peeked past it. A Mark comes back to a token: the first pass records where
+  // each declaration starts, and Recover() re-reads a broken statement.
+  struct Mark {
+    Lexer::State state;     // the lexer before the token (and the trivia before it)
+    int32_t prev_line = 0;  // the line of the token before it; 0 at the start
+  };
+
+  const Token& Cur() const { return cur_; }
+  // The token `ahead` (1 or 2) past the current one; end of file past the end.
+  const Token& Peek(size_t ahead = 1) {
+    COMMIR_CHECK(ahead >= 1 && ahead <= kMaxLookahead, "peeking too far ahead");
+    while (num_ahead_ < ahead) {
+      ahead_start_[num_ahead_] = lexer_.state();
+      ahead_[num_ahead_] = lexer_.Next();
+      ++num_ahead_;
+    }
+    return ahead_[ahead - 1];
   }
   void Advance() {
-    if (pos_ + 1 < tokens_.size()) ++pos_;
+    if (cur_.kind == TokenKind::kEof) return;
+    prev_line_ = cur_.loc.line;
+    if (num_ahead_ == 0) {
+      cur_start_ = lexer_.state();
+      cur_ = lexer_.Next();
+      return;
+    }
+    cur_start_ = ahead_start_[0];
+    cur_ = ahead_[0];
+    for (size_t i = 1; i < num_ahead_; ++i) {
+      ahead_start_[i - 1] = ahead_start_[i];
+      ahead_[i - 1] = ahead_[i];
+    }
+    --num_ahead_;
+  }
+  Mark Here() const { return Mark{cur_start_, prev_line_}; }
+  // Whether the current token comes after the one `mark` points at.
+  bool PastMark(const Mark& mark) const { return cur_start_.pos > mark.state.pos; }
+  void Reset(const Mark& mark) {
+    lexer_.set_state(mark.state);
+    num_ahead_ = 0;
+    prev_line_ = mark.prev_line;
+    cur_start_ = mark.state;
+    cur_ = lexer_.Next();
   }
   bool AtEnd() const { return Cur().kind == TokenKind::kEof; }
 
@@ -111,7 +149,7 @@ class Parser {
     Advance();
     while (!AtEnd() && !(AtDeclStart() && Cur().loc.line != line && IsFirstOnLine())) Advance();
   }
-  bool IsFirstOnLine() const { return pos_ == 0 || tokens_[pos_ - 1].loc.line != Cur().loc.line; }
+  bool IsFirstOnLine() const { return prev_line_ == 0 || prev_line_ != Cur().loc.line; }
 
   // Skips a function declaration that starts at the current `func` or `spmd func`: up
   // to and including its balanced body, or up to the next `mesh`, `func` or `spmd` that
@@ -129,7 +167,7 @@ class Parser {
         while (!open.empty() && !open.back()) open.pop_back();
       }
       if (Cur().Is(TokenKind::kLBrace)) {
-        open.push_back(open.empty() || OpensBlock(pos_));  // the body's '{' is a block
+        open.push_back(open.empty() || CurOpensBlock());  // the body's '{' is a block
       } else if (Cur().Is(TokenKind::kRBrace) && !open.empty()) {
         open.pop_back();
         if (open.empty()) {
@@ -144,21 +182,21 @@ class Parser {
   // Pass 1: meshes first, so that functions declared before their mesh can use it to
   // infer per-device types.
   void ParseMeshes() {
-    pos_ = 0;
+    Reset(Mark{});
     while (!AtEnd()) {
-      size_t start = pos_;
+      Mark start = Here();
       if (Cur().IsIdentifier("mesh")) {
-        decl_starts_.push_back({start, true});
+        decl_starts_.push_back({start, true, false, nullptr});
         std::unique_ptr<Mesh> mesh = ParseMesh();
         if (mesh == nullptr) {
           SkipToNextDecl();
           decl_starts_.back().mesh_failed = true;
         } else {
           if (!meshes_by_name_.contains(mesh->name())) meshes_by_name_[mesh->name()] = mesh.get();
-          pending_meshes_[start] = std::move(mesh);
+          decl_starts_.back().mesh = std::move(mesh);
         }
       } else if (Cur().IsIdentifier("func") || Cur().IsIdentifier("spmd")) {
-        decl_starts_.push_back({start, false});
+        decl_starts_.push_back({start, false, false, nullptr});
         SkipFunction();
       } else {
         Error(Cur().loc, absl::StrCat("expected 'mesh', 'func' or 'spmd func', got ", Describe(Cur())));
@@ -173,13 +211,12 @@ class Parser {
       mesh_decl_count_ += decl.is_mesh ? 1 : 0;
       any_mesh_failed_ |= decl.mesh_failed;
     }
-    for (const DeclStart& decl : decl_starts_) {
+    for (DeclStart& decl : decl_starts_) {
       if (decl.is_mesh) {
-        auto it = pending_meshes_.find(decl.token);
-        if (it != pending_meshes_.end()) module_->AddMesh(std::move(it->second));
+        if (decl.mesh != nullptr) module_->AddMesh(std::move(decl.mesh));
         continue;
       }
-      pos_ = decl.token;
+      Reset(decl.start);
       ParseFunction();
     }
     module_->ResolveMeshes();
@@ -427,23 +464,25 @@ class Parser {
       module_->AddFunction(std::move(function));
     }
     names_.clear();
-    // Most statements define one name and take about a dozen tokens: sizing the table
-    // for the function up front avoids rehashing it as a large body is read.
-    names_.reserve(RemainingDeclTokens() / 12 + added->body()->num_arguments());
+    // Most statements define one name and take a few dozen bytes: sizing the table for
+    // the function up front avoids rehashing it as a large body is read.
+    names_.reserve(RemainingDeclBytes() / 40 + added->body()->num_arguments());
     ParseBlockBody(added->body(), added->body()->arguments());
     function_ = nullptr;
     parsing_detached_ = false;
   }
 
-  // Tokens from here to the next declaration (or the end of the file).
-  // decl_starts_ is in token order (the first pass appends as it scans), so the next
+  // Bytes from here to the next declaration (or the end of the file).
+  // decl_starts_ is in source order (the first pass appends as it scans), so the next
   // declaration is found by binary search: a linear scan per function would make
   // files with many functions quadratic.
-  size_t RemainingDeclTokens() const {
-    auto next = std::upper_bound(decl_starts_.begin(), decl_starts_.end(), pos_,
-                                 [](size_t pos, const DeclStart& d) { return pos < d.token; });
-    size_t end = next == decl_starts_.end() ? tokens_.size() : next->token;
-    return end - pos_;
+  size_t RemainingDeclBytes() const {
+    size_t here = cur_start_.pos;
+    auto next = std::upper_bound(
+        decl_starts_.begin(), decl_starts_.end(), here,
+        [](size_t pos, const DeclStart& d) { return pos < d.start.state.pos; });
+    size_t end = next == decl_starts_.end() ? source_.size() : next->start.state.pos;
+    return end - here;
   }
 
   // ---- Names --------------------------------------------------------------------
@@ -487,7 +526,7 @@ class Parser {
     bool broken = false;
     while (!Cur().Is(TokenKind::kRBrace) && !AtEnd()) {
       if (AtDeclStart() && IsFirstOnLine()) break;
-      size_t start = pos_;
+      Mark start = Here();
       if (!ParseStatement(block)) {
         broken = true;
         Recover(start);
@@ -526,12 +565,13 @@ class Parser {
     block->Append(Operation::Create(def, operands, {}, AttrDict(), 0, Cur().loc));
   }
 
-  // Whether the '{' at token `i` opens a block (it ends its line) rather than an
-  // attribute dictionary or a one-line body (more tokens follow on its line).
-  bool OpensBlock(size_t i) const {
-    return i + 1 >= tokens_.size() || tokens_[i + 1].Is(TokenKind::kEof) ||
-           tokens_[i + 1].loc.line != tokens_[i].loc.line;
+  // Whether the '{' `brace`, followed by `next`, opens a block (it ends its line)
+  // rather than an attribute dictionary or a one-line body (more tokens follow on its
+  // line).
+  static bool OpensBlock(const Token& brace, const Token& next) {
+    return next.Is(TokenKind::kEof) || next.loc.line != brace.loc.line;
   }
+  bool CurOpensBlock() { return OpensBlock(cur_, Peek(1)); }
 
   // Skips the rest of a broken statement that began at token `start`: to the end of its
   // line, past any block it opened (and the rest of the line that closes it, like
@@ -541,19 +581,33 @@ class Parser {
   // the statements after it. A statement that was read to its end (the error is about
   // its meaning, or the parser stopped at the first token of the next line) leaves
   // nothing to skip.
-  void Recover(size_t start) {
+  void Recover(const Mark& start) {
     std::vector<bool> open;  // braces still open; true for a block, false for a line
     auto end_line = [&open] {
       while (!open.empty() && !open.back()) open.pop_back();
     };
-    for (size_t i = start; i < pos_; ++i) {
-      if (i > start && tokens_[i].loc.line != tokens_[i - 1].loc.line) end_line();
-      if (tokens_[i].Is(TokenKind::kLBrace)) open.push_back(OpensBlock(i));
-      if (tokens_[i].Is(TokenKind::kRBrace) && !open.empty()) open.pop_back();
+    bool advanced = PastMark(start);
+    if (advanced) {
+      // The statement's tokens from `start` up to and including the current one, read
+      // again (tokens are not kept; this is the error path).
+      std::vector<Token> read;
+      Lexer relexer(source_);
+      relexer.set_state(start.state);
+      while (true) {
+        bool is_current = relexer.offset() == cur_start_.pos;
+        read.push_back(relexer.Next());
+        if (is_current) break;
+        COMMIR_CHECK(!read.back().Is(TokenKind::kEof), "the current token was not re-read");
+      }
+      for (size_t i = 0; i + 1 < read.size(); ++i) {
+        if (i > 0 && read[i].loc.line != read[i - 1].loc.line) end_line();
+        if (read[i].Is(TokenKind::kLBrace)) open.push_back(OpensBlock(read[i], read[i + 1]));
+        if (read[i].Is(TokenKind::kRBrace) && !open.empty()) open.pop_back();
+      }
     }
-    if (pos_ > start && IsFirstOnLine()) end_line();
-    if (open.empty() && pos_ > start && IsFirstOnLine()) return;
-    int line = pos_ > start ? tokens_[pos_ - 1].loc.line : Cur().loc.line;
+    if (advanced && IsFirstOnLine()) end_line();
+    if (open.empty() && advanced && IsFirstOnLine()) return;
+    int line = advanced ? prev_line_ : Cur().loc.line;
     while (!AtEnd()) {
       const Token& t = Cur();
       if (AtDeclStart() && IsFirstOnLine()) return;
@@ -566,7 +620,7 @@ class Parser {
         if (open.empty()) return;
         open.pop_back();
       } else if (t.Is(TokenKind::kLBrace)) {
-        open.push_back(OpensBlock(pos_));
+        open.push_back(CurOpensBlock());
       }
       Advance();
     }
@@ -747,7 +801,7 @@ class Parser {
   }
 
   std::optional<Attribute> ParseAttributeValue(int depth) {
-    const Token& t = Cur();
+    const Token t = Cur();  // a copy: it is read after Advance()
     switch (t.kind) {
       case TokenKind::kInteger: {
         std::optional<int64_t> v = ParseInteger("an integer");
@@ -1070,17 +1124,23 @@ class Parser {
   }
 
   struct DeclStart {
-    size_t token;
+    Mark start;
     bool is_mesh;
     bool mesh_failed = false;
+    std::unique_ptr<Mesh> mesh;  // a parsed mesh, until ParseFunctions adds it
   };
 
   absl::string_view source_;
   DiagnosticEngine& diagnostics_;
-  std::vector<Token> tokens_;
-  size_t pos_ = 0;
+  Lexer lexer_{source_};
+  Token cur_;
+  Lexer::State cur_start_;
+  int32_t prev_line_ = 0;
+  static constexpr size_t kMaxLookahead = 2;
+  Token ahead_[kMaxLookahead];
+  Lexer::State ahead_start_[kMaxLookahead];
+  size_t num_ahead_ = 0;
   std::vector<DeclStart> decl_starts_;
-  absl::flat_hash_map<size_t, std::unique_ptr<Mesh>> pending_meshes_;
   absl::flat_hash_map<std::string, const Mesh*> meshes_by_name_;
   // Typeless stand-ins for undefined names; declared before module_ so that it outlives
   // the ops that may point at them.
