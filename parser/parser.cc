@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "commir/check.h"
 #include "commir/verifier.h"
+#include "parser/body_skipper.h"
 #include "parser/lexer.h"
 
 namespace commir {
@@ -160,23 +161,8 @@ class Parser {
   void SkipFunction() {
     if (ConsumeKeyword("spmd")) ConsumeKeyword("func");
     else Advance();  // 'func'
-    std::vector<bool> open;  // braces still open; true for a block, false for a line
-    while (!AtEnd()) {
-      if (AtDeclStart() && IsFirstOnLine()) return;
-      if (IsFirstOnLine()) {
-        while (!open.empty() && !open.back()) open.pop_back();
-      }
-      if (Cur().Is(TokenKind::kLBrace)) {
-        open.push_back(open.empty() || CurOpensBlock());  // the body's '{' is a block
-      } else if (Cur().Is(TokenKind::kRBrace) && !open.empty()) {
-        open.pop_back();
-        if (open.empty()) {
-          Advance();
-          return;
-        }
-      }
-      Advance();
-    }
+    SkipResult skipped = SkipFunctionBody(source_, cur_start_, prev_line_);
+    Reset(Mark{skipped.resume, skipped.prev_line});
   }
 
   // Pass 1: meshes first, so that functions declared before their mesh can use it to
