@@ -40,7 +40,7 @@ void Lexer::SkipTrivia() {
   }
 }
 
-Token Lexer::Next() {
+Token Lexer::NextSlow() {
   SkipTrivia();
   Location loc = Here();
   size_t start = pos_;
