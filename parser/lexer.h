@@ -105,6 +105,13 @@ class Lexer {
   explicit Lexer(absl::string_view source) : src_(source) {}
 
   Token Next() {
+    Token token;
+    Next(token);
+    return token;
+  }
+  // Next() into `token`: the parser reads into its current token in place (returning
+  // a token and copying it cost as much as lexing it).
+  void Next(Token& token) {
     using namespace lexer_internal;
     const char* s = src_.data();
     const size_t n = src_.size();
@@ -120,28 +127,29 @@ class Lexer {
         break;
       }
     }
-    if (pos_ >= n) return Token{TokenKind::kEof, {}, Here()};
+    if (pos_ >= n) return Set(token, TokenKind::kEof, {}, Here());
     const char c = s[pos_];
     const uint8_t cls = kCharTable.classes[static_cast<unsigned char>(c)];
     const size_t start = pos_;
     if (cls & kPunct) {
       ++pos_;
-      return Token{kCharTable.punct_kind[static_cast<unsigned char>(c)], src_.substr(start, 1),
-                   Location{line_, static_cast<int32_t>(start - line_start_) + 1}};
+      return Set(token, kCharTable.punct_kind[static_cast<unsigned char>(c)],
+                 src_.substr(start, 1),
+                 Location{line_, static_cast<int32_t>(start - line_start_) + 1});
     }
     if (c == '%' && pos_ + 1 < n && HasClass(s[pos_ + 1], kValueNameChar)) {
       size_t end = pos_ + 2;
       while (end < n && HasClass(s[end], kValueNameChar)) ++end;
       pos_ = end;
-      return Token{TokenKind::kValueName, src_.substr(start + 1, end - start - 1),
-                   Location{line_, static_cast<int32_t>(start - line_start_) + 1}};
+      return Set(token, TokenKind::kValueName, src_.substr(start + 1, end - start - 1),
+                 Location{line_, static_cast<int32_t>(start - line_start_) + 1});
     }
     if (cls & kIdentStart) {
       size_t end = pos_ + 1;
       while (end < n && HasClass(s[end], kIdentChar)) ++end;
       pos_ = end;
-      return Token{TokenKind::kIdentifier, src_.substr(start, end - start),
-                   Location{line_, static_cast<int32_t>(start - line_start_) + 1}};
+      return Set(token, TokenKind::kIdentifier, src_.substr(start, end - start),
+                 Location{line_, static_cast<int32_t>(start - line_start_) + 1});
     }
     if (cls & kDigit) {
       // A plain integer: digits not followed by '.', 'e' or 'E' (LexNumber does the rest).
@@ -149,11 +157,11 @@ class Lexer {
       while (end < n && HasClass(s[end], kDigit)) ++end;
       if (end >= n || (s[end] != '.' && s[end] != 'e' && s[end] != 'E')) {
         pos_ = end;
-        return Token{TokenKind::kInteger, src_.substr(start, end - start),
-                     Location{line_, static_cast<int32_t>(start - line_start_) + 1}};
+        return Set(token, TokenKind::kInteger, src_.substr(start, end - start),
+                   Location{line_, static_cast<int32_t>(start - line_start_) + 1});
       }
     }
-    return NextSlow();
+    token = NextSlow();
   }
 
   State state() const { return State{pos_, line_, line_start_}; }
@@ -166,6 +174,11 @@ class Lexer {
   size_t offset() const { return pos_; }
 
  private:
+  static void Set(Token& token, TokenKind kind, absl::string_view text, Location loc) {
+    token.kind = kind;
+    token.text = text;
+    token.loc = loc;
+  }
   // Next() for whatever its fast path does not handle (comments included).
   Token NextSlow();
   char Peek(size_t ahead = 0) const {

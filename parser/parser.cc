@@ -40,6 +40,11 @@ struct PendingOperand {
 // overflow the stack; real programs nest a few levels.
 constexpr int kMaxNestingDepth = 64;
 
+// A statement's result names and written result types: inline storage, as nearly every
+// statement has one of each (no heap allocation per statement).
+using ResultNames = absl::InlinedVector<Token, 2>;
+using TypeList = absl::InlinedVector<Type, 2>;
+
 class Parser {
  public:
   Parser(absl::string_view source, DiagnosticEngine& diagnostics)
@@ -72,7 +77,7 @@ class Parser {
     COMMIR_CHECK(ahead >= 1 && ahead <= kMaxLookahead, "peeking too far ahead");
     while (num_ahead_ < ahead) {
       ahead_start_[num_ahead_] = lexer_.state();
-      ahead_[num_ahead_] = lexer_.Next();
+      lexer_.Next(ahead_[num_ahead_]);
       ++num_ahead_;
     }
     return ahead_[ahead - 1];
@@ -82,7 +87,7 @@ class Parser {
     prev_line_ = cur_.loc.line;
     if (num_ahead_ == 0) {
       cur_start_ = lexer_.state();
-      cur_ = lexer_.Next();
+      lexer_.Next(cur_);
       return;
     }
     cur_start_ = ahead_start_[0];
@@ -101,7 +106,7 @@ class Parser {
     num_ahead_ = 0;
     prev_line_ = mark.prev_line;
     cur_start_ = mark.state;
-    cur_ = lexer_.Next();
+    lexer_.Next(cur_);
   }
   bool AtEnd() const { return Cur().kind == TokenKind::kEof; }
 
@@ -271,8 +276,7 @@ class Parser {
     }
     Advance();
     if (!Expect(TokenKind::kLBracket, "'[' after the element type")) return Type();
-    std::vector<int64_t> dims;
-    dims.reserve(4);
+    absl::InlinedVector<int64_t, 6> dims;
     // Filled only up to the last sharded dimension (Type::Tensor pads it with empty
     // lists), so that unsharded types allocate nothing for it.
     std::vector<AxisList> dim_axes;
@@ -303,8 +307,11 @@ class Parser {
     if (ConsumeKeyword("partial")) {
       if (!ParseAxisGroup(partial)) return Type();
     }
-    Type type =
-        Type::Tensor(*element_type, std::move(dims), std::move(dim_axes), std::move(partial));
+    // An unsharded type (nearly all) is looked up from the dims as they are.
+    Type type = dim_axes.empty() && partial.empty()
+                    ? Type::UnshardedTensor(*element_type, dims)
+                    : Type::Tensor(*element_type, std::vector<int64_t>(dims.begin(), dims.end()),
+                                   std::move(dim_axes), std::move(partial));
     if (ElementCountOverflows(type)) {
       Error(type_loc, absl::StrCat("type ", type.ToString(),
                                    " has more elements than fit in 64 bits"));
@@ -329,7 +336,7 @@ class Parser {
   }
 
   // `T` or `(T0, T1, ...)`.
-  bool ParseTypeList(std::vector<Type>& types, Location& loc) {
+  bool ParseTypeList(TypeList& types, Location& loc) {
     loc = Cur().loc;
     if (ConsumeIf(TokenKind::kLParen)) {
       while (!Cur().Is(TokenKind::kRParen)) {
@@ -487,7 +494,9 @@ class Parser {
                                           value->name(), first.line, first.col));
       return;
     }
-    if (!scopes_.empty()) scopes_.back().push_back(value->name());
+    // Names of a function's body go all at once (see ParseBlockBody); only nested
+    // scopes keep a list of theirs.
+    if (scopes_.size() > 1) scopes_.back().push_back(value->name());
   }
 
   Value* LookupName(const Token& token) {
@@ -688,7 +697,7 @@ class Parser {
   bool ParseStatement(Block* block) {
     if (Cur().IsIdentifier("return")) return ParseTerminator(block, GetOpDef(OpKind::kReturn));
     if (Cur().IsIdentifier("yield")) return ParseTerminator(block, GetOpDef(OpKind::kYield));
-    std::vector<Token> result_names;
+    ResultNames result_names;
     if (ParseStatementWithResults(block, result_names)) return true;
     // The statement is broken: its result names stand for typeless values from here on,
     // so that their uses are not reported as undefined (one mistake, one error).
@@ -696,14 +705,14 @@ class Parser {
       if (names_.contains(name.text)) continue;
       Value* poison = poison_.AddArgument(Type(), std::string(name.text), name.loc);
       names_.emplace(poison->name(), poison);
-      if (!scopes_.empty()) scopes_.back().push_back(poison->name());
+      if (scopes_.size() > 1) scopes_.back().push_back(poison->name());
     }
     return false;
   }
 
   // A statement after any `return` / `yield`: `%a, %b = op(...) ...` or `for`. Fills
   // `result_names` with the names it read.
-  bool ParseStatementWithResults(Block* block, std::vector<Token>& result_names) {
+  bool ParseStatementWithResults(Block* block, ResultNames& result_names) {
     if (Cur().Is(TokenKind::kValueName)) {
       while (true) {
         if (!Cur().Is(TokenKind::kValueName)) {
@@ -728,7 +737,11 @@ class Parser {
       return false;
     }
     Advance();
-    if (!Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"))) return false;
+    if (!Cur().Is(TokenKind::kLParen)) {  // (the message is built only when needed)
+      Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"));
+      return false;
+    }
+    Advance();
     // Inline storage (here and in BuildOp): no heap allocation for the usual few operands.
     absl::InlinedVector<PendingOperand, 4> operands;
     while (!Cur().Is(TokenKind::kRParen)) {
@@ -741,7 +754,7 @@ class Parser {
     AttrDict attrs;
     Value* stream = nullptr;
     if (Cur().Is(TokenKind::kLBrace) && !ParseAttributes(attrs, stream)) return false;
-    std::vector<Type> annotated;
+    TypeList annotated;
     Location type_loc;
     if (ConsumeIf(TokenKind::kColon) && !ParseTypeList(annotated, type_loc)) return false;
     return BuildOp(block, *def, op_loc, result_names, operands, std::move(attrs), stream,
@@ -895,8 +908,8 @@ class Parser {
   }
 
   bool BuildOp(Block* block, const OpDef& def, Location op_loc,
-               const std::vector<Token>& result_names, absl::Span<const PendingOperand> pending,
-               AttrDict attrs, Value* stream, const std::vector<Type>& annotated,
+               absl::Span<const Token> result_names, absl::Span<const PendingOperand> pending,
+               AttrDict attrs, Value* stream, absl::Span<const Type> annotated,
                Location type_loc) {
     absl::InlinedVector<Value*, 4> values;
     absl::InlinedVector<std::pair<int, double>, 2> literals;
@@ -952,7 +965,7 @@ class Parser {
     }
     if (!inferred_types) {
       if (!rejected && annotated.size() == static_cast<size_t>(num_results)) {
-        result_types = annotated;
+        result_types.assign(annotated.begin(), annotated.end());
       } else {
         result_types.assign(num_results, Type());
       }
@@ -986,7 +999,7 @@ class Parser {
     return true;
   }
 
-  bool ParseFor(Block* block, const std::vector<Token>& result_names) {
+  bool ParseFor(Block* block, absl::Span<const Token> result_names) {
     const OpDef& def = GetOpDef(OpKind::kFor);
     Location loc = Cur().loc;
     if (loop_depth_ >= kMaxNestingDepth) {
@@ -1087,7 +1100,7 @@ class Parser {
     ++loop_depth_;
     ParseBlockBody(body, body_args);
     --loop_depth_;
-    std::vector<Type> annotated;
+    TypeList annotated;
     Location type_loc;
     if (ConsumeIf(TokenKind::kColon)) {
       if (!ParseTypeList(annotated, type_loc)) return false;
@@ -1097,7 +1110,8 @@ class Parser {
       Error(loc, absl::StrFormat("the loop carries %d value%s but %d result name%s given",
                                  iter_names.size(), iter_names.size() == 1 ? "" : "s",
                                  result_names.size(), result_names.size() == 1 ? " is" : "s are"));
-    } else if (!annotated.empty() && annotated != init_types) {
+    } else if (!annotated.empty() &&
+               !std::equal(annotated.begin(), annotated.end(), init_types.begin(), init_types.end())) {
       Error(type_loc, "the loop's result types must be the types of its carried values");
     }
     for (size_t i = 0; i < result_names.size() && i < static_cast<size_t>(added->num_results()); ++i) {
