@@ -12,6 +12,17 @@ bool IsIdentStart(char c) {
 bool IsIdentChar(char c) {
   return IsIdentStart(c) || (c >= '0' && c <= '9') || c == '.';
 }
+bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+// The bytes that matter after a line's first token: the rest of a line is scanned for
+// these with one table lookup per byte.
+struct SpecialTable {
+  bool special[256] = {};
+  constexpr SpecialTable() {
+    for (char c : {'\n', '{', '}', '"', '/'}) special[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr SpecialTable kSpecial;
 
 }  // namespace
 
@@ -32,45 +43,57 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
   int32_t last_token_line = prev_line;
   std::vector<bool> open;  // braces still open; true for a block, false for a line
   while (pos < n) {
-    char c = s[pos];
-    if (c == '\n') {
-      ++line;
-      line_start = ++pos;
-      line_has_tokens = false;
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r') {
-      ++pos;
-      continue;
-    }
-    if (c == '/' && pos + 1 < n && s[pos + 1] == '/') {
-      while (pos < n && s[pos] != '\n') ++pos;
-      continue;
-    }
-    // A token starts at `pos`.
     if (!line_has_tokens) {
+      // Before the line's first token: trivia, or the token that may start a declaration.
+      char c = s[pos];
+      if (IsBlank(c)) {
+        ++pos;
+        continue;
+      }
+      if (c == '\n') {
+        ++line;
+        line_start = ++pos;
+        continue;
+      }
+      if (c == '/' && pos + 1 < n && s[pos + 1] == '/') {
+        while (pos < n && s[pos] != '\n') ++pos;
+        continue;
+      }
+      const int32_t previous_token_line = last_token_line;
       line_has_tokens = true;
+      last_token_line = line;
       if (IsIdentStart(c)) {
         size_t end = pos + 1;
         while (end < n && IsIdentChar(s[end])) ++end;
         absl::string_view word(s + pos, end - pos);
         if (word == "mesh" || word == "func" || word == "spmd") {
-          return SkipResult{Lexer::State{pos, line, line_start}, last_token_line};
+          return SkipResult{Lexer::State{pos, line, line_start}, previous_token_line};
         }
         while (!open.empty() && !open.back()) open.pop_back();
-        last_token_line = line;
         pos = end;
         continue;
       }
       while (!open.empty() && !open.back()) open.pop_back();
+      // The first token is handled below like any other.
+    } else {
+      // After the line's first token only braces, strings, comments and the line's end
+      // matter.
+      while (pos < n && !kSpecial.special[static_cast<unsigned char>(s[pos])]) ++pos;
+      if (pos >= n) break;
+      if (s[pos] == '\n') {
+        ++line;
+        line_start = ++pos;
+        line_has_tokens = false;
+        continue;
+      }
     }
-    last_token_line = line;
+    char c = s[pos];
     if (c == '{') {
       ++pos;
       bool block = open.empty();  // the body's '{' is a block wherever its line ends
       if (!block) {
         size_t next = pos;
-        while (next < n && (s[next] == ' ' || s[next] == '\t' || s[next] == '\r')) ++next;
+        while (next < n && IsBlank(s[next])) ++next;
         block = next >= n || s[next] == '\n' ||
                 (s[next] == '/' && next + 1 < n && s[next + 1] == '/');
       }
@@ -90,6 +113,8 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
         ++pos;
       }
       if (pos < n && s[pos] == '"') ++pos;
+    } else if (c == '/' && pos + 1 < n && s[pos + 1] == '/') {
+      while (pos < n && s[pos] != '\n') ++pos;
     } else {
       ++pos;  // part of some other token; only its being there matters
     }
