@@ -143,6 +143,13 @@ bool Operation::IsNestedIn(const Operation* ancestor) const {
   return false;
 }
 
+bool Operation::IsBeforeInBlock(const Operation* other) const {
+  COMMIR_CHECK(parent_ != nullptr && other->parent_ == parent_,
+               "IsBeforeInBlock needs two ops of one block");
+  if (!parent_->ops_ordered_) parent_->RenumberOps();
+  return order_ < other->order_;
+}
+
 void Operation::DropAllUses() {
   // Back to front, so that each dropped use is usually its value's newest one.
   for (int r = 0; r < num_regions(); ++r) {
@@ -243,11 +250,15 @@ Operation* Block::InsertBefore(Operation* position, std::unique_ptr<Operation> o
                "inserting before an op of another block");
   op->parent_ = this;
   if (position == nullptr) {
+    // An append keeps the order numbers increasing, unless they run out.
+    if (last_ != nullptr && last_->order_ == UINT32_MAX) ops_ordered_ = false;
+    op->order_ = last_ == nullptr ? 0 : last_->order_ + 1;
     op->prev_ = last_;
     op->next_ = nullptr;
     if (last_ != nullptr) last_->next_ = op; else first_ = op;
     last_ = op;
   } else {
+    ops_ordered_ = false;  // renumbered when next asked
     op->next_ = position;
     op->prev_ = position->prev_;
     if (position->prev_ != nullptr) position->prev_->next_ = op; else first_ = op;
@@ -255,6 +266,12 @@ Operation* Block::InsertBefore(Operation* position, std::unique_ptr<Operation> o
   }
   ++size_;
   return op;
+}
+
+void Block::RenumberOps() const {
+  uint32_t order = 0;
+  for (Operation* op = first_; op != nullptr; op = op->next_) op->order_ = order++;
+  ops_ordered_ = true;
 }
 
 std::unique_ptr<Operation> Block::Remove(Operation* op) {

@@ -148,6 +148,10 @@ class Operation {
 
   // True if `this` is `ancestor` or nested in one of its regions.
   bool IsNestedIn(const Operation* ancestor) const;
+  // Whether this op comes before `other`, an op of the same block. O(1): ops carry
+  // order numbers, which a block renumbers (once, on the next query) after an
+  // insertion other than an append. Not safe to call from several threads at once.
+  bool IsBeforeInBlock(const Operation* other) const;
 
   // Drops all operand uses (this op's and its regions').
   void DropAllUses();
@@ -183,6 +187,8 @@ class Operation {
   absl::InlinedVector<Value*, 3> operands_;
   bool has_stream_operand_ = false;
   int num_results_;
+  // Position in the block, valid while the block's ops_ordered_ is (IsBeforeInBlock).
+  uint32_t order_ = 0;
   std::unique_ptr<Extra> extra_;
   AttrDict attrs_;
   Location loc_;
@@ -246,6 +252,9 @@ class Block {
   Operation* first_ = nullptr;
   Operation* last_ = nullptr;
   size_t size_ = 0;
+  // Whether the ops' order_ numbers increase along the list (see IsBeforeInBlock).
+  mutable bool ops_ordered_ = true;
+  void RenumberOps() const;
   Operation* parent_op_ = nullptr;
   Function* parent_function_ = nullptr;
 };

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "commir/name_hash.h"
 
 namespace commir {
 namespace {
@@ -64,7 +65,7 @@ class NameTable {
   // taken-name set holds views of them.
   std::deque<std::string> storage_;
   absl::flat_hash_map<const Value*, const std::string*> renamed_;
-  absl::flat_hash_set<absl::string_view> used_;
+  absl::flat_hash_set<absl::string_view, NameHash> used_;
   int next_number_ = 0;
 };
 

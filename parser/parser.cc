@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "commir/check.h"
+#include "commir/name_hash.h"
 #include "commir/verifier.h"
 #include "parser/body_skipper.h"
 #include "parser/lexer.h"
@@ -1157,7 +1158,7 @@ class Parser {
   int loop_depth_ = 0;  // `for` bodies being parsed
   // Keys view the values' own names: the values (in module_ or poison_) outlive the
   // map and are not renamed while parsing.
-  absl::flat_hash_map<absl::string_view, Value*> names_;
+  absl::flat_hash_map<absl::string_view, Value*, NameHash> names_;
   std::vector<std::vector<absl::string_view>> scopes_;
 };
 
