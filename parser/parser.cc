@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -482,15 +483,16 @@ class Parser {
   // ---- Names --------------------------------------------------------------------
 
   void DefineName(Value* value) {
-    auto [it, inserted] = names_.try_emplace(value->name(), value);
-    if (!inserted && it->second->owner_block() == &poison_) {
+    auto [it, inserted] = names_.insert(value);
+    if (!inserted && (*it)->owner_block() == &poison_) {
       // The name was used before this definition (already reported as undefined); the
       // stand-in made for that use is not a definition.
-      it->second = value;
+      names_.erase(it);
+      names_.insert(value);
       inserted = true;
     }
     if (!inserted) {
-      Location first = it->second->loc();
+      Location first = (*it)->loc();
       Error(value->loc(), absl::StrFormat("redefinition of %%%s (first defined at %d:%d)",
                                           value->name(), first.line, first.col));
       return;
@@ -502,12 +504,12 @@ class Parser {
 
   Value* LookupName(const Token& token) {
     auto it = names_.find(token.text);
-    if (it != names_.end()) return it->second;
+    if (it != names_.end()) return *it;
     Error(token.loc, absl::StrCat("use of undefined value %", token.text));
     // A typeless stand-in so that the rest of the statement still parses; it is never
     // reported again.
     Value* poison = poison_.AddArgument(Type(), std::string(token.text), token.loc);
-    names_.emplace(poison->name(), poison);
+    names_.insert(poison);
     return poison;
   }
 
@@ -705,7 +707,7 @@ class Parser {
     for (const Token& name : result_names) {
       if (names_.contains(name.text)) continue;
       Value* poison = poison_.AddArgument(Type(), std::string(name.text), name.loc);
-      names_.emplace(poison->name(), poison);
+      names_.insert(poison);
       if (scopes_.size() > 1) scopes_.back().push_back(poison->name());
     }
     return false;
@@ -1156,9 +1158,24 @@ class Parser {
   bool any_mesh_failed_ = false;
   bool verify_ = true;  // ParseOptions::verify
   int loop_depth_ = 0;  // `for` bodies being parsed
-  // Keys view the values' own names: the values (in module_ or poison_) outlive the
-  // map and are not renamed while parsing.
-  absl::flat_hash_map<absl::string_view, Value*, NameHash> names_;
+  // The values in scope, found by name. The table holds only pointers (8-byte slots;
+  // a million-op function makes a table of millions of them) and reads each value's
+  // own name: the values (in module_ or poison_) outlive it and are not renamed while
+  // parsing.
+  struct NameOf {
+    using is_transparent = void;
+    static absl::string_view Get(const Value* value) { return value->name(); }
+    static absl::string_view Get(absl::string_view name) { return name; }
+  };
+  struct ValueNameHash : NameOf {
+    template <typename T>
+    size_t operator()(const T& v) const { return NameHash()(Get(v)); }
+  };
+  struct ValueNameEq : NameOf {
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return Get(a) == Get(b); }
+  };
+  absl::flat_hash_set<Value*, ValueNameHash, ValueNameEq> names_;
   std::vector<std::vector<absl::string_view>> scopes_;
 };
 
