@@ -46,28 +46,36 @@ void Value::ReplaceAllUsesWith(Value* replacement) {
 std::unique_ptr<Operation> Operation::Create(const OpDef& def, absl::Span<Value* const> operands,
                                              absl::Span<const Type> result_types,
                                              AttrDict attrs, int num_regions, Location loc) {
-  std::unique_ptr<Operation> op(new Operation(def, loc));
+  static_assert(sizeof(Operation) % alignof(Value) == 0, "results follow the op");
+  const int num_results = static_cast<int>(result_types.size());
+  void* memory = ::operator new(sizeof(Operation) + result_types.size() * sizeof(Value));
+  std::unique_ptr<Operation> op(new (memory) Operation(def, loc, num_results));
+  for (int i = 0; i < num_results; ++i) {
+    Value* result = new (op->results_begin() + i) Value(Value::Kind::kResult, result_types[i], "");
+    result->op_ = op.get();
+    result->index_ = i;
+  }
   op->operands_.assign(operands.begin(), operands.end());
   for (Value* operand : operands) operand->AddUser(op.get());
-  for (size_t i = 0; i < result_types.size(); ++i) {
-    std::unique_ptr<Value> result(new Value(Value::Kind::kResult, result_types[i], ""));
-    result->op_ = op.get();
-    result->index_ = static_cast<int>(i);
-    op->results_.push_back(std::move(result));
-  }
   op->attrs_ = std::move(attrs);
   for (int r = 0; r < num_regions; ++r) {
     auto block = std::make_unique<Block>();
     block->parent_op_ = op.get();
-    op->regions_.push_back(std::move(block));
+    op->extra().regions.push_back(std::move(block));
   }
   return op;
 }
 
 Operation::~Operation() {
   // Regions first: their ops may use values this op defines (block arguments).
-  regions_.clear();
+  if (extra_ != nullptr) extra_->regions.clear();
   for (Value* operand : operands_) operand->DropUser(this);
+  for (int i = num_results_; i-- > 0;) results_begin()[i].~Value();
+}
+
+Operation::Extra& Operation::extra() {
+  if (extra_ == nullptr) extra_ = std::make_unique<Extra>();
+  return *extra_;
 }
 
 void Operation::SetOperand(int i, Value* value) {
@@ -94,7 +102,7 @@ Value* Operation::AddLiteralOperand(double value, Type type) {
   literal->op_ = this;
   literal->literal_ = value;
   Value* raw = literal.get();
-  literals_.push_back(std::move(literal));
+  extra().literals.push_back(std::move(literal));
   AddOperand(raw);
   return raw;
 }
@@ -113,8 +121,8 @@ void Operation::SetStreamOperand(Value* value) {
 
 std::vector<Value*> Operation::results() const {
   std::vector<Value*> out;
-  out.reserve(results_.size());
-  for (const auto& r : results_) out.push_back(r.get());
+  out.reserve(num_results_);
+  for (int i = 0; i < num_results_; ++i) out.push_back(result(i));
   return out;
 }
 
@@ -135,10 +143,17 @@ bool Operation::IsNestedIn(const Operation* ancestor) const {
   return false;
 }
 
+bool Operation::IsBeforeInBlock(const Operation* other) const {
+  COMMIR_CHECK(parent_ != nullptr && other->parent_ == parent_,
+               "IsBeforeInBlock needs two ops of one block");
+  if (!parent_->ops_ordered_) parent_->RenumberOps();
+  return order_ < other->order_;
+}
+
 void Operation::DropAllUses() {
   // Back to front, so that each dropped use is usually its value's newest one.
-  for (auto& region : regions_) {
-    for (Operation* op = region->back(); op != nullptr; op = op->prev()) op->DropAllUses();
+  for (int r = 0; r < num_regions(); ++r) {
+    for (Operation* op = region(r)->back(); op != nullptr; op = op->prev()) op->DropAllUses();
   }
   for (Value* operand : operands_) operand->DropUser(this);
   operands_.clear();
@@ -146,8 +161,8 @@ void Operation::DropAllUses() {
 }
 
 void Operation::Erase() {
-  for (const auto& result : results_) {
-    COMMIR_CHECK(result->use_empty(), "erasing an op whose result is still used");
+  for (int i = 0; i < num_results_; ++i) {
+    COMMIR_CHECK(result(i)->use_empty(), "erasing an op whose result is still used");
   }
   COMMIR_CHECK(parent_ != nullptr, "erasing an op that has no block");
   std::unique_ptr<Operation> owned = parent_->Remove(this);
@@ -160,15 +175,15 @@ void Operation::EraseAll(absl::Span<Operation* const> ops) {
   for (Operation* op : ops) {
     COMMIR_CHECK(op->parent_ != nullptr, "erasing an op that has no block");
     all.push_back(op);
-    for (auto& region : op->regions_) {
-      WalkOps(region.get(), [&](Operation* nested) { all.push_back(nested); });
+    for (int r = 0; r < op->num_regions(); ++r) {
+      WalkOps(op->region(r), [&](Operation* nested) { all.push_back(nested); });
     }
   }
   erased.reserve(all.size());
   erased.insert(all.begin(), all.end());
   for (Operation* op : ops) {
-    for (const auto& result : op->results_) {
-      for (Operation* user : result->users_) {
+    for (int i = 0; i < op->num_results(); ++i) {
+      for (Operation* user : op->result(i)->users_) {
         COMMIR_CHECK(erased.contains(user), "erasing an op whose result is still used");
       }
     }
@@ -235,11 +250,15 @@ Operation* Block::InsertBefore(Operation* position, std::unique_ptr<Operation> o
                "inserting before an op of another block");
   op->parent_ = this;
   if (position == nullptr) {
+    // An append keeps the order numbers increasing, unless they run out.
+    if (last_ != nullptr && last_->order_ == UINT32_MAX) ops_ordered_ = false;
+    op->order_ = last_ == nullptr ? 0 : last_->order_ + 1;
     op->prev_ = last_;
     op->next_ = nullptr;
     if (last_ != nullptr) last_->next_ = op; else first_ = op;
     last_ = op;
   } else {
+    ops_ordered_ = false;  // renumbered when next asked
     op->next_ = position;
     op->prev_ = position->prev_;
     if (position->prev_ != nullptr) position->prev_->next_ = op; else first_ = op;
@@ -247,6 +266,12 @@ Operation* Block::InsertBefore(Operation* position, std::unique_ptr<Operation> o
   }
   ++size_;
   return op;
+}
+
+void Block::RenumberOps() const {
+  uint32_t order = 0;
+  for (Operation* op = first_; op != nullptr; op = op->next_) op->order_ = order++;
+  ops_ordered_ = true;
 }
 
 std::unique_ptr<Operation> Block::Remove(Operation* op) {

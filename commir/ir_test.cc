@@ -312,6 +312,36 @@ TEST_F(IrTest, InsertBeforeAndRemove) {
   EXPECT_EQ(fn_->body()->size(), 4u);
 }
 
+// IsBeforeInBlock agrees with the list order through appends, insertions in the
+// middle (which renumber the block lazily) and removals.
+TEST_F(IrTest, IsBeforeInBlockFollowsTheListOrder) {
+  auto check = [&] {
+    std::vector<Operation*> ops = Ops(fn_->body());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (size_t j = 0; j < ops.size(); ++j) {
+        EXPECT_EQ(ops[i]->IsBeforeInBlock(ops[j]), i < j) << i << " vs " << j;
+      }
+    }
+  };
+  Operation* a = Binary(OpKind::kAdd, x_, y_);
+  Operation* c = Binary(OpKind::kSub, x_, y_);
+  check();
+  OpBuilder b(fn_);
+  b.SetInsertionPoint(c);
+  Operation* mid = *b.Create(OpKind::kMul, {x_, y_});
+  check();
+  b.SetInsertionPoint(a);
+  *b.Create(OpKind::kMax, {x_, y_});
+  Binary(OpKind::kMin, x_, y_);  // an append after insertions
+  check();
+  std::unique_ptr<Operation> owned = fn_->body()->Remove(mid);
+  check();
+  fn_->body()->InsertBefore(a, std::move(owned));
+  check();
+  EXPECT_TRUE(mid->IsBeforeInBlock(a));
+  EXPECT_FALSE(a->IsBeforeInBlock(a));
+}
+
 TEST_F(IrTest, LiteralOperands) {
   OpBuilder b(fn_);
   Operation* mul = *b.CreateWithLiteral(OpKind::kMul, x_, 0.125, /*literal_index=*/1);

@@ -6,8 +6,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "commir/name_hash.h"
 
 namespace commir {
 namespace {
@@ -47,7 +49,7 @@ class NameTable {
 
   void Claim(const Value* value) {
     const std::string& written = value->name();
-    if (!written.empty() && used_.insert(written).second) return;  // kept as written
+    if (!written.empty() && used_.insert(&written).second) return;  // kept as written
     std::string name;
     if (written.empty()) {
       do name = absl::StrCat(next_number_++); while (used_.contains(name));
@@ -57,14 +59,29 @@ class NameTable {
     }
     const std::string& stored = storage_.emplace_back(std::move(name));
     renamed_[value] = &stored;
-    used_.insert(stored);
+    used_.insert(&stored);
   }
 
   // The names that differ from the written ones; a deque keeps them in place, as the
-  // taken-name set holds views of them.
+  // taken-name set points at them.
   std::deque<std::string> storage_;
   absl::flat_hash_map<const Value*, const std::string*> renamed_;
-  absl::flat_hash_set<absl::string_view> used_;
+  // The taken names: pointers to the values' names and to storage_ (8-byte slots, a
+  // third of a table of string_views), hashed and compared by the names.
+  struct NameOf {
+    using is_transparent = void;
+    static absl::string_view Get(const std::string* name) { return *name; }
+    static absl::string_view Get(absl::string_view name) { return name; }
+  };
+  struct NameHasher : NameOf {
+    template <typename T>
+    size_t operator()(const T& v) const { return NameHash()(Get(v)); }
+  };
+  struct NameEq : NameOf {
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return Get(a) == Get(b); }
+  };
+  absl::flat_hash_set<const std::string*, NameHasher, NameEq> used_;
   int next_number_ = 0;
 };
 
@@ -164,10 +181,14 @@ class Printer {
     if (!parts.empty()) absl::StrAppend(&out_, " {", absl::StrJoin(parts, ", "), "}");
   }
 
-  // Type::ToString, memoized: a program uses few distinct types, many times each.
+  // Type::ToString, memoized: a program uses few distinct types, many times each (and
+  // mostly the type of the op before).
   const std::string& TypeText(Type type) {
+    if (type == last_type_ && last_type_text_ != nullptr) return *last_type_text_;
     auto it = type_text_.find(type);
     if (it == type_text_.end()) it = type_text_.emplace(type, type.ToString()).first;
+    last_type_ = type;
+    last_type_text_ = &it->second;  // node_hash_map: stays in place
     return it->second;
   }
 
@@ -257,13 +278,23 @@ class Printer {
 
   std::string& out_;
   NameTable names_;
-  absl::flat_hash_map<Type, std::string> type_text_;
+  absl::node_hash_map<Type, std::string> type_text_;
+  Type last_type_;
+  const std::string* last_type_text_ = nullptr;
 };
 
 }  // namespace
 
 std::string PrintModule(const Module& module) {
   std::string out;
+  // Room for the whole text up front (growing a string of many megabytes copies it
+  // each time; untouched reserved pages cost no memory): top-level ops rarely take
+  // more than 64 bytes a line.
+  size_t top_level_ops = 0;
+  for (const Module::Decl& decl : module.decls()) {
+    if (decl.function != nullptr) top_level_ops += decl.function->body()->size();
+  }
+  out.reserve(64 * top_level_ops + 4096);
   Printer printer(out);
   bool first = true;
   const Module::Decl* previous = nullptr;

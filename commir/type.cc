@@ -48,7 +48,7 @@ struct UnshardedKey {
   uint8_t rank;
   int64_t dims[kMaxRank] = {};
 
-  UnshardedKey(ElementType type, const std::vector<int64_t>& shape)
+  UnshardedKey(ElementType type, absl::Span<const int64_t> shape)
       : element_type(type), rank(static_cast<uint8_t>(shape.size())) {
     std::copy(shape.begin(), shape.end(), dims);
   }
@@ -140,6 +140,15 @@ Type Type::Tensor(ElementType element_type, std::vector<int64_t> dims,
   const TypeStorage* interned = Table().Intern(std::move(storage));
   if (key.has_value()) Table().RememberUnsharded(*key, interned);
   return Type(interned);
+}
+
+Type Type::UnshardedTensor(ElementType element_type, absl::Span<const int64_t> dims) {
+  if (dims.size() <= UnshardedKey::kMaxRank) {
+    if (const TypeStorage* storage = Table().FindUnsharded(UnshardedKey(element_type, dims))) {
+      return Type(storage);
+    }
+  }
+  return Tensor(element_type, std::vector<int64_t>(dims.begin(), dims.end()));
 }
 
 bool Type::is_index() const { return storage_ != nullptr && storage_->is_index; }

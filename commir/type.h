@@ -33,6 +33,9 @@ class Type {
   static Type Index();
   static Type Tensor(ElementType element_type, std::vector<int64_t> dims,
                      std::vector<AxisList> dim_axes = {}, AxisList partial = {});
+  // Tensor(element_type, dims) without building a vector of the dims when the type
+  // exists already (the parser builds one type per op it reads).
+  static Type UnshardedTensor(ElementType element_type, absl::Span<const int64_t> dims);
   // A rank-0 tensor.
   static Type Scalar(ElementType element_type) { return Tensor(element_type, {}); }
 

@@ -18,9 +18,6 @@ class FunctionVerifier {
       : function_(function), diagnostics_(diagnostics) {}
 
   void Run() {
-    // Values visible at a point are at most the function's top-level values plus those
-    // of enclosing loop bodies: size the set once instead of growing it op by op.
-    visible_.reserve(function_.body()->num_arguments() + function_.body()->size());
     for (size_t i = 0; i < function_.arg_types().size(); ++i) {
       CheckLayout(function_.arg_types()[i], function_.arg_type_locs()[i]);
     }
@@ -42,10 +39,8 @@ class FunctionVerifier {
     }
   }
 
-  // Verifies `block` with its arguments visible; `loop` is the enclosing for op.
+  // Verifies `block`; `loop` is the enclosing for op.
   void VerifyBlock(Block* block, Operation* loop) {
-    size_t mark = scope_log_.size();
-    for (Value* arg : block->arguments()) Define(arg);
     for (Operation* op : *block) {
       VerifyOp(op);
       bool is_last = op->next() == nullptr;
@@ -53,18 +48,24 @@ class FunctionVerifier {
         Error(op->loc(), absl::StrFormat("'%s' must be the last op of its block", op->name()));
       }
       for (int r = 0; r < op->num_regions(); ++r) VerifyBlock(op->region(r), op);
-      for (int i = 0; i < op->num_results(); ++i) Define(op->result(i));
     }
     VerifyTerminator(block, loop);
-    // Leave the scope: values of this block are not visible after it.
-    while (scope_log_.size() > mark) {
-      visible_.erase(scope_log_.back());
-      scope_log_.pop_back();
-    }
   }
 
-  void Define(Value* value) {
-    if (visible_.insert(value).second) scope_log_.push_back(value);
+  // Whether `value` is visible at `user`: an argument of the user's block or of an
+  // enclosing one, or a result of an op that comes before the user in its block or
+  // before the op holding the user in an enclosing block. (Decided from the IR's
+  // structure: a set of the values defined so far costs a hash-table insertion per
+  // value, and at a million ops, cache misses on a table of many megabytes.)
+  static bool IsVisible(const Value* value, const Operation* user) {
+    const Operation* def_op = value->kind() == Value::Kind::kBlockArgument ? nullptr
+                                                                           : value->defining_op();
+    const Block* def_block = def_op == nullptr ? value->owner_block() : def_op->parent_block();
+    if (def_block == nullptr) return false;
+    const Operation* holder = user;  // the op of def_block that is or holds the user
+    while (holder != nullptr && holder->parent_block() != def_block) holder = holder->parent_op();
+    if (holder == nullptr) return false;
+    return def_op == nullptr || def_op->IsBeforeInBlock(holder);
   }
 
   void VerifyTerminator(Block* block, Operation* loop) {
@@ -212,7 +213,7 @@ class FunctionVerifier {
         typed = false;
         continue;
       }
-      if (!visible_.contains(operand)) {
+      if (!IsVisible(operand, op)) {
         Error(op->loc(), absl::StrFormat("operand %%%s of '%s' does not dominate its use",
                                          operand->name(), op->name()));
         return;
@@ -276,8 +277,6 @@ class FunctionVerifier {
 
   Function& function_;
   DiagnosticEngine& diagnostics_;
-  absl::flat_hash_set<Value*> visible_;
-  std::vector<Value*> scope_log_;
 };
 
 // Reports duplicate symbols and invalid meshes.

@@ -12,171 +12,146 @@ bool IsValueNameChar(char c) {
   return IsIdentStart(c) || IsDigit(c) || c == '.' || c == '$' || c == '-';
 }
 
-class Lexer {
- public:
-  explicit Lexer(absl::string_view source) : src_(source) {}
-
-  std::vector<Token> Run() {
-    std::vector<Token> tokens;
-    // Programs average about three bytes per token (`%v12 = add(%v11, %x) : f32[16, 16]`
-    // has 15 tokens in 41 bytes). Reserve for two bytes per token so that regrowth (a
-    // copy of every token so far) is rare; the untouched tail of a large reservation
-    // costs address space, not memory.
-    tokens.reserve(src_.size() / 2 + 1);
-    while (true) {
-      SkipTrivia();
-      Token token = Next();
-      tokens.push_back(token);
-      if (token.kind == TokenKind::kEof) break;
-    }
-    return tokens;
-  }
-
- private:
-  char Peek(size_t ahead = 0) const {
-    return pos_ + ahead < src_.size() ? src_[pos_ + ahead] : '\0';
-  }
-  void Advance(size_t n = 1) {
-    for (size_t i = 0; i < n && pos_ < src_.size(); ++i) {
-      if (src_[pos_] == '\n') {
-        ++line_;
-        line_start_ = pos_ + 1;
-      }
-      ++pos_;
-    }
-  }
-  Location Here() const {
-    return Location{line_, static_cast<int32_t>(pos_ - line_start_) + 1};
-  }
-
-  void SkipTrivia() {
-    while (pos_ < src_.size()) {
-      char c = src_[pos_];
-      if (c == ' ' || c == '\t' || c == '\r') {
-        ++pos_;
-      } else if (c == '\n') {
-        ++line_;
-        line_start_ = ++pos_;
-      } else if (c == '/' && Peek(1) == '/') {
-        while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
-      } else {
-        break;
-      }
-    }
-  }
-
-  Token Make(TokenKind kind, size_t start, Location loc) {
-    return Token{kind, src_.substr(start, pos_ - start), loc};
-  }
-
-  Token Next() {
-    Location loc = Here();
-    size_t start = pos_;
-    if (pos_ >= src_.size()) return Token{TokenKind::kEof, {}, loc};
-    char c = src_[pos_];
-    // Single-character tokens (none is a newline, so no line bookkeeping).
-    switch (c) {
-      case '(': ++pos_; return Make(TokenKind::kLParen, start, loc);
-      case ')': ++pos_; return Make(TokenKind::kRParen, start, loc);
-      case '[': ++pos_; return Make(TokenKind::kLBracket, start, loc);
-      case ']': ++pos_; return Make(TokenKind::kRBracket, start, loc);
-      case '{': ++pos_; return Make(TokenKind::kLBrace, start, loc);
-      case '}': ++pos_; return Make(TokenKind::kRBrace, start, loc);
-      case ',': ++pos_; return Make(TokenKind::kComma, start, loc);
-      case ':': ++pos_; return Make(TokenKind::kColon, start, loc);
-      case '=': ++pos_; return Make(TokenKind::kEqual, start, loc);
-      case '"': return LexString(loc);
-      case '%': return LexPrefixed(TokenKind::kValueName, IsValueNameChar, loc);
-      case '@':
-        if (IsIdentStart(Peek(1))) return LexPrefixed(TokenKind::kSymbol, IsIdentChar, loc);
-        Advance();
-        return Make(TokenKind::kAt, start, loc);
-      case '-':
-        if (Peek(1) == '>') {
-          Advance(2);
-          return Make(TokenKind::kArrow, start, loc);
-        }
-        [[fallthrough]];
-      case '+':
-        if (IsDigit(Peek(1))) return LexNumber(loc);
-        if (src_.substr(pos_ + 1, 3) == "inf" && !IsIdentChar(Peek(4))) {
-          Advance(4);
-          return Make(TokenKind::kFloat, start, loc);
-        }
-        Advance();
-        return Make(TokenKind::kError, start, loc);
-      default: break;
-    }
-    if (IsDigit(c)) return LexNumber(loc);
-    if (IsIdentStart(c)) {
-      while (pos_ < src_.size() && IsIdentChar(src_[pos_])) ++pos_;
-      return Make(TokenKind::kIdentifier, start, loc);
-    }
-    Advance();
-    return Make(TokenKind::kError, start, loc);
-  }
-
-  Token LexPrefixed(TokenKind kind, bool (*is_char)(char), Location loc) {
-    ++pos_;  // the sigil
-    size_t start = pos_;
-    while (pos_ < src_.size() && is_char(src_[pos_])) ++pos_;
-    if (pos_ == start) return Token{TokenKind::kError, src_.substr(start - 1, 1), loc};
-    return Token{kind, src_.substr(start, pos_ - start), loc};
-  }
-
-  Token LexNumber(Location loc) {
-    size_t start = pos_;
-    if (src_[pos_] == '-' || src_[pos_] == '+') ++pos_;
-    while (IsDigit(Peek())) ++pos_;
-    bool is_float = false;
-    if (Peek() == '.' && IsDigit(Peek(1))) {
-      is_float = true;
-      ++pos_;
-      while (IsDigit(Peek())) ++pos_;
-    } else if (Peek() == '.' && (!IsIdentStart(Peek(1)) || IsExponent(pos_ + 1))) {
-      is_float = true;  // "1." and "1.e5" are floats
-      ++pos_;
-    }
-    if (IsExponent(pos_)) {
-      is_float = true;
-      ++pos_;  // 'e'
-      if (Peek() == '+' || Peek() == '-') ++pos_;
-      while (IsDigit(Peek())) ++pos_;
-    }
-    return Make(is_float ? TokenKind::kFloat : TokenKind::kInteger, start, loc);
-  }
-
-  // Whether an exponent like `e5`, `E-3` starts at `at`.
-  bool IsExponent(size_t at) const {
-    if (at >= src_.size() || (src_[at] != 'e' && src_[at] != 'E')) return false;
-    ++at;
-    if (at < src_.size() && (src_[at] == '+' || src_[at] == '-')) ++at;
-    return at < src_.size() && IsDigit(src_[at]);
-  }
-
-  Token LexString(Location loc) {
-    size_t start = pos_;
-    ++pos_;
-    while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n') {
-      if (src_[pos_] == '\\' && pos_ + 1 < src_.size() && src_[pos_ + 1] != '\n') ++pos_;
-      ++pos_;
-    }
-    if (pos_ >= src_.size() || src_[pos_] != '"') {
-      return Token{TokenKind::kError, src_.substr(start, pos_ - start), loc};
-    }
-    ++pos_;
-    return Token{TokenKind::kString, src_.substr(start + 1, pos_ - start - 2), loc};
-  }
-
-  absl::string_view src_;
-  size_t pos_ = 0;
-  int32_t line_ = 1;
-  size_t line_start_ = 0;
-};
-
 }  // namespace
 
-std::vector<Token> Tokenize(absl::string_view source) { return Lexer(source).Run(); }
+void Lexer::Advance(size_t n) {
+  for (size_t i = 0; i < n && pos_ < src_.size(); ++i) {
+    if (src_[pos_] == '\n') {
+      ++line_;
+      line_start_ = pos_ + 1;
+    }
+    ++pos_;
+  }
+}
+
+void Lexer::SkipTrivia() {
+  while (pos_ < src_.size()) {
+    char c = src_[pos_];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++pos_;
+    } else if (c == '\n') {
+      ++line_;
+      line_start_ = ++pos_;
+    } else if (c == '/' && Peek(1) == '/') {
+      while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
+    } else {
+      break;
+    }
+  }
+}
+
+Token Lexer::NextSlow() {
+  SkipTrivia();
+  Location loc = Here();
+  size_t start = pos_;
+  if (pos_ >= src_.size()) return Token{TokenKind::kEof, {}, loc};
+  char c = src_[pos_];
+  // Single-character tokens (none is a newline, so no line bookkeeping).
+  switch (c) {
+    case '(': ++pos_; return Make(TokenKind::kLParen, start, loc);
+    case ')': ++pos_; return Make(TokenKind::kRParen, start, loc);
+    case '[': ++pos_; return Make(TokenKind::kLBracket, start, loc);
+    case ']': ++pos_; return Make(TokenKind::kRBracket, start, loc);
+    case '{': ++pos_; return Make(TokenKind::kLBrace, start, loc);
+    case '}': ++pos_; return Make(TokenKind::kRBrace, start, loc);
+    case ',': ++pos_; return Make(TokenKind::kComma, start, loc);
+    case ':': ++pos_; return Make(TokenKind::kColon, start, loc);
+    case '=': ++pos_; return Make(TokenKind::kEqual, start, loc);
+    case '"': return LexString(loc);
+    case '%': return LexPrefixed(TokenKind::kValueName, IsValueNameChar, loc);
+    case '@':
+      if (IsIdentStart(Peek(1))) return LexPrefixed(TokenKind::kSymbol, IsIdentChar, loc);
+      Advance();
+      return Make(TokenKind::kAt, start, loc);
+    case '-':
+      if (Peek(1) == '>') {
+        Advance(2);
+        return Make(TokenKind::kArrow, start, loc);
+      }
+      [[fallthrough]];
+    case '+':
+      if (IsDigit(Peek(1))) return LexNumber(loc);
+      if (src_.substr(pos_ + 1, 3) == "inf" && !IsIdentChar(Peek(4))) {
+        Advance(4);
+        return Make(TokenKind::kFloat, start, loc);
+      }
+      Advance();
+      return Make(TokenKind::kError, start, loc);
+    default: break;
+  }
+  if (IsDigit(c)) return LexNumber(loc);
+  if (IsIdentStart(c)) {
+    while (pos_ < src_.size() && IsIdentChar(src_[pos_])) ++pos_;
+    return Make(TokenKind::kIdentifier, start, loc);
+  }
+  Advance();
+  return Make(TokenKind::kError, start, loc);
+}
+
+Token Lexer::LexPrefixed(TokenKind kind, bool (*is_char)(char), Location loc) {
+  ++pos_;  // the sigil
+  size_t start = pos_;
+  while (pos_ < src_.size() && is_char(src_[pos_])) ++pos_;
+  if (pos_ == start) return Token{TokenKind::kError, src_.substr(start - 1, 1), loc};
+  return Token{kind, src_.substr(start, pos_ - start), loc};
+}
+
+Token Lexer::LexNumber(Location loc) {
+  size_t start = pos_;
+  if (src_[pos_] == '-' || src_[pos_] == '+') ++pos_;
+  while (IsDigit(Peek())) ++pos_;
+  bool is_float = false;
+  if (Peek() == '.' && IsDigit(Peek(1))) {
+    is_float = true;
+    ++pos_;
+    while (IsDigit(Peek())) ++pos_;
+  } else if (Peek() == '.' && (!IsIdentStart(Peek(1)) || IsExponent(pos_ + 1))) {
+    is_float = true;  // "1." and "1.e5" are floats
+    ++pos_;
+  }
+  if (IsExponent(pos_)) {
+    is_float = true;
+    ++pos_;  // 'e'
+    if (Peek() == '+' || Peek() == '-') ++pos_;
+    while (IsDigit(Peek())) ++pos_;
+  }
+  return Make(is_float ? TokenKind::kFloat : TokenKind::kInteger, start, loc);
+}
+
+// Whether an exponent like `e5`, `E-3` starts at `at`.
+bool Lexer::IsExponent(size_t at) const {
+  if (at >= src_.size() || (src_[at] != 'e' && src_[at] != 'E')) return false;
+  ++at;
+  if (at < src_.size() && (src_[at] == '+' || src_[at] == '-')) ++at;
+  return at < src_.size() && IsDigit(src_[at]);
+}
+
+Token Lexer::LexString(Location loc) {
+  size_t start = pos_;
+  ++pos_;
+  while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n') {
+    if (src_[pos_] == '\\' && pos_ + 1 < src_.size() && src_[pos_ + 1] != '\n') ++pos_;
+    ++pos_;
+  }
+  if (pos_ >= src_.size() || src_[pos_] != '"') {
+    return Token{TokenKind::kError, src_.substr(start, pos_ - start), loc};
+  }
+  ++pos_;
+  return Token{TokenKind::kString, src_.substr(start + 1, pos_ - start - 2), loc};
+}
+
+std::vector<Token> Tokenize(absl::string_view source) {
+  std::vector<Token> tokens;
+  // Programs average about three bytes per token; reserving for two makes regrowth (a
+  // copy of every token so far) rare.
+  tokens.reserve(source.size() / 2 + 1);
+  Lexer lexer(source);
+  while (true) {
+    tokens.push_back(lexer.Next());
+    if (tokens.back().kind == TokenKind::kEof) break;
+  }
+  return tokens;
+}
 
 absl::string_view TokenKindName(TokenKind kind) {
   switch (kind) {

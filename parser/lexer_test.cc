@@ -145,6 +145,34 @@ TEST(LexerTest, TokenHelpers) {
   EXPECT_EQ(TokenKindName(TokenKind::kArrow), "'->'");
 }
 
+// The parser lexes on demand and comes back to saved states: lexing from the state
+// before any token reads the same tokens as lexing straight through.
+TEST(LexerTest, ResumingFromAStateReadsTheSameTokens) {
+  const std::string source =
+      "func @f(%x: f32[4]) -> f32[4] { // c\n  %a = mul(%x, 1.5e3) {s = \"}\"}\n"
+      "\t%b = add(%a, -2) : f32[4]\r\n  return %b\n}\n% @ 1. 12 1e5 %-x\n";
+  std::vector<Token> straight = Tokenize(source);
+  std::vector<Lexer::State> states;
+  Lexer lexer(source);
+  for (size_t i = 0; i < straight.size(); ++i) {
+    states.push_back(lexer.state());
+    Token t = lexer.Next();
+    EXPECT_EQ(t.kind, straight[i].kind);
+  }
+  EXPECT_TRUE(lexer.Next().Is(TokenKind::kEof));  // the end repeats
+  for (size_t i = 0; i < straight.size(); ++i) {
+    Lexer resumed(source);
+    resumed.set_state(states[i]);
+    for (size_t j = i; j < straight.size(); ++j) {
+      Token t = resumed.Next();
+      ASSERT_TRUE(t.kind == straight[j].kind && t.text == straight[j].text &&
+                  t.loc == straight[j].loc)
+          << "resumed before token " << i << ", token " << j << ": " << t.text << " vs "
+          << straight[j].text;
+    }
+  }
+}
+
 TEST(LexerTest, LargeInputsLexLinearly) {
   std::string big;
   for (int i = 0; i < 200000; ++i) big += "%v" + std::to_string(i) + " = neg(%x) // c\n";

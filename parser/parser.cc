@@ -11,12 +11,16 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "commir/check.h"
+#include "commir/name_hash.h"
 #include "commir/verifier.h"
+#include "parser/body_skipper.h"
 #include "parser/lexer.h"
 
 namespace commir {
@@ -38,13 +42,17 @@ struct PendingOperand {
 // overflow the stack; real programs nest a few levels.
 constexpr int kMaxNestingDepth = 64;
 
+// A statement's result names and written result types: inline storage, as nearly every
+// statement has one of each (no heap allocation per statement).
+using ResultNames = absl::InlinedVector<Token, 2>;
+using TypeList = absl::InlinedVector<Type, 2>;
+
 class Parser {
  public:
   Parser(absl::string_view source, DiagnosticEngine& diagnostics)
       : source_(source), diagnostics_(diagnostics) {}
 
   std::unique_ptr<Module> Run(const ParseOptions& options) {
-    tokens_ = Tokenize(source_);
     verify_ = options.verify;
     module_ = std::make_unique<Module>();
     ParseMeshes();
@@ -57,12 +65,50 @@ class Parser {
  private:
   // ---- Token helpers ------------------------------------------------------------
 
-  const Token& Cur() const { return tokens_[pos_]; }
-  const Token& Peek(size_t ahead = 1) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
+  // Tokens are read on demand (see Lexer): cur_ is the current token and ahead_ the
+  // ones peeked past it. A Mark comes back to a token: the first pass records where
+  // each declaration starts, and Recover() re-reads a broken statement.
+  struct Mark {
+    Lexer::State state;     // the lexer before the token (and the trivia before it)
+    int32_t prev_line = 0;  // the line of the token before it; 0 at the start
+  };
+
+  const Token& Cur() const { return cur_; }
+  // The token `ahead` (1 or 2) past the current one; end of file past the end.
+  const Token& Peek(size_t ahead = 1) {
+    COMMIR_CHECK(ahead >= 1 && ahead <= kMaxLookahead, "peeking too far ahead");
+    while (num_ahead_ < ahead) {
+      ahead_start_[num_ahead_] = lexer_.state();
+      lexer_.Next(ahead_[num_ahead_]);
+      ++num_ahead_;
+    }
+    return ahead_[ahead - 1];
   }
   void Advance() {
-    if (pos_ + 1 < tokens_.size()) ++pos_;
+    if (cur_.kind == TokenKind::kEof) return;
+    prev_line_ = cur_.loc.line;
+    if (num_ahead_ == 0) {
+      cur_start_ = lexer_.state();
+      lexer_.Next(cur_);
+      return;
+    }
+    cur_start_ = ahead_start_[0];
+    cur_ = ahead_[0];
+    for (size_t i = 1; i < num_ahead_; ++i) {
+      ahead_start_[i - 1] = ahead_start_[i];
+      ahead_[i - 1] = ahead_[i];
+    }
+    --num_ahead_;
+  }
+  Mark Here() const { return Mark{cur_start_, prev_line_}; }
+  // Whether the current token comes after the one `mark` points at.
+  bool PastMark(const Mark& mark) const { return cur_start_.pos > mark.state.pos; }
+  void Reset(const Mark& mark) {
+    lexer_.set_state(mark.state);
+    num_ahead_ = 0;
+    prev_line_ = mark.prev_line;
+    cur_start_ = mark.state;
+    lexer_.Next(cur_);
   }
   bool AtEnd() const { return Cur().kind == TokenKind::kEof; }
 
@@ -111,7 +157,7 @@ class Parser {
     Advance();
     while (!AtEnd() && !(AtDeclStart() && Cur().loc.line != line && IsFirstOnLine())) Advance();
   }
-  bool IsFirstOnLine() const { return pos_ == 0 || tokens_[pos_ - 1].loc.line != Cur().loc.line; }
+  bool IsFirstOnLine() const { return prev_line_ == 0 || prev_line_ != Cur().loc.line; }
 
   // Skips a function declaration that starts at the current `func` or `spmd func`: up
   // to and including its balanced body, or up to the next `mesh`, `func` or `spmd` that
@@ -122,43 +168,28 @@ class Parser {
   void SkipFunction() {
     if (ConsumeKeyword("spmd")) ConsumeKeyword("func");
     else Advance();  // 'func'
-    std::vector<bool> open;  // braces still open; true for a block, false for a line
-    while (!AtEnd()) {
-      if (AtDeclStart() && IsFirstOnLine()) return;
-      if (IsFirstOnLine()) {
-        while (!open.empty() && !open.back()) open.pop_back();
-      }
-      if (Cur().Is(TokenKind::kLBrace)) {
-        open.push_back(open.empty() || OpensBlock(pos_));  // the body's '{' is a block
-      } else if (Cur().Is(TokenKind::kRBrace) && !open.empty()) {
-        open.pop_back();
-        if (open.empty()) {
-          Advance();
-          return;
-        }
-      }
-      Advance();
-    }
+    SkipResult skipped = SkipFunctionBody(source_, cur_start_, prev_line_);
+    Reset(Mark{skipped.resume, skipped.prev_line});
   }
 
   // Pass 1: meshes first, so that functions declared before their mesh can use it to
   // infer per-device types.
   void ParseMeshes() {
-    pos_ = 0;
+    Reset(Mark{});
     while (!AtEnd()) {
-      size_t start = pos_;
+      Mark start = Here();
       if (Cur().IsIdentifier("mesh")) {
-        decl_starts_.push_back({start, true});
+        decl_starts_.push_back({start, true, false, nullptr});
         std::unique_ptr<Mesh> mesh = ParseMesh();
         if (mesh == nullptr) {
           SkipToNextDecl();
           decl_starts_.back().mesh_failed = true;
         } else {
           if (!meshes_by_name_.contains(mesh->name())) meshes_by_name_[mesh->name()] = mesh.get();
-          pending_meshes_[start] = std::move(mesh);
+          decl_starts_.back().mesh = std::move(mesh);
         }
       } else if (Cur().IsIdentifier("func") || Cur().IsIdentifier("spmd")) {
-        decl_starts_.push_back({start, false});
+        decl_starts_.push_back({start, false, false, nullptr});
         SkipFunction();
       } else {
         Error(Cur().loc, absl::StrCat("expected 'mesh', 'func' or 'spmd func', got ", Describe(Cur())));
@@ -173,13 +204,12 @@ class Parser {
       mesh_decl_count_ += decl.is_mesh ? 1 : 0;
       any_mesh_failed_ |= decl.mesh_failed;
     }
-    for (const DeclStart& decl : decl_starts_) {
+    for (DeclStart& decl : decl_starts_) {
       if (decl.is_mesh) {
-        auto it = pending_meshes_.find(decl.token);
-        if (it != pending_meshes_.end()) module_->AddMesh(std::move(it->second));
+        if (decl.mesh != nullptr) module_->AddMesh(std::move(decl.mesh));
         continue;
       }
-      pos_ = decl.token;
+      Reset(decl.start);
       ParseFunction();
     }
     module_->ResolveMeshes();
@@ -248,8 +278,7 @@ class Parser {
     }
     Advance();
     if (!Expect(TokenKind::kLBracket, "'[' after the element type")) return Type();
-    std::vector<int64_t> dims;
-    dims.reserve(4);
+    absl::InlinedVector<int64_t, 6> dims;
     // Filled only up to the last sharded dimension (Type::Tensor pads it with empty
     // lists), so that unsharded types allocate nothing for it.
     std::vector<AxisList> dim_axes;
@@ -280,8 +309,11 @@ class Parser {
     if (ConsumeKeyword("partial")) {
       if (!ParseAxisGroup(partial)) return Type();
     }
-    Type type =
-        Type::Tensor(*element_type, std::move(dims), std::move(dim_axes), std::move(partial));
+    // An unsharded type (nearly all) is looked up from the dims as they are.
+    Type type = dim_axes.empty() && partial.empty()
+                    ? Type::UnshardedTensor(*element_type, dims)
+                    : Type::Tensor(*element_type, std::vector<int64_t>(dims.begin(), dims.end()),
+                                   std::move(dim_axes), std::move(partial));
     if (ElementCountOverflows(type)) {
       Error(type_loc, absl::StrCat("type ", type.ToString(),
                                    " has more elements than fit in 64 bits"));
@@ -306,7 +338,7 @@ class Parser {
   }
 
   // `T` or `(T0, T1, ...)`.
-  bool ParseTypeList(std::vector<Type>& types, Location& loc) {
+  bool ParseTypeList(TypeList& types, Location& loc) {
     loc = Cur().loc;
     if (ConsumeIf(TokenKind::kLParen)) {
       while (!Cur().Is(TokenKind::kRParen)) {
@@ -427,52 +459,57 @@ class Parser {
       module_->AddFunction(std::move(function));
     }
     names_.clear();
-    // Most statements define one name and take about a dozen tokens: sizing the table
-    // for the function up front avoids rehashing it as a large body is read.
-    names_.reserve(RemainingDeclTokens() / 12 + added->body()->num_arguments());
+    // Most statements define one name and take a few dozen bytes: sizing the table for
+    // the function up front avoids rehashing it as a large body is read.
+    names_.reserve(RemainingDeclBytes() / 40 + added->body()->num_arguments());
     ParseBlockBody(added->body(), added->body()->arguments());
     function_ = nullptr;
     parsing_detached_ = false;
   }
 
-  // Tokens from here to the next declaration (or the end of the file).
-  // decl_starts_ is in token order (the first pass appends as it scans), so the next
+  // Bytes from here to the next declaration (or the end of the file).
+  // decl_starts_ is in source order (the first pass appends as it scans), so the next
   // declaration is found by binary search: a linear scan per function would make
   // files with many functions quadratic.
-  size_t RemainingDeclTokens() const {
-    auto next = std::upper_bound(decl_starts_.begin(), decl_starts_.end(), pos_,
-                                 [](size_t pos, const DeclStart& d) { return pos < d.token; });
-    size_t end = next == decl_starts_.end() ? tokens_.size() : next->token;
-    return end - pos_;
+  size_t RemainingDeclBytes() const {
+    size_t here = cur_start_.pos;
+    auto next = std::upper_bound(
+        decl_starts_.begin(), decl_starts_.end(), here,
+        [](size_t pos, const DeclStart& d) { return pos < d.start.state.pos; });
+    size_t end = next == decl_starts_.end() ? source_.size() : next->start.state.pos;
+    return end - here;
   }
 
   // ---- Names --------------------------------------------------------------------
 
   void DefineName(Value* value) {
-    auto [it, inserted] = names_.try_emplace(value->name(), value);
-    if (!inserted && it->second->owner_block() == &poison_) {
+    auto [it, inserted] = names_.insert(value);
+    if (!inserted && (*it)->owner_block() == &poison_) {
       // The name was used before this definition (already reported as undefined); the
       // stand-in made for that use is not a definition.
-      it->second = value;
+      names_.erase(it);
+      names_.insert(value);
       inserted = true;
     }
     if (!inserted) {
-      Location first = it->second->loc();
+      Location first = (*it)->loc();
       Error(value->loc(), absl::StrFormat("redefinition of %%%s (first defined at %d:%d)",
                                           value->name(), first.line, first.col));
       return;
     }
-    if (!scopes_.empty()) scopes_.back().push_back(value->name());
+    // Names of a function's body go all at once (see ParseBlockBody); only nested
+    // scopes keep a list of theirs.
+    if (scopes_.size() > 1) scopes_.back().push_back(value->name());
   }
 
   Value* LookupName(const Token& token) {
     auto it = names_.find(token.text);
-    if (it != names_.end()) return it->second;
+    if (it != names_.end()) return *it;
     Error(token.loc, absl::StrCat("use of undefined value %", token.text));
     // A typeless stand-in so that the rest of the statement still parses; it is never
     // reported again.
     Value* poison = poison_.AddArgument(Type(), std::string(token.text), token.loc);
-    names_.emplace(poison->name(), poison);
+    names_.insert(poison);
     return poison;
   }
 
@@ -487,7 +524,7 @@ class Parser {
     bool broken = false;
     while (!Cur().Is(TokenKind::kRBrace) && !AtEnd()) {
       if (AtDeclStart() && IsFirstOnLine()) break;
-      size_t start = pos_;
+      Mark start = Here();
       if (!ParseStatement(block)) {
         broken = true;
         Recover(start);
@@ -526,12 +563,13 @@ class Parser {
     block->Append(Operation::Create(def, operands, {}, AttrDict(), 0, Cur().loc));
   }
 
-  // Whether the '{' at token `i` opens a block (it ends its line) rather than an
-  // attribute dictionary or a one-line body (more tokens follow on its line).
-  bool OpensBlock(size_t i) const {
-    return i + 1 >= tokens_.size() || tokens_[i + 1].Is(TokenKind::kEof) ||
-           tokens_[i + 1].loc.line != tokens_[i].loc.line;
+  // Whether the '{' `brace`, followed by `next`, opens a block (it ends its line)
+  // rather than an attribute dictionary or a one-line body (more tokens follow on its
+  // line).
+  static bool OpensBlock(const Token& brace, const Token& next) {
+    return next.Is(TokenKind::kEof) || next.loc.line != brace.loc.line;
   }
+  bool CurOpensBlock() { return OpensBlock(cur_, Peek(1)); }
 
   // Skips the rest of a broken statement that began at token `start`: to the end of its
   // line, past any block it opened (and the rest of the line that closes it, like
@@ -541,19 +579,33 @@ class Parser {
   // the statements after it. A statement that was read to its end (the error is about
   // its meaning, or the parser stopped at the first token of the next line) leaves
   // nothing to skip.
-  void Recover(size_t start) {
+  void Recover(const Mark& start) {
     std::vector<bool> open;  // braces still open; true for a block, false for a line
     auto end_line = [&open] {
       while (!open.empty() && !open.back()) open.pop_back();
     };
-    for (size_t i = start; i < pos_; ++i) {
-      if (i > start && tokens_[i].loc.line != tokens_[i - 1].loc.line) end_line();
-      if (tokens_[i].Is(TokenKind::kLBrace)) open.push_back(OpensBlock(i));
-      if (tokens_[i].Is(TokenKind::kRBrace) && !open.empty()) open.pop_back();
+    bool advanced = PastMark(start);
+    if (advanced) {
+      // The statement's tokens from `start` up to and including the current one, read
+      // again (tokens are not kept; this is the error path).
+      std::vector<Token> read;
+      Lexer relexer(source_);
+      relexer.set_state(start.state);
+      while (true) {
+        bool is_current = relexer.offset() == cur_start_.pos;
+        read.push_back(relexer.Next());
+        if (is_current) break;
+        COMMIR_CHECK(!read.back().Is(TokenKind::kEof), "the current token was not re-read");
+      }
+      for (size_t i = 0; i + 1 < read.size(); ++i) {
+        if (i > 0 && read[i].loc.line != read[i - 1].loc.line) end_line();
+        if (read[i].Is(TokenKind::kLBrace)) open.push_back(OpensBlock(read[i], read[i + 1]));
+        if (read[i].Is(TokenKind::kRBrace) && !open.empty()) open.pop_back();
+      }
     }
-    if (pos_ > start && IsFirstOnLine()) end_line();
-    if (open.empty() && pos_ > start && IsFirstOnLine()) return;
-    int line = pos_ > start ? tokens_[pos_ - 1].loc.line : Cur().loc.line;
+    if (advanced && IsFirstOnLine()) end_line();
+    if (open.empty() && advanced && IsFirstOnLine()) return;
+    int line = advanced ? prev_line_ : Cur().loc.line;
     while (!AtEnd()) {
       const Token& t = Cur();
       if (AtDeclStart() && IsFirstOnLine()) return;
@@ -566,7 +618,7 @@ class Parser {
         if (open.empty()) return;
         open.pop_back();
       } else if (t.Is(TokenKind::kLBrace)) {
-        open.push_back(OpensBlock(pos_));
+        open.push_back(CurOpensBlock());
       }
       Advance();
     }
@@ -648,22 +700,22 @@ class Parser {
   bool ParseStatement(Block* block) {
     if (Cur().IsIdentifier("return")) return ParseTerminator(block, GetOpDef(OpKind::kReturn));
     if (Cur().IsIdentifier("yield")) return ParseTerminator(block, GetOpDef(OpKind::kYield));
-    std::vector<Token> result_names;
+    ResultNames result_names;
     if (ParseStatementWithResults(block, result_names)) return true;
     // The statement is broken: its result names stand for typeless values from here on,
     // so that their uses are not reported as undefined (one mistake, one error).
     for (const Token& name : result_names) {
       if (names_.contains(name.text)) continue;
       Value* poison = poison_.AddArgument(Type(), std::string(name.text), name.loc);
-      names_.emplace(poison->name(), poison);
-      if (!scopes_.empty()) scopes_.back().push_back(poison->name());
+      names_.insert(poison);
+      if (scopes_.size() > 1) scopes_.back().push_back(poison->name());
     }
     return false;
   }
 
   // A statement after any `return` / `yield`: `%a, %b = op(...) ...` or `for`. Fills
   // `result_names` with the names it read.
-  bool ParseStatementWithResults(Block* block, std::vector<Token>& result_names) {
+  bool ParseStatementWithResults(Block* block, ResultNames& result_names) {
     if (Cur().Is(TokenKind::kValueName)) {
       while (true) {
         if (!Cur().Is(TokenKind::kValueName)) {
@@ -688,7 +740,11 @@ class Parser {
       return false;
     }
     Advance();
-    if (!Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"))) return false;
+    if (!Cur().Is(TokenKind::kLParen)) {  // (the message is built only when needed)
+      Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"));
+      return false;
+    }
+    Advance();
     // Inline storage (here and in BuildOp): no heap allocation for the usual few operands.
     absl::InlinedVector<PendingOperand, 4> operands;
     while (!Cur().Is(TokenKind::kRParen)) {
@@ -701,7 +757,7 @@ class Parser {
     AttrDict attrs;
     Value* stream = nullptr;
     if (Cur().Is(TokenKind::kLBrace) && !ParseAttributes(attrs, stream)) return false;
-    std::vector<Type> annotated;
+    TypeList annotated;
     Location type_loc;
     if (ConsumeIf(TokenKind::kColon) && !ParseTypeList(annotated, type_loc)) return false;
     return BuildOp(block, *def, op_loc, result_names, operands, std::move(attrs), stream,
@@ -747,7 +803,7 @@ class Parser {
   }
 
   std::optional<Attribute> ParseAttributeValue(int depth) {
-    const Token& t = Cur();
+    const Token t = Cur();  // a copy: it is read after Advance()
     switch (t.kind) {
       case TokenKind::kInteger: {
         std::optional<int64_t> v = ParseInteger("an integer");
@@ -855,8 +911,8 @@ class Parser {
   }
 
   bool BuildOp(Block* block, const OpDef& def, Location op_loc,
-               const std::vector<Token>& result_names, absl::Span<const PendingOperand> pending,
-               AttrDict attrs, Value* stream, const std::vector<Type>& annotated,
+               absl::Span<const Token> result_names, absl::Span<const PendingOperand> pending,
+               AttrDict attrs, Value* stream, absl::Span<const Type> annotated,
                Location type_loc) {
     absl::InlinedVector<Value*, 4> values;
     absl::InlinedVector<std::pair<int, double>, 2> literals;
@@ -912,7 +968,7 @@ class Parser {
     }
     if (!inferred_types) {
       if (!rejected && annotated.size() == static_cast<size_t>(num_results)) {
-        result_types = annotated;
+        result_types.assign(annotated.begin(), annotated.end());
       } else {
         result_types.assign(num_results, Type());
       }
@@ -946,7 +1002,7 @@ class Parser {
     return true;
   }
 
-  bool ParseFor(Block* block, const std::vector<Token>& result_names) {
+  bool ParseFor(Block* block, absl::Span<const Token> result_names) {
     const OpDef& def = GetOpDef(OpKind::kFor);
     Location loc = Cur().loc;
     if (loop_depth_ >= kMaxNestingDepth) {
@@ -1047,7 +1103,7 @@ class Parser {
     ++loop_depth_;
     ParseBlockBody(body, body_args);
     --loop_depth_;
-    std::vector<Type> annotated;
+    TypeList annotated;
     Location type_loc;
     if (ConsumeIf(TokenKind::kColon)) {
       if (!ParseTypeList(annotated, type_loc)) return false;
@@ -1057,7 +1113,8 @@ class Parser {
       Error(loc, absl::StrFormat("the loop carries %d value%s but %d result name%s given",
                                  iter_names.size(), iter_names.size() == 1 ? "" : "s",
                                  result_names.size(), result_names.size() == 1 ? " is" : "s are"));
-    } else if (!annotated.empty() && annotated != init_types) {
+    } else if (!annotated.empty() &&
+               !std::equal(annotated.begin(), annotated.end(), init_types.begin(), init_types.end())) {
       Error(type_loc, "the loop's result types must be the types of its carried values");
     }
     for (size_t i = 0; i < result_names.size() && i < static_cast<size_t>(added->num_results()); ++i) {
@@ -1070,17 +1127,23 @@ class Parser {
   }
 
   struct DeclStart {
-    size_t token;
+    Mark start;
     bool is_mesh;
     bool mesh_failed = false;
+    std::unique_ptr<Mesh> mesh;  // a parsed mesh, until ParseFunctions adds it
   };
 
   absl::string_view source_;
   DiagnosticEngine& diagnostics_;
-  std::vector<Token> tokens_;
-  size_t pos_ = 0;
+  Lexer lexer_{source_};
+  Token cur_;
+  Lexer::State cur_start_;
+  int32_t prev_line_ = 0;
+  static constexpr size_t kMaxLookahead = 2;
+  Token ahead_[kMaxLookahead];
+  Lexer::State ahead_start_[kMaxLookahead];
+  size_t num_ahead_ = 0;
   std::vector<DeclStart> decl_starts_;
-  absl::flat_hash_map<size_t, std::unique_ptr<Mesh>> pending_meshes_;
   absl::flat_hash_map<std::string, const Mesh*> meshes_by_name_;
   // Typeless stand-ins for undefined names; declared before module_ so that it outlives
   // the ops that may point at them.
@@ -1095,9 +1158,24 @@ class Parser {
   bool any_mesh_failed_ = false;
   bool verify_ = true;  // ParseOptions::verify
   int loop_depth_ = 0;  // `for` bodies being parsed
-  // Keys view the values' own names: the values (in module_ or poison_) outlive the
-  // map and are not renamed while parsing.
-  absl::flat_hash_map<absl::string_view, Value*> names_;
+  // The values in scope, found by name. The table holds only pointers (8-byte slots;
+  // a million-op function makes a table of millions of them) and reads each value's
+  // own name: the values (in module_ or poison_) outlive it and are not renamed while
+  // parsing.
+  struct NameOf {
+    using is_transparent = void;
+    static absl::string_view Get(const Value* value) { return value->name(); }
+    static absl::string_view Get(absl::string_view name) { return name; }
+  };
+  struct ValueNameHash : NameOf {
+    template <typename T>
+    size_t operator()(const T& v) const { return NameHash()(Get(v)); }
+  };
+  struct ValueNameEq : NameOf {
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return Get(a) == Get(b); }
+  };
+  absl::flat_hash_set<Value*, ValueNameHash, ValueNameEq> names_;
   std::vector<std::vector<absl::string_view>> scopes_;
 };
 
