@@ -177,7 +177,7 @@ Type SplitDim(Type type, int64_t dim, absl::Span<const int64_t> factors) {
 absl::StatusOr<Value*> Emit(Emitter& e, OpKind kind, absl::Span<const Operand> operands,
                             AttrDict attrs, absl::Span<const Type> result_types,
                             StreamChoice stream, const std::string& name) {
-  if (stream.value == nullptr && stream.fixed > 0) {
+  if (stream.value == nullptr && (stream.fixed > 0 || stream.explicit_main)) {
     attrs.Set("stream", Attribute::Int(stream.fixed));
   }
   absl::StatusOr<Operation*> op = e.Create(kind, operands, std::move(attrs), result_types);

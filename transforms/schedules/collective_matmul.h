@@ -83,10 +83,13 @@ using Operand = sharding::Emitter::Operand;
 AttrDict ZeroAttrs(Type type);
 
 // Emission helpers on top of the partitioner's Emitter. `stream` (may be null) becomes
-// `stream = %v`; `fixed_stream` > 0 becomes `stream = N`.
+// `stream = %v`; `fixed_stream` > 0 becomes `stream = N`; `explicit_main` writes
+// `stream = 0`, which marks a collective as scheduled (matching skips collectives that
+// name a stream) so that a schedule applied again leaves it alone.
 struct StreamChoice {
   Value* value = nullptr;
   int64_t fixed = 0;
+  bool explicit_main = false;
 };
 absl::StatusOr<Value*> Emit(sharding::Emitter& e, OpKind kind, absl::Span<const Operand> operands,
                             AttrDict attrs, absl::Span<const Type> result_types,

@@ -39,6 +39,48 @@ TEST(PipelineCollectiveMatmulTest, ChunksThatDoNotDivideAreAnErrorAtTheCollectiv
   EXPECT_EQ(PrintModule(*module), before);         // nothing changed
 }
 
+// Regression (schedule_property_test): with streams=1 the chunk collectives carried no
+// stream, so running the pass again took each chunk's all_gather / reduce_scatter for a
+// new pair and split it again, or failed when chunks did not divide the chunk
+// ("chunks=2 does not divide the 1 rows ..."). They now say `stream = 0` and are left
+// alone, by this pass and by ring-collective-matmul.
+TEST(PipelineCollectiveMatmulTest, OneStreamScheduleIsLeftAloneWhenRunAgain) {
+  constexpr char kBoth[] = R"(mesh @m(tp=2)
+
+spmd func @f(%a: f32[4@tp, 8], %b: f32[8, 4@tp], %x: f32[8, 4@tp], %w: f32[4@tp, 6]) -> (f32[4, 4@tp], f32[8@tp, 6]) on @m {
+  %a_ag = all_gather(%a) {axis = tp, dim = 0} : f32[4, 8]
+  %c = matmul(%a_ag, %b) : f32[4, 2]
+  %p = matmul(%x, %w) : f32[8, 6]
+  %y = reduce_scatter(%p) {axis = tp, dim = 0} : f32[4, 6]
+  return %c, %y
+}
+)";
+  std::unique_ptr<Module> module = testing::ParseForTest(kBoth);
+  ASSERT_NE(module, nullptr);
+  absl::StatusOr<int> first = PipelineCollectiveMatmul(*module, 2, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 2);
+  const std::string scheduled = PrintModule(*module);
+  EXPECT_THAT(scheduled, HasSubstr("all_gather(%a_chunk) {axis = tp, dim = 0, stream = 0}"));
+  EXPECT_THAT(scheduled, HasSubstr("reduce_scatter(%p_chunk) {axis = tp, dim = 0, stream = 0}"));
+  // Only the collectives name the stream: no `rem`, nothing else on a stream.
+  EXPECT_THAT(scheduled, ::testing::Not(HasSubstr("rem(")));
+  int streams = 0;
+  for (size_t at = scheduled.find("stream"); at != std::string::npos;
+       at = scheduled.find("stream", at + 1)) {
+    ++streams;
+  }
+  EXPECT_EQ(streams, 2) << scheduled;
+
+  absl::StatusOr<int> again = PipelineCollectiveMatmul(*module, 2, 1);
+  ASSERT_TRUE(again.ok()) << again.status();  // was: chunks=2 does not divide the 1 rows
+  EXPECT_EQ(*again, 0);
+  absl::StatusOr<int> ring = RingCollectiveMatmul(*module, RingDirection::kUni);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(*ring, 0);
+  EXPECT_EQ(PrintModule(*module), scheduled);
+}
+
 TEST(PipelineCollectiveMatmulTest, InvalidOptionsAreErrors) {
   std::unique_ptr<Module> module = testing::ParseForTest(kAgMatmul);
   ASSERT_NE(module, nullptr);

@@ -47,6 +47,14 @@ class Pipeliner {
     return StreamChoice{s, 0};
   }
 
+  // The chunk collective's stream: the chunk's, but with K = 1 written out as
+  // `stream = 0`, so that the pass (or ring-collective-matmul) run again does not take
+  // the chunk's collective for a new pair and split it (or fail on its smaller block).
+  static StreamChoice CollectiveStream(StreamChoice chunk) {
+    if (chunk.value == nullptr) chunk.explicit_main = true;
+    return chunk;
+  }
+
   absl::Status RewriteGather(const GatherMatch& m) {
     Operation* gather = m.gather;
     Operation* first = m.uses.front().matmul;
@@ -85,8 +93,8 @@ class Pipeliner {
     COMMIR_CMM_ASSIGN_VALUE(
         chunk, SliceDim(b, x, m.dim, c, off, *stream, absl::StrCat(x->name(), "_chunk")));
     COMMIR_CMM_ASSIGN_VALUE(
-        gathered, Emit(b, OpKind::kAllGather, {chunk}, AxisDimAttrs(m.axes, m.dim), {}, *stream,
-                       absl::StrCat(base, "_chunk")));
+        gathered, Emit(b, OpKind::kAllGather, {chunk}, AxisDimAttrs(m.axes, m.dim), {},
+                       CollectiveStream(*stream), absl::StrCat(base, "_chunk")));
     std::vector<Value*> yields;
     for (size_t k = 0; k < m.uses.size(); ++k) {
       const GatherUse& u = m.uses[k];
@@ -176,8 +184,8 @@ class Pipeliner {
                                              WithDim(mm->result(0)->type(), m.result_dim, n * c),
                                              *stream, absl::StrCat(mm_name, "_chunk")));
     AttrDict rs_attrs = scatter->attrs();
-    COMMIR_CMM_ASSIGN_VALUE(rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {}, *stream,
-                                     absl::StrCat(mm_name, "_chunk_rs")));
+    COMMIR_CMM_ASSIGN_VALUE(rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {},
+                                     CollectiveStream(*stream), absl::StrCat(mm_name, "_chunk_rs")));
     COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(b, loop.iv, c, "off"));
     COMMIR_CMM_ASSIGN_VALUE(acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[0], rs, off},
                                       DimAttrs(m.result_dim), {}, {},

@@ -14,13 +14,12 @@
 #include "transforms/sharding/spmd_check.h"
 
 namespace commir::schedules {
-namespace {
 
 using runtime::Tensor;
 
-absl::StatusOr<std::vector<Tensor>> Run(const Function& function,
-                                        const std::vector<Tensor>& global_inputs,
-                                        std::vector<runtime::OpEvent>* events) {
+absl::StatusOr<std::vector<Tensor>> RunWithGlobalInputs(const Function& function,
+                                                        const std::vector<Tensor>& global_inputs,
+                                                        std::vector<runtime::OpEvent>* events) {
   cpu::CpuBackend backend;
   runtime::Interpreter interpreter(function, backend);
   if (events != nullptr) interpreter.set_event_sink(events);
@@ -52,8 +51,6 @@ absl::StatusOr<std::vector<Tensor>> Run(const Function& function,
   return results;
 }
 
-}  // namespace
-
 absl::StatusOr<MatmulScheduleCheck> CheckMatmulSchedule(absl::string_view text,
                                                         absl::string_view function,
                                                         const ScheduleFn& schedule, uint64_t seed) {
@@ -78,9 +75,9 @@ absl::StatusOr<MatmulScheduleCheck> CheckMatmulSchedule(absl::string_view text,
     inputs.push_back(
         runtime::RandomGlobalTensor(seed, static_cast<int>(i), t.element_type(), t.dims()));
   }
-  absl::StatusOr<std::vector<Tensor>> expected = Run(*global, inputs, nullptr);
+  absl::StatusOr<std::vector<Tensor>> expected = RunWithGlobalInputs(*global, inputs, nullptr);
   if (!expected.ok()) return expected.status();
-  absl::StatusOr<std::vector<Tensor>> actual = Run(*spmd, inputs, &check.events);
+  absl::StatusOr<std::vector<Tensor>> actual = RunWithGlobalInputs(*spmd, inputs, &check.events);
   if (!actual.ok()) {
     return absl::Status(actual.status().code(),
                         absl::StrCat("running the scheduled program: ", actual.status().message(),

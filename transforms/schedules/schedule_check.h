@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,6 +27,13 @@ struct MatmulScheduleCheck {
   bool pass = false;
   std::vector<runtime::OpEvent> events;  // the scheduled run's per-op events
 };
+
+// Runs `function` on the cpu backend on every device of its mesh (one for a global
+// function), each device given its part of `global_inputs` by the declared layouts, and
+// assembles the global results. Per-op events go to `events` if not null.
+absl::StatusOr<std::vector<runtime::Tensor>> RunWithGlobalInputs(
+    const Function& function, const std::vector<runtime::Tensor>& global_inputs,
+    std::vector<runtime::OpEvent>* events = nullptr);
 
 // Parses `text` twice, runs @`function` of one copy on one device as the reference,
 // lowers the other (propagate-sharding, lower-to-spmd, canonicalize, cse, dce), applies

@@ -32,7 +32,8 @@ int64_t Product(const std::vector<int64_t>& dims) {
 
 class ProgramGenerator {
  public:
-  explicit ProgramGenerator(uint64_t seed) : rng_(seed) {}
+  ProgramGenerator(uint64_t seed, const RandomProgramOptions& options)
+      : rng_(seed), options_(options) {}
 
   std::string Generate() {
     MakeMesh();
@@ -53,6 +54,13 @@ class ProgramGenerator {
       names.push_back(v.name);
       types.push_back(TypeText(v.dims, /*allow_partial=*/true, /*p_split=*/0.4));
     }
+    // Patterns are returned too (dce would otherwise erase those nothing reads), mostly
+    // in the layout they were annotated with.
+    for (const auto& [name, type] : pattern_results_) {
+      if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+      names.push_back(name);
+      types.push_back(type);
+    }
     std::string mesh = absl::StrCat(
         "mesh @m(", absl::StrJoin(axes_, ", ", [](std::string* out, const Axis& a) {
           absl::StrAppend(out, a.name, "=", a.size);
@@ -72,6 +80,10 @@ class ProgramGenerator {
   }
 
   void MakeMesh() {
+    if (!options_.mesh.empty()) {
+      for (const auto& [name, size] : options_.mesh) axes_.push_back({name, size});
+      return;
+    }
     switch (Uniform(0, 8)) {
       case 0: axes_ = {{"x", 1}}; break;
       case 1: axes_ = {{"x", 2}}; break;
@@ -161,6 +173,10 @@ class ProgramGenerator {
   }
 
   bool GenerateOp() {
+    // Draws nothing unless the knob is set, so default programs stay as they were.
+    if (options_.p_schedule_pattern > 0 && Coin(options_.p_schedule_pattern)) {
+      return Coin(0.6) ? ScheduleMatmul() : SequenceAttention();
+    }
     switch (Uniform(0, 15)) {
       case 0:
       case 1: return Unary();
@@ -481,7 +497,161 @@ class ProgramGenerator {
     return true;
   }
 
+  // ---- Patterns of the communication schedules (options_.p_schedule_pattern) ----------
+
+  // A group of mesh axes of more than one device: one axis, or on a 2-D mesh sometimes
+  // both. Returns the layout text ("x" or "(a, b)") and the group size; size 0 if the
+  // mesh has no axis of size > 1.
+  std::pair<std::string, int64_t> AxisGroup() {
+    std::vector<Axis> real;
+    for (const Axis& a : axes_) {
+      if (a.size > 1) real.push_back(a);
+    }
+    if (real.empty()) return {"", 0};
+    if (real.size() >= 2 && Coin(0.3)) {
+      return {absl::StrCat("(", real[0].name, ", ", real[1].name, ")"), real[0].size * real[1].size};
+    }
+    const Axis& a = OneOf(real);
+    return {a.name, a.size};
+  }
+
+  // Returns `name` in the layout `type` it was annotated with, or sometimes another.
+  void AddPatternResult(const std::string& name, const std::vector<int64_t>& dims,
+                        const std::string& type, const std::string& element_type = "") {
+    pattern_results_.push_back(
+        {name, Coin(0.7) ? type : TypeText(dims, true, 0.4, element_type)});
+  }
+
+  // "T[d0, d1@g, ...]": `split` holds, per dim, whether it is split over `group`.
+  std::string SplitType(const std::vector<int64_t>& dims, const std::vector<bool>& split,
+                        const std::string& group, const std::string& element_type = "") {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      parts.push_back(split[i] ? absl::StrCat(dims[i], "@", group) : absl::StrCat(dims[i]));
+    }
+    return absl::StrCat(element_type.empty() ? element_type_ : element_type, "[",
+                        absl::StrJoin(parts, ", "), "]");
+  }
+
+  // An activation of shape `dims` laid out by `split`: a pool value of that shape
+  // resharded, or a new argument passed through an elementwise op, so the matmul or
+  // attention reads a computed, sharded value.
+  Val Activation(const std::vector<int64_t>& dims, const std::vector<bool>& split,
+                 const std::string& group) {
+    std::string type = SplitType(dims, split, group);
+    std::string name = Fresh();
+    for (const Val& v : pool_) {
+      if (v.dims == dims && v.bounded && Coin(0.6)) {
+        Add(absl::StrCat(name, " = reshard(", v.name, ") : ", type), {name, dims, true});
+        return pool_.back();
+      }
+    }
+    std::string arg = absl::StrCat("%a", arg_decls_.size());
+    arg_decls_.push_back(absl::StrCat(arg, ": ", type));
+    Add(absl::StrCat(name, " = ", OneOf<std::string>({"tanh", "sigmoid", "neg"}), "(", arg, ") : ",
+                     type),
+        {name, dims, true});
+    return pool_.back();
+  }
+
+  // A matmul whose layouts make lower-to-spmd gather an operand along M, N or a batch
+  // dimension, or reduce-scatter the product along one of them (K split).
+  bool ScheduleMatmul() {
+    auto [group, n] = AxisGroup();
+    if (n == 0) return false;
+    int64_t m = n * OneOf<int64_t>({2, 4, 8}), k = OneOf<int64_t>({4, 8, 16});
+    int64_t nn = n * OneOf<int64_t>({2, 4});
+    bool batched = Coin(0.25);
+    int64_t b = batched ? n * OneOf<int64_t>({1, 2}) : 1;
+    if (b * m * std::max(k, nn) > 4096) return false;
+    bool ta = Coin(0.2), tb = Coin(0.2);
+    // Which dims are split: 0 gather M, 1 gather N, 2 scatter to M, 3 scatter to N,
+    // 4 (batched) gather the batch.
+    int kind = Uniform(0, batched ? 4 : 3);
+    bool a_m = kind == 0 || kind == 1, b_n = kind == 0 || kind == 1, k_split = kind >= 2 && kind <= 3;
+    if (k_split && k % n != 0) k = n * OneOf<int64_t>({1, 2});
+    bool out_m = kind == 1 || kind == 2, out_n = kind == 0 || kind == 3;
+    bool a_batch = kind == 4;
+    std::vector<int64_t> a_dims, b_dims, out_dims;
+    std::vector<bool> a_split, b_split, out_split;
+    if (batched) {
+      a_dims.push_back(b);
+      a_split.push_back(a_batch);
+      out_dims.push_back(b);
+      out_split.push_back(false);
+      if (Coin(0.5)) {
+        b_dims.push_back(b);
+        b_split.push_back(false);
+      }
+    }
+    auto push2 = [](std::vector<int64_t>& dims, std::vector<bool>& split, bool transpose,
+                    int64_t d0, bool s0, int64_t d1, bool s1) {
+      dims.push_back(transpose ? d1 : d0);
+      split.push_back(transpose ? s1 : s0);
+      dims.push_back(transpose ? d0 : d1);
+      split.push_back(transpose ? s0 : s1);
+    };
+    push2(a_dims, a_split, ta, m, a_m, k, k_split);
+    push2(b_dims, b_split, tb, k, k_split, nn, b_n);
+    push2(out_dims, out_split, false, m, out_m, nn, out_n);
+    Val a = Activation(a_dims, a_split, group);
+    std::string w = absl::StrCat("%a", arg_decls_.size());
+    arg_decls_.push_back(absl::StrCat(w, ": ", SplitType(b_dims, b_split, group)));
+    std::string attrs;
+    if (ta && tb) attrs = " {transpose_a, transpose_b}";
+    else if (ta) attrs = " {transpose_a}";
+    else if (tb) attrs = " {transpose_b}";
+    std::string name = Fresh();
+    std::string type = SplitType(out_dims, out_split, group);
+    Add(absl::StrCat(name, " = matmul(", a.name, ", ", w, ")", attrs, " : ", type),
+        {name, out_dims, false});
+    AddPatternResult(name, out_dims, type);
+    return true;
+  }
+
+  // Attention with q, k and v split along the sequence over one axis group (k and v
+  // all-gathered by lower-to-spmd): causal or not, GQA, sometimes the lse too.
+  bool SequenceAttention() {
+    auto [group, n] = AxisGroup();
+    if (n == 0) return false;
+    int64_t b = OneOf<int64_t>({1, 2});
+    int64_t h = OneOf<int64_t>({2, 4, 8});
+    int64_t hkv = Coin(0.6) ? h : OneOf<int64_t>({1, 2});
+    if (h % hkv != 0) hkv = h;
+    int64_t sq = n * OneOf<int64_t>({1, 2, 2, 4});
+    int64_t skv = Coin(0.7) ? sq : n * OneOf<int64_t>({2, 4});
+    int64_t d = OneOf<int64_t>({4, 8});
+    int64_t dv = Coin(0.8) ? d : 8;
+    if (b * h * std::max(sq, skv) * 8 > 4096) return false;
+    std::vector<bool> seq = {false, false, true, false};
+    Val q = Activation({b, h, sq, d}, seq, group);
+    std::string k = absl::StrCat("%a", arg_decls_.size());
+    arg_decls_.push_back(absl::StrCat(k, ": ", SplitType({b, hkv, skv, d}, seq, group)));
+    std::string v = absl::StrCat("%a", arg_decls_.size());
+    arg_decls_.push_back(absl::StrCat(v, ": ", SplitType({b, hkv, skv, dv}, seq, group)));
+    bool causal = Coin(0.6);
+    std::string name = Fresh();
+    std::vector<int64_t> out = {b, h, sq, dv};
+    std::string operands = absl::StrCat(q.name, ", ", k, ", ", v);
+    std::string attrs = causal ? " {causal}" : "";
+    std::string type = SplitType(out, seq, group);
+    if (Coin(0.25)) {
+      std::string lse = Fresh();
+      std::string lse_type = SplitType({b, h, sq}, {false, false, true}, group, "f32");
+      Add(absl::StrCat(name, ", ", lse, " = attention(", operands, ")", attrs, " : (", type, ", ",
+                       lse_type, ")"),
+          {name, out, true});
+      AddPatternResult(lse, {b, h, sq}, lse_type, "f32");
+    } else {
+      Add(absl::StrCat(name, " = attention(", operands, ")", attrs, " : ", type), {name, out, true});
+    }
+    AddPatternResult(name, out, type);
+    return true;
+  }
+
   std::mt19937_64 rng_;
+  RandomProgramOptions options_;
+  std::vector<std::pair<std::string, std::string>> pattern_results_;  // name, result type
   std::vector<Axis> axes_;
   std::string element_type_;
   std::vector<std::string> arg_decls_;
@@ -492,6 +662,12 @@ class ProgramGenerator {
 
 }  // namespace
 
-std::string GenerateRandomProgram(uint64_t seed) { return ProgramGenerator(seed).Generate(); }
+std::string GenerateRandomProgram(uint64_t seed) {
+  return ProgramGenerator(seed, RandomProgramOptions()).Generate();
+}
+
+std::string GenerateRandomProgram(uint64_t seed, const RandomProgramOptions& options) {
+  return ProgramGenerator(seed, options).Generate();
+}
 
 }  // namespace commir::sharding
