@@ -2,7 +2,9 @@
 # CommIR demo (the README's main job): builds the tools, shows how the Megatron MLP is
 # partitioned over 4 devices and what it communicates, then runs the shared examples
 # on the cpu backend (every device simulated in one process) and checks each against
-# the single-device program.
+# the single-device program, and finally rewrites some of them with the overlap
+# schedules (ring and pipelined collective matmul, ring and Ulysses attention) and
+# checks those too.
 #   ./scripts/demo.sh
 set -euo pipefail
 
@@ -10,6 +12,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./scripts/setup.sh
 bazel build //:commir-opt //:commir-run
+
+lower='propagate-sharding,lower-to-spmd,canonicalize,cse,dce'
+out="$(mktemp -d "${TMPDIR:-/tmp}/commir-demo.XXXXXX")"
+trap 'rm -rf "${out}"' EXIT
 
 # Each command is echoed before it runs (in bold on a terminal).
 if [[ -t 1 ]]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
@@ -23,5 +29,19 @@ step ../../bazel-bin/commir-run transformer_block.commir --check
 step ../../bazel-bin/commir-run attention.commir --check
 step ../../bazel-bin/commir-run ag_matmul.commir --check
 step ../../bazel-bin/commir-run ring_ag_matmul.commir --check-against=ag_matmul_global4.commir
+
+# Communication schedules: each rewritten spmd program is checked against the global one.
+step ../../bazel-bin/commir-opt ag_matmul.commir -o "${out}/ag_ring.commir" \
+  --pass-pipeline="${lower},ring-collective-matmul{direction=bi},schedule-report"
+step ../../bazel-bin/commir-run "${out}/ag_ring.commir" --check-against=ag_matmul.commir
+step ../../bazel-bin/commir-opt mlp.commir -o "${out}/mlp_pipelined.commir" \
+  --pass-pipeline="${lower},pipeline-collective-matmul{chunks=4,streams=2},schedule-report"
+step ../../bazel-bin/commir-run "${out}/mlp_pipelined.commir" --check-against=mlp.commir
+step ../../bazel-bin/commir-opt attention.commir -o "${out}/attention_ring.commir" \
+  --pass-pipeline="${lower},ring-attention{zigzag=true},cse,schedule-report"
+step ../../bazel-bin/commir-run "${out}/attention_ring.commir" --check-against=attention.commir
+step ../../bazel-bin/commir-opt attention.commir -o "${out}/attention_ulysses.commir" \
+  --pass-pipeline="${lower},ulysses-attention,cse,schedule-report"
+step ../../bazel-bin/commir-run "${out}/attention_ulysses.commir" --check-against=attention.commir
 echo
 echo "demo: every program matched its single-device reference."
