@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/ir.h"
@@ -64,6 +65,22 @@ struct CollectiveMatmulMatches {
   std::vector<ScatterMatch> scatters;
 };
 CollectiveMatmulMatches FindCollectiveMatmuls(Function& function);
+
+// Rewrites every match with `rewriter` (a schedule's RewriteGather and RewriteScatter),
+// gathers first, adding one to `*rewritten` per pair. Stops at the first error.
+template <typename Rewriter>
+absl::Status RewriteMatches(Rewriter& rewriter, const CollectiveMatmulMatches& matches,
+                            int* rewritten) {
+  for (const GatherMatch& m : matches.gathers) {
+    if (absl::Status s = rewriter.RewriteGather(m); !s.ok()) return s;
+    ++*rewritten;
+  }
+  for (const ScatterMatch& m : matches.scatters) {
+    if (absl::Status s = rewriter.RewriteScatter(m); !s.ok()) return s;
+    ++*rewritten;
+  }
+  return absl::OkStatus();
+}
 
 // `type` with dimension `dim` resized to `size`.
 Type WithDim(Type type, int64_t dim, int64_t size);

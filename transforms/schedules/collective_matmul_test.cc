@@ -9,10 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
-#include "transforms/schedules/pipeline_collective_matmul.h"
 #include "transforms/schedules/ring_collective_matmul.h"
-#include "transforms/schedules/schedule_check.h"
 #include "transforms/schedules/schedule_report.h"
+#include "transforms/sharding/spmd_check.h"
 
 namespace commir::schedules {
 namespace {
@@ -124,7 +123,7 @@ struct Param {
 
 class CollectiveMatmulTest : public ::testing::TestWithParam<Param> {};
 
-int64_t StreamsUsedByCollectives(const MatmulScheduleCheck& check, int64_t stream) {
+int64_t StreamsUsedByCollectives(const sharding::SpmdCheck& check, int64_t stream) {
   int64_t count = 0;
   for (const runtime::OpEvent& e : check.events) {
     if (e.device == 0 && e.op->def().Has(kCollective) && e.stream == stream) ++count;
@@ -140,12 +139,14 @@ TEST_P(CollectiveMatmulTest, PipelinedEqualsGlobal) {
       const int64_t streams = chunks == 4 ? 3 : 2;
       SCOPED_TRACE(absl::StrFormat("%s n=%d %s chunks=%d streams=%d", program.name, p.n, p.type,
                                    chunks, streams));
-      absl::StatusOr<MatmulScheduleCheck> check = CheckMatmulSchedule(text, "f", [&](Module& m) {
-        return PipelineCollectiveMatmul(m, chunks, streams).status();
-      });
+      absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+          text, "f",
+          {.pipeline = absl::StrFormat("pipeline-collective-matmul{chunks=%d,streams=%d}", chunks,
+                                       streams),
+           .record_events = true});
       ASSERT_TRUE(check.ok()) << check.status();
-      EXPECT_TRUE(check->pass) << check->report << check->printed;
-      ScheduleStats stats = ComputeScheduleStats(*check->scheduled->FindFunction("f"));
+      EXPECT_TRUE(check->pass) << check->report << check->lowered;
+      ScheduleStats stats = ComputeScheduleStats(*check->module->FindFunction("f"));
       EXPECT_EQ(stats.shifts, 0);
       if (chunks == 1) {
         // Unchanged.
@@ -154,8 +155,8 @@ TEST_P(CollectiveMatmulTest, PipelinedEqualsGlobal) {
         continue;
       }
       EXPECT_EQ(stats.collectives, program.pairs * chunks + program.kept_collectives)
-          << check->printed;
-      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * chunks) << check->printed;
+          << check->lowered;
+      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * chunks) << check->lowered;
       // Chunk i's collective runs on stream i mod K: every stream gets its share.
       for (int64_t s = 0; s < std::min(chunks, streams); ++s) {
         EXPECT_GE(StreamsUsedByCollectives(*check, s), program.pairs) << "stream " << s;
@@ -172,16 +173,18 @@ TEST_P(CollectiveMatmulTest, RingEqualsGlobal) {
     for (RingDirection direction : {RingDirection::kUni, RingDirection::kBi}) {
       bool bi = direction == RingDirection::kBi;
       SCOPED_TRACE(absl::StrFormat("%s n=%d %s %s", program.name, p.n, p.type, bi ? "bi" : "uni"));
-      absl::StatusOr<MatmulScheduleCheck> check = CheckMatmulSchedule(
-          text, "f", [&](Module& m) { return RingCollectiveMatmul(m, direction).status(); });
+      absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+          text, "f",
+          {.pipeline = absl::StrCat("ring-collective-matmul{direction=", bi ? "bi" : "uni", "}"),
+           .record_events = true});
       ASSERT_TRUE(check.ok()) << check.status();
-      EXPECT_TRUE(check->pass) << check->report << check->printed;
-      ScheduleStats stats = ComputeScheduleStats(*check->scheduled->FindFunction("f"));
+      EXPECT_TRUE(check->pass) << check->report << check->lowered;
+      ScheduleStats stats = ComputeScheduleStats(*check->module->FindFunction("f"));
       // n-1 block transfers per pair, none wasted; bi takes ceil((n-1)/2) rounds.
-      EXPECT_EQ(stats.shifts, program.pairs * (n - 1)) << check->printed;
-      EXPECT_EQ(stats.ring_steps, program.pairs * (bi ? n / 2 : n - 1)) << check->printed;
-      EXPECT_EQ(stats.collectives, program.kept_collectives) << check->printed;
-      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * n) << check->printed;
+      EXPECT_EQ(stats.shifts, program.pairs * (n - 1)) << check->lowered;
+      EXPECT_EQ(stats.ring_steps, program.pairs * (bi ? n / 2 : n - 1)) << check->lowered;
+      EXPECT_EQ(stats.collectives, program.kept_collectives) << check->lowered;
+      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * n) << check->lowered;
       // Communication on side streams, compute on the main stream.
       for (const runtime::OpEvent& e : check->events) {
         if (e.op->Is(OpKind::kShift)) {

@@ -252,14 +252,7 @@ absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int
   int rewritten = 0;
   for (auto& [function, matches] : all) {
     Pipeliner pipeliner(*function, chunks, streams);
-    for (const cmm::GatherMatch& m : matches.gathers) {
-      if (absl::Status s = pipeliner.RewriteGather(m); !s.ok()) return s;
-      ++rewritten;
-    }
-    for (const cmm::ScatterMatch& m : matches.scatters) {
-      if (absl::Status s = pipeliner.RewriteScatter(m); !s.ok()) return s;
-      ++rewritten;
-    }
+    if (absl::Status s = cmm::RewriteMatches(pipeliner, matches, &rewritten); !s.ok()) return s;
   }
   return rewritten;
 }

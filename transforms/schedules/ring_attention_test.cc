@@ -15,7 +15,6 @@
 #include "parser/parser.h"
 #include "runtime/interpreter.h"
 #include "transforms/test_util.h"
-#include "transforms/schedules/attention_check.h"
 #include "transforms/schedules/attention_test_programs.h"
 #include "transforms/sharding/spmd_check.h"
 
@@ -28,15 +27,19 @@ using testing::ComputeOnMainStream;
 using testing::CountLines;
 using testing::GlobalAttention;
 
+const char* RingPipeline(bool zigzag) {
+  return zigzag ? "ring-attention{zigzag=true}" : "ring-attention";
+}
+
 // Lowers the case's global program, applies ring-attention and checks it against the
 // one-device run; then the structure: no all_gather, the ring's shifts on stream 1.
 void ExpectRingMatches(const AttentionCase& c, bool zigzag) {
   SCOPED_TRACE(c.Name() + (zigzag ? " zigzag" : ""));
-  absl::StatusOr<ScheduleCheck> check = CheckSchedule(
-      GlobalAttention(c), "attn", [&](Module& m) { return RingAttention(m, zigzag); }, 7);
+  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+      GlobalAttention(c), "attn", {.seed = 7, .pipeline = RingPipeline(zigzag)});
   ASSERT_TRUE(check.ok()) << check.status();
-  EXPECT_TRUE(check->pass) << check->report << check->scheduled;
-  const std::string& ir = check->scheduled;
+  EXPECT_TRUE(check->pass) << check->report << check->lowered;
+  const std::string& ir = check->lowered;
   EXPECT_EQ(CountLines(ir, "all_gather("), 0) << ir;
   // Two shifts (k, v) before the loop and two in it; none after the last step.
   EXPECT_EQ(CountLines(ir, "shift("), c.devices == 2 ? 2 : 4) << ir;
@@ -128,11 +131,11 @@ func @attn(%q: f32[1, 2, 64@sp, 16], %k: f32[1, 2, 64@sp, 16], %v: f32[1, 2, 64@
 }
 )";
   for (bool zigzag : {false, true}) {
-    absl::StatusOr<ScheduleCheck> check =
-        CheckSchedule(kProgram, "attn", [&](Module& m) { return RingAttention(m, zigzag); });
+    absl::StatusOr<sharding::SpmdCheck> check =
+        sharding::CheckSpmd(kProgram, "attn", {.pipeline = RingPipeline(zigzag)});
     ASSERT_TRUE(check.ok()) << check.status();
-    EXPECT_TRUE(check->pass) << check->report << check->scheduled;
-    EXPECT_EQ(CountLines(check->scheduled, "all_gather("), 0);
+    EXPECT_TRUE(check->pass) << check->report << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0);
   }
 }
 

@@ -392,14 +392,7 @@ absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction
   for (Function* function : module.functions()) {
     cmm::CollectiveMatmulMatches matches = cmm::FindCollectiveMatmuls(*function);
     Ring ring(*function, direction);
-    for (const cmm::GatherMatch& m : matches.gathers) {
-      if (absl::Status s = ring.RewriteGather(m); !s.ok()) return s;
-      ++rewritten;
-    }
-    for (const cmm::ScatterMatch& m : matches.scatters) {
-      if (absl::Status s = ring.RewriteScatter(m); !s.ok()) return s;
-      ++rewritten;
-    }
+    if (absl::Status s = cmm::RewriteMatches(ring, matches, &rewritten); !s.ok()) return s;
   }
   return rewritten;
 }

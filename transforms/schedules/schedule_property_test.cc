@@ -32,13 +32,7 @@
 #include "commir/verifier.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
-#include "runtime/compare.h"
-#include "runtime/random_inputs.h"
 #include "runtime/tensor.h"
-#include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
-#include "transforms/pipeline.h"
-#include "transforms/schedules/schedule_check.h"
 #include "transforms/sharding/random_program.h"
 #include "transforms/sharding/spmd_check.h"
 
@@ -82,17 +76,6 @@ struct MeshCase {
   int programs = 0;
 };
 
-// Applies `pipeline` to `module` with verification after each pass.
-absl::Status ApplyPipeline(const std::string& pipeline, Module& module) {
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.set_verify_each(true);
-  manager.AddPasses(*std::move(passes));
-  return manager.Run(module);
-}
-
 // "" if every result of `actual` is within the default tolerance of `expected`, else
 // the comparison report.
 std::string Compare(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected) {
@@ -100,22 +83,14 @@ std::string Compare(const std::vector<Tensor>& actual, const std::vector<Tensor>
     return absl::StrCat(actual.size(), " results, expected ", expected.size(), "\n");
   }
   std::string report;
-  bool pass = true;
-  for (size_t r = 0; r < expected.size(); ++r) {
-    runtime::Comparison c = runtime::CompareWithReference(
-        absl::StrCat("result", r), actual[r], expected[r],
-        runtime::DefaultTolerance(expected[r].element_type()));
-    absl::StrAppend(&report, runtime::FormatComparison(c), "\n");
-    pass &= c.pass;
-  }
-  return pass ? "" : report;
+  return sharding::CompareResults(actual, expected, &report) ? "" : report;
 }
 
 absl::StatusOr<std::vector<Tensor>> RunSpmd(const Module& module,
                                             const std::vector<Tensor>& inputs) {
   const Function* f = module.FindFunction("f");
   if (f == nullptr) return absl::NotFoundError("no @f");
-  return RunWithGlobalInputs(*f, inputs);
+  return sharding::RunWithGlobalInputs(*f, inputs);
 }
 
 // How often each pass changed a program, and the chunk-count refusals: the test is only
@@ -147,13 +122,8 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
     ASSERT_TRUE(global.ok()) << global.status();
     const Function* global_f = (*global)->FindFunction("f");
     ASSERT_NE(global_f, nullptr);
-    std::vector<Tensor> inputs;
-    for (size_t a = 0; a < global_f->arg_types().size(); ++a) {
-      Type t = global_f->arg_types()[a];
-      inputs.push_back(
-          runtime::RandomGlobalTensor(seed, static_cast<int>(a), t.element_type(), t.dims()));
-    }
-    absl::StatusOr<std::vector<Tensor>> expected = RunWithGlobalInputs(*global_f, inputs);
+    const std::vector<Tensor> inputs = sharding::RandomGlobalInputs(*global_f, seed);
+    absl::StatusOr<std::vector<Tensor>> expected = sharding::RunWithGlobalInputs(*global_f, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status();
 
     absl::StatusOr<std::unique_ptr<Module>> lowered_module =
@@ -167,7 +137,7 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
       SCOPED_TRACE(absl::StrCat("pipeline ", pipeline, "\nlowered:\n", lowered));
       absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(lowered, "lowered.commir");
       ASSERT_TRUE(module.ok()) << module.status();
-      absl::Status applied = ApplyPipeline(pipeline, **module);
+      absl::Status applied = sharding::ApplyPassPipeline(pipeline, **module);
       if (!applied.ok() && absl::StrContains(applied.message(), "does not divide") &&
           absl::StrContains(pipeline, "pipeline-collective-matmul")) {
         // A chunk count the blocks cannot honour: an error at the collective, and the
@@ -194,7 +164,7 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
       ASSERT_EQ(PrintModule(**reparsed), scheduled);
 
       // Again on its own output: valid IR, the same numbers.
-      absl::Status again = ApplyPipeline(pipeline, **reparsed);
+      absl::Status again = sharding::ApplyPassPipeline(pipeline, **reparsed);
       ASSERT_TRUE(again.ok()) << again << "\nscheduled:\n" << scheduled;
       const std::string twice = PrintModule(**reparsed);
       if (twice != scheduled) {

@@ -7,8 +7,8 @@
 #include "absl/status/statusor.h"
 #include "commir/printer.h"
 #include "gtest/gtest.h"
-#include "transforms/schedules/attention_check.h"
 #include "transforms/schedules/attention_test_programs.h"
+#include "transforms/sharding/spmd_check.h"
 #include "transforms/test_util.h"
 
 namespace commir::schedules {
@@ -25,11 +25,11 @@ using testing::GlobalAttention;
 // all_to_all on stream 1, and no all_gather.
 void ExpectUlyssesMatches(const AttentionCase& c) {
   SCOPED_TRACE(c.Name());
-  absl::StatusOr<ScheduleCheck> check =
-      CheckSchedule(GlobalAttention(c), "attn", [](Module& m) { return UlyssesAttention(m); }, 11);
+  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+      GlobalAttention(c), "attn", {.seed = 11, .pipeline = "ulysses-attention"});
   ASSERT_TRUE(check.ok()) << check.status();
-  EXPECT_TRUE(check->pass) << check->report << check->scheduled;
-  const std::string& ir = check->scheduled;
+  EXPECT_TRUE(check->pass) << check->report << check->lowered;
+  const std::string& ir = check->lowered;
   EXPECT_EQ(CountLines(ir, "all_gather("), 0) << ir;
   EXPECT_EQ(CountLines(ir, "all_to_all("), 3 + (c.lse ? 2 : 1)) << ir;
   EXPECT_EQ(CountLines(ir, "split_dim = 1, concat_dim = 2"), 3) << ir;
@@ -82,11 +82,11 @@ func @attn(%q: f32[1, 4, 64@sp, 16], %k: f32[1, 4, 64@sp, 16], %v: f32[1, 4, 64@
   return %o, %lse
 }
 )";
-  absl::StatusOr<ScheduleCheck> check =
-      CheckSchedule(kProgram, "attn", [](Module& m) { return UlyssesAttention(m); });
+  absl::StatusOr<sharding::SpmdCheck> check =
+      sharding::CheckSpmd(kProgram, "attn", {.pipeline = "ulysses-attention"});
   ASSERT_TRUE(check.ok()) << check.status();
-  EXPECT_TRUE(check->pass) << check->report << check->scheduled;
-  EXPECT_EQ(CountLines(check->scheduled, "all_gather("), 0) << check->scheduled;
+  EXPECT_TRUE(check->pass) << check->report << check->lowered;
+  EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;
 }
 
 // Heads the group cannot split (H = 4 over 8 devices; H = 6 with Hkv = 3 over 2 is fine,
