@@ -12,6 +12,7 @@ and reads the schedule-report line (transforms/schedules/schedule_report.h) from
 
     collectives  collectives executed other than shift (loop trips counted)
     shifts       shifts executed; ring-steps: those on the busiest stream
+    ring stream  bytes the shifts on the busiest stream send (a ring's link time)
     gemms        matmuls executed
     attentions   attention ops executed
     bytes        bytes each device sends (OpDef cost formulas, as comm-report)
@@ -58,7 +59,7 @@ EXAMPLES = [
 ]
 REPORT = re.compile(
     r"// schedule-report @(\S+): collectives (\d+)  shifts (\d+)  ring-steps (\d+)  "
-    r"gemms (\d+)  attentions (\d+)  bytes/device (\d+)  peak-extra/device (\d+)")
+    r"ring-bytes (\d+)  gemms (\d+)  attentions (\d+)  bytes/device (\d+)  peak-extra/device (\d+)")
 
 
 def repo_root():
@@ -82,8 +83,8 @@ def main():
         tool = os.path.join(repo_root(), "bazel-bin", "commir-opt")
 
     print("| example | schedule | collectives | shifts (ring steps) | GEMMs | attentions | "
-          "bytes sent / device | peak extra memory / device |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "bytes sent / device | on the busiest ring stream | peak extra memory / device |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for example, schedules in EXAMPLES:
         path = os.path.join(args.examples, example + ".commir")
         for label, schedule in schedules:
@@ -95,9 +96,9 @@ def main():
                 sys.stderr.write(f"{example} / {label}: commir-opt failed (exit "
                                  f"{run.returncode}):\n{run.stderr}")
                 return 1
-            _, coll, shifts, steps, gemms, attentions, sent, peak = match.groups()
+            _, coll, shifts, steps, ring, gemms, attentions, sent, peak = match.groups()
             print(f"| {example} | {label} | {coll} | {shifts} ({steps}) | {gemms} | {attentions} | "
-                  f"{kib(sent)} | {kib(peak)} |")
+                  f"{kib(sent)} | {kib(ring)} | {kib(peak)} |")
     return 0
 
 

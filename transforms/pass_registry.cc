@@ -62,7 +62,8 @@ std::vector<PassInfo> BuildRegistry() {
        "Replace all_gather+matmul and matmul+reduce_scatter pairs by a ring of shifts "
        "overlapping the block GEMMs",
        {{"direction", PassOptionType::kEnum, "uni",
-         "uni: n-1 steps one way; bi: blocks go both ways, ceil((n-1)/2) steps",
+         "uni: n-1 steps one way; bi: half-blocks both ways, n-1 steps of half the bytes "
+         "(odd blocks: whole blocks both ways, ceil((n-1)/2) steps)",
          {"uni", "bi"}}},
        MakePass<schedules::RingCollectiveMatmulPass>},
       {"schedule-report",

@@ -84,10 +84,14 @@ spmd func @f(%a: f32[4@tp, 8], %b: f32[8, 4@tp], %x: f32[8, 4@tp], %w: f32[4@tp,
 TEST(PipelineCollectiveMatmulTest, InvalidOptionsAreErrors) {
   std::unique_ptr<Module> module = testing::ParseForTest(kAgMatmul);
   ASSERT_NE(module, nullptr);
-  EXPECT_EQ(PipelineCollectiveMatmul(*module, 0, 2).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(PipelineCollectiveMatmul(*module, 2, 0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  std::string before = PrintModule(*module);
+  absl::Status chunks = PipelineCollectiveMatmul(*module, 0, 2).status();
+  EXPECT_EQ(chunks.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(chunks.message(), "option 'chunks' must be at least 1, got 0");
+  absl::Status streams = PipelineCollectiveMatmul(*module, 2, -1).status();
+  EXPECT_EQ(streams.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(streams.message(), "option 'streams' must be at least 1, got -1");
+  EXPECT_EQ(PrintModule(*module), before);
 }
 
 TEST(PipelineCollectiveMatmulTest, OneChunkLeavesTheProgramAlone) {
@@ -168,6 +172,7 @@ TEST(ScheduleReportTest, AgMatmulFigures) {
   EXPECT_EQ(uni.collectives, 0);
   EXPECT_EQ(uni.shifts, 7);
   EXPECT_EQ(uni.ring_steps, 7);
+  EXPECT_DOUBLE_EQ(uni.ring_bytes, 7 * kBlock);
   EXPECT_EQ(uni.gemms, 8);
   EXPECT_DOUBLE_EQ(uni.bytes_per_device, 7 * kBlock);
   // The block held, the block arriving and one block product (the output accumulates
@@ -176,10 +181,15 @@ TEST(ScheduleReportTest, AgMatmulFigures) {
 
   ScheduleStats bi = StatsAfter(
       kAgMatmul, [](Module& m) { ASSERT_TRUE(RingCollectiveMatmul(m, RingDirection::kBi).ok()); });
-  EXPECT_EQ(bi.shifts, 7);
-  EXPECT_EQ(bi.ring_steps, 4);
-  EXPECT_EQ(bi.gemms, 8);
+  // Half-blocks both ways: 7 transfers of half a block on each stream, so the busiest
+  // stream carries 3.5 blocks instead of 7; two half-block GEMMs per step.
+  EXPECT_EQ(bi.shifts, 14);
+  EXPECT_EQ(bi.ring_steps, 7);
+  EXPECT_DOUBLE_EQ(bi.ring_bytes, 3.5 * kBlock);  // half of uni's
+  EXPECT_EQ(bi.gemms, 16);
   EXPECT_DOUBLE_EQ(bi.bytes_per_device, 7 * kBlock);
+  // The two halves held, the two arriving, and one half-block product.
+  EXPECT_DOUBLE_EQ(bi.peak_extra_bytes, 2 * kBlock + kPart / 2);
 
   ScheduleStats pipelined =
       StatsAfter(kAgMatmul, [](Module& m) { ASSERT_TRUE(PipelineCollectiveMatmul(m, 4, 2).ok()); });
@@ -190,12 +200,32 @@ TEST(ScheduleReportTest, AgMatmulFigures) {
   EXPECT_DOUBLE_EQ(pipelined.peak_extra_bytes, 2 * kBlock + 2 * kPart);
 }
 
+// A block with an odd number of rows cannot be halved: bi sends whole blocks both ways
+// instead, ceil((n-1)/2) rounds with the last one forward only when n is even.
+TEST(ScheduleReportTest, OddBlocksGoBothWaysWhole) {
+  constexpr char kOdd[] = R"(mesh @m(tp=8)
+
+spmd func @f(%a: f32[24@tp, 16], %b: f32[16, 8], %w: f32[8, 16]) -> f32[24@tp, 16] on @m {
+  %a_ag = all_gather(%a) {axis = tp, dim = 0} : f32[24, 16]
+  %c = matmul(%a_ag, %b) : f32[24, 8]
+  %d = matmul(%c, %w) : f32[24, 16]
+  %y = reduce_scatter(%d) {axis = tp, dim = 0} : f32[3, 16]
+  return %y
+}
+)";
+  ScheduleStats bi = StatsAfter(
+      kOdd, [](Module& m) { ASSERT_TRUE(RingCollectiveMatmul(m, RingDirection::kBi).ok()); });
+  EXPECT_EQ(bi.collectives, 0);
+  EXPECT_EQ(bi.shifts, 14);     // 7 blocks for the gather, 7 accumulators for the scatter
+  EXPECT_EQ(bi.ring_steps, 8);  // 4 rounds each
+}
+
 TEST(ScheduleReportTest, FormatsOneLinePerFunction) {
   std::unique_ptr<Module> module = testing::ParseForTest(kAgMatmul);
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(FormatScheduleReport(*module),
-            "// schedule-report @f: collectives 1  shifts 0  ring-steps 0  gemms 1  "
-            "attentions 0  bytes/device 917504  peak-extra/device 1048576\n");
+            "// schedule-report @f: collectives 1  shifts 0  ring-steps 0  ring-bytes 0  "
+            "gemms 1  attentions 0  bytes/device 917504  peak-extra/device 1048576\n");
 }
 
 }  // namespace

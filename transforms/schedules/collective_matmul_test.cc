@@ -180,11 +180,13 @@ TEST_P(CollectiveMatmulTest, RingEqualsGlobal) {
       ASSERT_TRUE(check.ok()) << check.status();
       EXPECT_TRUE(check->pass) << check->report << check->lowered;
       ScheduleStats stats = ComputeScheduleStats(*check->module->FindFunction("f"));
-      // n-1 block transfers per pair, none wasted; bi takes ceil((n-1)/2) rounds.
-      EXPECT_EQ(stats.shifts, program.pairs * (n - 1)) << check->lowered;
-      EXPECT_EQ(stats.ring_steps, program.pairs * (bi ? n / 2 : n - 1)) << check->lowered;
+      // n-1 block transfers per pair, none wasted. bi (the blocks here are even) sends
+      // n-1 half-blocks each way: twice the shifts, each half as long, and two half-block
+      // GEMMs per step.
+      EXPECT_EQ(stats.shifts, program.pairs * (n - 1) * (bi ? 2 : 1)) << check->lowered;
+      EXPECT_EQ(stats.ring_steps, program.pairs * (n - 1)) << check->lowered;
       EXPECT_EQ(stats.collectives, program.kept_collectives) << check->lowered;
-      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * n) << check->lowered;
+      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * n * (bi ? 2 : 1)) << check->lowered;
       // Communication on side streams, compute on the main stream.
       for (const runtime::OpEvent& e : check->events) {
         if (e.op->Is(OpKind::kShift)) {

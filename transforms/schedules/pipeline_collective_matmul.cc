@@ -217,10 +217,14 @@ absl::Status LocatedError(DiagnosticEngine* diagnostics, const Operation& op, st
 
 absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int64_t streams,
                                              DiagnosticEngine* diagnostics) {
-  if (chunks < 1 || streams < 1) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "pipeline-collective-matmul: chunks and streams must be >= 1, got chunks=%d streams=%d",
-        chunks, streams));
+  // Worded like propagate-sharding's range check: the pass manager names the pass.
+  if (chunks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("option 'chunks' must be at least 1, got %d", chunks));
+  }
+  if (streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("option 'streams' must be at least 1, got %d", streams));
   }
   if (chunks == 1) return 0;
   // Every chunk count is checked before anything changes, so a failure leaves the

@@ -45,6 +45,28 @@ std::string NameOr(const Value* v, absl::string_view fallback) {
   return v->name().empty() ? std::string(fallback) : v->name();
 }
 
+// `index + constant` (or `index` itself when the constant is 0).
+absl::StatusOr<Value*> AddConstant(Emitter& e, Value* index, int64_t constant,
+                                   const std::string& name) {
+  if (constant == 0) return index;
+  return Emit(e, OpKind::kAdd,
+              {index, Operand::Literal(static_cast<double>(constant), Type::Index())}, {}, {}, {},
+              name);
+}
+
+// `x`'s `size` entries along `dim` from the constant `offset` (a static `slice`).
+absl::StatusOr<Value*> SliceAt(Emitter& e, Value* x, int64_t dim, int64_t size, int64_t offset,
+                               const std::string& name) {
+  std::vector<int64_t> starts(static_cast<size_t>(x->type().rank()), 0);
+  std::vector<int64_t> sizes = x->type().dims();
+  starts[static_cast<size_t>(dim)] = offset;
+  sizes[static_cast<size_t>(dim)] = size;
+  AttrDict attrs;
+  attrs.Set("start", Attribute::IntList(starts));
+  attrs.Set("size", Attribute::IntList(sizes));
+  return Emit(e, OpKind::kSlice, {x}, std::move(attrs), {}, {}, name);
+}
+
 class Ring {
  public:
   Ring(Function& function, RingDirection direction) : function_(function), direction_(direction) {}
@@ -64,17 +86,21 @@ class Ring {
 
   // ---- all_gather + GEMM ------------------------------------------------------------
 
-  // Multiplies the block `blk` that came from device `src` into every accumulator.
+  // Multiplies the block `blk` that came from device `src` into every accumulator. A
+  // half-block (`size` = m/2) of the bidirectional ring starts `extra` rows into it.
   absl::StatusOr<std::vector<Value*>> GatherStep(Emitter& e, const GatherMatch& m, Value* blk,
-                                                 Value* src, const std::vector<Value*>& accs) {
-    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(e, src, m.local, "off"));
+                                                 Value* src, const std::vector<Value*>& accs,
+                                                 int64_t size = 0, int64_t extra = 0) {
+    if (size == 0) size = m.local;
+    COMMIR_CMM_ASSIGN_VALUE(start, ScaleIndex(e, src, m.local, "off"));
+    COMMIR_CMM_ASSIGN_VALUE(off, AddConstant(e, start, extra, "off_half"));
     std::vector<Value*> next;
     for (size_t k = 0; k < m.uses.size(); ++k) {
       const GatherUse& u = m.uses[k];
       Operation* mm = u.matmul;
       Value* other = mm->operand(1 - u.operand);
       if (u.other_dim >= 0) {
-        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, other, u.other_dim, m.local, off, {},
+        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, other, u.other_dim, size, off, {},
                                              absl::StrCat(NameOr(other, "w"), "_blk")));
         other = sl;
       }
@@ -82,7 +108,7 @@ class Ring {
       Value* rhs = u.operand == 0 ? other : blk;
       Type result = mm->result(0)->type();
       COMMIR_CMM_ASSIGN_VALUE(
-          part, EmitMatmul(e, *mm, lhs, rhs, WithDim(result, u.result_dim, m.local), {},
+          part, EmitMatmul(e, *mm, lhs, rhs, WithDim(result, u.result_dim, size), {},
                            absl::StrCat(ResultName(*mm), "_blk")));
       COMMIR_CMM_ASSIGN_VALUE(
           acc, Emit(e, OpKind::kDynamicUpdateSlice, {accs[k], part, off}, DimAttrs(u.result_dim),
@@ -142,6 +168,8 @@ class Ring {
       after.pop_back();
       COMMIR_CMM_ASSIGN_VALUE(last_src, RingIndex(e, rank, nullptr, false, 1, n, "src_last"));
       done = GatherStep(e, m, last, last_src, after);
+    } else if (m.local % 2 == 0) {
+      done = HalfBlockGather(e, m, rank, x, accs, blk_name);
     } else {
       done = BidirectionalGather(e, m, rank, x, accs, blk_name);
     }
@@ -155,6 +183,63 @@ class Ring {
     }
     if (gather->result(0)->use_empty()) gather->Erase();
     return absl::OkStatus();
+  }
+
+  // bi with an even block: the first half of every block travels forward (stream 1), the
+  // second half backward (stream 2). Steps 0 .. n-2 loop: send both held halves on while
+  // multiplying them; the last step (halves of rank + 1 and rank - 1) sends nothing.
+  absl::StatusOr<std::vector<Value*>> HalfBlockGather(Emitter& e, const GatherMatch& m,
+                                                      Value* rank, Value* x,
+                                                      std::vector<Value*> accs,
+                                                      const std::string& blk_name) {
+    const int64_t n = m.group;
+    const int64_t half = m.local / 2;
+    const AxisList& axes = m.axes;
+    const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
+    COMMIR_CMM_ASSIGN_VALUE(lo, SliceAt(e, x, m.dim, half, 0, NameOr(x, "x") + "_lo"));
+    COMMIR_CMM_ASSIGN_VALUE(hi, SliceAt(e, x, m.dim, half, half, NameOr(x, "x") + "_hi"));
+    std::vector<Value*> inits = accs;
+    inits.push_back(lo);
+    inits.push_back(hi);
+    std::vector<std::string> names;
+    for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    names.push_back(fwd_name);
+    names.push_back(bwd_name);
+    Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), 0, n - 1, inits,
+                           names);
+    Emitter b(&function_, loop.body, nullptr);
+    b.set_loc(m.gather->loc());
+    Value* lf = loop.carried[accs.size()];
+    Value* lg = loop.carried[accs.size() + 1];
+    COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {lf}, ShiftAttrs(axes, 1), {},
+                                     {nullptr, kForwardStream}, fwd_name + "_next"));
+    COMMIR_CMM_ASSIGN_VALUE(ng, Emit(b, OpKind::kShift, {lg}, ShiftAttrs(axes, -1), {},
+                                     {nullptr, kBackwardStream}, bwd_name + "_next"));
+    COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
+    COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
+    std::vector<Value*> held(loop.carried.begin(), loop.carried.begin() + accs.size());
+    absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held, half, 0);
+    if (!s1.ok()) return s1;
+    absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1, half, half);
+    if (!s2.ok()) return s2;
+    std::vector<Value*> yields = *s2;
+    yields.push_back(nf);
+    yields.push_back(ng);
+    Yield(loop, yields);
+    for (size_t k = 0; k < m.uses.size(); ++k) {
+      loop.op->result(static_cast<int>(k))
+          ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
+    }
+    loop.op->result(static_cast<int>(accs.size()))->set_name(fwd_name + "_last");
+    loop.op->result(static_cast<int>(accs.size()) + 1)->set_name(bwd_name + "_last");
+    std::vector<Value*> results = loop.op->results();
+    accs.assign(results.begin(), results.begin() + accs.size());
+    COMMIR_CMM_ASSIGN_VALUE(lf_src, RingIndex(e, rank, nullptr, false, 1, n, "src_fwd_last"));
+    COMMIR_CMM_ASSIGN_VALUE(lg_src, RingIndex(e, rank, nullptr, false, -1, n, "src_bwd_last"));
+    absl::StatusOr<std::vector<Value*>> t1 =
+        GatherStep(e, m, results[accs.size()], lf_src, accs, half, 0);
+    if (!t1.ok()) return t1;
+    return GatherStep(e, m, results[accs.size() + 1], lg_src, *t1, half, half);
   }
 
   absl::StatusOr<std::vector<Value*>> BidirectionalGather(Emitter& e, const GatherMatch& m,
@@ -254,11 +339,14 @@ class Ring {
 
   // This device's addend for output block `blk` (an index): the operands indexing the
   // scattered dimension sliced to that block.
+  // A half-block addend (`size` = half the block) starts `extra` rows into the block.
   absl::StatusOr<Value*> Addend(Emitter& e, const ScatterMatch& m, Value* blk,
-                                const std::string& name) {
+                                const std::string& name, int64_t size = 0, int64_t extra = 0) {
     Operation* mm = m.matmul;
-    const int64_t size = m.full / m.group;
-    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(e, blk, size, name + "_off"));
+    const int64_t block = m.full / m.group;
+    if (size == 0) size = block;
+    COMMIR_CMM_ASSIGN_VALUE(start, ScaleIndex(e, blk, block, name + "_off"));
+    COMMIR_CMM_ASSIGN_VALUE(off, AddConstant(e, start, extra, name + "_off_half"));
     Value* operands[2] = {mm->operand(0), mm->operand(1)};
     for (int w = 0; w < 2; ++w) {
       if (m.operand_dim[w] < 0) continue;
@@ -304,6 +392,10 @@ class Ring {
       Value* yields[] = {sum};
       Yield(loop, yields);
       result = loop.op->result(0);
+    } else if ((m.full / n) % 2 == 0) {
+      absl::StatusOr<Value*> r = HalfBlockScatter(e, m, rank, name);
+      if (!r.ok()) return r.status();
+      result = *r;
     } else {
       absl::StatusOr<Value*> r = BidirectionalScatter(e, m, rank, name);
       if (!r.ok()) return r.status();
@@ -315,6 +407,46 @@ class Ring {
     scatter->Erase();
     mm->Erase();
     return absl::OkStatus();
+  }
+
+  // bi with an even block: the first half of every block is summed by an accumulator
+  // travelling forward (stream 1), the second half by one travelling backward (stream 2),
+  // each a one-way ring of n-1 shifts; the two halves of the own block are joined at the
+  // end (one concat of the device's output block).
+  absl::StatusOr<Value*> HalfBlockScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+                                          const std::string& name) {
+    const int64_t n = m.group;
+    const int64_t half = m.full / n / 2;
+    const AxisList& axes = m.axes;
+    // Step 0: the addends for the halves of blocks rank - 1 and rank + 1.
+    COMMIR_CMM_ASSIGN_VALUE(df, RingIndex(e, rank, nullptr, false, -1, n, "dst_fwd"));
+    COMMIR_CMM_ASSIGN_VALUE(pf, Addend(e, m, df, name + "_fwd_part", half, 0));
+    COMMIR_CMM_ASSIGN_VALUE(db, RingIndex(e, rank, nullptr, false, 1, n, "dst_bwd"));
+    COMMIR_CMM_ASSIGN_VALUE(pb, Addend(e, m, db, name + "_bwd_part", half, half));
+    Value* inits[] = {pf, pb};
+    std::string names[] = {name + "_fwd_acc", name + "_bwd_acc"};
+    Loop loop = CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, n, inits,
+                           names);
+    Emitter b(&function_, loop.body, nullptr);
+    b.set_loc(m.scatter->loc());
+    COMMIR_CMM_ASSIGN_VALUE(rf, Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(axes, 1),
+                                     {}, {nullptr, kForwardStream}, name + "_fwd_recv"));
+    COMMIR_CMM_ASSIGN_VALUE(rb, Emit(b, OpKind::kShift, {loop.carried[1]}, ShiftAttrs(axes, -1),
+                                     {}, {nullptr, kBackwardStream}, name + "_bwd_recv"));
+    // Step s: the halves of blocks rank - s - 1 and rank + s + 1 (rank itself at s = n-1).
+    COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(b, rank, loop.iv, true, -1, n, "dst_fwd"));
+    COMMIR_CMM_ASSIGN_VALUE(tb, RingIndex(b, rank, loop.iv, false, 1, n, "dst_bwd"));
+    COMMIR_CMM_ASSIGN_VALUE(qf, Addend(b, m, tf, name + "_fwd_part", half, 0));
+    COMMIR_CMM_ASSIGN_VALUE(qb, Addend(b, m, tb, name + "_bwd_part", half, half));
+    COMMIR_CMM_ASSIGN_VALUE(sf, Combine(b, m, rf, qf, name + "_fwd_next"));
+    COMMIR_CMM_ASSIGN_VALUE(sb, Combine(b, m, rb, qb, name + "_bwd_next"));
+    Value* yields[] = {sf, sb};
+    Yield(loop, yields);
+    loop.op->result(0)->set_name(name + "_lo");
+    loop.op->result(1)->set_name(name + "_hi");
+    AttrDict attrs = DimAttrs(m.result_dim);
+    return Emit(e, OpKind::kConcat, {loop.op->result(0), loop.op->result(1)}, std::move(attrs),
+                {}, {}, name);
   }
 
   absl::StatusOr<Value*> BidirectionalScatter(Emitter& e, const ScatterMatch& m, Value* rank,

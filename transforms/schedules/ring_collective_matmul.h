@@ -9,23 +9,31 @@
 // (main stream) and writing the product in place (dynamic_update_slice at
 // ((rank - s) mod n) * m). The last step is peeled: it multiplies without sending, so no
 // transfer is wasted (n-1 shifts).
-// all_gather + GEMM, bi: the held block goes both ways, forward on stream 1 and backward
-// on stream 2, so blocks arrive from both neighbours and the schedule takes
-// ceil((n-1)/2) shift rounds instead of n-1; with n even the last round sends forward
-// only (the opposite block would arrive twice). Still n-1 block transfers per device.
+// all_gather + GEMM, bi: each block is cut in two halves along the gathered dimension;
+// the first halves travel forward (stream 1), the second halves backward (stream 2),
+// each a one-way ring of n-1 steps with the last one peeled. Both links carry half a
+// block per step, so each step's transfer takes half as long as uni's (for every n,
+// n = 2 included) while the device still receives n-1 blocks; two half-block GEMMs per
+// step. A block with an odd size cannot be halved: then whole blocks go both ways,
+// ceil((n-1)/2) rounds, the last one forward only when n is even (the opposite block
+// would arrive twice).
 //
 // GEMM + reduce_scatter, uni: device r computes, at step s, its addend for block
 // (r - s - 1) mod n, adds it to the accumulator received from the left and passes the
 // sum on (stream 1); after n-1 shifts the accumulator it holds is its own block, summed
 // over the ring. The first step has nothing to add to and the last sends nothing.
-// GEMM + reduce_scatter, bi: two accumulators per block, one collecting the
-// ceil((n-1)/2) devices before it travelling forward, one the floor((n-1)/2) after it
-// travelling backward; each device adds its own addend to both on arrival.
+// GEMM + reduce_scatter, bi: the first half of each block is summed by an accumulator
+// travelling forward, the second half by one travelling backward, each a one-way ring
+// of n-1 shifts; the device's two halves are joined by one `concat` at the end. With an
+// odd block size: two whole accumulators per block, one collecting the ceil((n-1)/2)
+// devices before it travelling forward, one the floor((n-1)/2) after it travelling
+// backward; each device adds its own addend to both on arrival.
 // Accumulators travel in the matmul's result element type (as NCCL does for bf16) and
 // are combined with add, max or min as the reduce_scatter's `reduce` says.
 //
-// uni is one `for` loop of n-1 trips plus the peeled last step; bi peels its first and
-// last rounds and loops over the rounds in between (none for n <= 4), so the printed
+// uni and half-block bi are one `for` loop of n-1 trips plus the peeled last step; the
+// whole-block bi peels its first and last rounds and loops over the rounds in between
+// (none for n <= 4), so the printed
 // schedule has the same size for any ring size. Each ring uses one `rank` of its axes,
 // emitted at the top of the function and shared by every rewritten pair.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_COLLECTIVE_MATMUL_H_

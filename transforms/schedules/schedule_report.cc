@@ -121,8 +121,6 @@ class Simulator {
     if (!op.def().Has(kCollective)) return;
     if (op.Is(OpKind::kShift)) {
       ++stats_.shifts;
-      int64_t stream = op.stream_operand() != nullptr ? -1 : op.attrs().GetInt("stream", 0);
-      stats_.ring_steps = std::max(stats_.ring_steps, ++shifts_per_stream_[stream]);
     } else {
       ++stats_.collectives;
     }
@@ -132,7 +130,13 @@ class Simulator {
     for (Value* v : op.results()) result_types.push_back(v->type());
     OpSignature sig{operand_types,    op.attrs(),       result_types,
                     op.num_results(), function_.mesh(), true};
-    stats_.bytes_per_device += op.def().cost(sig, result_types).bytes_communicated;
+    double bytes = op.def().cost(sig, result_types).bytes_communicated;
+    stats_.bytes_per_device += bytes;
+    if (op.Is(OpKind::kShift)) {
+      int64_t stream = op.stream_operand() != nullptr ? -1 : op.attrs().GetInt("stream", 0);
+      stats_.ring_steps = std::max(stats_.ring_steps, ++shifts_per_stream_[stream]);
+      stats_.ring_bytes = std::max(stats_.ring_bytes, bytes_per_stream_[stream] += bytes);
+    }
   }
 
   // Runs `block`; for a loop body returns the buffers its yield passes on (acquired).
@@ -233,6 +237,7 @@ class Simulator {
   absl::flat_hash_map<const Operation*, std::vector<const Value*>*> dies_at_;
   double live_ = 0;
   absl::flat_hash_map<int64_t, int64_t> shifts_per_stream_;
+  absl::flat_hash_map<int64_t, double> bytes_per_stream_;
   ScheduleStats stats_;
 };
 
@@ -262,10 +267,10 @@ std::string FormatScheduleReport(const Module& module) {
     ScheduleStats s = ComputeScheduleStats(*function);
     absl::StrAppendFormat(
         &out,
-        "// schedule-report @%s: collectives %d  shifts %d  ring-steps %d  gemms %d  "
-        "attentions %d  bytes/device %.0f  peak-extra/device %.0f\n",
-        function->name(), s.collectives, s.shifts, s.ring_steps, s.gemms, s.attentions,
-        std::round(s.bytes_per_device), std::round(s.peak_extra_bytes));
+        "// schedule-report @%s: collectives %d  shifts %d  ring-steps %d  ring-bytes %.0f  "
+        "gemms %d  attentions %d  bytes/device %.0f  peak-extra/device %.0f\n",
+        function->name(), s.collectives, s.shifts, s.ring_steps, std::round(s.ring_bytes),
+        s.gemms, s.attentions, std::round(s.bytes_per_device), std::round(s.peak_extra_bytes));
   }
   return out;
 }

@@ -5,6 +5,8 @@
 //   shifts       shifts executed
 //   ring-steps   shifts executed on the busiest stream: the sequential ring steps (a
 //                bidirectional ring sends on two streams at once)
+//   ring-bytes   bytes those shifts send: the ring's link time in bytes (a
+//                bidirectional ring of half-blocks sends half of uni's)
 //   gemms        matmuls executed
 //   attentions   attention ops executed (a ring runs one per block it visits)
 //   bytes        bytes each device sends (the ops' OpDef cost formulas, as comm-report)
@@ -16,8 +18,9 @@
 //                in place (what a backend with buffer reuse does).
 // The report goes to stderr, one line per spmd function (the shared ag_matmul example
 // as a one-way ring, wrapped here):
-//   // schedule-report @ag_matmul: collectives 0  shifts 7  ring-steps 7  gemms 8
-//   //   attentions 0  bytes/device 917504  peak-extra/device 294912
+//   // schedule-report @ag_matmul: collectives 0  shifts 7  ring-steps 7
+//   //   ring-bytes 917504  gemms 8  attentions 0  bytes/device 917504
+//   //   peak-extra/device 294912
 // Global functions are skipped with a line saying so.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
@@ -35,6 +38,7 @@ struct ScheduleStats {
   int64_t collectives = 0;
   int64_t shifts = 0;
   int64_t ring_steps = 0;
+  double ring_bytes = 0;
   int64_t gemms = 0;
   int64_t attentions = 0;
   double bytes_per_device = 0;
