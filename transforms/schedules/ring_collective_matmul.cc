@@ -185,28 +185,36 @@ class Ring {
     return absl::OkStatus();
   }
 
-  // bi with an even block: the first half of every block travels forward (stream 1), the
-  // second half backward (stream 2). Steps 0 .. n-2 loop: send both held halves on while
-  // multiplying them; the last step (halves of rank + 1 and rank - 1) sends nothing.
-  absl::StatusOr<std::vector<Value*>> HalfBlockGather(Emitter& e, const GatherMatch& m,
-                                                      Value* rank, Value* x,
-                                                      std::vector<Value*> accs,
-                                                      const std::string& blk_name) {
+  struct TwoWayLoopResult {
+    std::vector<Value*> accs;  // the accumulators after the loop
+    Value* fwd = nullptr;      // the blocks held after the loop's last step
+    Value* bwd = nullptr;
+  };
+
+  // The loop of a two-way ring, steps `lower` .. `upper` - 1: each step sends the held
+  // forward block on (stream 1, offset +1) and the backward block back (stream 2, offset
+  // -1) while multiplying both into the accumulators. `size` rows of each block are
+  // multiplied (0: the whole block), the backward one `bwd_extra` rows into its source's
+  // block. The loop's block results are named `fwd_name`/`bwd_name` + `held_suffix`.
+  absl::StatusOr<TwoWayLoopResult> TwoWayGatherLoop(const GatherMatch& m, Value* rank,
+                                                    const std::vector<Value*>& accs,
+                                                    Value* fwd, Value* bwd, int64_t lower,
+                                                    int64_t upper, int64_t size,
+                                                    int64_t bwd_extra,
+                                                    const std::string& fwd_name,
+                                                    const std::string& bwd_name,
+                                                    absl::string_view held_suffix) {
     const int64_t n = m.group;
-    const int64_t half = m.local / 2;
     const AxisList& axes = m.axes;
-    const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
-    COMMIR_CMM_ASSIGN_VALUE(lo, SliceAt(e, x, m.dim, half, 0, NameOr(x, "x") + "_lo"));
-    COMMIR_CMM_ASSIGN_VALUE(hi, SliceAt(e, x, m.dim, half, half, NameOr(x, "x") + "_hi"));
     std::vector<Value*> inits = accs;
-    inits.push_back(lo);
-    inits.push_back(hi);
+    inits.push_back(fwd);
+    inits.push_back(bwd);
     std::vector<std::string> names;
     for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
     names.push_back(fwd_name);
     names.push_back(bwd_name);
-    Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), 0, n - 1, inits,
-                           names);
+    Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), lower, upper,
+                           inits, names);
     Emitter b(&function_, loop.body, nullptr);
     b.set_loc(m.gather->loc());
     Value* lf = loop.carried[accs.size()];
@@ -218,10 +226,10 @@ class Ring {
     COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
     COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
     std::vector<Value*> held(loop.carried.begin(), loop.carried.begin() + accs.size());
-    absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held, half, 0);
-    if (!s1.ok()) return s1;
-    absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1, half, half);
-    if (!s2.ok()) return s2;
+    absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held, size, 0);
+    if (!s1.ok()) return s1.status();
+    absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1, size, bwd_extra);
+    if (!s2.ok()) return s2.status();
     std::vector<Value*> yields = *s2;
     yields.push_back(nf);
     yields.push_back(ng);
@@ -230,16 +238,38 @@ class Ring {
       loop.op->result(static_cast<int>(k))
           ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
     }
-    loop.op->result(static_cast<int>(accs.size()))->set_name(fwd_name + "_last");
-    loop.op->result(static_cast<int>(accs.size()) + 1)->set_name(bwd_name + "_last");
+    loop.op->result(static_cast<int>(accs.size()))->set_name(absl::StrCat(fwd_name, held_suffix));
+    loop.op->result(static_cast<int>(accs.size()) + 1)
+        ->set_name(absl::StrCat(bwd_name, held_suffix));
     std::vector<Value*> results = loop.op->results();
-    accs.assign(results.begin(), results.begin() + accs.size());
+    TwoWayLoopResult out;
+    out.accs.assign(results.begin(), results.begin() + accs.size());
+    out.fwd = results[accs.size()];
+    out.bwd = results[accs.size() + 1];
+    return out;
+  }
+
+  // bi with an even block: the first half of every block travels forward (stream 1), the
+  // second half backward (stream 2). Steps 0 .. n-2 loop: send both held halves on while
+  // multiplying them; the last step (halves of rank + 1 and rank - 1) sends nothing.
+  absl::StatusOr<std::vector<Value*>> HalfBlockGather(Emitter& e, const GatherMatch& m,
+                                                      Value* rank, Value* x,
+                                                      std::vector<Value*> accs,
+                                                      const std::string& blk_name) {
+    const int64_t n = m.group;
+    const int64_t half = m.local / 2;
+    const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
+    COMMIR_CMM_ASSIGN_VALUE(lo, SliceAt(e, x, m.dim, half, 0, NameOr(x, "x") + "_lo"));
+    COMMIR_CMM_ASSIGN_VALUE(hi, SliceAt(e, x, m.dim, half, half, NameOr(x, "x") + "_hi"));
+    absl::StatusOr<TwoWayLoopResult> loop =
+        TwoWayGatherLoop(m, rank, accs, lo, hi, 0, n - 1, half, half, fwd_name, bwd_name, "_last");
+    if (!loop.ok()) return loop.status();
+    accs = loop->accs;
     COMMIR_CMM_ASSIGN_VALUE(lf_src, RingIndex(e, rank, nullptr, false, 1, n, "src_fwd_last"));
     COMMIR_CMM_ASSIGN_VALUE(lg_src, RingIndex(e, rank, nullptr, false, -1, n, "src_bwd_last"));
-    absl::StatusOr<std::vector<Value*>> t1 =
-        GatherStep(e, m, results[accs.size()], lf_src, accs, half, 0);
+    absl::StatusOr<std::vector<Value*>> t1 = GatherStep(e, m, loop->fwd, lf_src, accs, half, 0);
     if (!t1.ok()) return t1;
-    return GatherStep(e, m, results[accs.size() + 1], lg_src, *t1, half, half);
+    return GatherStep(e, m, loop->bwd, lg_src, *t1, half, half);
   }
 
   absl::StatusOr<std::vector<Value*>> BidirectionalGather(Emitter& e, const GatherMatch& m,
@@ -265,45 +295,12 @@ class Ring {
     accs = *stepped;
     // Steps 1 .. h-1: both ways, in a loop.
     if (h >= 2) {
-      std::vector<Value*> inits = accs;
-      inits.push_back(f);
-      inits.push_back(g);
-      std::vector<std::string> names;
-      for (const GatherUse& u : m.uses)
-        names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
-      names.push_back(fwd_name);
-      names.push_back(bwd_name);
-      Loop loop =
-          CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), 1, h, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
-      b.set_loc(m.gather->loc());
-      Value* lf = loop.carried[accs.size()];
-      Value* lg = loop.carried[accs.size() + 1];
-      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {lf}, ShiftAttrs(axes, 1), {},
-                                       {nullptr, kForwardStream}, fwd_name + "_next"));
-      COMMIR_CMM_ASSIGN_VALUE(ng, Emit(b, OpKind::kShift, {lg}, ShiftAttrs(axes, -1), {},
-                                       {nullptr, kBackwardStream}, bwd_name + "_next"));
-      COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
-      COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
-      std::vector<Value*> held(loop.carried.begin(), loop.carried.begin() + accs.size());
-      absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held);
-      if (!s1.ok()) return s1;
-      absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1);
-      if (!s2.ok()) return s2;
-      std::vector<Value*> yields = *s2;
-      yields.push_back(nf);
-      yields.push_back(ng);
-      Yield(loop, yields);
-      for (size_t k = 0; k < m.uses.size(); ++k) {
-        loop.op->result(static_cast<int>(k))
-            ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
-      }
-      loop.op->result(static_cast<int>(accs.size()))->set_name(fwd_name + "_held");
-      loop.op->result(static_cast<int>(accs.size()) + 1)->set_name(bwd_name + "_held");
-      std::vector<Value*> results = loop.op->results();
-      accs.assign(results.begin(), results.begin() + accs.size());
-      f = results[accs.size()];
-      g = results[accs.size() + 1];
+      absl::StatusOr<TwoWayLoopResult> loop =
+          TwoWayGatherLoop(m, rank, accs, f, g, 1, h, 0, 0, fwd_name, bwd_name, "_held");
+      if (!loop.ok()) return loop.status();
+      accs = loop->accs;
+      f = loop->fwd;
+      g = loop->bwd;
     }
     // Step h: the blocks of rank -/+ h; with n even the forward block goes one more hop.
     Value* f_last = nullptr;
