@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -10,13 +11,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 
 namespace commir::cuda::comm {
 namespace {
 
 // Returns the value of the first of `names` that is set, with its name.
 std::optional<std::pair<std::string, std::string>> FirstSet(
-    const EnvLookup& env, std::initializer_list<absl::string_view> names) {
+    const EnvLookup& env, absl::Span<const absl::string_view> names) {
   for (absl::string_view name : names) {
     if (std::optional<std::string> value = env(name)) {
       return std::make_pair(std::string(name), *std::move(value));
@@ -44,7 +46,7 @@ absl::StatusOr<int> ParseSize(absl::string_view name, absl::string_view text) {
 
 // The first of `names` that is set, parsed; std::nullopt when none is set.
 absl::StatusOr<std::optional<int>> IntFromEnv(const EnvLookup& env,
-                                              std::initializer_list<absl::string_view> names,
+                                              absl::Span<const absl::string_view> names,
                                               int min_value) {
   std::optional<std::pair<std::string, std::string>> found = FirstSet(env, names);
   if (!found) return std::optional<int>();
@@ -169,20 +171,28 @@ absl::StatusOr<LaunchInfo> FromTorchrun(const EnvLookup& env) {
   return info;
 }
 
-absl::StatusOr<LaunchInfo> FromOpenMpi(const EnvLookup& env) {
+// The environment variables an MPI launcher exports for each process.
+struct MpiEnvNames {
+  LaunchSource source;
+  const char* rank;
+  const char* size;
+  std::vector<absl::string_view> local_rank;  // in order of preference
+  std::vector<absl::string_view> local_size;
+};
+
+// MPI launchers export a rank, a size and usually the rank and size within the node,
+// but no node index: assume the default by-slot mapping (ranks filled node by node).
+// (Open MPI's OMPI_COMM_WORLD_NODE_RANK is a rank within the node, not a node index.)
+absl::StatusOr<LaunchInfo> FromMpiLauncher(const EnvLookup& env, const MpiEnvNames& names) {
   LaunchInfo info;
-  info.source = LaunchSource::kOpenMpi;
-  ASSIGN_OR_RETURN(info.rank,
-                   ParseRank("OMPI_COMM_WORLD_RANK", *env("OMPI_COMM_WORLD_RANK")));
-  ASSIGN_OR_RETURN(info.world_size,
-                   ParseSize("OMPI_COMM_WORLD_SIZE", *env("OMPI_COMM_WORLD_SIZE")));
+  info.source = names.source;
+  ASSIGN_OR_RETURN(info.rank, ParseRank(names.rank, *env(names.rank)));
+  ASSIGN_OR_RETURN(info.world_size, ParseSize(names.size, *env(names.size)));
   std::optional<int> local_rank, local_size;
-  ASSIGN_OR_RETURN(local_rank, IntFromEnv(env, {"OMPI_COMM_WORLD_LOCAL_RANK"}, 0));
-  ASSIGN_OR_RETURN(local_size, IntFromEnv(env, {"OMPI_COMM_WORLD_LOCAL_SIZE"}, 1));
+  ASSIGN_OR_RETURN(local_rank, IntFromEnv(env, names.local_rank, 0));
+  ASSIGN_OR_RETURN(local_size, IntFromEnv(env, names.local_size, 1));
   info.local_world_size = local_size.value_or(info.world_size);
   info.local_rank = local_rank.value_or(info.rank % info.local_world_size);
-  // OMPI_COMM_WORLD_NODE_RANK is a rank within the node, not a node index; Open MPI
-  // exports no node index, so assume the default by-slot mapping (ranks filled node by node).
   DeriveNodesFromLocalSize(info);
   // Across nodes "localhost" would be wrong: leave it unknown unless MASTER_ADDR is set.
   if (info.num_nodes > 1) info.master_addr.clear();
@@ -190,21 +200,16 @@ absl::StatusOr<LaunchInfo> FromOpenMpi(const EnvLookup& env) {
   return info;
 }
 
+absl::StatusOr<LaunchInfo> FromOpenMpi(const EnvLookup& env) {
+  return FromMpiLauncher(env, {LaunchSource::kOpenMpi, "OMPI_COMM_WORLD_RANK",
+                               "OMPI_COMM_WORLD_SIZE", {"OMPI_COMM_WORLD_LOCAL_RANK"},
+                               {"OMPI_COMM_WORLD_LOCAL_SIZE"}});
+}
+
 absl::StatusOr<LaunchInfo> FromMpich(const EnvLookup& env) {
-  LaunchInfo info;
-  info.source = LaunchSource::kMpich;
-  ASSIGN_OR_RETURN(info.rank, ParseRank("PMI_RANK", *env("PMI_RANK")));
-  ASSIGN_OR_RETURN(info.world_size, ParseSize("PMI_SIZE", *env("PMI_SIZE")));
-  std::optional<int> local_rank, local_size;
-  ASSIGN_OR_RETURN(local_rank, IntFromEnv(env, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, 0));
-  ASSIGN_OR_RETURN(local_size, IntFromEnv(env, {"MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}, 1));
-  info.local_world_size = local_size.value_or(info.world_size);
-  info.local_rank = local_rank.value_or(info.rank % info.local_world_size);
-  DeriveNodesFromLocalSize(info);
-  // Across nodes "localhost" would be wrong: leave it unknown unless MASTER_ADDR is set.
-  if (info.num_nodes > 1) info.master_addr.clear();
-  if (absl::Status s = ApplyMasterEnv(env, info); !s.ok()) return s;
-  return info;
+  return FromMpiLauncher(env, {LaunchSource::kMpich, "PMI_RANK", "PMI_SIZE",
+                               {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+                               {"MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}});
 }
 
 absl::StatusOr<LaunchInfo> FromSlurm(const EnvLookup& env) {
