@@ -63,6 +63,7 @@
 #include "backend_cpu/kernels.h"
 #include "commir/element_type.h"
 #include "commir/ir.h"
+#include "commir/op_cost.h"
 #include "commir/op_def.h"
 #include "parser/parser.h"
 #include "runtime/interpreter.h"
@@ -111,16 +112,6 @@ bool ParseProgram(benchmark::State& state, const std::string& text, absl::string
   return true;
 }
 
-// The cost model's estimate for `op` in `function` (per-device types in spmd functions).
-OpCost CostOf(const Operation& op, const Function& function) {
-  std::vector<Type> operand_types;
-  for (const Value* v : op.operands()) operand_types.push_back(v->type());
-  std::vector<Type> result_types;
-  for (int r = 0; r < op.num_results(); ++r) result_types.push_back(op.result(r)->type());
-  OpSignature sig{operand_types, op.attrs(), result_types, op.num_results(), function.mesh(),
-                  function.is_spmd()};
-  return op.def().cost(sig, result_types);
-}
 
 // Random inputs in [-1, 1) for every device: the body arguments' (per-device) types.
 // With `same_on_every_device` each device gets the same values (replicated arguments);
@@ -233,7 +224,7 @@ void BM_MatMulCpuBackend(benchmark::State& state, ElementType type) {
       TypeString(type, {m, k}), TypeString(type, {k, n}), TypeString(type, {m, n}));
   Program program;
   if (!ParseProgram(state, text, "matmul", program)) return;
-  const double flops = CostOf(program.first_op(), *program.function).flops;
+  const double flops = EstimateOpCost(program.first_op(), *program.function).flops;
 
   cpu::CpuBackend backend;
   runtime::Interpreter interpreter(*program.function, backend);
@@ -327,7 +318,7 @@ void BM_Attention(benchmark::State& state) {
       q_type, kv_type, kv_type, q_type, causal ? " {causal}" : "");
   Program program;
   if (!ParseProgram(state, text, "attention", program)) return;
-  const double flops = CostOf(program.first_op(), *program.function).flops;
+  const double flops = EstimateOpCost(program.first_op(), *program.function).flops;
 
   cpu::CpuBackend backend;
   runtime::Interpreter interpreter(*program.function, backend);
@@ -568,7 +559,7 @@ void BM_Collective(benchmark::State& state, Collective collective) {
     return;
   }
   const Operation& op = program.first_op();
-  const OpCost cost = CostOf(op, *program.function);
+  const OpCost cost = EstimateOpCost(op, *program.function);
   const Inputs inputs = RandomInputs(*program.function, devices, false);
   std::vector<const Tensor*> parts;
   for (const std::vector<Tensor>& device_inputs : inputs) parts.push_back(&device_inputs[0]);

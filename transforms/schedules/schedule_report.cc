@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "commir/op_cost.h"
 
 namespace commir::schedules {
 namespace {
@@ -124,13 +125,7 @@ class Simulator {
     } else {
       ++stats_.collectives;
     }
-    std::vector<Type> operand_types;
-    for (Value* v : op.operands()) operand_types.push_back(v->type());
-    std::vector<Type> result_types;
-    for (Value* v : op.results()) result_types.push_back(v->type());
-    OpSignature sig{operand_types,    op.attrs(),       result_types,
-                    op.num_results(), function_.mesh(), true};
-    double bytes = op.def().cost(sig, result_types).bytes_communicated;
+    double bytes = EstimateOpCost(op, function_).bytes_communicated;
     stats_.bytes_per_device += bytes;
     if (op.Is(OpKind::kShift)) {
       int64_t stream = op.stream_operand() != nullptr ? -1 : op.attrs().GetInt("stream", 0);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "commir/op_cost.h"
 
 namespace commir::sharding {
 namespace {
@@ -29,17 +30,11 @@ void Accumulate(const Block& block, const Function& function, int64_t multiplier
       continue;
     }
     if (!op->def().Has(kCollective)) continue;
-    std::vector<Type> operand_types;
-    for (Value* v : op->operands()) operand_types.push_back(v->type());
-    std::vector<Type> result_types;
-    for (Value* v : op->results()) result_types.push_back(v->type());
-    OpSignature sig{operand_types, op->attrs(), result_types, op->num_results(), function.mesh(),
-                    true};
     CollectiveTotals& t = totals[op->kind()];
     t.kind = op->kind();
     t.count += multiplier;
     t.bytes_per_device +=
-        static_cast<double>(multiplier) * op->def().cost(sig, result_types).bytes_communicated;
+        static_cast<double>(multiplier) * EstimateOpCost(*op, function).bytes_communicated;
   }
 }
 
