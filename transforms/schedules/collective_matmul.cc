@@ -250,31 +250,6 @@ absl::StatusOr<Value*> RingIndex(Emitter& e, Value* rank, Value* delta, bool sub
               {}, name);
 }
 
-Loop CreateLoop(Block* block, Operation* before, Location loc, int64_t lower, int64_t upper,
-                absl::Span<Value* const> inits, absl::Span<const std::string> names) {
-  AttrDict attrs;
-  attrs.Set("lower", Attribute::Int(lower));
-  attrs.Set("upper", Attribute::Int(upper));
-  attrs.Set("step", Attribute::Int(1));
-  std::vector<Type> types;
-  for (Value* v : inits) types.push_back(v->type());
-  std::unique_ptr<Operation> op =
-      Operation::Create(GetOpDef(OpKind::kFor), inits, types, std::move(attrs), 1, loc);
-  Loop loop;
-  loop.body = op->region(0);
-  loop.iv = loop.body->AddArgument(Type::Index(), "i");
-  for (size_t k = 0; k < inits.size(); ++k) {
-    loop.carried.push_back(loop.body->AddArgument(types[k], k < names.size() ? names[k] : ""));
-  }
-  loop.op = block->InsertBefore(before, std::move(op));
-  return loop;
-}
-
-void Yield(const Loop& loop, absl::Span<Value* const> values) {
-  COMMIR_CHECK(values.size() == loop.carried.size(), "yield arity must match the loop");
-  loop.body->Append(Operation::Create(GetOpDef(OpKind::kYield), values, {}, AttrDict()));
-}
-
 std::string ResultName(const Operation& op) { return op.result(0)->name(); }
 
 }  // namespace commir::schedules::cmm

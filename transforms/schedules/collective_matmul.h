@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/ir.h"
+#include "transforms/schedules/counted_loop.h"
 #include "transforms/sharding/layout.h"
 
 namespace commir::schedules::cmm {
@@ -128,17 +129,16 @@ absl::StatusOr<Value*> ScaleIndex(sharding::Emitter& e, Value* index, int64_t fa
 absl::StatusOr<Value*> RingIndex(sharding::Emitter& e, Value* rank, Value* delta, bool subtract,
                                  int64_t constant, int64_t n, const std::string& name);
 
-// A `for` loop inserted before `before` in `block` (append when null), carrying `inits`.
-struct Loop {
-  Operation* op = nullptr;
-  Block* body = nullptr;
-  Value* iv = nullptr;
-  std::vector<Value*> carried;
-};
-Loop CreateLoop(Block* block, Operation* before, Location loc, int64_t lower, int64_t upper,
-                absl::Span<Value* const> inits, absl::Span<const std::string> names);
-// Ends the loop body with `yield values`.
-void Yield(const Loop& loop, absl::Span<Value* const> values);
+// The collective-matmul schedules' loops count with `%i` (counted_loop.h).
+using Loop = CountedLoop;
+inline Loop CreateLoop(Block* block, Operation* before, Location loc, int64_t lower,
+                       int64_t upper, absl::Span<Value* const> inits,
+                       absl::Span<const std::string> names) {
+  return InsertCountedLoop(block, before, loc, lower, upper, inits, "i", names);
+}
+inline void Yield(const Loop& loop, absl::Span<Value* const> values) {
+  YieldFromLoop(loop, values);
+}
 
 // The matmul result name for a rewritten result (the original's, so that users keep
 // reading the same name).

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "commir/type.h"
 #include "transforms/schedules/attention_match.h"
+#include "transforms/schedules/counted_loop.h"
 #include "transforms/sharding/layout.h"
 
 namespace commir::schedules {
@@ -153,35 +154,14 @@ class Ring {
 
   // A `for %step = lower to upper` at the emitter's position, carrying `inits`; the body
   // is empty (no yield yet).
-  struct Loop {
-    Operation* op = nullptr;
-    Value* step = nullptr;
-    std::vector<Value*> carried;
-  };
+  using Loop = CountedLoop;
   Loop MakeLoop(int64_t lower, int64_t upper, const std::vector<Value*>& inits,
                 const std::vector<std::string>& names, const std::vector<std::string>& result_names) {
     if (!e_.ok()) return {};
-    AttrDict attrs;
-    attrs.Set("lower", Attribute::Int(lower));
-    attrs.Set("upper", Attribute::Int(upper));
-    attrs.Set("step", Attribute::Int(1));
-    std::vector<Type> types;
-    for (Value* v : inits) types.push_back(v->type());
-    std::unique_ptr<Operation> op =
-        Operation::Create(GetOpDef(OpKind::kFor), inits, types, std::move(attrs), 1, e_.loc());
-    Loop loop;
-    Block* body = op->region(0);
-    loop.step = body->AddArgument(Type::Index(), "step");
-    for (size_t i = 0; i < inits.size(); ++i) {
-      loop.carried.push_back(body->AddArgument(types[i], names[i]));
-    }
-    loop.op = e_.block()->InsertBefore(e_.before(), std::move(op));
+    Loop loop = InsertCountedLoop(e_.block(), e_.before(), e_.loc(), lower, upper, inits, "step",
+                                  names);
     for (size_t i = 0; i < result_names.size(); ++i) loop.op->result(i)->set_name(result_names[i]);
     return loop;
-  }
-
-  void Yield(Loop& loop, const std::vector<Value*>& values) {
-    loop.op->region(0)->Append(Operation::Create(GetOpDef(OpKind::kYield), values, {}, {}, 0, e_.loc()));
   }
 
   // Runs the loop body builder on an emitter for the body, then folds its status into e_.
@@ -193,7 +173,7 @@ class Ring {
       e_.Fail(body.status());
       return;
     }
-    Yield(loop, yielded);
+    YieldFromLoop(loop, yielded, e_.loc());
   }
 
   // The block index a device holds at ring step `step`: (rank - step) mod n.
@@ -228,7 +208,7 @@ class Ring {
       InBody(loop, [&](ScheduleEmitter& b) -> std::vector<Value*> {
         Value* k_next = Shift(b, loop.carried[2], "k_next");
         Value* v_next = Shift(b, loop.carried[3], "v_next");
-        Value* source = causal_ ? SourceAt(b, loop.step) : nullptr;
+        Value* source = causal_ ? SourceAt(b, loop.iv) : nullptr;
         Partial part = Attend(b, q_, loop.carried[2], loop.carried[3], q_pos, key_pos(b, source));
         Partial merged = Merge(b, {loop.carried[0], loop.carried[1]}, part);
         return {merged.o, merged.lse, k_next, v_next};
@@ -376,7 +356,7 @@ class Ring {
         Value* v_next = Shift(b, loop.carried[5], "v_next");
         std::array<Partial, 2> state = {Partial{loop.carried[0], loop.carried[1]},
                                         Partial{loop.carried[2], loop.carried[3]}};
-        ZigzagStep(b, loop.carried[4], loop.carried[5], SourceAt(b, loop.step), state, false);
+        ZigzagStep(b, loop.carried[4], loop.carried[5], SourceAt(b, loop.iv), state, false);
         return {state[0].o, state[0].lse, state[1].o, state[1].lse, k_next, v_next};
       });
       if (!e_.ok()) return;
