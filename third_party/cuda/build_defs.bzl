@@ -130,7 +130,13 @@ def cuda_kernel_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], genco
             name = rule_name,
             srcs = [src] + hdrs,
             outs = [out],
-            cmd = "%s -c $(location %s) -o $@ %s" % (_NVCC, src, " ".join(flags)) if _NVCC else "false",
+            # nvcc names its temporaries after its PID. In linux-sandbox every action
+            # runs in a PID namespace as PID 2 and /tmp may be shared, so two nvcc
+            # genrules running at once overwrite each other's .ptx files ("ptxas
+            # fatal: Input file ... could not be opened"). A private TMPDIR per action
+            # keeps them apart.
+            cmd = ("tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && " +
+                   "TMPDIR=$$tmp %s -c $(location %s) -o $@ %s") % (_NVCC, src, " ".join(flags)) if _NVCC else "false",
             target_compatible_with = [] if (_CUDA_AVAILABLE and _NVCC) else ["@platforms//:incompatible"],
             tags = kwargs.get("tags", []),
             visibility = ["//visibility:private"],
