@@ -251,7 +251,18 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   for (int64_t d : local_) {
     for (const Value* init : op.operands()) carried[d].push_back(Lookup(env, d, init));
   }
-  for (int64_t i = lower; i < upper; i += step) {
+  if (step <= 0) return Fail(op, local_.front(), "the loop step must be positive");
+  // Iterate by trip count: `i += step` would overflow past an upper bound near the
+  // int64 limit and never end. The distance and the count fit in unsigned 64 bits.
+  const uint64_t trips =
+      upper <= lower ? 0
+                     : (static_cast<uint64_t>(upper) - static_cast<uint64_t>(lower) - 1) /
+                               static_cast<uint64_t>(step) +
+                           1;
+  for (uint64_t trip = 0; trip < trips; ++trip) {
+    // lower + trip * step < upper, so it is representable; computed modulo 2^64.
+    const int64_t i = static_cast<int64_t>(static_cast<uint64_t>(lower) +
+                                           trip * static_cast<uint64_t>(step));
     for (int64_t d : local_) {
       env[d][body.argument(0)] = Slot{nullptr, i};
       for (size_t c = 0; c < carried[d].size(); ++c) {

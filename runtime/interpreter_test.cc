@@ -173,5 +173,56 @@ TEST(InterpreterTest, BackendErrorCodesSurvive) {
   EXPECT_EQ(interpreter.error_location().line, 4);
 }
 
+
+// A backend that gives up after `limit` ops, so that a runaway loop fails the test
+// instead of hanging it.
+class CountingBackend : public RecordingBackend {
+ public:
+  explicit CountingBackend(int limit) : limit_(limit) {}
+  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op, const OpContext& context,
+                                            absl::Span<const Tensor* const> tensors,
+                                            absl::Span<const int64_t> indices) override {
+    if (static_cast<int>(ops.size()) >= limit_) return absl::InternalError("runaway loop");
+    return RecordingBackend::RunOp(op, context, tensors, indices);
+  }
+
+ private:
+  int limit_;
+};
+
+// The number of body iterations of a one-op loop from `lower` to `upper` by `step`.
+absl::StatusOr<int> LoopTrips(const std::string& lower, const std::string& upper,
+                              const std::string& step) {
+  std::unique_ptr<Module> module = Parse(absl::StrCat(
+      "mesh @m(dp=1)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %r = for %i = ", lower, " to ", upper, " step ", step, " iter(%a = %x) {\n"
+      "    %b = neg(%a)\n"
+      "    yield %b\n"
+      "  } : (f32[1])\n"
+      "  return %r\n"
+      "}\n"));
+  if (module == nullptr) return absl::InvalidArgumentError("does not parse");
+  CountingBackend backend(16);
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(1));
+  if (!outputs.ok()) return outputs.status();
+  return static_cast<int>(backend.ops.size());
+}
+
+TEST(InterpreterTest, LoopsNearTheIntegerLimitsEnd) {
+  // i += step would overflow past the upper bound: the trip count is computed instead.
+  EXPECT_EQ(LoopTrips("9223372036854775806", "9223372036854775807", "2").value_or(-1), 1);
+  EXPECT_EQ(LoopTrips("9223372036854775797", "9223372036854775807", "6").value_or(-1), 2);
+  // The whole int64 range: i = min, -1, max - 1.
+  EXPECT_EQ(LoopTrips("-9223372036854775808", "9223372036854775807", "9223372036854775807")
+                .value_or(-1),
+            3);
+  EXPECT_EQ(LoopTrips("0", "4", "1").value_or(-1), 4);
+  EXPECT_EQ(LoopTrips("0", "5", "2").value_or(-1), 3);
+  EXPECT_EQ(LoopTrips("3", "3", "1").value_or(-1), 0);
+  EXPECT_EQ(LoopTrips("5", "-5", "1").value_or(-1), 0);
+}
+
 }  // namespace
 }  // namespace commir::runtime
