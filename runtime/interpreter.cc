@@ -193,6 +193,16 @@ absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
 }
 
 absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
+  // The verifier rejects a negative literal stream; a `stream = %v` value is known only
+  // now, on each device, and is checked before the op is issued anywhere.
+  if (const Value* stream = op.stream_operand(); stream != nullptr) {
+    for (int64_t d : local_) {
+      if (int64_t id = Lookup(env, d, stream).index; id < 0) {
+        return Fail(op, d, absl::StrFormat("stream %%%s is %d here; streams are non-negative",
+                                           stream->name(), id));
+      }
+    }
+  }
   if (op.Is(OpKind::kFor)) return RunFor(op, env);
   // rank, index constants and index arithmetic are scalar control values that the
   // interpreter computes itself.

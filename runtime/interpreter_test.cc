@@ -224,5 +224,29 @@ TEST(InterpreterTest, LoopsNearTheIntegerLimitsEnd) {
   EXPECT_EQ(LoopTrips("5", "-5", "1").value_or(-1), 0);
 }
 
+TEST(InterpreterTest, NegativeStreamValuesAreRejectedAtTheOp) {
+  // The verifier rejects `stream = -1`; a stream value that is negative only at run time
+  // (here on device 0) is rejected when the op runs, at the op's location.
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(dp=2)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %r = rank() {axis = dp}\n"
+      "  %one = full() {value = 1} : index\n"
+      "  %s = sub(%r, %one)\n"
+      "  %a = neg(%x) {stream = %s}\n"
+      "  return %a\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(2));
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("stream"));
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("-1"));
+  EXPECT_EQ(interpreter.error_location().line, 6);
+  EXPECT_EQ(interpreter.error_location().col, 8);
+  EXPECT_TRUE(backend.ops.empty());  // nothing was issued on the bad stream
+}
+
 }  // namespace
 }  // namespace commir::runtime
