@@ -40,6 +40,7 @@ bool IsIndexArithmetic(const Operation& op) {
 Interpreter::Interpreter(const Function& function, Backend& backend)
     : function_(function),
       backend_(backend),
+      liveness_(function),
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
       num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1),
       is_local_(num_devices_, true) {
@@ -93,6 +94,13 @@ Interpreter::Slot Interpreter::Lookup(const Env& env, int64_t device, const Valu
     return slot;
   }
   return env[device].at(value);
+}
+
+void Interpreter::Release(absl::Span<const Value* const> values, Env& env) const {
+  if (values.empty()) return;
+  for (int64_t d : local_) {
+    for (const Value* value : values) env[d].erase(value);
+  }
 }
 
 absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
@@ -188,6 +196,8 @@ absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
                             StreamOf(*op, env, d)});
       }
     }
+    // After the trace event, which reads the op's stream operand.
+    Release(liveness_.DeadAfter(*op), env);
   }
   return absl::OkStatus();
 }
@@ -286,6 +296,8 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
         carried[d][c] = Lookup(env, d, yield->operand(static_cast<int>(c)));
       }
     }
+    // The iteration's values are dead now; `carried` holds what the next one needs.
+    Release(liveness_.ReleasedByOwner(body), env);
   }
   for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];

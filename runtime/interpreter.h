@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "runtime/backend.h"
+#include "runtime/liveness.h"
 #include "runtime/tensor.h"
 
 namespace commir::runtime {
@@ -74,12 +75,16 @@ class Interpreter {
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
   Slot Lookup(const Env& env, int64_t device, const Value* value) const;
+  // Drops every local device's reference to `values` (see Liveness).
+  void Release(absl::Span<const Value* const> values, Env& env) const;
   int64_t StreamOf(const Operation& op, const Env& env, int64_t device) const;
   absl::Status Fail(const Operation& op, int64_t device, absl::string_view message);
   absl::Status Fail(const Operation& op, int64_t device, const absl::Status& status);
 
   const Function& function_;
   Backend& backend_;
+  // Where each value dies, computed once: a value is released after its last use.
+  Liveness liveness_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;
