@@ -121,6 +121,71 @@ TEST(CommirRunMemory, PeakFollowsTheLiveValuesNotTheOpCount) {
   if (!kSanitized) EXPECT_LT(long_chain.max_rss_kb, 300 * 1024) << long_chain;
 }
 
+// Address space for the runs below outside sanitizers (ASan reserves terabytes of
+// shadow memory, so a limit would stop it from starting): enough for commir-run itself,
+// and it makes a program that tries to allocate its tensors fail fast instead of
+// swapping.
+std::optional<uint64_t> Limit(uint64_t gib) {
+  if (kSanitized) return std::nullopt;
+  return gib << 30;
+}
+
+TEST(CommirRunMemory, ProgramsThatCannotFitAreRefusedUpFront) {
+  // 4 TB in one tensor.
+  ToolResult huge = RunTool(WriteProgram("huge.commir",
+                                         "func @f() -> f32[1000000, 1000000] {\n"
+                                         "  %a = full() {value = 1.0} : f32[1000000, 1000000]\n"
+                                         "  return %a\n"
+                                         "}\n"),
+                            Limit(8));
+  EXPECT_EQ(huge.code, 3) << huge;
+  EXPECT_THAT(huge.err, HasSubstr("huge.commir: error: @f needs at least 8000000000000 bytes"));
+  EXPECT_THAT(huge.err, HasSubstr("but this machine has"));
+
+  // A sharded matmul of 1 TB operands, partitioned over 8 devices.
+  ToolResult matmul = RunTool(
+      WriteProgram("matmul.commir",
+                   "mesh @m(dp=8)\n"
+                   "func @f(%a: f32[524288@dp, 524288], %b: f32[524288, 524288]) -> "
+                   "f32[524288@dp, 524288] {\n"
+                   "  %c = matmul(%a, %b) : f32[524288@dp, 524288]\n"
+                   "  return %c\n"
+                   "}\n"),
+      Limit(8));
+  EXPECT_EQ(matmul.code, 3) << matmul;
+  EXPECT_THAT(matmul.err, HasSubstr("needs at least"));
+
+  // A billion devices: refused before any per-device table is made.
+  ToolResult mesh = RunTool(WriteProgram("mesh.commir",
+                                         "mesh @m(dp=1000000000)\n"
+                                         "spmd func @f(%x: f32[4]) -> f32[4] {\n"
+                                         "  %a = neg(%x)\n"
+                                         "  return %a\n"
+                                         "}\n"),
+                            Limit(8));
+  EXPECT_EQ(mesh.code, 3) << mesh;
+  EXPECT_THAT(mesh.err, HasSubstr("mesh.commir:1:1: error: mesh @m has 1000000000 devices; "
+                                  "commir-run drives at most 16777216"));
+}
+
+TEST(CommirRunMemory, RunningOutOfMemoryMidRunExitsThree) {
+  if (kSanitized) GTEST_SKIP() << "an address space limit stops ASan from starting";
+  // 8 GiB of tensors at the peak: the up-front check passes on a machine with 16 GiB,
+  // and a 4 GiB address space makes the allocation fail while the program runs.
+  const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                            static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  if (physical < (uint64_t{16} << 30)) GTEST_SKIP() << "needs a machine with 16 GiB";
+  ToolResult result = RunTool(WriteProgram("midrun.commir",
+                                           "func @f() -> f32[32768, 32768] {\n"
+                                           "  %a = full() {value = 1.0} : f32[32768, 32768]\n"
+                                           "  %b = neg(%a)\n"
+                                           "  return %b\n"
+                                           "}\n"),
+                              uint64_t{4} << 30);
+  EXPECT_EQ(result.code, 3) << result;
+  EXPECT_THAT(result.err, HasSubstr("midrun.commir: error: out of memory"));
+}
+
 }  // namespace
 }  // namespace commir
 
