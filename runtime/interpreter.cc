@@ -42,12 +42,20 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
       backend_(backend),
       liveness_(function),
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
-      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1),
-      is_local_(num_devices_, true) {
+      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {
+  if (num_devices_ > kMaxDevices) return;  // Run and set_local_devices refuse it
+  is_local_.assign(num_devices_, true);
   for (int64_t d = 0; d < num_devices_; ++d) local_.push_back(d);
 }
 
+absl::Status Interpreter::CheckDeviceCount() const {
+  if (num_devices_ <= kMaxDevices) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "mesh @%s has %d devices; at most %d can run", mesh_->name(), num_devices_, kMaxDevices));
+}
+
 absl::Status Interpreter::set_local_devices(std::vector<int64_t> devices) {
+  if (absl::Status s = CheckDeviceCount(); !s.ok()) return s;
   std::vector<bool> is_local(num_devices_, false);
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] < 0 || devices[i] >= num_devices_ || (i > 0 && devices[i] <= devices[i - 1])) {
@@ -106,6 +114,7 @@ void Interpreter::Release(absl::Span<const Value* const> values, Env& env) const
 absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
     const std::vector<std::vector<Tensor>>& inputs) {
   error_location_ = {};
+  if (absl::Status s = CheckDeviceCount(); !s.ok()) return s;
   const Block& body = *function_.body();
   if (static_cast<int64_t>(inputs.size()) != num_devices_) {
     return absl::InvalidArgumentError(

@@ -40,6 +40,11 @@ struct OpEvent {
 
 class Interpreter {
  public:
+  // The most devices one interpreter runs: past this even the per-device tables would
+  // not fit (a mesh of a billion devices is a typo, not a program to simulate). Run
+  // refuses such a mesh without allocating them.
+  static constexpr int64_t kMaxDevices = int64_t{1} << 24;
+
   Interpreter(const Function& function, Backend& backend);
 
   // Devices the function runs on: the mesh's devices for a spmd function, 1 for a
@@ -68,6 +73,7 @@ class Interpreter {
   };
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
 
+  absl::Status CheckDeviceCount() const;
   absl::Status RunBlock(const Block& block, Env& env);
   absl::Status RunOp(const Operation& op, Env& env);
   absl::Status RunFor(const Operation& op, Env& env);

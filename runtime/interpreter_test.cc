@@ -356,5 +356,23 @@ TEST(InterpreterTest, LoopsKeepOuterValuesAndReleaseBodyValues) {
   EXPECT_EQ(backend.live, 0);
 }
 
+TEST(InterpreterTest, RefusesAbsurdDeviceCountsWithoutPerDeviceTables) {
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(dp=1000000000)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %a = neg(%x)\n"
+      "  return %a\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  EXPECT_TRUE(interpreter.local_devices().empty());
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run({});
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(outputs.status().message()),
+              ::testing::HasSubstr("mesh @m has 1000000000 devices"));
+  EXPECT_EQ(interpreter.set_local_devices({0}).code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace commir::runtime

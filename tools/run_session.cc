@@ -375,10 +375,6 @@ std::optional<Failure> WriteTrace(const std::string& path, const Function& funct
   return std::nullopt;
 }
 
-// The most mesh devices commir-run drives: past this, per-device tables alone would not
-// fit (a mesh of a billion devices is a typo, not a program to simulate).
-constexpr int64_t kMaxMeshDevices = int64_t{1} << 24;
-
 std::string Bytes(uint64_t bytes) {
   return absl::StrFormat("%d bytes (%.1f GiB)", bytes, static_cast<double>(bytes) / (1 << 30));
 }
@@ -390,10 +386,11 @@ std::string Bytes(uint64_t bytes) {
 std::optional<Failure> CheckFitsOnThisMachine(const LoadedModule& loaded, const Function& run,
                                               const Function* reference, bool on_host) {
   const Mesh* mesh = run.mesh();
-  if (mesh != nullptr && mesh->num_devices() > kMaxMeshDevices) {
+  constexpr int64_t kMaxDevices = runtime::Interpreter::kMaxDevices;
+  if (mesh != nullptr && mesh->num_devices() > kMaxDevices) {
     Diagnostic diagnostic{mesh->loc(),
                           absl::StrFormat("mesh @%s has %d devices; commir-run drives at most %d",
-                                          mesh->name(), mesh->num_devices(), kMaxMeshDevices)};
+                                          mesh->name(), mesh->num_devices(), kMaxDevices)};
     std::string text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
     if (!text.empty() && text.back() == '\n') text.pop_back();
     return Failure{kExitBackendFailure, text};
