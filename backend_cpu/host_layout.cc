@@ -1,6 +1,8 @@
 #include "backend_cpu/host_layout.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -28,6 +30,17 @@ bool IsPartialAxis(Type type, const std::string& axis) {
 int64_t BlockOf(Type type, const Mesh& mesh, int64_t device, size_t dim) {
   const AxisList& axes = type.dim_axes()[dim];
   return axes.empty() ? 0 : mesh.GroupCoordinate(device, axes);
+}
+
+// The first member of `device`'s group over `axes`: the device with the same
+// coordinates except 0 on each of `axes`. Arithmetic, so a check over all devices stays
+// linear (Mesh::GroupMembers would list the whole group for every device).
+int64_t GroupLeader(const Mesh& mesh, int64_t device, const std::vector<std::string>& axes) {
+  std::vector<int64_t> coords = mesh.Coordinates(device);
+  for (const std::string& axis : axes) {
+    if (std::optional<int> index = mesh.AxisIndex(axis)) coords[*index] = 0;
+  }
+  return mesh.DeviceId(coords);
 }
 
 }  // namespace
@@ -113,7 +126,7 @@ absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Typ
   if (!replica_axes.empty()) {
     for (int64_t device = 0; device < n; ++device) {
       if (mesh->GroupCoordinate(device, replica_axes) == 0) continue;
-      int64_t canonical = mesh->GroupMembers(device, replica_axes)[0];
+      int64_t canonical = GroupLeader(*mesh, device, replica_axes);
       if (!parts[device]->BitwiseEqual(*parts[canonical])) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "devices %d and %d should hold the same replica of %s but their values differ",

@@ -320,6 +320,35 @@ TEST(AssembleGlobal, DisagreeingReplicaIsAnError) {
   EXPECT_TRUE(AssembleGlobal(same_pointers, replicated, &mesh).ok());
 }
 
+// The replica check compares each device with its group's first member, found from the
+// coordinates, so it is linear in the device count: building each device's whole group
+// made 65,536 fully replicated devices take minutes (quadratic), past this small test's
+// timeout.
+TEST(AssembleGlobal, ReplicaCheckIsLinearInTheDeviceCount) {
+  Mesh mesh = MakeMesh({{"dp", 256}, {"tp", 256}});
+  const int64_t n = mesh.num_devices();
+  std::vector<Tensor> same(n, Iota(ElementType::kF32, {2}));
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& p : same) pointers.push_back(&p);
+  Type replicated = Type::Tensor(ElementType::kF32, {2});
+  ASSERT_TRUE(AssembleGlobal(pointers, replicated, &mesh).ok());
+  same[n - 1].SetFromDouble(1, 42);
+  absl::StatusOr<Tensor> bad = AssembleGlobal(pointers, replicated, &mesh);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("devices 0 and 65535"));
+
+  // Split over tp, replicated over dp: device (dp=255, tp=255) replicates (0, 255).
+  Type split = Type::Tensor(ElementType::kF32, {512}, {{"tp"}});
+  bad = AssembleGlobal(pointers, split, &mesh);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("devices 255 and 65535"));
+  // Replicated over a minor axis (tp) only: device 65535's group leader is 65280.
+  Type split_dp = Type::Tensor(ElementType::kF32, {512}, {{"dp"}});
+  bad = AssembleGlobal(pointers, split_dp, &mesh);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("devices 65280 and 65535"));
+}
+
 TEST(AssembleGlobal, RejectsPartsOfTheWrongShapeOrCount) {
   Mesh mesh = MakeMesh({{"tp", 4}});
   Type type = Type::Tensor(ElementType::kF32, {8}, {{"tp"}});

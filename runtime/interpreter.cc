@@ -40,13 +40,22 @@ bool IsIndexArithmetic(const Operation& op) {
 Interpreter::Interpreter(const Function& function, Backend& backend)
     : function_(function),
       backend_(backend),
+      liveness_(function),
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
-      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1),
-      is_local_(num_devices_, true) {
+      num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {
+  if (num_devices_ > kMaxDevices) return;  // Run and set_local_devices refuse it
+  is_local_.assign(num_devices_, true);
   for (int64_t d = 0; d < num_devices_; ++d) local_.push_back(d);
 }
 
+absl::Status Interpreter::CheckDeviceCount() const {
+  if (num_devices_ <= kMaxDevices) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "mesh @%s has %d devices; at most %d can run", mesh_->name(), num_devices_, kMaxDevices));
+}
+
 absl::Status Interpreter::set_local_devices(std::vector<int64_t> devices) {
+  if (absl::Status s = CheckDeviceCount(); !s.ok()) return s;
   std::vector<bool> is_local(num_devices_, false);
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] < 0 || devices[i] >= num_devices_ || (i > 0 && devices[i] <= devices[i - 1])) {
@@ -95,9 +104,17 @@ Interpreter::Slot Interpreter::Lookup(const Env& env, int64_t device, const Valu
   return env[device].at(value);
 }
 
+void Interpreter::Release(absl::Span<const Value* const> values, Env& env) const {
+  if (values.empty()) return;
+  for (int64_t d : local_) {
+    for (const Value* value : values) env[d].erase(value);
+  }
+}
+
 absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
     const std::vector<std::vector<Tensor>>& inputs) {
   error_location_ = {};
+  if (absl::Status s = CheckDeviceCount(); !s.ok()) return s;
   const Block& body = *function_.body();
   if (static_cast<int64_t>(inputs.size()) != num_devices_) {
     return absl::InvalidArgumentError(
@@ -188,11 +205,23 @@ absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
                             StreamOf(*op, env, d)});
       }
     }
+    // After the trace event, which reads the op's stream operand.
+    Release(liveness_.DeadAfter(*op), env);
   }
   return absl::OkStatus();
 }
 
 absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
+  // The verifier rejects a negative literal stream; a `stream = %v` value is known only
+  // now, on each device, and is checked before the op is issued anywhere.
+  if (const Value* stream = op.stream_operand(); stream != nullptr) {
+    for (int64_t d : local_) {
+      if (int64_t id = Lookup(env, d, stream).index; id < 0) {
+        return Fail(op, d, absl::StrFormat("stream %%%s is %d here; streams are non-negative",
+                                           stream->name(), id));
+      }
+    }
+  }
   if (op.Is(OpKind::kFor)) return RunFor(op, env);
   // rank, index constants and index arithmetic are scalar control values that the
   // interpreter computes itself.
@@ -251,7 +280,18 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   for (int64_t d : local_) {
     for (const Value* init : op.operands()) carried[d].push_back(Lookup(env, d, init));
   }
-  for (int64_t i = lower; i < upper; i += step) {
+  if (step <= 0) return Fail(op, local_.front(), "the loop step must be positive");
+  // Iterate by trip count: `i += step` would overflow past an upper bound near the
+  // int64 limit and never end. The distance and the count fit in unsigned 64 bits.
+  const uint64_t trips =
+      upper <= lower ? 0
+                     : (static_cast<uint64_t>(upper) - static_cast<uint64_t>(lower) - 1) /
+                               static_cast<uint64_t>(step) +
+                           1;
+  for (uint64_t trip = 0; trip < trips; ++trip) {
+    // lower + trip * step < upper, so it is representable; computed modulo 2^64.
+    const int64_t i = static_cast<int64_t>(static_cast<uint64_t>(lower) +
+                                           trip * static_cast<uint64_t>(step));
     for (int64_t d : local_) {
       env[d][body.argument(0)] = Slot{nullptr, i};
       for (size_t c = 0; c < carried[d].size(); ++c) {
@@ -265,6 +305,8 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
         carried[d][c] = Lookup(env, d, yield->operand(static_cast<int>(c)));
       }
     }
+    // The iteration's values are dead now; `carried` holds what the next one needs.
+    Release(liveness_.ReleasedByOwner(body), env);
   }
   for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "runtime/backend.h"
+#include "runtime/liveness.h"
 #include "runtime/tensor.h"
 
 namespace commir::runtime {
@@ -39,6 +40,11 @@ struct OpEvent {
 
 class Interpreter {
  public:
+  // The most devices one interpreter runs: past this even the per-device tables would
+  // not fit (a mesh of a billion devices is a typo, not a program to simulate). Run
+  // refuses such a mesh without allocating them.
+  static constexpr int64_t kMaxDevices = int64_t{1} << 24;
+
   Interpreter(const Function& function, Backend& backend);
 
   // Devices the function runs on: the mesh's devices for a spmd function, 1 for a
@@ -67,6 +73,7 @@ class Interpreter {
   };
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
 
+  absl::Status CheckDeviceCount() const;
   absl::Status RunBlock(const Block& block, Env& env);
   absl::Status RunOp(const Operation& op, Env& env);
   absl::Status RunFor(const Operation& op, Env& env);
@@ -74,12 +81,16 @@ class Interpreter {
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
   Slot Lookup(const Env& env, int64_t device, const Value* value) const;
+  // Drops every local device's reference to `values` (see Liveness).
+  void Release(absl::Span<const Value* const> values, Env& env) const;
   int64_t StreamOf(const Operation& op, const Env& env, int64_t device) const;
   absl::Status Fail(const Operation& op, int64_t device, absl::string_view message);
   absl::Status Fail(const Operation& op, int64_t device, const absl::Status& status);
 
   const Function& function_;
   Backend& backend_;
+  // Where each value dies, computed once: a value is released after its last use.
+  Liveness liveness_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;

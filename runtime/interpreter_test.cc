@@ -3,6 +3,7 @@
 // context holds, and that device-resident backends get inputs and results moved.
 #include "runtime/interpreter.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -171,6 +172,206 @@ TEST(InterpreterTest, BackendErrorCodesSurvive) {
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("'neg'"));
   EXPECT_EQ(interpreter.error_location().line, 4);
+}
+
+
+// A backend that gives up after `limit` ops, so that a runaway loop fails the test
+// instead of hanging it.
+class CountingBackend : public RecordingBackend {
+ public:
+  explicit CountingBackend(int limit) : limit_(limit) {}
+  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op, const OpContext& context,
+                                            absl::Span<const Tensor* const> tensors,
+                                            absl::Span<const int64_t> indices) override {
+    if (static_cast<int>(ops.size()) >= limit_) return absl::InternalError("runaway loop");
+    return RecordingBackend::RunOp(op, context, tensors, indices);
+  }
+
+ private:
+  int limit_;
+};
+
+// The number of body iterations of a one-op loop from `lower` to `upper` by `step`.
+absl::StatusOr<int> LoopTrips(const std::string& lower, const std::string& upper,
+                              const std::string& step) {
+  std::unique_ptr<Module> module = Parse(absl::StrCat(
+      "mesh @m(dp=1)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %r = for %i = ", lower, " to ", upper, " step ", step, " iter(%a = %x) {\n"
+      "    %b = neg(%a)\n"
+      "    yield %b\n"
+      "  } : (f32[1])\n"
+      "  return %r\n"
+      "}\n"));
+  if (module == nullptr) return absl::InvalidArgumentError("does not parse");
+  CountingBackend backend(16);
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(1));
+  if (!outputs.ok()) return outputs.status();
+  return static_cast<int>(backend.ops.size());
+}
+
+TEST(InterpreterTest, LoopsNearTheIntegerLimitsEnd) {
+  // i += step would overflow past the upper bound: the trip count is computed instead.
+  EXPECT_EQ(LoopTrips("9223372036854775806", "9223372036854775807", "2").value_or(-1), 1);
+  EXPECT_EQ(LoopTrips("9223372036854775797", "9223372036854775807", "6").value_or(-1), 2);
+  // The whole int64 range: i = min, -1, max - 1.
+  EXPECT_EQ(LoopTrips("-9223372036854775808", "9223372036854775807", "9223372036854775807")
+                .value_or(-1),
+            3);
+  EXPECT_EQ(LoopTrips("0", "4", "1").value_or(-1), 4);
+  EXPECT_EQ(LoopTrips("0", "5", "2").value_or(-1), 3);
+  EXPECT_EQ(LoopTrips("3", "3", "1").value_or(-1), 0);
+  EXPECT_EQ(LoopTrips("5", "-5", "1").value_or(-1), 0);
+}
+
+TEST(InterpreterTest, NegativeStreamValuesAreRejectedAtTheOp) {
+  // The verifier rejects `stream = -1`; a stream value that is negative only at run time
+  // (here on device 0) is rejected when the op runs, at the op's location.
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(dp=2)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %r = rank() {axis = dp}\n"
+      "  %one = full() {value = 1} : index\n"
+      "  %s = sub(%r, %one)\n"
+      "  %a = neg(%x) {stream = %s}\n"
+      "  return %a\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(2));
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("stream"));
+  EXPECT_THAT(std::string(outputs.status().message()), ::testing::HasSubstr("-1"));
+  EXPECT_EQ(interpreter.error_location().line, 6);
+  EXPECT_EQ(interpreter.error_location().col, 8);
+  EXPECT_TRUE(backend.ops.empty());  // nothing was issued on the bad stream
+}
+
+// Device-resident values that count themselves: how many tensors the interpreter holds
+// at any time, and the most it ever held.
+class LiveCountingBackend : public Backend {
+ public:
+  int live = 0;
+  int peak = 0;
+
+  absl::string_view name() const override { return "live-counting"; }
+  bool uses_device_memory() const override { return true; }
+  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op, const OpContext&,
+                                            absl::Span<const Tensor* const> tensors,
+                                            absl::Span<const int64_t>) override {
+    for (const Tensor* t : tensors) {
+      // A released operand would be a use after free in a real device backend.
+      if (t->rank() > 0 && !t->on_device()) return absl::InternalError("host operand");
+    }
+    std::vector<Tensor> out;
+    for (const Value* result : op.results()) {
+      out.push_back(Make(result->type().element_type(), result->type().dims()));
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<Tensor>> RunCollective(const Operation& op, const CollectiveContext&,
+                                                    absl::Span<const Tensor* const> parts) override {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      out.push_back(Make(op.result(0)->type().element_type(), op.result(0)->type().dims()));
+    }
+    return out;
+  }
+  absl::StatusOr<Tensor> ToDevice(int64_t, const Tensor& host) override {
+    return Make(host.element_type(), host.shape());
+  }
+  absl::StatusOr<Tensor> ToHost(const Tensor& value) override {
+    return Tensor(value.element_type(), value.shape());
+  }
+
+ private:
+  class Counted : public DeviceStorage {
+   public:
+    explicit Counted(LiveCountingBackend* backend) : backend_(backend) {
+      backend_->peak = std::max(backend_->peak, ++backend_->live);
+    }
+    ~Counted() override { --backend_->live; }
+
+   private:
+    LiveCountingBackend* backend_;
+  };
+  Tensor Make(ElementType type, std::vector<int64_t> shape) {
+    return Tensor::OnDevice(type, std::move(shape), std::make_shared<Counted>(this));
+  }
+};
+
+// A chain of `length` negations of %x, starting from `first` and named %<prefix><i>.
+std::string Chain(const std::string& first, const std::string& prefix, int length,
+                  const std::string& indent) {
+  std::string text;
+  for (int i = 0; i < length; ++i) {
+    absl::StrAppend(&text, indent, "%", prefix, i, " = neg(",
+                    i == 0 ? first : absl::StrCat("%", prefix, i - 1), ")\n");
+  }
+  return text;
+}
+
+TEST(InterpreterTest, ValuesAreReleasedAfterTheirLastUse) {
+  std::unique_ptr<Module> module = Parse(absl::StrCat(
+      "mesh @m(dp=2)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n",
+      Chain("%x", "v", 200, "  "), "  return %v199\n}\n"));
+  ASSERT_NE(module, nullptr);
+  LiveCountingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  ASSERT_TRUE(interpreter.Run(Inputs(2)).ok());
+  // Per device: the input is released after its one use, an op's operand only after the
+  // op has made its result: at most two values each, not one per op.
+  EXPECT_LE(backend.peak, 4);
+  EXPECT_EQ(backend.live, 0);
+}
+
+TEST(InterpreterTest, LoopsKeepOuterValuesAndReleaseBodyValues) {
+  // %w is defined before the loop and used in every iteration: it must live until the
+  // loop ends. Body values and the carried values of finished iterations are released.
+  std::unique_ptr<Module> module = Parse(absl::StrCat(
+      "mesh @m(dp=1)\n"
+      "spmd func @f(%x: f32[1]) -> (f32[1], f32[1]) {\n"
+      "  %w = neg(%x)\n"
+      "  %unused = neg(%x)\n"
+      "  %r = for %i = 0 to 20 step 1 iter(%a = %x) {\n",
+      Chain("%a", "b", 50, "    "),
+      "    %c = add(%b49, %w)\n"
+      "    %s = add(%i, %i)\n"
+      "    %t = neg(%c) {stream = %s}\n"
+      "    yield %t\n"
+      "  } : (f32[1])\n"
+      "  %z = neg(%w)\n"
+      "  return %r, %z\n"
+      "}\n"));
+  ASSERT_NE(module, nullptr);
+  LiveCountingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs(1));
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  // %x, %w, the carried value and two chain values at the most.
+  EXPECT_LE(backend.peak, 6);
+  EXPECT_EQ(backend.live, 0);
+}
+
+TEST(InterpreterTest, RefusesAbsurdDeviceCountsWithoutPerDeviceTables) {
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(dp=1000000000)\n"
+      "spmd func @f(%x: f32[1]) -> f32[1] {\n"
+      "  %a = neg(%x)\n"
+      "  return %a\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  RecordingBackend backend;
+  Interpreter interpreter(*module->functions()[0], backend);
+  EXPECT_TRUE(interpreter.local_devices().empty());
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run({});
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(outputs.status().message()),
+              ::testing::HasSubstr("mesh @m has 1000000000 devices"));
+  EXPECT_EQ(interpreter.set_local_devices({0}).code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +28,7 @@
 #include "parser/parser.h"
 #include "runtime/compare.h"
 #include "runtime/interpreter.h"
+#include "runtime/memory_estimate.h"
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
 #include "tools/exit_codes.h"
@@ -372,6 +375,45 @@ std::optional<Failure> WriteTrace(const std::string& path, const Function& funct
   return std::nullopt;
 }
 
+std::string Bytes(uint64_t bytes) {
+  return absl::StrFormat("%d bytes (%.1f GiB)", bytes, static_cast<double>(bytes) / (1 << 30));
+}
+
+// Refuses up front (exit 3) a run that cannot fit on this machine: a mesh with absurdly
+// many devices, or tensors whose live peak (runtime/memory_estimate.h) exceeds physical
+// memory. `run` is what the backend runs, `reference` what --check runs on the cpu (may
+// be null); `on_host`: the backend keeps its tensors in host memory (cpu).
+std::optional<Failure> CheckFitsOnThisMachine(const LoadedModule& loaded, const Function& run,
+                                              const Function* reference, bool on_host) {
+  const Mesh* mesh = run.mesh();
+  constexpr int64_t kMaxDevices = runtime::Interpreter::kMaxDevices;
+  if (mesh != nullptr && mesh->num_devices() > kMaxDevices) {
+    Diagnostic diagnostic{mesh->loc(),
+                          absl::StrFormat("mesh @%s has %d devices; commir-run drives at most %d",
+                                          mesh->name(), mesh->num_devices(), kMaxDevices)};
+    std::string text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return Failure{kExitBackendFailure, text};
+  }
+  const uint64_t devices = run.is_spmd() && mesh != nullptr ? mesh->num_devices() : 1;
+  const uint64_t per_device = runtime::PeakLiveBytesPerDevice(run);
+  uint64_t needed = runtime::SaturatingAdd(runtime::TotalBytes(run.arg_types()),
+                                           runtime::TotalBytes(run.result_types()));
+  uint64_t running = on_host ? runtime::SaturatingMul(devices, per_device) : 0;
+  if (reference != nullptr) {
+    running = std::max(running, runtime::PeakLiveBytesPerDevice(*reference));
+  }
+  needed = runtime::SaturatingAdd(needed, running);
+  const uint64_t available = runtime::PhysicalMemoryBytes();
+  if (available == 0 || needed <= available) return std::nullopt;
+  return Failure{kExitBackendFailure,
+                 absl::StrFormat("%s: error: @%s needs at least %s of memory for its tensors "
+                                 "(%s per device at the peak of its live values on %d "
+                                 "device%s, plus inputs and results), but this machine has %s",
+                                 loaded.path, run.name(), Bytes(needed), Bytes(per_device),
+                                 devices, devices == 1 ? "" : "s", Bytes(available))};
+}
+
 int Report(std::ostream& err, const Failure& failure) {
   err << failure.message << "\n";
   return failure.code;
@@ -379,7 +421,7 @@ int Report(std::ostream& err, const Failure& failure) {
 
 }  // namespace
 
-int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) {
+static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std::ostream& err) {
   const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda" : "cpu";
   if (request.backend == "cuda" && !COMMIR_HAS_CUDA) {
     return Report(err, {kExitBackendFailure,
@@ -451,6 +493,10 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     reference = function;
   }
 
+  const bool tensors_on_host = request.backend == "cpu";
+  if (auto f = CheckFitsOnThisMachine(loaded, *function, reference, tensors_on_host)) {
+    return Report(err, *f);
+  }
   std::vector<Tensor> inputs;
   if (auto f = MakeInputs(request, *function, inputs)) return Report(err, *f);
 
@@ -464,6 +510,9 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     if (auto f = Partition(loaded, partitioned)) return Report(err, *f);
     run_module = &partitioned;
     run_function = partitioned.module->FindFunction(function->name());
+    if (auto f = CheckFitsOnThisMachine(partitioned, *run_function, reference, tensors_on_host)) {
+      return Report(err, *f);
+    }
   }
 
   // The backend that runs the program; --check references always run on the cpu.
@@ -561,6 +610,25 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     all_pass &= comparison.pass;
   }
   return all_pass ? kExitSuccess : kExitInvalidInput;
+}
+
+// Running out of memory mid-run (past the up-front estimate: other processes, address
+// space limits) is a failure of this machine: exit 3 with a message, not an abort.
+int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  try {
+    return RunSessionUnguarded(request, out, err);
+  } catch (const std::bad_alloc&) {
+    return Report(err, {kExitBackendFailure,
+                        absl::StrFormat("%s: error: out of memory: a tensor could not be "
+                                        "allocated (this machine has %s of physical memory)",
+                                        request.file == "-" ? "<stdin>" : request.file,
+                                        Bytes(runtime::PhysicalMemoryBytes()))});
+  } catch (const std::length_error&) {
+    return Report(err, {kExitBackendFailure,
+                        absl::StrFormat("%s: error: out of memory: a tensor is too large to "
+                                        "allocate",
+                                        request.file == "-" ? "<stdin>" : request.file)});
+  }
 }
 
 }  // namespace commir

@@ -1,0 +1,83 @@
+#include "runtime/memory_estimate.h"
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "commir/diagnostics.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+
+namespace commir::runtime {
+namespace {
+
+constexpr uint64_t kTile = 256 * 256 * 4;  // bytes of an f32[256, 256]
+
+std::unique_ptr<Module> Parse(const std::string& source) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  return module;
+}
+
+TEST(PeakLiveBytes, AChainHoldsAnOperandAndAResult) {
+  std::string source = "func @f(%x: f32[256, 256]) -> f32[256, 256] {\n  %v0 = neg(%x)\n";
+  for (int i = 1; i < 100; ++i) absl::StrAppend(&source, "  %v", i, " = neg(%v", i - 1, ")\n");
+  absl::StrAppend(&source, "  return %v99\n}\n");
+  std::unique_ptr<Module> module = Parse(source);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 2 * kTile);
+}
+
+TEST(PeakLiveBytes, ValuesUsedLaterStayLive) {
+  std::unique_ptr<Module> module = Parse(
+      "func @f(%x: f32[256, 256]) -> f32[256, 256] {\n"
+      "  %a = neg(%x)\n"
+      "  %b = neg(%a)\n"
+      "  %c = neg(%b)\n"
+      "  %d = add(%c, %x)\n"
+      "  return %d\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  // %x is live to the end: x, b, c at the third op; x, c, d at the fourth.
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 3 * kTile);
+}
+
+TEST(PeakLiveBytes, LoopsAddTheirBodyToWhatIsLiveAround) {
+  std::unique_ptr<Module> module = Parse(
+      "mesh @m(dp=1)\n"
+      "spmd func @f(%x: f32[256, 256]) -> f32[256, 256] {\n"
+      "  %w = neg(%x)\n"
+      "  %r = for %i = 0 to 4 step 1 iter(%a = %x) {\n"
+      "    %b = add(%a, %w)\n"
+      "    %c = neg(%b)\n"
+      "    yield %c\n"
+      "  } : (f32[256, 256])\n"
+      "  %z = add(%r, %w)\n"
+      "  return %z\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  // Around the loop: x, w and the carried result; in the body: a, b (then b, c).
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 5 * kTile);
+}
+
+TEST(PeakLiveBytes, HugeTensorsSaturateInsteadOfWrapping) {
+  std::unique_ptr<Module> module = Parse(
+      "func @f() -> f32[1000000, 1000000] {\n"
+      "  %a = full() {value = 1.0} : f32[1000000, 1000000]\n"
+      "  return %a\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), uint64_t{4'000'000'000'000});
+  EXPECT_EQ(SaturatingMul(uint64_t{1} << 40, uint64_t{1} << 40),
+            std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(SaturatingAdd(std::numeric_limits<uint64_t>::max(), 1),
+            std::numeric_limits<uint64_t>::max());
+}
+
+TEST(PhysicalMemory, IsKnownOnLinux) { EXPECT_GT(PhysicalMemoryBytes(), uint64_t{1} << 20); }
+
+}  // namespace
+}  // namespace commir::runtime
