@@ -15,6 +15,8 @@
 // reproduces it byte for byte, both for the case's stdout and for the plain print of every
 // input file that parses.
 //
+// Under `bazel test` the cases are split over the target's shards (TEST_TOTAL_SHARDS).
+//
 // Usage:
 //   golden_test --commir-opt=PATH [--root=DIR] [--update] [CASE_OR_DIR...]
 // --root is the directory that holds testdata/ (default: the working directory, which under
@@ -576,6 +578,32 @@ bool ParseArgs(int argc, char** argv, Options& options) {
   return true;
 }
 
+// Bazel's test sharding (shard_count in the BUILD file): each shard checks every
+// TEST_TOTAL_SHARDS-th case, so every shard has its own timeout and the shards of one
+// run may go in parallel. Outside Bazel there is one shard.
+struct Shard {
+  int index = 0;
+  int total = 1;
+};
+
+Shard ShardFromEnvironment() {
+  Shard shard;
+  const char* total = std::getenv("TEST_TOTAL_SHARDS");
+  const char* index = std::getenv("TEST_SHARD_INDEX");
+  if (total == nullptr || index == nullptr) return shard;
+  int t = 0, i = 0;
+  if (!absl::SimpleAtoi(total, &t) || !absl::SimpleAtoi(index, &i) || t < 1 || i < 0 || i >= t) {
+    return shard;
+  }
+  // Tell Bazel this runner understands sharding.
+  if (const char* status = std::getenv("TEST_SHARD_STATUS_FILE")) {
+    std::ofstream(status).flush();
+  }
+  shard.index = i;
+  shard.total = t;
+  return shard;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -587,10 +615,11 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> problems;
   std::vector<Case> cases = DiscoverCases(options, problems);
-  int passed = 0, failed = 0, selected = 0;
+  const Shard shard = ShardFromEnvironment();
+  int passed = 0, failed = 0, matching = 0;
   for (const Case& c : cases) {
     if (!MatchesFilters(options, c.input)) continue;
-    ++selected;
+    if (matching++ % shard.total != shard.index) continue;
     std::vector<std::string> failures = CheckCase(options, c);
     if (failures.empty()) {
       ++passed;
@@ -611,7 +640,7 @@ int main(int argc, char** argv) {
     if (!matched) problems.push_back(absl::StrCat("no case matches ", filter));
   }
   for (const std::string& problem : problems) std::cout << "ERROR: " << problem << "\n";
-  if (selected == 0 && problems.empty()) problems.push_back("no cases found");
+  if (matching == 0 && problems.empty()) problems.push_back("no cases found");
   std::cout << passed << " passed, " << failed << " failed"
             << (options.update ? " (goldens updated)" : "") << "\n";
   std::error_code ec;
