@@ -1,8 +1,8 @@
 // Row-major general matrix multiply, overloaded on float and double so templated kernels
 // can call one name. Reproducible: the result bits depend only on the operands and the
 // build, never on the thread count, the CPUs the process may use or the CPU model
-// (Eigen, single-threaded, with fixed cache blocking and the build's SIMD level; see
-// blas_gemm.cc). Accumulation is in T.
+// (Eigen with fixed cache blocking and the build's SIMD level, in fixed tiles of C that
+// the usable CPUs share; see blas_gemm.cc). Accumulation is in T.
 #ifndef COMMIR_BACKEND_CPU_BLAS_GEMM_H_
 #define COMMIR_BACKEND_CPU_BLAS_GEMM_H_
 

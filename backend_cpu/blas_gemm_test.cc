@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -37,7 +38,8 @@ struct Shape {
 constexpr Shape kShapes[] = {
     {false, false, 64, 128, 128}, {false, false, 256, 128, 512}, {true, false, 300, 257, 129},
     {false, true, 129, 300, 257}, {true, true, 97, 61, 2048},     {false, false, 1, 700, 300},
-    {false, false, 700, 1, 300},  {false, false, 512, 512, 512},
+    {false, false, 700, 1, 300},  {false, false, 512, 512, 512},  {false, false, 130, 1500, 64},
+    {true, true, 200, 1100, 100},
 };
 
 // Deterministic values in [-1, 1), the same in every process.
@@ -145,6 +147,41 @@ TEST(GemmDeterminismTest, SameBitsForEveryThreadCountAndCpuSet) {
     ASSERT_EQ(bits.size(), reference.size()) << settings[i].name;
     // Not EXPECT_EQ on the strings: a megabyte diff helps nobody.
     EXPECT_TRUE(bits == reference) << settings[i].name << " gives different bits from default";
+  }
+}
+
+// Products large enough to be split into tiles (and shared by threads), with every
+// transpose combination and row strides wider than the rows, against an f64 reference.
+TEST(GemmTest, TiledProductsMatchReference) {
+  const int64_t m = 300, n = 1100, k = 70, pad = 3;
+  for (const bool transpose_a : {false, true}) {
+    for (const bool transpose_b : {false, true}) {
+      const int64_t a_rows = transpose_a ? k : m, a_cols = transpose_a ? m : k;
+      const int64_t b_rows = transpose_b ? n : k, b_cols = transpose_b ? k : n;
+      const std::vector<float> a = Values<float>(a_rows * (a_cols + pad), 3);
+      const std::vector<float> b = Values<float>(b_rows * (b_cols + pad), 4);
+      std::vector<float> c(m * (n + pad), -7.0f);
+      Gemm(transpose_a, transpose_b, m, n, k, 0.5f, a.data(), a_cols + pad, b.data(), b_cols + pad,
+           c.data(), n + pad);
+      int mismatches = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double expected = 0;
+          for (int64_t l = 0; l < k; ++l) {
+            const double av = transpose_a ? a[l * (a_cols + pad) + i] : a[i * (a_cols + pad) + l];
+            const double bv = transpose_b ? b[j * (b_cols + pad) + l] : b[l * (b_cols + pad) + j];
+            expected += av * bv;
+          }
+          expected *= 0.5;
+          if (std::abs(c[i * (n + pad) + j] - expected) > 1e-5 * (1 + std::abs(expected))) {
+            ++mismatches;
+          }
+        }
+        // The padding between rows of C is left alone.
+        for (int64_t j = n; j < n + pad; ++j) ASSERT_EQ(c[i * (n + pad) + j], -7.0f);
+      }
+      EXPECT_EQ(mismatches, 0) << "transpose_a " << transpose_a << " transpose_b " << transpose_b;
+    }
   }
 }
 
