@@ -1,7 +1,11 @@
 // Benchmarks of the cpu backend behind commir-run (runtime::Interpreter over
 // cpu::CpuBackend), each against the same work done directly, in the same run:
 //
-//   BM_MatMulBlas/m/k/n                 cblas_sgemm on preallocated f32 buffers
+//   BM_MatMulBlas/m/k/n                 cblas_sgemm on preallocated f32 buffers (OpenBLAS,
+//                                       every core; the speed baseline)
+//   BM_MatMulBlasOneThread/m/k/n        the same with openblas_set_num_threads(1)
+//   BM_MatMulGemm/m/k/n                 cpu::Gemm, the cpu backend's reproducible GEMM
+//                                       (Eigen, one thread, pinned blocking), same buffers
 //   BM_MatMulCpuBackend/{f32,bf16}/...  `%c = matmul(%a, %b)` in a global function run by
 //                                       the interpreter; every iteration also times the
 //                                       direct cblas_sgemm on the same operand buffers (for
@@ -59,6 +63,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "backend_cpu/blas_gemm.h"
 #include "backend_cpu/cpu_backend.h"
 #include "backend_cpu/kernels.h"
 #include "commir/element_type.h"
@@ -216,6 +221,33 @@ void BM_MatMulBlas(benchmark::State& state) {
                                                benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatMulBlas)->Apply(MatMulSizes)->UseRealTime();
+
+void BM_MatMulBlasOneThread(benchmark::State& state) {
+  const int previous = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  BM_MatMulBlas(state);
+  openblas_set_num_threads(previous);
+}
+BENCHMARK(BM_MatMulBlasOneThread)->Apply(MatMulSizes)->UseRealTime();
+
+// What the cpu backend's f32 matmul calls since its results had to stop depending on
+// the machine (backend_cpu/blas_gemm.h); compare with BM_MatMulBlas of the same run.
+void BM_MatMulGemm(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const Tensor a = runtime::RandomGlobalTensor(1, 0, ElementType::kF32, {m, k});
+  const Tensor b = runtime::RandomGlobalTensor(1, 1, ElementType::kF32, {k, n});
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (auto _ : state) {
+    cpu::Gemm(false, false, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["flops"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulGemm)->Apply(MatMulSizes)->UseRealTime();
 
 void BM_MatMulCpuBackend(benchmark::State& state, ElementType type) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);

@@ -2,7 +2,8 @@
 # Builds everything a GPU machine without Bazel needs to test CommIR's cuda backend, and
 # bundles it into .carry/gpu/ (git-ignored) for scripts/gpu_run.sh to run there:
 #   - the cuda test binaries (tests(//backend_cuda/...) and //tools:commir_run_cuda_test),
-#   - //:commir-run, //:commir-opt, //benchmarks:cuda_benchmarks and
+#   - //:commir-run with its cuda backend //:libcommir_cuda.so, //:commir-opt,
+#     //benchmarks:cuda_benchmarks and
 #     //backend_cuda/kernels:kernels_benchmark,
 # built with -c opt and --dynamic_mode=off (no _solib tree to carry; only the CUDA, NCCL
 # and system libraries stay dynamic), stripped, then packed as .carry/gpu/bundle.tar.xz
@@ -38,7 +39,10 @@ command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
 
 mapfile -t TESTS < <(bazel query 'tests(//backend_cuda/...) + //tools:commir_run_cuda_test' 2>/dev/null | sort)
 [[ ${#TESTS[@]} -gt 0 ]] || die "bazel query found no cuda tests"
-TOOLS=(//:commir-run //:commir-opt //benchmarks:cuda_benchmarks //backend_cuda/kernels:kernels_benchmark)
+# //:libcommir_cuda.so is the cuda backend that commir-run dlopens for --backend=cuda from
+# beside itself (bin/; test runfiles link to it there, as they link to commir-run).
+TOOLS=(//:commir-run //:libcommir_cuda.so //:commir-opt //benchmarks:cuda_benchmarks
+       //backend_cuda/kernels:kernels_benchmark)
 
 log "building ${#TESTS[@]} tests and ${#TOOLS[@]} tools with ${BAZEL_FLAGS[*]}"
 bazel build "${BAZEL_FLAGS[@]}" "${TESTS[@]}" "${TOOLS[@]}"

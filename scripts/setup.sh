@@ -24,7 +24,7 @@ PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev  # only the speed baseline of benchmarks/cpu_backend_benchmarks
   libeigen3-dev
   # clang + libFuzzer/sanitizer runtimes for --config=fuzz
   clang-14

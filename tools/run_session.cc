@@ -21,8 +21,8 @@
 #include "backend_cpu/cpu_backend.h"
 #include "backend_cpu/host_layout.h"
 #if COMMIR_HAS_CUDA
-#include "backend_cuda/comm/launch.h"
-#include "backend_cuda/cuda_backend.h"
+#include "backend_cuda/plugin_api.h"
+#include "tools/cuda_plugin_loader.h"
 #endif
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
@@ -275,19 +275,11 @@ std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& func
 }
 
 #if COMMIR_HAS_CUDA
-// The cuda backend for `function`'s mesh, in the launch mode the environment implies
-// (backend_cuda/comm/launch.h).
+// The cuda backend for `function`'s mesh, from libcommir_cuda.so (loaded only now, so a
+// cpu run never loads the CUDA libraries), in the launch mode the environment implies.
 std::optional<Failure> MakeCudaBackend(const RunRequest& request, const Function& function,
-                                       std::unique_ptr<cuda::CudaBackend>& backend) {
-  absl::StatusOr<cuda::comm::LaunchInfo> launch =
-      cuda::comm::DetectLaunch(cuda::comm::ProcessEnv());
-  if (!launch.ok()) {
-    return Failure{kExitBackendFailure,
-                   absl::StrCat("error: cannot read the launch environment: ",
-                                launch.status().message())};
-  }
-  cuda::CudaBackendOptions options;
-  options.launch = *launch;
+                                       std::unique_ptr<cuda::CudaBackendPlugin>& backend) {
+  cuda::PluginOptions options;
   options.mesh_shape.clear();
   if (function.is_spmd() && function.mesh() != nullptr) {
     for (const MeshAxis& axis : function.mesh()->axes()) options.mesh_shape.push_back(axis.size);
@@ -297,13 +289,11 @@ std::optional<Failure> MakeCudaBackend(const RunRequest& request, const Function
                                                 : absl::ZeroDuration();
   options.allow_tf32 = request.allow_tf32;
   if (const char* file = std::getenv("COMMIR_RENDEZVOUS_FILE")) options.rendezvous_file = file;
-  absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> created =
-      cuda::CudaBackend::Create(std::move(options));
-  if (!created.ok()) {
-    return Failure{kExitBackendFailure,
-                   absl::StrCat("error: the cuda backend cannot start: ", created.status().message())};
+  absl::StatusOr<std::unique_ptr<cuda::CudaBackendPlugin>> loaded = LoadCudaBackend(options);
+  if (!loaded.ok()) {
+    return Failure{kExitBackendFailure, absl::StrCat("error: ", loaded.status().message())};
   }
-  backend = *std::move(created);
+  backend = *std::move(loaded);
   return std::nullopt;
 }
 #endif
@@ -523,17 +513,17 @@ static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std
   std::ostringstream discarded;
   std::ostream* report = &out;
 #if COMMIR_HAS_CUDA
-  std::unique_ptr<cuda::CudaBackend> cuda_backend;
+  std::unique_ptr<cuda::CudaBackendPlugin> cuda_backend;
   if (request.backend == "cuda") {
     if (auto f = MakeCudaBackend(request, *run_function, cuda_backend)) return Report(err, *f);
-    target.backend = cuda_backend.get();
+    target.backend = cuda_backend->backend();
     target.local = cuda_backend->local_devices();
-    if (cuda_backend->plan().world_size > 1) {
-      cuda::CudaBackend* backend = cuda_backend.get();
+    if (cuda_backend->world_size() > 1) {
+      cuda::CudaBackendPlugin* backend = cuda_backend.get();
       target.gather = [backend](absl::Span<const Tensor* const> parts) {
         return backend->GatherParts(parts);
       };
-      if (cuda_backend->plan().rank != 0) report = &discarded;
+      if (cuda_backend->rank() != 0) report = &discarded;
     }
   }
 #endif

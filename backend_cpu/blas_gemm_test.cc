@@ -1,0 +1,216 @@
+// The cpu backend's GEMM must give the same bits whatever the thread count or the set of
+// CPUs the process may run on: results (.npy files, goldens) may depend only on the
+// inputs and the build. The test re-runs this binary as a child under different thread
+// settings (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, a one-CPU affinity mask); each child
+// computes the same GEMMs and writes their raw result bytes, which must all be equal.
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend_cpu/blas_gemm.h"
+#include "gtest/gtest.h"
+
+namespace commir::cpu {
+namespace {
+
+// Set in a child: where to write the GEMM results.
+constexpr char kBitsFileEnv[] = "COMMIR_GEMM_BITS_FILE";
+
+std::string g_self;  // this test binary, for the children
+
+struct Shape {
+  bool transpose_a, transpose_b;
+  int64_t m, n, k;
+};
+
+// Shapes the cpu backend meets: mlp's per-device GEMMs, transposed operands, odd sizes
+// that leave partial blocks, a long contraction, matrix-vector products.
+constexpr Shape kShapes[] = {
+    {false, false, 64, 128, 128}, {false, false, 256, 128, 512}, {true, false, 300, 257, 129},
+    {false, true, 129, 300, 257}, {true, true, 97, 61, 2048},     {false, false, 1, 700, 300},
+    {false, false, 700, 1, 300},  {false, false, 512, 512, 512},  {false, false, 130, 1500, 64},
+    {true, true, 200, 1100, 100},
+};
+
+// Deterministic values in [-1, 1), the same in every process.
+template <typename T>
+std::vector<T> Values(int64_t count, uint64_t seed) {
+  std::vector<T> values(count);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (T& v : values) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<T>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+  return values;
+}
+
+template <typename T>
+void AppendGemmBits(const Shape& s, std::string& bits) {
+  const std::vector<T> a = Values<T>(s.m * s.k, 1), b = Values<T>(s.k * s.n, 2);
+  std::vector<T> c(s.m * s.n);
+  Gemm(s.transpose_a, s.transpose_b, s.m, s.n, s.k, T{1}, a.data(), s.transpose_a ? s.m : s.k,
+       b.data(), s.transpose_b ? s.k : s.n, c.data(), s.n);
+  bits.append(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(T));
+}
+
+// The child's work: every shape in f32 and f64.
+int WriteGemmBits(const char* path) {
+  std::string bits;
+  for (const Shape& s : kShapes) {
+    AppendGemmBits<float>(s, bits);
+    AppendGemmBits<double>(s, bits);
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << bits;
+  return out ? 0 : 1;
+}
+
+struct ThreadSetting {
+  std::string name;
+  std::string threads;  // OMP_NUM_THREADS and OPENBLAS_NUM_THREADS; empty: unset
+  bool one_cpu = false;  // restrict the child to the first CPU it may use
+  // OPENBLAS_CORETYPE: the CPU model whose kernels OpenBLAS would pick; empty: unset.
+  // Only models every x86-64 CPU with AVX2 can run (a test machine without AVX2 skips
+  // "Haswell").
+  std::string coretype;
+};
+
+// Runs this binary as a child under `setting`; returns the bytes it wrote.
+std::string ChildGemmBits(const ThreadSetting& setting) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gemm_bits_", setting.name);
+  std::remove(path.c_str());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv(kBitsFileEnv, path.c_str(), 1);
+    for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+      if (setting.threads.empty()) {
+        unsetenv(var);
+      } else {
+        setenv(var, setting.threads.c_str(), 1);
+      }
+    }
+    if (setting.coretype.empty()) {
+      unsetenv("OPENBLAS_CORETYPE");
+    } else {
+      setenv("OPENBLAS_CORETYPE", setting.coretype.c_str(), 1);
+    }
+    if (setting.one_cpu) {
+      cpu_set_t allowed, one;
+      CPU_ZERO(&one);
+      if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) _exit(125);
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &allowed)) {
+          CPU_SET(cpu, &one);
+          break;
+        }
+      }
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(125);
+    }
+    execl(g_self.c_str(), g_self.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    ADD_FAILURE() << "child " << setting.name << " failed (status " << status << ")";
+    return "";
+  }
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(GemmDeterminismTest, SameBitsForEveryThreadCountAndCpuSet) {
+  std::vector<ThreadSetting> settings = {
+      {"default", "", false, ""},  {"threads1", "1", false, ""},
+      {"threads2", "2", false, ""}, {"threads4", "4", false, ""},
+      {"one_cpu", "", true, ""},    {"nehalem", "", false, "Nehalem"},
+  };
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    settings.push_back({"haswell_threads1", "1", false, "Haswell"});
+    settings.push_back({"haswell_threads2", "2", false, "Haswell"});
+  }
+  const std::string reference = ChildGemmBits(settings[0]);
+  ASSERT_FALSE(reference.empty());
+  for (size_t i = 1; i < settings.size(); ++i) {
+    const std::string bits = ChildGemmBits(settings[i]);
+    ASSERT_EQ(bits.size(), reference.size()) << settings[i].name;
+    // Not EXPECT_EQ on the strings: a megabyte diff helps nobody.
+    EXPECT_TRUE(bits == reference) << settings[i].name << " gives different bits from default";
+  }
+}
+
+// Products large enough to be split into tiles (and shared by threads), with every
+// transpose combination and row strides wider than the rows, against an f64 reference.
+TEST(GemmTest, TiledProductsMatchReference) {
+  const int64_t m = 300, n = 1100, k = 70, pad = 3;
+  for (const bool transpose_a : {false, true}) {
+    for (const bool transpose_b : {false, true}) {
+      const int64_t a_rows = transpose_a ? k : m, a_cols = transpose_a ? m : k;
+      const int64_t b_rows = transpose_b ? n : k, b_cols = transpose_b ? k : n;
+      const std::vector<float> a = Values<float>(a_rows * (a_cols + pad), 3);
+      const std::vector<float> b = Values<float>(b_rows * (b_cols + pad), 4);
+      std::vector<float> c(m * (n + pad), -7.0f);
+      Gemm(transpose_a, transpose_b, m, n, k, 0.5f, a.data(), a_cols + pad, b.data(), b_cols + pad,
+           c.data(), n + pad);
+      int mismatches = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double expected = 0;
+          for (int64_t l = 0; l < k; ++l) {
+            const double av = transpose_a ? a[l * (a_cols + pad) + i] : a[i * (a_cols + pad) + l];
+            const double bv = transpose_b ? b[j * (b_cols + pad) + l] : b[l * (b_cols + pad) + j];
+            expected += av * bv;
+          }
+          expected *= 0.5;
+          if (std::abs(c[i * (n + pad) + j] - expected) > 1e-5 * (1 + std::abs(expected))) {
+            ++mismatches;
+          }
+        }
+        // The padding between rows of C is left alone.
+        for (int64_t j = n; j < n + pad; ++j) ASSERT_EQ(c[i * (n + pad) + j], -7.0f);
+      }
+      EXPECT_EQ(mismatches, 0) << "transpose_a " << transpose_a << " transpose_b " << transpose_b;
+    }
+  }
+}
+
+TEST(GemmTest, EmptyContractionGivesZeros) {
+  std::vector<float> c(6, 7.0f);
+  Gemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, c.data(), 3);
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(GemmTest, SmallProductWithStridesAndTransposes) {
+  // a = [[1, 2], [3, 4]] stored with row stride 3; b^T stored as [[5, 7], [6, 8]].
+  const double a[] = {1, 2, -1, 3, 4, -1};
+  const double bt[] = {5, 7, 6, 8};
+  double c[4];
+  Gemm(false, true, 2, 2, 2, 2.0, a, 3, bt, 2, c, 2);
+  EXPECT_EQ(c[0], 2 * 19.0);
+  EXPECT_EQ(c[1], 2 * 22.0);
+  EXPECT_EQ(c[2], 2 * 43.0);
+  EXPECT_EQ(c[3], 2 * 50.0);
+}
+
+}  // namespace
+}  // namespace commir::cpu
+
+int main(int argc, char** argv) {
+  if (const char* path = std::getenv(commir::cpu::kBitsFileEnv)) {
+    return commir::cpu::WriteGemmBits(path);
+  }
+  commir::cpu::g_self = "/proc/self/exe";
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
