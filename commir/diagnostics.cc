@@ -126,6 +126,14 @@ std::string SafeMessage(absl::string_view message) {
     if (end < chars.size()) chars[end].AppendTo(out);
     i = end + 1;
   }
+  // A message of many short words (a long quoted string with blanks) is cut whole.
+  if (CountChars(out) > static_cast<size_t>(kMaxMessageChars)) {
+    size_t cut = 0;
+    for (int k = 0; k < kMaxMessageChars; ++k) {
+      cut += FirstChar(absl::string_view(out).substr(cut)).bytes.size();
+    }
+    out = absl::StrCat(out.substr(0, cut), "... (message of ", chars.size(), " characters)");
+  }
   return out;
 }
 

@@ -51,13 +51,15 @@ class DiagnosticEngine {
 // message and the quoted line, and a quoted line longer than kMaxQuotedLineChars is cut
 // to a window around the caret with `...` marks. Words (runs of non-blank characters)
 // of a message longer than kMaxMessageWordChars are cut to their first
-// kMaxShownTokenChars characters: messages stay short whatever the input.
+// kMaxShownTokenChars characters, and a message still longer than kMaxMessageChars is
+// cut there: messages stay short whatever the input.
 std::string RenderDiagnostic(absl::string_view file_name, absl::string_view source,
                              const Diagnostic& diagnostic);
 
 inline constexpr int kMaxShownTokenChars = 64;
 inline constexpr int kMaxMessageWordChars = 128;
 inline constexpr int kMaxQuotedLineChars = 200;
+inline constexpr int kMaxMessageChars = 400;
 
 // The length of the well-formed UTF-8 sequence that starts `text` (1 for ASCII), or 0
 // if it starts with a byte that begins none (a continuation byte, an overlong form, a

@@ -26,6 +26,15 @@ TEST(DiagnosticsTest, MessagesAreEscapedAndLongWordsCut) {
             "f.commir:1:1: error: " + std::string(128, 'c') + "\nx\n^\n");
 }
 
+// A long message of short words (a quoted string with blanks) is cut as a whole.
+TEST(DiagnosticsTest, LongMessagesAreCut) {
+  std::string words;
+  for (int i = 0; i < 50000; ++i) words += "a b ";
+  const std::string rendered = RenderAt("x\n", {1, 1}, "got \"" + words + "\"");
+  EXPECT_EQ(rendered, "f.commir:1:1: error: got \"" + words.substr(0, kMaxMessageChars - 5) +
+                          "... (message of 200006 characters)\nx\n^\n");
+}
+
 // Locations hold byte columns; the rendered column counts characters.
 TEST(DiagnosticsTest, ColumnsCountCharacters) {
   EXPECT_EQ(RenderAt("\"\xE2\x82\xAC\xC3\xA9\" x\n", {1, 9}, "m"),
