@@ -82,7 +82,9 @@ std::string RunPipeline(absl::string_view pipeline, absl::string_view source) {
     if (auto* p = dynamic_cast<commir::sharding::CommReportPass*>(pass.get())) {
       p->set_output(&report);
     }
-    if (auto* p = dynamic_cast<commir::schedules::ScheduleReportPass*>(pass.get())) p->set_output(&report);
+    if (auto* p = dynamic_cast<commir::schedules::ScheduleReportPass*>(pass.get())) {
+      p->set_output(&report);
+    }
   }
   commir::PassManager manager;
   manager.AddPasses(std::move(passes).value());
