@@ -45,8 +45,35 @@ class DiagnosticEngine {
 };
 
 // Renders one diagnostic; exposed for tools that report a single error.
+// Locations hold byte columns (what the lexer counts cheaply); the rendered column
+// counts characters (UTF-8 code points; an invalid byte counts as one), as clang and MLIR
+// do. Bytes that are not printable UTF-8 are shown escaped (`\x00`, `\xFF`), in the
+// message and the quoted line, and a quoted line longer than kMaxQuotedLineChars is cut
+// to a window around the caret with `...` marks. Words (runs of non-blank characters)
+// of a message longer than kMaxMessageWordChars are cut to their first
+// kMaxShownTokenChars characters, and a message still longer than kMaxMessageChars is
+// cut there: messages stay short whatever the input.
 std::string RenderDiagnostic(absl::string_view file_name, absl::string_view source,
                              const Diagnostic& diagnostic);
+
+inline constexpr int kMaxShownTokenChars = 64;
+inline constexpr int kMaxMessageWordChars = 128;
+inline constexpr int kMaxQuotedLineChars = 200;
+inline constexpr int kMaxMessageChars = 400;
+
+// The length of the well-formed UTF-8 sequence that starts `text` (1 for ASCII), or 0
+// if it starts with a byte that begins none (a continuation byte, an overlong form, a
+// surrogate, past U+10FFFF, or a truncated sequence).
+int Utf8SequenceLength(absl::string_view text);
+
+// `text` (source text: a token, a name) as it should appear inside a message: bytes
+// that are not printable UTF-8 escaped, and at most kMaxShownTokenChars characters,
+// then `... (N characters)`.
+std::string ShownText(absl::string_view text);
+
+// "'é' (U+00E9)" for a well-formed non-ASCII character, "'\x01'" for a control byte,
+// "'#'" for a printable one: how to name a character that starts no token.
+std::string DescribeCharacter(absl::string_view character);
 
 }  // namespace commir
 

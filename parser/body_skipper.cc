@@ -12,14 +12,17 @@ bool IsIdentStart(char c) {
 bool IsIdentChar(char c) {
   return IsIdentStart(c) || (c >= '0' && c <= '9') || c == '.';
 }
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+bool IsLineEnd(char c) { return c == '\n' || c == '\r'; }
 
 // The bytes that matter after a line's first token: the rest of a line is scanned for
 // these with one table lookup per byte.
 struct SpecialTable {
   bool special[256] = {};
   constexpr SpecialTable() {
-    for (char c : {'\n', '{', '}', '"', '/'}) special[static_cast<unsigned char>(c)] = true;
+    for (char c : {'\n', '\r', '{', '}', '"', '/'}) {
+      special[static_cast<unsigned char>(c)] = true;
+    }
   }
 };
 constexpr SpecialTable kSpecial;
@@ -29,7 +32,9 @@ constexpr SpecialTable kSpecial;
 // Why bytes suffice: no token spans lines, and no token other than a string holds a
 // brace, a quote or "//" (so outside strings every '{' or '}' is a brace token, every
 // '"' starts a string and every "//" starts a comment). Whitespace is exactly what the
-// lexer skips (' ', '\t', '\r', '\n' and comments); any other byte belongs to a token.
+// lexer skips (' ', '\t', line ends and comments); any other byte belongs to a token.
+// Lines end as the lexer ends them: at "\n", "\r\n" or a lone "\r" (a '\r' before a '\n'
+// is skipped like a blank, and the '\n' ends the line).
 SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
                             int32_t prev_line) {
   const char* s = source.data();
@@ -50,13 +55,17 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
         ++pos;
         continue;
       }
-      if (c == '\n') {
+      if (c == '\n' || (c == '\r' && (pos + 1 >= n || s[pos + 1] != '\n'))) {
         ++line;
         line_start = ++pos;
         continue;
       }
+      if (c == '\r') {  // before a '\n'
+        ++pos;
+        continue;
+      }
       if (c == '/' && pos + 1 < n && s[pos + 1] == '/') {
-        while (pos < n && s[pos] != '\n') ++pos;
+        while (pos < n && !IsLineEnd(s[pos])) ++pos;
         continue;
       }
       const int32_t previous_token_line = last_token_line;
@@ -80,7 +89,11 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
       // matter.
       while (pos < n && !kSpecial.special[static_cast<unsigned char>(s[pos])]) ++pos;
       if (pos >= n) break;
-      if (s[pos] == '\n') {
+      if (s[pos] == '\r' && pos + 1 < n && s[pos + 1] == '\n') {
+        ++pos;  // the '\n' ends the line
+        continue;
+      }
+      if (IsLineEnd(s[pos])) {
         ++line;
         line_start = ++pos;
         line_has_tokens = false;
@@ -94,7 +107,7 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
       if (!block) {
         size_t next = pos;
         while (next < n && IsBlank(s[next])) ++next;
-        block = next >= n || s[next] == '\n' ||
+        block = next >= n || IsLineEnd(s[next]) ||
                 (s[next] == '/' && next + 1 < n && s[next + 1] == '/');
       }
       open.push_back(block);
@@ -108,13 +121,13 @@ SkipResult SkipFunctionBody(absl::string_view source, const Lexer::State& from,
       // As the lexer reads a string: to the closing quote, or to the end of the line
       // (an unterminated string); a backslash escapes anything but a newline.
       ++pos;
-      while (pos < n && s[pos] != '"' && s[pos] != '\n') {
-        if (s[pos] == '\\' && pos + 1 < n && s[pos + 1] != '\n') ++pos;
+      while (pos < n && s[pos] != '"' && !IsLineEnd(s[pos])) {
+        if (s[pos] == '\\' && pos + 1 < n && !IsLineEnd(s[pos + 1])) ++pos;
         ++pos;
       }
       if (pos < n && s[pos] == '"') ++pos;
     } else if (c == '/' && pos + 1 < n && s[pos + 1] == '/') {
-      while (pos < n && s[pos] != '\n') ++pos;
+      while (pos < n && !IsLineEnd(s[pos])) ++pos;
     } else {
       ++pos;  // part of some other token; only its being there matters
     }

@@ -103,6 +103,8 @@ TEST(BodySkipperTest, HandWrittenCases) {
       "{\n{\n}\n}\n}\n",
       "  funcx {\n func.x }\n spmd\n",
       "{ /x\r\n}\t\r{ //\n}",
+      // Lone '\r' ends lines (and comments and strings) as '\n' does.
+      "func @f() {\r  %a = op() { \"\r}\r  // }\r}\rfunc @g() {\r\n}\r",
       // A nested '{' followed only by a comment ends its line: it opens a block.
       "func @f() {\n  %a = op() { // c\n  return\n}\n}\nfunc @g() {\n}\n",
       "",

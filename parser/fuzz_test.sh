@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the parser as a Bazel test (//parser:parser_fuzz_test, tag "fuzz").
+# Bounded fuzzing as a Bazel test (//parser:parser_fuzz_test,
+# //transforms/fuzz:pipeline_fuzz_test; tag "fuzz"). Arguments: FUZZER DICT SEED...
 #
-# Built with --config=fuzz, :parser_fuzzer is a libFuzzer binary: this runs it for
+# Built with --config=fuzz, the fuzzer is a libFuzzer binary: this runs it for
 # FUZZ_SECONDS (default 30) over a copy of the seed corpus, and fails on any crash,
 # sanitizer report, timeout, out-of-memory or round-trip violation; the reproducer is
 # left in the test's undeclared outputs (bazel-testlogs/parser/parser_fuzz_test/
@@ -14,13 +15,18 @@ set -euo pipefail
 
 fuzzer="$1"
 dict="$2"
-corpus_dir="$(dirname "$3")"  # any seed file: its directory holds them all
+shift 2  # the rest: seed files
 
 seconds="${FUZZ_SECONDS:-30}"
 work="${TEST_TMPDIR:-$(mktemp -d)}/corpus"
 artifacts="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/"
 mkdir -p "${work}"
-cp "${corpus_dir}"/* "${work}/"
+# Numbered copies: seeds from different directories may share a name.
+i=0
+for seed in "$@"; do
+  i=$((i + 1))
+  cp "${seed}" "${work}/${i}-$(basename "${seed}")"
+done
 
 # Capture the help text first: piping it into `grep -q` under pipefail fails when
 # grep exits early and the fuzzer dies of SIGPIPE, which would take the replay branch

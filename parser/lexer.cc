@@ -1,5 +1,9 @@
 #include "parser/lexer.h"
 
+#include <algorithm>
+
+#include "commir/diagnostics.h"
+
 namespace commir {
 namespace {
 
@@ -27,13 +31,19 @@ void Lexer::Advance(size_t n) {
 void Lexer::SkipTrivia() {
   while (pos_ < src_.size()) {
     char c = src_[pos_];
-    if (c == ' ' || c == '\t' || c == '\r') {
+    if (c == ' ' || c == '\t') {
       ++pos_;
     } else if (c == '\n') {
       ++line_;
       line_start_ = ++pos_;
+    } else if (c == '\r') {  // "\r\n" ends a line at its '\n'; a lone '\r' ends one
+      ++pos_;
+      if (Peek() != '\n') {
+        ++line_;
+        line_start_ = pos_;
+      }
     } else if (c == '/' && Peek(1) == '/') {
-      while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
+      while (pos_ < src_.size() && src_[pos_] != '\n' && src_[pos_] != '\r') ++pos_;
     } else {
       break;
     }
@@ -84,7 +94,9 @@ Token Lexer::NextSlow() {
     while (pos_ < src_.size() && IsIdentChar(src_[pos_])) ++pos_;
     return Make(TokenKind::kIdentifier, start, loc);
   }
-  Advance();
+  // A character that starts no token: a non-ASCII one is one token of all its bytes, so
+  // that the error names it whole; a byte that starts no UTF-8 sequence is one alone.
+  pos_ += std::max(Utf8SequenceLength(src_.substr(pos_)), 1);
   return Make(TokenKind::kError, start, loc);
 }
 
@@ -129,8 +141,12 @@ bool Lexer::IsExponent(size_t at) const {
 Token Lexer::LexString(Location loc) {
   size_t start = pos_;
   ++pos_;
-  while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n') {
-    if (src_[pos_] == '\\' && pos_ + 1 < src_.size() && src_[pos_ + 1] != '\n') ++pos_;
+  // A string ends at its line's end ('\n' or '\r') if not before.
+  while (pos_ < src_.size() && src_[pos_] != '"' && src_[pos_] != '\n' && src_[pos_] != '\r') {
+    if (src_[pos_] == '\\' && pos_ + 1 < src_.size() && src_[pos_ + 1] != '\n' &&
+        src_[pos_ + 1] != '\r') {
+      ++pos_;
+    }
     ++pos_;
   }
   if (pos_ >= src_.size() || src_[pos_] != '"') {

@@ -43,7 +43,7 @@ enum CharClass : uint8_t {
   kIdentChar = 1 << 1,      // [A-Za-z0-9_.]
   kValueNameChar = 1 << 2,  // [A-Za-z0-9_.$-]
   kDigit = 1 << 3,          // [0-9]
-  kBlank = 1 << 4,          // ' ', '\t', '\r' (trivia within a line)
+  kBlank = 1 << 4,          // ' ', '\t' (trivia within a line; '\r' ends a line)
   kPunct = 1 << 5,          // a one-character token: ( ) [ ] { } , : =
 };
 
@@ -62,7 +62,7 @@ constexpr CharTable MakeCharTable() {
     if (alpha || digit || c == '.') k |= kIdentChar;
     if (alpha || digit || c == '.' || c == '$' || c == '-') k |= kValueNameChar;
     if (digit) k |= kDigit;
-    if (c == ' ' || c == '\t' || c == '\r') k |= kBlank;
+    if (c == ' ' || c == '\t') k |= kBlank;
     t.classes[c] = k;
   }
   const struct {
@@ -102,7 +102,14 @@ class Lexer {
     size_t line_start = 0;
   };
 
-  explicit Lexer(absl::string_view source) : src_(source) {}
+  explicit Lexer(absl::string_view source) : src_(source) { set_state(Start(source)); }
+
+  // Where lexing `source` starts: after a UTF-8 byte order mark if it has one (line 1's
+  // columns then count from after it, as the diagnostics renderer does).
+  static State Start(absl::string_view source) {
+    const size_t skip = source.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
+    return State{skip, 1, skip};
+  }
 
   Token Next() {
     Token token;
@@ -115,7 +122,8 @@ class Lexer {
     using namespace lexer_internal;
     const char* s = src_.data();
     const size_t n = src_.size();
-    // Trivia: blanks and newlines inline; comments on the slow path.
+    // Trivia: blanks and newlines inline; comments on the slow path. Lines end at "\n",
+    // "\r\n" or a lone "\r" (the '\r' test comes after the common cases).
     while (pos_ < n) {
       char c = s[pos_];
       if (HasClass(c, kBlank)) {
@@ -123,6 +131,12 @@ class Lexer {
       } else if (c == '\n') {
         ++line_;
         line_start_ = ++pos_;
+      } else if (c == '\r') {
+        ++pos_;
+        if (pos_ >= n || s[pos_] != '\n') {
+          ++line_;
+          line_start_ = pos_;
+        }
       } else {
         break;
       }

@@ -122,6 +122,34 @@ TEST(LexerTest, InvalidCharactersAreSingleTokens) {
               ElementsAre("identifier:a", std::string("invalid token:\0", 15), "identifier:b"));
 }
 
+// A non-ASCII character is one invalid token (its whole UTF-8 sequence), not a lone
+// lead byte; a byte that starts no valid sequence is a token of its own.
+TEST(LexerTest, NonAsciiCharactersAreWholeTokens) {
+  EXPECT_THAT(Lex("a \xC3\xA9 b \xE2\x82\xAC \xF0\x9F\x98\x80 c"),
+              ElementsAre("identifier:a@1:1", "invalid token:\xC3\xA9@1:3", "identifier:b@1:6",
+                          "invalid token:\xE2\x82\xAC@1:8", "invalid token:\xF0\x9F\x98\x80@1:12",
+                          "identifier:c@1:17"));
+  // A truncated sequence, a stray continuation byte, an overlong encoding.
+  EXPECT_THAT(Texts("\xC3x \x80 \xC0\xAF"),
+              ElementsAre("invalid token:\xC3", "identifier:x", "invalid token:\x80",
+                          "invalid token:\xC0", "invalid token:\xAF"));
+}
+
+// Lines end at "\n", "\r\n" or a lone "\r"; a lone "\r" also ends comments and strings.
+TEST(LexerTest, LoneCarriageReturnsEndLines) {
+  EXPECT_THAT(Lex("a\rb\r\nc\n\rd // x\re \"s\rf"),
+              ElementsAre("identifier:a@1:1", "identifier:b@2:1", "identifier:c@3:1",
+                          "identifier:d@5:1", "identifier:e@6:1", "invalid token:\"s@6:3",
+                          "identifier:f@7:1"));
+}
+
+// A UTF-8 byte order mark at the start is skipped; columns on line 1 start after it.
+TEST(LexerTest, ByteOrderMarkIsSkipped) {
+  EXPECT_THAT(Lex("\xEF\xBB\xBF" "func @f"), ElementsAre("identifier:func@1:1", "symbol:f@1:6"));
+  // Only at the start of the file.
+  EXPECT_THAT(Texts("a \xEF\xBB\xBF"), ElementsAre("identifier:a", "invalid token:\xEF\xBB\xBF"));
+}
+
 TEST(LexerTest, ColumnsAreBytesAndLinesFollowNewlines) {
   std::vector<Token> tokens = Tokenize("mesh @m(tp=4)\n\nfunc\n\t%x");
   ASSERT_GE(tokens.size(), 10u);

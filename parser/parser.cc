@@ -129,12 +129,17 @@ class Parser {
     if (token.kind == TokenKind::kEof) return "end of file";
     if (token.kind == TokenKind::kError) {
       if (!token.text.empty() && token.text[0] == '"') return "an unterminated string";
-      return absl::StrCat("invalid character '", token.text, "'");
+      // The lexer makes one token of a well-formed non-ASCII character.
+      if (token.text.size() == 1 && static_cast<unsigned char>(token.text[0]) >= 0x80) {
+        return absl::StrCat("invalid byte ", DescribeCharacter(token.text));
+      }
+      return absl::StrCat("invalid character ", DescribeCharacter(token.text));
     }
-    std::string shown(token.text);
-    if (token.kind == TokenKind::kValueName) shown = absl::StrCat("%", token.text);
-    if (token.kind == TokenKind::kSymbol) shown = absl::StrCat("@", token.text);
-    if (token.kind == TokenKind::kString) shown = absl::StrCat("\"", token.text, "\"");
+    // Token text is shown escaped and cut short (a name may be megabytes long).
+    std::string shown = ShownText(token.text);
+    if (token.kind == TokenKind::kValueName) shown = absl::StrCat("%", shown);
+    if (token.kind == TokenKind::kSymbol) shown = absl::StrCat("@", shown);
+    if (token.kind == TokenKind::kString) shown = absl::StrCat("\"", shown, "\"");
     return absl::StrCat("'", shown, "'");
   }
 
@@ -175,7 +180,7 @@ class Parser {
   // Pass 1: meshes first, so that functions declared before their mesh can use it to
   // infer per-device types.
   void ParseMeshes() {
-    Reset(Mark{});
+    Reset(Mark{Lexer::Start(source_), 0});
     while (!AtEnd()) {
       Mark start = Here();
       if (Cur().IsIdentifier("mesh")) {
@@ -272,7 +277,7 @@ class Parser {
     }
     std::optional<ElementType> element_type = ParseElementType(Cur().text);
     if (!element_type) {
-      Error(Cur().loc, absl::StrCat("unknown element type '", Cur().text,
+      Error(Cur().loc, absl::StrCat("unknown element type '", ShownText(Cur().text),
                                     "' (expected f64, f32, f16, bf16, i64, i32, i1 or index)"));
       return Type();
     }
@@ -505,7 +510,7 @@ class Parser {
   Value* LookupName(const Token& token) {
     auto it = names_.find(token.text);
     if (it != names_.end()) return *it;
-    Error(token.loc, absl::StrCat("use of undefined value %", token.text));
+    Error(token.loc, absl::StrCat("use of undefined value %", ShownText(token.text)));
     // A typeless stand-in so that the rest of the statement still parses; it is never
     // reported again.
     Value* poison = poison_.AddArgument(Type(), std::string(token.text), token.loc);
@@ -736,7 +741,7 @@ class Parser {
     const OpDef* def = LookupOp(Cur().text);
     Location op_loc = Cur().loc;
     if (def == nullptr || def->Has(kTerminator) || def->kind == OpKind::kFor) {
-      Error(op_loc, absl::StrCat("unknown op '", Cur().text, "'"));
+      Error(op_loc, absl::StrCat("unknown op '", ShownText(Cur().text), "'"));
       return false;
     }
     Advance();
@@ -813,7 +818,7 @@ class Parser {
       case TokenKind::kFloat: {
         std::optional<double> v = NumberToken(t);
         if (!v) {
-          Error(t.loc, absl::StrCat("invalid number ", t.text));
+          Error(t.loc, absl::StrCat("invalid number ", ShownText(t.text)));
           return std::nullopt;
         }
         Advance();

@@ -1009,6 +1009,88 @@ TEST(ParserErrorTest, CrlfLineEndingsAndTabs) {
             "\t     ^\n");
 }
 
+// An unexpected non-ASCII character is named whole, and columns count characters: the
+// 'é' in the string before the 'ü' counts once.
+TEST(ParserErrorTest, NonAsciiCharactersAndCharacterColumns) {
+  EXPECT_EQ(Errors("func @f(%x: f32[4]) -> f32[4] {\n"
+                   "  %y = neg(%x) {s = \"\xC3\xA9\"} \xC3\xBC\n"
+                   "  return %x\n"
+                   "}\n"),
+            "t.commir:2:8: error: 'neg' has no attribute 's' (it takes none)\n"
+            "  %y = neg(%x) {s = \"\xC3\xA9\"} \xC3\xBC\n"
+            "       ^\n"
+            "t.commir:2:26: error: expected an op name, got invalid character '\xC3\xBC' (U+00FC)\n"
+            "  %y = neg(%x) {s = \"\xC3\xA9\"} \xC3\xBC\n"
+            "                         ^\n");
+}
+
+// NUL, control and invalid bytes are escaped in messages and in the quoted line, and
+// the caret still lines up under the reported character.
+TEST(ParserErrorTest, ControlAndInvalidBytesAreEscaped) {
+  static const char kSource[] = "func @f(%x: f32[4]) -> f32[4] {\n"
+                           "  \x01\n"
+                           "  \xFF\xFE\n"
+                           "  %z = neg(%x) {s = \"\0\"} : f32[4] $\n"
+                           "  return %x\n"
+                           "}\n";
+  const std::string source(kSource, sizeof(kSource) - 1);
+  EXPECT_EQ(Errors(source),
+            "t.commir:2:3: error: expected an op name, got invalid character '\\x01'\n"
+            "  \\x01\n"
+            "  ^\n"
+            "t.commir:3:3: error: expected an op name, got invalid byte '\\xFF'\n"
+            "  \\xFF\\xFE\n"
+            "  ^\n"
+            "t.commir:4:8: error: 'neg' has no attribute 's' (it takes none)\n"
+            "  %z = neg(%x) {s = \"\\x00\"} : f32[4] $\n"
+            "       ^\n"
+            "t.commir:4:35: error: expected an op name, got invalid character '$'\n"
+            "  %z = neg(%x) {s = \"\\x00\"} : f32[4] $\n"
+            "                                     ^\n");
+}
+
+// A UTF-8 byte order mark at the start of a file is skipped; columns on line 1 and the
+// quoted line do not count it.
+TEST(ParserErrorTest, ByteOrderMarkIsAccepted) {
+  EXPECT_EQ(Print("\xEF\xBB\xBF" "func @f(%x: f32[2]) -> f32[2] {\n  %y = neg(%x)\n  return %y\n}\n"),
+            "func @f(%x: f32[2]) -> f32[2] {\n  %y = neg(%x) : f32[2]\n  return %y\n}\n");
+  EXPECT_EQ(Errors("\xEF\xBB\xBF" "func @f() -> () { bogus() }\n"),
+            "t.commir:1:19: error: unknown op 'bogus'\n"
+            "func @f() -> () { bogus() }\n"
+            "                  ^\n");
+}
+
+// Files with lone '\r' line endings (classic Mac) get the right line numbers.
+TEST(ParserErrorTest, CarriageReturnLineEndings) {
+  EXPECT_EQ(Print("func @f(%x: f32[2]) -> f32[2] {\r  %y = neg(%x) // c\r  return %y\r}\r"),
+            "func @f(%x: f32[2]) -> f32[2] {\n  %y = neg(%x) : f32[2]\n  return %y\n}\n");
+  EXPECT_EQ(Errors("func @f() -> () {\r  bogus()\r\n}\rfunc @g() -> () {\r\r  also_bogus()\r}\r"),
+            "t.commir:2:3: error: unknown op 'bogus'\n"
+            "  bogus()\n"
+            "  ^\n"
+            "t.commir:6:3: error: unknown op 'also_bogus'\n"
+            "  also_bogus()\n"
+            "  ^\n");
+}
+
+// A 1 MB identifier is shown as its first 64 characters and its length, and the quoted
+// line is cut to a window around the caret.
+TEST(ParserErrorTest, LongTokensAndLinesAreTruncated) {
+  const std::string name(1 << 20, 'a');
+  std::string errors = Errors("func @f() -> () {\n  " + name + "()\n}\n");
+  EXPECT_EQ(errors, "t.commir:2:3: error: unknown op '" + std::string(64, 'a') +
+                        "... (1048576 characters)'\n  " + std::string(198, 'a') + "...\n  ^\n");
+  // A 3 MB line with the error at its end: the window ends at the line's end.
+  const std::string blanks(3000000, ' ');
+  errors = Errors("func @f() -> () {\n" + blanks + "$\n}\n");
+  EXPECT_EQ(errors, "t.commir:2:3000001: error: expected an op name, got invalid character '$'\n"
+                    "..." + std::string(199, ' ') + "$\n" + std::string(202, ' ') + "^\n");
+  // A long value name in a verifier-side message is cut the same way.
+  errors = Errors("func @f() -> () {\n  return %" + name + "\n}\n");
+  EXPECT_THAT(errors, HasSubstr("%" + std::string(64, 'a') + "... (1048576 characters)"));
+  EXPECT_LT(errors.size(), 1000u);  // not megabytes
+}
+
 TEST(ParserErrorTest, StatusRendering) {
   absl::StatusOr<std::unique_ptr<Module>> m =
       ParseModuleOrError("func @f() -> () {\n  bogus()\n}\n", "x.commir");

@@ -4,9 +4,11 @@
 #   2. bazel test //...                      (default config; builds everything)
 #   3. bazel test --config=asan //...        (ASan+UBSan; tests only, without
 #                                             targets tagged "no_asan")
-#   4. the tests tagged "fuzz" built with --config=fuzz (clang-14 + libFuzzer):
-#      the parser fuzzer runs for FUZZ_SECONDS (default 30) over its seed corpus,
-#      in an output base of its own so the main build cache stays warm
+#   4. the tests tagged "fuzz" built with --config=fuzz (clang-14 + libFuzzer): the
+#      parser fuzzer and the pass-pipeline fuzzer each run for FUZZ_SECONDS (default
+#      30) over their seed corpora, side by side (Bazel runs the two tests in parallel,
+#      so the stage still takes about FUZZ_SECONDS), in an output base of its own so
+#      the main build cache stays warm
 # Tests tagged "requires-gpu" are filtered out when no GPU is visible.
 # The last line printed is "N passed, N failed" (", N skipped" is appended when
 # targets were skipped, e.g. CUDA-only tests on a machine without CUDA), summed
@@ -16,7 +18,7 @@
 #   ./scripts/test.sh --test_output=all
 # Environment: COMMIR_SKIP_ASAN=1 skips run 3, COMMIR_SKIP_FUZZ=1 run 4;
 # FUZZ_SECONDS sets the fuzzing time; COMMIR_TEST_TARGETS overrides //... (runs 2
-# and 3) and COMMIR_FUZZ_TARGETS overrides //parser/... (run 4).
+# and 3) and COMMIR_FUZZ_TARGETS overrides //parser/... //transforms/fuzz/... (run 4).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -128,9 +130,9 @@ if [[ "${COMMIR_SKIP_FUZZ:-0}" != 1 ]]; then
     # convenience symlinks, so bazel-bin keeps pointing at the main build.
     fuzz_base="${HOME}/.cache/bazel-commir-fuzz/$(pwd -P | md5sum | cut -c1-12)"
     BAZEL_STARTUP=(--output_base="${fuzz_base}")
-    # The fuzz targets live in parser/. Expanding //... from this second output base
-    # would descend into the main build's convenience symlinks (bazel-<dir>/...).
-    read -r -a FUZZ_TARGETS <<<"${COMMIR_FUZZ_TARGETS:-//parser/...}"
+    # The fuzz targets live in parser/ and transforms/fuzz/. Expanding //... from this
+    # second output base would descend into the main build's convenience symlinks.
+    read -r -a FUZZ_TARGETS <<<"${COMMIR_FUZZ_TARGETS:-//parser/... //transforms/fuzz/...}"
     run_bazel_test fuzz --config=fuzz --symlink_prefix=/ --build_tests_only \
       --test_tag_filters=fuzz --test_env=FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$@" -- "${FUZZ_TARGETS[@]}"
     BAZEL_STARTUP=()
