@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   // relative to where they typed them.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) env.working_dir = dir;
   env.in = &std::cin;
+  env.in_fd = 0;
   env.out = &std::cout;
   env.err = &std::cerr;
   // The process exits right after; under sanitizers keep the teardown so that

@@ -132,6 +132,22 @@ expect_grep "$TMP/err" '<stdin>:2:3: error: '
 expect_status 1 "$OPT" "$TMP/does-not-exist.commir"
 expect_grep "$TMP/err" "$TMP/does-not-exist.commir: error: cannot open file"
 
+# Inputs that are not regular files: directories are refused, pipes and FIFOs stream.
+mkdir -p "$TMP/a_dir"
+expect_status 1 "$OPT" "$TMP/a_dir"
+expect_grep "$TMP/err" "$TMP/a_dir: error: cannot read file: it is a directory"
+[[ -s "$TMP/out" ]] && fail "a directory input printed output"
+expect_status 1 "$OPT" - <"$TMP/a_dir"
+expect_grep "$TMP/err" "<stdin>: error: cannot read file: it is a directory"
+[[ -s "$TMP/out" ]] && fail "a directory on stdin printed output"
+expect_status 0 "$OPT" <(cat "$TMP/good.commir")
+expect_file_equals "$TMP/out" "$CANONICAL"
+rm -f "$TMP/fifo" && mkfifo "$TMP/fifo"
+cat "$TMP/good.commir" >"$TMP/fifo" &
+expect_status 0 "$OPT" "$TMP/fifo"
+wait
+expect_file_equals "$TMP/out" "$CANONICAL"
+
 # ---- Bad usage: 2 ------------------------------------------------------------------------
 
 expect_status 2 "$OPT" --frobnicate "$TMP/good.commir"

@@ -345,6 +345,52 @@ TEST(CommirRun, BadInputsExitOne) {
   }
 }
 
+// Programs and .npy inputs that are not regular files: a directory is refused with a
+// clear message, a FIFO streams, and a device that never ends fails on its first bytes.
+TEST(CommirRun, InputsThatAreNotRegularFiles) {
+  std::string dir = FreshDir("not_regular");
+  ToolResult r = RunTool({dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr(dir + ": error: cannot read file: it is a directory")) << r;
+  r = RunTool({"-"}, dir);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("<stdin>: error: cannot read file: it is a directory")) << r;
+  r = RunTool({Data("add.commir"), "--input", "x=" + dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("directory")) << r;
+  // /dev/zero is all zero bytes: not the .npy magic, found without reading on.
+  r = RunTool({Data("add.commir"), "--input", "x=/dev/zero"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("/dev/zero: not a .npy file")) << r;
+  // A FIFO holding the program.
+  std::string fifo = dir + "/program.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  pid_t writer = fork();
+  if (writer == 0) {
+    int fd = open(fifo.c_str(), O_WRONLY);
+    std::string text = ReadFile(Data("add.commir"));
+    _exit(fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? 0 : 1);
+  }
+  r = RunTool({fifo});
+  int status = 0;
+  waitpid(writer, &status, 0);
+  EXPECT_EQ(r.code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("f32[2, 3]")) << r;
+}
+
+// A .npy file is read as far as its header promises: a header larger than the data that
+// follows is an error, and so is data beyond what the header promises.
+TEST(CommirRun, NpyDataMustMatchItsHeader) {
+  std::string dir = FreshDir("npy_sizes");
+  ASSERT_TRUE(runtime::WriteNpy(dir + "/x.npy", Tensor(ElementType::kF32, {2, 3})).ok());
+  WriteFile(dir + "/long.npy", ReadFile(dir + "/x.npy") + "extra");
+  ToolResult r = RunTool({Data("add.commir"), "--input", "x=" + dir + "/long.npy"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("long.npy")) << r;
+  r = RunTool({Data("add.commir"), "--input", "x=" + dir + "/x.npy"});
+  EXPECT_EQ(r.code, 0) << r;
+}
+
 // Parses "NAME  TYPE  min=A  max=B  mean=C" summary lines.
 std::map<std::string, double> ParseSummary(const std::string& line) {
   std::map<std::string, double> values;

@@ -21,6 +21,7 @@
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "tools/exit_codes.h"
+#include "tools/input_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pipeline.h"
 
@@ -140,32 +141,15 @@ std::string Resolve(const std::string& path, const std::string& working_dir) {
   return (std::filesystem::path(working_dir) / path).string();
 }
 
-// The whole of `path` ("-": env.in), or an error message naming the path as given.
+// The whole of `path` ("-": env.in_fd, or env.in), or an error message without the path.
 absl::StatusOr<std::string> ReadInput(const std::string& path, const OptEnvironment& env) {
-  if (path == "-") {
+  if (path == "-" && env.in_fd < 0) {
     std::ostringstream buffer;
     buffer << env.in->rdbuf();
     return buffer.str();
   }
-  std::ifstream in(Resolve(path, env.working_dir), std::ios::binary | std::ios::ate);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open file: ", std::strerror(errno)));
-  // Read a regular file in one piece: a stream copy doubles the work on large inputs.
-  std::streamoff size = in.tellg();
-  std::string text;
-  if (size > 0) {
-    text.resize(static_cast<size_t>(size));
-    in.seekg(0);
-    in.read(text.data(), size);
-  } else {
-    // Not seekable (a pipe or device): fall back to a stream copy.
-    in.clear();
-    in.seekg(0);
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
-  }
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read file: ", std::strerror(errno)));
-  return text;
+  if (path == "-") return ReadAllFromFd(env.in_fd);
+  return ReadInputFile(Resolve(path, env.working_dir));
 }
 
 }  // namespace

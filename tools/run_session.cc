@@ -29,6 +29,7 @@
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
 #include "tools/exit_codes.h"
+#include "tools/input_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -53,15 +54,11 @@ struct LoadedModule {
 
 std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded) {
   loaded.path = path == "-" ? "<stdin>" : path;
-  std::ostringstream buffer;
-  if (path == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Failure{kExitInvalidInput, absl::StrCat(path, ": error: cannot open file")};
-    buffer << in.rdbuf();
+  absl::StatusOr<std::string> source = ReadInputFile(path);
+  if (!source.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: ", source.status().message())};
   }
-  loaded.source = buffer.str();
+  loaded.source = *std::move(source);
   DiagnosticEngine diagnostics;
   loaded.module = ParseModule(loaded.source, diagnostics);
   if (loaded.module == nullptr) {
