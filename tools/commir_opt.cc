@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "tools/exit_codes.h"
 #include "tools/opt_driver.h"
+#include "tools/output_file.h"
 #include "transforms/pass_registry.h"
 
 int main(int argc, char** argv) {
@@ -25,5 +28,13 @@ int main(int argc, char** argv) {
 #if !defined(__SANITIZE_ADDRESS__)
   env.skip_module_teardown = true;
 #endif
-  return commir::RunCommirOpt(args, env);
+  int code = commir::RunCommirOpt(args, env);
+  // What went to stdout (the module, --help, --list-passes) must all have arrived.
+  if (code == commir::kExitSuccess) {
+    if (absl::Status s = commir::FinishStandardOutput(); !s.ok()) {
+      std::cerr << "commir-opt: error: " << s.message() << "\n";
+      code = commir::kExitInvalidInput;
+    }
+  }
+  return code;
 }

@@ -148,6 +148,39 @@ expect_status 0 "$OPT" "$TMP/fifo"
 wait
 expect_file_equals "$TMP/out" "$CANONICAL"
 
+# Lost output is an error (exit 1, naming the file and the OS error), never success.
+"$OPT" "$TMP/good.commir" >/dev/full 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "stdout on /dev/full exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': No space left on device"
+"$OPT" --list-passes >/dev/full 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "--list-passes on /dev/full exited $got, want 1"
+expect_status 1 "$OPT" "$TMP/good.commir" -o /dev/full
+expect_grep "$TMP/err" "cannot write '/dev/full': No space left on device"
+# Under a file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the output is
+# cut: -o leaves no partial file, nor a temporary one, and stdout is reported too.
+{
+  echo 'func @big(%x: f32[4]) -> f32[4] {'
+  for i in $(seq 1 200); do echo "  %v$i = neg(%x) : f32[4]"; done
+  echo '  return %x'
+  echo '}'
+} >"$TMP/big.commir"
+mkdir -p "$TMP/limited"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" -o "$TMP/limited/out.commir") 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "-o under a file-size limit exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '$TMP/limited/out.commir': File too large"
+[[ -n "$(ls -A "$TMP/limited")" ]] && fail "a failed -o left files: $(ls -A "$TMP/limited")"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" >"$TMP/limited_stdout") 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "stdout under a file-size limit exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': File too large"
+# A failed -o keeps what was there before.
+echo "previous" >"$TMP/limited/kept.commir"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" -o "$TMP/limited/kept.commir") 2>"$TMP/err"
+expect_file_equals "$TMP/limited/kept.commir" "previous"
+
 # ---- Bad usage: 2 ------------------------------------------------------------------------
 
 expect_status 2 "$OPT" --frobnicate "$TMP/good.commir"

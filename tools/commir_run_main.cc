@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tools/exit_codes.h"
+#include "tools/output_file.h"
 #include "tools/run_session.h"
 
 namespace commir {
@@ -129,7 +131,15 @@ int CommirRunMain(int argc, char** argv) {
       have_file = true;
     }
   }
-  return RunSession(request, std::cout, std::cerr);
+  // The report is written in one checked piece at the end, so that output lost to a
+  // full disk or a file-size limit is an error rather than a silent success.
+  std::ostringstream report;
+  int code = RunSession(request, report, std::cerr);
+  if (absl::Status s = WriteStandardOutput(report.str()); !s.ok()) {
+    std::cerr << "commir-run: error: " << s.message() << "\n";
+    if (code == kExitSuccess) code = kExitInvalidInput;
+  }
+  return code;
 }
 
 }  // namespace commir

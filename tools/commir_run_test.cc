@@ -4,6 +4,7 @@
 //
 // The binary's path comes as the first argument (`$(rootpath //:commir-run)` in the BUILD
 // file), relative to the test's working directory, the runfiles tree.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -84,8 +86,17 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 std::string Data(const std::string& name) { return "tools/testdata/" + name; }
 
-// Runs commir-run with `args`, optionally feeding `stdin_path` as its standard input.
+// Runs commir-run with `args`, optionally feeding `stdin_path` as its standard input;
+// `in_child` runs in the child just before exec (to limit it, or move its stdout).
+ToolResult RunToolWith(const std::vector<std::string>& args, const std::string& stdin_path,
+                       void (*in_child)());
+
 ToolResult RunTool(const std::vector<std::string>& args, const std::string& stdin_path = "") {
+  return RunToolWith(args, stdin_path, nullptr);
+}
+
+ToolResult RunToolWith(const std::vector<std::string>& args, const std::string& stdin_path,
+                       void (*in_child)()) {
   static int counter = 0;
   std::string base = absl::StrCat(TempDir(), "/run", counter++);
   std::string out_path = base + ".out", err_path = base + ".err";
@@ -98,6 +109,7 @@ ToolResult RunTool(const std::vector<std::string>& args, const std::string& stdi
     dup2(out, 1);
     dup2(err, 2);
     dup2(in, 0);
+    if (in_child != nullptr) in_child();
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(g_binary.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -389,6 +401,42 @@ TEST(CommirRun, NpyDataMustMatchItsHeader) {
   EXPECT_THAT(r.err, HasSubstr("long.npy")) << r;
   r = RunTool({Data("add.commir"), "--input", "x=" + dir + "/x.npy"});
   EXPECT_EQ(r.code, 0) << r;
+}
+
+// Lost output is an error (exit 1, naming the file and the OS error), and a failed
+// --output-dir or --trace file leaves nothing behind.
+void StdoutToDevFull() {
+  int full = open("/dev/full", O_WRONLY);
+  if (full >= 0) dup2(full, 1);
+}
+void LimitFileSizeTo4KiB() {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = {4096, 4096};
+  setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+TEST(CommirRun, LostOutputIsAnError) {
+  ToolResult r = RunToolWith({Data("add.commir")}, "", StdoutToDevFull);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
+
+  r = RunTool({Data("mlp.commir"), "--trace=/dev/full"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '/dev/full': No space left on device")) << r;
+
+  // mlp's result is 128 KiB: far over the limit.
+  std::string dir = FreshDir("limited");
+  r = RunToolWith({Data("mlp.commir"), "--output-dir=" + dir + "/out"}, "", LimitFileSizeTo4KiB);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("result0.npy': File too large")) << r;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/out")) << "a failed --output-dir left files";
+
+  std::string trace_dir = FreshDir("limited_trace");
+  r = RunToolWith({Data("transformer_block.commir"), "--trace=" + trace_dir + "/trace.json"}, "",
+                  LimitFileSizeTo4KiB);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("trace.json': File too large")) << r;
+  EXPECT_TRUE(std::filesystem::is_empty(trace_dir)) << "a failed --trace left files";
 }
 
 // Parses "NAME  TYPE  min=A  max=B  mean=C" summary lines.

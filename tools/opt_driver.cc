@@ -22,6 +22,7 @@
 #include "parser/parser.h"
 #include "tools/exit_codes.h"
 #include "tools/input_file.h"
+#include "tools/output_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pipeline.h"
 
@@ -211,14 +212,17 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
   if (parsed->output.empty() || parsed->output == "-") {
     *env.out << text;
     env.out->flush();
+    if (!*env.out) {
+      // Checked here, while errno still holds the failed write's error.
+      const int error = errno;
+      err << "commir-opt: error: cannot write '<stdout>': "
+          << (error != 0 ? std::strerror(error) : "the write failed") << "\n";
+      return kExitInvalidInput;
+    }
     return kExitSuccess;
   }
-  std::ofstream out(Resolve(parsed->output, env.working_dir), std::ios::binary | std::ios::trunc);
-  if (out) out << text;
-  out.close();
-  if (!out) {
-    err << "commir-opt: error: cannot write '" << parsed->output << "': " << std::strerror(errno)
-        << "\n";
+  if (absl::Status s = WriteOutputFile(Resolve(parsed->output, env.working_dir), text); !s.ok()) {
+    err << "commir-opt: error: " << s.message() << "\n";
     return kExitInvalidInput;
   }
   return kExitSuccess;

@@ -30,6 +30,7 @@
 #include "runtime/random_inputs.h"
 #include "tools/exit_codes.h"
 #include "tools/input_file.h"
+#include "tools/output_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -340,8 +341,7 @@ std::string Summarize(const Tensor& t) {
 
 std::optional<Failure> WriteTrace(const std::string& path, const Function& function,
                                   const std::vector<runtime::OpEvent>& events) {
-  std::ofstream out(path);
-  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  std::ostringstream out;
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
   absl::flat_hash_set<int64_t> devices;
@@ -365,7 +365,9 @@ std::optional<Failure> WriteTrace(const std::string& path, const Function& funct
                            e.op->loc().line, e.op->loc().col, function.name());
   }
   out << "\n]}\n";
-  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  if (absl::Status s = WriteOutputFile(path, out.str()); !s.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat("error: --trace: ", s.message())};
+  }
   return std::nullopt;
 }
 
@@ -513,8 +515,8 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
     std::filesystem::create_directories(request.output_dir, ec);
     for (size_t r = 0; r < results.size(); ++r) {
       std::string path = (std::filesystem::path(request.output_dir) / absl::StrCat("result", r, ".npy")).string();
-      if (absl::Status s = runtime::WriteNpy(path, results[r]); !s.ok()) {
-        return Report(err, {kExitInvalidInput, absl::StrCat("error: ", s.message())});
+      if (absl::Status s = WriteOutputFile(path, runtime::SerializeNpy(results[r])); !s.ok()) {
+        return Report(err, {kExitInvalidInput, absl::StrCat("error: --output-dir: ", s.message())});
       }
     }
   }
