@@ -194,6 +194,23 @@ expect_status 2 "$OPT" '--pass-pipeline=canonicalize{colour=red}' "$TMP/good.com
 expect_status 2 "$OPT" --emit=xml "$TMP/good.commir"
 expect_status 2 "$OPT" "$TMP/good.commir" "$TMP/good.commir"
 expect_status 2 "$OPT" --pass-pipeline
+# Out-of-range pass options are usage errors found when the pipeline is parsed.
+for case in 'pipeline-collective-matmul{chunks=0}:chunks' 'pipeline-collective-matmul{streams=0}:streams' \
+            'propagate-sharding{iterations=101}:iterations' 'propagate-sharding{iterations=0}:iterations' \
+            'canonicalize{max-rewrites=-2}:max-rewrites'; do
+  expect_status 2 "$OPT" "--pass-pipeline=${case%:*}" "$TMP/good.commir"
+  expect_grep "$TMP/err" "option '${case##*:}' must be "
+  [[ -s "$TMP/out" ]] && fail "'${case%:*}' printed output"
+done
+expect_status 0 "$OPT" '--pass-pipeline=propagate-sharding{iterations=100},canonicalize{max-rewrites=-1}' "$TMP/good.commir"
+expect_status 0 "$OPT" --list-passes
+expect_grep "$TMP/out" 'iterations: int in 1..100 = 1'
+expect_grep "$TMP/out" 'chunks: int >= 1 = 4'
+# A second --pass-pipeline or -o would silently replace the first.
+expect_status 2 "$OPT" --pass-pipeline=cse --pass-pipeline=dce "$TMP/good.commir"
+expect_grep "$TMP/err" "--pass-pipeline is given more than once"
+expect_status 2 "$OPT" -o "$TMP/o1" -o "$TMP/o2" "$TMP/good.commir"
+expect_grep "$TMP/err" "-o is given more than once"
 
 if [[ "$failures" -ne 0 ]]; then
   echo "$failures check(s) failed" >&2

@@ -3,6 +3,7 @@
 // The arguments are parsed by hand rather than with absl flags because absl's parser
 // exits with status 1 on an unknown flag, and the spec reserves 1 for invalid input:
 // bad usage must exit 2.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -105,22 +106,28 @@ int CommirRunMain(int argc, char** argv) {
       if (!absl::SimpleAtoi(value, &request.seed)) return UsageError(absl::StrCat("--seed needs a non-negative integer, got '", value, "'"));
     } else if (flag_value("--input")) {
       size_t eq = value.find('=');
-      if (eq == absl::string_view::npos || eq == 0) {
+      if (eq == absl::string_view::npos || eq == 0 || eq + 1 == value.size()) {
         return UsageError(absl::StrCat("--input needs NAME=FILE.npy, got '", value, "'"));
       }
       std::string name(absl::StripPrefix(value.substr(0, eq), "%"));
       request.inputs.emplace_back(name, ResolvePath(std::string(value.substr(eq + 1))));
     } else if (flag_value("--output-dir")) {
+      if (value.empty()) return UsageError("--output-dir needs a directory name");
       request.output_dir = ResolvePath(std::string(value));
     } else if (flag_value("--check-against")) {
       request.check_against = ResolvePath(std::string(value));
     } else if (flag_value("--rtol")) {
       double rtol = 0;
-      if (!absl::SimpleAtod(value, &rtol) || rtol < 0) return UsageError(absl::StrCat("--rtol needs a non-negative number, got '", value, "'"));
+      // NaN would pass nothing and infinity everything: neither is a tolerance.
+      if (!absl::SimpleAtod(value, &rtol) || !std::isfinite(rtol) || rtol < 0) {
+        return UsageError(
+            absl::StrCat("--rtol needs a finite non-negative number, got '", value, "'"));
+      }
       request.rtol = rtol;
     } else if (flag_value("--bench")) {
       if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
     } else if (flag_value("--trace")) {
+      if (value.empty()) return UsageError("--trace needs a file name");
       request.trace = ResolvePath(std::string(value));
     } else if (absl::StartsWith(arg, "-") && arg != "-") {
       return UsageError(absl::StrCat("unknown or incomplete flag '", arg, "'"));
@@ -130,6 +137,9 @@ int CommirRunMain(int argc, char** argv) {
       request.file = ResolvePath(arg);
       have_file = true;
     }
+  }
+  if (request.check && !request.check_against.empty()) {
+    return UsageError("--check and --check-against both choose the reference; give one");
   }
   // The report is written in one checked piece at the end, so that output lost to a
   // full disk or a file-size limit is an error rather than a silent success.

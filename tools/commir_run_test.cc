@@ -567,6 +567,14 @@ TEST(CommirRun, UsageErrorsExitTwo) {
       {Data("mlp.commir"), "--check=yes"},
       {Data("ring_ag_matmul.commir"), "--check"},
       {Data("mlp.commir"), "--backend=tpu"},
+      {Data("mlp.commir"), "--rtol=nan"},
+      {Data("mlp.commir"), "--rtol=1e400"},
+      {Data("mlp.commir"), "--rtol=inf"},
+      {Data("mlp.commir"), "--output-dir="},
+      {Data("mlp.commir"), "--trace="},
+      {Data("mlp.commir"), "--check", "--check-against=" + Data("mlp.commir")},
+      {Data("add.commir"), "--input", "x="},
+      {Data("mlp.commir"), "--init=gaussian"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(absl::StrJoin(args, " "));

@@ -67,6 +67,7 @@ struct OptArgs {
 absl::StatusOr<OptArgs> ParseArgs(const std::vector<std::string>& args) {
   OptArgs parsed;
   bool options_done = false;
+  bool seen_output = false, seen_pipeline = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
@@ -104,6 +105,13 @@ absl::StatusOr<OptArgs> ParseArgs(const std::vector<std::string>& args) {
     if (name == "pass-pipeline" || name == "o") {
       absl::StatusOr<std::string> v = value();
       if (!v.ok()) return v.status();
+      // A second one would silently replace the first.
+      bool& seen = name == "o" ? seen_output : seen_pipeline;
+      if (seen) {
+        return absl::InvalidArgumentError(absl::StrCat(name == "o" ? "-o" : "--pass-pipeline",
+                                                       " is given more than once"));
+      }
+      seen = true;
       (name == "o" ? parsed.output : parsed.pipeline) = *std::move(v);
       if (name == "o" && parsed.output.empty()) {
         return absl::InvalidArgumentError("option '-o' needs a file name");
