@@ -39,7 +39,8 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --rtol=X              relative L2 tolerance (default by element type)
   --bench=N             time N more runs; print min and median wall time
   --trace=FILE.json     write a Chrome/Perfetto trace of each device's ops
-  --allow-nonfinite     do not treat NaN or infinity in results as an error
+  --allow-nonfinite     do not treat NaN or infinity in results as an error (also
+                        under --check, which then compares them position by position)
   --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
                         within SECONDS of waiting (default 300; 0 waits forever)
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)

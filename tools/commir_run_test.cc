@@ -615,10 +615,39 @@ TEST(CommirRun, NonFiniteResults) {
   EXPECT_THAT(r.out, HasSubstr("%y  f32[16]  min="));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("nonfinite=[1-9]"));
   EXPECT_THAT(r.out, Not(HasSubstr("nan")));
-  // Under --check the NaNs are compared with the reference's, which has the same ones.
+  // One rule with and without --check: non-finite results need --allow-nonfinite (a
+  // reference computing the same NaNs vouches for nothing); given it, --check compares
+  // them with the reference's, position by position.
   r = RunTool({Data("nonfinite.commir"), "--check"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("non-finite"));
+  EXPECT_THAT(r.err, HasSubstr("--allow-nonfinite"));
+  EXPECT_EQ(LinesWith(r.out, "PASS").size(), 0u) << r;
+  r = RunTool({Data("nonfinite.commir"), "--check", "--allow-nonfinite"});
   EXPECT_EQ(r.code, 0) << r;
   EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+}
+
+// A NaN in an input gets the same verdict with and without --check.
+TEST(CommirRun, NanInputSameVerdictWithAndWithoutCheck) {
+  std::string dir = FreshDir("nan_input");
+  std::vector<double> values(6, 0.5);
+  values[4] = std::nan("");
+  ASSERT_TRUE(
+      runtime::WriteNpy(dir + "/x.npy", Tensor::FromDouble(ElementType::kF32, {2, 3}, values)).ok());
+  const std::string input = "x=" + dir + "/x.npy";
+  for (bool check : {false, true}) {
+    SCOPED_TRACE(check ? "--check" : "no --check");
+    std::vector<std::string> args = {Data("add.commir"), "--input", input};
+    if (check) args.push_back("--check");
+    ToolResult r = RunTool(args);
+    EXPECT_EQ(r.code, 1) << r;
+    EXPECT_THAT(r.err, HasSubstr("%z: 1 non-finite value (1 NaN, 0 infinite)")) << r;
+    args.push_back("--allow-nonfinite");
+    r = RunTool(args);
+    EXPECT_EQ(r.code, 0) << r;
+    if (check) EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+  }
 }
 
 TEST(CommirRun, BenchPrintsMinAndMedian) {

@@ -499,13 +499,16 @@ int RunSession(const RunRequest& request, std::ostream& out, std::ostream& err) 
   }
 
   std::vector<std::string> names = ResultNames(*function);
-  if (!request.allow_nonfinite && reference == nullptr) {
-    for (size_t r = 0; r < results.size(); ++r) {
-      if (absl::Status s = runtime::CheckAllFinite(names[r], results[r]); !s.ok()) {
-        return Report(err, {kExitInvalidInput,
-                            absl::StrCat("error: ", s.message(),
-                                         " (pass --allow-nonfinite if that is expected)")});
-      }
+  // One rule with and without --check (docs/format-decisions.md, "Non-finite results"):
+  // non-finite values need --allow-nonfinite, since a reference that computes the same
+  // NaNs vouches for nothing; given it, --check compares them position by position.
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (absl::Status s = runtime::CheckNonFiniteAllowed(names[r], results[r],
+                                                        request.allow_nonfinite);
+        !s.ok()) {
+      return Report(err, {kExitInvalidInput,
+                          absl::StrCat("error: ", s.message(),
+                                       " (pass --allow-nonfinite if that is expected)")});
     }
   }
 
