@@ -15,13 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tools/exit_codes.h"
+#include "tools/input_init.h"
 #include "tools/output_file.h"
 #include "tools/run_session.h"
 
 namespace commir {
 namespace {
 
-constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S]
+constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S] [--init=I]
                   [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
                   [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
@@ -31,7 +32,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --backend=B           cpu (default: simulates every device in one process) or cuda
                         (GPUs; one process per GPU under torchrun/srun/mpirun, or one
                         process driving every visible GPU; devices may share a GPU)
-  --seed=S              seed of the random inputs (default 0); uniform in [-1, 1)
+  --seed=S              seed of the random inputs (default 0)
+  --init=uniform|scaled random inputs: uniform in [-1, 1) (default), or scaled: matmul
+                        weights [K, N] with variance 1/K, norm weights 1, biases 0
   --input NAME=FILE     argument %NAME from a .npy file (repeatable)
   --output-dir=DIR      write result<i>.npy for each result
   --check               compare with the global function run on one device
@@ -99,6 +102,10 @@ int CommirRunMain(int argc, char** argv) {
                                        value, "'"));
       }
       request.timeout_seconds = seconds;
+    } else if (flag_value("--init")) {
+      absl::StatusOr<InitScheme> scheme = ParseInitScheme(value);
+      if (!scheme.ok()) return UsageError(std::string(scheme.status().message()));
+      request.init = *scheme;
     } else if (flag_value("--func")) {
       request.func = std::string(absl::StripPrefix(value, "@"));
     } else if (flag_value("--backend")) {

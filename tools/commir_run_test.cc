@@ -507,6 +507,14 @@ TEST(CommirRun, InputsDoNotDependOnTheDeviceCount) {
     std::string out = base + "/" + file;
     ToolResult r = RunTool({Data(file), "--seed=3", "--output-dir=" + out});
     ASSERT_EQ(r.code, 0) << r;
+    // --init=scaled draws from the same global values, whatever the device count.
+    ToolResult scaled =
+        RunTool({Data(file), "--seed=3", "--init=scaled", "--output-dir=" + out + "_scaled"});
+    ASSERT_EQ(scaled.code, 0) << scaled;
+    EXPECT_TRUE(ReadNpyOrDie(out + "_scaled/result0.npy")
+                    .BitwiseEqual(ReadNpyOrDie(base + "/same_global.commir_scaled/result0.npy")))
+        << file;
+    ASSERT_EQ(r.code, 0) << r;
     results.push_back({ReadNpyOrDie(out + "/result0.npy"), ReadNpyOrDie(out + "/result1.npy")});
   }
   for (size_t i = 1; i < results.size(); ++i) {
@@ -519,6 +527,61 @@ TEST(CommirRun, InputsDoNotDependOnTheDeviceCount) {
     EXPECT_EQ(r.code, 0) << r;
     EXPECT_EQ(LinesWith(r.out, "PASS").size(), 2u) << r;
   }
+}
+
+// --init=scaled: a matmul's contracted operand [K, N] is uniform scaled to variance 1/K,
+// norm weights are 1 and biases 0, everything else uniform [-1, 1) as by default.
+TEST(CommirRun, ScaledInitFollowsEachArgumentsRole) {
+  std::string out = FreshDir("init_roles");
+  ToolResult r = RunTool({Data("init_roles.commir"), "--init=scaled", "--seed=5",
+                          "--output-dir=" + out});
+  ASSERT_EQ(r.code, 0) << r;
+  Tensor x = ReadNpyOrDie(out + "/result1.npy");
+  EXPECT_TRUE(x.BitwiseEqual(runtime::RandomGlobalTensor(5, 0, ElementType::kF32, {8, 16})));
+  Tensor w = ReadNpyOrDie(out + "/result2.npy");
+  const double bound = std::sqrt(3.0 / 16);  // uniform (-a, a) has variance a^2 / 3 = 1/16
+  std::vector<double> wv = w.ToDouble();
+  ASSERT_EQ(wv.size(), 16u * 32u);
+  double sum_sq = 0;
+  for (size_t e = 0; e < wv.size(); ++e) {
+    EXPECT_EQ(wv[e], static_cast<float>(runtime::RandomUniformValue(5, 1, e) * bound)) << e;
+    sum_sq += wv[e] * wv[e];
+  }
+  EXPECT_NEAR(sum_sq / wv.size(), 1.0 / 16, 0.2 / 16);
+  EXPECT_EQ(ReadNpyOrDie(out + "/result3.npy").ToDouble(), std::vector<double>(32, 0.0));
+  EXPECT_EQ(ReadNpyOrDie(out + "/result4.npy").ToDouble(), std::vector<double>(32, 1.0));
+  EXPECT_EQ(ReadNpyOrDie(out + "/result5.npy").ToDouble(), std::vector<double>(32, 0.0));
+  // The default is the spec's uniform [-1, 1) for every argument.
+  std::string plain = FreshDir("init_uniform");
+  r = RunTool({Data("init_roles.commir"), "--seed=5", "--output-dir=" + plain});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_TRUE(ReadNpyOrDie(plain + "/result2.npy")
+                  .BitwiseEqual(runtime::RandomGlobalTensor(5, 1, ElementType::kF32, {16, 32})));
+  r = RunTool({Data("init_roles.commir"), "--init=uniform", "--seed=5", "--output-dir=" + out});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_TRUE(ReadNpyOrDie(out + "/result2.npy").BitwiseEqual(ReadNpyOrDie(plain + "/result2.npy")));
+}
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.ToDouble()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+TEST(CommirRun, DeepChainStaysInRangeWithScaledInit) {
+  std::string base = FreshDir("deep");
+  ToolResult r = RunTool({Data("deep_mlp.commir"), "--init=scaled", "--output-dir=" + base + "/s"});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_LT(MaxAbs(ReadNpyOrDie(base + "/s/result0.npy")), 10.0);
+  r = RunTool({Data("deep_mlp.commir"), "--output-dir=" + base + "/u"});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_GT(MaxAbs(ReadNpyOrDie(base + "/u/result0.npy")), 1e5);
+}
+
+TEST(CommirRun, UnknownInitListsTheValidOnes) {
+  ToolResult r = RunTool({Data("mlp.commir"), "--init=gaussian"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--init must be one of uniform, scaled; got 'gaussian'")) << r;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -144,6 +144,7 @@ std::optional<Failure> MakeInputs(const RunRequest& request, const Function& fun
                      absl::StrFormat("error: --input %s is given more than once", name)};
     }
   }
+  const std::vector<runtime::InitRule> rules = InitRulesFor(function, request.init);
   for (int i = 0; i < body.num_arguments(); ++i) {
     Type type = function.arg_types()[i];
     const std::string& name = body.argument(i)->name();
@@ -155,7 +156,8 @@ std::optional<Failure> MakeInputs(const RunRequest& request, const Function& fun
                                      name)};
     }
     if (it == request.inputs.end()) {
-      inputs.push_back(runtime::RandomGlobalTensor(request.seed, i, type.element_type(), type.dims()));
+      inputs.push_back(
+          runtime::RandomGlobalTensor(request.seed, i, type.element_type(), type.dims(), rules[i]));
       continue;
     }
     absl::StatusOr<Tensor> loaded = runtime::ReadNpy(it->second);
