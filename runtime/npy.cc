@@ -485,6 +485,12 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
     // One byte more than promised is enough to report trailing data.
     if (absl::Status s = ReadMore(file, 1, bytes, path); !s.ok()) return s;
   }
+  if (bytes.size() > *total) {
+    // How much follows is not counted: the file may never end.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: trailing garbage: the file goes on past the %d bytes its header promises", path,
+        *total));
+  }
   return ParseNpy(bytes, path);
 }
 
