@@ -156,6 +156,7 @@ expect_grep "$TMP/err" "cannot write '<stdout>': No space left on device"
 "$OPT" --list-passes >/dev/full 2>"$TMP/err"
 got=$?
 [[ "$got" == 1 ]] || fail "--list-passes on /dev/full exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': No space left on device"
 expect_status 1 "$OPT" "$TMP/good.commir" -o /dev/full
 expect_grep "$TMP/err" "cannot write '/dev/full': No space left on device"
 # Under a file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the output is

@@ -87,7 +87,10 @@ int CommirRunMain(int argc, char** argv) {
       return false;
     };
     if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
+      if (absl::Status s = WriteStandardOutput(kUsage); !s.ok()) {
+        std::cerr << "commir-run: error: " << s.message() << "\n";
+        return kExitInvalidInput;
+      }
       return kExitSuccess;
     } else if (arg == "--check") {
       request.check = true;

@@ -419,6 +419,9 @@ TEST(CommirRun, LostOutputIsAnError) {
   ToolResult r = RunToolWith({Data("add.commir")}, "", StdoutToDevFull);
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
+  r = RunToolWith({"--help"}, "", StdoutToDevFull);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
 
   r = RunTool({Data("mlp.commir"), "--trace=/dev/full"});
   EXPECT_EQ(r.code, 1) << r;
@@ -709,7 +712,9 @@ TEST(CommirRun, NanInputSameVerdictWithAndWithoutCheck) {
     args.push_back("--allow-nonfinite");
     r = RunTool(args);
     EXPECT_EQ(r.code, 0) << r;
-    if (check) EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+    if (check) {
+      EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+    }
   }
 }
 

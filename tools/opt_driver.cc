@@ -9,6 +9,7 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -161,6 +162,19 @@ absl::StatusOr<std::string> ReadInput(const std::string& path, const OptEnvironm
   return ReadInputFile(Resolve(path, env.working_dir));
 }
 
+// Writes `text` to env.out and flushes it, checking the stream right away, while errno
+// still holds a failed write's error.
+int WriteToOut(std::string_view text, const OptEnvironment& env) {
+  errno = 0;
+  *env.out << text;
+  env.out->flush();
+  if (*env.out) return kExitSuccess;
+  const int error = errno;
+  *env.err << "commir-opt: error: cannot write '<stdout>': "
+           << (error != 0 ? std::strerror(error) : "the write failed") << "\n";
+  return kExitInvalidInput;
+}
+
 }  // namespace
 
 int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env) {
@@ -171,14 +185,8 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
         << "Try 'commir-opt --help' for usage.\n";
     return kExitUsage;
   }
-  if (parsed->help) {
-    *env.out << kUsage;
-    return kExitSuccess;
-  }
-  if (parsed->list_passes) {
-    *env.out << DescribePasses(env.registry);
-    return kExitSuccess;
-  }
+  if (parsed->help) return WriteToOut(kUsage, env);
+  if (parsed->list_passes) return WriteToOut(DescribePasses(env.registry), env);
 
   // The pipeline is checked before the input is read: a usage error wins.
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
@@ -217,18 +225,7 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
 
   std::string text = parsed->emit == Emit::kDot ? PrintDot(*module) : PrintModule(*module);
   if (env.skip_module_teardown) (void)module.release();
-  if (parsed->output.empty() || parsed->output == "-") {
-    *env.out << text;
-    env.out->flush();
-    if (!*env.out) {
-      // Checked here, while errno still holds the failed write's error.
-      const int error = errno;
-      err << "commir-opt: error: cannot write '<stdout>': "
-          << (error != 0 ? std::strerror(error) : "the write failed") << "\n";
-      return kExitInvalidInput;
-    }
-    return kExitSuccess;
-  }
+  if (parsed->output.empty() || parsed->output == "-") return WriteToOut(text, env);
   if (absl::Status s = WriteOutputFile(Resolve(parsed->output, env.working_dir), text); !s.ok()) {
     err << "commir-opt: error: " << s.message() << "\n";
     return kExitInvalidInput;
