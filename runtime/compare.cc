@@ -161,4 +161,10 @@ absl::Status CheckAllFinite(std::string_view name, const Tensor& tensor) {
                       FormatIndex(tensor.shape(), first), tensor.GetAsDouble(first)));
 }
 
+absl::Status CheckNonFiniteAllowed(std::string_view name, const Tensor& result,
+                                   bool allow_nonfinite) {
+  if (allow_nonfinite) return absl::OkStatus();
+  return CheckAllFinite(name, result);
+}
+
 }  // namespace commir::runtime

@@ -17,6 +17,12 @@
 // produce them, e.g. a fully masked attention row's lse of -inf). A NaN or infinity
 // where the reference has anything else (a finite value, the other infinity, NaN) is a
 // FAIL whatever the tolerance, and so is a finite value where the reference is not.
+//
+// commir-run applies one rule to non-finite results, with or without --check
+// (CheckNonFiniteAllowed): NaN or infinity in a result is an error unless the user
+// allows it (--allow-nonfinite). A --check reference that computes the same NaNs
+// vouches for nothing (it is the same program, usually), so it does not excuse them;
+// once allowed, the comparison above decides, position by position.
 #ifndef COMMIR_RUNTIME_COMPARE_H_
 #define COMMIR_RUNTIME_COMPARE_H_
 
@@ -61,6 +67,11 @@ std::string FormatComparison(const Comparison& comparison);
 // element's index and value, e.g.
 //   "result %r: 3 non-finite values (2 NaN, 1 infinite), the first at [0, 1] is nan".
 absl::Status CheckAllFinite(std::string_view name, const Tensor& tensor);
+
+// The rule for non-finite values in a result, with or without a reference (see the top
+// of this file): OK when `allow_nonfinite`, otherwise CheckAllFinite.
+absl::Status CheckNonFiniteAllowed(std::string_view name, const Tensor& result,
+                                   bool allow_nonfinite);
 
 }  // namespace commir::runtime
 

@@ -195,5 +195,16 @@ TEST(CompareTest, CheckAllFiniteNamesCountAndFirstIndex) {
   EXPECT_FALSE(CheckAllFinite("%z", Make(ElementType::kBF16, {3}, {0, 0, kNaN})).ok());
 }
 
+TEST(CompareTest, NonFiniteResultsNeedPermissionWithOrWithoutAReference) {
+  Tensor nan = Tensor::FromDouble(ElementType::kF32, {2}, {1.0, std::nan("")});
+  Tensor finite = Tensor::FromDouble(ElementType::kF32, {2}, {1.0, 2.0});
+  EXPECT_FALSE(CheckNonFiniteAllowed("%r", nan, /*allow_nonfinite=*/false).ok());
+  EXPECT_TRUE(CheckNonFiniteAllowed("%r", nan, /*allow_nonfinite=*/true).ok());
+  EXPECT_TRUE(CheckNonFiniteAllowed("%r", finite, /*allow_nonfinite=*/false).ok());
+  // Once allowed, the comparison decides: same positions match, a finite reference fails.
+  EXPECT_TRUE(CompareWithReference("%r", nan, nan, 1e-5).pass);
+  EXPECT_FALSE(CompareWithReference("%r", nan, finite, 1e-5).pass);
+}
+
 }  // namespace
 }  // namespace commir::runtime

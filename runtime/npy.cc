@@ -1,5 +1,6 @@
 #include "runtime/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -261,9 +262,28 @@ std::optional<int64_t> CheckedNumElements(absl::Span<const int64_t> shape, int64
   return has_zero ? 0 : nonzero_product;
 }
 
-}  // namespace
+// Where a .npy file's parts are, from its preamble and header.
+struct NpyLayout {
+  ElementType type;
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;  // preamble + header
+  size_t data_bytes = 0;   // what the shape and dtype promise
+};
 
-absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, std::string_view name_for_errors) {
+// NumPy itself refuses headers over 10000 bytes by default; this is far above that and
+// keeps a bogus 4 GiB header length from being read.
+constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
+
+// The preamble's length and the header's, from the first bytes of a .npy file (the
+// header itself need not be there yet).
+struct NpyPreamble {
+  size_t preamble = 0;
+  size_t header_size = 0;
+};
+
+absl::StatusOr<NpyPreamble> ParseNpyPreamble(std::string_view bytes,
+                                             std::string_view name_for_errors) {
   // `what` is a std::string or an absl::string_view (a status message).
   auto malformed = [&](const auto& what) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", name_for_errors, what));
@@ -294,6 +314,22 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, std::string_view name_fo
   }
   const size_t header_size =
       ReadLittleEndian(bytes, kMagic.size() + 2, preamble - kMagic.size() - 2);
+  if (header_size > kMaxHeaderBytes) {
+    return malformed(absl::StrFormat("the header length %d is over the %d bytes this reader accepts",
+                                     header_size, kMaxHeaderBytes));
+  }
+  return NpyPreamble{preamble, header_size};
+}
+
+// Parses the preamble and header of `bytes`, which must hold at least the header.
+absl::StatusOr<NpyLayout> ParseNpyLayout(std::string_view bytes, std::string_view name_for_errors) {
+  auto malformed = [&](const auto& what) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", name_for_errors, what));
+  };
+  absl::StatusOr<NpyPreamble> parsed_preamble = ParseNpyPreamble(bytes, name_for_errors);
+  if (!parsed_preamble.ok()) return parsed_preamble.status();
+  const size_t preamble = parsed_preamble->preamble;
+  const size_t header_size = parsed_preamble->header_size;
   if (bytes.size() - preamble < header_size) {
     return malformed(
         absl::StrFormat("truncated header: the header length is %d bytes but only %d follow",
@@ -326,8 +362,34 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, std::string_view name_fo
   if (!count) {
     return malformed(absl::StrFormat("shape %s is too large", PythonShapeTuple(header->shape)));
   }
-  const std::string_view data = bytes.substr(preamble + header_size);
-  const size_t needed = static_cast<size_t>(*count * width);
+  return NpyLayout{*type, header->descr, std::move(header->shape), preamble + header_size,
+                   static_cast<size_t>(*count * width)};
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> NpyHeaderEnd(std::string_view prefix, std::string_view name_for_errors) {
+  absl::StatusOr<NpyPreamble> parsed = ParseNpyPreamble(prefix, name_for_errors);
+  if (!parsed.ok()) return parsed.status();
+  return parsed->preamble + parsed->header_size;
+}
+
+absl::StatusOr<size_t> NpyFileSize(std::string_view prefix, std::string_view name_for_errors) {
+  absl::StatusOr<NpyLayout> layout = ParseNpyLayout(prefix, name_for_errors);
+  if (!layout.ok()) return layout.status();
+  return layout->data_offset + layout->data_bytes;
+}
+
+absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, std::string_view name_for_errors) {
+  auto malformed = [&](const auto& what) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", name_for_errors, what));
+  };
+  absl::StatusOr<NpyLayout> layout = ParseNpyLayout(bytes, name_for_errors);
+  if (!layout.ok()) return layout.status();
+  const ElementType* type = &layout->type;
+  NpyLayout* header = &*layout;
+  const std::string_view data = bytes.substr(layout->data_offset);
+  const size_t needed = layout->data_bytes;
   if (data.size() < needed) {
     return malformed(absl::StrFormat(
         "data size mismatch: shape %s of '%s' needs %d bytes but only %d follow the header",
@@ -376,16 +438,59 @@ std::string SerializeNpy(const Tensor& tensor) {
   return out;
 }
 
+namespace {
+
+// Reads up to `count` more bytes of `file` onto `bytes`; fewer only at end of file.
+absl::Status ReadMore(std::FILE* file, size_t count, std::string& bytes, const std::string& path) {
+  char buffer[1 << 16];
+  while (count > 0) {
+    const size_t got = std::fread(buffer, 1, std::min(count, sizeof(buffer)), file);
+    bytes.append(buffer, got);
+    count -= got;
+    if (got == 0) break;
+  }
+  if (std::ferror(file)) {
+    const int error = errno;
+    if (error == EISDIR) return absl::InvalidArgumentError(absl::StrFormat("%s: is a directory", path));
+    return absl::ErrnoToStatus(error, absl::StrFormat("cannot read %s", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return absl::ErrnoToStatus(errno, absl::StrFormat("cannot open %s", path));
   absl::Cleanup closer = [file] { std::fclose(file); };
 
+  // Read in the order the format is checked, so that a file that is not .npy (or a
+  // device that never ends, such as /dev/zero) fails on its first bytes, and read
+  // exactly the bytes the header promises plus one to detect trailing data. ParseNpy
+  // then checks the whole with its usual messages.
   std::string bytes;
-  char buffer[1 << 16];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, got);
-  if (std::ferror(file)) return absl::ErrnoToStatus(errno, absl::StrFormat("cannot read %s", path));
+  if (absl::Status s = ReadMore(file, kPreambleV2, bytes, path); !s.ok()) return s;
+  // A bad magic string or version fails here; otherwise learn the header's length.
+  if (absl::StatusOr<size_t> header_end = NpyHeaderEnd(bytes, path); !header_end.ok()) {
+    return header_end.status();
+  } else if (*header_end > bytes.size()) {
+    if (absl::Status s = ReadMore(file, *header_end - bytes.size(), bytes, path); !s.ok()) return s;
+  }
+  absl::StatusOr<size_t> total = NpyFileSize(bytes, path);
+  if (!total.ok()) return total.status();
+  if (*total > bytes.size()) {
+    if (absl::Status s = ReadMore(file, *total - bytes.size(), bytes, path); !s.ok()) return s;
+  }
+  if (bytes.size() == *total) {
+    // One byte more than promised is enough to report trailing data.
+    if (absl::Status s = ReadMore(file, 1, bytes, path); !s.ok()) return s;
+  }
+  if (bytes.size() > *total) {
+    // How much follows is not counted: the file may never end.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: trailing garbage: the file goes on past the %d bytes its header promises", path,
+        *total));
+  }
   return ParseNpy(bytes, path);
 }
 

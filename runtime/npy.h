@@ -31,10 +31,19 @@ namespace commir::runtime {
 // error message.
 absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, std::string_view name_for_errors);
 
+// For reading a .npy file piece by piece: from its first 12 bytes (fewer if the file is
+// shorter), where its header ends; from everything up to there, the file's whole size as
+// its header promises it. Errors are ParseNpy's (bad magic, version, header).
+absl::StatusOr<size_t> NpyHeaderEnd(std::string_view prefix, std::string_view name_for_errors);
+absl::StatusOr<size_t> NpyFileSize(std::string_view prefix, std::string_view name_for_errors);
+
 // The bytes of a .npy file holding `tensor` (see above for the dtype chosen).
 std::string SerializeNpy(const Tensor& tensor);
 
 // File variants of the two above. I/O failures carry the errno-derived status code.
+// ReadNpy reads in the order the format is checked (magic, header, then exactly the
+// bytes the header promises and one more to detect trailing data), so a file that is not
+// .npy, or a device that never ends, fails without being read through.
 absl::StatusOr<Tensor> ReadNpy(const std::string& path);
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor);
 

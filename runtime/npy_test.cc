@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -294,6 +295,30 @@ TEST(NpyTest, RejectsDataOfTheWrongSize) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->num_elements(), 0);
   EXPECT_EQ(empty->shape(), (std::vector<int64_t>{4294967296, 0, 1000}));
+}
+
+// ReadNpy reads in the order the format is checked: a device that never ends fails on
+// its first bytes, a file is read only as far as its header promises (plus one byte), and
+// the usual size errors still come out.
+TEST(NpyTest, ReadNpyReadsOnlyWhatTheHeaderPromises) {
+  EXPECT_TRUE(FailsWith(ReadNpy("/dev/zero"), {"/dev/zero: not a .npy file (bad magic string)"}));
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  absl::StatusOr<Tensor> good = ReadNpy(write("good.npy", NpyBytes(1, kF32Header34, Floats(12))));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->shape(), (std::vector<int64_t>{3, 4}));
+  EXPECT_TRUE(FailsWith(ReadNpy(write("short.npy", NpyBytes(1, kF32Header34, Floats(11)))),
+                        {"needs 48 bytes but only 44"}));
+  EXPECT_TRUE(
+      FailsWith(ReadNpy(write("long.npy", NpyBytes(1, kF32Header34, Floats(12) + "xyz"))),
+                {"long.npy: trailing garbage: the file goes on past the"}));
+  // A version 2.0 preamble promising a 4 GiB header is refused before reading it.
+  std::string huge_header = std::string("\x93NUMPY\x02\x00", 8) + std::string("\xff\xff\xff\xff", 4);
+  EXPECT_TRUE(FailsWith(ReadNpy(write("huge_header.npy", huge_header)),
+                        {"the header length 4294967295 is over the 1048576 bytes"}));
 }
 
 TEST(NpyTest, FilesRoundTripAndErrorsNameThePath) {

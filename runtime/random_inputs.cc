@@ -39,13 +39,24 @@ double RandomUniformValue(uint64_t seed, int arg_index, int64_t element_index) {
 
 Tensor RandomGlobalTensor(uint64_t seed, int arg_index, ElementType type,
                           absl::Span<const int64_t> shape) {
+  return RandomGlobalTensor(seed, arg_index, type, shape, InitRule{});
+}
+
+Tensor RandomGlobalTensor(uint64_t seed, int arg_index, ElementType type,
+                          absl::Span<const int64_t> shape, const InitRule& rule) {
   Tensor tensor(type, std::vector<int64_t>(shape.begin(), shape.end()));
+  if (rule.kind == InitRule::Kind::kConstant) {
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetFromDouble(i, rule.value);
+    return tensor;
+  }
+  const double scale =
+      rule.kind == InitRule::Kind::kScaledUniform && IsFloatType(type) ? rule.value : 1.0;
   const uint64_t key = StreamKey(seed, arg_index);
   for (int64_t i = 0; i < tensor.num_elements(); ++i) {
     const double value = UniformFromKey(key, i);
     // SetFromDouble rounds to nearest even for floats and integers alike, but would map
     // every nonzero value to 1 for i1; a sign test gives a fair coin instead.
-    tensor.SetFromDouble(i, type == ElementType::kI1 ? (value >= 0.0 ? 1.0 : 0.0) : value);
+    tensor.SetFromDouble(i, type == ElementType::kI1 ? (value >= 0.0 ? 1.0 : 0.0) : value * scale);
   }
   return tensor;
 }

@@ -38,6 +38,20 @@ double RandomUniformValue(uint64_t seed, int arg_index, int64_t element_index);
 Tensor RandomGlobalTensor(uint64_t seed, int arg_index, ElementType type,
                           absl::Span<const int64_t> shape);
 
+// How one argument's values are drawn (commir-run --init): the uniform values above;
+// those values times `value` (uniform in [-value, value), for float types only: integer
+// and i1 arguments keep the plain rule); or every element `value`.
+struct InitRule {
+  enum class Kind { kUniform, kScaledUniform, kConstant };
+  Kind kind = Kind::kUniform;
+  double value = 1;
+};
+
+// As above, drawn by `rule`. Still a pure function of (seed, arg_index, element index),
+// so the values do not depend on the device count either.
+Tensor RandomGlobalTensor(uint64_t seed, int arg_index, ElementType type,
+                          absl::Span<const int64_t> shape, const InitRule& rule);
+
 }  // namespace commir::runtime
 
 #endif  // COMMIR_RUNTIME_RANDOM_INPUTS_H_

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "tools/exit_codes.h"
 #include "tools/opt_driver.h"
+#include "tools/output_file.h"
 #include "transforms/pass_registry.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +20,7 @@ int main(int argc, char** argv) {
   // relative to where they typed them.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) env.working_dir = dir;
   env.in = &std::cin;
+  env.in_fd = 0;
   env.out = &std::cout;
   env.err = &std::cerr;
   // The process exits right after; under sanitizers keep the teardown so that
@@ -24,5 +28,13 @@ int main(int argc, char** argv) {
 #if !defined(__SANITIZE_ADDRESS__)
   env.skip_module_teardown = true;
 #endif
-  return commir::RunCommirOpt(args, env);
+  int code = commir::RunCommirOpt(args, env);
+  // What went to stdout (the module, --help, --list-passes) must all have arrived.
+  if (code == commir::kExitSuccess) {
+    if (absl::Status s = commir::FinishStandardOutput(); !s.ok()) {
+      std::cerr << "commir-opt: error: " << s.message() << "\n";
+      code = commir::kExitInvalidInput;
+    }
+  }
+  return code;
 }

@@ -132,6 +132,56 @@ expect_grep "$TMP/err" '<stdin>:2:3: error: '
 expect_status 1 "$OPT" "$TMP/does-not-exist.commir"
 expect_grep "$TMP/err" "$TMP/does-not-exist.commir: error: cannot open file"
 
+# Inputs that are not regular files: directories are refused, pipes and FIFOs stream.
+mkdir -p "$TMP/a_dir"
+expect_status 1 "$OPT" "$TMP/a_dir"
+expect_grep "$TMP/err" "$TMP/a_dir: error: cannot read file: it is a directory"
+[[ -s "$TMP/out" ]] && fail "a directory input printed output"
+expect_status 1 "$OPT" - <"$TMP/a_dir"
+expect_grep "$TMP/err" "<stdin>: error: cannot read file: it is a directory"
+[[ -s "$TMP/out" ]] && fail "a directory on stdin printed output"
+expect_status 0 "$OPT" <(cat "$TMP/good.commir")
+expect_file_equals "$TMP/out" "$CANONICAL"
+rm -f "$TMP/fifo" && mkfifo "$TMP/fifo"
+cat "$TMP/good.commir" >"$TMP/fifo" &
+expect_status 0 "$OPT" "$TMP/fifo"
+wait
+expect_file_equals "$TMP/out" "$CANONICAL"
+
+# Lost output is an error (exit 1, naming the file and the OS error), never success.
+"$OPT" "$TMP/good.commir" >/dev/full 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "stdout on /dev/full exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': No space left on device"
+"$OPT" --list-passes >/dev/full 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "--list-passes on /dev/full exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': No space left on device"
+expect_status 1 "$OPT" "$TMP/good.commir" -o /dev/full
+expect_grep "$TMP/err" "cannot write '/dev/full': No space left on device"
+# Under a file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the output is
+# cut: -o leaves no partial file, nor a temporary one, and stdout is reported too.
+{
+  echo 'func @big(%x: f32[4]) -> f32[4] {'
+  for i in $(seq 1 200); do echo "  %v$i = neg(%x) : f32[4]"; done
+  echo '  return %x'
+  echo '}'
+} >"$TMP/big.commir"
+mkdir -p "$TMP/limited"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" -o "$TMP/limited/out.commir") 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "-o under a file-size limit exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '$TMP/limited/out.commir': File too large"
+[[ -n "$(ls -A "$TMP/limited")" ]] && fail "a failed -o left files: $(ls -A "$TMP/limited")"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" >"$TMP/limited_stdout") 2>"$TMP/err"
+got=$?
+[[ "$got" == 1 ]] || fail "stdout under a file-size limit exited $got, want 1"
+expect_grep "$TMP/err" "cannot write '<stdout>': File too large"
+# A failed -o keeps what was there before.
+echo "previous" >"$TMP/limited/kept.commir"
+(trap '' XFSZ; ulimit -f 2; exec "$OPT" "$TMP/big.commir" -o "$TMP/limited/kept.commir") 2>"$TMP/err"
+expect_file_equals "$TMP/limited/kept.commir" "previous"
+
 # ---- Bad usage: 2 ------------------------------------------------------------------------
 
 expect_status 2 "$OPT" --frobnicate "$TMP/good.commir"
@@ -145,6 +195,23 @@ expect_status 2 "$OPT" '--pass-pipeline=canonicalize{colour=red}' "$TMP/good.com
 expect_status 2 "$OPT" --emit=xml "$TMP/good.commir"
 expect_status 2 "$OPT" "$TMP/good.commir" "$TMP/good.commir"
 expect_status 2 "$OPT" --pass-pipeline
+# Out-of-range pass options are usage errors found when the pipeline is parsed.
+for case in 'pipeline-collective-matmul{chunks=0}:chunks' 'pipeline-collective-matmul{streams=0}:streams' \
+            'propagate-sharding{iterations=101}:iterations' 'propagate-sharding{iterations=0}:iterations' \
+            'canonicalize{max-rewrites=-2}:max-rewrites'; do
+  expect_status 2 "$OPT" "--pass-pipeline=${case%:*}" "$TMP/good.commir"
+  expect_grep "$TMP/err" "option '${case##*:}' must be "
+  [[ -s "$TMP/out" ]] && fail "'${case%:*}' printed output"
+done
+expect_status 0 "$OPT" '--pass-pipeline=propagate-sharding{iterations=100},canonicalize{max-rewrites=-1}' "$TMP/good.commir"
+expect_status 0 "$OPT" --list-passes
+expect_grep "$TMP/out" 'iterations: int in 1..100 = 1'
+expect_grep "$TMP/out" 'chunks: int >= 1 = 4'
+# A second --pass-pipeline or -o would silently replace the first.
+expect_status 2 "$OPT" --pass-pipeline=cse --pass-pipeline=dce "$TMP/good.commir"
+expect_grep "$TMP/err" "--pass-pipeline is given more than once"
+expect_status 2 "$OPT" -o "$TMP/o1" -o "$TMP/o2" "$TMP/good.commir"
+expect_grep "$TMP/err" "-o is given more than once"
 
 if [[ "$failures" -ne 0 ]]; then
   echo "$failures check(s) failed" >&2

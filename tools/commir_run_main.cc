@@ -3,9 +3,11 @@
 // The arguments are parsed by hand rather than with absl flags because absl's parser
 // exits with status 1 on an unknown flag, and the spec reserves 1 for invalid input:
 // bad usage must exit 2.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -13,12 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tools/exit_codes.h"
+#include "tools/input_init.h"
+#include "tools/output_file.h"
 #include "tools/run_session.h"
 
 namespace commir {
 namespace {
 
-constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S]
+constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backend=cpu|cuda|sim] [--seed=S] [--init=I]
                   [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
                   [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
@@ -28,7 +32,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --backend=B           cpu (default: simulates every device in one process) or cuda
                         (GPUs; one process per GPU under torchrun/srun/mpirun, or one
                         process driving every visible GPU; devices may share a GPU)
-  --seed=S              seed of the random inputs (default 0); uniform in [-1, 1)
+  --seed=S              seed of the random inputs (default 0)
+  --init=uniform|scaled random inputs: uniform in [-1, 1) (default), or scaled: matmul
+                        weights [K, N] with variance 1/K, norm weights 1, biases 0
   --input NAME=FILE     argument %NAME from a .npy file (repeatable)
   --output-dir=DIR      write result<i>.npy for each result
   --check               compare with the global function run on one device
@@ -36,7 +42,8 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --rtol=X              relative L2 tolerance (default by element type)
   --bench=N             time N more runs; print min and median wall time
   --trace=FILE.json     write a Chrome/Perfetto trace of each device's ops
-  --allow-nonfinite     do not treat NaN or infinity in results as an error
+  --allow-nonfinite     do not treat NaN or infinity in results as an error (also
+                        under --check, which then compares them position by position)
   --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
                         within SECONDS of waiting (default 300; 0 waits forever)
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
@@ -80,7 +87,10 @@ int CommirRunMain(int argc, char** argv) {
       return false;
     };
     if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
+      if (absl::Status s = WriteStandardOutput(kUsage); !s.ok()) {
+        std::cerr << "commir-run: error: " << s.message() << "\n";
+        return kExitInvalidInput;
+      }
       return kExitSuccess;
     } else if (arg == "--check") {
       request.check = true;
@@ -95,6 +105,10 @@ int CommirRunMain(int argc, char** argv) {
                                        value, "'"));
       }
       request.timeout_seconds = seconds;
+    } else if (flag_value("--init")) {
+      absl::StatusOr<InitScheme> scheme = ParseInitScheme(value);
+      if (!scheme.ok()) return UsageError(std::string(scheme.status().message()));
+      request.init = *scheme;
     } else if (flag_value("--func")) {
       request.func = std::string(absl::StripPrefix(value, "@"));
     } else if (flag_value("--backend")) {
@@ -103,22 +117,28 @@ int CommirRunMain(int argc, char** argv) {
       if (!absl::SimpleAtoi(value, &request.seed)) return UsageError(absl::StrCat("--seed needs a non-negative integer, got '", value, "'"));
     } else if (flag_value("--input")) {
       size_t eq = value.find('=');
-      if (eq == absl::string_view::npos || eq == 0) {
+      if (eq == absl::string_view::npos || eq == 0 || eq + 1 == value.size()) {
         return UsageError(absl::StrCat("--input needs NAME=FILE.npy, got '", value, "'"));
       }
       std::string name(absl::StripPrefix(value.substr(0, eq), "%"));
       request.inputs.emplace_back(name, ResolvePath(std::string(value.substr(eq + 1))));
     } else if (flag_value("--output-dir")) {
+      if (value.empty()) return UsageError("--output-dir needs a directory name");
       request.output_dir = ResolvePath(std::string(value));
     } else if (flag_value("--check-against")) {
       request.check_against = ResolvePath(std::string(value));
     } else if (flag_value("--rtol")) {
       double rtol = 0;
-      if (!absl::SimpleAtod(value, &rtol) || rtol < 0) return UsageError(absl::StrCat("--rtol needs a non-negative number, got '", value, "'"));
+      // NaN would pass nothing and infinity everything: neither is a tolerance.
+      if (!absl::SimpleAtod(value, &rtol) || !std::isfinite(rtol) || rtol < 0) {
+        return UsageError(
+            absl::StrCat("--rtol needs a finite non-negative number, got '", value, "'"));
+      }
       request.rtol = rtol;
     } else if (flag_value("--bench")) {
       if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
     } else if (flag_value("--trace")) {
+      if (value.empty()) return UsageError("--trace needs a file name");
       request.trace = ResolvePath(std::string(value));
     } else if (absl::StartsWith(arg, "-") && arg != "-") {
       return UsageError(absl::StrCat("unknown or incomplete flag '", arg, "'"));
@@ -129,7 +149,18 @@ int CommirRunMain(int argc, char** argv) {
       have_file = true;
     }
   }
-  return RunSession(request, std::cout, std::cerr);
+  if (request.check && !request.check_against.empty()) {
+    return UsageError("--check and --check-against both choose the reference; give one");
+  }
+  // The report is written in one checked piece at the end, so that output lost to a
+  // full disk or a file-size limit is an error rather than a silent success.
+  std::ostringstream report;
+  int code = RunSession(request, report, std::cerr);
+  if (absl::Status s = WriteStandardOutput(report.str()); !s.ok()) {
+    std::cerr << "commir-run: error: " << s.message() << "\n";
+    if (code == kExitSuccess) code = kExitInvalidInput;
+  }
+  return code;
 }
 
 }  // namespace commir

@@ -4,6 +4,7 @@
 //
 // The binary's path comes as the first argument (`$(rootpath //:commir-run)` in the BUILD
 // file), relative to the test's working directory, the runfiles tree.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -84,8 +86,17 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 std::string Data(const std::string& name) { return "tools/testdata/" + name; }
 
-// Runs commir-run with `args`, optionally feeding `stdin_path` as its standard input.
+// Runs commir-run with `args`, optionally feeding `stdin_path` as its standard input;
+// `in_child` runs in the child just before exec (to limit it, or move its stdout).
+ToolResult RunToolWith(const std::vector<std::string>& args, const std::string& stdin_path,
+                       void (*in_child)());
+
 ToolResult RunTool(const std::vector<std::string>& args, const std::string& stdin_path = "") {
+  return RunToolWith(args, stdin_path, nullptr);
+}
+
+ToolResult RunToolWith(const std::vector<std::string>& args, const std::string& stdin_path,
+                       void (*in_child)()) {
   static int counter = 0;
   std::string base = absl::StrCat(TempDir(), "/run", counter++);
   std::string out_path = base + ".out", err_path = base + ".err";
@@ -98,6 +109,7 @@ ToolResult RunTool(const std::vector<std::string>& args, const std::string& stdi
     dup2(out, 1);
     dup2(err, 2);
     dup2(in, 0);
+    if (in_child != nullptr) in_child();
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(g_binary.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -345,6 +357,91 @@ TEST(CommirRun, BadInputsExitOne) {
   }
 }
 
+// Programs and .npy inputs that are not regular files: a directory is refused with a
+// clear message, a FIFO streams, and a device that never ends fails on its first bytes.
+TEST(CommirRun, InputsThatAreNotRegularFiles) {
+  std::string dir = FreshDir("not_regular");
+  ToolResult r = RunTool({dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr(dir + ": error: cannot read file: it is a directory")) << r;
+  r = RunTool({"-"}, dir);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("<stdin>: error: cannot read file: it is a directory")) << r;
+  r = RunTool({Data("add.commir"), "--input", "x=" + dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("directory")) << r;
+  // /dev/zero is all zero bytes: not the .npy magic, found without reading on.
+  r = RunTool({Data("add.commir"), "--input", "x=/dev/zero"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("/dev/zero: not a .npy file")) << r;
+  // A FIFO holding the program.
+  std::string fifo = dir + "/program.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  pid_t writer = fork();
+  if (writer == 0) {
+    int fd = open(fifo.c_str(), O_WRONLY);
+    std::string text = ReadFile(Data("add.commir"));
+    _exit(fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? 0 : 1);
+  }
+  r = RunTool({fifo});
+  int status = 0;
+  waitpid(writer, &status, 0);
+  EXPECT_EQ(r.code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("f32[2, 3]")) << r;
+}
+
+// A .npy file is read as far as its header promises: a header larger than the data that
+// follows is an error, and so is data beyond what the header promises.
+TEST(CommirRun, NpyDataMustMatchItsHeader) {
+  std::string dir = FreshDir("npy_sizes");
+  ASSERT_TRUE(runtime::WriteNpy(dir + "/x.npy", Tensor(ElementType::kF32, {2, 3})).ok());
+  WriteFile(dir + "/long.npy", ReadFile(dir + "/x.npy") + "extra");
+  ToolResult r = RunTool({Data("add.commir"), "--input", "x=" + dir + "/long.npy"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("long.npy")) << r;
+  r = RunTool({Data("add.commir"), "--input", "x=" + dir + "/x.npy"});
+  EXPECT_EQ(r.code, 0) << r;
+}
+
+// Lost output is an error (exit 1, naming the file and the OS error), and a failed
+// --output-dir or --trace file leaves nothing behind.
+void StdoutToDevFull() {
+  int full = open("/dev/full", O_WRONLY);
+  if (full >= 0) dup2(full, 1);
+}
+void LimitFileSizeTo4KiB() {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = {4096, 4096};
+  setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+TEST(CommirRun, LostOutputIsAnError) {
+  ToolResult r = RunToolWith({Data("add.commir")}, "", StdoutToDevFull);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
+  r = RunToolWith({"--help"}, "", StdoutToDevFull);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
+
+  r = RunTool({Data("mlp.commir"), "--trace=/dev/full"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("cannot write '/dev/full': No space left on device")) << r;
+
+  // mlp's result is 128 KiB: far over the limit.
+  std::string dir = FreshDir("limited");
+  r = RunToolWith({Data("mlp.commir"), "--output-dir=" + dir + "/out"}, "", LimitFileSizeTo4KiB);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("result0.npy': File too large")) << r;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/out")) << "a failed --output-dir left files";
+
+  std::string trace_dir = FreshDir("limited_trace");
+  r = RunToolWith({Data("transformer_block.commir"), "--trace=" + trace_dir + "/trace.json"}, "",
+                  LimitFileSizeTo4KiB);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("trace.json': File too large")) << r;
+  EXPECT_TRUE(std::filesystem::is_empty(trace_dir)) << "a failed --trace left files";
+}
+
 // Parses "NAME  TYPE  min=A  max=B  mean=C" summary lines.
 std::map<std::string, double> ParseSummary(const std::string& line) {
   std::map<std::string, double> values;
@@ -413,6 +510,14 @@ TEST(CommirRun, InputsDoNotDependOnTheDeviceCount) {
     std::string out = base + "/" + file;
     ToolResult r = RunTool({Data(file), "--seed=3", "--output-dir=" + out});
     ASSERT_EQ(r.code, 0) << r;
+    // --init=scaled draws from the same global values, whatever the device count.
+    ToolResult scaled =
+        RunTool({Data(file), "--seed=3", "--init=scaled", "--output-dir=" + out + "_scaled"});
+    ASSERT_EQ(scaled.code, 0) << scaled;
+    EXPECT_TRUE(ReadNpyOrDie(out + "_scaled/result0.npy")
+                    .BitwiseEqual(ReadNpyOrDie(base + "/same_global.commir_scaled/result0.npy")))
+        << file;
+    ASSERT_EQ(r.code, 0) << r;
     results.push_back({ReadNpyOrDie(out + "/result0.npy"), ReadNpyOrDie(out + "/result1.npy")});
   }
   for (size_t i = 1; i < results.size(); ++i) {
@@ -425,6 +530,61 @@ TEST(CommirRun, InputsDoNotDependOnTheDeviceCount) {
     EXPECT_EQ(r.code, 0) << r;
     EXPECT_EQ(LinesWith(r.out, "PASS").size(), 2u) << r;
   }
+}
+
+// --init=scaled: a matmul's contracted operand [K, N] is uniform scaled to variance 1/K,
+// norm weights are 1 and biases 0, everything else uniform [-1, 1) as by default.
+TEST(CommirRun, ScaledInitFollowsEachArgumentsRole) {
+  std::string out = FreshDir("init_roles");
+  ToolResult r = RunTool({Data("init_roles.commir"), "--init=scaled", "--seed=5",
+                          "--output-dir=" + out});
+  ASSERT_EQ(r.code, 0) << r;
+  Tensor x = ReadNpyOrDie(out + "/result1.npy");
+  EXPECT_TRUE(x.BitwiseEqual(runtime::RandomGlobalTensor(5, 0, ElementType::kF32, {8, 16})));
+  Tensor w = ReadNpyOrDie(out + "/result2.npy");
+  const double bound = std::sqrt(3.0 / 16);  // uniform (-a, a) has variance a^2 / 3 = 1/16
+  std::vector<double> wv = w.ToDouble();
+  ASSERT_EQ(wv.size(), 16u * 32u);
+  double sum_sq = 0;
+  for (size_t e = 0; e < wv.size(); ++e) {
+    EXPECT_EQ(wv[e], static_cast<float>(runtime::RandomUniformValue(5, 1, e) * bound)) << e;
+    sum_sq += wv[e] * wv[e];
+  }
+  EXPECT_NEAR(sum_sq / wv.size(), 1.0 / 16, 0.2 / 16);
+  EXPECT_EQ(ReadNpyOrDie(out + "/result3.npy").ToDouble(), std::vector<double>(32, 0.0));
+  EXPECT_EQ(ReadNpyOrDie(out + "/result4.npy").ToDouble(), std::vector<double>(32, 1.0));
+  EXPECT_EQ(ReadNpyOrDie(out + "/result5.npy").ToDouble(), std::vector<double>(32, 0.0));
+  // The default is the spec's uniform [-1, 1) for every argument.
+  std::string plain = FreshDir("init_uniform");
+  r = RunTool({Data("init_roles.commir"), "--seed=5", "--output-dir=" + plain});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_TRUE(ReadNpyOrDie(plain + "/result2.npy")
+                  .BitwiseEqual(runtime::RandomGlobalTensor(5, 1, ElementType::kF32, {16, 32})));
+  r = RunTool({Data("init_roles.commir"), "--init=uniform", "--seed=5", "--output-dir=" + out});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_TRUE(ReadNpyOrDie(out + "/result2.npy").BitwiseEqual(ReadNpyOrDie(plain + "/result2.npy")));
+}
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.ToDouble()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+TEST(CommirRun, DeepChainStaysInRangeWithScaledInit) {
+  std::string base = FreshDir("deep");
+  ToolResult r = RunTool({Data("deep_mlp.commir"), "--init=scaled", "--output-dir=" + base + "/s"});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_LT(MaxAbs(ReadNpyOrDie(base + "/s/result0.npy")), 10.0);
+  r = RunTool({Data("deep_mlp.commir"), "--output-dir=" + base + "/u"});
+  ASSERT_EQ(r.code, 0) << r;
+  EXPECT_GT(MaxAbs(ReadNpyOrDie(base + "/u/result0.npy")), 1e5);
+}
+
+TEST(CommirRun, UnknownInitListsTheValidOnes) {
+  ToolResult r = RunTool({Data("mlp.commir"), "--init=gaussian"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--init must be one of uniform, scaled; got 'gaussian'")) << r;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -473,6 +633,14 @@ TEST(CommirRun, UsageErrorsExitTwo) {
       {Data("mlp.commir"), "--check=yes"},
       {Data("ring_ag_matmul.commir"), "--check"},
       {Data("mlp.commir"), "--backend=tpu"},
+      {Data("mlp.commir"), "--rtol=nan"},
+      {Data("mlp.commir"), "--rtol=1e400"},
+      {Data("mlp.commir"), "--rtol=inf"},
+      {Data("mlp.commir"), "--output-dir="},
+      {Data("mlp.commir"), "--trace="},
+      {Data("mlp.commir"), "--check", "--check-against=" + Data("mlp.commir")},
+      {Data("add.commir"), "--input", "x="},
+      {Data("mlp.commir"), "--init=gaussian"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(absl::StrJoin(args, " "));
@@ -513,10 +681,41 @@ TEST(CommirRun, NonFiniteResults) {
   EXPECT_THAT(r.out, HasSubstr("%y  f32[16]  min="));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("nonfinite=[1-9]"));
   EXPECT_THAT(r.out, Not(HasSubstr("nan")));
-  // Under --check the NaNs are compared with the reference's, which has the same ones.
+  // One rule with and without --check: non-finite results need --allow-nonfinite (a
+  // reference computing the same NaNs vouches for nothing); given it, --check compares
+  // them with the reference's, position by position.
   r = RunTool({Data("nonfinite.commir"), "--check"});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("non-finite"));
+  EXPECT_THAT(r.err, HasSubstr("--allow-nonfinite"));
+  EXPECT_EQ(LinesWith(r.out, "PASS").size(), 0u) << r;
+  r = RunTool({Data("nonfinite.commir"), "--check", "--allow-nonfinite"});
   EXPECT_EQ(r.code, 0) << r;
   EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+}
+
+// A NaN in an input gets the same verdict with and without --check.
+TEST(CommirRun, NanInputSameVerdictWithAndWithoutCheck) {
+  std::string dir = FreshDir("nan_input");
+  std::vector<double> values(6, 0.5);
+  values[4] = std::nan("");
+  ASSERT_TRUE(
+      runtime::WriteNpy(dir + "/x.npy", Tensor::FromDouble(ElementType::kF32, {2, 3}, values)).ok());
+  const std::string input = "x=" + dir + "/x.npy";
+  for (bool check : {false, true}) {
+    SCOPED_TRACE(check ? "--check" : "no --check");
+    std::vector<std::string> args = {Data("add.commir"), "--input", input};
+    if (check) args.push_back("--check");
+    ToolResult r = RunTool(args);
+    EXPECT_EQ(r.code, 1) << r;
+    EXPECT_THAT(r.err, HasSubstr("%z: 1 non-finite value (1 NaN, 0 infinite)")) << r;
+    args.push_back("--allow-nonfinite");
+    r = RunTool(args);
+    EXPECT_EQ(r.code, 0) << r;
+    if (check) {
+      EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+    }
+  }
 }
 
 TEST(CommirRun, BenchPrintsMinAndMedian) {

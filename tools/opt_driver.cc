@@ -3,12 +3,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <istream>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -21,6 +21,8 @@
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "tools/exit_codes.h"
+#include "tools/input_file.h"
+#include "tools/output_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pipeline.h"
 
@@ -65,6 +67,7 @@ struct OptArgs {
 absl::StatusOr<OptArgs> ParseArgs(const std::vector<std::string>& args) {
   OptArgs parsed;
   bool options_done = false;
+  bool seen_output = false, seen_pipeline = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
@@ -102,6 +105,13 @@ absl::StatusOr<OptArgs> ParseArgs(const std::vector<std::string>& args) {
     if (name == "pass-pipeline" || name == "o") {
       absl::StatusOr<std::string> v = value();
       if (!v.ok()) return v.status();
+      // A second one would silently replace the first.
+      bool& seen = name == "o" ? seen_output : seen_pipeline;
+      if (seen) {
+        return absl::InvalidArgumentError(absl::StrCat(name == "o" ? "-o" : "--pass-pipeline",
+                                                       " is given more than once"));
+      }
+      seen = true;
       (name == "o" ? parsed.output : parsed.pipeline) = *std::move(v);
       if (name == "o" && parsed.output.empty()) {
         return absl::InvalidArgumentError("option '-o' needs a file name");
@@ -140,32 +150,28 @@ std::string Resolve(const std::string& path, const std::string& working_dir) {
   return (std::filesystem::path(working_dir) / path).string();
 }
 
-// The whole of `path` ("-": env.in), or an error message naming the path as given.
+// The whole of `path` ("-": env.in_fd, or env.in), or an error message without the path.
 absl::StatusOr<std::string> ReadInput(const std::string& path, const OptEnvironment& env) {
-  if (path == "-") {
+  if (path == "-" && env.in_fd < 0) {
     std::ostringstream buffer;
     buffer << env.in->rdbuf();
     return buffer.str();
   }
-  std::ifstream in(Resolve(path, env.working_dir), std::ios::binary | std::ios::ate);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open file: ", std::strerror(errno)));
-  // Read a regular file in one piece: a stream copy doubles the work on large inputs.
-  std::streamoff size = in.tellg();
-  std::string text;
-  if (size > 0) {
-    text.resize(static_cast<size_t>(size));
-    in.seekg(0);
-    in.read(text.data(), size);
-  } else {
-    // Not seekable (a pipe or device): fall back to a stream copy.
-    in.clear();
-    in.seekg(0);
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
-  }
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read file: ", std::strerror(errno)));
-  return text;
+  if (path == "-") return ReadAllFromFd(env.in_fd);
+  return ReadInputFile(Resolve(path, env.working_dir));
+}
+
+// Writes `text` to env.out and flushes it, checking the stream right away, while errno
+// still holds a failed write's error.
+int WriteToOut(std::string_view text, const OptEnvironment& env) {
+  errno = 0;
+  *env.out << text;
+  env.out->flush();
+  if (*env.out) return kExitSuccess;
+  const int error = errno;
+  *env.err << "commir-opt: error: cannot write '<stdout>': "
+           << (error != 0 ? std::strerror(error) : "the write failed") << "\n";
+  return kExitInvalidInput;
 }
 
 }  // namespace
@@ -178,14 +184,8 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
         << "Try 'commir-opt --help' for usage.\n";
     return kExitUsage;
   }
-  if (parsed->help) {
-    *env.out << kUsage;
-    return kExitSuccess;
-  }
-  if (parsed->list_passes) {
-    *env.out << DescribePasses(env.registry);
-    return kExitSuccess;
-  }
+  if (parsed->help) return WriteToOut(kUsage, env);
+  if (parsed->list_passes) return WriteToOut(DescribePasses(env.registry), env);
 
   // The pipeline is checked before the input is read: a usage error wins.
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
@@ -224,17 +224,9 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
 
   std::string text = parsed->emit == Emit::kDot ? PrintDot(*module) : PrintModule(*module);
   if (env.skip_module_teardown) (void)module.release();
-  if (parsed->output.empty() || parsed->output == "-") {
-    *env.out << text;
-    env.out->flush();
-    return kExitSuccess;
-  }
-  std::ofstream out(Resolve(parsed->output, env.working_dir), std::ios::binary | std::ios::trunc);
-  if (out) out << text;
-  out.close();
-  if (!out) {
-    err << "commir-opt: error: cannot write '" << parsed->output << "': " << std::strerror(errno)
-        << "\n";
+  if (parsed->output.empty() || parsed->output == "-") return WriteToOut(text, env);
+  if (absl::Status s = WriteOutputFile(Resolve(parsed->output, env.working_dir), text); !s.ok()) {
+    err << "commir-opt: error: " << s.message() << "\n";
     return kExitInvalidInput;
   }
   return kExitSuccess;

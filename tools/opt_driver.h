@@ -31,7 +31,10 @@ struct OptEnvironment {
   // Relative input and -o paths are resolved against this directory when it is not
   // empty (`bazel run` sets BUILD_WORKING_DIRECTORY to where the user ran it).
   std::string working_dir;
-  std::istream* in = nullptr;   // the input for FILE "-"
+  std::istream* in = nullptr;   // the input for FILE "-" when in_fd < 0
+  // When >= 0, FILE "-" is read from this descriptor instead of `in` (the tool sets 0),
+  // so that a directory or an unreadable stdin is an error rather than empty input.
+  int in_fd = -1;
   std::ostream* out = nullptr;  // the output without -o, --help and --list-passes
   std::ostream* err = nullptr;  // errors and --print-ir-after-all dumps
   // Leave the module allocated when done. The binary sets this because the process is

@@ -178,7 +178,7 @@ TEST(OptDriverTest, HelpAndListPasses) {
   Result list = Opt({"--list-passes"});
   EXPECT_EQ(list.status, kExitSuccess);
   EXPECT_EQ(list.out, DescribePasses(TestRegistry()));
-  EXPECT_THAT(list.out, HasSubstr("    max-rewrites: int = -1\n"));
+  EXPECT_THAT(list.out, HasSubstr("    max-rewrites: int >= -1 = -1\n"));
 }
 
 // ---- Bad usage: exit 2 -------------------------------------------------------------------

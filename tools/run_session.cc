@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -32,6 +31,8 @@
 #include "runtime/npy.h"
 #include "runtime/random_inputs.h"
 #include "tools/exit_codes.h"
+#include "tools/input_file.h"
+#include "tools/output_file.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -56,15 +57,11 @@ struct LoadedModule {
 
 std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded) {
   loaded.path = path == "-" ? "<stdin>" : path;
-  std::ostringstream buffer;
-  if (path == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Failure{kExitInvalidInput, absl::StrCat(path, ": error: cannot open file")};
-    buffer << in.rdbuf();
+  absl::StatusOr<std::string> source = ReadInputFile(path);
+  if (!source.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: ", source.status().message())};
   }
-  loaded.source = buffer.str();
+  loaded.source = *std::move(source);
   DiagnosticEngine diagnostics;
   loaded.module = ParseModule(loaded.source, diagnostics);
   if (loaded.module == nullptr) {
@@ -149,6 +146,7 @@ std::optional<Failure> MakeInputs(const RunRequest& request, const Function& fun
                      absl::StrFormat("error: --input %s is given more than once", name)};
     }
   }
+  const std::vector<runtime::InitRule> rules = InitRulesFor(function, request.init);
   for (int i = 0; i < body.num_arguments(); ++i) {
     Type type = function.arg_types()[i];
     const std::string& name = body.argument(i)->name();
@@ -160,7 +158,8 @@ std::optional<Failure> MakeInputs(const RunRequest& request, const Function& fun
                                      name)};
     }
     if (it == request.inputs.end()) {
-      inputs.push_back(runtime::RandomGlobalTensor(request.seed, i, type.element_type(), type.dims()));
+      inputs.push_back(
+          runtime::RandomGlobalTensor(request.seed, i, type.element_type(), type.dims(), rules[i]));
       continue;
     }
     absl::StatusOr<Tensor> loaded = runtime::ReadNpy(it->second);
@@ -336,8 +335,7 @@ std::string Summarize(const Tensor& t) {
 
 std::optional<Failure> WriteTrace(const std::string& path, const Function& function,
                                   const std::vector<runtime::OpEvent>& events) {
-  std::ofstream out(path);
-  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  std::ostringstream out;
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
   absl::flat_hash_set<int64_t> devices;
@@ -361,7 +359,9 @@ std::optional<Failure> WriteTrace(const std::string& path, const Function& funct
                            e.op->loc().line, e.op->loc().col, function.name());
   }
   out << "\n]}\n";
-  if (!out) return Failure{kExitInvalidInput, absl::StrCat("error: cannot write trace ", path)};
+  if (absl::Status s = WriteOutputFile(path, out.str()); !s.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat("error: --trace: ", s.message())};
+  }
   return std::nullopt;
 }
 
@@ -539,13 +539,16 @@ static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std
   }
 
   std::vector<std::string> names = ResultNames(*function);
-  if (!request.allow_nonfinite && reference == nullptr) {
-    for (size_t r = 0; r < results.size(); ++r) {
-      if (absl::Status s = runtime::CheckAllFinite(names[r], results[r]); !s.ok()) {
-        return Report(err, {kExitInvalidInput,
-                            absl::StrCat("error: ", s.message(),
-                                         " (pass --allow-nonfinite if that is expected)")});
-      }
+  // One rule with and without --check (docs/format-decisions.md, "Non-finite results"):
+  // non-finite values need --allow-nonfinite, since a reference that computes the same
+  // NaNs vouches for nothing; given it, --check compares them position by position.
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (absl::Status s = runtime::CheckNonFiniteAllowed(names[r], results[r],
+                                                        request.allow_nonfinite);
+        !s.ok()) {
+      return Report(err, {kExitInvalidInput,
+                          absl::StrCat("error: ", s.message(),
+                                       " (pass --allow-nonfinite if that is expected)")});
     }
   }
 
@@ -555,8 +558,8 @@ static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std
     std::filesystem::create_directories(request.output_dir, ec);
     for (size_t r = 0; r < results.size(); ++r) {
       std::string path = (std::filesystem::path(request.output_dir) / absl::StrCat("result", r, ".npy")).string();
-      if (absl::Status s = runtime::WriteNpy(path, results[r]); !s.ok()) {
-        return Report(err, {kExitInvalidInput, absl::StrCat("error: ", s.message())});
+      if (absl::Status s = WriteOutputFile(path, runtime::SerializeNpy(results[r])); !s.ok()) {
+        return Report(err, {kExitInvalidInput, absl::StrCat("error: --output-dir: ", s.message())});
       }
     }
   }

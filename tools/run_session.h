@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/input_init.h"
+
 namespace commir {
 
 struct RunRequest {
@@ -17,6 +19,8 @@ struct RunRequest {
   std::string func;  // without '@'; empty: the module's only function
   std::string backend = "cpu";
   uint64_t seed = 0;
+  // How arguments without --input are drawn (--init; tools/input_init.h).
+  InitScheme init = InitScheme::kUniform;
   std::vector<std::pair<std::string, std::string>> inputs;  // argument name -> .npy path
   std::string output_dir;
   bool check = false;

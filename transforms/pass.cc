@@ -12,7 +12,13 @@ namespace commir {
 
 std::string DescribeOptionType(const PassOptionSpec& spec) {
   switch (spec.type) {
-    case PassOptionType::kInt: return "int";
+    case PassOptionType::kInt:
+      if (spec.min_value && spec.max_value) {
+        return absl::StrFormat("int in %d..%d", *spec.min_value, *spec.max_value);
+      }
+      if (spec.min_value) return absl::StrFormat("int >= %d", *spec.min_value);
+      if (spec.max_value) return absl::StrFormat("int <= %d", *spec.max_value);
+      return "int";
     case PassOptionType::kBool: return "bool";
     case PassOptionType::kString: return "string";
     case PassOptionType::kEnum: return absl::StrJoin(spec.enum_values, "|");
@@ -49,9 +55,23 @@ absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
   switch (spec.type) {
     case PassOptionType::kInt: {
       int64_t value = 0;
-      if (absl::SimpleAtoi(text, &value)) return PassOptions::Value(value);
-      return absl::InvalidArgumentError(
-          absl::StrFormat("option '%s' expects an integer, got '%s'", spec.name, text));
+      if (!absl::SimpleAtoi(text, &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("option '%s' expects an integer, got '%s'", spec.name, text));
+      }
+      const bool too_small = spec.min_value && value < *spec.min_value;
+      const bool too_large = spec.max_value && value > *spec.max_value;
+      if (too_small || too_large) {
+        if (spec.min_value && spec.max_value) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("option '%s' must be between %d and %d, got %d", spec.name,
+                              *spec.min_value, *spec.max_value, value));
+        }
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "option '%s' must be at %s %d, got %d", spec.name, too_small ? "least" : "most",
+            too_small ? *spec.min_value : *spec.max_value, value));
+      }
+      return PassOptions::Value(value);
     }
     case PassOptionType::kBool:
       if (text == "true" || text == "1") return PassOptions::Value(true);

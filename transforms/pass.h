@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -39,9 +40,14 @@ struct PassOptionSpec {
   std::string help;
   // The accepted spellings of a kEnum option.
   std::vector<std::string> enum_values = {};
+  // The accepted range of a kInt option (inclusive; unset: unbounded). Checked when the
+  // pipeline is parsed, so an out-of-range value is bad usage, and shown by --list-passes.
+  std::optional<int64_t> min_value = std::nullopt;
+  std::optional<int64_t> max_value = std::nullopt;
 };
 
-// "int", "bool", "string", or the enum's values joined with '|'.
+// "int", "int >= 1", "int in 1..100", "bool", "string", or the enum's values joined
+// with '|'.
 std::string DescribeOptionType(const PassOptionSpec& spec);
 
 // Option values of one configured pass, by option name. Enum values are strings.
@@ -65,7 +71,8 @@ class PassOptions {
 };
 
 // Parses `text` as a value of `spec`'s type. Booleans are `true`/`false` (or `1`/`0`);
-// integers are decimal int64. The error (InvalidArgument) names the expected form.
+// integers are decimal int64 within the spec's range. The error (InvalidArgument) names
+// the expected form, e.g. "option 'chunks' must be at least 1, got 0".
 absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
                                                     absl::string_view text);
 

@@ -26,7 +26,7 @@ std::vector<PassInfo> BuildRegistry() {
        {{"fold-constants", PassOptionType::kBool, "true",
          "Fold elementwise and index ops whose operands are all constants into 'full'"},
         {"max-rewrites", PassOptionType::kInt, "-1",
-         "Stop after this many rewrites (-1: no limit); bisects a bad rewrite"}},
+         "Stop after this many rewrites (-1: no limit); bisects a bad rewrite", {}, -1}},
        MakePass<CanonicalizePass>},
       {"cse",
        "Merge equivalent ops into an identical op that dominates them",
@@ -40,7 +40,8 @@ std::vector<PassInfo> BuildRegistry() {
        "Complete the layout of every value of global functions from arguments, results and "
        "annotations",
        {{"iterations", PassOptionType::kInt, "1",
-         "Backward/forward rounds (1 to 100); later rounds see the layouts chosen before"}},
+         "Backward/forward rounds (1 to 100); later rounds see the layouts chosen before", {},
+         1, 100}},
        MakePass<sharding::PropagateShardingPass>},
       {"lower-to-spmd",
        "Partition global functions into spmd functions with explicit collectives",
@@ -54,9 +55,10 @@ std::vector<PassInfo> BuildRegistry() {
        "Split all_gather+matmul and matmul+reduce_scatter pairs into chunks pipelined over "
        "streams",
        {{"chunks", PassOptionType::kInt, "4",
-         "Chunks S per collective; must divide each device's block (1: leave unchanged)"},
+         "Chunks S per collective; must divide each device's block (1: leave unchanged)", {},
+         1},
         {"streams", PassOptionType::kInt, "2",
-         "Streams K; chunk i's slice, collective and GEMM run on stream i mod K"}},
+         "Streams K; chunk i's slice, collective and GEMM run on stream i mod K", {}, 1}},
        MakePass<schedules::PipelineCollectiveMatmulPass>},
       {"ring-collective-matmul",
        "Replace all_gather+matmul and matmul+reduce_scatter pairs by a ring of shifts "

@@ -195,6 +195,33 @@ TEST(RegistryTest, PipelineOfRealPasses) {
             absl::StrCat("unknown pass 'frobnicate'; valid passes: ", names));
 }
 
+// Out-of-range values are usage errors (InvalidArgument) found when the pipeline is
+// parsed, not pass failures when it runs.
+TEST(RegistryTest, OutOfRangeOptionsAreUsageErrors) {
+  struct Case {
+    const char* pipeline;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"pipeline-collective-matmul{chunks=0}", "option 'chunks' must be at least 1, got 0"},
+           {"pipeline-collective-matmul{streams=-3}", "option 'streams' must be at least 1, got -3"},
+           {"propagate-sharding{iterations=101}",
+            "option 'iterations' must be between 1 and 100, got 101"},
+           {"propagate-sharding{iterations=0}",
+            "option 'iterations' must be between 1 and 100, got 0"},
+           {"canonicalize{max-rewrites=-2}", "option 'max-rewrites' must be at least -1, got -2"},
+       }) {
+    SCOPED_TRACE(c.pipeline);
+    absl::Status status = ParsePassPipeline(c.pipeline, RegisteredPasses()).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+  }
+  for (const char* ok : {"pipeline-collective-matmul{chunks=1,streams=1}",
+                         "propagate-sharding{iterations=100}", "canonicalize{max-rewrites=-1}"}) {
+    EXPECT_TRUE(ParsePassPipeline(ok, RegisteredPasses()).ok()) << ok;
+  }
+}
+
 TEST(RegistryTest, DescribePassesListsOptionsWithTypesAndDefaults) {
   EXPECT_EQ(DescribePasses(TestRegistry()),
             "alpha  Every kind of option\n"
