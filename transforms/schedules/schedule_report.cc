@@ -421,41 +421,48 @@ ScheduleStats ComputeScheduleStats(const Function& function, LoopSimulation loop
   return second.stats();
 }
 
+namespace {
+
+std::string FormatFunctionLine(const Function& function, const ScheduleStats& s) {
+  if (!function.is_spmd()) {
+    return absl::StrFormat("// schedule-report @%s: global function, nothing scheduled\n",
+                           function.name());
+  }
+  return absl::StrFormat(
+      "// schedule-report @%s: collectives %d  shifts %d  ring-steps %d  ring-bytes %.0f  "
+      "gemms %d  attentions %d  bytes/device %.0f  peak-extra/device %.0f\n",
+      function.name(), s.collectives, s.shifts, s.ring_steps, std::round(s.ring_bytes), s.gemms,
+      s.attentions, std::round(s.bytes_per_device), std::round(s.peak_extra_bytes));
+}
+
+}  // namespace
+
 std::string FormatScheduleReport(const Module& module) {
   std::string out;
   for (const Function* function : module.functions()) {
-    if (!function->is_spmd()) {
-      absl::StrAppendFormat(&out, "// schedule-report @%s: global function, nothing scheduled\n",
-                            function->name());
-      continue;
-    }
-    ScheduleStats s = ComputeScheduleStats(*function);
-    absl::StrAppendFormat(
-        &out,
-        "// schedule-report @%s: collectives %d  shifts %d  ring-steps %d  ring-bytes %.0f  "
-        "gemms %d  attentions %d  bytes/device %.0f  peak-extra/device %.0f\n",
-        function->name(), s.collectives, s.shifts, s.ring_steps, std::round(s.ring_bytes),
-        s.gemms, s.attentions, std::round(s.bytes_per_device), std::round(s.peak_extra_bytes));
+    out += FormatFunctionLine(*function, ComputeScheduleStats(*function));
   }
   return out;
 }
 
 absl::Status ScheduleReportPass::Run(Module& module) {
   // Counts beyond int64 are an error rather than a wrapped or saturated number
-  // (docs/format-decisions.md).
+  // (docs/format-decisions.md). Each function is simulated once, for both.
   absl::Status status;
+  std::string report;
   for (const Function* function : module.functions()) {
-    const Operation* overflow_at = ComputeScheduleStats(*function).overflow_at;
-    if (overflow_at == nullptr) continue;
+    ScheduleStats stats = ComputeScheduleStats(*function);
+    report += FormatFunctionLine(*function, stats);
+    if (stats.overflow_at == nullptr) continue;
     std::string message = absl::StrFormat(
         "the ops of @%s execute more than %d times here: the count does not fit in int64",
         function->name(), std::numeric_limits<int64_t>::max());
-    diagnostics().Error(overflow_at->loc(), message);
+    diagnostics().Error(stats.overflow_at->loc(), message);
     status = absl::FailedPreconditionError(absl::StrCat("schedule-report: ", message));
   }
   if (!status.ok()) return status;
   std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
-  out << FormatScheduleReport(module);
+  out << report;
   out.flush();
   return absl::OkStatus();
 }
