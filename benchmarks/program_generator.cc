@@ -135,4 +135,27 @@ GeneratedProgram GenerateGatherMatmulPairs(int64_t num_ops) {
   return program;
 }
 
+GeneratedProgram GenerateGatheredAttentionChain(int64_t num_ops) {
+  GeneratedProgram program;
+  program.num_ops = num_ops;
+  std::string& out = program.text = Reserved(num_ops);
+  out += "mesh @m(sp=4)\n\nspmd func @f(%q: f32[1, 4, 32@sp, 8], %k: f32[1, 4, 32@sp, 8], "
+         "%v: f32[1, 4, 32@sp, 8]) -> f32[1, 4, 32@sp, 8] on @m {\n";
+  std::string previous = "q";
+  int64_t groups = num_ops / 3;
+  for (int64_t i = 0; i < groups; ++i) {
+    absl::StrAppend(&out, "  %kg", i, " = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    absl::StrAppend(&out, "  %vg", i, " = all_gather(%v) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    absl::StrAppend(&out, "  %o", i, " = attention(%", previous, ", %kg", i, ", %vg", i,
+                    ") : f32[1, 4, 8, 8]\n");
+    previous = absl::StrCat("o", i);
+  }
+  for (int64_t i = groups * 3; i < num_ops; ++i) {
+    absl::StrAppend(&out, "  %d", i, " = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    ++program.num_dead_ops;
+  }
+  absl::StrAppend(&out, "  return %", previous, "\n}\n");
+  return program;
+}
+
 }  // namespace commir::bench

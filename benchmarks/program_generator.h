@@ -78,6 +78,18 @@ GeneratedProgram GenerateShardedMatmulChain(int64_t num_ops);
 //     ...
 GeneratedProgram GenerateGatherMatmulPairs(int64_t num_ops);
 
+// A spmd function with `num_ops` ops in groups of three: all_gathers of %k and %v along
+// the sequence (dim 2) and an attention of the previous output (first: %q) over them,
+// what ring-attention and ulysses-attention rewrite; about num_ops / 3 attentions. A
+// group that `num_ops` cuts short is dead (num_dead_ops). num_ops >= 3.
+//
+//   spmd func @f(%q: f32[1, 4, 32@sp, 8], %k: ..., %v: ...) -> f32[1, 4, 32@sp, 8] on @m {
+//     %kg0 = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]
+//     %vg0 = all_gather(%v) {axis = sp, dim = 2} : f32[1, 4, 32, 8]
+//     %o0 = attention(%q, %kg0, %vg0) : f32[1, 4, 8, 8]
+//     ...
+GeneratedProgram GenerateGatheredAttentionChain(int64_t num_ops);
+
 }  // namespace commir::bench
 
 #endif  // COMMIR_BENCHMARKS_PROGRAM_GENERATOR_H_

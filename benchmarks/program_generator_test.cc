@@ -81,5 +81,15 @@ TEST(ProgramGeneratorTest, MatmulProgramsAreValidAndCanonical) {
   EXPECT_EQ(GenerateShardedMatmulChain(1001).num_dead_ops, 0);
 }
 
+TEST(ProgramGeneratorTest, AttentionChainIsValidAndCanonical) {
+  for (int64_t n : {3, 4, 5, 6, 999, 1000}) {
+    SCOPED_TRACE(n);
+    GeneratedProgram program = GenerateGatheredAttentionChain(n);
+    EXPECT_EQ(program.num_ops, n);
+    EXPECT_EQ(program.num_dead_ops, n % 3);
+    ExpectValidCanonical(program);
+  }
+}
+
 }  // namespace
 }  // namespace commir::bench
