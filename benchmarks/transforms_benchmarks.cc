@@ -6,7 +6,8 @@
 // sharded matmul programs: canonicalize, cse, dce, propagate-sharding and
 // lower-to-spmd on the global chain (GenerateShardedMatmulChain; lower-to-spmd after
 // propagate-sharding, outside the timing), the collective-matmul schedules and both
-// reports on its lowered form (GenerateGatherMatmulPairs). items_per_second is input
+// reports on its lowered form (GenerateGatherMatmulPairs), ring-attention and
+// ulysses-attention on GenerateGatheredAttentionChain. items_per_second is input
 // ops per second: time per op is its inverse, so a pass that scales linearly shows the
 // same rate at every size.
 //
@@ -31,8 +32,10 @@
 #include "transforms/cse.h"
 #include "transforms/dce.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
+#include "transforms/schedules/ring_attention.h"
 #include "transforms/schedules/ring_collective_matmul.h"
 #include "transforms/schedules/schedule_report.h"
+#include "transforms/schedules/ulysses_attention.h"
 #include "transforms/sharding/comm_report.h"
 #include "transforms/sharding/lower.h"
 #include "transforms/sharding/propagate.h"
@@ -108,15 +111,24 @@ BENCHMARK(BM_DCE)->Apply(ApplySizes);
 
 // ---- Every pass on the sharded matmul programs ----------------------------------------
 
-enum class MatmulProgram { kGlobalChain, kLoweredPairs };
+enum class MatmulProgram { kGlobalChain, kLoweredPairs, kAttentionChain };
 
 // One generated text per (program, size), kept for the whole run (three sizes each).
 const GeneratedProgram& MatmulProgramText(MatmulProgram which, int64_t num_ops) {
   static auto* cache = new std::map<std::pair<MatmulProgram, int64_t>, GeneratedProgram>();
   auto [it, inserted] = cache->try_emplace({which, num_ops});
   if (inserted) {
-    it->second = which == MatmulProgram::kGlobalChain ? GenerateShardedMatmulChain(num_ops)
-                                                      : GenerateGatherMatmulPairs(num_ops);
+    switch (which) {
+      case MatmulProgram::kGlobalChain:
+        it->second = GenerateShardedMatmulChain(num_ops);
+        break;
+      case MatmulProgram::kLoweredPairs:
+        it->second = GenerateGatherMatmulPairs(num_ops);
+        break;
+      case MatmulProgram::kAttentionChain:
+        it->second = GenerateGatheredAttentionChain(num_ops);
+        break;
+    }
   }
   return it->second;
 }
@@ -208,6 +220,12 @@ const PassCase kScheduleReport{MatmulProgram::kLoweredPairs,
                                  return absl::OkStatus();
                                }};
 
+const PassCase kRingAttention{MatmulProgram::kAttentionChain, nullptr, [](Module& m) {
+                                return schedules::RingAttention(m, /*zigzag=*/false);
+                              }};
+const PassCase kUlyssesAttention{MatmulProgram::kAttentionChain, nullptr,
+                                 [](Module& m) { return schedules::UlyssesAttention(m); }};
+
 void PassSizes(benchmark::internal::Benchmark* b) {
   b->ArgName("ops");
   for (int64_t n : {1000, 10000, 100000}) b->Arg(n);
@@ -224,6 +242,8 @@ BENCHMARK_CAPTURE(BM_Pass, pipeline_collective_matmul, kPipeline)
 BENCHMARK_CAPTURE(BM_Pass, ring_collective_matmul_uni, kRingUni)
     ->Apply(PassSizes);
 BENCHMARK_CAPTURE(BM_Pass, ring_collective_matmul_bi, kRingBi)->Apply(PassSizes);
+BENCHMARK_CAPTURE(BM_Pass, ring_attention, kRingAttention)->Apply(PassSizes);
+BENCHMARK_CAPTURE(BM_Pass, ulysses_attention, kUlyssesAttention)->Apply(PassSizes);
 BENCHMARK_CAPTURE(BM_Pass, comm_report, kCommReport)->Apply(PassSizes);
 BENCHMARK_CAPTURE(BM_Pass, schedule_report_after_ring_bi, kScheduleReport)
     ->Apply(PassSizes);

@@ -37,12 +37,12 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function) {
   return found;
 }
 
-void EraseWithDeadProducers(Operation* op) {
+void EraseWithDeadProducers(absl::Span<Operation* const> ops) {
   // Producers die when every use of their results is by an op that dies: count the
   // uses left per producer as the dead ops are found, so only the ops that die (and
-  // their operands) are visited, not everything `op` depends on; then erase them in
+  // their operands) are visited, not everything `ops` depend on; then erase them in
   // one batch (one Erase() per op would search the user list of %k or %v each time).
-  std::vector<Operation*> dead = {op};
+  std::vector<Operation*> dead(ops.begin(), ops.end());
   absl::flat_hash_map<Operation*, int64_t> uses_left;
   for (size_t i = 0; i < dead.size(); ++i) {
     for (Value* operand : dead[i]->all_operands()) {
