@@ -71,4 +71,91 @@ GeneratedProgram GenerateCseDceMix(int64_t num_ops) {
   return program;
 }
 
+namespace {
+
+// Appends `%sK = add(total, %cK)` (or starts the total at the first product) and
+// returns the ops written.
+int64_t SumInto(std::string& out, std::string& total, int64_t k, const char* type) {
+  if (total.empty()) {
+    total = absl::StrCat("c", k);
+    return 0;
+  }
+  absl::StrAppend(&out, "  %s", k, " = add(%", total, ", %c", k, ") : ", type, "\n");
+  total = absl::StrCat("s", k);
+  return 1;
+}
+
+}  // namespace
+
+GeneratedProgram GenerateShardedMatmulChain(int64_t num_ops) {
+  GeneratedProgram program;
+  program.num_ops = num_ops;
+  std::string& out = program.text = Reserved(num_ops);
+  out += "mesh @m(tp=4)\n\nfunc @f(%a: f32[16@tp, 8], %b: f32[8, 8@tp]) -> f32[16, 8@tp] on @m {\n";
+  std::string total;
+  int64_t written = 0;
+  for (int64_t k = 0; written < num_ops; ++k) {
+    absl::StrAppend(&out, "  %c", k, " = matmul(%a, %b) : f32[16, 8]\n");
+    ++written;
+    if (k > 0) ++program.num_duplicate_ops;
+    if (written < num_ops || total.empty()) {
+      written += SumInto(out, total, k, "f32[16, 8]");
+    } else {
+      ++program.num_dead_ops;  // no room for its add
+    }
+  }
+  absl::StrAppend(&out, "  return %", total.empty() ? "a" : total, "\n}\n");
+  return program;
+}
+
+GeneratedProgram GenerateGatherMatmulPairs(int64_t num_ops) {
+  GeneratedProgram program;
+  program.num_ops = num_ops;
+  std::string& out = program.text = Reserved(num_ops);
+  out += "mesh @m(tp=4)\n\nspmd func @f(%a: f32[16@tp, 8], %b: f32[8, 8@tp]) -> f32[16, 8@tp] on "
+         "@m {\n";
+  std::string total;
+  int64_t written = 0;
+  for (int64_t k = 0; written < num_ops; ++k) {
+    absl::StrAppend(&out, "  %g", k, " = all_gather(%a) {axis = tp, dim = 0} : f32[16, 8]\n");
+    ++written;
+    if (written == num_ops) {  // no room for its matmul: the gather is dead
+      ++program.num_dead_ops;
+      break;
+    }
+    absl::StrAppend(&out, "  %c", k, " = matmul(%g", k, ", %b) : f32[16, 2]\n");
+    ++written;
+    if (written < num_ops || total.empty()) {
+      written += SumInto(out, total, k, "f32[16, 2]");
+    } else {
+      program.num_dead_ops += 2;  // no room for its add: the matmul and its gather
+    }
+  }
+  absl::StrAppend(&out, "  return %", total.empty() ? "a" : total, "\n}\n");
+  return program;
+}
+
+GeneratedProgram GenerateGatheredAttentionChain(int64_t num_ops) {
+  GeneratedProgram program;
+  program.num_ops = num_ops;
+  std::string& out = program.text = Reserved(num_ops);
+  out += "mesh @m(sp=4)\n\nspmd func @f(%q: f32[1, 4, 32@sp, 8], %k: f32[1, 4, 32@sp, 8], "
+         "%v: f32[1, 4, 32@sp, 8]) -> f32[1, 4, 32@sp, 8] on @m {\n";
+  std::string previous = "q";
+  int64_t groups = num_ops / 3;
+  for (int64_t i = 0; i < groups; ++i) {
+    absl::StrAppend(&out, "  %kg", i, " = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    absl::StrAppend(&out, "  %vg", i, " = all_gather(%v) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    absl::StrAppend(&out, "  %o", i, " = attention(%", previous, ", %kg", i, ", %vg", i,
+                    ") : f32[1, 4, 8, 8]\n");
+    previous = absl::StrCat("o", i);
+  }
+  for (int64_t i = groups * 3; i < num_ops; ++i) {
+    absl::StrAppend(&out, "  %d", i, " = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]\n");
+    ++program.num_dead_ops;
+  }
+  absl::StrAppend(&out, "  return %", previous, "\n}\n");
+  return program;
+}
+
 }  // namespace commir::bench

@@ -48,6 +48,48 @@ GeneratedProgram GenerateElementwiseChain(int64_t num_ops);
 // multiple of five, the remainder is live chain ops (`add(%p, %y)`).
 GeneratedProgram GenerateCseDceMix(int64_t num_ops);
 
+// A global function on a 4-device mesh with `num_ops` ops in pairs: a matmul of the
+// row-sharded %a by the column-sharded %b, and an add that sums it into a running total
+// (the first pair has no add). propagate-sharding and lower-to-spmd turn every matmul
+// into an all_gather + matmul pair; every matmul but the first repeats it
+// (num_duplicate_ops, what CSE merges), and nothing is dead except a last matmul that
+// `num_ops` leaves no room to sum (num_dead_ops). num_ops >= 1.
+//
+//   mesh @m(tp=4)
+//
+//   func @f(%a: f32[16@tp, 8], %b: f32[8, 8@tp]) -> f32[16, 8@tp] on @m {
+//     %c0 = matmul(%a, %b) : f32[16, 8]
+//     %c1 = matmul(%a, %b) : f32[16, 8]
+//     %s1 = add(%c0, %c1) : f32[16, 8]
+//     ...
+GeneratedProgram GenerateShardedMatmulChain(int64_t num_ops);
+
+// The lowered form of GenerateShardedMatmulChain: a spmd function with `num_ops` ops in
+// groups of all_gather + matmul + add (the pairs the collective-matmul schedules
+// rewrite), so about num_ops / 3 pairs; a last pair that `num_ops` cuts short is dead
+// (num_dead_ops). num_ops >= 2.
+//
+//   spmd func @f(%a: f32[16@tp, 8], %b: f32[8, 8@tp]) -> f32[16, 8@tp] on @m {
+//     %g0 = all_gather(%a) {axis = tp, dim = 0} : f32[16, 8]
+//     %c0 = matmul(%g0, %b) : f32[16, 2]
+//     %g1 = all_gather(%a) {axis = tp, dim = 0} : f32[16, 8]
+//     %c1 = matmul(%g1, %b) : f32[16, 2]
+//     %s1 = add(%c0, %c1) : f32[16, 2]
+//     ...
+GeneratedProgram GenerateGatherMatmulPairs(int64_t num_ops);
+
+// A spmd function with `num_ops` ops in groups of three: all_gathers of %k and %v along
+// the sequence (dim 2) and an attention of the previous output (first: %q) over them,
+// what ring-attention and ulysses-attention rewrite; about num_ops / 3 attentions. A
+// group that `num_ops` cuts short is dead (num_dead_ops). num_ops >= 3.
+//
+//   spmd func @f(%q: f32[1, 4, 32@sp, 8], %k: ..., %v: ...) -> f32[1, 4, 32@sp, 8] on @m {
+//     %kg0 = all_gather(%k) {axis = sp, dim = 2} : f32[1, 4, 32, 8]
+//     %vg0 = all_gather(%v) {axis = sp, dim = 2} : f32[1, 4, 32, 8]
+//     %o0 = attention(%q, %kg0, %vg0) : f32[1, 4, 8, 8]
+//     ...
+GeneratedProgram GenerateGatheredAttentionChain(int64_t num_ops);
+
 }  // namespace commir::bench
 
 #endif  // COMMIR_BENCHMARKS_PROGRAM_GENERATOR_H_

@@ -63,5 +63,33 @@ TEST(ProgramGeneratorTest, CseDceMixCounts) {
   EXPECT_EQ(unused, 200);  // the tanh at the end of each dead pair
 }
 
+TEST(ProgramGeneratorTest, MatmulProgramsAreValidAndCanonical) {
+  for (int64_t n : {2, 3, 4, 5, 6, 7, 1000, 1001, 1002}) {
+    SCOPED_TRACE(n);
+    GeneratedProgram chain = GenerateShardedMatmulChain(n);
+    EXPECT_EQ(chain.num_ops, n);
+    ExpectValidCanonical(chain);
+    GeneratedProgram pairs = GenerateGatherMatmulPairs(n);
+    EXPECT_EQ(pairs.num_ops, n);
+    ExpectValidCanonical(pairs);
+  }
+  // 1000 = 2 + 3 * 332 + 2: the last pair has no add.
+  EXPECT_EQ(GenerateGatherMatmulPairs(1000).num_dead_ops, 2);
+  EXPECT_EQ(GenerateGatherMatmulPairs(1001).num_dead_ops, 0);
+  EXPECT_EQ(GenerateShardedMatmulChain(1000).num_duplicate_ops, 500);
+  EXPECT_EQ(GenerateShardedMatmulChain(1000).num_dead_ops, 1);
+  EXPECT_EQ(GenerateShardedMatmulChain(1001).num_dead_ops, 0);
+}
+
+TEST(ProgramGeneratorTest, AttentionChainIsValidAndCanonical) {
+  for (int64_t n : {3, 4, 5, 6, 999, 1000}) {
+    SCOPED_TRACE(n);
+    GeneratedProgram program = GenerateGatheredAttentionChain(n);
+    EXPECT_EQ(program.num_ops, n);
+    EXPECT_EQ(program.num_dead_ops, n % 3);
+    ExpectValidCanonical(program);
+  }
+}
+
 }  // namespace
 }  // namespace commir::bench

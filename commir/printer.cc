@@ -54,7 +54,11 @@ class NameTable {
     if (written.empty()) {
       do name = absl::StrCat(next_number_++); while (used_.contains(name));
     } else {
-      int suffix = 1;
+      // Resume where the last clash of this name stopped: the suffixes below were taken
+      // then and still are (names are never released), so the first free one is the
+      // same as when counting from 1, without rescanning them (quadratic when thousands
+      // of values share a name, as the loops of a schedule pass do).
+      int& suffix = next_suffix_.try_emplace(written, 1).first->second;
       do name = absl::StrCat(written, "_", suffix++); while (used_.contains(name));
     }
     const std::string& stored = storage_.emplace_back(std::move(name));
@@ -83,6 +87,8 @@ class NameTable {
   };
   absl::flat_hash_set<const std::string*, NameHasher, NameEq> used_;
   int next_number_ = 0;
+  // Per written name, the next suffix to try when it clashes.
+  absl::flat_hash_map<std::string, int> next_suffix_;
 };
 
 class Printer {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 
 namespace commir::schedules {
 namespace {
@@ -37,39 +37,28 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function) {
   return found;
 }
 
-void EraseWithDeadProducers(Operation* op) {
-  // Every op the erased one depends on, transitively; then erase those left unused,
-  // consumers before producers, until nothing changes (a producer may feed several).
-  std::vector<Operation*> candidates;
-  absl::flat_hash_set<Operation*> seen;
-  std::vector<Operation*> stack = {op};
-  while (!stack.empty()) {
-    Operation* current = stack.back();
-    stack.pop_back();
-    for (Value* operand : current->all_operands()) {
+void EraseWithDeadProducers(absl::Span<Operation* const> ops) {
+  // Producers die when every use of their results is by an op that dies: count the
+  // uses left per producer as the dead ops are found, so only the ops that die (and
+  // their operands) are visited, not everything `ops` depend on; then erase them in
+  // one batch (one Erase() per op would search the user list of %k or %v each time).
+  std::vector<Operation*> dead(ops.begin(), ops.end());
+  absl::flat_hash_map<Operation*, int64_t> uses_left;
+  for (size_t i = 0; i < dead.size(); ++i) {
+    for (Value* operand : dead[i]->all_operands()) {
       if (operand->kind() != Value::Kind::kResult) continue;
       Operation* producer = operand->defining_op();
-      if (producer->num_regions() == 0 && seen.insert(producer).second) {
-        candidates.push_back(producer);
-        stack.push_back(producer);
+      if (producer->num_regions() != 0) continue;
+      auto [it, first] = uses_left.try_emplace(producer, 0);
+      if (first) {
+        for (int r = 0; r < producer->num_results(); ++r) {
+          it->second += static_cast<int64_t>(producer->result(r)->users().size());
+        }
       }
+      if (--it->second == 0) dead.push_back(producer);
     }
   }
-  op->Erase();
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (Operation*& candidate : candidates) {
-      if (candidate == nullptr) continue;
-      bool dead = true;
-      for (int r = 0; dead && r < candidate->num_results(); ++r) {
-        dead = candidate->result(r)->use_empty();
-      }
-      if (!dead) continue;
-      candidate->Erase();
-      candidate = nullptr;
-      changed = true;
-    }
-  }
+  Operation::EraseAll(dead);
 }
 
 std::optional<Operand> QueryBase(const Value* q_pos, const AxisList& axes, int64_t local_queries) {

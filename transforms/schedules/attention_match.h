@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "commir/ir.h"
 #include "commir/type.h"
 #include "transforms/sharding/layout.h"
@@ -30,10 +31,13 @@ struct GatheredAttention {
 // in program order. Only groups of two or more devices match.
 std::vector<GatheredAttention> FindGatheredAttention(const Function& function);
 
-// Erases `op` (its results must be unused), then every op that made one of its operands
-// and is left unused, transitively: the all_gathers and position arithmetic a rewritten
-// attention no longer needs. Loops and ops with regions are kept.
-void EraseWithDeadProducers(Operation* op);
+// Erases `ops` (their results must be unused, or used only by each other), then every
+// op that made one of their operands and is left unused, transitively: the all_gathers
+// and position arithmetic rewritten attentions no longer need. Loops and ops with
+// regions are kept. A pass calls it once, after all its rewrites: one batch visits only
+// the ops that die and filters each shared user list (%k's, %v's) once, where erasing
+// after each rewrite filtered them once per attention (quadratic).
+void EraseWithDeadProducers(absl::Span<Operation* const> ops);
 
 using Operand = sharding::Emitter::Operand;
 

@@ -68,20 +68,41 @@ struct CollectiveMatmulMatches {
 CollectiveMatmulMatches FindCollectiveMatmuls(Function& function);
 
 // Rewrites every match with `rewriter` (a schedule's RewriteGather and RewriteScatter),
-// gathers first, adding one to `*rewritten` per pair. Stops at the first error.
+// gathers first, adding one to `*rewritten` per pair. Stops at the first error. Then
+// erases the ops the rewrites replaced (the rewriter is a ReplacedOps).
 template <typename Rewriter>
 absl::Status RewriteMatches(Rewriter& rewriter, const CollectiveMatmulMatches& matches,
                             int* rewritten) {
-  for (const GatherMatch& m : matches.gathers) {
-    if (absl::Status s = rewriter.RewriteGather(m); !s.ok()) return s;
-    ++*rewritten;
-  }
-  for (const ScatterMatch& m : matches.scatters) {
-    if (absl::Status s = rewriter.RewriteScatter(m); !s.ok()) return s;
-    ++*rewritten;
-  }
-  return absl::OkStatus();
+  absl::Status status = [&]() -> absl::Status {
+    for (const GatherMatch& m : matches.gathers) {
+      if (absl::Status s = rewriter.RewriteGather(m); !s.ok()) return s;
+      ++*rewritten;
+    }
+    for (const ScatterMatch& m : matches.scatters) {
+      if (absl::Status s = rewriter.RewriteScatter(m); !s.ok()) return s;
+      ++*rewritten;
+    }
+    return absl::OkStatus();
+  }();
+  rewriter.EraseReplaced();
+  return status;
 }
+
+// The ops a rewriter has replaced (their results unused, or used only by each other),
+// erased together at the end: erasing each at once would search the user list of a
+// widely read value (the weights every matmul reads) once per op, quadratic in the
+// number of matches.
+class ReplacedOps {
+ public:
+  void Add(Operation* op) { ops_.push_back(op); }
+  void EraseReplaced() {
+    Operation::EraseAll(ops_);
+    ops_.clear();
+  }
+
+ private:
+  std::vector<Operation*> ops_;
+};
 
 // `type` with dimension `dim` resized to `size`.
 Type WithDim(Type type, int64_t dim, int64_t size);

@@ -32,7 +32,7 @@ using cmm::ZeroAttrs;
 
 using sharding::Emitter;
 
-class Pipeliner {
+class Pipeliner : public cmm::ReplacedOps {
  public:
   Pipeliner(Function& function, int64_t chunks, int64_t streams)
       : function_(function), chunks_(chunks), streams_(streams) {}
@@ -136,8 +136,9 @@ class Pipeliner {
       mm->result(0)->ReplaceAllUsesWith(out);
     }
     // Only now: `first` is the insertion point of the reshapes above.
-    for (const GatherUse& u : m.uses) u.matmul->Erase();
-    if (gather->result(0)->use_empty()) gather->Erase();
+    for (const GatherUse& u : m.uses) Add(u.matmul);
+    // Dead once the matched matmuls (one use each) go.
+    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
     return absl::OkStatus();
   }
 
@@ -195,8 +196,8 @@ class Pipeliner {
     Value* result = loop.op->result(0);
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
-    scatter->Erase();
-    mm->Erase();
+    Add(scatter);
+    Add(mm);
     return absl::OkStatus();
   }
 

@@ -45,7 +45,8 @@ class Ring {
     if (attention_->num_operands() >= 5) k_base_ = attention_->operand(4);
   }
 
-  absl::Status Run(bool zigzag) {
+  // Appends the attention to `rewritten` when it was rewritten (its results now unused).
+  absl::Status Run(bool zigzag, std::vector<Operation*>* rewritten) {
     // Positions, the ring's source blocks and the zigzag layout need the rank; plain
     // attention needs none.
     if (causal_) rank_ = FindOrMakeRank();
@@ -71,7 +72,8 @@ class Ring {
       lse->set_name(attention_->result(1)->name());
       attention_->result(1)->ReplaceAllUsesWith(lse);
     }
-    EraseWithDeadProducers(attention_);
+    // Erased with its dead producers by the caller, with the other rewritten ones.
+    rewritten->push_back(attention_);
     return absl::OkStatus();
   }
 
@@ -405,9 +407,14 @@ class Ring {
 
 absl::Status RingAttention(Module& module, bool zigzag) {
   for (Function* function : module.functions()) {
+    std::vector<Operation*> rewritten;
+    absl::Status status;
     for (const GatheredAttention& match : FindGatheredAttention(*function)) {
-      if (absl::Status s = Ring(*function, match).Run(zigzag); !s.ok()) return s;
+      status = Ring(*function, match).Run(zigzag, &rewritten);
+      if (!status.ok()) break;
     }
+    EraseWithDeadProducers(rewritten);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }

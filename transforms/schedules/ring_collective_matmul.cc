@@ -67,7 +67,7 @@ absl::StatusOr<Value*> SliceAt(Emitter& e, Value* x, int64_t dim, int64_t size, 
   return Emit(e, OpKind::kSlice, {x}, std::move(attrs), {}, {}, name);
 }
 
-class Ring {
+class Ring : public cmm::ReplacedOps {
  public:
   Ring(Function& function, RingDirection direction) : function_(function), direction_(direction) {}
 
@@ -179,9 +179,10 @@ class Ring {
       Value* out = (*done)[k];
       out->set_name(ResultName(*mm));
       mm->result(0)->ReplaceAllUsesWith(out);
-      mm->Erase();
+      Add(mm);
     }
-    if (gather->result(0)->use_empty()) gather->Erase();
+    // Dead once the matched matmuls (one use each) go.
+    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
     return absl::OkStatus();
   }
 
@@ -401,8 +402,8 @@ class Ring {
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
     Operation* mm = m.matmul;
-    scatter->Erase();
-    mm->Erase();
+    Add(scatter);
+    Add(mm);
     return absl::OkStatus();
   }
 

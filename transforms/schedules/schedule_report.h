@@ -21,7 +21,10 @@
 //   // schedule-report @ag_matmul: collectives 0  shifts 7  ring-steps 7
 //   //   ring-bytes 917504  gemms 8  attentions 0  bytes/device 917504
 //   //   peak-extra/device 294912
-// Global functions are skipped with a line saying so.
+// Global functions are skipped with a line saying so. Loops are not run trip by trip:
+// the simulation finds where iterations repeat and multiplies (see LoopSimulation), so
+// a loop of 10^12 trips reports as fast as one of 10. Counts that exceed int64 fail the
+// pass with an error at the loop (exit status 1).
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_SCHEDULE_REPORT_H_
 
@@ -43,9 +46,18 @@ struct ScheduleStats {
   int64_t attentions = 0;
   double bytes_per_device = 0;
   double peak_extra_bytes = 0;
+  // Set when a count exceeds int64 (the counts are then incomplete): the loop whose
+  // trips made it overflow. ScheduleReportPass reports an error there.
+  const Operation* overflow_at = nullptr;
 };
 
-ScheduleStats ComputeScheduleStats(const Function& function);
+// How the simulation runs loops. kFastForward (the report's) finds where a loop's
+// iterations repeat and counts the repeating middle without running it, so the time
+// does not depend on trip counts; kEveryIteration runs every trip (tests compare the two).
+enum class LoopSimulation { kFastForward, kEveryIteration };
+
+ScheduleStats ComputeScheduleStats(const Function& function,
+                                   LoopSimulation loops = LoopSimulation::kFastForward);
 std::string FormatScheduleReport(const Module& module);
 
 class ScheduleReportPass : public Pass {

@@ -34,7 +34,9 @@ Value* RepeatHeads(ScheduleEmitter& e, Value* x, int64_t times, const std::strin
   return e.Op(OpKind::kReshape, {e2}, {}, merged, name);
 }
 
-absl::Status Rewrite(Function& function, const GatheredAttention& match) {
+// Appends the attention to `rewritten` when it was rewritten (its results now unused).
+absl::Status Rewrite(Function& function, const GatheredAttention& match,
+                     std::vector<Operation*>* rewritten) {
   Operation* attention = match.attention;
   const int64_t n = match.group_size;
   Value* q = attention->operand(0);
@@ -94,7 +96,8 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match) {
     back[r]->set_name(attention->result(r)->name());
     attention->result(r)->ReplaceAllUsesWith(back[r]);
   }
-  EraseWithDeadProducers(attention);
+  // Erased with its dead producers by the caller, with the other rewritten ones.
+  rewritten->push_back(attention);
   return absl::OkStatus();
 }
 
@@ -102,9 +105,14 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match) {
 
 absl::Status UlyssesAttention(Module& module) {
   for (Function* function : module.functions()) {
+    std::vector<Operation*> rewritten;
+    absl::Status status;
     for (const GatheredAttention& match : FindGatheredAttention(*function)) {
-      if (absl::Status s = Rewrite(*function, match); !s.ok()) return s;
+      status = Rewrite(*function, match, &rewritten);
+      if (!status.ok()) break;
     }
+    EraseWithDeadProducers(rewritten);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }

@@ -2,39 +2,48 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/op_cost.h"
+#include "transforms/loop_trip_count.h"
 
 namespace commir::sharding {
 namespace {
 
-int64_t TripCount(const Operation& loop) {
-  int64_t lower = loop.attrs().GetInt("lower", 0);
-  int64_t upper = loop.attrs().GetInt("upper", 0);
-  int64_t step = loop.attrs().GetInt("step", 1);
-  if (step <= 0 || upper <= lower) return 0;
-  return (upper - lower + step - 1) / step;
-}
-
-void Accumulate(const Block& block, const Function& function, int64_t multiplier,
-                std::map<OpKind, CollectiveTotals>& totals) {
+// Adds the collectives of `block`, each executed `multiplier` times (nullopt: more than
+// int64 can count, because of `loop`, the innermost loop whose trips overflowed).
+void Accumulate(const Block& block, const Function& function, std::optional<int64_t> multiplier,
+                const Operation* overflow_loop, std::map<OpKind, CollectiveTotals>& totals,
+                FunctionCommReport& report) {
   for (const Operation* op : block) {
     if (op->Is(OpKind::kFor)) {
-      int64_t trips = TripCount(*op);
+      std::optional<int64_t> inner;
+      const Operation* inner_overflow = overflow_loop;
+      if (multiplier.has_value()) inner = CheckedMultiply(*multiplier, LoopTripCount(*op));
+      if (multiplier.has_value() && !inner.has_value()) inner_overflow = op;
       for (int r = 0; r < op->num_regions(); ++r) {
-        Accumulate(*op->region(r), function, multiplier * trips, totals);
+        Accumulate(*op->region(r), function, inner, inner_overflow, totals, report);
       }
       continue;
     }
     if (!op->def().Has(kCollective)) continue;
     CollectiveTotals& t = totals[op->kind()];
     t.kind = op->kind();
-    t.count += multiplier;
+    std::optional<int64_t> count =
+        multiplier.has_value() ? CheckedAdd(t.count, *multiplier) : std::nullopt;
+    if (!count.has_value()) {
+      if (report.overflow_at == nullptr) {
+        report.overflow_at = overflow_loop != nullptr ? overflow_loop : op;
+      }
+      continue;
+    }
+    t.count = *count;
     t.bytes_per_device +=
-        static_cast<double>(multiplier) * EstimateOpCost(*op, function).bytes_communicated;
+        static_cast<double>(*multiplier) * EstimateOpCost(*op, function).bytes_communicated;
   }
 }
 
@@ -57,7 +66,7 @@ FunctionCommReport ComputeCommReport(const Function& function) {
   report.function = &function;
   if (!function.is_spmd()) return report;
   std::map<OpKind, CollectiveTotals> totals;
-  Accumulate(*function.body(), function, 1, totals);
+  Accumulate(*function.body(), function, 1, nullptr, totals, report);
   for (const auto& [kind, t] : totals) report.collectives.push_back(t);
   return report;
 }
@@ -94,6 +103,20 @@ std::string FormatCommReport(const Module& module) {
 }
 
 absl::Status CommReportPass::Run(Module& module) {
+  // Counts beyond int64 are an error rather than a wrapped or saturated number
+  // (docs/format-decisions.md).
+  absl::Status status;
+  for (const Function* function : module.functions()) {
+    FunctionCommReport report = ComputeCommReport(*function);
+    if (report.overflow_at == nullptr) continue;
+    std::string message = absl::StrFormat(
+        "the collectives of @%s execute more than %d times here: the count does not fit in "
+        "int64",
+        function->name(), std::numeric_limits<int64_t>::max());
+    diagnostics().Error(report.overflow_at->loc(), message);
+    status = absl::FailedPreconditionError(absl::StrCat("comm-report: ", message));
+  }
+  if (!status.ok()) return status;
   std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
   out << FormatCommReport(module);
   out.flush();

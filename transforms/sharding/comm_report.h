@@ -15,7 +15,9 @@
 //
 // Bytes are rounded to whole numbers. A spmd function without collectives reports
 // "no collectives"; a global function reports that it has no explicit communication
-// yet (lower it with lower-to-spmd first).
+// yet (lower it with lower-to-spmd first). Trip counts are exact over the whole int64
+// range; a count that exceeds int64 (nested loops of 2^62 trips) fails the pass with an
+// error at the loop (exit status 1) instead of printing a wrapped number.
 #ifndef COMMIR_TRANSFORMS_SHARDING_COMM_REPORT_H_
 #define COMMIR_TRANSFORMS_SHARDING_COMM_REPORT_H_
 
@@ -39,6 +41,10 @@ struct FunctionCommReport {
   const Function* function = nullptr;
   // Collective kinds that occur, in OpKind order.
   std::vector<CollectiveTotals> collectives;
+  // Set when a count exceeds int64 (then the counts are incomplete): the innermost loop
+  // whose trip count overflowed the product of the enclosing ones, or the collective
+  // whose total overflowed. CommReportPass reports it as an error there.
+  const Operation* overflow_at = nullptr;
   int64_t total_count() const;
   double total_bytes() const;
 };
