@@ -10,8 +10,7 @@
 // both global and already-lowered programs. Any violation aborts with the input, the
 // pipeline and the offending IR on stderr, so that the reproducer explains itself.
 //
-//   bazel --output_base=$HOME/.cache/bazel-commir-fuzz build --config=fuzz \
-//       //transforms/fuzz:pipeline_fuzzer
+//   bazel --output_base=$HOME/.cache/bazel-commir-fuzz build --config=fuzz //transforms/fuzz:pipeline_fuzzer
 //   bazel-bin/transforms/fuzz/pipeline_fuzzer -dict=parser/parser_fuzzer.dict CORPUS_DIR
 #include <cstddef>
 #include <cstdint>
