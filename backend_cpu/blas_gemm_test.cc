@@ -3,7 +3,6 @@
 // inputs and the build. The test re-runs this binary as a child under different thread
 // settings (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, a one-CPU affinity mask); each child
 // computes the same GEMMs and writes their raw result bytes, which must all be equal.
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/blas_gemm.h"
 #include "gtest/gtest.h"
+#include "testing/machine_settings.h"
 
 namespace commir::cpu {
 namespace {
@@ -75,48 +75,15 @@ int WriteGemmBits(const char* path) {
   return out ? 0 : 1;
 }
 
-struct ThreadSetting {
-  std::string name;
-  std::string threads;  // OMP_NUM_THREADS and OPENBLAS_NUM_THREADS; empty: unset
-  bool one_cpu = false;  // restrict the child to the first CPU it may use
-  // OPENBLAS_CORETYPE: the CPU model whose kernels OpenBLAS would pick; empty: unset.
-  // Only models every x86-64 CPU with AVX2 can run (a test machine without AVX2 skips
-  // "Haswell").
-  std::string coretype;
-};
-
 // Runs this binary as a child under `setting`; returns the bytes it wrote.
-std::string ChildGemmBits(const ThreadSetting& setting) {
+std::string ChildGemmBits(const testing::MachineSetting& setting) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gemm_bits_", setting.name);
   std::remove(path.c_str());
   const pid_t pid = fork();
   if (pid == 0) {
     setenv(kBitsFileEnv, path.c_str(), 1);
-    for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-      if (setting.threads.empty()) {
-        unsetenv(var);
-      } else {
-        setenv(var, setting.threads.c_str(), 1);
-      }
-    }
-    if (setting.coretype.empty()) {
-      unsetenv("OPENBLAS_CORETYPE");
-    } else {
-      setenv("OPENBLAS_CORETYPE", setting.coretype.c_str(), 1);
-    }
-    if (setting.one_cpu) {
-      cpu_set_t allowed, one;
-      CPU_ZERO(&one);
-      if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) _exit(125);
-      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (CPU_ISSET(cpu, &allowed)) {
-          CPU_SET(cpu, &one);
-          break;
-        }
-      }
-      if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(125);
-    }
+    if (!testing::ApplyMachineSetting(setting)) _exit(125);
     execl(g_self.c_str(), g_self.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -131,15 +98,7 @@ std::string ChildGemmBits(const ThreadSetting& setting) {
 }
 
 TEST(GemmDeterminismTest, SameBitsForEveryThreadCountAndCpuSet) {
-  std::vector<ThreadSetting> settings = {
-      {"default", "", false, ""},  {"threads1", "1", false, ""},
-      {"threads2", "2", false, ""}, {"threads4", "4", false, ""},
-      {"one_cpu", "", true, ""},    {"nehalem", "", false, "Nehalem"},
-  };
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    settings.push_back({"haswell_threads1", "1", false, "Haswell"});
-    settings.push_back({"haswell_threads2", "2", false, "Haswell"});
-  }
+  const std::vector<testing::MachineSetting> settings = testing::MachineSettingsToCompare();
   const std::string reference = ChildGemmBits(settings[0]);
   ASSERT_FALSE(reference.empty());
   for (size_t i = 1; i < settings.size(); ++i) {

@@ -4,7 +4,6 @@
 //
 // Arguments: the commir-run binary and the program, as runfiles paths.
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/machine_settings.h"
 
 namespace commir {
 namespace {
@@ -25,23 +25,13 @@ namespace {
 std::string g_binary;   // set by main()
 std::string g_program;  // set by main()
 
-struct Setting {
-  std::string name;
-  std::string threads;   // OMP_NUM_THREADS and OPENBLAS_NUM_THREADS; empty: unset
-  bool one_cpu = false;  // restrict commir-run to the first CPU it may use
-  // OPENBLAS_CORETYPE: the CPU model whose kernels OpenBLAS would pick; empty: unset.
-  // Only models every x86-64 CPU with AVX2 can run (a test machine without AVX2 skips
-  // "Haswell").
-  std::string coretype;
-};
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Runs `commir-run PROGRAM --seed=7 --output-dir=DIR` under `setting`; returns DIR.
-std::string RunUnder(const Setting& setting) {
+std::string RunUnder(const testing::MachineSetting& setting) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/out_", setting.name);
   std::filesystem::remove_all(dir);
@@ -51,30 +41,7 @@ std::string RunUnder(const Setting& setting) {
     const int null = open("/dev/null", O_WRONLY);
     if (null < 0) _exit(126);
     dup2(null, 1);
-    for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-      if (setting.threads.empty()) {
-        unsetenv(var);
-      } else {
-        setenv(var, setting.threads.c_str(), 1);
-      }
-    }
-    if (setting.coretype.empty()) {
-      unsetenv("OPENBLAS_CORETYPE");
-    } else {
-      setenv("OPENBLAS_CORETYPE", setting.coretype.c_str(), 1);
-    }
-    if (setting.one_cpu) {
-      cpu_set_t allowed, one;
-      CPU_ZERO(&one);
-      if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) _exit(125);
-      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (CPU_ISSET(cpu, &allowed)) {
-          CPU_SET(cpu, &one);
-          break;
-        }
-      }
-      if (sched_setaffinity(0, sizeof(one), &one) != 0) _exit(125);
-    }
+    if (!testing::ApplyMachineSetting(setting)) _exit(125);
     execl(g_binary.c_str(), g_binary.c_str(), g_program.c_str(), "--seed=7", output_flag.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
@@ -87,15 +54,7 @@ std::string RunUnder(const Setting& setting) {
 }
 
 TEST(CommirRunDeterminismTest, MlpOutputsAreIdenticalForAnyThreadCountOrCpuSet) {
-  std::vector<Setting> settings = {
-      {"default", "", false, ""},         {"threads1", "1", false, ""},
-      {"threads2", "2", false, ""},       {"one_cpu", "", true, ""},
-      {"one_cpu_threads2", "2", true, ""}, {"nehalem_threads2", "2", false, "Nehalem"},
-  };
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    settings.push_back({"haswell_threads1", "1", false, "Haswell"});
-    settings.push_back({"haswell_threads2", "2", false, "Haswell"});
-  }
+  const std::vector<testing::MachineSetting> settings = testing::MachineSettingsToCompare();
   const std::string reference_dir = RunUnder(settings[0]);
   const std::string reference = ReadFile(reference_dir + "/result0.npy");
   ASSERT_GT(reference.size(), 128u) << "no result0.npy in " << reference_dir;
