@@ -118,7 +118,9 @@ TEST(CommirRunMemory, PeakFollowsTheLiveValuesNotTheOpCount) {
   EXPECT_LT(long_chain.max_rss_kb - short_chain.max_rss_kb, 64 * 1024)
       << "10 ops: " << short_chain.max_rss_kb << " KB, 10000 ops: " << long_chain.max_rss_kb
       << " KB";
-  if (!kSanitized) EXPECT_LT(long_chain.max_rss_kb, 300 * 1024) << long_chain;
+  if (!kSanitized) {
+    EXPECT_LT(long_chain.max_rss_kb, 300 * 1024) << long_chain;
+  }
 }
 
 // Address space for the runs below outside sanitizers (ASan reserves terabytes of
