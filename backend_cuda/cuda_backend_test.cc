@@ -1,9 +1,10 @@
 // The cuda backend against the cpu backend, op by op and program by program.
 //
 // Every function of every op case (testdata/ops) and every commir-run test program
-// (tools/testdata) runs through runtime::Interpreter twice with the same random inputs:
-// on CpuBackend and on CudaBackend (one process driving all mesh devices; with one GPU
-// the whole mesh shares it, launch mode (c)). Each device's results must agree within
+// (tools/testdata and the shared examples in testdata/examples) runs through
+// runtime::Interpreter twice with the same random inputs: on CpuBackend and on
+// CudaBackend (one process driving all mesh devices; with one GPU the whole mesh shares
+// it, launch mode (c)). Each device's results must agree within
 // the spec's tolerances (1e-5 relative L2 for f32, 5e-3 f16, 2e-2 bf16). This covers
 // every tensor op, every collective along every dim the cases use, streams and loops.
 // Further tests pin the GEMM mapping (transposes, broadcast batches, mixed result
@@ -154,6 +155,7 @@ TEST(CudaBackendTest, EveryOpCaseAgreesWithTheCpuBackend) {
 TEST(CudaBackendTest, EveryCommirRunProgramAgreesWithTheCpuBackend) {
   SKIP_WITHOUT_GPU();
   CompareDirectory("tools/testdata");
+  CompareDirectory("testdata/examples");
 }
 
 // Parses one function from text.

@@ -126,7 +126,7 @@ std::string ReadFile(const std::filesystem::path& path) {
 
 TEST(BodySkipperTest, ProgramsInTheRepository) {
   int files = 0;
-  for (const char* dir : {"parser/testdata", "parser/fuzz_corpus"}) {
+  for (const char* dir : {"testdata/examples", "parser/fuzz_corpus"}) {
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().extension() != ".commir") continue;
       CheckEveryStart(ReadFile(entry.path()));

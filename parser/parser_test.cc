@@ -1229,7 +1229,7 @@ void ExpectRoundTrip(const std::string& name, const std::string& source) {
 TEST(RoundTripTest, SharedExamples) {
   for (const char* name : {"ag_matmul", "ag_matmul_global4", "attention", "mlp",
                            "ring_ag_matmul", "transformer_block"}) {
-    ExpectRoundTrip(name, ReadFile(absl::StrCat("parser/testdata/", name, ".commir")));
+    ExpectRoundTrip(name, ReadFile(absl::StrCat("testdata/examples/", name, ".commir")));
   }
 }
 
@@ -1521,7 +1521,7 @@ TEST(RoundTripTest, RandomProgramsRoundTrip) {
 }
 
 TEST(RoundTripTest, CanonicalFormOfTheRingExample) {
-  EXPECT_EQ(Print(ReadFile("parser/testdata/ring_ag_matmul.commir")),
+  EXPECT_EQ(Print(ReadFile("testdata/examples/ring_ag_matmul.commir")),
             "mesh @m(tp=4)\n"
             "\n"
             "spmd func @ag_matmul(%a: f32[512@tp, 256], %b: f32[256, 128@tp]) -> f32[512, "
@@ -1542,7 +1542,7 @@ TEST(RoundTripTest, CanonicalFormOfTheRingExample) {
 }
 
 TEST(RoundTripTest, ErrorsExampleReportsLineFive) {
-  std::string source = ReadFile("parser/testdata/errors_divisibility.commir");
+  std::string source = ReadFile("testdata/examples/errors_divisibility.commir");
   absl::StatusOr<std::unique_ptr<Module>> m =
       ParseModuleOrError(source, "errors_divisibility.commir");
   ASSERT_FALSE(m.ok());

@@ -3,7 +3,8 @@
 //     that says which (spec section 6: "3 a backend or device failure ... with a clear
 //     message"), nothing on stdout;
 //   - a machine with a GPU: the shared example checks pass against the cpu reference.
-// The binary's path is the first argument, the examples directory the second.
+// The binary's path is the first argument; the program directories follow, the first
+// holding the shared examples (mlp.commir among them).
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -27,7 +28,10 @@ using ::testing::Not;
 using ::testing::HasSubstr;
 
 std::string g_binary;
-std::string g_testdata;
+std::vector<std::string> g_program_dirs;
+
+// The shared example the single-program tests run.
+std::string Mlp() { return g_program_dirs.front() + "/mlp.commir"; }
 
 struct ToolResult {
   int code = -1;
@@ -64,7 +68,7 @@ bool IsClearUnavailable(const ToolResult& r) {
 }
 
 TEST(CommirRunCuda, RunsOrExitsThreeWithAClearMessage) {
-  ToolResult r = RunTool({g_testdata + "/mlp.commir", "--backend=cuda", "--check"});
+  ToolResult r = RunTool({Mlp(), "--backend=cuda", "--check"});
   if (IsClearUnavailable(r)) {
     // No cuda backend or GPU here: exit 3 with the reason is the required behaviour.
     EXPECT_THAT(r.err, HasSubstr("error: "));
@@ -77,30 +81,32 @@ TEST(CommirRunCuda, RunsOrExitsThreeWithAClearMessage) {
 }
 
 TEST(CommirRunCuda, EveryToolsExampleChecksOnTheGpu) {
-  ToolResult probe = RunTool({g_testdata + "/mlp.commir", "--backend=cuda"});
+  ToolResult probe = RunTool({Mlp(), "--backend=cuda"});
   if (IsClearUnavailable(probe)) GTEST_SKIP() << "no GPU: " << probe.err;
   int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(g_testdata)) {
-    const std::string path = entry.path().string();
-    if (!absl::EndsWith(path, ".commir")) continue;
-    // Programs meant to fail, or spmd programs, are checked by the cpu tests; here every
-    // global program that the cpu backend checks must check on the GPU too.
-    ToolResult cpu = RunTool({path, "--check"});
-    if (cpu.code != 0) continue;
-    SCOPED_TRACE(path);
-    ToolResult gpu = RunTool({path, "--backend=cuda", "--check"});
-    EXPECT_EQ(gpu.code, 0) << gpu.out << gpu.err;
-    EXPECT_THAT(gpu.out, Not(HasSubstr("FAIL")));
-    ++checked;
+  for (const std::string& dir : g_program_dirs) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string path = entry.path().string();
+      if (!absl::EndsWith(path, ".commir")) continue;
+      // Programs meant to fail, or spmd programs, are checked by the cpu tests; here every
+      // global program that the cpu backend checks must check on the GPU too.
+      ToolResult cpu = RunTool({path, "--check"});
+      if (cpu.code != 0) continue;
+      SCOPED_TRACE(path);
+      ToolResult gpu = RunTool({path, "--backend=cuda", "--check"});
+      EXPECT_EQ(gpu.code, 0) << gpu.out << gpu.err;
+      EXPECT_THAT(gpu.out, Not(HasSubstr("FAIL")));
+      ++checked;
+    }
   }
   EXPECT_GT(checked, 0);
 }
 
 TEST(CommirRunCuda, TimeoutFlagIsValidated) {
-  ToolResult r = RunTool({g_testdata + "/mlp.commir", "--timeout=-1"});
+  ToolResult r = RunTool({Mlp(), "--timeout=-1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--timeout"));
-  r = RunTool({g_testdata + "/mlp.commir", "--timeout=0.5"});
+  r = RunTool({Mlp(), "--timeout=0.5"});
   EXPECT_EQ(r.code, 0) << r.err;  // the cpu backend does not wait on a device
 }
 
@@ -110,10 +116,10 @@ TEST(CommirRunCuda, TimeoutFlagIsValidated) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s COMMIR_RUN TESTDATA_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s COMMIR_RUN EXAMPLES_DIR [PROGRAM_DIR...]\n", argv[0]);
     return 2;
   }
   commir::g_binary = argv[1];
-  commir::g_testdata = argv[2];
+  commir::g_program_dirs.assign(argv + 2, argv + argc);
   return RUN_ALL_TESTS();
 }

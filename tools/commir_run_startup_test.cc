@@ -139,7 +139,7 @@ TEST(CommirRunStartupTest, HelpRunsInASmallFootprint) {
 #if COMMIR_HAS_CUDA
 TEST(CommirRunStartupTest, MissingCudaPluginExitsThreeNamingTheFile) {
   const std::string missing = "/nonexistent/dir/libcommir_cuda.so";
-  const ChildResult r = RunTool({"tools/testdata/mlp.commir", "--backend=cuda"},
+  const ChildResult r = RunTool({"testdata/examples/mlp.commir", "--backend=cuda"},
                             {{"COMMIR_CUDA_PLUGIN", missing}});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr("error: cannot load the cuda backend"));
@@ -151,7 +151,7 @@ TEST(CommirRunStartupTest, BrokenCudaPluginExitsThreeWithDlerror) {
   const std::string broken = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/libcommir_cuda.so");
   // Longer than an ELF header, so that dlopen reads it and rejects the magic number.
   std::ofstream(broken) << std::string(4096, 'x');
-  const ChildResult r = RunTool({"tools/testdata/mlp.commir", "--backend=cuda"},
+  const ChildResult r = RunTool({"testdata/examples/mlp.commir", "--backend=cuda"},
                             {{"COMMIR_CUDA_PLUGIN", broken}});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("error: cannot load the cuda backend ", broken, ": ")));

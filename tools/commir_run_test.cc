@@ -1,6 +1,6 @@
 // Tests of the commir-run command line (spec section 6), running the real //:commir-run
-// binary on the programs in tools/testdata/ and checking exit statuses, output lines,
-// .npy files and traces.
+// binary on the programs in tools/testdata/ and the shared examples in testdata/examples/,
+// checking exit statuses, output lines, .npy files and traces.
 //
 // The binary's path comes as the first argument (`$(rootpath //:commir-run)` in the BUILD
 // file), relative to the test's working directory, the runfiles tree.
@@ -84,7 +84,11 @@ void WriteFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
+// commir-run's own test programs.
 std::string Data(const std::string& name) { return "tools/testdata/" + name; }
+
+// The shared examples, kept once in testdata/examples (//testdata:examples).
+std::string SharedExample(const std::string& name) { return "testdata/examples/" + name; }
 
 // Runs commir-run with `args`, optionally feeding `stdin_path` as its standard input;
 // `in_child` runs in the child just before exec (to limit it, or move its stdout).
@@ -166,7 +170,7 @@ TEST(CommirRun, SharedExamplesPassCheck) {
                                                 {"attention.commir", 1},
                                                 {"transformer_block.commir", 1}}) {
     SCOPED_TRACE(e.file);
-    ToolResult r = RunTool({Data(e.file), "--check"});
+    ToolResult r = RunTool({SharedExample(e.file), "--check"});
     EXPECT_EQ(r.code, 0) << r;
     EXPECT_EQ(static_cast<int>(LinesWith(r.out, "PASS").size()), e.results) << r;
     EXPECT_THAT(r.out, Not(HasSubstr("FAIL"))) << r;
@@ -174,8 +178,8 @@ TEST(CommirRun, SharedExamplesPassCheck) {
 }
 
 TEST(CommirRun, RingAllGatherMatmulPassesAgainstGlobalReference) {
-  ToolResult r = RunTool({Data("ring_ag_matmul.commir"),
-                      "--check-against=" + Data("ag_matmul_global4.commir")});
+  ToolResult r = RunTool({SharedExample("ring_ag_matmul.commir"),
+                          "--check-against=" + SharedExample("ag_matmul_global4.commir")});
   ASSERT_EQ(r.code, 0) << r;
   std::vector<std::string> lines = LinesWith(r.out, "PASS");
   ASSERT_EQ(lines.size(), 1u) << r;
@@ -183,14 +187,16 @@ TEST(CommirRun, RingAllGatherMatmulPassesAgainstGlobalReference) {
   EXPECT_THAT(lines[0], HasSubstr("%c  f32[512, 128]  rel_l2="));
   EXPECT_THAT(lines[0], HasSubstr("max_abs="));
   // `--check-against REF` (separate value) works too.
-  r = RunTool({Data("ring_ag_matmul.commir"), "--check-against", Data("ag_matmul_global4.commir")});
+  r = RunTool({SharedExample("ring_ag_matmul.commir"), "--check-against",
+               SharedExample("ag_matmul_global4.commir")});
   EXPECT_EQ(r.code, 0) << r;
 }
 
 TEST(CommirRun, WrongSpmdProgramsFailTheCheck) {
   for (const char* file : {"ring_ag_matmul_wrong_shift.commir", "ring_ag_matmul_wrong_rank.commir"}) {
     SCOPED_TRACE(file);
-    ToolResult r = RunTool({Data(file), "--check-against=" + Data("ag_matmul_global4.commir")});
+    ToolResult r =
+        RunTool({Data(file), "--check-against=" + SharedExample("ag_matmul_global4.commir")});
     EXPECT_EQ(r.code, 1) << r;
     std::vector<std::string> lines = LinesWith(r.out, "FAIL");
     ASSERT_EQ(lines.size(), 1u) << r;
@@ -198,8 +204,9 @@ TEST(CommirRun, WrongSpmdProgramsFailTheCheck) {
     EXPECT_THAT(r.out, Not(HasSubstr("PASS")));
   }
   // A lax enough tolerance lets the same wrong result through: --rtol is honoured.
-  ToolResult r = RunTool({Data("ring_ag_matmul_wrong_shift.commir"),
-                      "--check-against=" + Data("ag_matmul_global4.commir"), "--rtol=10"});
+  ToolResult r =
+      RunTool({Data("ring_ag_matmul_wrong_shift.commir"),
+               "--check-against=" + SharedExample("ag_matmul_global4.commir"), "--rtol=10"});
   EXPECT_EQ(r.code, 0) << r;
 }
 
@@ -222,7 +229,7 @@ TEST(CommirRun, PartialResultsAreSummed) {
 }
 
 TEST(CommirRun, InvalidProgramsExitOne) {
-  ToolResult r = RunTool({Data("errors_divisibility.commir")});
+  ToolResult r = RunTool({SharedExample("errors_divisibility.commir")});
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("errors_divisibility.commir:5:"));
   EXPECT_THAT(r.err, HasSubstr("error:"));
@@ -246,7 +253,7 @@ TEST(CommirRun, InvalidProgramsExitOne) {
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("returns 2 results in the reference"));
 
-  r = RunTool({Data("add.commir"), "--check-against=" + Data("ring_ag_matmul.commir")});
+  r = RunTool({Data("add.commir"), "--check-against=" + SharedExample("ring_ag_matmul.commir")});
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("no function @add"));
 
@@ -260,7 +267,7 @@ TEST(CommirRun, InvalidProgramsExitOne) {
 }
 
 TEST(CommirRun, ReadsTheProgramFromStdin) {
-  ToolResult r = RunTool({"-", "--check"}, Data("mlp.commir"));
+  ToolResult r = RunTool({"-", "--check"}, SharedExample("mlp.commir"));
   EXPECT_EQ(r.code, 0) << r;
   EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
   r = RunTool({}, Data("add.commir"));
@@ -423,20 +430,22 @@ TEST(CommirRun, LostOutputIsAnError) {
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("cannot write '<stdout>': No space left on device")) << r;
 
-  r = RunTool({Data("mlp.commir"), "--trace=/dev/full"});
+  r = RunTool({SharedExample("mlp.commir"), "--trace=/dev/full"});
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("cannot write '/dev/full': No space left on device")) << r;
 
   // mlp's result is 128 KiB: far over the limit.
   std::string dir = FreshDir("limited");
-  r = RunToolWith({Data("mlp.commir"), "--output-dir=" + dir + "/out"}, "", LimitFileSizeTo4KiB);
+  r = RunToolWith({SharedExample("mlp.commir"), "--output-dir=" + dir + "/out"}, "",
+                  LimitFileSizeTo4KiB);
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("result0.npy': File too large")) << r;
   EXPECT_TRUE(std::filesystem::is_empty(dir + "/out")) << "a failed --output-dir left files";
 
   std::string trace_dir = FreshDir("limited_trace");
-  r = RunToolWith({Data("transformer_block.commir"), "--trace=" + trace_dir + "/trace.json"}, "",
-                  LimitFileSizeTo4KiB);
+  r = RunToolWith(
+      {SharedExample("transformer_block.commir"), "--trace=" + trace_dir + "/trace.json"}, "",
+      LimitFileSizeTo4KiB);
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("trace.json': File too large")) << r;
   EXPECT_TRUE(std::filesystem::is_empty(trace_dir)) << "a failed --trace left files";
@@ -485,7 +494,8 @@ TEST(CommirRun, OutputDirMatchesThePrintedSummary) {
 TEST(CommirRun, SeedChangesInputsAndReproduces) {
   std::string base = FreshDir("seeds");
   auto run = [&](const std::string& name, const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {Data("mlp.commir"), "--output-dir=" + base + "/" + name};
+    std::vector<std::string> args = {SharedExample("mlp.commir"),
+                                     "--output-dir=" + base + "/" + name};
     args.insert(args.end(), extra.begin(), extra.end());
     ToolResult r = RunTool(args);
     EXPECT_EQ(r.code, 0) << r;
@@ -582,7 +592,7 @@ TEST(CommirRun, DeepChainStaysInRangeWithScaledInit) {
 }
 
 TEST(CommirRun, UnknownInitListsTheValidOnes) {
-  ToolResult r = RunTool({Data("mlp.commir"), "--init=gaussian"});
+  ToolResult r = RunTool({SharedExample("mlp.commir"), "--init=gaussian"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_THAT(r.err, HasSubstr("--init must be one of uniform, scaled; got 'gaussian'")) << r;
 }
@@ -621,26 +631,26 @@ TEST(CommirRun, FunctionSelection) {
 
 TEST(CommirRun, UsageErrorsExitTwo) {
   std::vector<std::vector<std::string>> cases = {
-      {Data("mlp.commir"), "--frobnicate"},
-      {Data("mlp.commir"), "--seed=abc"},
-      {Data("mlp.commir"), "--seed=-1"},
-      {Data("mlp.commir"), "--seed="},
-      {Data("mlp.commir"), Data("ag_matmul.commir")},
-      {Data("mlp.commir"), "--bench=many"},
-      {Data("mlp.commir"), "--rtol=-1"},
-      {Data("mlp.commir"), "--input", "x"},
-      {Data("mlp.commir"), "--func"},
-      {Data("mlp.commir"), "--check=yes"},
-      {Data("ring_ag_matmul.commir"), "--check"},
-      {Data("mlp.commir"), "--backend=tpu"},
-      {Data("mlp.commir"), "--rtol=nan"},
-      {Data("mlp.commir"), "--rtol=1e400"},
-      {Data("mlp.commir"), "--rtol=inf"},
-      {Data("mlp.commir"), "--output-dir="},
-      {Data("mlp.commir"), "--trace="},
-      {Data("mlp.commir"), "--check", "--check-against=" + Data("mlp.commir")},
+      {SharedExample("mlp.commir"), "--frobnicate"},
+      {SharedExample("mlp.commir"), "--seed=abc"},
+      {SharedExample("mlp.commir"), "--seed=-1"},
+      {SharedExample("mlp.commir"), "--seed="},
+      {SharedExample("mlp.commir"), SharedExample("ag_matmul.commir")},
+      {SharedExample("mlp.commir"), "--bench=many"},
+      {SharedExample("mlp.commir"), "--rtol=-1"},
+      {SharedExample("mlp.commir"), "--input", "x"},
+      {SharedExample("mlp.commir"), "--func"},
+      {SharedExample("mlp.commir"), "--check=yes"},
+      {SharedExample("ring_ag_matmul.commir"), "--check"},
+      {SharedExample("mlp.commir"), "--backend=tpu"},
+      {SharedExample("mlp.commir"), "--rtol=nan"},
+      {SharedExample("mlp.commir"), "--rtol=1e400"},
+      {SharedExample("mlp.commir"), "--rtol=inf"},
+      {SharedExample("mlp.commir"), "--output-dir="},
+      {SharedExample("mlp.commir"), "--trace="},
+      {SharedExample("mlp.commir"), "--check", "--check-against=" + SharedExample("mlp.commir")},
       {Data("add.commir"), "--input", "x="},
-      {Data("mlp.commir"), "--init=gaussian"},
+      {SharedExample("mlp.commir"), "--init=gaussian"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(absl::StrJoin(args, " "));
@@ -658,12 +668,12 @@ TEST(CommirRun, UsageErrorsExitTwo) {
 TEST(CommirRun, UnavailableBackendsExitThree) {
   for (const char* backend : {"--backend=sim"}) {
     SCOPED_TRACE(backend);
-    ToolResult r = RunTool({Data("mlp.commir"), backend});
+    ToolResult r = RunTool({SharedExample("mlp.commir"), backend});
     EXPECT_EQ(r.code, 3) << r;
     EXPECT_THAT(r.err, HasSubstr("error"));
     EXPECT_THAT(r.err, HasSubstr(std::string(backend).substr(10)));
   }
-  ToolResult r = RunTool({Data("mlp.commir"), "--backend=cpu"});
+  ToolResult r = RunTool({SharedExample("mlp.commir"), "--backend=cpu"});
   EXPECT_EQ(r.code, 0) << r;
 }
 
@@ -719,7 +729,7 @@ TEST(CommirRun, NanInputSameVerdictWithAndWithoutCheck) {
 }
 
 TEST(CommirRun, BenchPrintsMinAndMedian) {
-  ToolResult r = RunTool({Data("ring_ag_matmul.commir"), "--bench=3"});
+  ToolResult r = RunTool({SharedExample("ring_ag_matmul.commir"), "--bench=3"});
   ASSERT_EQ(r.code, 0) << r;
   std::vector<std::string> lines = LinesWith(r.out, "bench:");
   ASSERT_EQ(lines.size(), 1u) << r;
@@ -865,7 +875,7 @@ TEST(CommirRun, JsonReaderRejectsBrokenJson) {
 
 TEST(CommirRun, TraceIsJsonWithEventsPerDevice) {
   std::string path = FreshDir("trace") + "/ring.json";
-  ToolResult r = RunTool({Data("ring_ag_matmul.commir"), "--trace=" + path});
+  ToolResult r = RunTool({SharedExample("ring_ag_matmul.commir"), "--trace=" + path});
   ASSERT_EQ(r.code, 0) << r;
   Json trace;
   ASSERT_TRUE(JsonReader(ReadFile(path)).ParseDocument(trace)) << ReadFile(path);
