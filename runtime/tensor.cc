@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
-#include "runtime/float16.h"
+#include "commir/float16.h"
 
 namespace commir::runtime {
 namespace {

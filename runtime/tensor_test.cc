@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "commir/element_type.h"
+#include "commir/float16.h"
 #include "gtest/gtest.h"
-#include "runtime/float16.h"
 
 namespace commir::runtime {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numbers>
 
-#include "runtime/float16.h"
+#include "commir/float16.h"
 
 namespace commir {
 namespace {
@@ -39,9 +39,9 @@ int64_t StoreInteger(int64_t value, ElementType type) {
 // A float computed in float stored into f32, f16 or bf16 (one rounding).
 double StoreFloat(float value, ElementType type) {
   switch (type) {
-    case ElementType::kF16: return runtime::HalfBitsToFloat(runtime::FloatToHalfBits(value));
+    case ElementType::kF16: return HalfBitsToFloat(FloatToHalfBits(value));
     case ElementType::kBF16:
-      return runtime::BFloat16BitsToFloat(runtime::FloatToBFloat16Bits(value));
+      return BFloat16BitsToFloat(FloatToBFloat16Bits(value));
     default: return value;
   }
 }
@@ -169,9 +169,9 @@ Scalar RoundToType(double value, Type type) {
     case ElementType::kF64: return Scalar{value, 0};
     case ElementType::kF32: return Scalar{static_cast<float>(value), 0};
     case ElementType::kF16:
-      return Scalar{runtime::HalfBitsToFloat(runtime::DoubleToHalfBits(value)), 0};
+      return Scalar{HalfBitsToFloat(DoubleToHalfBits(value)), 0};
     case ElementType::kBF16:
-      return Scalar{runtime::BFloat16BitsToFloat(runtime::DoubleToBFloat16Bits(value)), 0};
+      return Scalar{BFloat16BitsToFloat(DoubleToBFloat16Bits(value)), 0};
     case ElementType::kI64: return Scalar{0, RoundToIntegerSaturating<int64_t>(value)};
     case ElementType::kI32: return Scalar{0, RoundToIntegerSaturating<int32_t>(value)};
     case ElementType::kI1: return Scalar{0, value != 0.0 ? 1 : 0};

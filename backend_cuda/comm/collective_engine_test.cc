@@ -25,7 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "backend_cuda/comm/comm_status.h"
-#include "runtime/float16.h"
+#include "commir/float16.h"
 
 extern char** environ;
 
@@ -34,10 +34,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using Groups = std::vector<std::vector<int64_t>>;
-using runtime::BFloat16BitsToFloat;
-using runtime::DoubleToBFloat16Bits;
-using runtime::DoubleToHalfBits;
-using runtime::HalfBitsToFloat;
+using ::commir::BFloat16BitsToFloat;
+using ::commir::DoubleToBFloat16Bits;
+using ::commir::DoubleToHalfBits;
+using ::commir::HalfBitsToFloat;
 
 int VisibleGpus() {
   int count = 0;

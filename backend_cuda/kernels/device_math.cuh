@@ -73,7 +73,7 @@ __device__ __forceinline__ double ToDouble(__nv_bfloat16 x) { return __bfloat162
 
 // double -> float rounding "to odd" (truncate, set the lowest bit if inexact), so that a
 // following round-to-nearest-even into f16/bf16 equals one correct rounding of the double
-// (runtime/float16.cc does the same on the host).
+// (commir/float16.cc does the same on the host).
 __device__ __forceinline__ float DoubleToFloatRoundToOdd(double v) {
   if (isnan(v) || isinf(v)) return static_cast<float>(v);
   float r = __double2float_rz(v);  // saturates at +-FLT_MAX, as the host version

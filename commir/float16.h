@@ -8,12 +8,12 @@
 //  - values below the smallest normal round to the format's subnormals or to a signed zero;
 //  - NaN stays NaN: the sign and the top payload bits are kept and the result is quiet.
 // Widening conversions are exact.
-#ifndef COMMIR_RUNTIME_FLOAT16_H_
-#define COMMIR_RUNTIME_FLOAT16_H_
+#ifndef COMMIR_FLOAT16_H_
+#define COMMIR_FLOAT16_H_
 
 #include <cstdint>
 
-namespace commir::runtime {
+namespace commir {
 
 uint16_t FloatToHalfBits(float value);
 float HalfBitsToFloat(uint16_t bits);
@@ -26,6 +26,6 @@ float BFloat16BitsToFloat(uint16_t bits);
 uint16_t DoubleToHalfBits(double value);
 uint16_t DoubleToBFloat16Bits(double value);
 
-}  // namespace commir::runtime
+}  // namespace commir
 
-#endif  // COMMIR_RUNTIME_FLOAT16_H_
+#endif  // COMMIR_FLOAT16_H_

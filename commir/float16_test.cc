@@ -1,4 +1,4 @@
-#include "runtime/float16.h"
+#include "commir/float16.h"
 
 #include <bit>
 #include <cfenv>
@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace commir::runtime {
+namespace commir {
 namespace {
 
 constexpr uint16_t kHalfQuietBit = 0x0200;
@@ -193,4 +193,4 @@ TEST(Float16Test, IndependentOfTheFloatingPointRoundingMode) {
 }
 
 }  // namespace
-}  // namespace commir::runtime
+}  // namespace commir

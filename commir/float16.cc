@@ -1,11 +1,11 @@
-#include "runtime/float16.h"
+#include "commir/float16.h"
 
 #include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 
-namespace commir::runtime {
+namespace commir {
 namespace {
 
 // Rounds a 32-bit unsigned magnitude right by `shift` bits, to nearest, ties to even.
@@ -105,4 +105,4 @@ uint16_t DoubleToBFloat16Bits(double value) {
   return FloatToBFloat16Bits(DoubleToFloatRoundingToOdd(value));
 }
 
-}  // namespace commir::runtime
+}  // namespace commir
