@@ -32,11 +32,10 @@
 #include "transforms/pipeline.h"
 #include "transforms/schedules/schedule_report.h"
 #include "transforms/sharding/comm_report.h"
+#include "transforms/sharding/lower.h"
 
 namespace {
 
-constexpr absl::string_view kPartitionPipeline =
-    "propagate-sharding,lower-to-spmd,canonicalize,cse,dce";
 
 // Each runs alone on the partitioned program (or the input).
 constexpr absl::string_view kSchedulePipelines[] = {
@@ -120,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (module == nullptr) return 0;  // the parser's own fuzzer covers invalid input
   // Start from the canonical text: pass errors are about the program, not its spelling.
   const std::string source = commir::PrintModule(*module);
-  std::string partitioned = RunPipeline(kPartitionPipeline, source);
+  std::string partitioned = RunPipeline(commir::sharding::kDefaultSpmdPipeline, source);
   const std::string& base = partitioned.empty() ? source : partitioned;
   for (absl::string_view pipeline : kSchedulePipelines) RunPipeline(pipeline, base);
   return 0;

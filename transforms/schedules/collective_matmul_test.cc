@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "transforms/schedules/ring_collective_matmul.h"
 #include "transforms/schedules/schedule_report.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 
 namespace commir::schedules {
 namespace {

@@ -16,7 +16,7 @@
 #include "runtime/interpreter.h"
 #include "transforms/test_util.h"
 #include "transforms/schedules/attention_test_programs.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 
 namespace commir::schedules {
 namespace {

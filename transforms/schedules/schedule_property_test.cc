@@ -34,7 +34,7 @@
 #include "parser/parser.h"
 #include "runtime/tensor.h"
 #include "transforms/sharding/random_program.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 
 namespace commir::schedules {
 namespace {

@@ -8,7 +8,7 @@
 #include "commir/printer.h"
 #include "gtest/gtest.h"
 #include "transforms/schedules/attention_test_programs.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 #include "transforms/test_util.h"
 
 namespace commir::schedules {

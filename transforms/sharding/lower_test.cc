@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transforms/sharding/comm_report.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 #include "transforms/test_util.h"
 
 namespace commir::sharding {

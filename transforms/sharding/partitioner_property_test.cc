@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "transforms/sharding/random_program.h"
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 
 namespace commir::sharding {
 namespace {

@@ -1,49 +1,38 @@
-#include "transforms/sharding/spmd_check.h"
+#include "testing/spmd_check.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/cpu_backend.h"
 #include "backend_cpu/host_layout.h"
 #include "commir/printer.h"
-#include "commir/verifier.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
 #include "runtime/random_inputs.h"
-#include "transforms/canonicalize.h"
-#include "transforms/cse.h"
-#include "transforms/dce.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
-#include "transforms/sharding/propagate.h"
 
 namespace commir::sharding {
 
 using runtime::Tensor;
 
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
-  if (propagate) {
-    if (absl::Status s = PropagateSharding(module); !s.ok()) return s;
+  // The pipeline commir-run runs, so that what the tests check is what users get.
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(kDefaultSpmdPipeline, RegisteredPasses());
+  if (!passes.ok()) return passes.status();
+  PassManager manager;
+  manager.set_verify_each(true);
+  for (std::unique_ptr<Pass>& pass : *passes) {
+    // Without propagation the function's own annotations must be the whole layout.
+    if (!propagate && pass->name() == "propagate-sharding") continue;
+    manager.AddPass(std::move(pass));
   }
-  if (absl::Status s = VerifyModule(module); !s.ok()) {
-    return absl::InternalError(absl::StrCat("invalid IR after propagate-sharding:\n", s.message(),
-                                            PrintModule(module)));
-  }
-  if (absl::Status s = LowerToSpmd(module); !s.ok()) return s;
-  if (absl::Status s = VerifyModule(module); !s.ok()) {
-    return absl::InternalError(absl::StrCat("invalid IR after lower-to-spmd:\n", s.message(),
-                                            PrintModule(module)));
-  }
-  Canonicalize(module);
-  EliminateCommonSubexpressions(module);
-  EliminateDeadCode(module);
-  if (absl::Status s = VerifyModule(module); !s.ok()) {
-    return absl::InternalError(absl::StrCat("invalid IR after cleanup:\n", s.message(),
-                                            PrintModule(module)));
-  }
-  return absl::OkStatus();
+  return manager.Run(module);
 }
 
 absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module) {

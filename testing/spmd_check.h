@@ -2,8 +2,8 @@
 // default spmd pipeline, optionally applies more passes (a schedule), and checks the
 // multi-device run on the cpu backend against the one-device run of the global function
 // (what `commir-run --check` does).
-#ifndef COMMIR_TRANSFORMS_SHARDING_SPMD_CHECK_H_
-#define COMMIR_TRANSFORMS_SHARDING_SPMD_CHECK_H_
+#ifndef COMMIR_TESTING_SPMD_CHECK_H_
+#define COMMIR_TESTING_SPMD_CHECK_H_
 
 #include <cstdint>
 #include <memory>
@@ -19,8 +19,9 @@
 
 namespace commir::sharding {
 
-// Runs propagate-sharding (unless `propagate` is false), lower-to-spmd, canonicalize,
-// cse and dce on `module`, verifying the IR after each step.
+// Runs the partitioner's default pipeline (kDefaultSpmdPipeline: propagate-sharding,
+// lower-to-spmd, canonicalize, cse, dce) on `module`, leaving out propagate-sharding when
+// `propagate` is false, and verifying the IR after each pass.
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate = true);
 
 // Applies the registered passes of `pipeline` (pass-pipeline text, e.g.
@@ -76,4 +77,4 @@ absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_
 
 }  // namespace commir::sharding
 
-#endif  // COMMIR_TRANSFORMS_SHARDING_SPMD_CHECK_H_
+#endif  // COMMIR_TESTING_SPMD_CHECK_H_
