@@ -216,7 +216,7 @@ class Lowering {
     switch (op.kind()) {
       case OpKind::kReshard: return std::vector<Value*>{operands[0].value};
       case OpKind::kSoftmax: {
-        int64_t dim = op.attrs().GetInt("dim", -1);
+        int64_t dim = op.IntAttr("dim");
         if (dim < 0) dim += Global(op.operand(0)).rank();
         const AxisList& axes = s.factors[rule.operands[0].dims[dim][0]];
         if (!axes.empty()) return One(Softmax(e, operands[0].value, dim, axes));
@@ -239,7 +239,7 @@ class Lowering {
       }
       case OpKind::kAttention: {
         const AxisList& axes = s.factors[rule.operands[0].dims[2][0]];
-        if (!axes.empty() && op.attrs().GetBool("causal", false)) {
+        if (!axes.empty() && op.BoolAttr("causal")) {
           return Attention(e, op, operands, axes);
         }
         break;
@@ -305,7 +305,7 @@ class Lowering {
     int64_t last = x->type().rank() - 1;
     double n = static_cast<double>(Global(op.operand(0)).dims().back());
     bool layer = op.Is(OpKind::kLayerNorm);
-    double eps = op.attrs().GetNumber("eps", layer ? 1e-5 : 1e-6);
+    double eps = op.NumberAttr("eps");
     absl::StatusOr<Value*> xf = Convert(e, x, ct);
     if (!xf.ok()) return xf;
     absl::StatusOr<Value*> weight = Convert(e, operands[1].value, ct);
