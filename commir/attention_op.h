@@ -11,6 +11,10 @@ namespace commir {
 
 class AttentionOp {
  public:
+  // Operand positions, for code that keeps a vector parallel to the operands (a
+  // partitioner's lowered operands).
+  enum OperandIndex { kQ = 0, kK = 1, kV = 2, kQPos = 3, kKPos = 4 };
+
   explicit AttentionOp(const Operation& op) : op_(op) {
     COMMIR_CHECK(op.Is(OpKind::kAttention), "AttentionOp views an attention op");
   }
@@ -24,7 +28,6 @@ class AttentionOp {
   bool causal() const { return op_.BoolAttr("causal"); }
 
  private:
-  enum OperandIndex { kQ = 0, kK = 1, kV = 2, kQPos = 3, kKPos = 4 };
   Value* Optional(int index) const {
     return op_.num_operands() > index ? op_.operand(index) : nullptr;
   }

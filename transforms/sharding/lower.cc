@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "commir/attention_op.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
 
@@ -378,16 +379,18 @@ class Lowering {
       if (!offset.ok()) return offset.status();
     }
     absl::StatusOr<Value*> q_pos = *offset;
-    if (op.num_operands() >= 4) {
-      q_pos = e.Value1(OpKind::kAdd, {operands[3], *offset});
+    const AttentionOp view(op);
+    if (view.q_pos() != nullptr) {
+      q_pos = e.Value1(OpKind::kAdd, {operands[AttentionOp::kQPos], *offset});
     } else if (keys != queries) {
       q_pos = e.Value1(OpKind::kAdd, {*offset, Operand::Literal(static_cast<double>(keys - queries),
                                                                 Type::Index())});
     }
     if (!q_pos.ok()) return q_pos.status();
     (*q_pos)->set_name("q_pos");
-    std::vector<Operand> local = {operands[0], operands[1], operands[2], *q_pos};
-    if (op.num_operands() >= 5) local.push_back(operands[4]);
+    std::vector<Operand> local = {operands[AttentionOp::kQ], operands[AttentionOp::kK],
+                                  operands[AttentionOp::kV], *q_pos};
+    if (view.k_pos() != nullptr) local.push_back(operands[AttentionOp::kKPos]);
     absl::StatusOr<Operation*> attention =
         e.Create(OpKind::kAttention, local, op.attrs(), {}, op.num_results());
     if (!attention.ok()) return attention.status();
