@@ -1,4 +1,5 @@
 // matmul and attention.
+#include "commir/attention_op.h"
 #include "commir/ops/op_helpers.h"
 
 namespace commir::ops {
@@ -72,8 +73,9 @@ absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
     if (absl::Status s = RequireFloat(*t, roles[i]); !s.ok()) return s;
     types[i] = *t;
   }
-  for (size_t i = 3; i < sig.operand_types.size(); ++i) {
-    if (absl::Status s = IndexOperand(sig, static_cast<int>(i), i == 3 ? "q_pos" : "k_pos");
+  for (size_t i = AttentionOp::kQPos; i < sig.operand_types.size(); ++i) {
+    if (absl::Status s = IndexOperand(sig, static_cast<int>(i),
+                                      i == AttentionOp::kQPos ? "q_pos" : "k_pos");
         !s.ok()) {
       return s;
     }
