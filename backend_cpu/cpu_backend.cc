@@ -31,8 +31,7 @@ UnaryOp ToUnary(const Operation& op) {
     case OpKind::kRelu: return UnaryOp::kRelu;
     case OpKind::kSilu: return UnaryOp::kSilu;
     default:
-      return op.attrs().GetIdent("approximate", "none") == "tanh" ? UnaryOp::kGeluTanh
-                                                                  : UnaryOp::kGeluErf;
+      return op.EnumAttr("approximate") == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf;
   }
 }
 
@@ -109,25 +108,25 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
       return One(Full(result_type.element_type(), result_type.dims(),
                       attrs.GetNumber("value", 0)));
     case OpKind::kMatmul:
-      return One(MatMul(*t[0], *t[1], attrs.GetBool("transpose_a", false),
-                        attrs.GetBool("transpose_b", false), result_type.element_type()));
+      return One(MatMul(*t[0], *t[1], op.BoolAttr("transpose_a"), op.BoolAttr("transpose_b"),
+                        result_type.element_type()));
     case OpKind::kReduceSum:
     case OpKind::kReduceMax:
     case OpKind::kReduceMean: {
       ReduceOp reduce = op.Is(OpKind::kReduceSum)   ? ReduceOp::kSum
                         : op.Is(OpKind::kReduceMax) ? ReduceOp::kMax
                                                     : ReduceOp::kMean;
-      return One(Reduce(reduce, *t[0], IntList(op, "dims"), attrs.GetBool("keepdim", false)));
+      return One(Reduce(reduce, *t[0], IntList(op, "dims"), op.BoolAttr("keepdim")));
     }
     case OpKind::kSoftmax:
-      return One(Softmax(*t[0], attrs.GetInt("dim", -1)));
+      return One(Softmax(*t[0], op.IntAttr("dim")));
     case OpKind::kLayerNorm:
-      return One(LayerNorm(*t[0], *t[1], *t[2], attrs.GetNumber("eps", 1e-5)));
+      return One(LayerNorm(*t[0], *t[1], *t[2], op.NumberAttr("eps")));
     case OpKind::kRmsNorm:
-      return One(RmsNorm(*t[0], *t[1], attrs.GetNumber("eps", 1e-6)));
+      return One(RmsNorm(*t[0], *t[1], op.NumberAttr("eps")));
     case OpKind::kAttention: {
       AttentionOptions options;
-      options.causal = attrs.GetBool("causal", false);
+      options.causal = op.BoolAttr("causal");
       if (const Attribute* scale = attrs.Find("scale")) options.scale = scale->number_value();
       if (!indices.empty()) options.q_pos = indices[0];
       if (indices.size() > 1) options.k_pos = indices[1];
@@ -171,16 +170,16 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(const Operation& o
       return std::vector<Tensor>(parts.size(), *gathered);
     }
     case OpKind::kAllReduce: {
-      absl::StatusOr<Tensor> reduced = AllReduce(parts, ToReduce(attrs.GetIdent("reduce", "sum")));
+      absl::StatusOr<Tensor> reduced = AllReduce(parts, ToReduce(op.EnumAttr("reduce")));
       if (!reduced.ok()) return reduced.status();
       return std::vector<Tensor>(parts.size(), *reduced);
     }
     case OpKind::kReduceScatter:
-      return ReduceScatter(parts, attrs.GetInt("dim", 0), ToReduce(attrs.GetIdent("reduce", "sum")));
+      return ReduceScatter(parts, attrs.GetInt("dim", 0), ToReduce(op.EnumAttr("reduce")));
     case OpKind::kAllToAll:
       return AllToAll(parts, attrs.GetInt("split_dim", 0), attrs.GetInt("concat_dim", 0));
     case OpKind::kShift:
-      return Shift(parts, attrs.GetInt("offset", 1));
+      return Shift(parts, op.IntAttr("offset"));
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("'", op.name(), "' is not a collective the cpu backend knows"));

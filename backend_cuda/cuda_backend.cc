@@ -66,8 +66,8 @@ k::KUnaryOp ToUnary(const Operation& op) {
     case OpKind::kRelu: return k::KUnaryOp::kRelu;
     case OpKind::kSilu: return k::KUnaryOp::kSilu;
     default:
-      return op.attrs().GetIdent("approximate", "none") == "tanh" ? k::KUnaryOp::kGeluTanh
-                                                                  : k::KUnaryOp::kGeluErf;
+      return op.EnumAttr("approximate") == "tanh" ? k::KUnaryOp::kGeluTanh
+                                                  : k::KUnaryOp::kGeluErf;
   }
 }
 
@@ -510,7 +510,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
       absl::StatusOr<Tensor> y = output(t[0]->element_type(), t[0]->shape());
       if (!y.ok()) return y.status();
       if (absl::Status s = Launch(k::LaunchSoftmax(KD(t[0]->element_type()), in[0], t[0]->shape(),
-                                                   attrs.GetInt("dim", -1), out_ptr(*y), stream),
+                                                   op.IntAttr("dim"), out_ptr(*y), stream),
                                   op);
           !s.ok()) {
         return s;
@@ -527,9 +527,9 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
           op.Is(OpKind::kLayerNorm)
               ? k::LaunchLayerNorm(KD(t[0]->element_type()), in[0], rows, n,
                                    KD(t[1]->element_type()), in[1], KD(t[2]->element_type()),
-                                   in[2], attrs.GetNumber("eps", 1e-5), out_ptr(*y), stream)
+                                   in[2], op.NumberAttr("eps"), out_ptr(*y), stream)
               : k::LaunchRmsNorm(KD(t[0]->element_type()), in[0], rows, n,
-                                 KD(t[1]->element_type()), in[1], attrs.GetNumber("eps", 1e-6),
+                                 KD(t[1]->element_type()), in[1], op.NumberAttr("eps"),
                                  out_ptr(*y), stream);
       if (absl::Status s = Launch(error, op); !s.ok()) return s;
       return one(std::move(y));
@@ -555,7 +555,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
             "attention: %d query heads are not a multiple of %d kv heads", args.heads,
             args.kv_heads));
       }
-      args.causal = attrs.GetBool("causal", false);
+      args.causal = op.BoolAttr("causal");
       const Attribute* scale = attrs.Find("scale");
       args.scale = scale != nullptr ? scale->number_value()
                    : args.d > 0     ? 1.0 / std::sqrt(static_cast<double>(args.d))
@@ -710,8 +710,8 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
 
 absl::StatusOr<Tensor> CudaBackend::MatMul(const Operation& op, int64_t device,
                                            cudaStream_t stream, const Tensor& a, const Tensor& b) {
-  const bool ta = op.attrs().GetBool("transpose_a", false);
-  const bool tb = op.attrs().GetBool("transpose_b", false);
+  const bool ta = op.BoolAttr("transpose_a");
+  const bool tb = op.BoolAttr("transpose_b");
   const ElementType c_type = op.result(0)->type().element_type();
   if (a.rank() < 2 || b.rank() < 2 || a.element_type() != b.element_type()) {
     return absl::InvalidArgumentError(absl::StrFormat("matmul of %s and %s", a.DebugTypeString(),
@@ -925,17 +925,17 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       break;
     case OpKind::kReduceScatter:
       status = engine_->ReduceScatter(context.group, buffers, count, type,
-                                      ToReduceKind(attrs.GetIdent("reduce", "sum")));
+                                      ToReduceKind(op.EnumAttr("reduce")));
       break;
     case OpKind::kAllReduce:
       status = engine_->AllReduce(context.group, buffers, count, type,
-                                  ToReduceKind(attrs.GetIdent("reduce", "sum")));
+                                  ToReduceKind(op.EnumAttr("reduce")));
       break;
     case OpKind::kAllToAll:
       status = engine_->AllToAll(context.group, buffers, count, type);
       break;
     default:
-      status = engine_->Shift(context.group, buffers, count, type, attrs.GetInt("offset", 1));
+      status = engine_->Shift(context.group, buffers, count, type, op.IntAttr("offset"));
       break;
   }
   if (!status.ok()) return status;

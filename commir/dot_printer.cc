@@ -205,7 +205,7 @@ class DotPrinter {
       const Block& body = *op.region(0);
       absl::StrAppend(&head, "for %", Name(body.argument(0)), " = ", op.attrs().GetInt("lower", 0),
                       " to ", op.attrs().GetInt("upper", 0), " step ",
-                      op.attrs().GetInt("step", 1));
+                      op.IntAttr("step"));
       if (!operands.empty()) absl::StrAppend(&head, " iter(", absl::StrJoin(operands, ", "), ")");
     } else if (op.def().Has(kTerminator)) {
       absl::StrAppend(&head, op.name(), operands.empty() ? "" : " ",

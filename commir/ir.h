@@ -127,6 +127,11 @@ class Operation {
 
   const AttrDict& attrs() const { return attrs_; }
   AttrDict& mutable_attrs() { return attrs_; }
+  // Typed reads that fall back to the default in the op's definition (see OpDef).
+  int64_t IntAttr(absl::string_view key) const { return def_->IntAttr(attrs_, key); }
+  double NumberAttr(absl::string_view key) const { return def_->NumberAttr(attrs_, key); }
+  bool BoolAttr(absl::string_view key) const { return def_->BoolAttr(attrs_, key); }
+  const std::string& EnumAttr(absl::string_view key) const { return def_->EnumAttr(attrs_, key); }
 
   int num_regions() const {
     return extra_ == nullptr ? 0 : static_cast<int>(extra_->regions.size());

@@ -17,6 +17,41 @@ const AttrSpec* OpDef::FindAttr(absl::string_view attr_name) const {
   return nullptr;
 }
 
+const Attribute& OpDef::DefaultAttr(absl::string_view attr_name) const {
+  const AttrSpec* spec = FindAttr(attr_name);
+  COMMIR_CHECK(spec != nullptr, "the op's spec has no such attribute");
+  COMMIR_CHECK(spec->default_value.has_value(), "the attribute's spec has no default");
+  return *spec->default_value;
+}
+
+// A value of the wrong kind reads as the default, as AttrDict's getters do: inference
+// runs on unverified attributes and reports its own errors.
+int64_t OpDef::IntAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute* value = attrs.Find(attr_name);
+  return value != nullptr && value->is_int() ? value->int_value()
+                                             : DefaultAttr(attr_name).int_value();
+}
+
+double OpDef::NumberAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute* value = attrs.Find(attr_name);
+  return value != nullptr && value->is_number() ? value->number_value()
+                                                : DefaultAttr(attr_name).number_value();
+}
+
+bool OpDef::BoolAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute* value = attrs.Find(attr_name);
+  return value != nullptr && value->kind() == Attribute::Kind::kBool
+             ? value->bool_value()
+             : DefaultAttr(attr_name).bool_value();
+}
+
+const std::string& OpDef::EnumAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute* value = attrs.Find(attr_name);
+  return value != nullptr && value->kind() == Attribute::Kind::kIdent
+             ? value->string_value()
+             : DefaultAttr(attr_name).string_value();
+}
+
 namespace {
 
 struct Registry {

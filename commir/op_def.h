@@ -5,6 +5,8 @@
 #define COMMIR_COMMIR_OP_DEF_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -46,6 +48,9 @@ struct AttrSpec {
   AttrKind kind;
   bool required = false;
   std::vector<absl::string_view> enum_values = {};
+  // What an absent optional attribute means; the only place that meaning is spelled.
+  // Unset when absence has no single value (attention's `scale` depends on the head dim).
+  std::optional<Attribute> default_value = std::nullopt;
 };
 
 enum OpTrait : uint32_t {
@@ -98,6 +103,16 @@ struct OpDef {
 
   bool Has(OpTrait trait) const { return (traits & trait) != 0; }
   const AttrSpec* FindAttr(absl::string_view name) const;
+
+  // The default an optional attribute's spec declares. CHECK-fails when this op has no
+  // such attribute or it has no default: asking for one is an internal error.
+  const Attribute& DefaultAttr(absl::string_view name) const;
+  // Typed attribute reads: the value in `attrs`, or the spec's default when it is absent
+  // (or of another kind). Only for attributes whose spec declares a default.
+  int64_t IntAttr(const AttrDict& attrs, absl::string_view name) const;
+  double NumberAttr(const AttrDict& attrs, absl::string_view name) const;
+  bool BoolAttr(const AttrDict& attrs, absl::string_view name) const;
+  const std::string& EnumAttr(const AttrDict& attrs, absl::string_view name) const;
 };
 
 // Looks an op up by its text name; null if unknown.

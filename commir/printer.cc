@@ -227,7 +227,7 @@ class Printer {
     const Block& body = *op.region(0);
     absl::StrAppend(&out_, "for %", names_.Name(body.argument(0)), " = ",
                     op.attrs().GetInt("lower", 0), " to ", op.attrs().GetInt("upper", 0),
-                    " step ", op.attrs().GetInt("step", 1));
+                    " step ", op.IntAttr("step"));
     if (op.num_operands() > 0) {
       out_ += " iter(";
       for (int i = 0; i < op.num_operands(); ++i) {

@@ -274,7 +274,7 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   const Block& body = *op.region(0);
   int64_t lower = op.attrs().GetInt("lower", 0);
   int64_t upper = op.attrs().GetInt("upper", 0);
-  int64_t step = op.attrs().GetInt("step", 1);
+  int64_t step = op.IntAttr("step");
   // Carried values start as the init operands.
   std::vector<std::vector<Slot>> carried(num_devices_);
   for (int64_t d : local_) {

@@ -40,7 +40,7 @@ std::optional<InitRule> RuleFromUses(const Value* value, absl::Span<const int64_
     for (int i = 0; i < user->num_operands(); ++i) {
       if (user->operand(i) != value) continue;
       if (user->Is(OpKind::kMatmul) && i == 1 && arg_dims.size() >= 2) {
-        const bool transposed = user->attrs().GetBool("transpose_b", false);
+        const bool transposed = user->BoolAttr("transpose_b");
         const int64_t fan_in = arg_dims[arg_dims.size() - (transposed ? 1 : 2)];
         if (fan_in > 0) return InitRule{InitRule::Kind::kScaledUniform, std::sqrt(3.0 / fan_in)};
       }

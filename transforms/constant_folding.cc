@@ -72,7 +72,7 @@ std::optional<T> FloatUnary(const Operation& op, T x) {
     case OpKind::kRelu: return x < T{0} ? T{0} : x;
     case OpKind::kSilu: return x * Sigmoid(x);
     case OpKind::kGelu:
-      if (op.attrs().GetIdent("approximate", "none") == "tanh") {
+      if (op.EnumAttr("approximate") == "tanh") {
         return x * Sigmoid(T{2} * kSqrt2OverPi * (x + kGeluCubic * x * x * x));
       }
       return T{0.5} * x * std::erfc(-x * kInvSqrt2);

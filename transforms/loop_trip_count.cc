@@ -14,7 +14,7 @@ uint64_t LoopTripCount(int64_t lower, int64_t upper, int64_t step) {
 
 uint64_t LoopTripCount(const Operation& loop) {
   return LoopTripCount(loop.attrs().GetInt("lower", 0), loop.attrs().GetInt("upper", 0),
-                       loop.attrs().GetInt("step", 1));
+                       loop.IntAttr("step"));
 }
 
 std::optional<int64_t> CheckedMultiply(int64_t a, uint64_t b) {

@@ -175,7 +175,8 @@ void AppendElementwiseOps(std::vector<OpDef>& ops) {
   ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>));
   ops.push_back(Unary(OpKind::kGelu, "gelu", "GELU, erf form or tanh approximation",
                       InferUnary<OpKind::kGelu>,
-                      {{"approximate", AttrKind::kEnum, false, {"none", "tanh"}}}));
+                      {{"approximate", AttrKind::kEnum, false, {"none", "tanh"},
+                        Attribute::Ident("none")}}));
   OpDef convert = Unary(OpKind::kConvert, "convert",
                         "element type change, round to nearest even", InferConvert);
   convert.traits |= kResultTypeRequired;

@@ -1,4 +1,5 @@
 // matmul and attention.
+#include "commir/attention_op.h"
 #include "commir/ops/op_helpers.h"
 
 namespace commir::ops {
@@ -20,8 +21,8 @@ absl::StatusOr<MatmulDims> MatmulShape(const OpSignature& sig) {
   }
   const std::vector<int64_t>& ad = a->dims();
   const std::vector<int64_t>& bd = b->dims();
-  bool ta = sig.attrs.GetBool("transpose_a", false);
-  bool tb = sig.attrs.GetBool("transpose_b", false);
+  bool ta = GetOpDef(OpKind::kMatmul).BoolAttr(sig.attrs, "transpose_a");
+  bool tb = GetOpDef(OpKind::kMatmul).BoolAttr(sig.attrs, "transpose_b");
   MatmulDims dims;
   int64_t ra = a->rank(), rb = b->rank();
   dims.m = ta ? ad[ra - 1] : ad[ra - 2];
@@ -72,8 +73,9 @@ absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
     if (absl::Status s = RequireFloat(*t, roles[i]); !s.ok()) return s;
     types[i] = *t;
   }
-  for (size_t i = 3; i < sig.operand_types.size(); ++i) {
-    if (absl::Status s = IndexOperand(sig, static_cast<int>(i), i == 3 ? "q_pos" : "k_pos");
+  for (size_t i = AttentionOp::kQPos; i < sig.operand_types.size(); ++i) {
+    if (absl::Status s = IndexOperand(sig, static_cast<int>(i),
+                                      i == AttentionOp::kQPos ? "q_pos" : "k_pos");
         !s.ok()) {
       return s;
     }
@@ -103,7 +105,7 @@ OpCost AttentionCost(const OpSignature& sig, absl::Span<const Type> results) {
   const auto& v = sig.operand_types[2].dims();
   double pairs = static_cast<double>(q[0]) * q[1] * q[2] * k[2];
   // A causal mask skips about half the score blocks when queries and keys align.
-  if (sig.attrs.GetBool("causal", false) && q[2] == k[2]) pairs *= 0.5;
+  if (GetOpDef(OpKind::kAttention).BoolAttr(sig.attrs, "causal") && q[2] == k[2]) pairs *= 0.5;
   return {2.0 * pairs * (q[3] + v[3]), StreamingBytes(sig, results), 0};
 }
 
@@ -113,12 +115,15 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{OpKind::kMatmul, "matmul",
                       "batched matrix product a[..., M, K] x b[..., K, N], f32 accumulation",
                       2, 2, 1, 1,
-                      {{"transpose_a", AttrKind::kBool}, {"transpose_b", AttrKind::kBool}},
+                      {{"transpose_a", AttrKind::kBool, false, {}, Attribute::Bool(false)},
+                       {"transpose_b", AttrKind::kBool, false, {}, Attribute::Bool(false)}},
                       0, InferMatmul, MatmulCost});
   ops.push_back(OpDef{OpKind::kAttention, "attention",
                       "softmax(scale * q k^T) v with GQA, causal masks and optional lse",
                       3, 5, 1, 2,
-                      {{"causal", AttrKind::kBool}, {"scale", AttrKind::kNumber}},
+                      {{"causal", AttrKind::kBool, false, {}, Attribute::Bool(false)},
+                       // Absent: 1 / sqrt(head dim), which depends on q's type.
+                       {"scale", AttrKind::kNumber}},
                       0, InferAttention, AttentionCost});
 }
 

@@ -30,7 +30,7 @@ absl::StatusOr<std::vector<Type>> InferReduce(const OpSignature& sig) {
   }
   absl::StatusOr<std::vector<int64_t>> reduced = ReducedDims(sig, *x);
   if (!reduced.ok()) return reduced.status();
-  bool keepdim = sig.attrs.GetBool("keepdim", false);
+  bool keepdim = GetOpDef(kKind).BoolAttr(sig.attrs, "keepdim");
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x->rank(); ++d) {
     bool is_reduced = std::binary_search(reduced->begin(), reduced->end(), d);
@@ -49,7 +49,7 @@ absl::StatusOr<std::vector<Type>> InferSoftmax(const OpSignature& sig) {
   if (!x.ok()) return x.status();
   if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
   if (x->rank() == 0) return OpError("softmax needs rank >= 1");
-  absl::StatusOr<int64_t> dim = NormalizeDim(sig.attrs.GetInt("dim", -1), x->rank(), "dim");
+  absl::StatusOr<int64_t> dim = NormalizeDim(GetOpDef(OpKind::kSoftmax).IntAttr(sig.attrs, "dim"), x->rank(), "dim");
   if (!dim.ok()) return dim.status();
   return std::vector<Type>{x->WithoutSharding()};
 }
@@ -83,7 +83,7 @@ OpCost NormCost(const OpSignature& sig, absl::Span<const Type> results) {
 }
 
 std::vector<AttrSpec> ReduceAttrs() {
-  return {{"dims", AttrKind::kIntList, true}, {"keepdim", AttrKind::kBool}};
+  return {{"dims", AttrKind::kIntList, true}, {"keepdim", AttrKind::kBool, false, {}, Attribute::Bool(false)}};
 }
 
 }  // namespace
@@ -96,11 +96,13 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{OpKind::kReduceMean, "reduce_mean", "mean over dims", 1, 1, 1, 1,
                       ReduceAttrs(), 0, InferReduce<OpKind::kReduceMean>, ReduceCost});
   ops.push_back(OpDef{OpKind::kSoftmax, "softmax", "softmax along dim, computed in f32", 1, 1, 1,
-                      1, {{"dim", AttrKind::kInt}}, 0, InferSoftmax, NormCost});
+                      1, {{"dim", AttrKind::kInt, false, {}, Attribute::Int(-1)}}, 0, InferSoftmax, NormCost});
   ops.push_back(OpDef{OpKind::kLayerNorm, "layernorm", "layer normalization over the last dim",
-                      3, 3, 1, 1, {{"eps", AttrKind::kNumber}}, 0, InferNorm, NormCost});
+                      3, 3, 1, 1, {{"eps", AttrKind::kNumber, false, {}, Attribute::Float(1e-5)}}, 0,
+                      InferNorm, NormCost});
   ops.push_back(OpDef{OpKind::kRmsNorm, "rmsnorm", "RMS normalization over the last dim", 2, 2,
-                      1, 1, {{"eps", AttrKind::kNumber}}, 0, InferNorm, NormCost});
+                      1, 1, {{"eps", AttrKind::kNumber, false, {}, Attribute::Float(1e-6)}}, 0, InferNorm,
+                      NormCost});
 }
 
 }  // namespace commir::ops

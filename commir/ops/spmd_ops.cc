@@ -132,7 +132,7 @@ absl::StatusOr<std::vector<Type>> InferDynamicUpdateSlice(const OpSignature& sig
 // The loop's results have the types of its carried values; the body is checked by the
 // verifier.
 absl::StatusOr<std::vector<Type>> InferFor(const OpSignature& sig) {
-  if (sig.attrs.GetInt("step", 1) <= 0) return OpError("the loop step must be positive");
+  if (GetOpDef(OpKind::kFor).IntAttr(sig.attrs, "step") <= 0) return OpError("the loop step must be positive");
   return std::vector<Type>(sig.operand_types.begin(), sig.operand_types.end());
 }
 
@@ -177,7 +177,8 @@ OpCost ShiftCost(const OpSignature& sig, absl::Span<const Type> results) {
 
 void AppendSpmdOps(std::vector<OpDef>& ops) {
   const AttrSpec axis{"axis", AttrKind::kAxes, true};
-  const AttrSpec reduce{"reduce", AttrKind::kEnum, false, {"sum", "max", "min"}};
+  const AttrSpec reduce{"reduce", AttrKind::kEnum, false, {"sum", "max", "min"},
+                        Attribute::Ident("sum")};
   ops.push_back(OpDef{OpKind::kRank, "rank", "this device's coordinate along an axis (group)",
                       0, 0, 1, 1, {axis}, kSpmdOnly, InferRank, ReadOnlyCost});
   ops.push_back(OpDef{OpKind::kAllGather, "all_gather",
@@ -198,7 +199,8 @@ void AppendSpmdOps(std::vector<OpDef>& ops) {
                       kSpmdOnly | kCollective, InferAllToAll, AllToAllCost});
   ops.push_back(OpDef{OpKind::kShift, "shift",
                       "send to coordinate c+offset, receive from c-offset (mod n)", 1, 1, 1, 1,
-                      {axis, {"offset", AttrKind::kInt}}, kSpmdOnly | kCollective, InferShift,
+                      {axis, {"offset", AttrKind::kInt, false, {}, Attribute::Int(1)}},
+                      kSpmdOnly | kCollective, InferShift,
                       ShiftCost});
   ops.push_back(OpDef{OpKind::kDynamicSlice, "dynamic_slice",
                       "slice of size along dim from a run-time offset", 2, 2, 1, 1,
@@ -210,7 +212,7 @@ void AppendSpmdOps(std::vector<OpDef>& ops) {
                       CopyCost});
   ops.push_back(OpDef{OpKind::kFor, "for", "counted loop with carried values", 0, -1, 0, -1,
                       {{"lower", AttrKind::kInt, true}, {"upper", AttrKind::kInt, true},
-                       {"step", AttrKind::kInt}},
+                       {"step", AttrKind::kInt, false, {}, Attribute::Int(1)}},
                       kSpmdOnly | kHasRegion, InferFor, ReadOnlyCost});
 }
 

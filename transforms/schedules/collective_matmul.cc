@@ -22,8 +22,8 @@ MatmulShape ShapeOf(const Operation& mm) {
   s.ra = mm.operand(0)->type().rank();
   s.rb = mm.operand(1)->type().rank();
   s.rr = mm.result(0)->type().rank();
-  s.ta = mm.attrs().GetBool("transpose_a", false);
-  s.tb = mm.attrs().GetBool("transpose_b", false);
+  s.ta = mm.BoolAttr("transpose_a");
+  s.tb = mm.BoolAttr("transpose_b");
   return s;
 }
 

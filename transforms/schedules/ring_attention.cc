@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "commir/attention_op.h"
 #include "commir/type.h"
 #include "transforms/schedules/attention_match.h"
 #include "transforms/schedules/counted_loop.h"
@@ -32,17 +33,17 @@ class Ring {
   Ring(Function& function, const GatheredAttention& match)
       : function_(function), match_(match), attention_(match.attention), n_(match.group_size),
         e_(&function, function.body(), match.attention, match.attention->loc()) {
-    q_ = attention_->operand(0);
+    q_ = AttentionOp(*attention_).q();
     k_ = match.k_gather->operand(0);
     v_ = match.v_gather->operand(0);
-    causal_ = attention_->attrs().GetBool("causal", false);
+    causal_ = AttentionOp(*attention_).causal();
     element_type_ = q_->type().element_type();
     compute_type_ = element_type_ == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
     attrs_ = attention_->attrs();
     attrs_.Erase("stream");
     queries_ = q_->type().dims()[2];
     block_ = k_->type().dims()[2];
-    if (attention_->num_operands() >= 5) k_base_ = attention_->operand(4);
+    k_base_ = AttentionOp(*attention_).k_pos();
   }
 
   // Appends the attention to `rewritten` when it was rewritten (its results now unused).
@@ -51,8 +52,8 @@ class Ring {
     // attention needs none.
     if (causal_) rank_ = FindOrMakeRank();
     std::optional<Operand> query_base;
-    if (causal_ && attention_->num_operands() >= 4) {
-      query_base = QueryBase(attention_->operand(3), match_.axes, queries_);
+    if (Value* q_pos = AttentionOp(*attention_).q_pos(); causal_ && q_pos != nullptr) {
+      query_base = QueryBase(q_pos, match_.axes, queries_);
     }
     bool zigzag_ok = zigzag && causal_ && query_base.has_value() && n_ % 2 == 0 &&
                      queries_ % 2 == 0 && block_ % 2 == 0;
@@ -194,9 +195,8 @@ class Ring {
   void RunContiguous(Value*& out, Value*& lse_out) {
     Value* q_pos = nullptr;
     if (causal_) {
-      q_pos = attention_->num_operands() >= 4
-                  ? attention_->operand(3)
-                  : e_.IndexConstant(n_ * block_ - queries_, "q_pos");
+      q_pos = AttentionOp(*attention_).q_pos();
+      if (q_pos == nullptr) q_pos = e_.IndexConstant(n_ * block_ - queries_, "q_pos");
     }
     auto key_pos = [&](ScheduleEmitter& e, Value* source) -> Value* {
       return causal_ ? ChunkPosition(e, source, block_, KeyBase(), "k_pos") : nullptr;

@@ -358,7 +358,7 @@ class Ring : public cmm::ReplacedOps {
 
   absl::StatusOr<Value*> Combine(Emitter& e, const ScatterMatch& m, Value* a, Value* b,
                                  const std::string& name) {
-    std::string reduce = m.scatter->attrs().GetIdent("reduce", "sum");
+    const std::string& reduce = m.scatter->EnumAttr("reduce");
     OpKind kind = reduce == "max" ? OpKind::kMax : reduce == "min" ? OpKind::kMin : OpKind::kAdd;
     return Emit(e, kind, {a, b}, {}, {}, {}, name);
   }

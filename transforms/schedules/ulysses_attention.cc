@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "commir/attention_op.h"
 #include "transforms/schedules/attention_match.h"
 
 namespace commir::schedules {
@@ -39,20 +40,21 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
                      std::vector<Operation*>* rewritten) {
   Operation* attention = match.attention;
   const int64_t n = match.group_size;
-  Value* q = attention->operand(0);
+  const AttentionOp view(*attention);
+  Value* q = view.q();
   Value* k = match.k_gather->operand(0);
   Value* v = match.v_gather->operand(0);
   const int64_t heads = q->type().dims()[1];
   const int64_t kv_heads = k->type().dims()[1];
   const int64_t local_queries = q->type().dims()[2];
-  const bool causal = attention->attrs().GetBool("causal", false);
+  const bool causal = view.causal();
   if (heads % n != 0) return absl::OkStatus();
   const int64_t kv_target = std::lcm(kv_heads, n);
   if (heads % kv_target != 0) return absl::OkStatus();
   std::optional<Operand> query_base;
   if (causal) {
-    if (attention->num_operands() < 4) return absl::OkStatus();
-    query_base = QueryBase(attention->operand(3), match.axes, local_queries);
+    if (view.q_pos() == nullptr) return absl::OkStatus();
+    query_base = QueryBase(view.q_pos(), match.axes, local_queries);
     if (!query_base.has_value()) return absl::OkStatus();
   }
 
@@ -71,13 +73,13 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
     const int64_t keys = k->type().dims()[2] * n;
     bool base_is_default = query_base->value == nullptr &&
                            query_base->literal == static_cast<double>(keys - queries);
-    if (!base_is_default || attention->num_operands() >= 5) {
+    if (!base_is_default || view.k_pos() != nullptr) {
       Value* q_pos = query_base->value;
       if (q_pos == nullptr) {
         q_pos = e.IndexConstant(static_cast<int64_t>(query_base->literal), "q_pos");
       }
       operands.push_back(q_pos);
-      if (attention->num_operands() >= 5) operands.push_back(attention->operand(4));
+      if (view.k_pos() != nullptr) operands.push_back(view.k_pos());
     }
   }
   AttrDict attrs = attention->attrs();

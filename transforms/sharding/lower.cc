@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "commir/attention_op.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
 
@@ -216,7 +217,7 @@ class Lowering {
     switch (op.kind()) {
       case OpKind::kReshard: return std::vector<Value*>{operands[0].value};
       case OpKind::kSoftmax: {
-        int64_t dim = op.attrs().GetInt("dim", -1);
+        int64_t dim = op.IntAttr("dim");
         if (dim < 0) dim += Global(op.operand(0)).rank();
         const AxisList& axes = s.factors[rule.operands[0].dims[dim][0]];
         if (!axes.empty()) return One(Softmax(e, operands[0].value, dim, axes));
@@ -239,7 +240,7 @@ class Lowering {
       }
       case OpKind::kAttention: {
         const AxisList& axes = s.factors[rule.operands[0].dims[2][0]];
-        if (!axes.empty() && op.attrs().GetBool("causal", false)) {
+        if (!axes.empty() && op.BoolAttr("causal")) {
           return Attention(e, op, operands, axes);
         }
         break;
@@ -305,7 +306,7 @@ class Lowering {
     int64_t last = x->type().rank() - 1;
     double n = static_cast<double>(Global(op.operand(0)).dims().back());
     bool layer = op.Is(OpKind::kLayerNorm);
-    double eps = op.attrs().GetNumber("eps", layer ? 1e-5 : 1e-6);
+    double eps = op.NumberAttr("eps");
     absl::StatusOr<Value*> xf = Convert(e, x, ct);
     if (!xf.ok()) return xf;
     absl::StatusOr<Value*> weight = Convert(e, operands[1].value, ct);
@@ -378,16 +379,18 @@ class Lowering {
       if (!offset.ok()) return offset.status();
     }
     absl::StatusOr<Value*> q_pos = *offset;
-    if (op.num_operands() >= 4) {
-      q_pos = e.Value1(OpKind::kAdd, {operands[3], *offset});
+    const AttentionOp view(op);
+    if (view.q_pos() != nullptr) {
+      q_pos = e.Value1(OpKind::kAdd, {operands[AttentionOp::kQPos], *offset});
     } else if (keys != queries) {
       q_pos = e.Value1(OpKind::kAdd, {*offset, Operand::Literal(static_cast<double>(keys - queries),
                                                                 Type::Index())});
     }
     if (!q_pos.ok()) return q_pos.status();
     (*q_pos)->set_name("q_pos");
-    std::vector<Operand> local = {operands[0], operands[1], operands[2], *q_pos};
-    if (op.num_operands() >= 5) local.push_back(operands[4]);
+    std::vector<Operand> local = {operands[AttentionOp::kQ], operands[AttentionOp::kK],
+                                  operands[AttentionOp::kV], *q_pos};
+    if (view.k_pos() != nullptr) local.push_back(operands[AttentionOp::kKPos]);
     absl::StatusOr<Operation*> attention =
         e.Create(OpKind::kAttention, local, op.attrs(), {}, op.num_results());
     if (!attention.ok()) return attention.status();

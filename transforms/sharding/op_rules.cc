@@ -112,8 +112,8 @@ OpRule MatmulRule(const Operation& op) {
   Type a = op.operand(0)->type();
   Type b = op.operand(1)->type();
   Type result = op.result(0)->type();
-  bool ta = op.attrs().GetBool("transpose_a", false);
-  bool tb = op.attrs().GetBool("transpose_b", false);
+  bool ta = op.BoolAttr("transpose_a");
+  bool tb = op.BoolAttr("transpose_b");
   size_t batch = result.dims().size() - 2;
   std::vector<int> factors;
   for (size_t i = 0; i < batch; ++i) factors.push_back(rule.AddFactor(result.dims()[i], FactorKind::kPass));
@@ -154,7 +154,7 @@ OpRule ReduceRule(const Operation& op) {
   OpRule rule;
   Type x = op.operand(0)->type();
   std::vector<int64_t> reduced = NormalizedDims(op, x.rank());
-  bool keepdim = op.attrs().GetBool("keepdim", false);
+  bool keepdim = op.BoolAttr("keepdim");
   FactorKind reduce_kind = op.Is(OpKind::kReduceMax) ? FactorKind::kMax : FactorKind::kSum;
   TensorFactors operand, result;
   for (int64_t d = 0; d < x.rank(); ++d) {
@@ -176,7 +176,7 @@ OpRule ReduceRule(const Operation& op) {
 OpRule SoftmaxRule(const Operation& op) {
   OpRule rule;
   Type x = op.operand(0)->type();
-  int64_t dim = op.attrs().GetInt("dim", -1);
+  int64_t dim = op.IntAttr("dim");
   if (dim < 0) dim += x.rank();
   std::vector<int> factors;
   for (int64_t d = 0; d < x.rank(); ++d) {
