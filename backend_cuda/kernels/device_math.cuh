@@ -15,6 +15,7 @@
 
 #include "backend_cuda/kernels/dtype.h"
 #include "backend_cuda/kernels/shape_helpers.h"
+#include "commir/scalar_math.h"
 
 namespace commir::cuda_kernels {
 
@@ -231,10 +232,6 @@ __device__ __forceinline__ C MinNan(C a, C b) {
   return b < a ? b : a;
 }
 
-__device__ __forceinline__ int64_t WrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-
 __device__ __forceinline__ void RaiseError(int32_t* flag, int32_t bits) {
   if (flag != nullptr) atomicOr(flag, bits);
 }
@@ -268,7 +265,7 @@ __device__ C BlockReduce(C v, Op op, C* scratch) {
 struct AddOp {
   template <typename C>
   __device__ __forceinline__ C operator()(C a, C b) const {
-    if constexpr (std::is_same_v<C, int64_t>) return WrapAdd(a, b);
+    if constexpr (std::is_same_v<C, int64_t>) return scalar_math::WrappingAdd(a, b);
     else return a + b;
   }
 };
