@@ -147,11 +147,11 @@ __device__ __forceinline__ C ApplyBinary(C a, C b, int32_t* flag) {
     }
     return 0;
   } else {
-    if constexpr (kOp == KBinaryOp::kAdd) return a + b;
-    if constexpr (kOp == KBinaryOp::kSub) return a - b;
-    if constexpr (kOp == KBinaryOp::kMul) return a * b;
-    if constexpr (kOp == KBinaryOp::kDiv) return a / b;
-    if constexpr (kOp == KBinaryOp::kPow) return DPow(a, b);
+    if constexpr (kOp == KBinaryOp::kAdd) return scalar_math::Add(a, b);
+    if constexpr (kOp == KBinaryOp::kSub) return scalar_math::Sub(a, b);
+    if constexpr (kOp == KBinaryOp::kMul) return scalar_math::Mul(a, b);
+    if constexpr (kOp == KBinaryOp::kDiv) return scalar_math::Div(a, b);
+    if constexpr (kOp == KBinaryOp::kPow) return scalar_math::Pow(a, b);
     return C{0};
   }
 }
