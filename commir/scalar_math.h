@@ -1,11 +1,14 @@
-// The scalar semantics of the elementwise ops (spec section 5): one definition of each
-// function, shared by constant folding, the interpreter's index arithmetic and the cpu
+// The scalar semantics of the elementwise ops and of index arithmetic (docs/language.md,
+// "Elementwise ops" and "Index arithmetic"): one definition of each function, shared by
+// constant folding, the interpreter's index arithmetic, the cpu kernels and the cuda
 // kernels, so that a folded constant and an executed op agree to the bit.
 //
 // Floating-point functions take the compute type T (double for f64, float for every other
 // float type); their formulas and the order of their operations are part of the result,
 // so change them only together with the goldens. The header is also valid CUDA (every
 // function is COMMIR_HOST_DEVICE and uses only std:: math that nvcc provides on the device).
+// Integer functions use unsigned arithmetic where a signed result could overflow, which
+// would be undefined behaviour.
 #ifndef COMMIR_SCALAR_MATH_H_
 #define COMMIR_SCALAR_MATH_H_
 
@@ -49,7 +52,7 @@ COMMIR_HOST_DEVICE constexpr int64_t WrappingPow(int64_t base, int64_t exponent)
   return result;
 }
 
-// Division rounding toward negative infinity (spec 5.2). Requires b != 0 and not
+// Division rounding toward negative infinity (the `index` div and the integer tensor div). Requires b != 0 and not
 // (INT64_MIN / -1), the one quotient that does not fit.
 COMMIR_HOST_DEVICE constexpr int64_t FloorDiv(int64_t a, int64_t b) {
   const int64_t quotient = a / b;  // truncates toward zero
@@ -136,6 +139,8 @@ COMMIR_HOST_DEVICE inline T GeluErf(T x) {
   return T{0.5} * x * std::erfc(-x * kInvSqrt2);
 }
 // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+// Device code must not call this: nvcc contracts the multiply-add into an FMA where the
+// host compiler does not, so the cuda kernels spell it out unfused (elementwise.cu).
 template <typename T>
 COMMIR_HOST_DEVICE inline T GeluTanh(T x) {
   constexpr T kSqrt2OverPi = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
