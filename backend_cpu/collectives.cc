@@ -15,6 +15,7 @@
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -71,8 +72,7 @@ T Combine(ReduceOp op, T accumulator, T value) {
     case ReduceOp::kMin: return std::min(accumulator, value);
     default:
       if constexpr (std::is_integral_v<T>) {
-        // Wraps like add; unsigned arithmetic avoids signed-overflow undefined behaviour.
-        return static_cast<T>(static_cast<uint64_t>(accumulator) + static_cast<uint64_t>(value));
+        return static_cast<T>(scalar_math::WrappingAdd(accumulator, value));  // wraps like add
       } else {
         return accumulator + value;
       }

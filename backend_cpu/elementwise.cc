@@ -1,10 +1,6 @@
 // Elementwise kernels: unary and binary arithmetic, type conversion and constants.
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
-#include <numbers>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -17,20 +13,13 @@
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
 namespace {
 
 // ---- Unary ------------------------------------------------------------------------------
-
-template <typename T>
-T Sigmoid(T x) {
-  // Never exponentiates a large positive number, so neither branch overflows.
-  if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T{1} + e);
-}
 
 template <typename T, typename Fn>
 void TransformInPlace(std::vector<T>& values, Fn fn) {
@@ -39,55 +28,56 @@ void TransformInPlace(std::vector<T>& values, Fn fn) {
 
 template <typename T>
 void ApplyFloatUnary(UnaryOp op, std::vector<T>& values) {
-  static constexpr T kInvSqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
-  static constexpr T kSqrt2OverPi = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-  static constexpr T kGeluCubic = static_cast<T>(0.044715);
   switch (op) {
-    case UnaryOp::kNeg: TransformInPlace(values, [](T x) { return -x; }); return;
-    case UnaryOp::kAbs: TransformInPlace(values, [](T x) { return std::abs(x); }); return;
-    case UnaryOp::kExp: TransformInPlace(values, [](T x) { return std::exp(x); }); return;
-    case UnaryOp::kLog: TransformInPlace(values, [](T x) { return std::log(x); }); return;
-    case UnaryOp::kSqrt: TransformInPlace(values, [](T x) { return std::sqrt(x); }); return;
-    case UnaryOp::kRsqrt: TransformInPlace(values, [](T x) { return T{1} / std::sqrt(x); }); return;
-    case UnaryOp::kTanh: TransformInPlace(values, [](T x) { return std::tanh(x); }); return;
-    case UnaryOp::kSigmoid: TransformInPlace(values, Sigmoid<T>); return;
-    // `x < 0 ? 0 : x` rather than max(x, 0) so that NaN stays NaN.
-    case UnaryOp::kRelu: TransformInPlace(values, [](T x) { return x < T{0} ? T{0} : x; }); return;
-    case UnaryOp::kSilu: TransformInPlace(values, [](T x) { return x * Sigmoid(x); }); return;
-    // The gelu forms are rewritten so that nothing cancels for negative x, where 1 + erf
-    // and 1 + tanh approach 0: 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u).
+    case UnaryOp::kNeg:
+      TransformInPlace(values, [](T x) { return scalar_math::Neg(x); });
+      return;
+    case UnaryOp::kAbs:
+      TransformInPlace(values, [](T x) { return scalar_math::Abs(x); });
+      return;
+    case UnaryOp::kExp:
+      TransformInPlace(values, [](T x) { return scalar_math::Exp(x); });
+      return;
+    case UnaryOp::kLog:
+      TransformInPlace(values, [](T x) { return scalar_math::Log(x); });
+      return;
+    case UnaryOp::kSqrt:
+      TransformInPlace(values, [](T x) { return scalar_math::Sqrt(x); });
+      return;
+    case UnaryOp::kRsqrt:
+      TransformInPlace(values, [](T x) { return scalar_math::Rsqrt(x); });
+      return;
+    case UnaryOp::kTanh:
+      TransformInPlace(values, [](T x) { return scalar_math::Tanh(x); });
+      return;
+    case UnaryOp::kSigmoid:
+      TransformInPlace(values, [](T x) { return scalar_math::Sigmoid(x); });
+      return;
+    case UnaryOp::kRelu:
+      TransformInPlace(values, [](T x) { return scalar_math::Relu(x); });
+      return;
+    case UnaryOp::kSilu:
+      TransformInPlace(values, [](T x) { return scalar_math::Silu(x); });
+      return;
     case UnaryOp::kGeluErf:
-      TransformInPlace(values, [](T x) { return T{0.5} * x * std::erfc(-x * kInvSqrt2); });
+      TransformInPlace(values, [](T x) { return scalar_math::GeluErf(x); });
       return;
     case UnaryOp::kGeluTanh:
-      TransformInPlace(values, [](T x) {
-        return x * Sigmoid(T{2} * kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-      });
+      TransformInPlace(values, [](T x) { return scalar_math::GeluTanh(x); });
       return;
   }
-}
-
-// Two's-complement arithmetic without signed-overflow undefined behaviour.
-int64_t WrappingAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t WrappingSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t WrappingMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
 absl::Status ApplyIntegerUnary(UnaryOp op, const Tensor& x, std::vector<int64_t>& values) {
   switch (op) {
     case UnaryOp::kNeg:
-      TransformInPlace(values, [](int64_t v) { return WrappingSub(0, v); });
+      TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingNeg(v); });
       return absl::OkStatus();
     case UnaryOp::kAbs:
-      TransformInPlace(values, [](int64_t v) { return v < 0 ? WrappingSub(0, v) : v; });
+      TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingAbs(v); });
       return absl::OkStatus();
     case UnaryOp::kRelu:
-      TransformInPlace(values, [](int64_t v) { return std::max<int64_t>(v, 0); });
+      TransformInPlace(values, [](int64_t v) { return scalar_math::Relu(v); });
       return absl::OkStatus();
     default: return CheckFloatType(UnaryOpName(op), x);
   }
@@ -97,57 +87,37 @@ absl::Status ApplyIntegerUnary(UnaryOp op, const Tensor& x, std::vector<int64_t>
 
 template <typename T>
 T ApplyFloatBinary(BinaryOp op, T a, T b) {
-  constexpr T kNan = std::numeric_limits<T>::quiet_NaN();
   switch (op) {
-    case BinaryOp::kAdd: return a + b;
-    case BinaryOp::kSub: return a - b;
-    case BinaryOp::kMul: return a * b;
-    case BinaryOp::kDiv: return a / b;
-    // Unlike std::max/min, an unordered comparison must yield NaN, not an operand.
-    case BinaryOp::kMax: return std::isnan(a) || std::isnan(b) ? kNan : std::max(a, b);
-    case BinaryOp::kMin: return std::isnan(a) || std::isnan(b) ? kNan : std::min(a, b);
-    case BinaryOp::kPow: return std::pow(a, b);
+    case BinaryOp::kAdd: return scalar_math::Add(a, b);
+    case BinaryOp::kSub: return scalar_math::Sub(a, b);
+    case BinaryOp::kMul: return scalar_math::Mul(a, b);
+    case BinaryOp::kDiv: return scalar_math::Div(a, b);
+    case BinaryOp::kMax: return scalar_math::Max(a, b);
+    case BinaryOp::kMin: return scalar_math::Min(a, b);
+    case BinaryOp::kPow: return scalar_math::Pow(a, b);
   }
   return T{0};
 }
 
-int64_t FloorDivide(int64_t a, int64_t b) {
-  // The one overflowing quotient wraps, like the other integer ops.
-  if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;
-  const int64_t quotient = a / b;  // truncates toward zero
-  const bool inexact = quotient * b != a;
-  return inexact && ((a < 0) != (b < 0)) ? quotient - 1 : quotient;
-}
-
-int64_t WrappingPower(int64_t base, int64_t exponent) {
-  int64_t result = 1;
-  while (exponent > 0) {
-    if (exponent & 1) result = WrappingMul(result, base);
-    base = WrappingMul(base, base);
-    exponent >>= 1;
-  }
-  return result;
-}
-
 absl::StatusOr<int64_t> ApplyIntegerBinary(BinaryOp op, int64_t a, int64_t b) {
   switch (op) {
-    case BinaryOp::kAdd: return WrappingAdd(a, b);
-    case BinaryOp::kSub: return WrappingSub(a, b);
-    case BinaryOp::kMul: return WrappingMul(a, b);
+    case BinaryOp::kAdd: return scalar_math::WrappingAdd(a, b);
+    case BinaryOp::kSub: return scalar_math::WrappingSub(a, b);
+    case BinaryOp::kMul: return scalar_math::WrappingMul(a, b);
     case BinaryOp::kDiv:
       if (b == 0) {
         return absl::InvalidArgumentError(
             absl::StrFormat("div: integer division by zero (%d / 0)", a));
       }
-      return FloorDivide(a, b);
-    case BinaryOp::kMax: return std::max(a, b);
-    case BinaryOp::kMin: return std::min(a, b);
+      return scalar_math::WrappingFloorDiv(a, b);
+    case BinaryOp::kMax: return scalar_math::Max(a, b);
+    case BinaryOp::kMin: return scalar_math::Min(a, b);
     case BinaryOp::kPow:
       if (b < 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "pow: integer %d raised to the negative power %d is not an integer", a, b));
       }
-      return WrappingPower(a, b);
+      return scalar_math::WrappingPow(a, b);
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "backend_cpu/pairwise_sum.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -116,11 +117,6 @@ std::vector<T> ReduceFloatRuns(ReduceOp op, const std::vector<T>& values, int64_
   return result;
 }
 
-int64_t FloorDivide(int64_t a, int64_t b) {
-  const int64_t quotient = a / b;
-  return quotient * b != a && ((a < 0) != (b < 0)) ? quotient - 1 : quotient;
-}
-
 // The smallest and largest value an integer element type holds: the results of empty
 // max and min reductions.
 std::pair<int64_t, int64_t> IntegerRange(ElementType type) {
@@ -147,11 +143,11 @@ absl::StatusOr<std::vector<int64_t>> ReduceIntegerRuns(ReduceOp op, ElementType 
     } else if (op == ReduceOp::kMin) {
       result[r] = std::min(MinPropagatingNan(run, count), IntegerRange(type).second);
     } else {
-      // Summed modulo 2^64 (unsigned, to avoid signed overflow), like add.
-      uint64_t sum = 0;
-      for (int64_t i = 0; i < count; ++i) sum += static_cast<uint64_t>(run[i]);
-      result[r] = static_cast<int64_t>(sum);
-      if (op == ReduceOp::kMean) result[r] = FloorDivide(result[r], count);
+      // Summed modulo 2^64, like add.
+      int64_t sum = 0;
+      for (int64_t i = 0; i < count; ++i) sum = scalar_math::WrappingAdd(sum, run[i]);
+      result[r] = sum;
+      if (op == ReduceOp::kMean) result[r] = scalar_math::FloorDiv(result[r], count);
     }
   }
   return result;

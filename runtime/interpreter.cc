@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "commir/scalar_math.h"
 
 namespace commir::runtime {
 namespace {
@@ -16,19 +17,6 @@ double NowMicros() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Integer division and remainder rounding toward negative infinity (spec 5.2).
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t FloorRem(int64_t a, int64_t b) {
-  if (b == -1) return 0;  // a % -1 is undefined behaviour for the smallest int64
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;  // cannot overflow: |r| < |b|
-  return r;
 }
 
 bool IsIndexArithmetic(const Operation& op) {
@@ -254,7 +242,7 @@ absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
             // The one quotient that does not fit in an int64.
             overflow = op.Is(OpKind::kDiv) && a == std::numeric_limits<int64_t>::min() && b == -1;
             if (overflow) break;
-            value = op.Is(OpKind::kDiv) ? FloorDiv(a, b) : FloorRem(a, b);
+            value = op.Is(OpKind::kDiv) ? scalar_math::FloorDiv(a, b) : scalar_math::FloorRem(a, b);
             break;
           default:
             return Fail(op, d, "is not an index operation");

@@ -1,11 +1,10 @@
 #include "transforms/constant_folding.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numbers>
 
 #include "commir/float16.h"
+#include "commir/scalar_math.h"
 
 namespace commir {
 namespace {
@@ -49,83 +48,53 @@ double StoreFloat(double value, ElementType) { return value; }
 
 // The executor's kernels, per compute type T (double for f64, float otherwise).
 template <typename T>
-T Sigmoid(T x) {
-  if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T{1} + e);
-}
-
-template <typename T>
 std::optional<T> FloatUnary(const Operation& op, T x) {
-  static constexpr T kInvSqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
-  static constexpr T kSqrt2OverPi = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-  static constexpr T kGeluCubic = static_cast<T>(0.044715);
   switch (op.kind()) {
-    case OpKind::kNeg: return -x;
-    case OpKind::kAbs: return std::abs(x);
-    case OpKind::kExp: return std::exp(x);
-    case OpKind::kLog: return std::log(x);
-    case OpKind::kSqrt: return std::sqrt(x);
-    case OpKind::kRsqrt: return T{1} / std::sqrt(x);
-    case OpKind::kTanh: return std::tanh(x);
-    case OpKind::kSigmoid: return Sigmoid(x);
-    case OpKind::kRelu: return x < T{0} ? T{0} : x;
-    case OpKind::kSilu: return x * Sigmoid(x);
+    case OpKind::kNeg: return scalar_math::Neg(x);
+    case OpKind::kAbs: return scalar_math::Abs(x);
+    case OpKind::kExp: return scalar_math::Exp(x);
+    case OpKind::kLog: return scalar_math::Log(x);
+    case OpKind::kSqrt: return scalar_math::Sqrt(x);
+    case OpKind::kRsqrt: return scalar_math::Rsqrt(x);
+    case OpKind::kTanh: return scalar_math::Tanh(x);
+    case OpKind::kSigmoid: return scalar_math::Sigmoid(x);
+    case OpKind::kRelu: return scalar_math::Relu(x);
+    case OpKind::kSilu: return scalar_math::Silu(x);
     case OpKind::kGelu:
-      if (op.EnumAttr("approximate") == "tanh") {
-        return x * Sigmoid(T{2} * kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-      }
-      return T{0.5} * x * std::erfc(-x * kInvSqrt2);
+      if (op.EnumAttr("approximate") == "tanh") return scalar_math::GeluTanh(x);
+      return scalar_math::GeluErf(x);
     default: return std::nullopt;
   }
 }
 
 template <typename T>
 T FloatBinary(OpKind kind, T a, T b) {
-  constexpr T kNan = std::numeric_limits<T>::quiet_NaN();
   switch (kind) {
-    case OpKind::kAdd: return a + b;
-    case OpKind::kSub: return a - b;
-    case OpKind::kMul: return a * b;
-    case OpKind::kDiv: return a / b;
-    case OpKind::kMax: return std::isnan(a) || std::isnan(b) ? kNan : std::max(a, b);
-    case OpKind::kMin: return std::isnan(a) || std::isnan(b) ? kNan : std::min(a, b);
-    case OpKind::kPow: return std::pow(a, b);
-    default: return kNan;
+    case OpKind::kAdd: return scalar_math::Add(a, b);
+    case OpKind::kSub: return scalar_math::Sub(a, b);
+    case OpKind::kMul: return scalar_math::Mul(a, b);
+    case OpKind::kDiv: return scalar_math::Div(a, b);
+    case OpKind::kMax: return scalar_math::Max(a, b);
+    case OpKind::kMin: return scalar_math::Min(a, b);
+    case OpKind::kPow: return scalar_math::Pow(a, b);
+    default: return std::numeric_limits<T>::quiet_NaN();
   }
-}
-
-int64_t WrappingMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
-// Floor division and remainder; b != 0 and not (INT64_MIN / -1).
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0) && ((a < 0) != (b < 0)) ? q - 1 : q;
 }
 
 // Tensor integer math: wrapping like the executor's kernels.
 std::optional<int64_t> IntegerBinary(OpKind kind, int64_t a, int64_t b) {
   switch (kind) {
-    case OpKind::kAdd: return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    case OpKind::kSub: return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-    case OpKind::kMul: return WrappingMul(a, b);
+    case OpKind::kAdd: return scalar_math::WrappingAdd(a, b);
+    case OpKind::kSub: return scalar_math::WrappingSub(a, b);
+    case OpKind::kMul: return scalar_math::WrappingMul(a, b);
     case OpKind::kDiv:
       if (b == 0) return std::nullopt;
-      if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;
-      return FloorDiv(a, b);
-    case OpKind::kMax: return std::max(a, b);
-    case OpKind::kMin: return std::min(a, b);
-    case OpKind::kPow: {
+      return scalar_math::WrappingFloorDiv(a, b);
+    case OpKind::kMax: return scalar_math::Max(a, b);
+    case OpKind::kMin: return scalar_math::Min(a, b);
+    case OpKind::kPow:
       if (b < 0) return std::nullopt;
-      int64_t result = 1;
-      for (int64_t base = a, e = b; e > 0; e >>= 1) {
-        if (e & 1) result = WrappingMul(result, base);
-        base = WrappingMul(base, base);
-      }
-      return result;
-    }
+      return scalar_math::WrappingPow(a, b);
     default: return std::nullopt;
   }
 }
@@ -145,11 +114,9 @@ std::optional<int64_t> IndexBinary(OpKind kind, int64_t a, int64_t b) {
       if (__builtin_mul_overflow(a, b, &result)) return std::nullopt;
       return result;
     case OpKind::kDiv:
-    case OpKind::kRem: {
+    case OpKind::kRem:
       if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) return std::nullopt;
-      int64_t q = FloorDiv(a, b);
-      return kind == OpKind::kDiv ? q : a - q * b;
-    }
+      return kind == OpKind::kDiv ? scalar_math::FloorDiv(a, b) : scalar_math::FloorRem(a, b);
     default: return std::nullopt;
   }
 }
@@ -202,11 +169,9 @@ std::optional<Scalar> FoldUnary(const Operation& op, Type type, Scalar x) {
   if (IsIntegerType(et)) {
     int64_t v = x.i;
     switch (op.kind()) {
-      case OpKind::kNeg: v = static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(v)); break;
-      case OpKind::kAbs:
-        if (v < 0) v = static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(v));
-        break;
-      case OpKind::kRelu: v = std::max<int64_t>(v, 0); break;
+      case OpKind::kNeg: v = scalar_math::WrappingNeg(v); break;
+      case OpKind::kAbs: v = scalar_math::WrappingAbs(v); break;
+      case OpKind::kRelu: v = scalar_math::Relu(v); break;
       default: return std::nullopt;
     }
     return Scalar{0, StoreInteger(v, et)};

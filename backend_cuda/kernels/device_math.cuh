@@ -15,6 +15,7 @@
 
 #include "backend_cuda/kernels/dtype.h"
 #include "backend_cuda/kernels/shape_helpers.h"
+#include "commir/scalar_math.h"
 
 namespace commir::cuda_kernels {
 
@@ -185,7 +186,7 @@ __device__ __forceinline__ double LoadAnyFloat(const void* p, KDType t, int64_t 
   }
 }
 
-// ---- Math in float / double ------------------------------------------------------------
+// ---- Math in float / double (the elementwise functions are commir/scalar_math.h's) ----
 
 __device__ __forceinline__ float DExp(float x) { return expf(x); }
 __device__ __forceinline__ double DExp(double x) { return exp(x); }
@@ -193,14 +194,6 @@ __device__ __forceinline__ float DLog(float x) { return logf(x); }
 __device__ __forceinline__ double DLog(double x) { return log(x); }
 __device__ __forceinline__ float DSqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double DSqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float DTanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double DTanh(double x) { return tanh(x); }
-__device__ __forceinline__ float DErfc(float x) { return erfcf(x); }
-__device__ __forceinline__ double DErfc(double x) { return erfc(x); }
-__device__ __forceinline__ float DAbs(float x) { return fabsf(x); }
-__device__ __forceinline__ double DAbs(double x) { return fabs(x); }
-__device__ __forceinline__ float DPow(float a, float b) { return powf(a, b); }
-__device__ __forceinline__ double DPow(double a, double b) { return pow(a, b); }
 // Multiply and add that the compiler may not fuse into an FMA: used where the cpu
 // backend's unfused rounding must be reproduced because the result feeds exp().
 __device__ __forceinline__ float MulRn(float a, float b) { return __fmul_rn(a, b); }
@@ -229,10 +222,6 @@ __device__ __forceinline__ C MinNan(C a, C b) {
     if (isnan(b)) return b;
   }
   return b < a ? b : a;
-}
-
-__device__ __forceinline__ int64_t WrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
 
 __device__ __forceinline__ void RaiseError(int32_t* flag, int32_t bits) {
@@ -268,7 +257,7 @@ __device__ C BlockReduce(C v, Op op, C* scratch) {
 struct AddOp {
   template <typename C>
   __device__ __forceinline__ C operator()(C a, C b) const {
-    if constexpr (std::is_same_v<C, int64_t>) return WrapAdd(a, b);
+    if constexpr (std::is_same_v<C, int64_t>) return scalar_math::WrappingAdd(a, b);
     else return a + b;
   }
 };

@@ -12,6 +12,7 @@
 #include "backend_cuda/kernels/device_math.cuh"
 #include "backend_cuda/kernels/dtype.h"
 #include "backend_cuda/kernels/shape_helpers.h"
+#include "commir/scalar_math.h"
 
 namespace commir::cuda_kernels {
 namespace {
@@ -30,44 +31,35 @@ bool Aligned(const void* p) {
 
 // ---- Unary --------------------------------------------------------------------------
 
-template <typename C>
-__device__ __forceinline__ C Sigmoid(C x) {
-  // Never exponentiates a large positive number (as the cpu kernel).
-  if (x >= C{0}) return C{1} / (C{1} + DExp(-x));
-  const C e = DExp(x);
-  return e / (C{1} + e);
-}
-
+// The scalar functions are commir/scalar_math.h's, as on the host; only gelu's tanh form
+// is spelled out here (see below).
 template <KUnaryOp kOp, typename C>
 __device__ __forceinline__ C ApplyUnary(C x) {
   if constexpr (std::is_same_v<C, int64_t>) {
-    if constexpr (kOp == KUnaryOp::kNeg) return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(x));
-    if constexpr (kOp == KUnaryOp::kAbs) {
-      return x < 0 ? static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(x)) : x;
-    }
-    return x < 0 ? 0 : x;  // relu
+    if constexpr (kOp == KUnaryOp::kNeg) return scalar_math::WrappingNeg(x);
+    if constexpr (kOp == KUnaryOp::kAbs) return scalar_math::WrappingAbs(x);
+    return scalar_math::Relu(x);
   } else {
-    constexpr C kInvSqrt2 = static_cast<C>(1.0 / std::numbers::sqrt2);
-    constexpr C kSqrt2OverPi = static_cast<C>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-    constexpr C kGeluCubic = static_cast<C>(0.044715);
-    if constexpr (kOp == KUnaryOp::kNeg) return -x;
-    if constexpr (kOp == KUnaryOp::kAbs) return DAbs(x);
-    if constexpr (kOp == KUnaryOp::kExp) return DExp(x);
-    if constexpr (kOp == KUnaryOp::kLog) return DLog(x);
-    if constexpr (kOp == KUnaryOp::kSqrt) return DSqrt(x);
-    if constexpr (kOp == KUnaryOp::kRsqrt) return C{1} / DSqrt(x);
-    if constexpr (kOp == KUnaryOp::kTanh) return DTanh(x);
-    if constexpr (kOp == KUnaryOp::kSigmoid) return Sigmoid(x);
-    if constexpr (kOp == KUnaryOp::kRelu) return x < C{0} ? C{0} : x;  // NaN stays NaN
-    if constexpr (kOp == KUnaryOp::kSilu) return x * Sigmoid(x);
-    // 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) avoid cancellation for x < 0.
-    if constexpr (kOp == KUnaryOp::kGeluErf) return C{0.5} * x * DErfc(-x * kInvSqrt2);
+    if constexpr (kOp == KUnaryOp::kNeg) return scalar_math::Neg(x);
+    if constexpr (kOp == KUnaryOp::kAbs) return scalar_math::Abs(x);
+    if constexpr (kOp == KUnaryOp::kExp) return scalar_math::Exp(x);
+    if constexpr (kOp == KUnaryOp::kLog) return scalar_math::Log(x);
+    if constexpr (kOp == KUnaryOp::kSqrt) return scalar_math::Sqrt(x);
+    if constexpr (kOp == KUnaryOp::kRsqrt) return scalar_math::Rsqrt(x);
+    if constexpr (kOp == KUnaryOp::kTanh) return scalar_math::Tanh(x);
+    if constexpr (kOp == KUnaryOp::kSigmoid) return scalar_math::Sigmoid(x);
+    if constexpr (kOp == KUnaryOp::kRelu) return scalar_math::Relu(x);
+    if constexpr (kOp == KUnaryOp::kSilu) return scalar_math::Silu(x);
+    if constexpr (kOp == KUnaryOp::kGeluErf) return scalar_math::GeluErf(x);
     if constexpr (kOp == KUnaryOp::kGeluTanh) {
-      // Unfused, in the cpu's order: an FMA here would move the argument of exp by an ulp,
-      // which the exponential magnifies by |argument| (up to ~30 ulp in the tail).
+      // scalar_math::GeluTanh's formula, unfused: nvcc would contract its multiply-add into
+      // an FMA (the host compiler does not), which moves the argument of exp by an ulp that
+      // the exponential magnifies by |argument| (up to ~30 ulp in the tail).
+      constexpr C kSqrt2OverPi = static_cast<C>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+      constexpr C kGeluCubic = static_cast<C>(0.044715);
       constexpr C kTwoSqrt2OverPi = C{2} * kSqrt2OverPi;
       const C cubic = MulRn(MulRn(MulRn(kGeluCubic, x), x), x);
-      return x * Sigmoid(MulRn(kTwoSqrt2OverPi, AddRn(x, cubic)));
+      return x * scalar_math::Sigmoid(MulRn(kTwoSqrt2OverPi, AddRn(x, cubic)));
     }
     return x;
   }
@@ -131,53 +123,35 @@ cudaError_t UnaryDispatchOp(KUnaryOp op, const T* x, T* y, int64_t n, cudaStream
 
 // ---- Binary -------------------------------------------------------------------------
 
-__device__ __forceinline__ int64_t FloorDivide(int64_t a, int64_t b) {
-  if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;  // wraps
-  const int64_t q = a / b;
-  return q * b != a && ((a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-__device__ __forceinline__ int64_t WrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
 template <KBinaryOp kOp, typename C>
 __device__ __forceinline__ C ApplyBinary(C a, C b, int32_t* flag) {
   if constexpr (kOp == KBinaryOp::kMax) return MaxNan(a, b);
   if constexpr (kOp == KBinaryOp::kMin) return MinNan(a, b);
   if constexpr (std::is_same_v<C, int64_t>) {
-    if constexpr (kOp == KBinaryOp::kAdd) return WrapAdd(a, b);
-    if constexpr (kOp == KBinaryOp::kSub) {
-      return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-    }
-    if constexpr (kOp == KBinaryOp::kMul) return WrapMul(a, b);
+    if constexpr (kOp == KBinaryOp::kAdd) return scalar_math::WrappingAdd(a, b);
+    if constexpr (kOp == KBinaryOp::kSub) return scalar_math::WrappingSub(a, b);
+    if constexpr (kOp == KBinaryOp::kMul) return scalar_math::WrappingMul(a, b);
     if constexpr (kOp == KBinaryOp::kDiv) {
       if (b == 0) {
         RaiseError(flag, kErrIntDivByZero);
         return 0;
       }
-      return FloorDivide(a, b);
+      return scalar_math::WrappingFloorDiv(a, b);
     }
     if constexpr (kOp == KBinaryOp::kPow) {
       if (b < 0) {
         RaiseError(flag, kErrIntNegativePow);
         return 0;
       }
-      int64_t result = 1;
-      while (b > 0) {
-        if (b & 1) result = WrapMul(result, a);
-        a = WrapMul(a, a);
-        b >>= 1;
-      }
-      return result;
+      return scalar_math::WrappingPow(a, b);
     }
     return 0;
   } else {
-    if constexpr (kOp == KBinaryOp::kAdd) return a + b;
-    if constexpr (kOp == KBinaryOp::kSub) return a - b;
-    if constexpr (kOp == KBinaryOp::kMul) return a * b;
-    if constexpr (kOp == KBinaryOp::kDiv) return a / b;
-    if constexpr (kOp == KBinaryOp::kPow) return DPow(a, b);
+    if constexpr (kOp == KBinaryOp::kAdd) return scalar_math::Add(a, b);
+    if constexpr (kOp == KBinaryOp::kSub) return scalar_math::Sub(a, b);
+    if constexpr (kOp == KBinaryOp::kMul) return scalar_math::Mul(a, b);
+    if constexpr (kOp == KBinaryOp::kDiv) return scalar_math::Div(a, b);
+    if constexpr (kOp == KBinaryOp::kPow) return scalar_math::Pow(a, b);
     return C{0};
   }
 }

@@ -52,7 +52,7 @@ struct Accumulator {
     } else if constexpr (kOp == KReduceOp::kMin) {
       value = MinNan(value, x);
     } else if constexpr (std::is_same_v<C, int64_t>) {
-      value = WrapAdd(value, x);
+      value = scalar_math::WrappingAdd(value, x);
     } else {
       const C y = x - compensation;
       const C t = value + y;

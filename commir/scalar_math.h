@@ -1,0 +1,164 @@
+// The scalar semantics of the elementwise ops and of index arithmetic (docs/language.md,
+// "Elementwise ops" and "Index arithmetic"): one definition of each function, shared by
+// constant folding, the interpreter's index arithmetic, the cpu kernels and the cuda
+// kernels, so that a folded constant and an executed op agree to the bit.
+//
+// Floating-point functions take the compute type T (double for f64, float for every other
+// float type); their formulas and the order of their operations are part of the result,
+// so change them only together with the goldens. The header is also valid CUDA (every
+// function is COMMIR_HOST_DEVICE and uses only std:: math that nvcc provides on the device).
+// Integer functions use unsigned arithmetic where a signed result could overflow, which
+// would be undefined behaviour.
+#ifndef COMMIR_SCALAR_MATH_H_
+#define COMMIR_SCALAR_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+
+#if defined(__CUDACC__)
+#define COMMIR_HOST_DEVICE __host__ __device__
+#else
+#define COMMIR_HOST_DEVICE
+#endif
+
+namespace commir::scalar_math {
+
+// ---- Integers: two's complement, without signed-overflow undefined behaviour ----------
+
+COMMIR_HOST_DEVICE constexpr int64_t WrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+COMMIR_HOST_DEVICE constexpr int64_t WrappingSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+COMMIR_HOST_DEVICE constexpr int64_t WrappingMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+COMMIR_HOST_DEVICE constexpr int64_t WrappingNeg(int64_t v) { return WrappingSub(0, v); }
+// |INT64_MIN| wraps to INT64_MIN.
+COMMIR_HOST_DEVICE constexpr int64_t WrappingAbs(int64_t v) { return v < 0 ? WrappingNeg(v) : v; }
+
+// base^exponent modulo 2^64 by squaring; exponent >= 0 (a negative power has no integer
+// value: callers reject it).
+COMMIR_HOST_DEVICE constexpr int64_t WrappingPow(int64_t base, int64_t exponent) {
+  int64_t result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = WrappingMul(result, base);
+    base = WrappingMul(base, base);
+    exponent >>= 1;
+  }
+  return result;
+}
+
+// Division rounding toward negative infinity (the `index` div and the integer tensor div). Requires b != 0 and not
+// (INT64_MIN / -1), the one quotient that does not fit.
+COMMIR_HOST_DEVICE constexpr int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t quotient = a / b;  // truncates toward zero
+  // quotient * b cannot overflow (|quotient * b| <= |a|), and a multiply is cheaper than
+  // a second division on the GPU, which has no instruction giving both.
+  return quotient * b != a && ((a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+
+// The remainder of FloorDiv: has the sign of b. Requires b != 0; defined for every a,
+// including INT64_MIN % -1 (0), whose quotient does not fit.
+COMMIR_HOST_DEVICE constexpr int64_t FloorRem(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // a % -1 is undefined behaviour for the smallest int64
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;  // cannot overflow: |r| < |b|
+  return r;
+}
+
+// Tensor integer division: FloorDiv, where the one overflowing quotient (INT64_MIN / -1)
+// wraps to INT64_MIN like the other integer ops. Requires b != 0.
+COMMIR_HOST_DEVICE constexpr int64_t WrappingFloorDiv(int64_t a, int64_t b) {
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;
+  return FloorDiv(a, b);
+}
+
+// ---- Both: comparisons -----------------------------------------------------------------
+
+// `x < 0 ? 0 : x` rather than max(x, 0) so that NaN stays NaN.
+template <typename T>
+COMMIR_HOST_DEVICE constexpr T Relu(T x) {
+  return x < T{0} ? T{0} : x;
+}
+
+// Unlike std::max/min, an unordered comparison yields NaN, not an operand. Otherwise the
+// std::max/min choice: the first operand when they compare equal (-0 vs +0).
+template <typename T>
+COMMIR_HOST_DEVICE inline T Max(T a, T b) {
+  if constexpr (std::numeric_limits<T>::has_quiet_NaN) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a < b ? b : a;
+}
+template <typename T>
+COMMIR_HOST_DEVICE inline T Min(T a, T b) {
+  if constexpr (std::numeric_limits<T>::has_quiet_NaN) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return b < a ? b : a;
+}
+
+// ---- Floats: T is float or double ------------------------------------------------------
+
+template <typename T>
+COMMIR_HOST_DEVICE inline T Neg(T x) { return -x; }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Abs(T x) { return std::abs(x); }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Exp(T x) { return std::exp(x); }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Log(T x) { return std::log(x); }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Sqrt(T x) { return std::sqrt(x); }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Rsqrt(T x) { return T{1} / std::sqrt(x); }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Tanh(T x) { return std::tanh(x); }
+
+template <typename T>
+COMMIR_HOST_DEVICE inline T Sigmoid(T x) {
+  // Never exponentiates a large positive number, so neither branch overflows.
+  if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T{1} + e);
+}
+
+template <typename T>
+COMMIR_HOST_DEVICE inline T Silu(T x) { return x * Sigmoid(x); }
+
+// The gelu forms are rewritten so that nothing cancels for negative x, where 1 + erf and
+// 1 + tanh approach 0: 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u).
+// 0.5 x (1 + erf(x / sqrt 2))
+template <typename T>
+COMMIR_HOST_DEVICE inline T GeluErf(T x) {
+  constexpr T kInvSqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
+  return T{0.5} * x * std::erfc(-x * kInvSqrt2);
+}
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+// Device code must not call this: nvcc contracts the multiply-add into an FMA where the
+// host compiler does not, so the cuda kernels spell it out unfused (elementwise.cu).
+template <typename T>
+COMMIR_HOST_DEVICE inline T GeluTanh(T x) {
+  constexpr T kSqrt2OverPi = static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr T kGeluCubic = static_cast<T>(0.044715);
+  return x * Sigmoid(T{2} * kSqrt2OverPi * (x + kGeluCubic * x * x * x));
+}
+
+template <typename T>
+COMMIR_HOST_DEVICE inline T Add(T a, T b) { return a + b; }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Sub(T a, T b) { return a - b; }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Mul(T a, T b) { return a * b; }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Div(T a, T b) { return a / b; }
+template <typename T>
+COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return std::pow(a, b); }
+
+}  // namespace commir::scalar_math
+
+#endif  // COMMIR_SCALAR_MATH_H_
