@@ -61,7 +61,10 @@ std::string ResolvePath(const std::string& path) {
 }
 
 int UsageError(const std::string& message) {
-  std::cerr << "commir-run: error: " << message << "\n" << kUsage;
+  // One line that says what is wrong, then where the options are (as commir-opt does):
+  // the whole option list would bury the message.
+  std::cerr << "commir-run: error: " << message << "\n"
+            << "Try 'commir-run --help' for usage.\n";
   return kExitUsage;
 }
 

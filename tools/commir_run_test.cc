@@ -657,6 +657,8 @@ TEST(CommirRun, UsageErrorsExitTwo) {
     ToolResult r = RunTool(args);
     EXPECT_EQ(r.code, 2) << r;
     EXPECT_THAT(r.err, HasSubstr("error")) << r;
+    // The message, not buried under the whole option list.
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r;
     EXPECT_EQ(r.out, "");
   }
   ToolResult help = RunTool({"--help"});
