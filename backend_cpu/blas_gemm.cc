@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -104,13 +106,33 @@ void EigenGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t
   const bool large = m * n * k >= kMinParallelMacs;
   const int64_t workers = large ? std::min<int64_t>(tiles, UsableCpus()) : 1;
   std::atomic<int64_t> next{0};
+  // The first exception of any worker (Eigen's packing buffers may throw bad_alloc); it
+  // is rethrown on the calling thread once every helper has been joined, so the caller's
+  // out-of-memory handling sees it instead of std::terminate.
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
   auto work = [&] {
-    for (int64_t tile; (tile = next.fetch_add(1)) < tiles;) run_tile(tile);
+    try {
+      for (int64_t tile; (tile = next.fetch_add(1)) < tiles;) run_tile(tile);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next.store(tiles);  // the others stop at their next tile
+    }
   };
   std::vector<std::thread> helpers;
-  for (int64_t i = 1; i < workers; ++i) helpers.emplace_back(work);
+  for (int64_t i = 1; i < workers; ++i) {
+    // Fewer threads give the same bits (the tiling does not depend on them), so a
+    // thread that cannot be started (process limits) is simply not used.
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   work();
   for (std::thread& helper : helpers) helper.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace

@@ -54,30 +54,54 @@ std::string TemporaryNameFor(const std::string& path) {
       .string();
 }
 
+// Writes `contents` over `path` in place (truncating it): for outputs that are not
+// regular files (/dev/null, a FIFO), and for an existing file whose directory does not
+// let us create the temporary.
+absl::Status WriteInPlace(const std::string& path, std::string_view contents) {
+  const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return WriteError(path, errno);
+  if (const int error = WriteAndClose(fd, contents); error != 0) return WriteError(path, error);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteOutputFile(const std::string& path, std::string_view contents) {
   struct stat info;
-  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return WriteError(path, errno);
-    if (const int error = WriteAndClose(fd, contents); error != 0) return WriteError(path, error);
-    return absl::OkStatus();
+  const bool exists = stat(path.c_str(), &info) == 0;
+  if (exists && !S_ISREG(info.st_mode)) return WriteInPlace(path, contents);
+  // An existing output that is a symlink is written through: the temporary goes beside
+  // the file it points to, and the rename replaces that file, not the link.
+  std::string target = path;
+  if (exists) {
+    std::error_code ec;
+    std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+    if (!ec) target = resolved.string();
   }
   std::string temporary;
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temporary = TemporaryNameFor(path);
-    // 0666 less the umask, as a plain open(2) of the output would give.
+    temporary = TemporaryNameFor(target);
+    // 0666 less the umask, as a plain open(2) of a new output would give.
     fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) return WriteError(path, errno);
+  if (fd < 0) {
+    const int error = errno;
+    // A writable file in a directory we may not create files in: write it in place, as
+    // any editor would; a failure then may leave it partly written.
+    if (exists && (error == EACCES || error == EPERM || error == EROFS)) {
+      return WriteInPlace(path, contents);
+    }
+    return WriteError(path, error);
+  }
+  // Replacing an existing file keeps its permissions.
+  if (exists) fchmod(fd, info.st_mode & 07777);
   if (const int error = WriteAndClose(fd, contents); error != 0) {
     unlink(temporary.c_str());
     return WriteError(path, error);
   }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
+  if (rename(temporary.c_str(), target.c_str()) != 0) {
     const int error = errno;
     unlink(temporary.c_str());
     return WriteError(path, error);

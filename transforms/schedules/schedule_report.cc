@@ -428,6 +428,12 @@ std::string FormatFunctionLine(const Function& function, const ScheduleStats& s)
     return absl::StrFormat("// schedule-report @%s: global function, nothing scheduled\n",
                            function.name());
   }
+  if (s.overflow_at != nullptr) {
+    // The counts stopped short of the overflow: printing them would be a wrong figure.
+    return absl::StrFormat(
+        "// schedule-report @%s: counts do not fit in int64 (the loop at %d:%d)\n",
+        function.name(), s.overflow_at->loc().line, s.overflow_at->loc().col);
+  }
   return absl::StrFormat(
       "// schedule-report @%s: collectives %d  shifts %d  ring-steps %d  ring-bytes %.0f  "
       "gemms %d  attentions %d  bytes/device %.0f  peak-extra/device %.0f\n",

@@ -158,6 +158,10 @@ spmd func @f(%a: f32[8, 4]) -> f32[8, 4] on @m {
   ScheduleStats s = ComputeScheduleStats(f);
   ASSERT_NE(s.overflow_at, nullptr);
   EXPECT_TRUE(s.overflow_at->Is(OpKind::kFor));
+  // The formatted report says so instead of printing the counts reached before it.
+  EXPECT_EQ(FormatScheduleReport(*module),
+            absl::StrCat("// schedule-report @f: counts do not fit in int64 (the loop at ",
+                         s.overflow_at->loc().line, ":", s.overflow_at->loc().col, ")\n"));
 }
 
 }  // namespace
