@@ -26,6 +26,7 @@ PACKAGES=(
   libbenchmark-dev
   libopenblas-dev  # only the speed baseline of benchmarks/cpu_backend_benchmarks
   libeigen3-dev
+  nlohmann-json3-dev  # hardware description files of the sim backend
   # clang + libFuzzer/sanitizer runtimes for --config=fuzz
   clang-14
   libclang-rt-14-dev

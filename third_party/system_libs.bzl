@@ -169,7 +169,7 @@ ABSL_MODULES = [
 ]
 
 def commir_system_libraries():
-    """Declares @absl, @re2, @gtest, @benchmark, @openblas and @eigen."""
+    """Declares @absl, @re2, @gtest, @benchmark, @openblas, @eigen and @nlohmann_json."""
 
     # @absl//:absl  - everything in ABSL_MODULES (headers are in /usr/include).
     system_library(
@@ -219,4 +219,13 @@ def commir_system_libraries():
         name = "eigen",
         apt_package = "libeigen3-dev",
         modules = {"eigen": ["eigen3"]},
+    )
+
+    # @nlohmann_json//:nlohmann_json. #include "nlohmann/json.hpp" (header-only; the sim
+    # backend's hardware description files).
+    system_library(
+        name = "nlohmann_json",
+        apt_package = "nlohmann-json3-dev",
+        modules = {"nlohmann_json": ["nlohmann_json"]},
+        required_files = ["/usr/include/nlohmann/json.hpp"],
     )

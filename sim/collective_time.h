@@ -1,0 +1,58 @@
+// NCCL-style time of one collective (issue 12, "Collectives"):
+//
+//   time = base latency[p] + steps x step latency[p]
+//          + bus bytes / (bus bandwidth x size efficiency x protocol fraction[p])
+//
+// minimized over the protocols p = LL, LL128, Simple, as NCCL's tuner picks the fastest.
+//  * bus bytes = message bytes x the nccl-tests bus factor: (n-1)/n for all_gather,
+//    reduce_scatter and all_to_all, 2(n-1)/n for all_reduce, 1 for send/recv (`shift`).
+//  * ring steps: n-1, all_reduce 2(n-1) (reduce-scatter then all-gather), send/recv 1.
+//  * bus bandwidth: inside one node NVLink per direction x nvlink_bus_efficiency for ring
+//    collectives and p2p_bandwidth for send/recv; a group spanning nodes is limited by its
+//    members' NICs: network bandwidth per GPU x network_efficiency, with the network's
+//    latency per step. What is NOT modelled: NVLS/SHARP and tree or hierarchical
+//    algorithms (a spanning ring is the conservative bound), several groups sharing one
+//    node's NICs, and all_to_all's pairwise exchange (treated as a ring of n-1 steps).
+//  * size efficiency = bytes / (bytes + bus_half_efficiency_bytes): small messages use
+//    few channels and cannot fill the links (fitted to calibration.md's curve).
+// A group of one device costs nothing.
+#ifndef COMMIR_SIM_COLLECTIVE_TIME_H_
+#define COMMIR_SIM_COLLECTIVE_TIME_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "commir/op_def.h"
+#include "sim/hardware.h"
+#include "sim/placement.h"
+
+namespace commir::sim {
+
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kSendRecv };
+
+// all_gather, reduce_scatter, all_reduce, all_to_all and shift (as send/recv); nullopt
+// for every other op.
+std::optional<CollectiveKind> CollectiveKindOf(OpKind kind);
+
+struct CollectiveEstimate {
+  double seconds = 0;
+  NcclProtocol protocol = NcclProtocol::kSimple;
+  int64_t steps = 0;
+  double bus_bytes = 0;      // bytes each device moves over its link
+  double bus_bandwidth = 0;  // bytes/s reached by the chosen protocol at this size
+};
+
+// `message_bytes` is nccl-tests' "size": the whole gathered buffer of an all_gather, the
+// whole input of a reduce_scatter, the buffer of an all_reduce, each device's buffer of an
+// all_to_all, the bytes sent by a send/recv. Errors on negative or non-finite bytes and
+// on an empty group.
+absl::StatusOr<CollectiveEstimate> EstimateCollective(const HardwareSpec& hw, CollectiveKind kind,
+                                                      double message_bytes,
+                                                      const GroupPlacement& group);
+
+// The size-efficiency factor of the curve above.
+double MessageSizeEfficiency(const HardwareSpec& hw, double message_bytes);
+
+}  // namespace commir::sim
+
+#endif  // COMMIR_SIM_COLLECTIVE_TIME_H_

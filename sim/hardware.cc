@@ -1,0 +1,139 @@
+#include "sim/hardware.h"
+
+#include <filesystem>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/hardware_json.h"
+
+namespace commir::sim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// What every built-in shares: NCCL's tuning constants and the figures calibration.md
+// measured on 8xH100, used for the other GPUs too where no measurement of their own exists.
+HardwareSpec CommonSpec() {
+  HardwareSpec hw;
+  // Measured: cuBLAS bf16 8192^3 reaches 750-800 TFLOP/s on H100; 0.8 x 989 x the wave
+  // efficiency of that shape (2048 tiles of 128x256 on 132 SMs: 0.97) gives ~767.
+  hw.gemm_peak_fraction = 0.8;
+  // Estimate (not in calibration.md): FlashAttention-2/3 forward kernels reach roughly
+  // 50-75% of the tensor-core peak on H100.
+  hw.attention_peak_fraction = 0.6;
+  // Estimate (not in calibration.md): a few microseconds between back-to-back kernels.
+  hw.kernel_launch_overhead_s = 3e-6;
+  hw.gpus_per_node = 8;
+  // Measured: nccl-tests all_gather/reduce_scatter busbw 360-370 GB/s of NVLink 4's
+  // 450 GB/s per direction for >= 1 GiB; the message-size curve (half-efficiency at
+  // 768 KiB, together with the NCCL latencies below) is fitted so that the model gives
+  // ~365 GB/s at 1 GiB and ~200 GB/s (0.45 of peak) at 16 MiB on 8 GPUs.
+  hw.nvlink_bus_efficiency = 0.82;
+  hw.bus_half_efficiency_bytes = 0.75 * kMiB;
+  // Estimate (not in calibration.md): NDR InfiniBand reaches about 90% of its line rate.
+  hw.network_efficiency = 0.9;
+  // Estimate: one ring step through the NIC, proxy thread and switch.
+  hw.network_latency_s = 5e-6;
+  // Measured (published studies): ~19% average GEMM slowdown under NCCL kernels.
+  hw.gemm_comm_overlap_slowdown = 0.19;
+  // NCCL's tuning model (src/graph/tuning.cc), ring: base latency and per-step NVLink
+  // latency per protocol; LL carries half payload, LL128 about 92%.
+  const double base[] = {6.6e-6, 14.0e-6, 8.4e-6};
+  const double step[] = {0.6e-6, 1.9e-6, 3.4e-6};
+  const double fraction[] = {0.5, 0.92, 1.0};
+  for (int p = 0; p < kNumNcclProtocols; ++p) {
+    hw.nccl_base_latency_s[p] = base[p];
+    hw.nccl_nvlink_step_latency_s[p] = step[p];
+    hw.nccl_protocol_bandwidth_fraction[p] = fraction[p];
+  }
+  return hw;
+}
+
+// H100 SXM 80GB. Datasheet: peaks, HBM, SMs, NVLink 4 (18 links, 450 GB/s per
+// direction), NDR 400 Gb/s per GPU. Measured: send/recv 120-160 GB/s (140 used).
+HardwareSpec H100Sxm() {
+  HardwareSpec hw = CommonSpec();
+  hw.name = "h100-sxm";
+  hw.peak_flops_bf16 = 989e12;
+  hw.peak_flops_tf32 = 495e12;
+  hw.peak_flops_f32 = 67e12;
+  hw.sm_count = 132;
+  hw.hbm_bandwidth = 3.35e12;
+  hw.hbm_capacity = 80 * kGiB;
+  hw.nvlink_bandwidth_per_direction = 450e9;
+  hw.nvlink_links = 18;
+  hw.p2p_bandwidth = 140e9;
+  hw.copy_engines = 4;  // estimate: async copy engines usable for peer copies
+  hw.network_bandwidth_per_gpu = 50e9;
+  return hw;
+}
+
+// H200 SXM 141GB: H100's compute and interconnect (datasheet), faster and larger HBM.
+HardwareSpec H200() {
+  HardwareSpec hw = H100Sxm();
+  hw.name = "h200";
+  hw.hbm_bandwidth = 4.8e12;
+  hw.hbm_capacity = 141e9;
+  return hw;
+}
+
+// A100 SXM 80GB. Datasheet: peaks, HBM, SMs, NVLink 3 (12 links, 300 GB/s per
+// direction), HDR 200 Gb/s per GPU. No A100 measurement in calibration.md: the NCCL
+// and GEMM efficiencies are H100's, send/recv is H100's scaled by the NVLink ratio.
+HardwareSpec A100Sxm80g() {
+  HardwareSpec hw = CommonSpec();
+  hw.name = "a100-sxm-80g";
+  hw.peak_flops_bf16 = 312e12;
+  hw.peak_flops_tf32 = 156e12;
+  hw.peak_flops_f32 = 19.5e12;
+  hw.sm_count = 108;
+  hw.hbm_bandwidth = 2.04e12;
+  hw.hbm_capacity = 80 * kGiB;
+  hw.nvlink_bandwidth_per_direction = 300e9;
+  hw.nvlink_links = 12;
+  hw.p2p_bandwidth = 140e9 * 300.0 / 450.0;
+  hw.copy_engines = 4;
+  hw.network_bandwidth_per_gpu = 25e9;
+  return hw;
+}
+
+}  // namespace
+
+absl::string_view NcclProtocolName(NcclProtocol protocol) {
+  switch (protocol) {
+    case NcclProtocol::kLL: return "LL";
+    case NcclProtocol::kLL128: return "LL128";
+    case NcclProtocol::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+const std::vector<HardwareSpec>& BuiltinHardware() {
+  static const std::vector<HardwareSpec>* builtins =
+      new std::vector<HardwareSpec>{H100Sxm(), H200(), A100Sxm80g()};
+  return *builtins;
+}
+
+const HardwareSpec* FindBuiltinHardware(absl::string_view name) {
+  for (const HardwareSpec& hw : BuiltinHardware()) {
+    if (hw.name == name) return &hw;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<HardwareSpec> LoadHardware(absl::string_view name_or_path) {
+  if (const HardwareSpec* builtin = FindBuiltinHardware(name_or_path)) return *builtin;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::string(name_or_path), ec)) {
+    std::vector<std::string> names;
+    for (const HardwareSpec& hw : BuiltinHardware()) names.push_back(hw.name);
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown hardware '%s': not a built-in (%s) and no such file", name_or_path,
+        absl::StrJoin(names, ", ")));
+  }
+  return LoadHardwareJsonFile(name_or_path);
+}
+
+}  // namespace commir::sim

@@ -1,0 +1,87 @@
+// Hardware descriptions for the performance model (issue 12): what one GPU computes and
+// moves per second, how GPUs are wired inside a node and between nodes, and the NCCL
+// latency figures the collective model uses. All fields are in SI units (FLOP/s, bytes,
+// bytes/s, seconds); the JSON file format (hardware_json.h) spells the units in its keys.
+#ifndef COMMIR_SIM_HARDWARE_H_
+#define COMMIR_SIM_HARDWARE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace commir::sim {
+
+// NCCL's protocols, in the order of its tuning tables (src/graph/tuning.cc).
+enum class NcclProtocol { kLL = 0, kLL128 = 1, kSimple = 2 };
+inline constexpr int kNumNcclProtocols = 3;
+absl::string_view NcclProtocolName(NcclProtocol protocol);
+
+struct HardwareSpec {
+  std::string name;
+
+  // --- One GPU: compute ---
+  double peak_flops_bf16 = 0;  // dense tensor-core bf16 and f16 FLOP/s
+  double peak_flops_tf32 = 0;  // dense tensor-core tf32 FLOP/s
+  double peak_flops_f32 = 0;   // plain f32 FLOP/s (no tensor core)
+  // f32 matmuls run on the tf32 tensor cores when true, on plain f32 otherwise. False by
+  // default: PyTorch and cuBLAS keep f32 GEMMs in full f32 unless told otherwise.
+  bool f32_matmul_uses_tf32 = false;
+  int sm_count = 0;
+  // Fraction of the tensor-core peak a GEMM reaches when its tiles fill every SM wave
+  // (the shape-independent part of cuBLAS's efficiency; wave quantization comes on top).
+  double gemm_peak_fraction = 0;
+  // Same for fused attention kernels (FlashAttention-style), which reach less than GEMMs.
+  double attention_peak_fraction = 0;
+  double kernel_launch_overhead_s = 0;  // added once per kernel
+
+  // --- One GPU: memory ---
+  double hbm_bandwidth = 0;  // bytes/s
+  double hbm_capacity = 0;   // bytes
+
+  // --- Inside a node ---
+  int gpus_per_node = 8;
+  double nvlink_bandwidth_per_direction = 0;  // bytes/s over all links of one GPU
+  int nvlink_links = 0;
+  // Fraction of the NVLink bandwidth NCCL ring collectives reach as bus bandwidth for the
+  // largest messages (nccl-tests busbw / per-direction NVLink bandwidth).
+  double nvlink_bus_efficiency = 0;
+  // Large-message bandwidth of one NCCL send/recv (a `shift`) between two GPUs of a node.
+  double p2p_bandwidth = 0;
+  int copy_engines = 0;
+
+  // --- Between nodes ---
+  double network_bandwidth_per_gpu = 0;  // bytes/s, one NIC per GPU
+  double network_latency_s = 0;          // per ring step that crosses the network
+  double network_efficiency = 0;         // fraction of the NIC rate NCCL reaches
+
+  // --- Message-size curve shared by every transfer ---
+  // Bandwidth reaches half its large-message value at this message size (bytes): small
+  // messages use few channels and cannot fill the links.
+  double bus_half_efficiency_bytes = 0;
+
+  // --- Overlap ---
+  // Fractional slowdown of a GEMM that runs while an NCCL kernel occupies SMs (0.19 means
+  // 19% slower). Copy-engine transfers take no SMs and cause none.
+  double gemm_comm_overlap_slowdown = 0;
+
+  // --- NCCL latencies, per protocol (LL, LL128, Simple) ---
+  double nccl_base_latency_s[kNumNcclProtocols] = {0, 0, 0};
+  double nccl_nvlink_step_latency_s[kNumNcclProtocols] = {0, 0, 0};
+  // Fraction of the bus bandwidth each protocol reaches (LL sends half its bytes as flags).
+  double nccl_protocol_bandwidth_fraction[kNumNcclProtocols] = {0, 0, 0};
+};
+
+// The built-in descriptions, by name: "h100-sxm" (the default), "h200", "a100-sxm-80g".
+const std::vector<HardwareSpec>& BuiltinHardware();
+inline constexpr absl::string_view kDefaultHardware = "h100-sxm";
+// Null when `name` is not a built-in.
+const HardwareSpec* FindBuiltinHardware(absl::string_view name);
+
+// A built-in by name, or else a JSON description file at that path (hardware_json.h).
+absl::StatusOr<HardwareSpec> LoadHardware(absl::string_view name_or_path);
+
+}  // namespace commir::sim
+
+#endif  // COMMIR_SIM_HARDWARE_H_

@@ -1,0 +1,112 @@
+#include "sim/op_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "commir/op_cost.h"
+#include "sim/collective_time.h"
+
+namespace commir::sim {
+namespace {
+
+struct Tile {
+  int64_t m, n;
+};
+// The CTA tiles Hopper/Ampere cuBLAS kernels mostly use for large bf16 GEMMs.
+constexpr Tile kGemmTiles[] = {{128, 256}, {256, 128}, {128, 128}};
+// FlashAttention processes 128 queries of one (batch, head) per CTA.
+constexpr int64_t kAttentionQueryTile = 128;
+
+double CeilDiv(double a, double b) { return std::ceil(a / b); }
+
+double RooflineTime(const HardwareSpec& hw, double compute_s, double bytes) {
+  return hw.kernel_launch_overhead_s + std::max(compute_s, bytes / hw.hbm_bandwidth);
+}
+
+}  // namespace
+
+double WaveEfficiency(double tiles, int sm_count) {
+  if (tiles <= 0 || sm_count <= 0) return 1;
+  return tiles / (CeilDiv(tiles, sm_count) * sm_count);
+}
+
+double MatmulPeakFlops(const HardwareSpec& hw, ElementType type) {
+  switch (type) {
+    case ElementType::kBF16:
+    case ElementType::kF16:
+      return hw.peak_flops_bf16;
+    case ElementType::kF32:
+      return hw.f32_matmul_uses_tf32 ? hw.peak_flops_tf32 : hw.peak_flops_f32;
+    default:
+      return hw.peak_flops_f32;
+  }
+}
+
+double GemmTileEfficiency(const HardwareSpec& hw, double batch, int64_t m, int64_t n) {
+  if (batch <= 0 || m <= 0 || n <= 0) return 1;
+  double best = 0;
+  for (const Tile& tile : kGemmTiles) {
+    double tiles = batch * CeilDiv(m, tile.m) * CeilDiv(n, tile.n);
+    double slots = CeilDiv(tiles, hw.sm_count) * hw.sm_count;  // tiles the waves could hold
+    double useful = batch * static_cast<double>(m) * static_cast<double>(n);
+    best = std::max(best, useful / (slots * static_cast<double>(tile.m * tile.n)));
+  }
+  return best;
+}
+
+double MatmulTime(const HardwareSpec& hw, ElementType type, double batch, int64_t m, int64_t n,
+                  double flops, double bytes) {
+  double rate = MatmulPeakFlops(hw, type) * hw.gemm_peak_fraction * GemmTileEfficiency(hw, batch, m, n);
+  return RooflineTime(hw, flops / rate, bytes);
+}
+
+double AttentionTime(const HardwareSpec& hw, ElementType type, double query_tiles, double flops,
+                     double bytes) {
+  double rate = MatmulPeakFlops(hw, type) * hw.attention_peak_fraction *
+                WaveEfficiency(query_tiles, hw.sm_count);
+  return RooflineTime(hw, flops / rate, bytes);
+}
+
+double MemoryBoundTime(const HardwareSpec& hw, double flops, double bytes) {
+  return RooflineTime(hw, flops / hw.peak_flops_f32, bytes);
+}
+
+absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const Function& function) {
+  if (CollectiveKindOf(op.kind()).has_value()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is a collective: its time depends on its device group (EstimateCollective)",
+        op.def().name));
+  }
+  switch (op.kind()) {
+    case OpKind::kFor:  // its body's ops are timed one by one
+    case OpKind::kReturn:
+    case OpKind::kYield:
+    case OpKind::kRank:
+      return 0.0;
+    default:
+      break;
+  }
+  OpCost cost = EstimateOpCost(op, function);
+  if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
+  if (op.Is(OpKind::kMatmul)) {
+    const std::vector<int64_t>& out = op.result(0)->type().dims();
+    if (out.size() < 2) return absl::InvalidArgumentError("matmul result must have rank >= 2");
+    double batch = 1;
+    for (size_t i = 0; i + 2 < out.size(); ++i) batch *= static_cast<double>(out[i]);
+    return MatmulTime(hw, op.operand(0)->type().element_type(), batch, out[out.size() - 2],
+                      out.back(), cost.flops, cost.bytes_accessed);
+  }
+  if (op.Is(OpKind::kAttention)) {
+    const std::vector<int64_t>& q = op.operand(0)->type().dims();
+    if (q.size() != 4) return absl::InvalidArgumentError("attention q must have rank 4");
+    double tiles = static_cast<double>(q[0]) * static_cast<double>(q[1]) *
+                   CeilDiv(static_cast<double>(q[2]), kAttentionQueryTile);
+    return AttentionTime(hw, op.operand(0)->type().element_type(), tiles, cost.flops,
+                         cost.bytes_accessed);
+  }
+  return MemoryBoundTime(hw, cost.flops, cost.bytes_accessed);
+}
+
+}  // namespace commir::sim
