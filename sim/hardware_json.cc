@@ -157,6 +157,7 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
                         absl::StrFormat("names no built-in hardware: '%s'", it->get<std::string>()));
     }
     hw = *base;
+    hw.name = std::string(source);  // a derived description is not the built-in itself
     has_base = true;
   }
   if (auto it = root.find("name"); it != root.end()) {
