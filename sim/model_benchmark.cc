@@ -7,6 +7,7 @@
 
 #include "benchmark/benchmark.h"
 #include "parser/parser.h"
+#include "sim/collective_op.h"
 #include "sim/collective_time.h"
 #include "sim/hardware.h"
 #include "sim/op_time.h"
@@ -95,6 +96,24 @@ void BM_CollectiveTime(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_CollectiveTime)->Arg(0)->Arg(1)->ArgName("spans_nodes");
+
+// A collective of the IR, from one device: group from the mesh, placement, then the formula.
+void BM_EstimateCollectiveOpFromIr(benchmark::State& state) {
+  ParsedOp parsed = Parse(R"(mesh @m(dp=8, tp=8)
+spmd func @f(%a: bf16[512, 8192]) -> bf16[4096, 8192] {
+  %g = all_gather(%a) {axis = tp, dim = 0} : bf16[4096, 8192]
+  return %g
+})");
+  if (parsed.op == nullptr) {
+    state.SkipWithError("the benchmark program does not parse");
+    return;
+  }
+  for (auto _ : state) {
+    absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(H100(), *parsed.op, *parsed.function, 13, 8);
+    benchmark::DoNotOptimize(e);
+  }
+}
+BENCHMARK(BM_EstimateCollectiveOpFromIr);
 
 void BM_PlaceGroup(benchmark::State& state) {
   std::vector<int64_t> group;
