@@ -104,8 +104,11 @@ absl::Status ApplyField(const Json& j, const FieldDef& f, absl::string_view sour
     if (!j.is_number_integer()) {
       return FieldError(source, f.key, "must be an integer, got " + TypeName(j));
     }
+    // Compared as a double first: an unsigned value beyond int64 must not wrap around.
+    if (j.get<double>() > (1 << 30)) {
+      return FieldError(source, f.key, absl::StrFormat("is too large: %s", j.dump()));
+    }
     int64_t v = j.get<int64_t>();
-    if (v > (1 << 30)) return FieldError(source, f.key, absl::StrFormat("is too large: %d", v));
     if (absl::Status s = CheckRange(static_cast<double>(v), f.range, source, f.key); !s.ok()) {
       return s;
     }
@@ -139,7 +142,7 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
   Json root;
   try {
     root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // syntax errors, and numbers beyond a double's range
     return absl::InvalidArgumentError(absl::StrFormat("%s: not valid JSON: %s", source, e.what()));
   }
   if (!root.is_object()) {

@@ -157,6 +157,12 @@ TEST(HardwareJsonTest, ErrorsNameTheFileAndTheField) {
             "bad.json: field 'nccl_base_latency_us' must be an array of 3 numbers [LL, LL128, Simple]");
   EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nccl_base_latency_us": [1, "2", 3]})"),
             "bad.json: field 'nccl_base_latency_us' must be a number, got string");
+  EXPECT_THAT(ErrorOf(R"({"base": "h100-sxm", "hbm_capacity_gib": 1e999})"),
+              HasSubstr("bad.json: not valid JSON: [json.exception.out_of_range.406] number overflow"));
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "sm_count": 18446744073709551615})"),
+            "bad.json: field 'sm_count' is too large: 18446744073709551615");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "sm_count": -4})"),
+            "bad.json: field 'sm_count' must be positive, got -4");
   EXPECT_EQ(ErrorOf(R"({"base": "b300"})"), "bad.json: field 'base' names no built-in hardware: 'b300'");
   EXPECT_EQ(ErrorOf(R"({"base": 3})"), "bad.json: field 'base' must be a string, got number");
   EXPECT_EQ(ErrorOf(R"({"name": "x"})"),
@@ -173,6 +179,17 @@ TEST(HardwareJsonTest, EveryKeyIsRequiredWithoutABase) {
     EXPECT_EQ(ErrorOf(file.dump()),
               "bad.json: field '" + key + "' is missing (give every field, or \"base\": a built-in)");
   }
+}
+
+// The example shipped for users (sim/examples/) loads and means what its comment says.
+TEST(LoadHardwareTest, ShippedExample) {
+  absl::StatusOr<HardwareSpec> hw = LoadHardware("sim/examples/h100_4gpu_nodes_hdr.json");
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_EQ(hw->name, "h100-4gpu-hdr");
+  EXPECT_EQ(hw->gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(hw->network_bandwidth_per_gpu, 25e9);
+  EXPECT_DOUBLE_EQ(hw->network_latency_s, 6e-6);
+  EXPECT_EQ(hw->peak_flops_bf16, 989e12);
 }
 
 TEST(LoadHardwareTest, FromFile) {
