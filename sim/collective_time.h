@@ -15,7 +15,7 @@
 //    node's NICs, and all_to_all's pairwise exchange (treated as a ring of n-1 steps).
 //  * size efficiency = bytes / (bytes + bus_half_efficiency_bytes): small messages use
 //    few channels and cannot fill the links (fitted to calibration.md's curve).
-// A group of one device costs nothing.
+// A group of one device, or an empty message, costs nothing (NCCL is not called).
 #ifndef COMMIR_SIM_COLLECTIVE_TIME_H_
 #define COMMIR_SIM_COLLECTIVE_TIME_H_
 
