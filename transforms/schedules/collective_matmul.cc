@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "commir/check.h"
+#include "commir/status_macros.h"
 
 namespace commir::schedules::cmm {
 namespace {
@@ -180,10 +181,9 @@ absl::StatusOr<Value*> Emit(Emitter& e, OpKind kind, absl::Span<const Operand> o
   if (stream.value == nullptr && (stream.fixed > 0 || stream.explicit_main)) {
     attrs.Set("stream", Attribute::Int(stream.fixed));
   }
-  absl::StatusOr<Operation*> op = e.Create(kind, operands, std::move(attrs), result_types);
-  if (!op.ok()) return op.status();
-  if (stream.value != nullptr) (*op)->SetStreamOperand(stream.value);
-  Value* v = (*op)->result(0);
+  COMMIR_ASSIGN_OR_RETURN(Operation * op, e.Create(kind, operands, std::move(attrs), result_types));
+  if (stream.value != nullptr) op->SetStreamOperand(stream.value);
+  Value* v = op->result(0);
   v->set_name(name);
   return v;
 }

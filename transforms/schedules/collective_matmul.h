@@ -111,13 +111,6 @@ Type SplitDim(Type type, int64_t dim, absl::Span<const int64_t> factors);
 
 using Operand = sharding::Emitter::Operand;
 
-// `Value* lhs = *expr`, returning the status from the enclosing function if `expr` (an
-// absl::StatusOr<Value*>) failed. Emission is a long chain of fallible steps.
-#define COMMIR_CMM_ASSIGN_VALUE(lhs, expr)      \
-  absl::StatusOr<Value*> lhs##_or = (expr);     \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  Value* lhs = *lhs##_or
-
 // `{value = 0}` (integer types) or `{value = 0.0}` for a `full` of `type`.
 AttrDict ZeroAttrs(Type type);
 
