@@ -42,7 +42,8 @@ class BuilderTest : public ::testing::Test {
   }
 
   // Builds `kind` and returns its result types as text, or the error message.
-  std::string Build(Function* fn, OpKind kind, std::vector<Value*> operands, AttrDict attrs = {},
+  std::string Build(Function* fn, OpKind kind, std::vector<OpBuilder::Operand> operands,
+                    AttrDict attrs = {},
                     std::vector<Type> result_types = {}, int num_results = 1) {
     built_.insert(kind);
     absl::StatusOr<Operation*> op =

@@ -31,15 +31,13 @@ using cmm::WithDim;
 using cmm::Yield;
 using cmm::ZeroAttrs;
 
-using sharding::Emitter;
-
 class Pipeliner : public cmm::ReplacedOps {
  public:
   Pipeliner(Function& function, int64_t chunks, int64_t streams)
       : function_(function), chunks_(chunks), streams_(streams) {}
 
   // The chunk's stream inside a loop body: rem(%i, K), or none when K = 1.
-  absl::StatusOr<StreamChoice> ChunkStream(Emitter& e, Value* iv) {
+  absl::StatusOr<StreamChoice> ChunkStream(OpBuilder& e, Value* iv) {
     if (streams_ == 1) return StreamChoice{};
     COMMIR_ASSIGN_OR_RETURN(
         Value* s,
@@ -61,7 +59,7 @@ class Pipeliner : public cmm::ReplacedOps {
     Operation* first = m.uses.front().matmul;
     Value* x = gather->operand(0);
     const int64_t n = m.group, c = m.local / chunks_;
-    Emitter e(&function_, first->parent_block(), first);
+    OpBuilder e(&function_, first->parent_block(), first);
     e.set_loc(gather->loc());
     const std::string base = gather->result(0)->name().empty() ? "x" : gather->result(0)->name();
     // Loop-invariant views of the other operands that must be sliced per chunk.
@@ -86,7 +84,7 @@ class Pipeliner : public cmm::ReplacedOps {
     }
     Loop loop =
         CreateLoop(first->parent_block(), first, gather->loc(), 0, chunks_, inits, acc_names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(gather->loc());
     COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
     COMMIR_ASSIGN_OR_RETURN(Value* off, ScaleIndex(b, loop.iv, c, "off"));
@@ -146,7 +144,7 @@ class Pipeliner : public cmm::ReplacedOps {
     Operation* mm = m.matmul;
     Operation* scatter = m.scatter;
     const int64_t n = m.group, c = m.full / (n * chunks_);
-    Emitter e(&function_, scatter->parent_block(), scatter);
+    OpBuilder e(&function_, scatter->parent_block(), scatter);
     e.set_loc(scatter->loc());
     Value* views[2] = {nullptr, nullptr};
     for (int w = 0; w < 2; ++w) {
@@ -165,7 +163,7 @@ class Pipeliner : public cmm::ReplacedOps {
     std::string names[] = {absl::StrCat(name.empty() ? "y" : name, "_acc")};
     Loop loop =
         CreateLoop(scatter->parent_block(), scatter, scatter->loc(), 0, chunks_, inits, names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
     Value* operands[2] = {mm->operand(0), mm->operand(1)};

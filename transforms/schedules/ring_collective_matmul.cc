@@ -31,8 +31,6 @@ using cmm::WithDim;
 using cmm::Yield;
 using cmm::ZeroAttrs;
 
-using sharding::Emitter;
-
 constexpr int64_t kForwardStream = 1;
 constexpr int64_t kBackwardStream = 2;
 
@@ -47,7 +45,7 @@ std::string NameOr(const Value* v, absl::string_view fallback) {
 }
 
 // `index + constant` (or `index` itself when the constant is 0).
-absl::StatusOr<Value*> AddConstant(Emitter& e, Value* index, int64_t constant,
+absl::StatusOr<Value*> AddConstant(OpBuilder& e, Value* index, int64_t constant,
                                    const std::string& name) {
   if (constant == 0) return index;
   return Emit(e, OpKind::kAdd,
@@ -56,7 +54,7 @@ absl::StatusOr<Value*> AddConstant(Emitter& e, Value* index, int64_t constant,
 }
 
 // `x`'s `size` entries along `dim` from the constant `offset` (a static `slice`).
-absl::StatusOr<Value*> SliceAt(Emitter& e, Value* x, int64_t dim, int64_t size, int64_t offset,
+absl::StatusOr<Value*> SliceAt(OpBuilder& e, Value* x, int64_t dim, int64_t size, int64_t offset,
                                const std::string& name) {
   std::vector<int64_t> starts(static_cast<size_t>(x->type().rank()), 0);
   std::vector<int64_t> sizes = x->type().dims();
@@ -77,7 +75,7 @@ class Ring : public cmm::ReplacedOps {
   absl::StatusOr<Value*> Rank(const AxisList& axes, Location loc) {
     auto it = ranks_.find(axes);
     if (it != ranks_.end()) return it->second;
-    Emitter top(&function_, function_.body(), function_.body()->front());
+    OpBuilder top(&function_, function_.body(), function_.body()->front());
     top.set_loc(loc);
     absl::StatusOr<Value*> rank =
         Emit(top, OpKind::kRank, {}, sharding::AxisAttrs(axes), {}, {}, "r");
@@ -89,7 +87,7 @@ class Ring : public cmm::ReplacedOps {
 
   // Multiplies the block `blk` that came from device `src` into every accumulator. A
   // half-block (`size` = m/2) of the bidirectional ring starts `extra` rows into it.
-  absl::StatusOr<std::vector<Value*>> GatherStep(Emitter& e, const GatherMatch& m, Value* blk,
+  absl::StatusOr<std::vector<Value*>> GatherStep(OpBuilder& e, const GatherMatch& m, Value* blk,
                                                  Value* src, const std::vector<Value*>& accs,
                                                  int64_t size = 0, int64_t extra = 0) {
     if (size == 0) size = m.local;
@@ -126,7 +124,7 @@ class Ring : public cmm::ReplacedOps {
     Value* x = gather->operand(0);
     const int64_t n = m.group;
     const std::string blk_name = absl::StrCat(NameOr(x, "x"), "_blk");
-    Emitter e(&function_, block, first);
+    OpBuilder e(&function_, block, first);
     e.set_loc(gather->loc());
     COMMIR_ASSIGN_OR_RETURN(Value* rank, Rank(m.axes, gather->loc()));
     std::vector<Value*> accs;
@@ -146,7 +144,7 @@ class Ring : public cmm::ReplacedOps {
         names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
       names.push_back(blk_name);
       Loop loop = CreateLoop(block, first, gather->loc(), 0, n - 1, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(gather->loc());
       Value* blk = loop.carried.back();
       COMMIR_ASSIGN_OR_RETURN(Value* next, Emit(b, OpKind::kShift, {blk}, ShiftAttrs(m.axes, 1), {},
@@ -215,7 +213,7 @@ class Ring : public cmm::ReplacedOps {
     names.push_back(bwd_name);
     Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), lower, upper,
                            inits, names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(m.gather->loc());
     Value* lf = loop.carried[accs.size()];
     Value* lg = loop.carried[accs.size() + 1];
@@ -249,7 +247,7 @@ class Ring : public cmm::ReplacedOps {
   // bi with an even block: the first half of every block travels forward (stream 1), the
   // second half backward (stream 2). Steps 0 .. n-2 loop: send both held halves on while
   // multiplying them; the last step (halves of rank + 1 and rank - 1) sends nothing.
-  absl::StatusOr<std::vector<Value*>> HalfBlockGather(Emitter& e, const GatherMatch& m,
+  absl::StatusOr<std::vector<Value*>> HalfBlockGather(OpBuilder& e, const GatherMatch& m,
                                                       Value* rank, Value* x,
                                                       std::vector<Value*> accs,
                                                       const std::string& blk_name) {
@@ -268,7 +266,7 @@ class Ring : public cmm::ReplacedOps {
     return GatherStep(e, m, loop.bwd, lg_src, t1, half, half);
   }
 
-  absl::StatusOr<std::vector<Value*>> BidirectionalGather(Emitter& e, const GatherMatch& m,
+  absl::StatusOr<std::vector<Value*>> BidirectionalGather(OpBuilder& e, const GatherMatch& m,
                                                           Value* rank, Value* x,
                                                           std::vector<Value*> accs,
                                                           const std::string& blk_name) {
@@ -328,7 +326,7 @@ class Ring : public cmm::ReplacedOps {
   // This device's addend for output block `blk` (an index): the operands indexing the
   // scattered dimension sliced to that block.
   // A half-block addend (`size` = half the block) starts `extra` rows into the block.
-  absl::StatusOr<Value*> Addend(Emitter& e, const ScatterMatch& m, Value* blk,
+  absl::StatusOr<Value*> Addend(OpBuilder& e, const ScatterMatch& m, Value* blk,
                                 const std::string& name, int64_t size = 0, int64_t extra = 0) {
     Operation* mm = m.matmul;
     const int64_t block = m.full / m.group;
@@ -346,7 +344,7 @@ class Ring : public cmm::ReplacedOps {
                       WithDim(mm->result(0)->type(), m.result_dim, size), {}, name);
   }
 
-  absl::StatusOr<Value*> Combine(Emitter& e, const ScatterMatch& m, Value* a, Value* b,
+  absl::StatusOr<Value*> Combine(OpBuilder& e, const ScatterMatch& m, Value* a, Value* b,
                                  const std::string& name) {
     const std::string& reduce = m.scatter->EnumAttr("reduce");
     OpKind kind = reduce == "max" ? OpKind::kMax : reduce == "min" ? OpKind::kMin : OpKind::kAdd;
@@ -358,7 +356,7 @@ class Ring : public cmm::ReplacedOps {
     Block* block = scatter->parent_block();
     const int64_t n = m.group;
     const std::string name = NameOr(scatter->result(0), "y");
-    Emitter e(&function_, block, scatter);
+    OpBuilder e(&function_, block, scatter);
     e.set_loc(scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(Value* rank, Rank(m.axes, scatter->loc()));
     Value* result = nullptr;
@@ -369,7 +367,7 @@ class Ring : public cmm::ReplacedOps {
       Value* inits[] = {a0};
       std::string names[] = {name + "_acc"};
       Loop loop = CreateLoop(block, scatter, scatter->loc(), 1, n, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(scatter->loc());
       COMMIR_ASSIGN_OR_RETURN(Value* recv,
                               Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(m.axes, 1), {},
@@ -397,7 +395,7 @@ class Ring : public cmm::ReplacedOps {
   // travelling forward (stream 1), the second half by one travelling backward (stream 2),
   // each a one-way ring of n-1 shifts; the two halves of the own block are joined at the
   // end (one concat of the device's output block).
-  absl::StatusOr<Value*> HalfBlockScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+  absl::StatusOr<Value*> HalfBlockScatter(OpBuilder& e, const ScatterMatch& m, Value* rank,
                                           const std::string& name) {
     const int64_t n = m.group;
     const int64_t half = m.full / n / 2;
@@ -411,7 +409,7 @@ class Ring : public cmm::ReplacedOps {
     std::string names[] = {name + "_fwd_acc", name + "_bwd_acc"};
     Loop loop = CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, n, inits,
                            names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(m.scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(Value* rf, Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(axes, 1),
                                      {}, {nullptr, kForwardStream}, name + "_fwd_recv"));
@@ -433,7 +431,7 @@ class Ring : public cmm::ReplacedOps {
                 {}, {}, name);
   }
 
-  absl::StatusOr<Value*> BidirectionalScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+  absl::StatusOr<Value*> BidirectionalScatter(OpBuilder& e, const ScatterMatch& m, Value* rank,
                                               const std::string& name) {
     const int64_t n = m.group;
     const int64_t h1 = n / 2;        // devices collected forward, ceil((n-1)/2)
@@ -459,7 +457,7 @@ class Ring : public cmm::ReplacedOps {
       std::string names[] = {name + "_fwd", name + "_bwd"};
       Loop loop =
           CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, h2, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(m.scatter->loc());
       // Forward block rank + h1 - s, backward block rank + s - h2.
       COMMIR_ASSIGN_OR_RETURN(Value* tf, RingIndex(b, rank, loop.iv, true, h1, n, "dst_fwd"));

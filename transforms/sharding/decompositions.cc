@@ -8,7 +8,7 @@
 namespace commir::sharding {
 namespace {
 
-using Operand = Emitter::Operand;
+using Operand = OpBuilder::Operand;
 
 AttrDict KeepdimReduceAttrs(int64_t dim) {
   AttrDict attrs;
@@ -29,10 +29,10 @@ ElementType ComputeType(ElementType type) {
   return type == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
 }
 
-absl::StatusOr<Value*> Convert(Emitter& e, Value* x, ElementType type) {
+absl::StatusOr<Value*> Convert(OpBuilder& e, Value* x, ElementType type) {
   if (x->type().element_type() == type) return x;
   Type to[] = {x->type().WithElementType(type)};
-  return e.Value1(OpKind::kConvert, {x}, {}, to);
+  return e.CreateValue(OpKind::kConvert, {x}, {}, to);
 }
 
 // The axes the factor of dimension `dim` of operand 0 is split over.
@@ -42,26 +42,26 @@ const AxisList& FirstOperandDimAxes(const DecompositionInput& in, int64_t dim) {
 
 DecompositionResult One(Value* value) { return std::vector<Value*>{value}; }
 
-absl::StatusOr<Value*> Softmax(Emitter& e, Value* x, int64_t dim, const AxisList& axes) {
+absl::StatusOr<Value*> Softmax(OpBuilder& e, Value* x, int64_t dim, const AxisList& axes) {
   ElementType type = x->type().element_type();
   COMMIR_ASSIGN_OR_RETURN(Value* xf, Convert(e, x, ComputeType(type)));
   COMMIR_ASSIGN_OR_RETURN(Value* local_max,
-                          e.Value1(OpKind::kReduceMax, {xf}, KeepdimReduceAttrs(dim)));
+                          e.CreateValue(OpKind::kReduceMax, {xf}, KeepdimReduceAttrs(dim)));
   COMMIR_ASSIGN_OR_RETURN(Value* row_max,
-                          e.Value1(OpKind::kAllReduce, {local_max}, ReduceOver(axes, true)));
-  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.Value1(OpKind::kSub, {xf, row_max}));
-  COMMIR_ASSIGN_OR_RETURN(Value* exps, e.Value1(OpKind::kExp, {shifted}));
+                          e.CreateValue(OpKind::kAllReduce, {local_max}, ReduceOver(axes, true)));
+  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.CreateValue(OpKind::kSub, {xf, row_max}));
+  COMMIR_ASSIGN_OR_RETURN(Value* exps, e.CreateValue(OpKind::kExp, {shifted}));
   COMMIR_ASSIGN_OR_RETURN(Value* local_sum,
-                          e.Value1(OpKind::kReduceSum, {exps}, KeepdimReduceAttrs(dim)));
+                          e.CreateValue(OpKind::kReduceSum, {exps}, KeepdimReduceAttrs(dim)));
   COMMIR_ASSIGN_OR_RETURN(Value* row_sum,
-                          e.Value1(OpKind::kAllReduce, {local_sum}, ReduceOver(axes, false)));
-  COMMIR_ASSIGN_OR_RETURN(Value* y, e.Value1(OpKind::kDiv, {exps, row_sum}));
+                          e.CreateValue(OpKind::kAllReduce, {local_sum}, ReduceOver(axes, false)));
+  COMMIR_ASSIGN_OR_RETURN(Value* y, e.CreateValue(OpKind::kDiv, {exps, row_sum}));
   return Convert(e, y, type);
 }
 
 // Two-pass for layer_norm, like the kernel.
 absl::StatusOr<Value*> Norm(const DecompositionInput& in, const AxisList& axes) {
-  Emitter& e = in.emitter;
+  OpBuilder& e = in.emitter;
   const Operation& op = in.op;
   Value* x = in.operands[0].value;
   ElementType type = x->type().element_type();
@@ -75,26 +75,26 @@ absl::StatusOr<Value*> Norm(const DecompositionInput& in, const AxisList& axes) 
   COMMIR_ASSIGN_OR_RETURN(Value* weight, Convert(e, in.operands[1].value, ct));
   // Row sum of `v` over the whole dim, divided by its global length.
   auto row_mean = [&](Value* v) -> absl::StatusOr<Value*> {
-    COMMIR_ASSIGN_OR_RETURN(Value* local, e.Value1(OpKind::kReduceSum, {v}, KeepdimReduceAttrs(last)));
+    COMMIR_ASSIGN_OR_RETURN(Value* local, e.CreateValue(OpKind::kReduceSum, {v}, KeepdimReduceAttrs(last)));
     COMMIR_ASSIGN_OR_RETURN(Value* total,
-                            e.Value1(OpKind::kAllReduce, {local}, ReduceOver(axes, false)));
-    return e.Value1(OpKind::kDiv, {total, Operand::Literal(n, scalar)});
+                            e.CreateValue(OpKind::kAllReduce, {local}, ReduceOver(axes, false)));
+    return e.CreateValue(OpKind::kDiv, {total, Operand::Literal(n, scalar)});
   };
   Value* centered = xf;
   if (layer) {
     COMMIR_ASSIGN_OR_RETURN(Value* mean, row_mean(xf));
-    COMMIR_ASSIGN_OR_RETURN(centered, e.Value1(OpKind::kSub, {xf, mean}));
+    COMMIR_ASSIGN_OR_RETURN(centered, e.CreateValue(OpKind::kSub, {xf, mean}));
   }
-  COMMIR_ASSIGN_OR_RETURN(Value* squares, e.Value1(OpKind::kMul, {centered, centered}));
+  COMMIR_ASSIGN_OR_RETURN(Value* squares, e.CreateValue(OpKind::kMul, {centered, centered}));
   COMMIR_ASSIGN_OR_RETURN(Value* variance, row_mean(squares));
   COMMIR_ASSIGN_OR_RETURN(Value* shifted,
-                          e.Value1(OpKind::kAdd, {variance, Operand::Literal(eps, scalar)}));
-  COMMIR_ASSIGN_OR_RETURN(Value* inverse, e.Value1(OpKind::kRsqrt, {shifted}));
-  COMMIR_ASSIGN_OR_RETURN(Value* normalized, e.Value1(OpKind::kMul, {centered, inverse}));
-  COMMIR_ASSIGN_OR_RETURN(Value* y, e.Value1(OpKind::kMul, {normalized, weight}));
+                          e.CreateValue(OpKind::kAdd, {variance, Operand::Literal(eps, scalar)}));
+  COMMIR_ASSIGN_OR_RETURN(Value* inverse, e.CreateValue(OpKind::kRsqrt, {shifted}));
+  COMMIR_ASSIGN_OR_RETURN(Value* normalized, e.CreateValue(OpKind::kMul, {centered, inverse}));
+  COMMIR_ASSIGN_OR_RETURN(Value* y, e.CreateValue(OpKind::kMul, {normalized, weight}));
   if (layer) {
     COMMIR_ASSIGN_OR_RETURN(Value* bias, Convert(e, in.operands[2].value, ct));
-    COMMIR_ASSIGN_OR_RETURN(y, e.Value1(OpKind::kAdd, {y, bias}));
+    COMMIR_ASSIGN_OR_RETURN(y, e.CreateValue(OpKind::kAdd, {y, bias}));
   }
   return Convert(e, y, type);
 }
@@ -139,9 +139,9 @@ DecompositionResult DecomposeMean(const DecompositionInput& in) {
     split |= in.rule.kinds[f] == FactorKind::kSum && !in.choice.strategy.factors[f].empty();
   }
   if (!split) return std::nullopt;
-  Emitter& e = in.emitter;
+  OpBuilder& e = in.emitter;
   const Operation& op = in.op;
-  COMMIR_ASSIGN_OR_RETURN(Value* sum, e.Value1(OpKind::kReduceSum, {in.operands[0]}, op.attrs()));
+  COMMIR_ASSIGN_OR_RETURN(Value* sum, e.CreateValue(OpKind::kReduceSum, {in.operands[0]}, op.attrs()));
   Type global = in.global_operand_types[0];
   double count = 1;
   for (int64_t d : op.attrs().Find("dims")->int_list().value_or(std::vector<int64_t>{})) {
@@ -149,7 +149,7 @@ DecompositionResult DecomposeMean(const DecompositionInput& in) {
   }
   COMMIR_ASSIGN_OR_RETURN(
       Value* mean,
-      e.Value1(OpKind::kDiv, {sum, Operand::Literal(count, Type::Scalar(global.element_type()))}));
+      e.CreateValue(OpKind::kDiv, {sum, Operand::Literal(count, Type::Scalar(global.element_type()))}));
   return One(mean);
 }
 
@@ -159,25 +159,25 @@ DecompositionResult DecomposeAttention(const DecompositionInput& in) {
   const Operation& op = in.op;
   const AxisList& axes = FirstOperandDimAxes(in, 2);
   if (axes.empty() || !op.BoolAttr("causal")) return std::nullopt;
-  Emitter& e = in.emitter;
+  OpBuilder& e = in.emitter;
   absl::Span<const Operand> operands = in.operands;
   int64_t local_queries = operands[0].value->type().dims()[2];
   int64_t queries = in.global_operand_types[0].dims()[2];
   int64_t keys = in.global_operand_types[1].dims()[2];
-  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.Value1(OpKind::kRank, {}, AxisAttrs(axes)));
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
   Value* offset = rank;
   if (local_queries != 1) {
     COMMIR_ASSIGN_OR_RETURN(
-        offset, e.Value1(OpKind::kMul, {rank, Operand::Literal(static_cast<double>(local_queries),
+        offset, e.CreateValue(OpKind::kMul, {rank, Operand::Literal(static_cast<double>(local_queries),
                                                                Type::Index())}));
   }
   Value* q_pos = offset;
   const AttentionOp view(op);
   if (view.q_pos() != nullptr) {
-    COMMIR_ASSIGN_OR_RETURN(q_pos, e.Value1(OpKind::kAdd, {operands[AttentionOp::kQPos], offset}));
+    COMMIR_ASSIGN_OR_RETURN(q_pos, e.CreateValue(OpKind::kAdd, {operands[AttentionOp::kQPos], offset}));
   } else if (keys != queries) {
     COMMIR_ASSIGN_OR_RETURN(
-        q_pos, e.Value1(OpKind::kAdd, {offset, Operand::Literal(static_cast<double>(keys - queries),
+        q_pos, e.CreateValue(OpKind::kAdd, {offset, Operand::Literal(static_cast<double>(keys - queries),
                                                                 Type::Index())}));
   }
   q_pos->set_name("q_pos");

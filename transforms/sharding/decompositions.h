@@ -19,14 +19,14 @@
 namespace commir::sharding {
 
 struct DecompositionInput {
-  Emitter& emitter;
+  OpBuilder& emitter;
   // The op of the global function, with its global types (but see global_operand_types).
   const Operation& op;
   const OpRule& rule;
   // The chosen strategy with the operand layouts it needs and its natural result layouts.
   const Choice& choice;
   // The per-device operands, laid out as choice.operands.
-  absl::Span<const Emitter::Operand> operands;
+  absl::Span<const OpBuilder::Operand> operands;
   // The global type of each operand (function arguments being lowered in place no
   // longer carry it).
   absl::Span<const Type> global_operand_types;

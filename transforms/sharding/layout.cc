@@ -343,41 +343,6 @@ double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh
 
 // ---- Emission -------------------------------------------------------------------
 
-absl::StatusOr<Operation*> Emitter::Create(OpKind kind, absl::Span<const Operand> operands,
-                                           AttrDict attrs, absl::Span<const Type> result_types,
-                                           int num_results) {
-  const OpDef& def = GetOpDef(kind);
-  bool spmd = function_->is_spmd();
-  if (absl::Status s = ValidateAttributes(def, attrs, spmd); !s.ok()) {
-    return absl::InternalError(absl::StrCat(def.name, ": ", s.message()));
-  }
-  std::vector<Type> operand_types;
-  for (const Operand& operand : operands) {
-    operand_types.push_back(operand.value != nullptr ? operand.value->type() : operand.literal_type);
-  }
-  OpSignature sig{operand_types, attrs, result_types, num_results, function_->mesh(), spmd};
-  absl::StatusOr<std::vector<Type>> types = InferResultTypes(def, sig);
-  if (!types.ok()) {
-    return absl::InternalError(absl::StrCat(def.name, ": ", types.status().message()));
-  }
-  std::unique_ptr<Operation> op = Operation::Create(def, {}, *types, std::move(attrs), 0, loc_);
-  for (const Operand& operand : operands) {
-    if (operand.value != nullptr) {
-      op->AddOperand(operand.value);
-    } else {
-      op->AddLiteralOperand(operand.literal, operand.literal_type);
-    }
-  }
-  return block_->InsertBefore(before_, std::move(op));
-}
-
-absl::StatusOr<Value*> Emitter::Value1(OpKind kind, absl::Span<const Operand> operands,
-                                       AttrDict attrs, absl::Span<const Type> result_types) {
-  absl::StatusOr<Operation*> op = Create(kind, operands, std::move(attrs), result_types);
-  if (!op.ok()) return op.status();
-  return (*op)->result(0);
-}
-
 namespace {
 
 absl::string_view StepTag(ReshardStep::Kind kind) {
@@ -393,10 +358,10 @@ absl::string_view StepTag(ReshardStep::Kind kind) {
 }
 
 // `rank(axes) * block` as an index value.
-absl::StatusOr<Value*> BlockOffset(Emitter& e, const AxisList& axes, int64_t block) {
-  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes), {});
+absl::StatusOr<Value*> BlockOffset(OpBuilder& e, const AxisList& axes, int64_t block) {
+  absl::StatusOr<Value*> rank = e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes), {});
   if (!rank.ok() || block == 1) return rank;
-  return e.Value1(OpKind::kMul, {*rank, Emitter::Operand::Literal(static_cast<double>(block),
+  return e.CreateValue(OpKind::kMul, {*rank, OpBuilder::Operand::Literal(static_cast<double>(block),
                                                                   Type::Index())});
 }
 
@@ -408,7 +373,7 @@ AttrDict SliceAttrs(int64_t dim, int64_t size) {
 }
 
 // The value on group coordinate 0 along `axes`, zeros elsewhere.
-absl::StatusOr<Value*> MakePartial(Emitter& e, Value* value, const AxisList& axes) {
+absl::StatusOr<Value*> MakePartial(OpBuilder& e, Value* value, const AxisList& axes) {
   const Mesh& mesh = *e.function()->mesh();
   int64_t n = mesh.GroupSize(axes);
   if (n == 1) return value;
@@ -417,45 +382,45 @@ absl::StatusOr<Value*> MakePartial(Emitter& e, Value* value, const AxisList& axe
   bool scalar = type.rank() == 0;
   if (scalar) {
     Type vector = Type::Tensor(type.element_type(), {1});
-    absl::StatusOr<Value*> reshaped = e.Value1(OpKind::kReshape, {x}, {}, {vector});
+    absl::StatusOr<Value*> reshaped = e.CreateValue(OpKind::kReshape, {x}, {}, {vector});
     if (!reshaped.ok()) return reshaped;
     x = *reshaped;
   }
   Type local = x->type();
   AttrDict zero;
   zero.Set("value", IsFloatType(local.element_type()) ? Attribute::Float(0.0) : Attribute::Int(0));
-  absl::StatusOr<Value*> zeros = e.Value1(OpKind::kFull, {}, std::move(zero), {local});
+  absl::StatusOr<Value*> zeros = e.CreateValue(OpKind::kFull, {}, std::move(zero), {local});
   if (!zeros.ok()) return zeros;
   AttrDict concat_dim;
   concat_dim.Set("dim", Attribute::Int(0));
-  absl::StatusOr<Value*> joined = e.Value1(OpKind::kConcat, {x, *zeros}, std::move(concat_dim));
+  absl::StatusOr<Value*> joined = e.CreateValue(OpKind::kConcat, {x, *zeros}, std::move(concat_dim));
   if (!joined.ok()) return joined;
   // (rank + n - 1) div n is 0 on coordinate 0 and 1 elsewhere.
-  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes));
+  absl::StatusOr<Value*> rank = e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes));
   if (!rank.ok()) return rank;
-  absl::StatusOr<Value*> shifted = e.Value1(
-      OpKind::kAdd, {*rank, Emitter::Operand::Literal(static_cast<double>(n - 1), Type::Index())});
+  absl::StatusOr<Value*> shifted = e.CreateValue(
+      OpKind::kAdd, {*rank, OpBuilder::Operand::Literal(static_cast<double>(n - 1), Type::Index())});
   if (!shifted.ok()) return shifted;
-  absl::StatusOr<Value*> is_other = e.Value1(
-      OpKind::kDiv, {*shifted, Emitter::Operand::Literal(static_cast<double>(n), Type::Index())});
+  absl::StatusOr<Value*> is_other = e.CreateValue(
+      OpKind::kDiv, {*shifted, OpBuilder::Operand::Literal(static_cast<double>(n), Type::Index())});
   if (!is_other.ok()) return is_other;
   int64_t rows = local.dims()[0];
   Value* offset = *is_other;
   if (rows != 1) {
-    absl::StatusOr<Value*> scaled = e.Value1(
-        OpKind::kMul, {offset, Emitter::Operand::Literal(static_cast<double>(rows), Type::Index())});
+    absl::StatusOr<Value*> scaled = e.CreateValue(
+        OpKind::kMul, {offset, OpBuilder::Operand::Literal(static_cast<double>(rows), Type::Index())});
     if (!scaled.ok()) return scaled;
     offset = *scaled;
   }
   absl::StatusOr<Value*> kept =
-      e.Value1(OpKind::kDynamicSlice, {*joined, offset}, SliceAttrs(0, rows));
+      e.CreateValue(OpKind::kDynamicSlice, {*joined, offset}, SliceAttrs(0, rows));
   if (!kept.ok() || !scalar) return kept;
-  return e.Value1(OpKind::kReshape, {*kept}, {}, {type});
+  return e.CreateValue(OpKind::kReshape, {*kept}, {}, {type});
 }
 
 }  // namespace
 
-absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, const Layout& from,
+absl::StatusOr<Value*> EmitReshard(OpBuilder& emitter, Value* value, Type global, const Layout& from,
                                    const Layout& to, const std::string& final_name) {
   const Mesh& mesh = *emitter.function()->mesh();
   std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh);
@@ -467,12 +432,12 @@ absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, 
     if (IsCollectiveStep(step)) {
       AttrDict attrs;
       OpKind kind = StepOp(step, attrs);
-      next = emitter.Value1(kind, {cur}, std::move(attrs));
+      next = emitter.CreateValue(kind, {cur}, std::move(attrs));
     } else if (step.kind == ReshardStep::Kind::kSlice) {
       int64_t size = LocalTypeOf(global, step.after, mesh).dims()[step.dim];
       absl::StatusOr<Value*> offset = BlockOffset(emitter, step.axes, size);
       if (!offset.ok()) return offset;
-      next = emitter.Value1(OpKind::kDynamicSlice, {cur, *offset}, SliceAttrs(step.dim, size));
+      next = emitter.CreateValue(OpKind::kDynamicSlice, {cur, *offset}, SliceAttrs(step.dim, size));
     } else {
       next = MakePartial(emitter, cur, step.axes);
     }

@@ -15,7 +15,7 @@
 namespace commir::sharding {
 namespace {
 
-using Operand = Emitter::Operand;
+using Operand = OpBuilder::Operand;
 
 class Lowering {
  public:
@@ -51,7 +51,7 @@ class Lowering {
     }
     function_.set_spmd(true);
     function_.RefreshArgumentTypes();
-    Emitter emitter(&function_, body, old_return);
+    OpBuilder emitter(&function_, body, old_return);
     for (int i = 0; i < body->num_arguments(); ++i) {
       map_[body->argument(i)] = {body->argument(i), Layout::Of(function_.arg_types()[i], mesh_)};
     }
@@ -81,7 +81,7 @@ class Lowering {
     return !old_ops.empty() && op == old_ops.back();
   }
 
-  absl::Status LowerBody(Emitter& emitter, const std::vector<Operation*>& old_ops,
+  absl::Status LowerBody(OpBuilder& emitter, const std::vector<Operation*>& old_ops,
                          const std::vector<OpRule>& rules, Operation* old_return) {
     for (size_t k = 0; k < old_ops.size(); ++k) {
       if (absl::Status s = LowerOp(emitter, *old_ops[k], rules[k]); !s.ok()) {
@@ -120,7 +120,7 @@ class Lowering {
     return absl::FailedPreconditionError(message);
   }
 
-  absl::Status LowerOp(Emitter& e, const Operation& op, const OpRule& rule) {
+  absl::Status LowerOp(OpBuilder& e, const Operation& op, const OpRule& rule) {
     e.set_loc(op.loc());
     StrategyQuery query;
     query.op = &op;
@@ -194,7 +194,7 @@ class Lowering {
   // The per-device op(s) for `op` on operands already laid out as `choice` needs; returns
   // its results laid out as choice.results. What differs from the op itself is the op's
   // decomposition in the sharding table.
-  absl::StatusOr<std::vector<Value*>> EmitLocal(Emitter& e, const Operation& op, const OpRule& rule,
+  absl::StatusOr<std::vector<Value*>> EmitLocal(OpBuilder& e, const Operation& op, const OpRule& rule,
                                                 const Choice& choice,
                                                 const std::vector<Operand>& operands,
                                                 const std::vector<Type>& global_operand_types) {

@@ -118,8 +118,8 @@ TEST(ShardingTable, DecompositionsEmitTheAllReducesTheyDeclare) {
       choice.results.push_back(NaturalResultLayout(*rule, choice.strategy, r, mesh));
     }
     Function* local = AddFunction(*module, "local", /*spmd=*/true, &mesh, local_types, {});
-    Emitter emitter(local, local->body(), nullptr);
-    std::vector<Emitter::Operand> operands;
+    OpBuilder emitter(local, local->body(), nullptr);
+    std::vector<OpBuilder::Operand> operands;
     for (int i = 0; i < local->body()->num_arguments(); ++i) {
       operands.push_back(local->body()->argument(i));
     }
@@ -147,8 +147,8 @@ TEST(ShardingTable, UnsplitStatisticsKeepTheOp) {
   choice.strategy.factors.resize(rule->num_factors());
   Type x = op->operand(0)->type();
   Function* local = AddFunction(*module, "local", true, global->mesh(), {x}, {});
-  Emitter emitter(local, local->body(), nullptr);
-  std::vector<Emitter::Operand> operands = {local->body()->argument(0)};
+  OpBuilder emitter(local, local->body(), nullptr);
+  std::vector<OpBuilder::Operand> operands = {local->body()->argument(0)};
   std::vector<Type> global_types = {x};
   DecompositionInput input{emitter, *op, *rule, choice, operands, global_types};
   DecompositionResult results = ShardingOf(OpKind::kSoftmax)->decompose(input);
