@@ -114,7 +114,7 @@ using Operand = OpBuilder::Operand;
 // `{value = 0}` (integer types) or `{value = 0.0}` for a `full` of `type`.
 AttrDict ZeroAttrs(Type type);
 
-// Emission helpers on top of the partitioner's OpBuilder. `stream` (may be null) becomes
+// Emission helpers on top of OpBuilder (commir/builder.h). `stream` (may be null) becomes
 // `stream = %v`; `fixed_stream` > 0 becomes `stream = N`; `explicit_main` writes
 // `stream = 0`, which marks a collective as scheduled (matching skips collectives that
 // name a stream) so that a schedule applied again leaves it alone.
