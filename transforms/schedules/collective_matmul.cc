@@ -230,18 +230,14 @@ absl::StatusOr<Value*> RingIndex(OpBuilder& e, Value* rank, Value* delta, bool s
                                  int64_t constant, int64_t n, const std::string& name) {
   Value* v = rank;
   if (delta != nullptr) {
-    absl::StatusOr<Value*> d =
-        Emit(e, subtract ? OpKind::kSub : OpKind::kAdd, {v, delta}, {}, {}, {}, name + "_raw");
-    if (!d.ok()) return d;
-    v = *d;
+    COMMIR_ASSIGN_OR_RETURN(
+        v, Emit(e, subtract ? OpKind::kSub : OpKind::kAdd, {v, delta}, {}, {}, {}, name + "_raw"));
   }
   constant = ((constant % n) + n) % n;
   if (constant != 0) {
-    absl::StatusOr<Value*> c =
-        Emit(e, OpKind::kAdd, {v, Operand::Literal(static_cast<double>(constant), Type::Index())},
-             {}, {}, {}, delta != nullptr ? name + "_sum" : name + "_raw");
-    if (!c.ok()) return c;
-    v = *c;
+    COMMIR_ASSIGN_OR_RETURN(
+        v, Emit(e, OpKind::kAdd, {v, Operand::Literal(static_cast<double>(constant), Type::Index())},
+                {}, {}, {}, delta != nullptr ? name + "_sum" : name + "_raw"));
   }
   if (v == rank) return rank;
   return Emit(e, OpKind::kRem, {v, Operand::Literal(static_cast<double>(n), Type::Index())}, {}, {},

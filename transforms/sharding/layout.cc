@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commir/check.h"
+#include "commir/status_macros.h"
 
 namespace commir::sharding {
 namespace {
@@ -357,12 +358,16 @@ absl::string_view StepTag(ReshardStep::Kind kind) {
   return "";
 }
 
+// An index number literal operand.
+OpBuilder::Operand Literal(int64_t number) {
+  return OpBuilder::Operand::Literal(static_cast<double>(number), Type::Index());
+}
+
 // `rank(axes) * block` as an index value.
 absl::StatusOr<Value*> BlockOffset(OpBuilder& e, const AxisList& axes, int64_t block) {
-  absl::StatusOr<Value*> rank = e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes), {});
-  if (!rank.ok() || block == 1) return rank;
-  return e.CreateValue(OpKind::kMul, {*rank, OpBuilder::Operand::Literal(static_cast<double>(block),
-                                                                  Type::Index())});
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes), {}));
+  if (block == 1) return rank;
+  return e.CreateValue(OpKind::kMul, {rank, Literal(block)});
 }
 
 AttrDict SliceAttrs(int64_t dim, int64_t size) {
@@ -382,40 +387,28 @@ absl::StatusOr<Value*> MakePartial(OpBuilder& e, Value* value, const AxisList& a
   bool scalar = type.rank() == 0;
   if (scalar) {
     Type vector = Type::Tensor(type.element_type(), {1});
-    absl::StatusOr<Value*> reshaped = e.CreateValue(OpKind::kReshape, {x}, {}, {vector});
-    if (!reshaped.ok()) return reshaped;
-    x = *reshaped;
+    COMMIR_ASSIGN_OR_RETURN(x, e.CreateValue(OpKind::kReshape, {x}, {}, {vector}));
   }
   Type local = x->type();
   AttrDict zero;
   zero.Set("value", IsFloatType(local.element_type()) ? Attribute::Float(0.0) : Attribute::Int(0));
-  absl::StatusOr<Value*> zeros = e.CreateValue(OpKind::kFull, {}, std::move(zero), {local});
-  if (!zeros.ok()) return zeros;
+  COMMIR_ASSIGN_OR_RETURN(Value* zeros, e.CreateValue(OpKind::kFull, {}, std::move(zero), {local}));
   AttrDict concat_dim;
   concat_dim.Set("dim", Attribute::Int(0));
-  absl::StatusOr<Value*> joined = e.CreateValue(OpKind::kConcat, {x, *zeros}, std::move(concat_dim));
-  if (!joined.ok()) return joined;
+  COMMIR_ASSIGN_OR_RETURN(Value* joined,
+                          e.CreateValue(OpKind::kConcat, {x, zeros}, std::move(concat_dim)));
   // (rank + n - 1) div n is 0 on coordinate 0 and 1 elsewhere.
-  absl::StatusOr<Value*> rank = e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes));
-  if (!rank.ok()) return rank;
-  absl::StatusOr<Value*> shifted = e.CreateValue(
-      OpKind::kAdd, {*rank, OpBuilder::Operand::Literal(static_cast<double>(n - 1), Type::Index())});
-  if (!shifted.ok()) return shifted;
-  absl::StatusOr<Value*> is_other = e.CreateValue(
-      OpKind::kDiv, {*shifted, OpBuilder::Operand::Literal(static_cast<double>(n), Type::Index())});
-  if (!is_other.ok()) return is_other;
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
+  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.CreateValue(OpKind::kAdd, {rank, Literal(n - 1)}));
+  COMMIR_ASSIGN_OR_RETURN(Value* offset, e.CreateValue(OpKind::kDiv, {shifted, Literal(n)}));
   int64_t rows = local.dims()[0];
-  Value* offset = *is_other;
   if (rows != 1) {
-    absl::StatusOr<Value*> scaled = e.CreateValue(
-        OpKind::kMul, {offset, OpBuilder::Operand::Literal(static_cast<double>(rows), Type::Index())});
-    if (!scaled.ok()) return scaled;
-    offset = *scaled;
+    COMMIR_ASSIGN_OR_RETURN(offset, e.CreateValue(OpKind::kMul, {offset, Literal(rows)}));
   }
-  absl::StatusOr<Value*> kept =
-      e.CreateValue(OpKind::kDynamicSlice, {*joined, offset}, SliceAttrs(0, rows));
-  if (!kept.ok() || !scalar) return kept;
-  return e.CreateValue(OpKind::kReshape, {*kept}, {}, {type});
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* kept, e.CreateValue(OpKind::kDynamicSlice, {joined, offset}, SliceAttrs(0, rows)));
+  if (!scalar) return kept;
+  return e.CreateValue(OpKind::kReshape, {kept}, {}, {type});
 }
 
 }  // namespace
@@ -435,14 +428,12 @@ absl::StatusOr<Value*> EmitReshard(OpBuilder& emitter, Value* value, Type global
       next = emitter.CreateValue(kind, {cur}, std::move(attrs));
     } else if (step.kind == ReshardStep::Kind::kSlice) {
       int64_t size = LocalTypeOf(global, step.after, mesh).dims()[step.dim];
-      absl::StatusOr<Value*> offset = BlockOffset(emitter, step.axes, size);
-      if (!offset.ok()) return offset;
-      next = emitter.CreateValue(OpKind::kDynamicSlice, {cur, *offset}, SliceAttrs(step.dim, size));
+      COMMIR_ASSIGN_OR_RETURN(Value* offset, BlockOffset(emitter, step.axes, size));
+      next = emitter.CreateValue(OpKind::kDynamicSlice, {cur, offset}, SliceAttrs(step.dim, size));
     } else {
       next = MakePartial(emitter, cur, step.axes);
     }
-    if (!next.ok()) return next;
-    cur = *next;
+    COMMIR_ASSIGN_OR_RETURN(cur, std::move(next));
     if (i + 1 == steps.size() && !final_name.empty()) {
       cur->set_name(final_name);
     } else if (!base.empty()) {
