@@ -42,7 +42,8 @@ class BuilderTest : public ::testing::Test {
   }
 
   // Builds `kind` and returns its result types as text, or the error message.
-  std::string Build(Function* fn, OpKind kind, std::vector<Value*> operands, AttrDict attrs = {},
+  std::string Build(Function* fn, OpKind kind, std::vector<OpBuilder::Operand> operands,
+                    AttrDict attrs = {},
                     std::vector<Type> result_types = {}, int num_results = 1) {
     built_.insert(kind);
     absl::StatusOr<Operation*> op =
@@ -294,6 +295,50 @@ TEST_F(BuilderTest, AddFunctionSetsTheSignature) {
   EXPECT_EQ(f->body()->argument(1)->name(), "");
   EXPECT_EQ(f->body()->argument(0)->type(), T({2, 4}));
   EXPECT_EQ(module_.FindFunction("sig"), f);
+}
+
+// Literal operands through Create: a number of the given type, in the given position.
+TEST_F(BuilderTest, CreateTakesNumberLiterals) {
+  OpBuilder b(spmd_);
+  Value* x = Make(spmd_, T({4}));
+  absl::StatusOr<Operation*> op = b.Create(
+      OpKind::kSub, {OpBuilder::Operand::Literal(1.5, Type::Scalar(kF32)), x});
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_TRUE((*op)->operand(0)->is_literal());
+  EXPECT_EQ((*op)->operand(0)->literal_value(), 1.5);
+  EXPECT_EQ((*op)->operand(1), x);
+  EXPECT_EQ((*op)->result(0)->type(), T({4}));
+}
+
+// The sticky calls keep the first failure; later calls build nothing and return null.
+TEST_F(BuilderTest, StickyCallsKeepTheFirstFailure) {
+  OpBuilder b(spmd_, spmd_->body(), nullptr, Location{7, 3});
+  Value* x = Make(spmd_, T({4}));
+  Value* rank = b.Op(OpKind::kRank, {}, Attrs({{"axis", Attribute::Ident("tp")}}), std::nullopt,
+                     "r");
+  ASSERT_NE(rank, nullptr) << b.status();
+  EXPECT_EQ(rank->name(), "r");
+  EXPECT_EQ(rank->defining_op()->loc().line, 7);
+  EXPECT_EQ(b.IndexConstant(3, "three")->type(), Type::Index());
+  EXPECT_TRUE(b.ok());
+
+  int ops_before = 0;
+  for (Operation* op : *spmd_->body()) ops_before += op != nullptr ? 1 : 0;
+  Value* i32 = Make(spmd_, T({4}, ElementType::kI32));
+  ++ops_before;
+  EXPECT_EQ(b.Op(OpKind::kExp, {i32}), nullptr);
+  EXPECT_FALSE(b.ok());
+  std::string first(b.status().message());
+  EXPECT_EQ(first, "exp: the operand must have a floating-point element type, got i32[4]");
+  // Valid calls after the failure are no-ops.
+  EXPECT_EQ(b.Op(OpKind::kNeg, {x}), nullptr);
+  EXPECT_EQ(b.Convert(x, ElementType::kF16), nullptr);
+  EXPECT_EQ(b.Ops(OpKind::kNeg, {x}, {}, 1, {"n"}), std::vector<Value*>{nullptr});
+  b.Fail(absl::InternalError("later"));
+  EXPECT_EQ(b.status().message(), first);
+  int ops_after = 0;
+  for (Operation* op : *spmd_->body()) ops_after += op != nullptr ? 1 : 0;
+  EXPECT_EQ(ops_after, ops_before);
 }
 
 }  // namespace

@@ -98,49 +98,6 @@ std::optional<Operand> QueryBase(const Value* q_pos, const AxisList& axes, int64
   return std::nullopt;
 }
 
-Value* ScheduleEmitter::Op(OpKind kind, std::vector<Operand> operands, AttrDict attrs,
-                           std::optional<Type> type, std::string name) {
-  if (!status_.ok()) return nullptr;
-  sharding::Emitter emitter(function_, block_, before_);
-  emitter.set_loc(loc_);
-  std::vector<Type> types;
-  if (type.has_value()) types.push_back(*type);
-  absl::StatusOr<Operation*> op = emitter.Create(kind, operands, std::move(attrs), types, 1);
-  if (!op.ok()) {
-    status_ = op.status();
-    return nullptr;
-  }
-  if (!name.empty()) (*op)->result(0)->set_name(std::move(name));
-  return (*op)->result(0);
-}
-
-std::vector<Value*> ScheduleEmitter::Ops(OpKind kind, std::vector<Operand> operands, AttrDict attrs,
-                                         int num_results, const std::vector<std::string>& names) {
-  if (!status_.ok()) return std::vector<Value*>(num_results, nullptr);
-  sharding::Emitter emitter(function_, block_, before_);
-  emitter.set_loc(loc_);
-  absl::StatusOr<Operation*> op = emitter.Create(kind, operands, std::move(attrs), {}, num_results);
-  if (!op.ok()) {
-    status_ = op.status();
-    return std::vector<Value*>(num_results, nullptr);
-  }
-  for (int r = 0; r < num_results && r < static_cast<int>(names.size()); ++r) {
-    if (!names[r].empty()) (*op)->result(r)->set_name(names[r]);
-  }
-  return (*op)->results();
-}
-
-Value* ScheduleEmitter::IndexConstant(int64_t value, std::string name) {
-  AttrDict attrs;
-  attrs.Set("value", Attribute::Int(value));
-  return Op(OpKind::kFull, {}, std::move(attrs), Type::Index(), std::move(name));
-}
-
-Value* ScheduleEmitter::Convert(Value* x, ElementType type) {
-  if (x == nullptr || x->type().element_type() == type) return x;
-  return Op(OpKind::kConvert, {x}, {}, x->type().WithElementType(type));
-}
-
 AttrDict CollectiveAttrs(const AxisList& axes, int64_t stream) {
   AttrDict attrs = sharding::AxisAttrs(axes);
   if (stream != 0) attrs.Set("stream", Attribute::Int(stream));

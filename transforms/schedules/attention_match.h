@@ -39,58 +39,13 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function);
 // after each rewrite filtered them once per attention (quadratic).
 void EraseWithDeadProducers(absl::Span<Operation* const> ops);
 
-using Operand = sharding::Emitter::Operand;
+using Operand = OpBuilder::Operand;
 
 // The position of the first query of the whole (unsplit) query sequence, when the local
 // `q_pos` of a sequence-split attention has the form lower-to-spmd gives it:
 // base + rank(axes) * local_queries, with base a number or a `full` index constant.
 // Ulysses and zigzag attention place queries by it; nullopt when q_pos has another form.
 std::optional<Operand> QueryBase(const Value* q_pos, const AxisList& axes, int64_t local_queries);
-
-// Builds a schedule op by op at one insertion point. The first failure is kept and
-// later calls do nothing and return null, so a rewrite reads as straight-line code and
-// checks status() once at the end (failures are bugs: every op is built from a
-// verified match).
-class ScheduleEmitter {
- public:
-  ScheduleEmitter(Function* function, Block* block, Operation* before, Location loc)
-      : function_(function), block_(block), before_(before), loc_(loc) {}
-
-  // Moves the insertion point to the end of `block` (a loop body) or before `before`.
-  void SetInsertionPoint(Block* block, Operation* before) {
-    block_ = block;
-    before_ = before;
-  }
-  Block* block() const { return block_; }
-  Operation* before() const { return before_; }
-  Function* function() const { return function_; }
-  Location loc() const { return loc_; }
-
-  // A one-result op named `name` (empty: unnamed); `type` where the op needs one.
-  Value* Op(OpKind kind, std::vector<Operand> operands, AttrDict attrs = {},
-            std::optional<Type> type = std::nullopt, std::string name = "");
-  // An op with `num_results` results, named by `names`.
-  std::vector<Value*> Ops(OpKind kind, std::vector<Operand> operands, AttrDict attrs,
-                          int num_results, const std::vector<std::string>& names);
-  // `full() {value = v} : index`.
-  Value* IndexConstant(int64_t value, std::string name = "");
-  // `x` converted to `type` (x itself when it has that element type already).
-  Value* Convert(Value* x, ElementType type);
-
-  // Records a failure from elsewhere (a loop body's emitter); the first one is kept.
-  void Fail(absl::Status status) {
-    if (status_.ok()) status_ = std::move(status);
-  }
-  const absl::Status& status() const { return status_; }
-  bool ok() const { return status_.ok(); }
-
- private:
-  Function* function_;
-  Block* block_;
-  Operation* before_;
-  Location loc_;
-  absl::Status status_;
-};
 
 // Index literal operand.
 inline Operand IndexLiteral(int64_t value) {

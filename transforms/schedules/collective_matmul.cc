@@ -6,11 +6,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "commir/check.h"
+#include "commir/status_macros.h"
 
 namespace commir::schedules::cmm {
 namespace {
-
-using sharding::Emitter;
 
 struct MatmulShape {
   int64_t ra, rb, rr;
@@ -174,16 +173,15 @@ Type SplitDim(Type type, int64_t dim, absl::Span<const int64_t> factors) {
   return Type::Tensor(type.element_type(), std::move(dims));
 }
 
-absl::StatusOr<Value*> Emit(Emitter& e, OpKind kind, absl::Span<const Operand> operands,
+absl::StatusOr<Value*> Emit(OpBuilder& e, OpKind kind, absl::Span<const Operand> operands,
                             AttrDict attrs, absl::Span<const Type> result_types,
                             StreamChoice stream, const std::string& name) {
   if (stream.value == nullptr && (stream.fixed > 0 || stream.explicit_main)) {
     attrs.Set("stream", Attribute::Int(stream.fixed));
   }
-  absl::StatusOr<Operation*> op = e.Create(kind, operands, std::move(attrs), result_types);
-  if (!op.ok()) return op.status();
-  if (stream.value != nullptr) (*op)->SetStreamOperand(stream.value);
-  Value* v = (*op)->result(0);
+  COMMIR_ASSIGN_OR_RETURN(Operation * op, e.Create(kind, operands, std::move(attrs), result_types));
+  if (stream.value != nullptr) op->SetStreamOperand(stream.value);
+  Value* v = op->result(0);
   v->set_name(name);
   return v;
 }
@@ -207,20 +205,20 @@ AttrDict AxisDimAttrs(const AxisList& axes, int64_t dim) {
   return attrs;
 }
 
-absl::StatusOr<Value*> SliceDim(Emitter& e, Value* x, int64_t dim, int64_t size, Value* offset,
+absl::StatusOr<Value*> SliceDim(OpBuilder& e, Value* x, int64_t dim, int64_t size, Value* offset,
                                 StreamChoice stream, const std::string& name) {
   AttrDict attrs = DimAttrs(dim);
   attrs.Set("size", Attribute::Int(size));
   return Emit(e, OpKind::kDynamicSlice, {x, offset}, std::move(attrs), {}, stream, name);
 }
 
-absl::StatusOr<Value*> EmitMatmul(Emitter& e, const Operation& original, Value* a, Value* b,
+absl::StatusOr<Value*> EmitMatmul(OpBuilder& e, const Operation& original, Value* a, Value* b,
                                   Type result, StreamChoice stream, const std::string& name) {
   Type types[] = {result};
   return Emit(e, OpKind::kMatmul, {a, b}, original.attrs(), types, stream, name);
 }
 
-absl::StatusOr<Value*> ScaleIndex(Emitter& e, Value* index, int64_t factor,
+absl::StatusOr<Value*> ScaleIndex(OpBuilder& e, Value* index, int64_t factor,
                                   const std::string& name) {
   if (factor == 1) return index;
   return Emit(e, OpKind::kMul,
@@ -228,22 +226,18 @@ absl::StatusOr<Value*> ScaleIndex(Emitter& e, Value* index, int64_t factor,
               name);
 }
 
-absl::StatusOr<Value*> RingIndex(Emitter& e, Value* rank, Value* delta, bool subtract,
+absl::StatusOr<Value*> RingIndex(OpBuilder& e, Value* rank, Value* delta, bool subtract,
                                  int64_t constant, int64_t n, const std::string& name) {
   Value* v = rank;
   if (delta != nullptr) {
-    absl::StatusOr<Value*> d =
-        Emit(e, subtract ? OpKind::kSub : OpKind::kAdd, {v, delta}, {}, {}, {}, name + "_raw");
-    if (!d.ok()) return d;
-    v = *d;
+    COMMIR_ASSIGN_OR_RETURN(
+        v, Emit(e, subtract ? OpKind::kSub : OpKind::kAdd, {v, delta}, {}, {}, {}, name + "_raw"));
   }
   constant = ((constant % n) + n) % n;
   if (constant != 0) {
-    absl::StatusOr<Value*> c =
-        Emit(e, OpKind::kAdd, {v, Operand::Literal(static_cast<double>(constant), Type::Index())},
-             {}, {}, {}, delta != nullptr ? name + "_sum" : name + "_raw");
-    if (!c.ok()) return c;
-    v = *c;
+    COMMIR_ASSIGN_OR_RETURN(
+        v, Emit(e, OpKind::kAdd, {v, Operand::Literal(static_cast<double>(constant), Type::Index())},
+                {}, {}, {}, delta != nullptr ? name + "_sum" : name + "_raw"));
   }
   if (v == rank) return rank;
   return Emit(e, OpKind::kRem, {v, Operand::Literal(static_cast<double>(n), Type::Index())}, {}, {},

@@ -109,19 +109,12 @@ Type WithDim(Type type, int64_t dim, int64_t size);
 // `type` with dimension `dim` replaced by `factors` (row-major split: a view).
 Type SplitDim(Type type, int64_t dim, absl::Span<const int64_t> factors);
 
-using Operand = sharding::Emitter::Operand;
-
-// `Value* lhs = *expr`, returning the status from the enclosing function if `expr` (an
-// absl::StatusOr<Value*>) failed. Emission is a long chain of fallible steps.
-#define COMMIR_CMM_ASSIGN_VALUE(lhs, expr)      \
-  absl::StatusOr<Value*> lhs##_or = (expr);     \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  Value* lhs = *lhs##_or
+using Operand = OpBuilder::Operand;
 
 // `{value = 0}` (integer types) or `{value = 0.0}` for a `full` of `type`.
 AttrDict ZeroAttrs(Type type);
 
-// Emission helpers on top of the partitioner's Emitter. `stream` (may be null) becomes
+// Emission helpers on top of OpBuilder (commir/builder.h). `stream` (may be null) becomes
 // `stream = %v`; `fixed_stream` > 0 becomes `stream = N`; `explicit_main` writes
 // `stream = 0`, which marks a collective as scheduled (matching skips collectives that
 // name a stream) so that a schedule applied again leaves it alone.
@@ -130,24 +123,24 @@ struct StreamChoice {
   int64_t fixed = 0;
   bool explicit_main = false;
 };
-absl::StatusOr<Value*> Emit(sharding::Emitter& e, OpKind kind, absl::Span<const Operand> operands,
+absl::StatusOr<Value*> Emit(OpBuilder& e, OpKind kind, absl::Span<const Operand> operands,
                             AttrDict attrs, absl::Span<const Type> result_types,
                             StreamChoice stream, const std::string& name);
 AttrDict DimAttrs(int64_t dim);
 AttrDict AxisDimAttrs(const AxisList& axes, int64_t dim);
 // `x` in blocks of `size` along `dim`: dynamic_slice at `offset` (an index value).
-absl::StatusOr<Value*> SliceDim(sharding::Emitter& e, Value* x, int64_t dim, int64_t size,
+absl::StatusOr<Value*> SliceDim(OpBuilder& e, Value* x, int64_t dim, int64_t size,
                                 Value* offset, StreamChoice stream, const std::string& name);
 // The matmul `original` on new operands, its result type resized to `result`.
-absl::StatusOr<Value*> EmitMatmul(sharding::Emitter& e, const Operation& original, Value* a,
+absl::StatusOr<Value*> EmitMatmul(OpBuilder& e, const Operation& original, Value* a,
                                   Value* b, Type result, StreamChoice stream,
                                   const std::string& name);
 // `index * factor` (or `index` itself when factor is 1).
-absl::StatusOr<Value*> ScaleIndex(sharding::Emitter& e, Value* index, int64_t factor,
+absl::StatusOr<Value*> ScaleIndex(OpBuilder& e, Value* index, int64_t factor,
                                   const std::string& name);
 // `(rank + delta) mod n` as index arithmetic; delta may be an index value or null plus
 // a constant.
-absl::StatusOr<Value*> RingIndex(sharding::Emitter& e, Value* rank, Value* delta, bool subtract,
+absl::StatusOr<Value*> RingIndex(OpBuilder& e, Value* rank, Value* delta, bool subtract,
                                  int64_t constant, int64_t n, const std::string& name);
 
 // The collective-matmul schedules' loops count with `%i` (counted_loop.h).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "commir/status_macros.h"
 #include "transforms/schedules/collective_matmul.h"
 
 namespace commir::schedules {
@@ -30,18 +31,16 @@ using cmm::WithDim;
 using cmm::Yield;
 using cmm::ZeroAttrs;
 
-using sharding::Emitter;
-
 class Pipeliner : public cmm::ReplacedOps {
  public:
   Pipeliner(Function& function, int64_t chunks, int64_t streams)
       : function_(function), chunks_(chunks), streams_(streams) {}
 
   // The chunk's stream inside a loop body: rem(%i, K), or none when K = 1.
-  absl::StatusOr<StreamChoice> ChunkStream(Emitter& e, Value* iv) {
+  absl::StatusOr<StreamChoice> ChunkStream(OpBuilder& e, Value* iv) {
     if (streams_ == 1) return StreamChoice{};
-    COMMIR_CMM_ASSIGN_VALUE(
-        s,
+    COMMIR_ASSIGN_OR_RETURN(
+        Value* s,
         Emit(e, OpKind::kRem, {iv, Operand::Literal(static_cast<double>(streams_), Type::Index())},
              {}, {}, {}, "s"));
     return StreamChoice{s, 0};
@@ -60,7 +59,7 @@ class Pipeliner : public cmm::ReplacedOps {
     Operation* first = m.uses.front().matmul;
     Value* x = gather->operand(0);
     const int64_t n = m.group, c = m.local / chunks_;
-    Emitter e(&function_, first->parent_block(), first);
+    OpBuilder e(&function_, first->parent_block(), first);
     e.set_loc(gather->loc());
     const std::string base = gather->result(0)->name().empty() ? "x" : gather->result(0)->name();
     // Loop-invariant views of the other operands that must be sliced per chunk.
@@ -71,54 +70,53 @@ class Pipeliner : public cmm::ReplacedOps {
       Value* other = u.matmul->operand(1 - u.operand);
       if (u.other_dim >= 0) {
         Type view[] = {SplitDim(other->type(), u.other_dim, {n, chunks_, c})};
-        COMMIR_CMM_ASSIGN_VALUE(v, Emit(e, OpKind::kReshape, {other}, {}, view, {},
+        COMMIR_ASSIGN_OR_RETURN(Value* v, Emit(e, OpKind::kReshape, {other}, {}, view, {},
                                         absl::StrCat(other->name(), "_chunks")));
         other_views.push_back(v);
       } else {
         other_views.push_back(nullptr);
       }
       Type acc_type = SplitDim(u.matmul->result(0)->type(), u.result_dim, {n, chunks_, c});
-      COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(acc_type), {&acc_type, 1},
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(acc_type), {&acc_type, 1},
                                          {}, absl::StrCat(ResultName(*u.matmul), "_init")));
       inits.push_back(zero);
       acc_names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
     }
     Loop loop =
         CreateLoop(first->parent_block(), first, gather->loc(), 0, chunks_, inits, acc_names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(gather->loc());
-    absl::StatusOr<StreamChoice> stream = ChunkStream(b, loop.iv);
-    if (!stream.ok()) return stream.status();
-    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(b, loop.iv, c, "off"));
-    COMMIR_CMM_ASSIGN_VALUE(
-        chunk, SliceDim(b, x, m.dim, c, off, *stream, absl::StrCat(x->name(), "_chunk")));
-    COMMIR_CMM_ASSIGN_VALUE(
-        gathered, Emit(b, OpKind::kAllGather, {chunk}, AxisDimAttrs(m.axes, m.dim), {},
-                       CollectiveStream(*stream), absl::StrCat(base, "_chunk")));
+    COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
+    COMMIR_ASSIGN_OR_RETURN(Value* off, ScaleIndex(b, loop.iv, c, "off"));
+    COMMIR_ASSIGN_OR_RETURN(
+        Value* chunk, SliceDim(b, x, m.dim, c, off, stream, absl::StrCat(x->name(), "_chunk")));
+    COMMIR_ASSIGN_OR_RETURN(
+        Value* gathered, Emit(b, OpKind::kAllGather, {chunk}, AxisDimAttrs(m.axes, m.dim), {},
+                       CollectiveStream(stream), absl::StrCat(base, "_chunk")));
     std::vector<Value*> yields;
     for (size_t k = 0; k < m.uses.size(); ++k) {
       const GatherUse& u = m.uses[k];
       Operation* mm = u.matmul;
       Value* other = mm->operand(1 - u.operand);
       if (u.other_dim >= 0) {
-        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(b, other_views[k], u.other_dim + 1, 1, loop.iv,
-                                             *stream, absl::StrCat(other->name(), "_slice")));
+        COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, other_views[k], u.other_dim + 1, 1, loop.iv,
+                                             stream, absl::StrCat(other->name(), "_slice")));
         Type flat[] = {WithDim(other->type(), u.other_dim, n * c)};
-        COMMIR_CMM_ASSIGN_VALUE(v, Emit(b, OpKind::kReshape, {sl}, {}, flat, *stream,
+        COMMIR_ASSIGN_OR_RETURN(Value* v, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream,
                                         absl::StrCat(other->name(), "_chunk")));
         other = v;
       }
       Value* lhs = u.operand == 0 ? gathered : other;
       Value* rhs = u.operand == 0 ? other : gathered;
       Type result = mm->result(0)->type();
-      COMMIR_CMM_ASSIGN_VALUE(
-          part, EmitMatmul(b, *mm, lhs, rhs, WithDim(result, u.result_dim, n * c), *stream,
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* part, EmitMatmul(b, *mm, lhs, rhs, WithDim(result, u.result_dim, n * c), stream,
                            absl::StrCat(ResultName(*mm), "_chunk")));
       Type blocks[] = {SplitDim(result, u.result_dim, {n, 1, c})};
-      COMMIR_CMM_ASSIGN_VALUE(view, Emit(b, OpKind::kReshape, {part}, {}, blocks, *stream,
+      COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(b, OpKind::kReshape, {part}, {}, blocks, stream,
                                          absl::StrCat(ResultName(*mm), "_blocks")));
-      COMMIR_CMM_ASSIGN_VALUE(
-          acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[k], view, loop.iv},
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[k], view, loop.iv},
                     DimAttrs(u.result_dim + 1), {}, {}, absl::StrCat(ResultName(*mm), "_next")));
       yields.push_back(acc);
     }
@@ -131,7 +129,7 @@ class Pipeliner : public cmm::ReplacedOps {
     for (size_t k = 0; k < m.uses.size(); ++k) {
       Operation* mm = m.uses[k].matmul;
       Type result[] = {mm->result(0)->type()};
-      COMMIR_CMM_ASSIGN_VALUE(out, Emit(e, OpKind::kReshape, {loop.op->result(static_cast<int>(k))},
+      COMMIR_ASSIGN_OR_RETURN(Value* out, Emit(e, OpKind::kReshape, {loop.op->result(static_cast<int>(k))},
                                         {}, result, {}, ResultName(*mm)));
       mm->result(0)->ReplaceAllUsesWith(out);
     }
@@ -146,49 +144,48 @@ class Pipeliner : public cmm::ReplacedOps {
     Operation* mm = m.matmul;
     Operation* scatter = m.scatter;
     const int64_t n = m.group, c = m.full / (n * chunks_);
-    Emitter e(&function_, scatter->parent_block(), scatter);
+    OpBuilder e(&function_, scatter->parent_block(), scatter);
     e.set_loc(scatter->loc());
     Value* views[2] = {nullptr, nullptr};
     for (int w = 0; w < 2; ++w) {
       if (m.operand_dim[w] < 0) continue;
       Value* v = mm->operand(w);
       Type view[] = {SplitDim(v->type(), m.operand_dim[w], {n, chunks_, c})};
-      COMMIR_CMM_ASSIGN_VALUE(
-          r, Emit(e, OpKind::kReshape, {v}, {}, view, {}, absl::StrCat(v->name(), "_chunks")));
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* r, Emit(e, OpKind::kReshape, {v}, {}, view, {}, absl::StrCat(v->name(), "_chunks")));
       views[w] = r;
     }
     Type out_type = scatter->result(0)->type();
     const std::string name = scatter->result(0)->name();
-    COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(out_type), {&out_type, 1},
+    COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(out_type), {&out_type, 1},
                                        {}, absl::StrCat(name.empty() ? "y" : name, "_init")));
     Value* inits[] = {zero};
     std::string names[] = {absl::StrCat(name.empty() ? "y" : name, "_acc")};
     Loop loop =
         CreateLoop(scatter->parent_block(), scatter, scatter->loc(), 0, chunks_, inits, names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(scatter->loc());
-    absl::StatusOr<StreamChoice> stream = ChunkStream(b, loop.iv);
-    if (!stream.ok()) return stream.status();
+    COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
     Value* operands[2] = {mm->operand(0), mm->operand(1)};
     for (int w = 0; w < 2; ++w) {
       if (views[w] == nullptr) continue;
       Value* v = mm->operand(w);
-      COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(b, views[w], m.operand_dim[w] + 1, 1, loop.iv, *stream,
+      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, views[w], m.operand_dim[w] + 1, 1, loop.iv, stream,
                                            absl::StrCat(v->name(), "_slice")));
       Type flat[] = {WithDim(v->type(), m.operand_dim[w], n * c)};
-      COMMIR_CMM_ASSIGN_VALUE(
-          f, Emit(b, OpKind::kReshape, {sl}, {}, flat, *stream, absl::StrCat(v->name(), "_chunk")));
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* f, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream, absl::StrCat(v->name(), "_chunk")));
       operands[w] = f;
     }
     const std::string mm_name = mm->result(0)->name().empty() ? "p" : mm->result(0)->name();
-    COMMIR_CMM_ASSIGN_VALUE(part, EmitMatmul(b, *mm, operands[0], operands[1],
+    COMMIR_ASSIGN_OR_RETURN(Value* part, EmitMatmul(b, *mm, operands[0], operands[1],
                                              WithDim(mm->result(0)->type(), m.result_dim, n * c),
-                                             *stream, absl::StrCat(mm_name, "_chunk")));
+                                             stream, absl::StrCat(mm_name, "_chunk")));
     AttrDict rs_attrs = scatter->attrs();
-    COMMIR_CMM_ASSIGN_VALUE(rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {},
-                                     CollectiveStream(*stream), absl::StrCat(mm_name, "_chunk_rs")));
-    COMMIR_CMM_ASSIGN_VALUE(off, ScaleIndex(b, loop.iv, c, "off"));
-    COMMIR_CMM_ASSIGN_VALUE(acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[0], rs, off},
+    COMMIR_ASSIGN_OR_RETURN(Value* rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {},
+                                     CollectiveStream(stream), absl::StrCat(mm_name, "_chunk_rs")));
+    COMMIR_ASSIGN_OR_RETURN(Value* off, ScaleIndex(b, loop.iv, c, "off"));
+    COMMIR_ASSIGN_OR_RETURN(Value* acc, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried[0], rs, off},
                                       DimAttrs(m.result_dim), {}, {},
                                       absl::StrCat(name.empty() ? "y" : name, "_next")));
     Value* yields[] = {acc};

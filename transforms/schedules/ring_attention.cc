@@ -92,7 +92,7 @@ class Ring {
   }
 
   // x + base (x itself when there is no base or it is 0).
-  static Value* AddBase(ScheduleEmitter& e, Value* x, const std::optional<Operand>& base,
+  static Value* AddBase(OpBuilder& e, Value* x, const std::optional<Operand>& base,
                         const std::string& name) {
     if (!base.has_value() || (base->value == nullptr && base->literal == 0)) {
       if (x != nullptr && !name.empty()) x->set_name(name);
@@ -107,17 +107,17 @@ class Ring {
   }
 
   // Position of the first key of chunk `chunk` (an index value) of `length` keys.
-  Value* ChunkPosition(ScheduleEmitter& e, Value* chunk, int64_t length,
+  Value* ChunkPosition(OpBuilder& e, Value* chunk, int64_t length,
                        const std::optional<Operand>& base, const std::string& name) {
     Value* offset = length == 1 ? chunk : e.Op(OpKind::kMul, {chunk, IndexLiteral(length)});
     return AddBase(e, offset, base, name);
   }
 
-  Value* Shift(ScheduleEmitter& e, Value* x, const std::string& name) {
+  Value* Shift(OpBuilder& e, Value* x, const std::string& name) {
     return e.Op(OpKind::kShift, {x}, CollectiveAttrs(match_.axes, kCommStream), std::nullopt, name);
   }
 
-  Partial Attend(ScheduleEmitter& e, Value* q, Value* k, Value* v, Value* q_pos, Value* k_pos) {
+  Partial Attend(OpBuilder& e, Value* q, Value* k, Value* v, Value* q_pos, Value* k_pos) {
     std::vector<Operand> operands = {q, k, v};
     if (causal_) {
       operands.push_back(q_pos);
@@ -128,7 +128,7 @@ class Ring {
   }
 
   // Online-softmax merge of two partial results (see ring_attention.h).
-  Partial Merge(ScheduleEmitter& e, const Partial& a, const Partial& b) {
+  Partial Merge(OpBuilder& e, const Partial& a, const Partial& b) {
     if (!e.ok()) return {};
     Type scalar = Type::Scalar(compute_type_);
     Value* m = e.Op(OpKind::kMax, {a.lse, b.lse});
@@ -170,7 +170,7 @@ class Ring {
   // Runs the loop body builder on an emitter for the body, then folds its status into e_.
   template <typename Fn>
   void InBody(Loop& loop, Fn&& fn) {
-    ScheduleEmitter body(&function_, loop.op->region(0), nullptr, e_.loc());
+    OpBuilder body(&function_, loop.op->region(0), nullptr, e_.loc());
     std::vector<Value*> yielded = fn(body);
     if (!body.ok()) {
       e_.Fail(body.status());
@@ -180,12 +180,12 @@ class Ring {
   }
 
   // The block index a device holds at ring step `step`: (rank - step) mod n.
-  Value* SourceAt(ScheduleEmitter& e, Value* step) {
+  Value* SourceAt(OpBuilder& e, Value* step) {
     Value* d = e.Op(OpKind::kSub, {rank_, step});
     return e.Op(OpKind::kRem, {d, IndexLiteral(n_)}, {}, std::nullopt, "src");
   }
   // The same for the last step, n - 1: (rank + 1) mod n.
-  Value* LastSource(ScheduleEmitter& e) {
+  Value* LastSource(OpBuilder& e) {
     Value* d = e.Op(OpKind::kAdd, {rank_, IndexLiteral(1)});
     return e.Op(OpKind::kRem, {d, IndexLiteral(n_)}, {}, std::nullopt, "src");
   }
@@ -198,7 +198,7 @@ class Ring {
       q_pos = AttentionOp(*attention_).q_pos();
       if (q_pos == nullptr) q_pos = e_.IndexConstant(n_ * block_ - queries_, "q_pos");
     }
-    auto key_pos = [&](ScheduleEmitter& e, Value* source) -> Value* {
+    auto key_pos = [&](OpBuilder& e, Value* source) -> Value* {
       return causal_ ? ChunkPosition(e, source, block_, KeyBase(), "k_pos") : nullptr;
     };
     Partial acc = Attend(e_, q_, k_, v_, q_pos, key_pos(e_, rank_));
@@ -207,7 +207,7 @@ class Ring {
     if (n_ > 2 && e_.ok()) {
       Loop loop = MakeLoop(1, n_ - 1, {acc.o, acc.lse, kb, vb}, {"o_acc", "lse_acc", "k_blk", "v_blk"},
                            {"o_loop", "lse_loop", "k_last", "v_last"});
-      InBody(loop, [&](ScheduleEmitter& b) -> std::vector<Value*> {
+      InBody(loop, [&](OpBuilder& b) -> std::vector<Value*> {
         Value* k_next = Shift(b, loop.carried[2], "k_next");
         Value* v_next = Shift(b, loop.carried[3], "v_next");
         Value* source = causal_ ? SourceAt(b, loop.iv) : nullptr;
@@ -229,7 +229,7 @@ class Ring {
   // ---- Zigzag layout: device r holds chunks r and 2n-1-r of 2n. ------------------------
 
   // Static slice of `x` along the sequence (dim 2): [start, start + size).
-  Value* SeqSlice(ScheduleEmitter& e, Value* x, int64_t start, int64_t size, const std::string& name) {
+  Value* SeqSlice(OpBuilder& e, Value* x, int64_t start, int64_t size, const std::string& name) {
     if (x == nullptr) return nullptr;
     std::vector<int64_t> starts(x->type().rank(), 0), sizes = x->type().dims();
     starts[2] = start;
@@ -318,7 +318,7 @@ class Ring {
   // 2n-1-r) against the two key chunks of the block from device `source`, merged into
   // `acc` (empty on the first step). Of the four chunk pairs two are fully masked on
   // every device and step but the first, where the device's own diagonal pairs come first.
-  void ZigzagStep(ScheduleEmitter& e, Value* k_block, Value* v_block, Value* source,
+  void ZigzagStep(OpBuilder& e, Value* k_block, Value* v_block, Value* source,
                   std::array<Partial, 2>& acc, bool first) {
     int64_t chunk = block_ / 2;
     std::array<Value*, 2> k = {SeqSlice(e, k_block, 0, chunk, "k_lo"), SeqSlice(e, k_block, chunk, chunk, "k_hi")};
@@ -353,7 +353,7 @@ class Ring {
       Loop loop = MakeLoop(1, n_ - 1, {acc[0].o, acc[0].lse, acc[1].o, acc[1].lse, kb, vb},
                            {"o_lo", "lse_lo", "o_hi", "lse_hi", "k_blk", "v_blk"},
                            {"o_lo_loop", "lse_lo_loop", "o_hi_loop", "lse_hi_loop", "k_last", "v_last"});
-      InBody(loop, [&](ScheduleEmitter& b) -> std::vector<Value*> {
+      InBody(loop, [&](OpBuilder& b) -> std::vector<Value*> {
         Value* k_next = Shift(b, loop.carried[4], "k_next");
         Value* v_next = Shift(b, loop.carried[5], "v_next");
         std::array<Partial, 2> state = {Partial{loop.carried[0], loop.carried[1]},
@@ -381,7 +381,7 @@ class Ring {
   const GatheredAttention& match_;
   Operation* attention_;
   int64_t n_;
-  ScheduleEmitter e_;
+  OpBuilder e_;
   Value* q_ = nullptr;
   Value* k_ = nullptr;
   Value* v_ = nullptr;

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "commir/status_macros.h"
 #include "transforms/schedules/collective_matmul.h"
 
 namespace commir::schedules {
@@ -30,8 +31,6 @@ using cmm::WithDim;
 using cmm::Yield;
 using cmm::ZeroAttrs;
 
-using sharding::Emitter;
-
 constexpr int64_t kForwardStream = 1;
 constexpr int64_t kBackwardStream = 2;
 
@@ -46,7 +45,7 @@ std::string NameOr(const Value* v, absl::string_view fallback) {
 }
 
 // `index + constant` (or `index` itself when the constant is 0).
-absl::StatusOr<Value*> AddConstant(Emitter& e, Value* index, int64_t constant,
+absl::StatusOr<Value*> AddConstant(OpBuilder& e, Value* index, int64_t constant,
                                    const std::string& name) {
   if (constant == 0) return index;
   return Emit(e, OpKind::kAdd,
@@ -55,7 +54,7 @@ absl::StatusOr<Value*> AddConstant(Emitter& e, Value* index, int64_t constant,
 }
 
 // `x`'s `size` entries along `dim` from the constant `offset` (a static `slice`).
-absl::StatusOr<Value*> SliceAt(Emitter& e, Value* x, int64_t dim, int64_t size, int64_t offset,
+absl::StatusOr<Value*> SliceAt(OpBuilder& e, Value* x, int64_t dim, int64_t size, int64_t offset,
                                const std::string& name) {
   std::vector<int64_t> starts(static_cast<size_t>(x->type().rank()), 0);
   std::vector<int64_t> sizes = x->type().dims();
@@ -76,7 +75,7 @@ class Ring : public cmm::ReplacedOps {
   absl::StatusOr<Value*> Rank(const AxisList& axes, Location loc) {
     auto it = ranks_.find(axes);
     if (it != ranks_.end()) return it->second;
-    Emitter top(&function_, function_.body(), function_.body()->front());
+    OpBuilder top(&function_, function_.body(), function_.body()->front());
     top.set_loc(loc);
     absl::StatusOr<Value*> rank =
         Emit(top, OpKind::kRank, {}, sharding::AxisAttrs(axes), {}, {}, "r");
@@ -88,30 +87,30 @@ class Ring : public cmm::ReplacedOps {
 
   // Multiplies the block `blk` that came from device `src` into every accumulator. A
   // half-block (`size` = m/2) of the bidirectional ring starts `extra` rows into it.
-  absl::StatusOr<std::vector<Value*>> GatherStep(Emitter& e, const GatherMatch& m, Value* blk,
+  absl::StatusOr<std::vector<Value*>> GatherStep(OpBuilder& e, const GatherMatch& m, Value* blk,
                                                  Value* src, const std::vector<Value*>& accs,
                                                  int64_t size = 0, int64_t extra = 0) {
     if (size == 0) size = m.local;
-    COMMIR_CMM_ASSIGN_VALUE(start, ScaleIndex(e, src, m.local, "off"));
-    COMMIR_CMM_ASSIGN_VALUE(off, AddConstant(e, start, extra, "off_half"));
+    COMMIR_ASSIGN_OR_RETURN(Value* start, ScaleIndex(e, src, m.local, "off"));
+    COMMIR_ASSIGN_OR_RETURN(Value* off, AddConstant(e, start, extra, "off_half"));
     std::vector<Value*> next;
     for (size_t k = 0; k < m.uses.size(); ++k) {
       const GatherUse& u = m.uses[k];
       Operation* mm = u.matmul;
       Value* other = mm->operand(1 - u.operand);
       if (u.other_dim >= 0) {
-        COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, other, u.other_dim, size, off, {},
+        COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, other, u.other_dim, size, off, {},
                                              absl::StrCat(NameOr(other, "w"), "_blk")));
         other = sl;
       }
       Value* lhs = u.operand == 0 ? blk : other;
       Value* rhs = u.operand == 0 ? other : blk;
       Type result = mm->result(0)->type();
-      COMMIR_CMM_ASSIGN_VALUE(
-          part, EmitMatmul(e, *mm, lhs, rhs, WithDim(result, u.result_dim, size), {},
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* part, EmitMatmul(e, *mm, lhs, rhs, WithDim(result, u.result_dim, size), {},
                            absl::StrCat(ResultName(*mm), "_blk")));
-      COMMIR_CMM_ASSIGN_VALUE(
-          acc, Emit(e, OpKind::kDynamicUpdateSlice, {accs[k], part, off}, DimAttrs(u.result_dim),
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* acc, Emit(e, OpKind::kDynamicUpdateSlice, {accs[k], part, off}, DimAttrs(u.result_dim),
                     {}, {}, absl::StrCat(ResultName(*mm), "_acc")));
       next.push_back(acc);
     }
@@ -125,13 +124,13 @@ class Ring : public cmm::ReplacedOps {
     Value* x = gather->operand(0);
     const int64_t n = m.group;
     const std::string blk_name = absl::StrCat(NameOr(x, "x"), "_blk");
-    Emitter e(&function_, block, first);
+    OpBuilder e(&function_, block, first);
     e.set_loc(gather->loc());
-    COMMIR_CMM_ASSIGN_VALUE(rank, Rank(m.axes, gather->loc()));
+    COMMIR_ASSIGN_OR_RETURN(Value* rank, Rank(m.axes, gather->loc()));
     std::vector<Value*> accs;
     for (const GatherUse& u : m.uses) {
       Type t = u.matmul->result(0)->type();
-      COMMIR_CMM_ASSIGN_VALUE(zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(t), {&t, 1}, {},
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(t), {&t, 1}, {},
                                          absl::StrCat(ResultName(*u.matmul), "_init")));
       accs.push_back(zero);
     }
@@ -145,16 +144,14 @@ class Ring : public cmm::ReplacedOps {
         names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
       names.push_back(blk_name);
       Loop loop = CreateLoop(block, first, gather->loc(), 0, n - 1, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(gather->loc());
       Value* blk = loop.carried.back();
-      COMMIR_CMM_ASSIGN_VALUE(next, Emit(b, OpKind::kShift, {blk}, ShiftAttrs(m.axes, 1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* next, Emit(b, OpKind::kShift, {blk}, ShiftAttrs(m.axes, 1), {},
                                          {nullptr, kForwardStream}, blk_name + "_next"));
-      COMMIR_CMM_ASSIGN_VALUE(src, RingIndex(b, rank, loop.iv, true, 0, n, "src"));
+      COMMIR_ASSIGN_OR_RETURN(Value* src, RingIndex(b, rank, loop.iv, true, 0, n, "src"));
       std::vector<Value*> held(loop.carried.begin(), loop.carried.end() - 1);
-      absl::StatusOr<std::vector<Value*>> stepped = GatherStep(b, m, blk, src, held);
-      if (!stepped.ok()) return stepped.status();
-      std::vector<Value*> yields = *stepped;
+      COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> yields, GatherStep(b, m, blk, src, held));
       yields.push_back(next);
       Yield(loop, yields);
       // The last step (s = n-1, block of rank + 1) only multiplies.
@@ -166,17 +163,17 @@ class Ring : public cmm::ReplacedOps {
       std::vector<Value*> after = loop.op->results();
       Value* last = after.back();
       after.pop_back();
-      COMMIR_CMM_ASSIGN_VALUE(last_src, RingIndex(e, rank, nullptr, false, 1, n, "src_last"));
+      COMMIR_ASSIGN_OR_RETURN(Value* last_src, RingIndex(e, rank, nullptr, false, 1, n, "src_last"));
       done = GatherStep(e, m, last, last_src, after);
     } else if (m.local % 2 == 0) {
       done = HalfBlockGather(e, m, rank, x, accs, blk_name);
     } else {
       done = BidirectionalGather(e, m, rank, x, accs, blk_name);
     }
-    if (!done.ok()) return done.status();
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> outs, std::move(done));
     for (size_t k = 0; k < m.uses.size(); ++k) {
       Operation* mm = m.uses[k].matmul;
-      Value* out = (*done)[k];
+      Value* out = outs[k];
       out->set_name(ResultName(*mm));
       mm->result(0)->ReplaceAllUsesWith(out);
       Add(mm);
@@ -216,22 +213,19 @@ class Ring : public cmm::ReplacedOps {
     names.push_back(bwd_name);
     Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), lower, upper,
                            inits, names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(m.gather->loc());
     Value* lf = loop.carried[accs.size()];
     Value* lg = loop.carried[accs.size() + 1];
-    COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {lf}, ShiftAttrs(axes, 1), {},
+    COMMIR_ASSIGN_OR_RETURN(Value* nf, Emit(b, OpKind::kShift, {lf}, ShiftAttrs(axes, 1), {},
                                      {nullptr, kForwardStream}, fwd_name + "_next"));
-    COMMIR_CMM_ASSIGN_VALUE(ng, Emit(b, OpKind::kShift, {lg}, ShiftAttrs(axes, -1), {},
+    COMMIR_ASSIGN_OR_RETURN(Value* ng, Emit(b, OpKind::kShift, {lg}, ShiftAttrs(axes, -1), {},
                                      {nullptr, kBackwardStream}, bwd_name + "_next"));
-    COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
-    COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* sf, RingIndex(b, rank, loop.iv, true, 0, n, "src_fwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* sb, RingIndex(b, rank, loop.iv, false, 0, n, "src_bwd"));
     std::vector<Value*> held(loop.carried.begin(), loop.carried.begin() + accs.size());
-    absl::StatusOr<std::vector<Value*>> s1 = GatherStep(b, m, lf, sf, held, size, 0);
-    if (!s1.ok()) return s1.status();
-    absl::StatusOr<std::vector<Value*>> s2 = GatherStep(b, m, lg, sb, *s1, size, bwd_extra);
-    if (!s2.ok()) return s2.status();
-    std::vector<Value*> yields = *s2;
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> s1, GatherStep(b, m, lf, sf, held, size, 0));
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> yields, GatherStep(b, m, lg, sb, s1, size, bwd_extra));
     yields.push_back(nf);
     yields.push_back(ng);
     Yield(loop, yields);
@@ -253,27 +247,26 @@ class Ring : public cmm::ReplacedOps {
   // bi with an even block: the first half of every block travels forward (stream 1), the
   // second half backward (stream 2). Steps 0 .. n-2 loop: send both held halves on while
   // multiplying them; the last step (halves of rank + 1 and rank - 1) sends nothing.
-  absl::StatusOr<std::vector<Value*>> HalfBlockGather(Emitter& e, const GatherMatch& m,
+  absl::StatusOr<std::vector<Value*>> HalfBlockGather(OpBuilder& e, const GatherMatch& m,
                                                       Value* rank, Value* x,
                                                       std::vector<Value*> accs,
                                                       const std::string& blk_name) {
     const int64_t n = m.group;
     const int64_t half = m.local / 2;
     const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
-    COMMIR_CMM_ASSIGN_VALUE(lo, SliceAt(e, x, m.dim, half, 0, NameOr(x, "x") + "_lo"));
-    COMMIR_CMM_ASSIGN_VALUE(hi, SliceAt(e, x, m.dim, half, half, NameOr(x, "x") + "_hi"));
-    absl::StatusOr<TwoWayLoopResult> loop =
-        TwoWayGatherLoop(m, rank, accs, lo, hi, 0, n - 1, half, half, fwd_name, bwd_name, "_last");
-    if (!loop.ok()) return loop.status();
-    accs = loop->accs;
-    COMMIR_CMM_ASSIGN_VALUE(lf_src, RingIndex(e, rank, nullptr, false, 1, n, "src_fwd_last"));
-    COMMIR_CMM_ASSIGN_VALUE(lg_src, RingIndex(e, rank, nullptr, false, -1, n, "src_bwd_last"));
-    absl::StatusOr<std::vector<Value*>> t1 = GatherStep(e, m, loop->fwd, lf_src, accs, half, 0);
-    if (!t1.ok()) return t1;
-    return GatherStep(e, m, loop->bwd, lg_src, *t1, half, half);
+    COMMIR_ASSIGN_OR_RETURN(Value* lo, SliceAt(e, x, m.dim, half, 0, NameOr(x, "x") + "_lo"));
+    COMMIR_ASSIGN_OR_RETURN(Value* hi, SliceAt(e, x, m.dim, half, half, NameOr(x, "x") + "_hi"));
+    COMMIR_ASSIGN_OR_RETURN(
+        TwoWayLoopResult loop,
+        TwoWayGatherLoop(m, rank, accs, lo, hi, 0, n - 1, half, half, fwd_name, bwd_name, "_last"));
+    accs = loop.accs;
+    COMMIR_ASSIGN_OR_RETURN(Value* lf_src, RingIndex(e, rank, nullptr, false, 1, n, "src_fwd_last"));
+    COMMIR_ASSIGN_OR_RETURN(Value* lg_src, RingIndex(e, rank, nullptr, false, -1, n, "src_bwd_last"));
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> t1, GatherStep(e, m, loop.fwd, lf_src, accs, half, 0));
+    return GatherStep(e, m, loop.bwd, lg_src, t1, half, half);
   }
 
-  absl::StatusOr<std::vector<Value*>> BidirectionalGather(Emitter& e, const GatherMatch& m,
+  absl::StatusOr<std::vector<Value*>> BidirectionalGather(OpBuilder& e, const GatherMatch& m,
                                                           Value* rank, Value* x,
                                                           std::vector<Value*> accs,
                                                           const std::string& blk_name) {
@@ -283,47 +276,42 @@ class Ring : public cmm::ReplacedOps {
     const AxisList& axes = m.axes;
     const std::string fwd_name = blk_name + "_fwd", bwd_name = blk_name + "_bwd";
     // Step 0: send the own block both ways, multiply it.
-    COMMIR_CMM_ASSIGN_VALUE(f, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, 1), {},
+    COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, 1), {},
                                     {nullptr, kForwardStream}, fwd_name));
     Value* g = nullptr;
     if (h >= 1) {
-      COMMIR_CMM_ASSIGN_VALUE(g0, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, -1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* g0, Emit(e, OpKind::kShift, {x}, ShiftAttrs(axes, -1), {},
                                        {nullptr, kBackwardStream}, bwd_name));
       g = g0;
     }
-    absl::StatusOr<std::vector<Value*>> stepped = GatherStep(e, m, x, rank, accs);
-    if (!stepped.ok()) return stepped;
-    accs = *stepped;
+    COMMIR_ASSIGN_OR_RETURN(accs, GatherStep(e, m, x, rank, accs));
     // Steps 1 .. h-1: both ways, in a loop.
     if (h >= 2) {
-      absl::StatusOr<TwoWayLoopResult> loop =
-          TwoWayGatherLoop(m, rank, accs, f, g, 1, h, 0, 0, fwd_name, bwd_name, "_held");
-      if (!loop.ok()) return loop.status();
-      accs = loop->accs;
-      f = loop->fwd;
-      g = loop->bwd;
+      COMMIR_ASSIGN_OR_RETURN(
+          TwoWayLoopResult loop,
+          TwoWayGatherLoop(m, rank, accs, f, g, 1, h, 0, 0, fwd_name, bwd_name, "_held"));
+      accs = loop.accs;
+      f = loop.fwd;
+      g = loop.bwd;
     }
     // Step h: the blocks of rank -/+ h; with n even the forward block goes one more hop.
     Value* f_last = nullptr;
     if (h >= 1) {
       if (rounds > h) {
-        COMMIR_CMM_ASSIGN_VALUE(nf, Emit(e, OpKind::kShift, {f}, ShiftAttrs(axes, 1), {},
+        COMMIR_ASSIGN_OR_RETURN(Value* nf, Emit(e, OpKind::kShift, {f}, ShiftAttrs(axes, 1), {},
                                          {nullptr, kForwardStream}, fwd_name + "_last"));
         f_last = nf;
       }
-      COMMIR_CMM_ASSIGN_VALUE(sf, RingIndex(e, rank, nullptr, false, -h, n, "src_fwd"));
-      COMMIR_CMM_ASSIGN_VALUE(sb, RingIndex(e, rank, nullptr, false, h, n, "src_bwd"));
-      absl::StatusOr<std::vector<Value*>> s1 = GatherStep(e, m, f, sf, accs);
-      if (!s1.ok()) return s1;
-      absl::StatusOr<std::vector<Value*>> s2 = GatherStep(e, m, g, sb, *s1);
-      if (!s2.ok()) return s2;
-      accs = *s2;
+      COMMIR_ASSIGN_OR_RETURN(Value* sf, RingIndex(e, rank, nullptr, false, -h, n, "src_fwd"));
+      COMMIR_ASSIGN_OR_RETURN(Value* sb, RingIndex(e, rank, nullptr, false, h, n, "src_bwd"));
+      COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> s1, GatherStep(e, m, f, sf, accs));
+      COMMIR_ASSIGN_OR_RETURN(accs, GatherStep(e, m, g, sb, s1));
     } else {
       f_last = f;  // n = 2: the one block received is the opposite one
     }
     // Step `rounds` (n even): the opposite block, rank + n/2.
     if (rounds > h) {
-      COMMIR_CMM_ASSIGN_VALUE(so, RingIndex(e, rank, nullptr, false, rounds, n, "src_opp"));
+      COMMIR_ASSIGN_OR_RETURN(Value* so, RingIndex(e, rank, nullptr, false, rounds, n, "src_opp"));
       absl::StatusOr<std::vector<Value*>> s = GatherStep(e, m, f_last, so, accs);
       if (!s.ok()) return s;
       accs = *s;
@@ -338,17 +326,17 @@ class Ring : public cmm::ReplacedOps {
   // This device's addend for output block `blk` (an index): the operands indexing the
   // scattered dimension sliced to that block.
   // A half-block addend (`size` = half the block) starts `extra` rows into the block.
-  absl::StatusOr<Value*> Addend(Emitter& e, const ScatterMatch& m, Value* blk,
+  absl::StatusOr<Value*> Addend(OpBuilder& e, const ScatterMatch& m, Value* blk,
                                 const std::string& name, int64_t size = 0, int64_t extra = 0) {
     Operation* mm = m.matmul;
     const int64_t block = m.full / m.group;
     if (size == 0) size = block;
-    COMMIR_CMM_ASSIGN_VALUE(start, ScaleIndex(e, blk, block, name + "_off"));
-    COMMIR_CMM_ASSIGN_VALUE(off, AddConstant(e, start, extra, name + "_off_half"));
+    COMMIR_ASSIGN_OR_RETURN(Value* start, ScaleIndex(e, blk, block, name + "_off"));
+    COMMIR_ASSIGN_OR_RETURN(Value* off, AddConstant(e, start, extra, name + "_off_half"));
     Value* operands[2] = {mm->operand(0), mm->operand(1)};
     for (int w = 0; w < 2; ++w) {
       if (m.operand_dim[w] < 0) continue;
-      COMMIR_CMM_ASSIGN_VALUE(sl, SliceDim(e, operands[w], m.operand_dim[w], size, off, {},
+      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, operands[w], m.operand_dim[w], size, off, {},
                                            absl::StrCat(NameOr(operands[w], "x"), "_blk")));
       operands[w] = sl;
     }
@@ -356,7 +344,7 @@ class Ring : public cmm::ReplacedOps {
                       WithDim(mm->result(0)->type(), m.result_dim, size), {}, name);
   }
 
-  absl::StatusOr<Value*> Combine(Emitter& e, const ScatterMatch& m, Value* a, Value* b,
+  absl::StatusOr<Value*> Combine(OpBuilder& e, const ScatterMatch& m, Value* a, Value* b,
                                  const std::string& name) {
     const std::string& reduce = m.scatter->EnumAttr("reduce");
     OpKind kind = reduce == "max" ? OpKind::kMax : reduce == "min" ? OpKind::kMin : OpKind::kAdd;
@@ -368,36 +356,32 @@ class Ring : public cmm::ReplacedOps {
     Block* block = scatter->parent_block();
     const int64_t n = m.group;
     const std::string name = NameOr(scatter->result(0), "y");
-    Emitter e(&function_, block, scatter);
+    OpBuilder e(&function_, block, scatter);
     e.set_loc(scatter->loc());
-    COMMIR_CMM_ASSIGN_VALUE(rank, Rank(m.axes, scatter->loc()));
+    COMMIR_ASSIGN_OR_RETURN(Value* rank, Rank(m.axes, scatter->loc()));
     Value* result = nullptr;
     if (direction_ == RingDirection::kUni) {
       // Step 0: the addend for block rank - 1, the start of its accumulator.
-      COMMIR_CMM_ASSIGN_VALUE(b0, RingIndex(e, rank, nullptr, false, -1, n, "dst"));
-      COMMIR_CMM_ASSIGN_VALUE(a0, Addend(e, m, b0, name + "_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* b0, RingIndex(e, rank, nullptr, false, -1, n, "dst"));
+      COMMIR_ASSIGN_OR_RETURN(Value* a0, Addend(e, m, b0, name + "_part"));
       Value* inits[] = {a0};
       std::string names[] = {name + "_acc"};
       Loop loop = CreateLoop(block, scatter, scatter->loc(), 1, n, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(scatter->loc());
-      COMMIR_CMM_ASSIGN_VALUE(recv,
+      COMMIR_ASSIGN_OR_RETURN(Value* recv,
                               Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(m.axes, 1), {},
                                    {nullptr, kForwardStream}, name + "_recv"));
-      COMMIR_CMM_ASSIGN_VALUE(dst, RingIndex(b, rank, loop.iv, true, -1, n, "dst"));
-      COMMIR_CMM_ASSIGN_VALUE(part, Addend(b, m, dst, name + "_part"));
-      COMMIR_CMM_ASSIGN_VALUE(sum, Combine(b, m, recv, part, name + "_next"));
+      COMMIR_ASSIGN_OR_RETURN(Value* dst, RingIndex(b, rank, loop.iv, true, -1, n, "dst"));
+      COMMIR_ASSIGN_OR_RETURN(Value* part, Addend(b, m, dst, name + "_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* sum, Combine(b, m, recv, part, name + "_next"));
       Value* yields[] = {sum};
       Yield(loop, yields);
       result = loop.op->result(0);
     } else if ((m.full / n) % 2 == 0) {
-      absl::StatusOr<Value*> r = HalfBlockScatter(e, m, rank, name);
-      if (!r.ok()) return r.status();
-      result = *r;
+      COMMIR_ASSIGN_OR_RETURN(result, HalfBlockScatter(e, m, rank, name));
     } else {
-      absl::StatusOr<Value*> r = BidirectionalScatter(e, m, rank, name);
-      if (!r.ok()) return r.status();
-      result = *r;
+      COMMIR_ASSIGN_OR_RETURN(result, BidirectionalScatter(e, m, rank, name));
     }
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
@@ -411,33 +395,33 @@ class Ring : public cmm::ReplacedOps {
   // travelling forward (stream 1), the second half by one travelling backward (stream 2),
   // each a one-way ring of n-1 shifts; the two halves of the own block are joined at the
   // end (one concat of the device's output block).
-  absl::StatusOr<Value*> HalfBlockScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+  absl::StatusOr<Value*> HalfBlockScatter(OpBuilder& e, const ScatterMatch& m, Value* rank,
                                           const std::string& name) {
     const int64_t n = m.group;
     const int64_t half = m.full / n / 2;
     const AxisList& axes = m.axes;
     // Step 0: the addends for the halves of blocks rank - 1 and rank + 1.
-    COMMIR_CMM_ASSIGN_VALUE(df, RingIndex(e, rank, nullptr, false, -1, n, "dst_fwd"));
-    COMMIR_CMM_ASSIGN_VALUE(pf, Addend(e, m, df, name + "_fwd_part", half, 0));
-    COMMIR_CMM_ASSIGN_VALUE(db, RingIndex(e, rank, nullptr, false, 1, n, "dst_bwd"));
-    COMMIR_CMM_ASSIGN_VALUE(pb, Addend(e, m, db, name + "_bwd_part", half, half));
+    COMMIR_ASSIGN_OR_RETURN(Value* df, RingIndex(e, rank, nullptr, false, -1, n, "dst_fwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* pf, Addend(e, m, df, name + "_fwd_part", half, 0));
+    COMMIR_ASSIGN_OR_RETURN(Value* db, RingIndex(e, rank, nullptr, false, 1, n, "dst_bwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* pb, Addend(e, m, db, name + "_bwd_part", half, half));
     Value* inits[] = {pf, pb};
     std::string names[] = {name + "_fwd_acc", name + "_bwd_acc"};
     Loop loop = CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, n, inits,
                            names);
-    Emitter b(&function_, loop.body, nullptr);
+    OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(m.scatter->loc());
-    COMMIR_CMM_ASSIGN_VALUE(rf, Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(axes, 1),
+    COMMIR_ASSIGN_OR_RETURN(Value* rf, Emit(b, OpKind::kShift, {loop.carried[0]}, ShiftAttrs(axes, 1),
                                      {}, {nullptr, kForwardStream}, name + "_fwd_recv"));
-    COMMIR_CMM_ASSIGN_VALUE(rb, Emit(b, OpKind::kShift, {loop.carried[1]}, ShiftAttrs(axes, -1),
+    COMMIR_ASSIGN_OR_RETURN(Value* rb, Emit(b, OpKind::kShift, {loop.carried[1]}, ShiftAttrs(axes, -1),
                                      {}, {nullptr, kBackwardStream}, name + "_bwd_recv"));
     // Step s: the halves of blocks rank - s - 1 and rank + s + 1 (rank itself at s = n-1).
-    COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(b, rank, loop.iv, true, -1, n, "dst_fwd"));
-    COMMIR_CMM_ASSIGN_VALUE(tb, RingIndex(b, rank, loop.iv, false, 1, n, "dst_bwd"));
-    COMMIR_CMM_ASSIGN_VALUE(qf, Addend(b, m, tf, name + "_fwd_part", half, 0));
-    COMMIR_CMM_ASSIGN_VALUE(qb, Addend(b, m, tb, name + "_bwd_part", half, half));
-    COMMIR_CMM_ASSIGN_VALUE(sf, Combine(b, m, rf, qf, name + "_fwd_next"));
-    COMMIR_CMM_ASSIGN_VALUE(sb, Combine(b, m, rb, qb, name + "_bwd_next"));
+    COMMIR_ASSIGN_OR_RETURN(Value* tf, RingIndex(b, rank, loop.iv, true, -1, n, "dst_fwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* tb, RingIndex(b, rank, loop.iv, false, 1, n, "dst_bwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* qf, Addend(b, m, tf, name + "_fwd_part", half, 0));
+    COMMIR_ASSIGN_OR_RETURN(Value* qb, Addend(b, m, tb, name + "_bwd_part", half, half));
+    COMMIR_ASSIGN_OR_RETURN(Value* sf, Combine(b, m, rf, qf, name + "_fwd_next"));
+    COMMIR_ASSIGN_OR_RETURN(Value* sb, Combine(b, m, rb, qb, name + "_bwd_next"));
     Value* yields[] = {sf, sb};
     Yield(loop, yields);
     loop.op->result(0)->set_name(name + "_lo");
@@ -447,23 +431,23 @@ class Ring : public cmm::ReplacedOps {
                 {}, {}, name);
   }
 
-  absl::StatusOr<Value*> BidirectionalScatter(Emitter& e, const ScatterMatch& m, Value* rank,
+  absl::StatusOr<Value*> BidirectionalScatter(OpBuilder& e, const ScatterMatch& m, Value* rank,
                                               const std::string& name) {
     const int64_t n = m.group;
     const int64_t h1 = n / 2;        // devices collected forward, ceil((n-1)/2)
     const int64_t h2 = (n - 1) / 2;  // devices collected backward
     const AxisList& axes = m.axes;
     // Step 0: start both accumulators and send them.
-    COMMIR_CMM_ASSIGN_VALUE(df, RingIndex(e, rank, nullptr, false, h1, n, "dst_fwd"));
-    COMMIR_CMM_ASSIGN_VALUE(pf, Addend(e, m, df, name + "_fwd_part"));
-    COMMIR_CMM_ASSIGN_VALUE(rf0, Emit(e, OpKind::kShift, {pf}, ShiftAttrs(axes, 1), {},
+    COMMIR_ASSIGN_OR_RETURN(Value* df, RingIndex(e, rank, nullptr, false, h1, n, "dst_fwd"));
+    COMMIR_ASSIGN_OR_RETURN(Value* pf, Addend(e, m, df, name + "_fwd_part"));
+    COMMIR_ASSIGN_OR_RETURN(Value* rf0, Emit(e, OpKind::kShift, {pf}, ShiftAttrs(axes, 1), {},
                                       {nullptr, kForwardStream}, name + "_fwd_recv"));
     Value* rf = rf0;
     Value* rb = nullptr;
     if (h2 >= 1) {
-      COMMIR_CMM_ASSIGN_VALUE(db, RingIndex(e, rank, nullptr, false, -h2, n, "dst_bwd"));
-      COMMIR_CMM_ASSIGN_VALUE(pb, Addend(e, m, db, name + "_bwd_part"));
-      COMMIR_CMM_ASSIGN_VALUE(rb0, Emit(e, OpKind::kShift, {pb}, ShiftAttrs(axes, -1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* db, RingIndex(e, rank, nullptr, false, -h2, n, "dst_bwd"));
+      COMMIR_ASSIGN_OR_RETURN(Value* pb, Addend(e, m, db, name + "_bwd_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* rb0, Emit(e, OpKind::kShift, {pb}, ShiftAttrs(axes, -1), {},
                                         {nullptr, kBackwardStream}, name + "_bwd_recv"));
       rb = rb0;
     }
@@ -473,18 +457,18 @@ class Ring : public cmm::ReplacedOps {
       std::string names[] = {name + "_fwd", name + "_bwd"};
       Loop loop =
           CreateLoop(m.scatter->parent_block(), m.scatter, m.scatter->loc(), 1, h2, inits, names);
-      Emitter b(&function_, loop.body, nullptr);
+      OpBuilder b(&function_, loop.body, nullptr);
       b.set_loc(m.scatter->loc());
       // Forward block rank + h1 - s, backward block rank + s - h2.
-      COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(b, rank, loop.iv, true, h1, n, "dst_fwd"));
-      COMMIR_CMM_ASSIGN_VALUE(tb, RingIndex(b, rank, loop.iv, false, -h2, n, "dst_bwd"));
-      COMMIR_CMM_ASSIGN_VALUE(qf, Addend(b, m, tf, name + "_fwd_part"));
-      COMMIR_CMM_ASSIGN_VALUE(qb, Addend(b, m, tb, name + "_bwd_part"));
-      COMMIR_CMM_ASSIGN_VALUE(sf, Combine(b, m, loop.carried[0], qf, name + "_fwd_sum"));
-      COMMIR_CMM_ASSIGN_VALUE(sb, Combine(b, m, loop.carried[1], qb, name + "_bwd_sum"));
-      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(b, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* tf, RingIndex(b, rank, loop.iv, true, h1, n, "dst_fwd"));
+      COMMIR_ASSIGN_OR_RETURN(Value* tb, RingIndex(b, rank, loop.iv, false, -h2, n, "dst_bwd"));
+      COMMIR_ASSIGN_OR_RETURN(Value* qf, Addend(b, m, tf, name + "_fwd_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* qb, Addend(b, m, tb, name + "_bwd_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* sf, Combine(b, m, loop.carried[0], qf, name + "_fwd_sum"));
+      COMMIR_ASSIGN_OR_RETURN(Value* sb, Combine(b, m, loop.carried[1], qb, name + "_bwd_sum"));
+      COMMIR_ASSIGN_OR_RETURN(Value* nf, Emit(b, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
                                        {nullptr, kForwardStream}, name + "_fwd_next"));
-      COMMIR_CMM_ASSIGN_VALUE(nb, Emit(b, OpKind::kShift, {sb}, ShiftAttrs(axes, -1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* nb, Emit(b, OpKind::kShift, {sb}, ShiftAttrs(axes, -1), {},
                                        {nullptr, kBackwardStream}, name + "_bwd_next"));
       Value* yields[] = {nf, nb};
       Yield(loop, yields);
@@ -495,16 +479,16 @@ class Ring : public cmm::ReplacedOps {
     }
     // With n even the forward accumulator collects one device more (s = h2).
     if (h1 > h2 && h2 >= 1) {
-      COMMIR_CMM_ASSIGN_VALUE(tf, RingIndex(e, rank, nullptr, false, h1 - h2, n, "dst_fwd"));
-      COMMIR_CMM_ASSIGN_VALUE(qf, Addend(e, m, tf, name + "_fwd_part"));
-      COMMIR_CMM_ASSIGN_VALUE(sf, Combine(e, m, rf, qf, name + "_fwd_sum"));
-      COMMIR_CMM_ASSIGN_VALUE(nf, Emit(e, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
+      COMMIR_ASSIGN_OR_RETURN(Value* tf, RingIndex(e, rank, nullptr, false, h1 - h2, n, "dst_fwd"));
+      COMMIR_ASSIGN_OR_RETURN(Value* qf, Addend(e, m, tf, name + "_fwd_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* sf, Combine(e, m, rf, qf, name + "_fwd_sum"));
+      COMMIR_ASSIGN_OR_RETURN(Value* nf, Emit(e, OpKind::kShift, {sf}, ShiftAttrs(axes, 1), {},
                                        {nullptr, kForwardStream}, name + "_fwd_recv"));
       rf = nf;
     }
     // Last step: the own addend plus what arrived from both sides.
-    COMMIR_CMM_ASSIGN_VALUE(own, Addend(e, m, rank, name + "_own"));
-    COMMIR_CMM_ASSIGN_VALUE(total, Combine(e, m, own, rf, rb != nullptr ? name + "_half" : name));
+    COMMIR_ASSIGN_OR_RETURN(Value* own, Addend(e, m, rank, name + "_own"));
+    COMMIR_ASSIGN_OR_RETURN(Value* total, Combine(e, m, own, rf, rb != nullptr ? name + "_half" : name));
     if (rb == nullptr) return total;
     return Combine(e, m, total, rb, name);
   }

@@ -24,7 +24,7 @@ AttrDict AllToAllAttrs(const AxisList& axes, int64_t split_dim, int64_t concat_d
 
 // Repeats each of x's heads (dim 1) `times` times in place: [B, Hkv, S, D] ->
 // [B, Hkv * times, S, D] with head c*times + t a copy of head c.
-Value* RepeatHeads(ScheduleEmitter& e, Value* x, int64_t times, const std::string& name) {
+Value* RepeatHeads(OpBuilder& e, Value* x, int64_t times, const std::string& name) {
   if (times == 1) return x;
   std::vector<int64_t> d = x->type().dims();
   Type expanded = x->type().WithDims({d[0], d[1], 1, d[2], d[3]});
@@ -58,7 +58,7 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
     if (!query_base.has_value()) return absl::OkStatus();
   }
 
-  ScheduleEmitter e(&function, function.body(), attention, attention->loc());
+  OpBuilder e(&function, function.body(), attention, attention->loc());
   Value* k_rep = RepeatHeads(e, k, kv_target / kv_heads, "k_rep");
   Value* v_rep = RepeatHeads(e, v, kv_target / kv_heads, "v_rep");
   AttrDict to_heads = AllToAllAttrs(match.axes, 1, 2);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commir/check.h"
+#include "commir/status_macros.h"
 
 namespace commir::sharding {
 namespace {
@@ -343,41 +344,6 @@ double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh
 
 // ---- Emission -------------------------------------------------------------------
 
-absl::StatusOr<Operation*> Emitter::Create(OpKind kind, absl::Span<const Operand> operands,
-                                           AttrDict attrs, absl::Span<const Type> result_types,
-                                           int num_results) {
-  const OpDef& def = GetOpDef(kind);
-  bool spmd = function_->is_spmd();
-  if (absl::Status s = ValidateAttributes(def, attrs, spmd); !s.ok()) {
-    return absl::InternalError(absl::StrCat(def.name, ": ", s.message()));
-  }
-  std::vector<Type> operand_types;
-  for (const Operand& operand : operands) {
-    operand_types.push_back(operand.value != nullptr ? operand.value->type() : operand.literal_type);
-  }
-  OpSignature sig{operand_types, attrs, result_types, num_results, function_->mesh(), spmd};
-  absl::StatusOr<std::vector<Type>> types = InferResultTypes(def, sig);
-  if (!types.ok()) {
-    return absl::InternalError(absl::StrCat(def.name, ": ", types.status().message()));
-  }
-  std::unique_ptr<Operation> op = Operation::Create(def, {}, *types, std::move(attrs), 0, loc_);
-  for (const Operand& operand : operands) {
-    if (operand.value != nullptr) {
-      op->AddOperand(operand.value);
-    } else {
-      op->AddLiteralOperand(operand.literal, operand.literal_type);
-    }
-  }
-  return block_->InsertBefore(before_, std::move(op));
-}
-
-absl::StatusOr<Value*> Emitter::Value1(OpKind kind, absl::Span<const Operand> operands,
-                                       AttrDict attrs, absl::Span<const Type> result_types) {
-  absl::StatusOr<Operation*> op = Create(kind, operands, std::move(attrs), result_types);
-  if (!op.ok()) return op.status();
-  return (*op)->result(0);
-}
-
 namespace {
 
 absl::string_view StepTag(ReshardStep::Kind kind) {
@@ -392,12 +358,16 @@ absl::string_view StepTag(ReshardStep::Kind kind) {
   return "";
 }
 
+// An index number literal operand.
+OpBuilder::Operand Literal(int64_t number) {
+  return OpBuilder::Operand::Literal(static_cast<double>(number), Type::Index());
+}
+
 // `rank(axes) * block` as an index value.
-absl::StatusOr<Value*> BlockOffset(Emitter& e, const AxisList& axes, int64_t block) {
-  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes), {});
-  if (!rank.ok() || block == 1) return rank;
-  return e.Value1(OpKind::kMul, {*rank, Emitter::Operand::Literal(static_cast<double>(block),
-                                                                  Type::Index())});
+absl::StatusOr<Value*> BlockOffset(OpBuilder& e, const AxisList& axes, int64_t block) {
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes), {}));
+  if (block == 1) return rank;
+  return e.CreateValue(OpKind::kMul, {rank, Literal(block)});
 }
 
 AttrDict SliceAttrs(int64_t dim, int64_t size) {
@@ -408,7 +378,7 @@ AttrDict SliceAttrs(int64_t dim, int64_t size) {
 }
 
 // The value on group coordinate 0 along `axes`, zeros elsewhere.
-absl::StatusOr<Value*> MakePartial(Emitter& e, Value* value, const AxisList& axes) {
+absl::StatusOr<Value*> MakePartial(OpBuilder& e, Value* value, const AxisList& axes) {
   const Mesh& mesh = *e.function()->mesh();
   int64_t n = mesh.GroupSize(axes);
   if (n == 1) return value;
@@ -417,45 +387,33 @@ absl::StatusOr<Value*> MakePartial(Emitter& e, Value* value, const AxisList& axe
   bool scalar = type.rank() == 0;
   if (scalar) {
     Type vector = Type::Tensor(type.element_type(), {1});
-    absl::StatusOr<Value*> reshaped = e.Value1(OpKind::kReshape, {x}, {}, {vector});
-    if (!reshaped.ok()) return reshaped;
-    x = *reshaped;
+    COMMIR_ASSIGN_OR_RETURN(x, e.CreateValue(OpKind::kReshape, {x}, {}, {vector}));
   }
   Type local = x->type();
   AttrDict zero;
   zero.Set("value", IsFloatType(local.element_type()) ? Attribute::Float(0.0) : Attribute::Int(0));
-  absl::StatusOr<Value*> zeros = e.Value1(OpKind::kFull, {}, std::move(zero), {local});
-  if (!zeros.ok()) return zeros;
+  COMMIR_ASSIGN_OR_RETURN(Value* zeros, e.CreateValue(OpKind::kFull, {}, std::move(zero), {local}));
   AttrDict concat_dim;
   concat_dim.Set("dim", Attribute::Int(0));
-  absl::StatusOr<Value*> joined = e.Value1(OpKind::kConcat, {x, *zeros}, std::move(concat_dim));
-  if (!joined.ok()) return joined;
+  COMMIR_ASSIGN_OR_RETURN(Value* joined,
+                          e.CreateValue(OpKind::kConcat, {x, zeros}, std::move(concat_dim)));
   // (rank + n - 1) div n is 0 on coordinate 0 and 1 elsewhere.
-  absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes));
-  if (!rank.ok()) return rank;
-  absl::StatusOr<Value*> shifted = e.Value1(
-      OpKind::kAdd, {*rank, Emitter::Operand::Literal(static_cast<double>(n - 1), Type::Index())});
-  if (!shifted.ok()) return shifted;
-  absl::StatusOr<Value*> is_other = e.Value1(
-      OpKind::kDiv, {*shifted, Emitter::Operand::Literal(static_cast<double>(n), Type::Index())});
-  if (!is_other.ok()) return is_other;
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
+  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.CreateValue(OpKind::kAdd, {rank, Literal(n - 1)}));
+  COMMIR_ASSIGN_OR_RETURN(Value* offset, e.CreateValue(OpKind::kDiv, {shifted, Literal(n)}));
   int64_t rows = local.dims()[0];
-  Value* offset = *is_other;
   if (rows != 1) {
-    absl::StatusOr<Value*> scaled = e.Value1(
-        OpKind::kMul, {offset, Emitter::Operand::Literal(static_cast<double>(rows), Type::Index())});
-    if (!scaled.ok()) return scaled;
-    offset = *scaled;
+    COMMIR_ASSIGN_OR_RETURN(offset, e.CreateValue(OpKind::kMul, {offset, Literal(rows)}));
   }
-  absl::StatusOr<Value*> kept =
-      e.Value1(OpKind::kDynamicSlice, {*joined, offset}, SliceAttrs(0, rows));
-  if (!kept.ok() || !scalar) return kept;
-  return e.Value1(OpKind::kReshape, {*kept}, {}, {type});
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* kept, e.CreateValue(OpKind::kDynamicSlice, {joined, offset}, SliceAttrs(0, rows)));
+  if (!scalar) return kept;
+  return e.CreateValue(OpKind::kReshape, {kept}, {}, {type});
 }
 
 }  // namespace
 
-absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, const Layout& from,
+absl::StatusOr<Value*> EmitReshard(OpBuilder& emitter, Value* value, Type global, const Layout& from,
                                    const Layout& to, const std::string& final_name) {
   const Mesh& mesh = *emitter.function()->mesh();
   std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh);
@@ -467,17 +425,15 @@ absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, 
     if (IsCollectiveStep(step)) {
       AttrDict attrs;
       OpKind kind = StepOp(step, attrs);
-      next = emitter.Value1(kind, {cur}, std::move(attrs));
+      next = emitter.CreateValue(kind, {cur}, std::move(attrs));
     } else if (step.kind == ReshardStep::Kind::kSlice) {
       int64_t size = LocalTypeOf(global, step.after, mesh).dims()[step.dim];
-      absl::StatusOr<Value*> offset = BlockOffset(emitter, step.axes, size);
-      if (!offset.ok()) return offset;
-      next = emitter.Value1(OpKind::kDynamicSlice, {cur, *offset}, SliceAttrs(step.dim, size));
+      COMMIR_ASSIGN_OR_RETURN(Value* offset, BlockOffset(emitter, step.axes, size));
+      next = emitter.CreateValue(OpKind::kDynamicSlice, {cur, offset}, SliceAttrs(step.dim, size));
     } else {
       next = MakePartial(emitter, cur, step.axes);
     }
-    if (!next.ok()) return next;
-    cur = *next;
+    COMMIR_ASSIGN_OR_RETURN(cur, std::move(next));
     if (i + 1 == steps.size() && !final_name.empty()) {
       cur->set_name(final_name);
     } else if (!base.empty()) {

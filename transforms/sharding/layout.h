@@ -36,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "commir/builder.h"
 #include "commir/ir.h"
 
 namespace commir::sharding {
@@ -127,53 +128,12 @@ inline constexpr double kCollectiveLatencyBytes = 1 << 20;
 int CollectiveCount(absl::Span<const ReshardStep> steps);
 double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh& mesh);
 
-// Creates ops in a function body at a fixed position: what the partitioner uses to emit
-// spmd code. Result types are inferred by the op definitions (and so checked).
-class Emitter {
- public:
-  // Inserts before `before` in `block` (append when null). `function` gives the mesh and
-  // whether the code is spmd.
-  Emitter(Function* function, Block* block, Operation* before)
-      : function_(function), block_(block), before_(before) {}
-
-  void set_loc(Location loc) { loc_ = loc; }
-  Location loc() const { return loc_; }
-  Function* function() const { return function_; }
-
-  // An operand: a value, or a number literal of type `literal_type`.
-  struct Operand {
-    Operand(Value* v) : value(v) {}  // NOLINT: implicit on purpose
-    static Operand Literal(double number, Type type) {
-      Operand operand(nullptr);
-      operand.literal = number;
-      operand.literal_type = type;
-      return operand;
-    }
-    Value* value = nullptr;
-    double literal = 0;
-    Type literal_type;
-  };
-
-  absl::StatusOr<Operation*> Create(OpKind kind, absl::Span<const Operand> operands,
-                                    AttrDict attrs = {}, absl::Span<const Type> result_types = {},
-                                    int num_results = 1);
-  // Single-result shorthand.
-  absl::StatusOr<Value*> Value1(OpKind kind, absl::Span<const Operand> operands,
-                                AttrDict attrs = {}, absl::Span<const Type> result_types = {});
-
- private:
-  Function* function_;
-  Block* block_;
-  Operation* before_;
-  Location loc_;
-};
-
 // Emits PlanReshard(from -> to) for `value`, the per-device value of a tensor of type
 // `global` laid out as `from`. Returns the per-device value laid out as `to` (`value`
 // itself when the layouts are equal). Each new value is named after `value` with a
 // suffix naming the step (`x_ag`), or `final_name` for the last one when given.
-absl::StatusOr<Value*> EmitReshard(Emitter& emitter, Value* value, Type global, const Layout& from,
-                                   const Layout& to, const std::string& final_name = "");
+absl::StatusOr<Value*> EmitReshard(OpBuilder& emitter, Value* value, Type global,
+                                   const Layout& from, const Layout& to, const std::string& final_name = "");
 
 // AttrDict builders shared with the op lowering.
 AttrDict AxisAttrs(const AxisList& axes);

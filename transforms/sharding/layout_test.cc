@@ -203,7 +203,7 @@ std::string Emit(Type global, const Layout& from, const Layout& to) {
       std::make_unique<Mesh>("m", std::vector<MeshAxis>{{"dp", 2, {}}, {"tp", 4, {}}}));
   Function* f = AddFunction(local, "f", true, mesh, {from.ApplyTo(global)}, {to.ApplyTo(global)},
                             {"x"});
-  Emitter emitter(f, f->body(), nullptr);
+  OpBuilder emitter(f, f->body(), nullptr);
   absl::StatusOr<Value*> out = EmitReshard(emitter, f->body()->argument(0), global, from, to, "y");
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return "";

@@ -6,33 +6,16 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "commir/attention_op.h"
+#include "commir/status_macros.h"
+#include "transforms/sharding/decompositions.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
+#include "transforms/sharding/op_sharding.h"
 
 namespace commir::sharding {
 namespace {
 
-using Operand = Emitter::Operand;
-
-AttrDict KeepdimReduceAttrs(int64_t dim) {
-  AttrDict attrs;
-  attrs.Set("dims", Attribute::IntList({dim}));
-  attrs.Set("keepdim", Attribute::Bool(true));
-  return attrs;
-}
-
-AttrDict ReduceOver(const AxisList& axes, bool max) {
-  AttrDict attrs = AxisAttrs(axes);
-  if (max) attrs.Set("reduce", Attribute::Ident("max"));
-  return attrs;
-}
-
-// The element type statistics are computed in: f64 for f64, f32 otherwise (as the
-// kernels do).
-ElementType ComputeType(ElementType type) {
-  return type == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
-}
+using Operand = OpBuilder::Operand;
 
 class Lowering {
  public:
@@ -68,7 +51,7 @@ class Lowering {
     }
     function_.set_spmd(true);
     function_.RefreshArgumentTypes();
-    Emitter emitter(&function_, body, old_return);
+    OpBuilder emitter(&function_, body, old_return);
     for (int i = 0; i < body->num_arguments(); ++i) {
       map_[body->argument(i)] = {body->argument(i), Layout::Of(function_.arg_types()[i], mesh_)};
     }
@@ -98,7 +81,7 @@ class Lowering {
     return !old_ops.empty() && op == old_ops.back();
   }
 
-  absl::Status LowerBody(Emitter& emitter, const std::vector<Operation*>& old_ops,
+  absl::Status LowerBody(OpBuilder& emitter, const std::vector<Operation*>& old_ops,
                          const std::vector<OpRule>& rules, Operation* old_return) {
     for (size_t k = 0; k < old_ops.size(); ++k) {
       if (absl::Status s = LowerOp(emitter, *old_ops[k], rules[k]); !s.ok()) {
@@ -137,7 +120,7 @@ class Lowering {
     return absl::FailedPreconditionError(message);
   }
 
-  absl::Status LowerOp(Emitter& e, const Operation& op, const OpRule& rule) {
+  absl::Status LowerOp(OpBuilder& e, const Operation& op, const OpRule& rule) {
     e.set_loc(op.loc());
     StrategyQuery query;
     query.op = &op;
@@ -170,16 +153,16 @@ class Lowering {
         operands.push_back(m.value);
         continue;
       }
-      absl::StatusOr<Value*> local = EmitReshard(e, m.value, Global(v), m.layout, choice.operands[i]);
-      if (!local.ok()) return local.status();
-      operands.push_back(*local);
+      COMMIR_ASSIGN_OR_RETURN(Value* local,
+                              EmitReshard(e, m.value, Global(v), m.layout, choice.operands[i]));
+      operands.push_back(local);
     }
 
-    absl::StatusOr<std::vector<Value*>> natural = EmitLocal(e, op, rule, choice, operands);
-    if (!natural.ok()) return natural.status();
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Value*> natural,
+                            EmitLocal(e, op, rule, choice, operands, query.operand_types));
     for (int r = 0; r < op.num_results(); ++r) {
       Value* result = op.result(r);
-      Value* local = (*natural)[r];
+      Value* local = natural[r];
       if (!result->type().is_tensor()) {
         local->set_name(result->name());
         map_[result] = {local, Layout()};
@@ -199,202 +182,30 @@ class Lowering {
         auto it = map_.find(v);
         existed |= it != map_.end() && it->second.value == local;
       }
-      absl::StatusOr<Value*> final_value =
-          EmitReshard(e, local, result->type(), choice.results[r], target, result->name());
-      if (!final_value.ok()) return final_value.status();
-      if (*final_value == local && !existed) local->set_name(result->name());
-      map_[result] = {*final_value, target};
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* final_value,
+          EmitReshard(e, local, result->type(), choice.results[r], target, result->name()));
+      if (final_value == local && !existed) local->set_name(result->name());
+      map_[result] = {final_value, target};
     }
     return absl::OkStatus();
   }
 
   // The per-device op(s) for `op` on operands already laid out as `choice` needs; returns
-  // its results laid out as choice.results.
-  absl::StatusOr<std::vector<Value*>> EmitLocal(Emitter& e, const Operation& op, const OpRule& rule,
+  // its results laid out as choice.results. What differs from the op itself is the op's
+  // decomposition in the sharding table.
+  absl::StatusOr<std::vector<Value*>> EmitLocal(OpBuilder& e, const Operation& op, const OpRule& rule,
                                                 const Choice& choice,
-                                                const std::vector<Operand>& operands) {
-    const Strategy& s = choice.strategy;
-    switch (op.kind()) {
-      case OpKind::kReshard: return std::vector<Value*>{operands[0].value};
-      case OpKind::kSoftmax: {
-        int64_t dim = op.IntAttr("dim");
-        if (dim < 0) dim += Global(op.operand(0)).rank();
-        const AxisList& axes = s.factors[rule.operands[0].dims[dim][0]];
-        if (!axes.empty()) return One(Softmax(e, operands[0].value, dim, axes));
-        break;
-      }
-      case OpKind::kLayerNorm:
-      case OpKind::kRmsNorm: {
-        int64_t last = Global(op.operand(0)).rank() - 1;
-        const AxisList& axes = s.factors[rule.operands[0].dims[last][0]];
-        if (!axes.empty()) return One(Norm(e, op, operands, axes));
-        break;
-      }
-      case OpKind::kReduceMean: {
-        bool split = false;
-        for (int f = 0; f < rule.num_factors(); ++f) {
-          split |= rule.kinds[f] == FactorKind::kSum && !s.factors[f].empty();
-        }
-        if (split) return One(SplitMean(e, op, operands));
-        break;
-      }
-      case OpKind::kAttention: {
-        const AxisList& axes = s.factors[rule.operands[0].dims[2][0]];
-        if (!axes.empty() && op.BoolAttr("causal")) {
-          return Attention(e, op, operands, axes);
-        }
-        break;
-      }
-      default: break;
-    }
-    AttrDict attrs = op.attrs();
-    if (op.Is(OpKind::kSlice)) {
-      attrs.Set("size", Attribute::IntList(LocalTypeOf(op.result(0)->type(), choice.results[0], mesh_).dims()));
-    }
-    std::vector<Type> annotated;
-    if (op.def().Has(kResultTypeRequired) || op.Is(OpKind::kMatmul)) {
-      for (int r = 0; r < op.num_results(); ++r) {
-        annotated.push_back(LocalTypeOf(op.result(r)->type(), choice.results[r], mesh_));
-      }
-    }
-    absl::StatusOr<Operation*> local = e.Create(op.kind(), operands, attrs, annotated, op.num_results());
-    if (!local.ok()) return local.status();
-    return (*local)->results();
-  }
-
-  static absl::StatusOr<std::vector<Value*>> One(absl::StatusOr<Value*> value) {
-    if (!value.ok()) return value.status();
-    return std::vector<Value*>{*value};
-  }
-
-  static absl::StatusOr<Value*> Convert(Emitter& e, Value* x, ElementType type) {
-    if (x->type().element_type() == type) return x;
-    Type to[] = {x->type().WithElementType(type)};
-    return e.Value1(OpKind::kConvert, {x}, {}, to);
-  }
-
-  // softmax over a split dim: max and sum combined across the dim's axes.
-  absl::StatusOr<Value*> Softmax(Emitter& e, Value* x, int64_t dim, const AxisList& axes) {
-    ElementType type = x->type().element_type();
-    absl::StatusOr<Value*> xf = Convert(e, x, ComputeType(type));
-    if (!xf.ok()) return xf;
-    absl::StatusOr<Value*> local_max = e.Value1(OpKind::kReduceMax, {*xf}, KeepdimReduceAttrs(dim));
-    if (!local_max.ok()) return local_max;
-    absl::StatusOr<Value*> row_max = e.Value1(OpKind::kAllReduce, {*local_max}, ReduceOver(axes, true));
-    if (!row_max.ok()) return row_max;
-    absl::StatusOr<Value*> shifted = e.Value1(OpKind::kSub, {*xf, *row_max});
-    if (!shifted.ok()) return shifted;
-    absl::StatusOr<Value*> exps = e.Value1(OpKind::kExp, {*shifted});
-    if (!exps.ok()) return exps;
-    absl::StatusOr<Value*> local_sum = e.Value1(OpKind::kReduceSum, {*exps}, KeepdimReduceAttrs(dim));
-    if (!local_sum.ok()) return local_sum;
-    absl::StatusOr<Value*> row_sum = e.Value1(OpKind::kAllReduce, {*local_sum}, ReduceOver(axes, false));
-    if (!row_sum.ok()) return row_sum;
-    absl::StatusOr<Value*> y = e.Value1(OpKind::kDiv, {*exps, *row_sum});
-    if (!y.ok()) return y;
-    return Convert(e, *y, type);
-  }
-
-  // layernorm / rmsnorm over a split last dim: the row statistics combined across the
-  // dim's axes, two-pass for layernorm like the kernel.
-  absl::StatusOr<Value*> Norm(Emitter& e, const Operation& op, const std::vector<Operand>& operands,
-                              const AxisList& axes) {
-    Value* x = operands[0].value;
-    ElementType type = x->type().element_type();
-    ElementType ct = ComputeType(type);
-    Type scalar = Type::Scalar(ct);
-    int64_t last = x->type().rank() - 1;
-    double n = static_cast<double>(Global(op.operand(0)).dims().back());
-    bool layer = op.Is(OpKind::kLayerNorm);
-    double eps = op.NumberAttr("eps");
-    absl::StatusOr<Value*> xf = Convert(e, x, ct);
-    if (!xf.ok()) return xf;
-    absl::StatusOr<Value*> weight = Convert(e, operands[1].value, ct);
-    if (!weight.ok()) return weight;
-    // Row sum of `v` over the whole dim, divided by its global length.
-    auto row_mean = [&](Value* v) -> absl::StatusOr<Value*> {
-      absl::StatusOr<Value*> local = e.Value1(OpKind::kReduceSum, {v}, KeepdimReduceAttrs(last));
-      if (!local.ok()) return local;
-      absl::StatusOr<Value*> total = e.Value1(OpKind::kAllReduce, {*local}, ReduceOver(axes, false));
-      if (!total.ok()) return total;
-      return e.Value1(OpKind::kDiv, {*total, Operand::Literal(n, scalar)});
-    };
-    Value* centered = *xf;
-    if (layer) {
-      absl::StatusOr<Value*> mean = row_mean(*xf);
-      if (!mean.ok()) return mean;
-      absl::StatusOr<Value*> c = e.Value1(OpKind::kSub, {*xf, *mean});
-      if (!c.ok()) return c;
-      centered = *c;
-    }
-    absl::StatusOr<Value*> squares = e.Value1(OpKind::kMul, {centered, centered});
-    if (!squares.ok()) return squares;
-    absl::StatusOr<Value*> variance = row_mean(*squares);
-    if (!variance.ok()) return variance;
-    absl::StatusOr<Value*> shifted = e.Value1(OpKind::kAdd, {*variance, Operand::Literal(eps, scalar)});
-    if (!shifted.ok()) return shifted;
-    absl::StatusOr<Value*> inverse = e.Value1(OpKind::kRsqrt, {*shifted});
-    if (!inverse.ok()) return inverse;
-    absl::StatusOr<Value*> y = e.Value1(OpKind::kMul, {centered, *inverse});
-    if (!y.ok()) return y;
-    y = e.Value1(OpKind::kMul, {*y, *weight});
-    if (!y.ok()) return y;
-    if (layer) {
-      absl::StatusOr<Value*> bias = Convert(e, operands[2].value, ct);
-      if (!bias.ok()) return bias;
-      y = e.Value1(OpKind::kAdd, {*y, *bias});
-      if (!y.ok()) return y;
-    }
-    return Convert(e, *y, type);
-  }
-
-  // reduce_mean over split dims: the local sum divided by the global count, partial.
-  absl::StatusOr<Value*> SplitMean(Emitter& e, const Operation& op, const std::vector<Operand>& operands) {
-    Value* x = operands[0].value;
-    absl::StatusOr<Value*> sum = e.Value1(OpKind::kReduceSum, {x}, op.attrs());
-    if (!sum.ok()) return sum;
-    Type global = Global(op.operand(0));
-    double count = 1;
-    for (int64_t d : op.attrs().Find("dims")->int_list().value_or(std::vector<int64_t>{})) {
-      count *= static_cast<double>(global.dims()[d < 0 ? d + global.rank() : d]);
-    }
-    return e.Value1(OpKind::kDiv,
-                    {*sum, Operand::Literal(count, Type::Scalar(global.element_type()))});
-  }
-
-  // Causal attention with the query sequence split over `axes`: each device's queries
-  // sit at q_pos + rank(axes) * Sq_local.
-  absl::StatusOr<std::vector<Value*>> Attention(Emitter& e, const Operation& op,
                                                 const std::vector<Operand>& operands,
-                                                const AxisList& axes) {
-    int64_t local_queries = operands[0].value->type().dims()[2];
-    int64_t queries = Global(op.operand(0)).dims()[2];
-    int64_t keys = Global(op.operand(1)).dims()[2];
-    absl::StatusOr<Value*> rank = e.Value1(OpKind::kRank, {}, AxisAttrs(axes));
-    if (!rank.ok()) return rank.status();
-    absl::StatusOr<Value*> offset = *rank;
-    if (local_queries != 1) {
-      offset = e.Value1(OpKind::kMul, {*rank, Operand::Literal(static_cast<double>(local_queries),
-                                                                  Type::Index())});
-      if (!offset.ok()) return offset.status();
+                                                const std::vector<Type>& global_operand_types) {
+    DecompositionInput input{e, op, rule, choice, operands, global_operand_types};
+    const OpSharding* sharding = ShardingOf(op.kind());
+    if (sharding != nullptr && sharding->decompose != nullptr) {
+      COMMIR_ASSIGN_OR_RETURN(std::optional<std::vector<Value*>> decomposed,
+                              sharding->decompose(input));
+      if (decomposed.has_value()) return *std::move(decomposed);
     }
-    absl::StatusOr<Value*> q_pos = *offset;
-    const AttentionOp view(op);
-    if (view.q_pos() != nullptr) {
-      q_pos = e.Value1(OpKind::kAdd, {operands[AttentionOp::kQPos], *offset});
-    } else if (keys != queries) {
-      q_pos = e.Value1(OpKind::kAdd, {*offset, Operand::Literal(static_cast<double>(keys - queries),
-                                                                Type::Index())});
-    }
-    if (!q_pos.ok()) return q_pos.status();
-    (*q_pos)->set_name("q_pos");
-    std::vector<Operand> local = {operands[AttentionOp::kQ], operands[AttentionOp::kK],
-                                  operands[AttentionOp::kV], *q_pos};
-    if (view.k_pos() != nullptr) local.push_back(operands[AttentionOp::kKPos]);
-    absl::StatusOr<Operation*> attention =
-        e.Create(OpKind::kAttention, local, op.attrs(), {}, op.num_results());
-    if (!attention.ok()) return attention.status();
-    return (*attention)->results();
+    return EmitPerDeviceOp(input, op.attrs());
   }
 
   Function& function_;

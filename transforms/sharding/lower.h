@@ -9,7 +9,8 @@
 //  2. each operand is resharded to the layout the strategy needs (layout.h: nothing when
 //     they match, a local dynamic_slice to split further, all_gather, all_to_all,
 //     reduce_scatter or all_reduce for partial values);
-//  3. the per-device op is emitted on local types. Where the op's local form differs:
+//  3. the per-device op is emitted on local types. Where the op's local form differs
+//     (the op's decomposition in the sharding table, op_sharding.h):
 //     - matmul with a split contracting dim, reduce_sum over a split dim: the local op,
 //       whose result is `partial`;
 //     - reduce_mean over split dims: the local mean times 1/(number of blocks), partial;

@@ -77,15 +77,18 @@ struct OpRule {
   std::vector<TensorFactors> operands;
   std::vector<TensorFactors> results;
   PartialMode partial_mode = PartialMode::kNone;
-  // all_reduces that combine the statistics of a split kStats factor.
+  // all_reduces that combine the statistics of a split kStats factor: what the op's
+  // decomposition declares in the sharding table (so what is costed is what is lowered).
   int stats_all_reduces = 0;
 
   int num_factors() const { return static_cast<int>(sizes.size()); }
   int AddFactor(int64_t size, FactorKind kind);
 };
 
-// The rule of a global-function op from its operand and result types and attributes.
-// Fails for ops that have no rule (spmd-only ops, terminators).
+// The rule of a global-function op from its operand and result types and attributes,
+// built as the op's entry in the sharding table (op_sharding.h) says, with that entry's
+// stats_all_reduces. Fails for ops that have no rule (spmd-only ops, terminators).
+// Defined in op_sharding.cc.
 absl::StatusOr<OpRule> RuleFor(const Operation& op);
 
 struct Strategy {

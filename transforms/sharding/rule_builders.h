@@ -1,0 +1,34 @@
+// The factor rules of the ops of global functions (op_rules.h explains factors), one
+// builder per op shape. Which op uses which builder is recorded once, in the sharding
+// table (op_sharding.h); call RuleFor rather than these.
+#ifndef COMMIR_TRANSFORMS_SHARDING_RULE_BUILDERS_H_
+#define COMMIR_TRANSFORMS_SHARDING_RULE_BUILDERS_H_
+
+#include "commir/ir.h"
+#include "transforms/sharding/op_rules.h"
+
+namespace commir::sharding {
+
+// Every op with the kElementwise trait: one factor per result dimension, operands
+// broadcast NumPy-style, number literals without layout.
+OpRule ElementwiseRule(const Operation& op);
+OpRule MatmulRule(const Operation& op);
+// reduce_sum, reduce_max, reduce_mean: reduced dimensions are kSum (kMax for max).
+OpRule ReduceRule(const Operation& op);
+// softmax: its `dim` is a kStats factor.
+OpRule SoftmaxRule(const Operation& op);
+// layer_norm, rms_norm: the last dimension is a kStats factor.
+OpRule NormRule(const Operation& op);
+OpRule AttentionRule(const Operation& op);
+OpRule ReshapeRule(const Operation& op);
+OpRule TransposeRule(const Operation& op);
+OpRule SliceRule(const Operation& op);
+OpRule ConcatRule(const Operation& op);
+OpRule BroadcastRule(const Operation& op);
+// One result laid out like its one operand (reshard).
+OpRule IdentityRule(const Operation& op);
+OpRule FullRule(const Operation& op);
+
+}  // namespace commir::sharding
+
+#endif  // COMMIR_TRANSFORMS_SHARDING_RULE_BUILDERS_H_
