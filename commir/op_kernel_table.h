@@ -47,13 +47,15 @@ class OpKernelTable {
   // For tests of the completeness check.
   void Remove(OpKind kind) { kernels_[Index(kind)] = Kernel(); }
 
-  // Registers `unary` for every elementwise op of one operand and `binary` for every one
-  // of two that computes a scalar function (OpDef::elementwise_fn): the op definitions,
-  // not a list here, say which ops these are.
+  // Registers `unary` for every elementwise op of exactly one operand and `binary` for
+  // every one of exactly two that computes a scalar function (OpDef::elementwise_fn): the
+  // op definitions, not a list here, say which ops these are. Elementwise ops of other
+  // arities need kernels of their own (CheckComplete names them until they have one).
   void RegisterElementwise(Kernel unary, Kernel binary) {
     for (const OpDef* def : AllOpDefs()) {
       if (!def->Has(kElementwise) || def->elementwise_fn == nullptr) continue;
-      Register(def->kind, def->max_operands == 1 ? unary : binary);
+      if (def->min_operands == 1 && def->max_operands == 1) Register(def->kind, unary);
+      if (def->min_operands == 2 && def->max_operands == 2) Register(def->kind, binary);
     }
   }
 
