@@ -27,97 +27,100 @@ void TransformInPlace(std::vector<T>& values, Fn fn) {
 }
 
 template <typename T>
-void ApplyFloatUnary(UnaryOp op, std::vector<T>& values) {
+void ApplyFloatUnary(ElementwiseFn op, std::vector<T>& values) {
   switch (op) {
-    case UnaryOp::kNeg:
+    case ElementwiseFn::kNeg:
       TransformInPlace(values, [](T x) { return scalar_math::Neg(x); });
       return;
-    case UnaryOp::kAbs:
+    case ElementwiseFn::kAbs:
       TransformInPlace(values, [](T x) { return scalar_math::Abs(x); });
       return;
-    case UnaryOp::kExp:
+    case ElementwiseFn::kExp:
       TransformInPlace(values, [](T x) { return scalar_math::Exp(x); });
       return;
-    case UnaryOp::kLog:
+    case ElementwiseFn::kLog:
       TransformInPlace(values, [](T x) { return scalar_math::Log(x); });
       return;
-    case UnaryOp::kSqrt:
+    case ElementwiseFn::kSqrt:
       TransformInPlace(values, [](T x) { return scalar_math::Sqrt(x); });
       return;
-    case UnaryOp::kRsqrt:
+    case ElementwiseFn::kRsqrt:
       TransformInPlace(values, [](T x) { return scalar_math::Rsqrt(x); });
       return;
-    case UnaryOp::kTanh:
+    case ElementwiseFn::kTanh:
       TransformInPlace(values, [](T x) { return scalar_math::Tanh(x); });
       return;
-    case UnaryOp::kSigmoid:
+    case ElementwiseFn::kSigmoid:
       TransformInPlace(values, [](T x) { return scalar_math::Sigmoid(x); });
       return;
-    case UnaryOp::kRelu:
+    case ElementwiseFn::kRelu:
       TransformInPlace(values, [](T x) { return scalar_math::Relu(x); });
       return;
-    case UnaryOp::kSilu:
+    case ElementwiseFn::kSilu:
       TransformInPlace(values, [](T x) { return scalar_math::Silu(x); });
       return;
-    case UnaryOp::kGeluErf:
+    case ElementwiseFn::kGeluErf:
       TransformInPlace(values, [](T x) { return scalar_math::GeluErf(x); });
       return;
-    case UnaryOp::kGeluTanh:
+    case ElementwiseFn::kGeluTanh:
       TransformInPlace(values, [](T x) { return scalar_math::GeluTanh(x); });
       return;
+    default: return;  // two-operand functions: Unary rejects them first
   }
 }
 
-absl::Status ApplyIntegerUnary(UnaryOp op, const Tensor& x, std::vector<int64_t>& values) {
+absl::Status ApplyIntegerUnary(ElementwiseFn op, const Tensor& x, std::vector<int64_t>& values) {
   switch (op) {
-    case UnaryOp::kNeg:
+    case ElementwiseFn::kNeg:
       TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingNeg(v); });
       return absl::OkStatus();
-    case UnaryOp::kAbs:
+    case ElementwiseFn::kAbs:
       TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingAbs(v); });
       return absl::OkStatus();
-    case UnaryOp::kRelu:
+    case ElementwiseFn::kRelu:
       TransformInPlace(values, [](int64_t v) { return scalar_math::Relu(v); });
       return absl::OkStatus();
-    default: return CheckFloatType(UnaryOpName(op), x);
+    default: return CheckFloatType(ElementwiseFnName(op), x);
   }
 }
 
 // ---- Binary -----------------------------------------------------------------------------
 
 template <typename T>
-T ApplyFloatBinary(BinaryOp op, T a, T b) {
+T ApplyFloatBinary(ElementwiseFn op, T a, T b) {
   switch (op) {
-    case BinaryOp::kAdd: return scalar_math::Add(a, b);
-    case BinaryOp::kSub: return scalar_math::Sub(a, b);
-    case BinaryOp::kMul: return scalar_math::Mul(a, b);
-    case BinaryOp::kDiv: return scalar_math::Div(a, b);
-    case BinaryOp::kMax: return scalar_math::Max(a, b);
-    case BinaryOp::kMin: return scalar_math::Min(a, b);
-    case BinaryOp::kPow: return scalar_math::Pow(a, b);
+    case ElementwiseFn::kAdd: return scalar_math::Add(a, b);
+    case ElementwiseFn::kSub: return scalar_math::Sub(a, b);
+    case ElementwiseFn::kMul: return scalar_math::Mul(a, b);
+    case ElementwiseFn::kDiv: return scalar_math::Div(a, b);
+    case ElementwiseFn::kMax: return scalar_math::Max(a, b);
+    case ElementwiseFn::kMin: return scalar_math::Min(a, b);
+    case ElementwiseFn::kPow: return scalar_math::Pow(a, b);
+    default: break;  // one-operand functions: Binary rejects them first
   }
   return T{0};
 }
 
-absl::StatusOr<int64_t> ApplyIntegerBinary(BinaryOp op, int64_t a, int64_t b) {
+absl::StatusOr<int64_t> ApplyIntegerBinary(ElementwiseFn op, int64_t a, int64_t b) {
   switch (op) {
-    case BinaryOp::kAdd: return scalar_math::WrappingAdd(a, b);
-    case BinaryOp::kSub: return scalar_math::WrappingSub(a, b);
-    case BinaryOp::kMul: return scalar_math::WrappingMul(a, b);
-    case BinaryOp::kDiv:
+    case ElementwiseFn::kAdd: return scalar_math::WrappingAdd(a, b);
+    case ElementwiseFn::kSub: return scalar_math::WrappingSub(a, b);
+    case ElementwiseFn::kMul: return scalar_math::WrappingMul(a, b);
+    case ElementwiseFn::kDiv:
       if (b == 0) {
         return absl::InvalidArgumentError(
             absl::StrFormat("div: integer division by zero (%d / 0)", a));
       }
       return scalar_math::WrappingFloorDiv(a, b);
-    case BinaryOp::kMax: return scalar_math::Max(a, b);
-    case BinaryOp::kMin: return scalar_math::Min(a, b);
-    case BinaryOp::kPow:
+    case ElementwiseFn::kMax: return scalar_math::Max(a, b);
+    case ElementwiseFn::kMin: return scalar_math::Min(a, b);
+    case ElementwiseFn::kPow:
       if (b < 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "pow: integer %d raised to the negative power %d is not an integer", a, b));
       }
       return scalar_math::WrappingPow(a, b);
+    default: break;  // one-operand functions: Binary rejects them first
   }
   return 0;
 }
@@ -130,40 +133,18 @@ std::vector<T> LoadBroadcast(const Tensor& x, const std::vector<int64_t>& shape)
   return LoadAs<T>(*Broadcast(x, shape));
 }
 
+// An error for a function of the wrong arity: the kernel tables never pass one, but the
+// kernels are a public API.
+absl::Status CheckArity(ElementwiseFn fn, int arity) {
+  if (ElementwiseFnArity(fn) == arity) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "'%s' takes %d operand(s), not %d", ElementwiseFnName(fn), ElementwiseFnArity(fn), arity));
+}
+
 }  // namespace
 
-std::string_view UnaryOpName(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::kNeg: return "neg";
-    case UnaryOp::kAbs: return "abs";
-    case UnaryOp::kExp: return "exp";
-    case UnaryOp::kLog: return "log";
-    case UnaryOp::kSqrt: return "sqrt";
-    case UnaryOp::kRsqrt: return "rsqrt";
-    case UnaryOp::kTanh: return "tanh";
-    case UnaryOp::kSigmoid: return "sigmoid";
-    case UnaryOp::kRelu: return "relu";
-    case UnaryOp::kSilu: return "silu";
-    case UnaryOp::kGeluErf:
-    case UnaryOp::kGeluTanh: return "gelu";
-  }
-  return "?";
-}
-
-std::string_view BinaryOpName(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::kAdd: return "add";
-    case BinaryOp::kSub: return "sub";
-    case BinaryOp::kMul: return "mul";
-    case BinaryOp::kDiv: return "div";
-    case BinaryOp::kMax: return "max";
-    case BinaryOp::kMin: return "min";
-    case BinaryOp::kPow: return "pow";
-  }
-  return "?";
-}
-
-absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x) {
+absl::StatusOr<Tensor> Unary(ElementwiseFn op, const Tensor& x) {
+  if (absl::Status status = CheckArity(op, 1); !status.ok()) return status;
   if (IsIntegerType(x.element_type())) {
     std::vector<int64_t> values = x.ToInt64();
     if (absl::Status status = ApplyIntegerUnary(op, x, values); !status.ok()) return status;
@@ -177,8 +158,9 @@ absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x) {
   });
 }
 
-absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  const std::string_view name = BinaryOpName(op);
+absl::StatusOr<Tensor> Binary(ElementwiseFn op, const Tensor& a, const Tensor& b) {
+  if (absl::Status status = CheckArity(op, 2); !status.ok()) return status;
+  const std::string_view name = ElementwiseFnName(op);
   if (absl::Status status = CheckSameElementType(name, a, b); !status.ok()) return status;
   absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(name, a.shape(), b.shape());
   if (!shape.ok()) return shape.status();

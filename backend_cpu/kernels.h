@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
+#include "commir/elementwise_fn.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -27,34 +28,17 @@ using runtime::Tensor;
 // ---------------------------------------------------------------------------------------
 // Elementwise (elementwise.cc)
 
-enum class UnaryOp {
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kTanh,
-  kSigmoid,
-  kRelu,
-  kSilu,
-  kGeluErf,   // 0.5 x (1 + erf(x / sqrt 2))
-  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-};
-// The op's CommIR spelling ("neg", ..., "gelu" for both gelu forms).
-std::string_view UnaryOpName(UnaryOp op);
+// `fn` is a one-operand function for Unary and a two-operand one for Binary (anything else
+// is an InvalidArgument error). Messages name the function by ElementwiseFnName.
 
 // neg, abs and relu accept integer tensors too; the others need a float tensor.
-absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x);
-
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
-std::string_view BinaryOpName(BinaryOp op);
+absl::StatusOr<Tensor> Unary(ElementwiseFn fn, const Tensor& x);
 
 // NumPy broadcasting (either operand may be 0-d); both operands need the same element
 // type, which the result has. Floats follow IEEE (x / 0 is +-inf or NaN; max and min
 // propagate NaN). Integers: div rounds toward negative infinity (floor), and division by
 // zero or pow with a negative exponent is an error.
-absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Binary(ElementwiseFn fn, const Tensor& a, const Tensor& b);
 
 // Element type change. Float targets round to nearest even (overflow gives +-inf).
 // Float -> integer rounds to the nearest integer, ties to even, saturating at the target's

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/attribute.h"
+#include "commir/elementwise_fn.h"
 #include "commir/type.h"
 
 namespace commir {
@@ -100,6 +101,11 @@ struct OpDef {
   // annotation it validates and returns that annotation.
   absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature& sig) = nullptr;
   OpCost (*cost)(const OpSignature& sig, absl::Span<const Type> results) = nullptr;
+  // The scalar function an elementwise op computes, from its attributes (gelu's
+  // `approximate` picks the erf or the tanh form); the backends register and run their
+  // elementwise kernels by it. Null for ops that compute none (convert, full, the
+  // index-only rem and every op that is not elementwise).
+  ElementwiseFn (*elementwise_fn)(const AttrDict& attrs) = nullptr;
 
   bool Has(OpTrait trait) const { return (traits & trait) != 0; }
   const AttrSpec* FindAttr(absl::string_view name) const;

@@ -148,52 +148,83 @@ OpCost FullCost(const OpSignature&, absl::Span<const Type> results) {
   return {0, ByteSize(results[0]), 0};
 }
 
+// OpDef::elementwise_fn of an op that always computes `kFn`.
+template <ElementwiseFn kFn>
+ElementwiseFn Computes(const AttrDict&) {
+  return kFn;
+}
+
+ElementwiseFn GeluFn(const AttrDict& attrs) {
+  return GetOpDef(OpKind::kGelu).EnumAttr(attrs, "approximate") == "tanh"
+             ? ElementwiseFn::kGeluTanh
+             : ElementwiseFn::kGeluErf;
+}
+
+using ElementwiseFnHook = ElementwiseFn (*)(const AttrDict&);
+
 OpDef Unary(OpKind kind, absl::string_view name, absl::string_view summary,
             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
-            std::vector<AttrSpec> attrs = {}) {
-  return OpDef{kind, name, summary, 1, 1, 1, 1, std::move(attrs), kElementwise, infer, UnaryCost};
+            ElementwiseFnHook fn, std::vector<AttrSpec> attrs = {}) {
+  return OpDef{kind, name, summary, 1, 1, 1, 1, std::move(attrs), kElementwise, infer, UnaryCost,
+               fn};
 }
 
 OpDef Binary(OpKind kind, absl::string_view name, absl::string_view summary,
-             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&), uint32_t extra = 0) {
+             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
+             ElementwiseFnHook fn, uint32_t extra = 0) {
   return OpDef{kind, name, summary, 2, 2, 1, 1, {},
-               kElementwise | kAllowsLiteral | kIndexOperands | extra, infer, UnaryCost};
+               kElementwise | kAllowsLiteral | kIndexOperands | extra, infer, UnaryCost, fn};
 }
 
 }  // namespace
 
 void AppendElementwiseOps(std::vector<OpDef>& ops) {
-  ops.push_back(Unary(OpKind::kNeg, "neg", "-x", InferUnary<OpKind::kNeg>));
-  ops.push_back(Unary(OpKind::kAbs, "abs", "|x|", InferUnary<OpKind::kAbs>));
-  ops.push_back(Unary(OpKind::kExp, "exp", "e^x", InferUnary<OpKind::kExp>));
-  ops.push_back(Unary(OpKind::kLog, "log", "natural logarithm", InferUnary<OpKind::kLog>));
-  ops.push_back(Unary(OpKind::kSqrt, "sqrt", "square root", InferUnary<OpKind::kSqrt>));
-  ops.push_back(Unary(OpKind::kRsqrt, "rsqrt", "1/sqrt(x)", InferUnary<OpKind::kRsqrt>));
-  ops.push_back(Unary(OpKind::kTanh, "tanh", "hyperbolic tangent", InferUnary<OpKind::kTanh>));
-  ops.push_back(Unary(OpKind::kSigmoid, "sigmoid", "1/(1+e^-x)", InferUnary<OpKind::kSigmoid>));
-  ops.push_back(Unary(OpKind::kRelu, "relu", "max(x, 0)", InferUnary<OpKind::kRelu>));
-  ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>));
+  ops.push_back(Unary(OpKind::kNeg, "neg", "-x", InferUnary<OpKind::kNeg>,
+                      Computes<ElementwiseFn::kNeg>));
+  ops.push_back(Unary(OpKind::kAbs, "abs", "|x|", InferUnary<OpKind::kAbs>,
+                      Computes<ElementwiseFn::kAbs>));
+  ops.push_back(Unary(OpKind::kExp, "exp", "e^x", InferUnary<OpKind::kExp>,
+                      Computes<ElementwiseFn::kExp>));
+  ops.push_back(Unary(OpKind::kLog, "log", "natural logarithm", InferUnary<OpKind::kLog>,
+                      Computes<ElementwiseFn::kLog>));
+  ops.push_back(Unary(OpKind::kSqrt, "sqrt", "square root", InferUnary<OpKind::kSqrt>,
+                      Computes<ElementwiseFn::kSqrt>));
+  ops.push_back(Unary(OpKind::kRsqrt, "rsqrt", "1/sqrt(x)", InferUnary<OpKind::kRsqrt>,
+                      Computes<ElementwiseFn::kRsqrt>));
+  ops.push_back(Unary(OpKind::kTanh, "tanh", "hyperbolic tangent", InferUnary<OpKind::kTanh>,
+                      Computes<ElementwiseFn::kTanh>));
+  ops.push_back(Unary(OpKind::kSigmoid, "sigmoid", "1/(1+e^-x)", InferUnary<OpKind::kSigmoid>,
+                      Computes<ElementwiseFn::kSigmoid>));
+  ops.push_back(Unary(OpKind::kRelu, "relu", "max(x, 0)", InferUnary<OpKind::kRelu>,
+                      Computes<ElementwiseFn::kRelu>));
+  ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>,
+                      Computes<ElementwiseFn::kSilu>));
   ops.push_back(Unary(OpKind::kGelu, "gelu", "GELU, erf form or tanh approximation",
-                      InferUnary<OpKind::kGelu>,
+                      InferUnary<OpKind::kGelu>, GeluFn,
                       {{"approximate", AttrKind::kEnum, false, {"none", "tanh"},
                         Attribute::Ident("none")}}));
   OpDef convert = Unary(OpKind::kConvert, "convert",
-                        "element type change, round to nearest even", InferConvert);
+                        "element type change, round to nearest even", InferConvert,
+                        /*fn=*/nullptr);
   convert.traits |= kResultTypeRequired;
   ops.push_back(std::move(convert));
 
-  ops.push_back(Binary(OpKind::kAdd, "add", "a + b", InferBinary<OpKind::kAdd>, kCommutative));
-  ops.push_back(Binary(OpKind::kSub, "sub", "a - b", InferBinary<OpKind::kSub>));
-  ops.push_back(Binary(OpKind::kMul, "mul", "a * b", InferBinary<OpKind::kMul>, kCommutative));
+  ops.push_back(Binary(OpKind::kAdd, "add", "a + b", InferBinary<OpKind::kAdd>,
+                       Computes<ElementwiseFn::kAdd>, kCommutative));
+  ops.push_back(Binary(OpKind::kSub, "sub", "a - b", InferBinary<OpKind::kSub>,
+                       Computes<ElementwiseFn::kSub>));
+  ops.push_back(Binary(OpKind::kMul, "mul", "a * b", InferBinary<OpKind::kMul>,
+                       Computes<ElementwiseFn::kMul>, kCommutative));
   ops.push_back(Binary(OpKind::kDiv, "div", "a / b (floor division on index)",
-                       InferBinary<OpKind::kDiv>));
+                       InferBinary<OpKind::kDiv>, Computes<ElementwiseFn::kDiv>));
   ops.push_back(Binary(OpKind::kMax, "max", "elementwise maximum", InferBinary<OpKind::kMax>,
-                       kCommutative));
+                       Computes<ElementwiseFn::kMax>, kCommutative));
   ops.push_back(Binary(OpKind::kMin, "min", "elementwise minimum", InferBinary<OpKind::kMin>,
-                       kCommutative));
-  ops.push_back(Binary(OpKind::kPow, "pow", "a ^ b", InferBinary<OpKind::kPow>));
+                       Computes<ElementwiseFn::kMin>, kCommutative));
+  ops.push_back(Binary(OpKind::kPow, "pow", "a ^ b", InferBinary<OpKind::kPow>,
+                       Computes<ElementwiseFn::kPow>));
   ops.push_back(Binary(OpKind::kRem, "rem", "index remainder, floor semantics",
-                       InferBinary<OpKind::kRem>, kSpmdOnly));
+                       InferBinary<OpKind::kRem>, /*fn=*/nullptr, kSpmdOnly));
 
   ops.push_back(OpDef{OpKind::kFull, "full", "constant tensor or index constant", 0, 0, 1, 1,
                       {{"value", AttrKind::kNumber, true}}, kResultTypeRequired, InferFull,
