@@ -18,7 +18,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backend_cpu/cpu_backend.h"
-#include "backend_cpu/host_layout.h"
 #if COMMIR_HAS_CUDA
 #include "backend_cuda/plugin_api.h"
 #include "tools/cuda_plugin_loader.h"
@@ -26,6 +25,7 @@
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
+#include "runtime/host_layout.h"
 #include "runtime/interpreter.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/npy.h"
@@ -216,7 +216,7 @@ std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
   for (int64_t d : interpreter.local_devices()) {
     for (size_t i = 0; i < global_inputs.size(); ++i) {
       absl::StatusOr<Tensor> part =
-          cpu::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
+          runtime::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
       if (!part.ok()) return Failure{kExitInvalidInput, absl::StrCat("error: ", part.status().message())};
       local_inputs[d].push_back(*std::move(part));
     }
@@ -252,7 +252,7 @@ std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
     } else {
       for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
     }
-    absl::StatusOr<Tensor> global = cpu::AssembleGlobal(parts, function.result_types()[r], mesh);
+    absl::StatusOr<Tensor> global = runtime::AssembleGlobal(parts, function.result_types()[r], mesh);
     if (!global.ok()) {
       return Failure{kExitInvalidInput,
                      absl::StrFormat("%s: error: result %d of @%s: %s", loaded.path, r,
