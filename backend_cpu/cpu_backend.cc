@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/collectives.h"
 #include "backend_cpu/kernels.h"
+#include "commir/attention_op.h"
 
 namespace commir::cpu {
 namespace {
@@ -54,7 +55,7 @@ ReduceOp ToReduce(absl::string_view name) {
 }
 
 std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
-  return op.attrs().Find(key)->int_list().value_or(std::vector<int64_t>{});
+  return op.RequiredIntListAttr(key);
 }
 
 }  // namespace
@@ -79,7 +80,6 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
                                                       absl::Span<const Tensor* const> t,
                                                       absl::Span<const int64_t> indices) {
-  const AttrDict& attrs = op.attrs();
   Type result_type = op.num_results() > 0 ? op.result(0)->type() : Type();
   switch (op.kind()) {
     case OpKind::kNeg:
@@ -106,7 +106,7 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
       return One(Binary(ToBinary(op.kind()), *t[0], *t[1]));
     case OpKind::kFull:
       return One(Full(result_type.element_type(), result_type.dims(),
-                      attrs.GetNumber("value", 0)));
+                      op.RequiredNumberAttr("value")));
     case OpKind::kMatmul:
       return One(MatMul(*t[0], *t[1], op.BoolAttr("transpose_a"), op.BoolAttr("transpose_b"),
                         result_type.element_type()));
@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
     case OpKind::kAttention: {
       AttentionOptions options;
       options.causal = op.BoolAttr("causal");
-      if (const Attribute* scale = attrs.Find("scale")) options.scale = scale->number_value();
+      options.scale = AttentionOp(op).scale(t[0]->dim(3));
       if (!indices.empty()) options.q_pos = indices[0];
       if (indices.size() > 1) options.k_pos = indices[1];
       absl::StatusOr<AttentionResult> result = Attention(*t[0], *t[1], *t[2], options);
@@ -144,16 +144,16 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
     case OpKind::kSlice:
       return One(Slice(*t[0], IntList(op, "start"), IntList(op, "size")));
     case OpKind::kConcat:
-      return One(Concat(t, attrs.GetInt("dim", 0)));
+      return One(Concat(t, op.RequiredIntAttr("dim")));
     case OpKind::kBroadcast:
       return One(Broadcast(*t[0], result_type.dims()));
     case OpKind::kReshard:
       // On one device a reshard is the identity: layouts only say where parts live.
       return One(Tensor(*t[0]));
     case OpKind::kDynamicSlice:
-      return One(DynamicSlice(*t[0], attrs.GetInt("dim", 0), indices[0], attrs.GetInt("size", 0)));
+      return One(DynamicSlice(*t[0], op.RequiredIntAttr("dim"), indices[0], op.RequiredIntAttr("size")));
     case OpKind::kDynamicUpdateSlice:
-      return One(DynamicUpdateSlice(*t[0], *t[1], attrs.GetInt("dim", 0), indices[0]));
+      return One(DynamicUpdateSlice(*t[0], *t[1], op.RequiredIntAttr("dim"), indices[0]));
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("the cpu backend does not run '", op.name(), "' as a tensor op"));
@@ -162,10 +162,9 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(const Operation& op,
                                                               absl::Span<const Tensor* const> parts) {
-  const AttrDict& attrs = op.attrs();
   switch (op.kind()) {
     case OpKind::kAllGather: {
-      absl::StatusOr<Tensor> gathered = AllGather(parts, attrs.GetInt("dim", 0));
+      absl::StatusOr<Tensor> gathered = AllGather(parts, op.RequiredIntAttr("dim"));
       if (!gathered.ok()) return gathered.status();
       return std::vector<Tensor>(parts.size(), *gathered);
     }
@@ -175,9 +174,9 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(const Operation& o
       return std::vector<Tensor>(parts.size(), *reduced);
     }
     case OpKind::kReduceScatter:
-      return ReduceScatter(parts, attrs.GetInt("dim", 0), ToReduce(op.EnumAttr("reduce")));
+      return ReduceScatter(parts, op.RequiredIntAttr("dim"), ToReduce(op.EnumAttr("reduce")));
     case OpKind::kAllToAll:
-      return AllToAll(parts, attrs.GetInt("split_dim", 0), attrs.GetInt("concat_dim", 0));
+      return AllToAll(parts, op.RequiredIntAttr("split_dim"), op.RequiredIntAttr("concat_dim"));
     case OpKind::kShift:
       return Shift(parts, op.IntAttr("offset"));
     default:

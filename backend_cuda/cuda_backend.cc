@@ -17,6 +17,7 @@
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/kernels/layout.h"
 #include "backend_cuda/kernels/reduce.h"
+#include "commir/attention_op.h"
 #include "commir/check.h"
 
 namespace commir::cuda {
@@ -46,9 +47,7 @@ absl::Status Launch(cudaError_t error, const Operation& op) {
 }
 
 std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
-  const Attribute* attr = op.attrs().Find(key);
-  if (attr == nullptr) return {};
-  return attr->int_list().value_or(std::vector<int64_t>{});
+  return op.RequiredIntListAttr(key);
 }
 
 int64_t NormalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
@@ -397,7 +396,6 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
     const Operation& op, int64_t device, cudaStream_t stream, absl::Span<const Tensor* const> t,
     absl::Span<const int64_t> indices) {
-  const AttrDict& attrs = op.attrs();
   const Type result_type = op.num_results() > 0 ? op.result(0)->type() : Type();
   auto one = [](absl::StatusOr<Tensor> result) -> absl::StatusOr<std::vector<Tensor>> {
     if (!result.ok()) return result.status();
@@ -478,7 +476,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
       absl::StatusOr<Tensor> y = output(result_type.element_type(), result_type.dims());
       if (!y.ok()) return y.status();
       if (absl::Status s = Launch(k::LaunchFill(KD(y->element_type()), out_ptr(*y),
-                                                y->num_elements(), attrs.GetNumber("value", 0),
+                                                y->num_elements(), op.RequiredNumberAttr("value"),
                                                 stream),
                                   op);
           !s.ok()) {
@@ -556,10 +554,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
             args.kv_heads));
       }
       args.causal = op.BoolAttr("causal");
-      const Attribute* scale = attrs.Find("scale");
-      args.scale = scale != nullptr ? scale->number_value()
-                   : args.d > 0     ? 1.0 / std::sqrt(static_cast<double>(args.d))
-                                    : 1.0;
+      args.scale = AttentionOp(op).scale(args.d);
       args.q_pos = !indices.empty() ? indices[0] : args.skv - args.sq;
       args.k_pos = indices.size() > 1 ? indices[1] : 0;
       args.q = in[0];
@@ -632,7 +627,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
       std::vector<std::span<const int64_t>> shapes;
       for (const Tensor* part : t) shapes.emplace_back(part->shape().data(), part->shape().size());
       if (absl::Status s = Launch(k::LaunchConcat(KD(y->element_type()), in, shapes,
-                                                  NormalizeDim(attrs.GetInt("dim", 0), y->rank()),
+                                                  NormalizeDim(op.RequiredIntAttr("dim"), y->rank()),
                                                   out_ptr(*y), stream),
                                   op);
           !s.ok()) {
@@ -653,8 +648,8 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
       return one(std::move(y));
     }
     case OpKind::kDynamicSlice: {
-      const int64_t dim = NormalizeDim(attrs.GetInt("dim", 0), t[0]->rank());
-      const int64_t size = attrs.GetInt("size", 0);
+      const int64_t dim = NormalizeDim(op.RequiredIntAttr("dim"), t[0]->rank());
+      const int64_t size = op.RequiredIntAttr("size");
       const int64_t offset = indices[0];
       if (dim < 0 || dim >= t[0]->rank() || offset < 0 || size < 0 ||
           offset > t[0]->dim(dim) - size) {
@@ -678,7 +673,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
     case OpKind::kDynamicUpdateSlice: {
       const Tensor& x = *t[0];
       const Tensor& update = *t[1];
-      const int64_t dim = NormalizeDim(attrs.GetInt("dim", 0), x.rank());
+      const int64_t dim = NormalizeDim(op.RequiredIntAttr("dim"), x.rank());
       const int64_t offset = indices[0];
       if (dim < 0 || dim >= x.rank() || update.rank() != x.rank() || offset < 0 ||
           offset > x.dim(dim) - update.dim(dim)) {
@@ -798,7 +793,6 @@ absl::StatusOr<Tensor> CudaBackend::MatMul(const Operation& op, int64_t device,
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
     const Operation& op, const runtime::CollectiveContext& context,
     absl::Span<const Tensor* const> parts) {
-  const AttrDict& attrs = op.attrs();
   const int64_t n = static_cast<int64_t>(context.group.size());
   const size_t members = parts.size();
   if (members == 0 || members != context.local.size() || members != context.streams.size()) {
@@ -827,7 +821,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
   std::vector<int64_t> result_shape;  // as the op returns it
   switch (op.kind()) {
     case OpKind::kAllGather: {
-      const int64_t d = NormalizeDim(attrs.GetInt("dim", 0), rank);
+      const int64_t d = NormalizeDim(op.RequiredIntAttr("dim"), rank);
       if (d < 0 || d >= rank) return absl::InvalidArgumentError("all_gather: dim out of range");
       recv_shape = shape;
       recv_shape.insert(recv_shape.begin(), n);
@@ -837,11 +831,11 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       break;
     }
     case OpKind::kReduceScatter: {
-      const int64_t d = NormalizeDim(attrs.GetInt("dim", 0), rank);
+      const int64_t d = NormalizeDim(op.RequiredIntAttr("dim"), rank);
       if (d < 0 || d >= rank || shape[d] % n != 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "reduce_scatter: dimension %d of %s does not split into %d blocks",
-            attrs.GetInt("dim", 0), first.DebugTypeString(), n));
+            op.RequiredIntAttr("dim"), first.DebugTypeString(), n));
       }
       if (prefix(shape, d) != 1) pre_dim = d;
       recv_shape = shape;
@@ -850,8 +844,8 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       break;
     }
     case OpKind::kAllToAll: {
-      const int64_t sd = NormalizeDim(attrs.GetInt("split_dim", 0), rank);
-      const int64_t cd = NormalizeDim(attrs.GetInt("concat_dim", 0), rank);
+      const int64_t sd = NormalizeDim(op.RequiredIntAttr("split_dim"), rank);
+      const int64_t cd = NormalizeDim(op.RequiredIntAttr("concat_dim"), rank);
       if (sd < 0 || sd >= rank || cd < 0 || cd >= rank || shape[sd] % n != 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "all_to_all: split_dim of %s does not split into %d blocks (or a dim is out of "
