@@ -9,14 +9,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
 #include "commir/scalar_math.h"
+#include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::DispatchFloatCompute;
+using runtime::LoadAs;
+using runtime::StoreAs;
+
 namespace {
 
 // ---- Unary ------------------------------------------------------------------------------
@@ -190,16 +195,6 @@ Tensor Convert(const Tensor& x, ElementType type) {
   // the only rounding is the one into `type`.
   if (IsIntegerType(x.element_type())) return Tensor::FromInt64(type, x.shape(), x.ToInt64());
   return Tensor::FromDouble(type, x.shape(), x.ToDouble());
-}
-
-Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value) {
-  Tensor result(type, std::vector<int64_t>(shape.begin(), shape.end()));
-  if (result.num_elements() == 0) return result;
-  result.SetFromDouble(0, value);
-  const int width = ElementTypeByteWidth(type);
-  auto* bytes = static_cast<std::byte*>(result.raw_data());
-  for (int64_t i = 1; i < result.num_elements(); ++i) std::memcpy(bytes + i * width, bytes, width);
-  return result;
 }
 
 }  // namespace commir::cpu

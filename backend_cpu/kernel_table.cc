@@ -5,6 +5,7 @@
 
 #include "backend_cpu/collectives.h"
 #include "backend_cpu/kernels.h"
+#include "commir/attention_op.h"
 
 namespace commir::cpu {
 namespace {
@@ -24,7 +25,7 @@ Tensors One(absl::StatusOr<Tensor> result) {
 Type ResultType(const Operation& op) { return op.result(0)->type(); }
 
 std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
-  return op.attrs().Find(key)->int_list().value_or(std::vector<int64_t>{});
+  return op.RequiredIntListAttr(key);
 }
 
 // ---- Elementwise, convert, full -------------------------------------------------------
@@ -43,7 +44,7 @@ Tensors RunConvert(const Operation& op, Operands t, Indices) {
 
 Tensors RunFull(const Operation& op, Operands, Indices) {
   const Type& type = ResultType(op);
-  return One(Full(type.element_type(), type.dims(), op.attrs().GetNumber("value", 0)));
+  return One(Full(type.element_type(), type.dims(), op.RequiredNumberAttr("value")));
 }
 
 // ---- Linear algebra, reductions, normalisations, attention ----------------------------
@@ -73,7 +74,7 @@ Tensors RunRmsNorm(const Operation& op, Operands t, Indices) {
 Tensors RunAttention(const Operation& op, Operands t, Indices indices) {
   AttentionOptions options;
   options.causal = op.BoolAttr("causal");
-  if (const Attribute* scale = op.attrs().Find("scale")) options.scale = scale->number_value();
+  options.scale = AttentionOp(op).scale(t[0]->dim(3));
   if (!indices.empty()) options.q_pos = indices[0];
   if (indices.size() > 1) options.k_pos = indices[1];
   absl::StatusOr<AttentionResult> result = Attention(*t[0], *t[1], *t[2], options);
@@ -99,7 +100,7 @@ Tensors RunSlice(const Operation& op, Operands t, Indices) {
 }
 
 Tensors RunConcat(const Operation& op, Operands t, Indices) {
-  return One(Concat(t, op.attrs().GetInt("dim", 0)));
+  return One(Concat(t, op.RequiredIntAttr("dim")));
 }
 
 Tensors RunBroadcast(const Operation& op, Operands t, Indices) {
@@ -110,12 +111,12 @@ Tensors RunBroadcast(const Operation& op, Operands t, Indices) {
 Tensors RunReshard(const Operation&, Operands t, Indices) { return One(Tensor(*t[0])); }
 
 Tensors RunDynamicSlice(const Operation& op, Operands t, Indices indices) {
-  return One(DynamicSlice(*t[0], op.attrs().GetInt("dim", 0), indices[0],
-                          op.attrs().GetInt("size", 0)));
+  return One(DynamicSlice(*t[0], op.RequiredIntAttr("dim"), indices[0],
+                          op.RequiredIntAttr("size")));
 }
 
 Tensors RunDynamicUpdateSlice(const Operation& op, Operands t, Indices indices) {
-  return One(DynamicUpdateSlice(*t[0], *t[1], op.attrs().GetInt("dim", 0), indices[0]));
+  return One(DynamicUpdateSlice(*t[0], *t[1], op.RequiredIntAttr("dim"), indices[0]));
 }
 
 // ---- Collectives -------------------------------------------------------------------------
@@ -133,7 +134,7 @@ Tensors ToEveryMember(absl::StatusOr<Tensor> result, size_t members) {
 }
 
 Tensors RunAllGather(const Operation& op, Operands parts) {
-  return ToEveryMember(AllGather(parts, op.attrs().GetInt("dim", 0)), parts.size());
+  return ToEveryMember(AllGather(parts, op.RequiredIntAttr("dim")), parts.size());
 }
 
 Tensors RunAllReduce(const Operation& op, Operands parts) {
@@ -141,11 +142,11 @@ Tensors RunAllReduce(const Operation& op, Operands parts) {
 }
 
 Tensors RunReduceScatter(const Operation& op, Operands parts) {
-  return ReduceScatter(parts, op.attrs().GetInt("dim", 0), ToReduce(op.EnumAttr("reduce")));
+  return ReduceScatter(parts, op.RequiredIntAttr("dim"), ToReduce(op.EnumAttr("reduce")));
 }
 
 Tensors RunAllToAll(const Operation& op, Operands parts) {
-  return AllToAll(parts, op.attrs().GetInt("split_dim", 0), op.attrs().GetInt("concat_dim", 0));
+  return AllToAll(parts, op.RequiredIntAttr("split_dim"), op.RequiredIntAttr("concat_dim"));
 }
 
 Tensors RunShift(const Operation& op, Operands parts) { return Shift(parts, op.IntAttr("offset")); }

@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "commir/element_type.h"
 #include "commir/elementwise_fn.h"
+#include "runtime/host_ops.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -46,8 +47,9 @@ absl::StatusOr<Tensor> Binary(ElementwiseFn fn, const Tensor& a, const Tensor& b
 // NumPy). Anything -> i1 is `value != 0`.
 Tensor Convert(const Tensor& x, ElementType type);
 
-// A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`.
-Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value);
+// A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`
+// (runtime/host_ops.h: the runtime builds host tensors with it too).
+using runtime::Full;
 
 // ---------------------------------------------------------------------------------------
 // Matrix multiplication (matmul.cc)
@@ -128,13 +130,11 @@ absl::StatusOr<Tensor> Reshape(const Tensor& x, absl::Span<const int64_t> new_sh
 // negative).
 absl::StatusOr<Tensor> Transpose(const Tensor& x, absl::Span<const int64_t> perm);
 
-// The box [start, start + size) in every dimension; it must lie inside x.
-absl::StatusOr<Tensor> Slice(const Tensor& x, absl::Span<const int64_t> start,
-                             absl::Span<const int64_t> size);
-
-// Concatenation along `dim` of one or more tensors of one element type and rank that agree
-// on every other dimension.
-absl::StatusOr<Tensor> Concat(absl::Span<const Tensor* const> parts, int64_t dim);
+// Slice (the box [start, start + size) in every dimension; it must lie inside x) and
+// Concat (along `dim`, of tensors of one element type and rank that agree on every other
+// dimension) are shared with the runtime's host layout code: runtime/host_ops.h.
+using runtime::Concat;
+using runtime::Slice;
 
 // NumPy broadcasting of x to `shape`.
 absl::StatusOr<Tensor> Broadcast(const Tensor& x, absl::Span<const int64_t> shape);

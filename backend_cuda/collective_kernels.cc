@@ -28,7 +28,7 @@ comm::ReduceKind ToReduceKind(absl::string_view name) {
 
 Geometry PlanAllGather(const Operation& op, Shape shape, absl::string_view, int64_t n) {
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const int64_t d = NormalizeDim(op.attrs().GetInt("dim", 0), rank);
+  const int64_t d = NormalizeDim(op.RequiredIntAttr("dim"), rank);
   if (d < 0 || d >= rank) return absl::InvalidArgumentError("all_gather: dim out of range");
   CollectiveGeometry g;
   g.recv_shape.assign(shape.begin(), shape.end());
@@ -42,11 +42,11 @@ Geometry PlanAllGather(const Operation& op, Shape shape, absl::string_view, int6
 Geometry PlanReduceScatter(const Operation& op, Shape shape, absl::string_view part_type,
                            int64_t n) {
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const int64_t d = NormalizeDim(op.attrs().GetInt("dim", 0), rank);
+  const int64_t d = NormalizeDim(op.RequiredIntAttr("dim"), rank);
   if (d < 0 || d >= rank || shape[d] % n != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("reduce_scatter: dimension %d of %s does not split into %d blocks",
-                        op.attrs().GetInt("dim", 0), part_type, n));
+                        op.RequiredIntAttr("dim"), part_type, n));
   }
   CollectiveGeometry g;
   if (Prefix(shape, d) != 1) g.pre_dim = d;
@@ -58,8 +58,8 @@ Geometry PlanReduceScatter(const Operation& op, Shape shape, absl::string_view p
 
 Geometry PlanAllToAll(const Operation& op, Shape shape, absl::string_view part_type, int64_t n) {
   const int64_t rank = static_cast<int64_t>(shape.size());
-  const int64_t sd = NormalizeDim(op.attrs().GetInt("split_dim", 0), rank);
-  const int64_t cd = NormalizeDim(op.attrs().GetInt("concat_dim", 0), rank);
+  const int64_t sd = NormalizeDim(op.RequiredIntAttr("split_dim"), rank);
+  const int64_t cd = NormalizeDim(op.RequiredIntAttr("concat_dim"), rank);
   if (sd < 0 || sd >= rank || cd < 0 || cd >= rank || shape[sd] % n != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "all_to_all: split_dim of %s does not split into %d blocks (or a dim is out of "

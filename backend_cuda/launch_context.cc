@@ -21,12 +21,6 @@ static_assert(static_cast<int>(k::KDType::kF64) == static_cast<int>(ElementType:
 
 k::KDType KD(ElementType type) { return static_cast<k::KDType>(static_cast<uint8_t>(type)); }
 
-std::vector<int64_t> IntListAttr(const Operation& op, absl::string_view key) {
-  const Attribute* attr = op.attrs().Find(key);
-  if (attr == nullptr) return {};
-  return attr->int_list().value_or(std::vector<int64_t>{});
-}
-
 absl::Status KernelLaunchStatus(cudaError_t error, const Operation& op) {
   if (error == cudaErrorInvalidValue) {
     return absl::UnimplementedError(absl::StrFormat(

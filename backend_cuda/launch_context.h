@@ -60,8 +60,6 @@ using TensorLauncherTable = OpKernelTable<TensorLauncher>;
 // KDType mirrors ElementType enumerator for enumerator (kernels/dtype.h).
 cuda_kernels::KDType KD(ElementType type);
 
-// An int-list attribute, empty when absent.
-std::vector<int64_t> IntListAttr(const Operation& op, absl::string_view key);
 
 // A dimension counted from the end (-1 is the last) as a position from the front.
 inline int64_t NormalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }

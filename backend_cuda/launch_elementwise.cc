@@ -42,7 +42,7 @@ Results LaunchFull(const LaunchContext& ctx) {
   const Type result = ctx.op.result(0)->type();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(k::LaunchFill(KD(result.element_type()), out[0], result.num_elements(),
-                                   ctx.op.attrs().GetNumber("value", 0), ctx.stream));
+                                   ctx.op.RequiredNumberAttr("value"), ctx.stream));
   });
 }
 

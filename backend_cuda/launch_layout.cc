@@ -39,7 +39,7 @@ Results LaunchView(const LaunchContext& ctx) {
 
 Results LaunchTranspose(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
-  const std::vector<int64_t> perm = IntListAttr(ctx.op, "perm");
+  const std::vector<int64_t> perm = ctx.op.RequiredIntListAttr("perm");
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(
         k::LaunchTranspose(KD(x.element_type()), ctx.in[0], x.shape(), perm, out[0], ctx.stream));
@@ -48,8 +48,8 @@ Results LaunchTranspose(const LaunchContext& ctx) {
 
 Results LaunchSlice(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
-  const std::vector<int64_t> start = IntListAttr(ctx.op, "start");
-  const std::vector<int64_t> size = IntListAttr(ctx.op, "size");
+  const std::vector<int64_t> start = ctx.op.RequiredIntListAttr("start");
+  const std::vector<int64_t> size = ctx.op.RequiredIntListAttr("size");
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(k::LaunchSlice(KD(x.element_type()), ctx.in[0], x.shape(), start, size,
                                     out[0], ctx.stream));
@@ -62,7 +62,7 @@ Results LaunchConcat(const LaunchContext& ctx) {
   for (const Tensor* part : ctx.operands) {
     shapes.emplace_back(part->shape().data(), part->shape().size());
   }
-  const int64_t dim = NormalizeDim(ctx.op.attrs().GetInt("dim", 0), result.rank());
+  const int64_t dim = NormalizeDim(ctx.op.RequiredIntAttr("dim"), result.rank());
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(k::LaunchConcat(KD(result.element_type()), ctx.in, shapes, dim, out[0],
                                      ctx.stream));
@@ -80,8 +80,8 @@ Results LaunchBroadcast(const LaunchContext& ctx) {
 
 Results LaunchDynamicSlice(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
-  const int64_t dim = NormalizeDim(ctx.op.attrs().GetInt("dim", 0), x.rank());
-  const int64_t size = ctx.op.attrs().GetInt("size", 0);
+  const int64_t dim = NormalizeDim(ctx.op.RequiredIntAttr("dim"), x.rank());
+  const int64_t size = ctx.op.RequiredIntAttr("size");
   const int64_t offset = ctx.indices[0];
   if (dim < 0 || dim >= x.rank() || offset < 0 || size < 0 || offset > x.dim(dim) - size) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -97,7 +97,7 @@ Results LaunchDynamicSlice(const LaunchContext& ctx) {
 Results LaunchDynamicUpdateSlice(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
   const Tensor& update = ctx.operand(1);
-  const int64_t dim = NormalizeDim(ctx.op.attrs().GetInt("dim", 0), x.rank());
+  const int64_t dim = NormalizeDim(ctx.op.RequiredIntAttr("dim"), x.rank());
   const int64_t offset = ctx.indices[0];
   if (dim < 0 || dim >= x.rank() || update.rank() != x.rank() || offset < 0 ||
       offset > x.dim(dim) - update.dim(dim)) {

@@ -7,6 +7,7 @@
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/kernels/reduce.h"
 #include "backend_cuda/launchers.h"
+#include "commir/attention_op.h"
 
 namespace commir::cuda {
 namespace {
@@ -100,7 +101,7 @@ Results LaunchMatMul(const LaunchContext& ctx) {
 template <k::KReduceOp kReduce>
 Results LaunchReduce(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
-  const std::vector<int64_t> dims = IntListAttr(ctx.op, "dims");
+  const std::vector<int64_t> dims = ctx.op.RequiredIntListAttr("dims");
   // keepdim only changes the shape: the bytes are the same.
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(k::LaunchReduce(kReduce, KD(x.element_type()), ctx.in[0], x.shape(), dims,
@@ -169,10 +170,7 @@ Results LaunchAttention(const LaunchContext& ctx) {
         args.kv_heads));
   }
   args.causal = ctx.op.BoolAttr("causal");
-  const Attribute* scale = ctx.op.attrs().Find("scale");
-  args.scale = scale != nullptr ? scale->number_value()
-               : args.d > 0     ? 1.0 / std::sqrt(static_cast<double>(args.d))
-                                : 1.0;
+  args.scale = AttentionOp(ctx.op).scale(args.d);
   args.q_pos = !ctx.indices.empty() ? ctx.indices[0] : args.skv - args.sq;
   args.k_pos = ctx.indices.size() > 1 ? ctx.indices[1] : 0;
   args.q = ctx.in[0];

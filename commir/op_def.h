@@ -119,6 +119,16 @@ struct OpDef {
   double NumberAttr(const AttrDict& attrs, absl::string_view name) const;
   bool BoolAttr(const AttrDict& attrs, absl::string_view name) const;
   const std::string& EnumAttr(const AttrDict& attrs, absl::string_view name) const;
+  // Typed reads of required attributes, for code that runs after the verifier (which
+  // guarantees their presence and kind). CHECK-fail when the spec does not declare the
+  // attribute required, or when it is missing or of another kind: both are internal
+  // errors, and a made-up fallback would hide them.
+  int64_t RequiredIntAttr(const AttrDict& attrs, absl::string_view name) const;
+  double RequiredNumberAttr(const AttrDict& attrs, absl::string_view name) const;
+  std::vector<int64_t> RequiredIntListAttr(const AttrDict& attrs, absl::string_view name) const;
+
+ private:
+  const Attribute& RequiredAttr(const AttrDict& attrs, absl::string_view name) const;
 };
 
 // Looks an op up by its text name; null if unknown.

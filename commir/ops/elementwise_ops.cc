@@ -165,15 +165,38 @@ using ElementwiseFnHook = ElementwiseFn (*)(const AttrDict&);
 OpDef Unary(OpKind kind, absl::string_view name, absl::string_view summary,
             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
             ElementwiseFnHook fn, std::vector<AttrSpec> attrs = {}) {
-  return OpDef{kind, name, summary, 1, 1, 1, 1, std::move(attrs), kElementwise, infer, UnaryCost,
-               fn};
+  return OpDef{
+      .kind = kind,
+      .name = name,
+      .summary = summary,
+      .min_operands = 1,
+      .max_operands = 1,
+      .min_results = 1,
+      .max_results = 1,
+      .attrs = std::move(attrs),
+      .traits = kElementwise,
+      .infer = infer,
+      .cost = UnaryCost,
+      .elementwise_fn = fn,
+  };
 }
 
 OpDef Binary(OpKind kind, absl::string_view name, absl::string_view summary,
              absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
              ElementwiseFnHook fn, uint32_t extra = 0) {
-  return OpDef{kind, name, summary, 2, 2, 1, 1, {},
-               kElementwise | kAllowsLiteral | kIndexOperands | extra, infer, UnaryCost, fn};
+  return OpDef{
+      .kind = kind,
+      .name = name,
+      .summary = summary,
+      .min_operands = 2,
+      .max_operands = 2,
+      .min_results = 1,
+      .max_results = 1,
+      .traits = kElementwise | kAllowsLiteral | kIndexOperands | extra,
+      .infer = infer,
+      .cost = UnaryCost,
+      .elementwise_fn = fn,
+  };
 }
 
 }  // namespace
@@ -201,8 +224,10 @@ void AppendElementwiseOps(std::vector<OpDef>& ops) {
                       Computes<ElementwiseFn::kSilu>));
   ops.push_back(Unary(OpKind::kGelu, "gelu", "GELU, erf form or tanh approximation",
                       InferUnary<OpKind::kGelu>, GeluFn,
-                      {{"approximate", AttrKind::kEnum, false, {"none", "tanh"},
-                        Attribute::Ident("none")}}));
+                      {{.name = "approximate",
+                        .kind = AttrKind::kEnum,
+                        .enum_values = {"none", "tanh"},
+                        .default_value = Attribute::Ident("none")}}));
   OpDef convert = Unary(OpKind::kConvert, "convert",
                         "element type change, round to nearest even", InferConvert,
                         /*fn=*/nullptr);
@@ -226,9 +251,19 @@ void AppendElementwiseOps(std::vector<OpDef>& ops) {
   ops.push_back(Binary(OpKind::kRem, "rem", "index remainder, floor semantics",
                        InferBinary<OpKind::kRem>, /*fn=*/nullptr, kSpmdOnly));
 
-  ops.push_back(OpDef{OpKind::kFull, "full", "constant tensor or index constant", 0, 0, 1, 1,
-                      {{"value", AttrKind::kNumber, true}}, kResultTypeRequired, InferFull,
-                      FullCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kFull,
+      .name = "full",
+      .summary = "constant tensor or index constant",
+      .min_operands = 0,
+      .max_operands = 0,
+      .min_results = 1,
+      .max_results = 1,
+      .attrs = {{.name = "value", .kind = AttrKind::kNumber, .required = true}},
+      .traits = kResultTypeRequired,
+      .infer = InferFull,
+      .cost = FullCost,
+  });
 }
 
 }  // namespace commir::ops
