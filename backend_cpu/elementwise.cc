@@ -146,6 +146,27 @@ absl::Status CheckArity(ElementwiseFn fn, int arity) {
       "'%s' takes %d operand(s), not %d", ElementwiseFnName(fn), ElementwiseFnArity(fn), arity));
 }
 
+// compare: each pair compared in the operands' compute type (exact for every element
+// type: f16/bf16/f32 widen to f32 exactly, integers to i64), the outcome stored as i1.
+Tensor Predicate(ElementwiseFn fn, const Tensor& a, const Tensor& b, std::vector<int64_t> shape) {
+  Tensor result(ElementType::kI1, std::move(shape));
+  uint8_t* out = result.data<uint8_t>();
+  auto compare = [&](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> lhs = LoadBroadcast<T>(a, result.shape());
+    const std::vector<T> rhs = LoadBroadcast<T>(b, result.shape());
+    for (size_t i = 0; i < lhs.size(); ++i) out[i] = scalar_math::Compare(fn, lhs[i], rhs[i]);
+  };
+  if (IsIntegerType(a.element_type())) {
+    compare(int64_t{0});
+  } else if (a.element_type() == ElementType::kF64) {
+    compare(double{0});
+  } else {
+    compare(float{0});
+  }
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> Unary(ElementwiseFn op, const Tensor& x) {
@@ -170,6 +191,7 @@ absl::StatusOr<Tensor> Binary(ElementwiseFn op, const Tensor& a, const Tensor& b
   absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(name, a.shape(), b.shape());
   if (!shape.ok()) return shape.status();
 
+  if (ElementwiseFnIsPredicate(op)) return Predicate(op, a, b, *std::move(shape));
   if (IsIntegerType(a.element_type())) {
     std::vector<int64_t> lhs = LoadBroadcast<int64_t>(a, *shape);
     const std::vector<int64_t> rhs = LoadBroadcast<int64_t>(b, *shape);
@@ -195,6 +217,35 @@ Tensor Convert(const Tensor& x, ElementType type) {
   // the only rounding is the one into `type`.
   if (IsIntegerType(x.element_type())) return Tensor::FromInt64(type, x.shape(), x.ToInt64());
   return Tensor::FromDouble(type, x.shape(), x.ToDouble());
+}
+
+absl::StatusOr<Tensor> Ternary(ElementwiseFn op, const Tensor& cond, const Tensor& a,
+                               const Tensor& b) {
+  if (absl::Status status = CheckArity(op, 3); !status.ok()) return status;
+  const std::string_view name = ElementwiseFnName(op);
+  if (cond.element_type() != ElementType::kI1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the condition must be an i1 tensor, got %s", name, cond.DebugTypeString()));
+  }
+  if (absl::Status status = CheckSameElementType(name, a, b); !status.ok()) return status;
+  absl::StatusOr<std::vector<int64_t>> ab = BroadcastShapes(name, a.shape(), b.shape());
+  if (!ab.ok()) return ab.status();
+  absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(name, cond.shape(), *ab);
+  if (!shape.ok()) return shape.status();
+  // Each element is copied from its source bytes: no rounding, NaN payloads kept.
+  const Tensor conds = cond.shape() == *shape ? cond : *Broadcast(cond, *shape);
+  const Tensor lhs = a.shape() == *shape ? a : *Broadcast(a, *shape);
+  const Tensor rhs = b.shape() == *shape ? b : *Broadcast(b, *shape);
+  Tensor result(a.element_type(), *std::move(shape));
+  const int width = ElementTypeByteWidth(a.element_type());
+  const uint8_t* c = conds.data<uint8_t>();
+  const auto* from_a = static_cast<const std::byte*>(lhs.raw_data());
+  const auto* from_b = static_cast<const std::byte*>(rhs.raw_data());
+  auto* out = static_cast<std::byte*>(result.raw_data());
+  for (int64_t i = 0; i < result.num_elements(); ++i) {
+    std::memcpy(out + i * width, scalar_math::Select(c[i] != 0, from_a, from_b) + i * width, width);
+  }
+  return result;
 }
 
 }  // namespace commir::cpu

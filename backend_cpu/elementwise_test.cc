@@ -349,6 +349,68 @@ TEST(BinaryTest, ErrorsAreReported) {
 
 // ---- Convert and Full -------------------------------------------------------------------
 
+// ---- Compare and select -----------------------------------------------------------------
+
+TEST(CompareTest, EachPredicateBroadcastsAndGivesI1) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // [2, 3] against [3]: rows compared with one shared row, NaN unequal to everything.
+  const Tensor a = FromValues(ElementType::kF32, {2, 3}, {1.0, 2.0, nan, -0.0, 5.0, 3.0});
+  const Tensor b = FromValues(ElementType::kF32, {3}, {1.0, 3.0, 3.0});
+  const std::vector<std::pair<ElementwiseFn, std::vector<double>>> cases = {
+      {ElementwiseFn::kEq, {1, 0, 0, 0, 0, 1}}, {ElementwiseFn::kNe, {0, 1, 1, 1, 1, 0}},
+      {ElementwiseFn::kLt, {0, 1, 0, 1, 0, 0}}, {ElementwiseFn::kLe, {1, 1, 0, 1, 0, 1}},
+      {ElementwiseFn::kGt, {0, 0, 0, 0, 1, 0}}, {ElementwiseFn::kGe, {1, 0, 0, 0, 1, 1}},
+  };
+  for (const auto& [fn, expected] : cases) {
+    COMMIR_ASSERT_OK_AND_ASSIGN(Tensor result, Binary(fn, a, b));
+    ExpectTensorEq(result, ElementType::kI1, {2, 3}, expected);
+  }
+}
+
+TEST(CompareTest, ComparesExactlyInEveryElementType) {
+  // Neighbouring values that a comparison through a narrower type would confuse.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  const Tensor i = Tensor::FromInt64(ElementType::kI64, {2}, {big, -3});
+  const Tensor j = Tensor::FromInt64(ElementType::kI64, {2}, {big - 1, -3});
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor gt, Binary(ElementwiseFn::kGt, i, j));
+  ExpectTensorEq(gt, ElementType::kI1, {2}, {1, 0});
+  for (ElementType type : {ElementType::kF16, ElementType::kBF16, ElementType::kF64}) {
+    const Tensor x = FromValues(type, {2}, {0.5, -2.0});
+    const Tensor y = FromValues(type, {}, {0.5});
+    COMMIR_ASSERT_OK_AND_ASSIGN(Tensor le, Binary(ElementwiseFn::kLe, x, y));
+    ExpectTensorEq(le, ElementType::kI1, {2}, {1, 1});
+    COMMIR_ASSERT_OK_AND_ASSIGN(Tensor eq, Binary(ElementwiseFn::kEq, x, y));
+    ExpectTensorEq(eq, ElementType::kI1, {2}, {1, 0});
+  }
+}
+
+TEST(SelectTest, ChoosesPerElementWithBroadcasting) {
+  // A [2, 1] condition, a [2, 3] first choice and a scalar second choice.
+  const Tensor cond = Tensor::FromInt64(ElementType::kI1, {2, 1}, {1, 0});
+  const Tensor a = FromValues(ElementType::kBF16, {2, 3}, {1.5, 2.5, 3.5, 4.5, 5.5, 6.5});
+  const Tensor b = FromValues(ElementType::kBF16, {}, {-1.0});
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor result, Ternary(ElementwiseFn::kSelect, cond, a, b));
+  ExpectTensorEq(result, ElementType::kBF16, {2, 3}, {1.5, 2.5, 3.5, -1.0, -1.0, -1.0});
+  const Tensor ints = Tensor::FromInt64(ElementType::kI32, {3}, {7, 8, 9});
+  const Tensor other = Tensor::FromInt64(ElementType::kI32, {3}, {-7, -8, -9});
+  const Tensor mask = Tensor::FromInt64(ElementType::kI1, {3}, {0, 1, 0});
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor picked, Ternary(ElementwiseFn::kSelect, mask, ints, other));
+  ExpectTensorEq(picked, ElementType::kI32, {3}, {-7, 8, -9});
+}
+
+TEST(SelectTest, ErrorsAreReported) {
+  const Tensor x = FromValues(ElementType::kF32, {4}, {1, 2, 3, 4});
+  ExpectInvalidArgument(Ternary(ElementwiseFn::kSelect, x, x, x).status(),
+                        {"select", "condition", "i1"});
+  const Tensor cond = Tensor::FromInt64(ElementType::kI1, {3}, {1, 0, 1});
+  ExpectInvalidArgument(Ternary(ElementwiseFn::kSelect, cond, x, x).status(), {"select"});
+  const Tensor half = FromValues(ElementType::kF16, {4}, {1, 2, 3, 4});
+  const Tensor mask = Tensor::FromInt64(ElementType::kI1, {4}, {1, 0, 1, 0});
+  ExpectInvalidArgument(Ternary(ElementwiseFn::kSelect, mask, x, half).status(), {"select"});
+  ExpectInvalidArgument(Ternary(ElementwiseFn::kAdd, mask, x, x).status(),
+                        {"'add' takes 2 operand(s)"});
+}
+
 TEST(ConvertTest, RoundsToNearestEvenAndSaturates) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();

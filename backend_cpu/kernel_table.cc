@@ -38,6 +38,10 @@ Tensors RunBinary(const Operation& op, Operands t, Indices) {
   return One(Binary(op.def().elementwise_fn(op.attrs()), *t[0], *t[1]));
 }
 
+Tensors RunTernary(const Operation& op, Operands t, Indices) {
+  return One(Ternary(op.def().elementwise_fn(op.attrs()), *t[0], *t[1], *t[2]));
+}
+
 Tensors RunConvert(const Operation& op, Operands t, Indices) {
   return One(Convert(*t[0], ResultType(op).element_type()));
 }
@@ -153,7 +157,7 @@ Tensors RunShift(const Operation& op, Operands parts) { return Shift(parts, op.I
 
 TensorKernelTable BuildTensorKernels() {
   TensorKernelTable table;
-  table.RegisterElementwise(RunUnary, RunBinary);
+  table.RegisterElementwise(RunUnary, RunBinary, RunTernary);
   table.Register(OpKind::kConvert, RunConvert);
   table.Register(OpKind::kFull, RunFull);
   table.Register(OpKind::kMatmul, RunMatMul);

@@ -29,8 +29,9 @@ using runtime::Tensor;
 // ---------------------------------------------------------------------------------------
 // Elementwise (elementwise.cc)
 
-// `fn` is a one-operand function for Unary and a two-operand one for Binary (anything else
-// is an InvalidArgument error). Messages name the function by ElementwiseFnName.
+// `fn` is a one-operand function for Unary, a two-operand one for Binary and select for
+// Ternary (anything else is an InvalidArgument error). Messages name the function by
+// ElementwiseFnName.
 
 // neg, abs and relu accept integer tensors too; the others need a float tensor.
 absl::StatusOr<Tensor> Unary(ElementwiseFn fn, const Tensor& x);
@@ -38,8 +39,14 @@ absl::StatusOr<Tensor> Unary(ElementwiseFn fn, const Tensor& x);
 // NumPy broadcasting (either operand may be 0-d); both operands need the same element
 // type, which the result has. Floats follow IEEE (x / 0 is +-inf or NaN; max and min
 // propagate NaN). Integers: div rounds toward negative infinity (floor), and division by
-// zero or pow with a negative exponent is an error.
+// zero or pow with a negative exponent is an error. The predicates (compare's eq ... ge)
+// give an i1 result instead, comparing exactly (IEEE: NaN is unequal to everything).
 absl::StatusOr<Tensor> Binary(ElementwiseFn fn, const Tensor& a, const Tensor& b);
+
+// select(cond, a, b): a where the i1 `cond` holds, else b, with NumPy broadcasting of all
+// three; a and b share the result's element type. Values are copied, never recomputed.
+absl::StatusOr<Tensor> Ternary(ElementwiseFn fn, const Tensor& cond, const Tensor& a,
+                               const Tensor& b);
 
 // Element type change. Float targets round to nearest even (overflow gives +-inf).
 // Float -> integer rounds to the nearest integer, ties to even, saturating at the target's

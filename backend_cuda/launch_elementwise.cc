@@ -1,4 +1,5 @@
-// Launchers of the elementwise family: unary and binary functions, convert, full.
+// Launchers of the elementwise family: unary, binary (compare too) and ternary (select)
+// functions, convert, full.
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/launchers.h"
 
@@ -22,10 +23,27 @@ Results LaunchBinary(const LaunchContext& ctx) {
   const runtime::Tensor& a = ctx.operand(0);
   const runtime::Tensor& b = ctx.operand(1);
   const Type result = ctx.op.result(0)->type();
+  const ElementwiseFn fn = FnOf(ctx.op);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchBinary(FnOf(ctx.op), KD(a.element_type()), ctx.in[0], a.shape(),
-                                     ctx.in[1], b.shape(), out[0], result.dims(),
-                                     ctx.error_flag, ctx.stream));
+    if (ElementwiseFnIsPredicate(fn)) {
+      return ctx.Check(k::LaunchCompare(fn, KD(a.element_type()), ctx.in[0], a.shape(),
+                                        ctx.in[1], b.shape(), out[0], result.dims(), ctx.stream));
+    }
+    return ctx.Check(k::LaunchBinary(fn, KD(a.element_type()), ctx.in[0], a.shape(), ctx.in[1],
+                                     b.shape(), out[0], result.dims(), ctx.error_flag,
+                                     ctx.stream));
+  });
+}
+
+Results LaunchTernary(const LaunchContext& ctx) {
+  const runtime::Tensor& cond = ctx.operand(0);
+  const runtime::Tensor& a = ctx.operand(1);
+  const runtime::Tensor& b = ctx.operand(2);
+  const Type result = ctx.op.result(0)->type();
+  return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
+    return ctx.Check(k::LaunchSelect(KD(a.element_type()), ctx.in[0], cond.shape(), ctx.in[1],
+                                     a.shape(), ctx.in[2], b.shape(), out[0], result.dims(),
+                                     ctx.stream));
   });
 }
 
@@ -49,7 +67,7 @@ Results LaunchFull(const LaunchContext& ctx) {
 }  // namespace
 
 void RegisterElementwiseLaunchers(TensorLauncherTable& table) {
-  table.RegisterElementwise(LaunchUnary, LaunchBinary);
+  table.RegisterElementwise(LaunchUnary, LaunchBinary, LaunchTernary);
   table.Register(OpKind::kConvert, LaunchConvert);
   table.Register(OpKind::kFull, LaunchFull);
 }

@@ -34,11 +34,27 @@ enum class ElementwiseFn : uint8_t {
   kMax,
   kMin,
   kPow,
+  // Two operands, an i1 predicate result (compare's `cmp`; IEEE: NaN compares unequal).
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  // Three operands: select(cond, a, b) = cond ? a : b, with cond an i1 predicate.
+  kSelect,
 };
 
-// How many operands the function takes (1 or 2).
+// How many operands the function takes (1, 2 or 3).
 constexpr int ElementwiseFnArity(ElementwiseFn fn) {
+  if (fn == ElementwiseFn::kSelect) return 3;
   return static_cast<uint8_t>(fn) >= static_cast<uint8_t>(ElementwiseFn::kAdd) ? 2 : 1;
+}
+
+// Whether the function yields an i1 predicate rather than its operands' element type.
+constexpr bool ElementwiseFnIsPredicate(ElementwiseFn fn) {
+  return static_cast<uint8_t>(fn) >= static_cast<uint8_t>(ElementwiseFn::kEq) &&
+         static_cast<uint8_t>(fn) <= static_cast<uint8_t>(ElementwiseFn::kGe);
 }
 
 // The CommIR spelling of the op computing `fn` ("gelu" for both gelu forms), for messages.
@@ -63,6 +79,13 @@ constexpr std::string_view ElementwiseFnName(ElementwiseFn fn) {
     case ElementwiseFn::kMax: return "max";
     case ElementwiseFn::kMin: return "min";
     case ElementwiseFn::kPow: return "pow";
+    case ElementwiseFn::kEq:
+    case ElementwiseFn::kNe:
+    case ElementwiseFn::kLt:
+    case ElementwiseFn::kLe:
+    case ElementwiseFn::kGt:
+    case ElementwiseFn::kGe: return "compare";
+    case ElementwiseFn::kSelect: return "select";
   }
   return "?";
 }

@@ -142,6 +142,9 @@ class Operation {
   std::vector<int64_t> RequiredIntListAttr(absl::string_view key) const {
     return def_->RequiredIntListAttr(attrs_, key);
   }
+  const std::string& RequiredEnumAttr(absl::string_view key) const {
+    return def_->RequiredEnumAttr(attrs_, key);
+  }
 
   int num_regions() const {
     return extra_ == nullptr ? 0 : static_cast<int>(extra_->regions.size());

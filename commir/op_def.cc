@@ -80,6 +80,14 @@ std::vector<int64_t> OpDef::RequiredIntListAttr(const AttrDict& attrs,
   return *std::move(list);
 }
 
+const std::string& OpDef::RequiredEnumAttr(const AttrDict& attrs,
+                                          absl::string_view attr_name) const {
+  const Attribute& value = RequiredAttr(attrs, attr_name);
+  COMMIR_CHECK(value.kind() == Attribute::Kind::kIdent,
+               "a required enum attribute is not an identifier");
+  return value.string_value();
+}
+
 namespace {
 
 struct Registry {

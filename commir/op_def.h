@@ -25,6 +25,8 @@ enum class OpKind : uint8_t {
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSilu, kGelu, kConvert,
   // Elementwise binary (and index arithmetic in spmd functions).
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kRem,
+  // Predicates and choice.
+  kCompare, kSelect,
   // Tensor ops.
   kFull, kMatmul, kReduceSum, kReduceMax, kReduceMean, kSoftmax, kLayerNorm, kRmsNorm,
   kAttention, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
@@ -126,6 +128,7 @@ struct OpDef {
   int64_t RequiredIntAttr(const AttrDict& attrs, absl::string_view name) const;
   double RequiredNumberAttr(const AttrDict& attrs, absl::string_view name) const;
   std::vector<int64_t> RequiredIntListAttr(const AttrDict& attrs, absl::string_view name) const;
+  const std::string& RequiredEnumAttr(const AttrDict& attrs, absl::string_view name) const;
 
  private:
   const Attribute& RequiredAttr(const AttrDict& attrs, absl::string_view name) const;

@@ -47,15 +47,16 @@ class OpKernelTable {
   // For tests of the completeness check.
   void Remove(OpKind kind) { kernels_[Index(kind)] = Kernel(); }
 
-  // Registers `unary` for every elementwise op of exactly one operand and `binary` for
-  // every one of exactly two that computes a scalar function (OpDef::elementwise_fn): the
-  // op definitions, not a list here, say which ops these are. Elementwise ops of other
-  // arities need kernels of their own (CheckComplete names them until they have one).
-  void RegisterElementwise(Kernel unary, Kernel binary) {
+  // Registers `unary`, `binary` and `ternary` for every elementwise op of exactly one, two
+  // or three operands that computes a scalar function (OpDef::elementwise_fn): the op
+  // definitions, not a list here, say which ops these are.
+  void RegisterElementwise(Kernel unary, Kernel binary, Kernel ternary) {
     for (const OpDef* def : AllOpDefs()) {
       if (!def->Has(kElementwise) || def->elementwise_fn == nullptr) continue;
-      if (def->min_operands == 1 && def->max_operands == 1) Register(def->kind, unary);
-      if (def->min_operands == 2 && def->max_operands == 2) Register(def->kind, binary);
+      if (def->min_operands != def->max_operands) continue;
+      if (def->min_operands == 1) Register(def->kind, unary);
+      if (def->min_operands == 2) Register(def->kind, binary);
+      if (def->min_operands == 3) Register(def->kind, ternary);
     }
   }
 

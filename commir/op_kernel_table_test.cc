@@ -12,19 +12,22 @@ using ::testing::HasSubstr;
 using FakeKernel = int (*)();
 int Unary() { return 1; }
 int Binary() { return 2; }
-int Other() { return 3; }
+int Ternary() { return 3; }
+int Other() { return 4; }
 
 TEST(OpKernelTableTest, ElementwiseOpsRegisterByTheirDefinitionsArity) {
   OpKernelTable<FakeKernel> table;
-  table.RegisterElementwise(Unary, Binary);
+  table.RegisterElementwise(Unary, Binary, Ternary);
   for (OpKind kind : {OpKind::kNeg, OpKind::kExp, OpKind::kGelu, OpKind::kSilu}) {
     ASSERT_NE(table.Find(kind), nullptr) << GetOpDef(kind).name;
     EXPECT_EQ(table.Find(kind)(), 1) << GetOpDef(kind).name;
   }
-  for (OpKind kind : {OpKind::kAdd, OpKind::kDiv, OpKind::kPow, OpKind::kMin}) {
+  for (OpKind kind : {OpKind::kAdd, OpKind::kDiv, OpKind::kPow, OpKind::kMin, OpKind::kCompare}) {
     ASSERT_NE(table.Find(kind), nullptr) << GetOpDef(kind).name;
     EXPECT_EQ(table.Find(kind)(), 2) << GetOpDef(kind).name;
   }
+  ASSERT_NE(table.Find(OpKind::kSelect), nullptr);
+  EXPECT_EQ(table.Find(OpKind::kSelect)(), 3);
   // Elementwise, but computing no scalar function: kernels of their own, or none.
   EXPECT_EQ(table.Find(OpKind::kConvert), nullptr);
   EXPECT_EQ(table.Find(OpKind::kRem), nullptr);
@@ -39,10 +42,26 @@ TEST(OpKernelTableTest, ElementwiseFunctionsComeFromTheOpDefinition) {
   AttrDict tanh;
   tanh.Set("approximate", Attribute::Ident("tanh"));
   EXPECT_EQ(GetOpDef(OpKind::kGelu).elementwise_fn(tanh), ElementwiseFn::kGeluTanh);
+  AttrDict le;
+  le.Set("cmp", Attribute::Ident("le"));
+  EXPECT_EQ(GetOpDef(OpKind::kCompare).elementwise_fn(le), ElementwiseFn::kLe);
+  EXPECT_TRUE(ElementwiseFnIsPredicate(GetOpDef(OpKind::kCompare).elementwise_fn(le)));
+  EXPECT_EQ(GetOpDef(OpKind::kSelect).elementwise_fn(none), ElementwiseFn::kSelect);
   for (const OpDef* def : AllOpDefs()) {
     if (def->elementwise_fn == nullptr) continue;
     EXPECT_TRUE(def->Has(kElementwise)) << def->name;
-    EXPECT_EQ(ElementwiseFnArity(def->elementwise_fn(none)), def->max_operands) << def->name;
+    // A verified op carries its required attributes: give each required enum each value.
+    std::vector<AttrDict> variants(1);
+    for (const AttrSpec& spec : def->attrs) {
+      if (!spec.required || spec.kind != AttrKind::kEnum) continue;
+      variants.clear();
+      for (absl::string_view value : spec.enum_values) {
+        variants.emplace_back().Set(std::string(spec.name), Attribute::Ident(std::string(value)));
+      }
+    }
+    for (const AttrDict& attrs : variants) {
+      EXPECT_EQ(ElementwiseFnArity(def->elementwise_fn(attrs)), def->max_operands) << def->name;
+    }
   }
 }
 

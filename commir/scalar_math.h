@@ -17,6 +17,8 @@
 #include <limits>
 #include <numbers>
 
+#include "commir/elementwise_fn.h"
+
 #if defined(__CUDACC__)
 #define COMMIR_HOST_DEVICE __host__ __device__
 #else
@@ -158,6 +160,25 @@ template <typename T>
 COMMIR_HOST_DEVICE inline T Div(T a, T b) { return a / b; }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return std::pow(a, b); }
+
+// compare's predicates (`fn` is one of kEq..kGe). The C++ operators give IEEE semantics:
+// every comparison with a NaN is false except `ne`, which is true.
+template <typename T>
+COMMIR_HOST_DEVICE constexpr bool Compare(ElementwiseFn fn, T a, T b) {
+  switch (fn) {
+    case ElementwiseFn::kEq: return a == b;
+    case ElementwiseFn::kNe: return a != b;
+    case ElementwiseFn::kLt: return a < b;
+    case ElementwiseFn::kLe: return a <= b;
+    case ElementwiseFn::kGt: return a > b;
+    case ElementwiseFn::kGe: return a >= b;
+    default: return false;
+  }
+}
+
+// select's choice: `a` where the predicate holds, else `b`.
+template <typename T>
+COMMIR_HOST_DEVICE constexpr T Select(bool cond, T a, T b) { return cond ? a : b; }
 
 }  // namespace commir::scalar_math
 

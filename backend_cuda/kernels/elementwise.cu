@@ -228,6 +228,46 @@ cudaError_t LaunchBinaryTyped(const T* a, std::span<const int64_t> a_shape, cons
   return cudaGetLastError();
 }
 
+// ---- Compare and select -----------------------------------------------------------
+
+// Strides of each of `kOperands` operands broadcast against out_shape, plus out's own,
+// merged into one strided space; false when the shapes do not broadcast or the merged
+// rank is too large.
+template <int kOperands>
+bool BroadcastSpace(const std::span<const int64_t> (&shapes)[kOperands],
+                    std::span<const int64_t> out_shape, StridedSpace<kOperands + 1>* space) {
+  std::vector<int64_t> strides[kOperands + 1];
+  for (int k = 0; k < kOperands; ++k) {
+    if (!BroadcastStrides(shapes[k], out_shape, &strides[k])) return false;
+  }
+  strides[kOperands] = RowMajorStridesOf(out_shape);
+  return BuildStridedSpace<kOperands + 1>(out_shape, strides, space);
+}
+
+template <typename T>
+__global__ void CompareKernel(ElementwiseFn op, const T* a, const T* b, uint8_t* out, int64_t n,
+                              StridedSpace<3> space) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    int64_t off[3];
+    StridedOffsets(space, i, off);
+    out[off[2]] = scalar_math::Compare(op, Load(a[off[0]]), Load(b[off[1]])) ? 1 : 0;
+  }
+}
+
+template <typename T>
+__global__ void SelectKernel(const uint8_t* cond, const T* a, const T* b, T* out, int64_t n,
+                             StridedSpace<4> space) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    int64_t off[4];
+    StridedOffsets(space, i, off);
+    out[off[3]] = scalar_math::Select(cond[off[0]] != 0, a[off[1]], b[off[2]]);
+  }
+}
+
 // ---- Convert, fill, combine -----------------------------------------------------------
 
 template <typename From, typename To>
@@ -348,6 +388,43 @@ cudaError_t LaunchBinary(ElementwiseFn op, KDType dtype, const void* a,
       default: break;  // a one-operand function
     }
     return cudaErrorInvalidValue;
+  });
+}
+
+cudaError_t LaunchCompare(ElementwiseFn op, KDType dtype, const void* a,
+                          std::span<const int64_t> a_shape, const void* b,
+                          std::span<const int64_t> b_shape, void* out,
+                          std::span<const int64_t> out_shape, cudaStream_t stream) {
+  if (!ElementwiseFnIsPredicate(op)) return cudaErrorInvalidValue;
+  StridedSpace<3> space;
+  const std::span<const int64_t> shapes[2] = {a_shape, b_shape};
+  if (!BroadcastSpace<2>(shapes, out_shape, &space)) return cudaErrorInvalidValue;
+  const int64_t n = NumElementsOf(out_shape);
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    CompareKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
+        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<uint8_t*>(out), n,
+        space);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchSelect(KDType dtype, const void* cond, std::span<const int64_t> cond_shape,
+                         const void* a, std::span<const int64_t> a_shape, const void* b,
+                         std::span<const int64_t> b_shape, void* out,
+                         std::span<const int64_t> out_shape, cudaStream_t stream) {
+  StridedSpace<4> space;
+  const std::span<const int64_t> shapes[3] = {cond_shape, a_shape, b_shape};
+  if (!BroadcastSpace<3>(shapes, out_shape, &space)) return cudaErrorInvalidValue;
+  const int64_t n = NumElementsOf(out_shape);
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    SelectKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(cond), static_cast<const T*>(a), static_cast<const T*>(b),
+        static_cast<T*>(out), n, space);
+    return cudaGetLastError();
   });
 }
 

@@ -39,6 +39,21 @@ cudaError_t LaunchBinary(ElementwiseFn op, KDType dtype, const void* a,
                          std::span<const int64_t> out_shape, int32_t* error_flag,
                          cudaStream_t stream);
 
+// out = cmp(a, b) as i1 (0 or 1) with LaunchBinary's broadcasting, for the predicate
+// functions (ElementwiseFnIsPredicate: compare's eq ... ge): a and b hold `dtype`, out one
+// byte per element. Compared exactly in the compute type, as on the host (NaN unequal).
+cudaError_t LaunchCompare(ElementwiseFn op, KDType dtype, const void* a,
+                          std::span<const int64_t> a_shape, const void* b,
+                          std::span<const int64_t> b_shape, void* out,
+                          std::span<const int64_t> out_shape, cudaStream_t stream);
+
+// out = cond ? a : b (select) with NumPy broadcasting of all three: cond holds i1 bytes,
+// a, b and out hold `dtype`. Elements are copied, never converted.
+cudaError_t LaunchSelect(KDType dtype, const void* cond, std::span<const int64_t> cond_shape,
+                         const void* a, std::span<const int64_t> a_shape, const void* b,
+                         std::span<const int64_t> b_shape, void* out,
+                         std::span<const int64_t> out_shape, cudaStream_t stream);
+
 // y[i] = convert(x[i]) for n elements, as backend_cpu Convert: float targets round to
 // nearest even (overflow -> +-inf); float -> integer rounds to nearest, ties to even,
 // saturating, NaN -> 0; integer -> narrower integer wraps; anything -> i1 is x != 0.

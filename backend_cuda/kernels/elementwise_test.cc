@@ -258,6 +258,43 @@ TEST(ElementwiseKernelTest, FloatMaxMinPropagateNan) {
   }
 }
 
+TEST(ElementwiseKernelTest, CompareAndSelectMatchCpu) {
+  COMMIR_SKIP_WITHOUT_GPU();
+  uint32_t seed = 700;
+  for (ElementType type : {ElementType::kF32, ElementType::kF16, ElementType::kBF16,
+                           ElementType::kF64, ElementType::kI64, ElementType::kI32}) {
+    for (const ShapePair& shapes : kBroadcasts) {
+      // Small integers in a narrow range so that every predicate sees ties.
+      const Tensor a = RandomTensor(type, shapes.a, seed++, -2, 2);
+      const Tensor b = RandomTensor(type, shapes.b, seed++, -2, 2);
+      const std::vector<int64_t> out_shape = BroadcastShape(shapes.a, shapes.b);
+      const int64_t n = runtime::NumElements(out_shape);
+      DeviceBuffer da = Upload(a), db = Upload(b), dp(n);
+      const std::string where =
+          absl::StrFormat("%s [%s] x [%s]", ElementTypeName(type), absl::StrJoin(shapes.a, ","),
+                          absl::StrJoin(shapes.b, ","));
+      for (ElementwiseFn fn : {ElementwiseFn::kEq, ElementwiseFn::kNe, ElementwiseFn::kLt,
+                               ElementwiseFn::kLe, ElementwiseFn::kGt, ElementwiseFn::kGe}) {
+        COMMIR_ASSERT_CUDA_OK(LaunchCompare(fn, ToK(type), da.get(), a.shape(), db.get(),
+                                            b.shape(), dp.get(), out_shape, nullptr));
+        const auto want = cpu::Binary(fn, a, b);
+        ASSERT_TRUE(want.ok()) << want.status();
+        ExpectSameBits(Download(dp.get(), ElementType::kI1, out_shape), *want, where);
+      }
+      // select(a < b, a, b) is the minimum, through the i1 predicate just computed.
+      const Tensor pred = *cpu::Binary(ElementwiseFn::kLt, a, b);
+      DeviceBuffer dpred = Upload(pred);
+      DeviceBuffer dout(n * ElementTypeByteWidth(type));
+      COMMIR_ASSERT_CUDA_OK(LaunchSelect(ToK(type), dpred.get(), pred.shape(), da.get(),
+                                         a.shape(), db.get(), b.shape(), dout.get(), out_shape,
+                                         nullptr));
+      const auto want = cpu::Ternary(ElementwiseFn::kSelect, pred, a, b);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameBits(Download(dout.get(), type, out_shape), *want, where);
+    }
+  }
+}
+
 TEST(ElementwiseKernelTest, ConvertRoundsLikeCpuForEveryPair) {
   COMMIR_SKIP_WITHOUT_GPU();
   const double inf = std::numeric_limits<double>::infinity();

@@ -57,10 +57,11 @@ AxisList BinaryPartial(OpKind kind, Type a, Type b) {
 
 // The layout of a broadcast result: each output dimension takes the axes of an operand
 // dimension that is not broadcast, the first operand first, never reusing an axis.
-std::vector<AxisList> BinaryDimAxes(const std::vector<int64_t>& out, Type a, Type b) {
+std::vector<AxisList> BroadcastDimAxes(const std::vector<int64_t>& out,
+                                       std::initializer_list<Type> operands) {
   std::vector<AxisList> axes(out.size());
   absl::flat_hash_set<std::string> used;
-  for (Type operand : {a, b}) {
+  for (Type operand : operands) {
     size_t offset = out.size() - operand.dims().size();
     for (size_t d = 0; d < operand.dims().size(); ++d) {
       const AxisList& candidate = operand.dim_axes()[d];
@@ -107,7 +108,7 @@ absl::StatusOr<std::vector<Type>> InferBinary(const OpSignature& sig) {
   absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(a.dims(), b.dims());
   if (!shape.ok()) return shape.status();
   if (sig.in_spmd) return std::vector<Type>{Type::Tensor(a.element_type(), *shape)};
-  std::vector<AxisList> dim_axes = BinaryDimAxes(*shape, a, b);
+  std::vector<AxisList> dim_axes = BroadcastDimAxes(*shape, {a, b});
   AxisList partial = BinaryPartial(kKind, a, b);
   // A partial axis cannot also split a dimension.
   for (const AxisList& axes : dim_axes) {
@@ -117,6 +118,42 @@ absl::StatusOr<std::vector<Type>> InferBinary(const OpSignature& sig) {
   }
   return std::vector<Type>{
       Type::Tensor(a.element_type(), *std::move(shape), std::move(dim_axes), std::move(partial))};
+}
+
+// compare: a broadcasting binary op on tensors whose result is an i1 predicate. A
+// comparison of addends says nothing about their sum, so no `partial` survives.
+absl::StatusOr<std::vector<Type>> InferCompare(const OpSignature& sig) {
+  if (sig.operand_types[0].is_index() || sig.operand_types[1].is_index()) {
+    return OpError("'compare' takes tensor operands");
+  }
+  absl::StatusOr<std::vector<Type>> result = InferBinary<OpKind::kCompare>(sig);
+  if (!result.ok()) return result.status();
+  Type predicate = (*result)[0].WithElementType(ElementType::kI1);
+  return std::vector<Type>{predicate.WithSharding(predicate.dim_axes(), {})};
+}
+
+// select(cond, a, b): cond an i1 predicate, a and b of one element type, all three
+// broadcast together (NumPy); the result has a's element type and no `partial` (which
+// addend is chosen differs per device).
+absl::StatusOr<std::vector<Type>> InferSelect(const OpSignature& sig) {
+  absl::StatusOr<Type> cond = TensorOperand(sig, 0, "the condition");
+  if (!cond.ok()) return cond.status();
+  absl::StatusOr<Type> a = TensorOperand(sig, 1, "the first choice");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<Type> b = TensorOperand(sig, 2, "the second choice");
+  if (!b.ok()) return b.status();
+  if (cond->element_type() != ElementType::kI1) {
+    return OpError("the condition must be an i1 predicate, got %s", cond->ToString());
+  }
+  if (absl::Status s = RequireSameElementType(*a, *b, "both choices"); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> ab = BroadcastShapes(a->dims(), b->dims());
+  if (!ab.ok()) return ab.status();
+  absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(cond->dims(), *ab);
+  if (!shape.ok()) return shape.status();
+  if (sig.in_spmd) return std::vector<Type>{Type::Tensor(a->element_type(), *shape)};
+  std::vector<AxisList> dim_axes = BroadcastDimAxes(*shape, {*cond, *a, *b});
+  return std::vector<Type>{
+      Type::Tensor(a->element_type(), *std::move(shape), std::move(dim_axes), AxisList{})};
 }
 
 absl::StatusOr<std::vector<Type>> InferConvert(const OpSignature& sig) {
@@ -158,6 +195,17 @@ ElementwiseFn GeluFn(const AttrDict& attrs) {
   return GetOpDef(OpKind::kGelu).EnumAttr(attrs, "approximate") == "tanh"
              ? ElementwiseFn::kGeluTanh
              : ElementwiseFn::kGeluErf;
+}
+
+// compare's predicate, from its `cmp` attribute.
+ElementwiseFn CompareFn(const AttrDict& attrs) {
+  const std::string& cmp = GetOpDef(OpKind::kCompare).RequiredEnumAttr(attrs, "cmp");
+  if (cmp == "eq") return ElementwiseFn::kEq;
+  if (cmp == "ne") return ElementwiseFn::kNe;
+  if (cmp == "lt") return ElementwiseFn::kLt;
+  if (cmp == "le") return ElementwiseFn::kLe;
+  if (cmp == "gt") return ElementwiseFn::kGt;
+  return ElementwiseFn::kGe;
 }
 
 using ElementwiseFnHook = ElementwiseFn (*)(const AttrDict&);
@@ -250,6 +298,37 @@ void AppendElementwiseOps(std::vector<OpDef>& ops) {
                        Computes<ElementwiseFn::kPow>));
   ops.push_back(Binary(OpKind::kRem, "rem", "index remainder, floor semantics",
                        InferBinary<OpKind::kRem>, /*fn=*/nullptr, kSpmdOnly));
+
+  ops.push_back(OpDef{
+      .kind = OpKind::kCompare,
+      .name = "compare",
+      .summary = "elementwise comparison a cmp b, an i1 predicate",
+      .min_operands = 2,
+      .max_operands = 2,
+      .min_results = 1,
+      .max_results = 1,
+      .attrs = {{.name = "cmp",
+                 .kind = AttrKind::kEnum,
+                 .required = true,
+                 .enum_values = {"eq", "ne", "lt", "le", "gt", "ge"}}},
+      .traits = kElementwise | kAllowsLiteral,
+      .infer = InferCompare,
+      .cost = UnaryCost,
+      .elementwise_fn = CompareFn,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kSelect,
+      .name = "select",
+      .summary = "cond ? a : b elementwise, with broadcasting",
+      .min_operands = 3,
+      .max_operands = 3,
+      .min_results = 1,
+      .max_results = 1,
+      .traits = kElementwise,
+      .infer = InferSelect,
+      .cost = UnaryCost,
+      .elementwise_fn = Computes<ElementwiseFn::kSelect>,
+  });
 
   ops.push_back(OpDef{
       .kind = OpKind::kFull,
