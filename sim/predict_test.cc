@@ -246,6 +246,34 @@ TEST_F(PredictTest, RepeatedRunsGiveIdenticalPredictions) {
   }
 }
 
+TEST_F(PredictTest, SummaryDoesNotNeedTheTimeline) {
+  const Function& f = ParseExample("ring_ag_matmul");
+  PredictOptions options;
+  options.hardware = hw_;
+  absl::StatusOr<Prediction> without = Predict(f, options);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->timeline.empty());
+  EXPECT_GT(without->time_s, 0);
+  EXPECT_EQ(without->time_s, Run(f).time_s);
+}
+
+// Eight devices in one node, two chunks: G + 2M when a GEMM outlasts a transfer.
+TEST_F(PredictTest, TwoChunkPipelineOnEightDevices) {
+  const Function& f = Parse(R"(
+mesh @m(tp=8)
+spmd func @f(%a0: bf16[4096@tp, 8192], %a1: bf16[4096@tp, 8192], %b: bf16[8192, 1024]) -> (bf16[4096, 1024], bf16[4096, 1024]) {
+  %g0 = all_gather(%a0) {axis = tp, dim = 0, stream = 1} : bf16[4096, 8192]
+  %g1 = all_gather(%a1) {axis = tp, dim = 0, stream = 1} : bf16[4096, 8192]
+  %p0 = matmul(%g0, %b) : bf16[4096, 1024]
+  %p1 = matmul(%g1, %b) : bf16[4096, 1024]
+  return %p0, %p1
+})");
+  hw_.gemm_comm_overlap_slowdown = 0;
+  double gather = CollectiveTime(f, 0), matmul = Time(f, 2);
+  Prediction p = Run(f);
+  EXPECT_NEAR(p.time_s, gather + std::max(gather, matmul) + matmul, 1e-12);
+}
+
 TEST_F(PredictTest, BadOptionsAreErrors) {
   const Function& f = ParseExample("mlp");
   PredictOptions options;
