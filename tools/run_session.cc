@@ -33,6 +33,8 @@
 #include "tools/exit_codes.h"
 #include "tools/input_file.h"
 #include "tools/output_file.h"
+#include "tools/program_loader.h"
+#include "tools/sim_session.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -42,87 +44,6 @@ namespace commir {
 namespace {
 
 using runtime::Tensor;
-
-// A failure with the exit status it maps to.
-struct Failure {
-  int code = kExitInvalidInput;
-  std::string message;  // already formatted, without a trailing newline
-};
-
-struct LoadedModule {
-  std::string path;
-  std::string source;
-  std::unique_ptr<Module> module;
-};
-
-std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded) {
-  loaded.path = path == "-" ? "<stdin>" : path;
-  absl::StatusOr<std::string> source = ReadInputFile(path);
-  if (!source.ok()) {
-    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: ", source.status().message())};
-  }
-  loaded.source = *std::move(source);
-  DiagnosticEngine diagnostics;
-  loaded.module = ParseModule(loaded.source, diagnostics);
-  if (loaded.module == nullptr) {
-    std::string text = diagnostics.Render(loaded.path, loaded.source);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    return Failure{kExitInvalidInput, text};
-  }
-  return std::nullopt;
-}
-
-// A second copy of `loaded`, partitioned by the default pipeline (spec section 6: a
-// global function is lowered before a multi-device run). Errors point into the source.
-std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& partitioned) {
-  partitioned.path = loaded.path;
-  partitioned.source = loaded.source;
-  DiagnosticEngine diagnostics;
-  partitioned.module = ParseModule(loaded.source, diagnostics);
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
-  if (partitioned.module == nullptr || !passes.ok()) {
-    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: cannot partition the module")};
-  }
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  manager.set_verify_each(true);
-  absl::Status status = manager.Run(*partitioned.module, diagnostics);
-  if (!status.ok()) {
-    std::string text = diagnostics.Render(loaded.path, loaded.source);
-    if (text.empty()) text = absl::StrCat(loaded.path, ": error: ", status.message());
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    return Failure{kExitInvalidInput, text};
-  }
-  return std::nullopt;
-}
-
-std::optional<Failure> ChooseFunction(const LoadedModule& loaded, const std::string& name,
-                                      Function*& function) {
-  std::vector<Function*> functions = loaded.module->functions();
-  if (!name.empty()) {
-    function = loaded.module->FindFunction(name);
-    if (function == nullptr) {
-      std::vector<std::string> names;
-      for (Function* f : functions) names.push_back(absl::StrCat("@", f->name()));
-      return Failure{kExitInvalidInput,
-                     absl::StrFormat("%s: error: no function @%s (the module has %s)", loaded.path,
-                                     name, names.empty() ? "none" : absl::StrJoin(names, ", "))};
-    }
-    return std::nullopt;
-  }
-  if (functions.empty()) {
-    return Failure{kExitInvalidInput,
-                   absl::StrFormat("%s: error: the module has no function to run", loaded.path)};
-  }
-  if (functions.size() != 1) {
-    return Failure{kExitUsage, absl::StrFormat("%s: error: the module has %d functions; choose "
-                                               "one with --func=@NAME",
-                                               loaded.path, functions.size())};
-  }
-  function = functions[0];
-  return std::nullopt;
-}
 
 // The global inputs: loaded from --input files or random from the seed.
 std::optional<Failure> MakeInputs(const RunRequest& request, const Function& function,
@@ -404,29 +325,17 @@ std::optional<Failure> CheckFitsOnThisMachine(const LoadedModule& loaded, const 
                                  devices, devices == 1 ? "" : "s", Bytes(available))};
 }
 
-int Report(std::ostream& err, const Failure& failure) {
-  err << failure.message << "\n";
-  return failure.code;
-}
-
 // ---- Phase 1: load and verify -------------------------------------------------------
 
 // A backend this build can run, or the failure that says why not.
 std::optional<Failure> CheckBackendAvailable(const std::string& backend) {
-  const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda" : "cpu";
+  const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda, sim" : "cpu, sim";
   if (backend == "cuda" && !COMMIR_HAS_CUDA) {
     return Failure{kExitBackendFailure,
                    "error: this build has no cuda backend (CUDA not found at build time); "
                    "rebuild on a machine with the CUDA toolkit, or use --backend=cpu"};
   }
-  if (backend == "sim") {
-    // A backend the spec names but this build lacks: a backend failure, not bad usage.
-    return Failure{kExitBackendFailure,
-                   absl::StrFormat("error: the sim backend is not part of this build of "
-                                   "commir-run (available: %s)",
-                                   kAvailable)};
-  }
-  if (backend != "cpu" && backend != "cuda") {
+  if (backend != "cpu" && backend != "cuda" && backend != "sim") {
     return Failure{kExitUsage, absl::StrFormat("error: unknown or unavailable backend '%s' "
                                                "(available: %s)",
                                                backend, kAvailable)};
@@ -692,6 +601,8 @@ int ReportResults(const RunRequest& request, const SessionProgram& program,
 }  // namespace
 
 static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  // The sim backend predicts rather than runs: no inputs, no results, no host tensors.
+  if (request.backend == "sim") return RunSimSession(request, out, err);
   SessionProgram program;
   if (auto f = LoadAndVerify(request, program)) return Report(err, *f);
   std::vector<Tensor> inputs;
