@@ -75,18 +75,12 @@ void ApplyFloatUnary(ElementwiseFn op, std::vector<T>& values) {
 }
 
 absl::Status ApplyIntegerUnary(ElementwiseFn op, const Tensor& x, std::vector<int64_t>& values) {
-  switch (op) {
-    case ElementwiseFn::kNeg:
-      TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingNeg(v); });
-      return absl::OkStatus();
-    case ElementwiseFn::kAbs:
-      TransformInPlace(values, [](int64_t v) { return scalar_math::WrappingAbs(v); });
-      return absl::OkStatus();
-    case ElementwiseFn::kRelu:
-      TransformInPlace(values, [](int64_t v) { return scalar_math::Relu(v); });
-      return absl::OkStatus();
-    default: return CheckFloatType(ElementwiseFnName(op), x);
+  for (int64_t& value : values) {
+    scalar_math::IntegerResult r = scalar_math::ApplyInteger(op, value);
+    if (r.fault != scalar_math::IntegerFault::kNone) return CheckFloatType(ElementwiseFnName(op), x);
+    value = r.value;
   }
+  return absl::OkStatus();
 }
 
 // ---- Binary -----------------------------------------------------------------------------
@@ -106,26 +100,18 @@ T ApplyFloatBinary(ElementwiseFn op, T a, T b) {
   return T{0};
 }
 
+// Integer arithmetic wraps; a division by zero or a negative power is an error.
 absl::StatusOr<int64_t> ApplyIntegerBinary(ElementwiseFn op, int64_t a, int64_t b) {
-  switch (op) {
-    case ElementwiseFn::kAdd: return scalar_math::WrappingAdd(a, b);
-    case ElementwiseFn::kSub: return scalar_math::WrappingSub(a, b);
-    case ElementwiseFn::kMul: return scalar_math::WrappingMul(a, b);
-    case ElementwiseFn::kDiv:
-      if (b == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("div: integer division by zero (%d / 0)", a));
-      }
-      return scalar_math::WrappingFloorDiv(a, b);
-    case ElementwiseFn::kMax: return scalar_math::Max(a, b);
-    case ElementwiseFn::kMin: return scalar_math::Min(a, b);
-    case ElementwiseFn::kPow:
-      if (b < 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "pow: integer %d raised to the negative power %d is not an integer", a, b));
-      }
-      return scalar_math::WrappingPow(a, b);
-    default: break;  // one-operand functions: Binary rejects them first
+  scalar_math::IntegerResult r = scalar_math::ApplyInteger(op, a, b);
+  switch (r.fault) {
+    case scalar_math::IntegerFault::kNone: return r.value;
+    case scalar_math::IntegerFault::kDivisionByZero:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("div: integer division by zero (%d / 0)", a));
+    case scalar_math::IntegerFault::kNegativeExponent:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "pow: integer %d raised to the negative power %d is not an integer", a, b));
+    case scalar_math::IntegerFault::kFloatOnly: break;  // Binary's arity check comes first
   }
   return 0;
 }
