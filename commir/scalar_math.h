@@ -161,6 +161,25 @@ COMMIR_HOST_DEVICE inline T Div(T a, T b) { return a / b; }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return std::pow(a, b); }
 
+// Nearest integer, ties to even, independent of the floating-point rounding mode;
+// saturates at Int's range and maps NaN to 0 (C++ leaves both cases undefined): every
+// float-to-integer rounding of the executors and of constant folding.
+template <typename Int>
+COMMIR_HOST_DEVICE inline Int RoundToIntegerSaturating(double value) {
+  if (std::isnan(value)) return 0;
+  double rounded = std::floor(value);
+  const double fraction = value - rounded;  // exact for every double
+  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(rounded, 2.0) != 0.0)) rounded += 1.0;
+  // Both limits are powers of two (or one less), so the comparisons against the
+  // double values -2^(n-1) and 2^(n-1) are exact.
+  constexpr double kUpperBound = -static_cast<double>(std::numeric_limits<Int>::min());
+  if (rounded >= kUpperBound) return std::numeric_limits<Int>::max();
+  if (rounded < static_cast<double>(std::numeric_limits<Int>::min())) {
+    return std::numeric_limits<Int>::min();
+  }
+  return static_cast<Int>(rounded);
+}
+
 // The function `fn` computes, by value: the one run-time dispatch over ElementwiseFn that
 // constant folding and the host kernels' integer paths share. (Kernels over whole tensors
 // pick their function once per tensor, or at compile time on the device, from the same

@@ -9,22 +9,6 @@
 namespace commir {
 namespace {
 
-// Nearest integer, ties to even, saturating at Int's range, NaN to 0: the executor's
-// float-to-integer rounding (runtime/tensor.cc).
-template <typename Int>
-int64_t RoundToIntegerSaturating(double value) {
-  if (std::isnan(value)) return 0;
-  double rounded = std::floor(value);
-  const double fraction = value - rounded;
-  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(rounded, 2.0) != 0.0)) rounded += 1.0;
-  constexpr double kUpperBound = -static_cast<double>(std::numeric_limits<Int>::min());
-  if (rounded >= kUpperBound) return std::numeric_limits<Int>::max();
-  if (rounded < static_cast<double>(std::numeric_limits<Int>::min())) {
-    return std::numeric_limits<Int>::min();
-  }
-  return static_cast<Int>(rounded);
-}
-
 // An int64 result stored into an integer element type: i32 keeps the low 32 bits (two's
 // complement), i1 is nonzero-ness.
 int64_t StoreInteger(int64_t value, ElementType type) {
@@ -101,7 +85,7 @@ Scalar FromFloat(T value, ElementType type) {
 bool IsIntegral(Type type) { return type.is_index() || IsIntegerType(type.element_type()); }
 
 Scalar RoundToType(double value, Type type) {
-  if (type.is_index()) return Scalar{0, RoundToIntegerSaturating<int64_t>(value)};
+  if (type.is_index()) return Scalar{0, scalar_math::RoundToIntegerSaturating<int64_t>(value)};
   switch (type.element_type()) {
     case ElementType::kF64: return Scalar{value, 0};
     case ElementType::kF32: return Scalar{static_cast<float>(value), 0};
@@ -109,8 +93,8 @@ Scalar RoundToType(double value, Type type) {
       return Scalar{HalfBitsToFloat(DoubleToHalfBits(value)), 0};
     case ElementType::kBF16:
       return Scalar{BFloat16BitsToFloat(DoubleToBFloat16Bits(value)), 0};
-    case ElementType::kI64: return Scalar{0, RoundToIntegerSaturating<int64_t>(value)};
-    case ElementType::kI32: return Scalar{0, RoundToIntegerSaturating<int32_t>(value)};
+    case ElementType::kI64: return Scalar{0, scalar_math::RoundToIntegerSaturating<int64_t>(value)};
+    case ElementType::kI32: return Scalar{0, scalar_math::RoundToIntegerSaturating<int32_t>(value)};
     case ElementType::kI1: return Scalar{0, value != 0.0 ? 1 : 0};
   }
   return Scalar{};

@@ -118,8 +118,6 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       .summary = "batched matrix product a[..., M, K] x b[..., K, N], f32 accumulation",
       .min_operands = 2,
       .max_operands = 2,
-      .min_results = 1,
-      .max_results = 1,
       .attrs = {
           {.name = "transpose_a", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
           {.name = "transpose_b", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
@@ -133,7 +131,6 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       .summary = "softmax(scale * q k^T) v with GQA, causal masks and optional lse",
       .min_operands = 3,
       .max_operands = 5,
-      .min_results = 1,
       .max_results = 2,
       .attrs = {
           {.name = "causal", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
