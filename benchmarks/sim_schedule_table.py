@@ -110,38 +110,15 @@ def predict(tools, workdir, name, index, schedule):
     with open(scheduled, "w", encoding="utf-8") as f:
         f.write(run([tools.commir_opt, os.path.join(workdir, name + ".commir"),
                      "--pass-pipeline=" + pipeline]))
-    trace = os.path.join(workdir, f"{name}.{index}.trace.json")
-    prediction = json.loads(run([tools.commir_run, scheduled, "--backend=sim", "--format=json",
-                                 "--trace=" + trace]))
+    prediction = json.loads(run([tools.commir_run, scheduled, "--backend=sim", "--format=json"]))
     slowest = max(prediction["devices"], key=lambda d: d["time_s"])
-    with open(trace, encoding="utf-8") as f:
-        events = json.load(f)["traceEvents"]
     return {
         "time": prediction["time_s"],
         "compute": slowest["compute_s"],
         "communication": slowest["communication_s"],
         "exposed": slowest["exposed_communication_s"],
         "tflops": prediction["achieved_tflops_per_gpu"],
-        "concurrent": concurrent_compute_s(events, slowest["device"]),
     }
-
-
-def concurrent_compute_s(events, device):
-    """Time the device's compute kernels run at once on different streams (the trace's
-    compute intervals: their summed length minus the length of their union).
-
-    The model runs such kernels side by side, each at the full speed of the GPU (only
-    communication slows a GEMM), so a row with concurrent compute is optimistic."""
-    intervals = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                       if e.get("ph") == "X" and e.get("pid") == device
-                       and e.get("cat") == "compute")
-    total = sum(end - start for start, end in intervals)
-    union, reach = 0.0, float("-inf")
-    for start, end in intervals:
-        if end > reach:
-            union += end - max(start, reach)
-            reach = end
-    return (total - union) * 1e-6  # the trace is in microseconds
 
 
 def ms(seconds):
@@ -158,15 +135,15 @@ def overlap(row):
 READING_NOTES = """
 How the model prices the schedules (why the rows look as they do):
 
-- Pipelined schedules issue each chunk's all_gather and GEMM on the chunk's stream. With
-  streams=2 two chunks' GEMMs can run at once; the model runs them side by side, each at
-  the GPU's full speed (only communication slows a GEMM), so a row with concurrent compute
-  above 0 is optimistic by up to that much. More chunks mean smaller GEMMs (fewer full
-  waves over the 132 SMs) and more collective latency.
+- Pipelined schedules issue each chunk's slice, all_gather and GEMM on the chunk's stream
+  and every accumulator update on stream 0. GEMMs share the SMs (one at a time per GPU),
+  so with more chunks than streams the gather of chunk k + 2 queues on its stream behind
+  the update of chunk k + 1, which waits for that chunk's GEMM: one transfer per round of
+  streams is exposed. More chunks also mean smaller GEMMs (fewer full waves over the 132
+  SMs) and more collective latency.
 - Ring schedules split each GEMM into one per ring step (two per step for bi), which fill
-  fewer SMs, and write every partial result with dynamic_update_slice, priced as a copy of
-  the whole accumulator (the op table's bytes; an in-place update would move only the
-  block). Their shifts go at the point-to-point bandwidth (hardware p2p_bandwidth), below
+  fewer SMs, and write every partial result with dynamic_update_slice (in place: the
+  block's bytes). Their shifts go at the point-to-point bandwidth (hardware p2p_bandwidth), below
   the ring collectives' bus bandwidth, so a ring hides most of its communication and can
   still be slower than the plain lowering.
 - Ring attention merges partial results with unfused elementwise ops (exp, max, mul, add,
@@ -225,14 +202,14 @@ def main():
         print(f"- {name} ({axis}={DEVICES}): `{args_text}`")
     print()
     print("| example | schedule | time (ms) | speedup | compute (ms) | communication (ms) | "
-          "exposed (ms) | overlap | TFLOP/s per GPU | concurrent compute (ms) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "exposed (ms) | overlap | TFLOP/s per GPU |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, rows in table:
         plain = rows[0][1]["time"]
         for label, row in rows:
             print(f"| {name} | {label} | {ms(row['time'])} | {plain / row['time']:.2f}x | "
                   f"{ms(row['compute'])} | {ms(row['communication'])} | {ms(row['exposed'])} | "
-                  f"{overlap(row)} | {row['tflops']:.0f} | {ms(row['concurrent'])} |")
+                  f"{overlap(row)} | {row['tflops']:.0f} |")
 
     # Where overlap pays and where it does not, read off the figures above.
     print("\nWhere overlap pays (read off the rows above):\n")
@@ -244,7 +221,7 @@ def main():
         if best["time"] < plain["time"]:
             line += (f"Best: {best_label}, {plain['time'] / best['time']:.2f}x "
                      f"(exposed {ms(best['exposed'])} ms")
-            line += (", optimistic: concurrent compute)." if best["concurrent"] > 0 else ").")
+            line += ")."
         else:
             line += "No schedule beats the plain lowering."
         if slower:

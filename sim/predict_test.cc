@@ -67,7 +67,9 @@ TEST(IntervalTest, UnionAndUncoveredLength) {
   EXPECT_DOUBLE_EQ(UncoveredLength({{0, 4}}, {}), 4);
 }
 
-TEST_F(PredictTest, IndependentOpsOnTwoStreamsOverlap) {
+// Two GEMMs on two streams of one device share its SMs: the one issued second runs when
+// the first has finished, although its stream is free.
+TEST_F(PredictTest, ComputeOnTwoStreamsSharesTheSms) {
   const Function& f = Parse(R"(
 mesh @m(tp=2)
 spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[4096, 4096], bf16[2048, 4096]) {
@@ -76,14 +78,36 @@ spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -
   return %x, %y
 })");
   Prediction p = Run(f);
-  EXPECT_DOUBLE_EQ(p.time_s, std::max(Time(f, 0), Time(f, 1)));
+  EXPECT_DOUBLE_EQ(p.time_s, Time(f, 0) + Time(f, 1));
   ASSERT_EQ(p.timeline.size(), 4u);  // two ops on each of two devices
-  // Issue order: %x on devices 0 and 1, then %y on both.
+  // Issue order: %x on devices 0 and 1, then %y on both, each after its device's %x.
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(p.timeline[i].start_us, 0);
     EXPECT_EQ(p.timeline[i].device, i % 2);
     EXPECT_EQ(p.timeline[i].stream, i / 2);
+    EXPECT_DOUBLE_EQ(p.timeline[i].start_us, i < 2 ? 0 : Time(f, 0) * 1e6);
   }
+}
+
+// A kernel issued later on another stream fills an idle gap of the SMs before a kernel
+// that waits for communication.
+TEST_F(PredictTest, ComputeFillsAnEarlierGap) {
+  const Function& f = Parse(R"(
+mesh @m(tp=8)
+spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[32768, 4096], bf16[2048, 4096]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 0} : bf16[32768, 4096]
+  %x = matmul(%g, %b) {stream = 0} : bf16[32768, 4096]
+  %y = matmul(%c, %b) {stream = 1} : bf16[2048, 4096]
+  return %x, %y
+})");
+  Prediction p = Run(f);
+  double y_start = -1, x_start = -1;
+  for (const TimelineEvent& e : p.timeline) {
+    if (e.device != 0) continue;
+    if (e.op == "matmul" && e.stream == 1) y_start = e.start_us;
+    if (e.op == "matmul" && e.stream == 0) x_start = e.start_us;
+  }
+  EXPECT_EQ(y_start, 0);  // while the gather runs
+  EXPECT_GT(x_start, 0);  // after the gather
 }
 
 TEST_F(PredictTest, OpsOnOneStreamRunInOrder) {

@@ -86,7 +86,7 @@ TEST(ScheduleTimelineTest, RingCollectiveMatmulSendsNothingInItsLastStep) {
 // model does not share links between concurrent collectives; see README, blind spots.)
 class PipelineTimelineTest : public testing::TestWithParam<int> {};
 
-TEST_P(PipelineTimelineTest, ExposesAtMostTheFirstChunkTransfer) {
+TEST_P(PipelineTimelineTest, ExposesOneTransferPerRoundOfStreams) {
   const int chunks = GetParam();
   std::string text = ReadExample("ag_matmul");
   int replaced = absl::StrReplaceAll({{"f32[1024@tp, 256]", "bf16[65536@tp, 4096]"},
@@ -144,7 +144,14 @@ TEST_P(PipelineTimelineTest, ExposesAtMostTheFirstChunkTransfer) {
     EXPECT_EQ(transfers[d], chunks) << "device " << d;
     EXPECT_GE(back_start_us[d], last_transfer_end_us[d]) << "device " << d;
     const double exposed = p->devices[d].exposed_communication_s;
-    EXPECT_LE(exposed, gather->seconds + back->seconds + 1e-12) << "device " << d;
+    // The pass puts chunk k on stream k % 2 and every accumulator update on stream 0, so
+    // with more chunks than streams the slice and gather of chunk k + 2 queue on their
+    // stream behind the update of chunk k + 1, which waits for that chunk's GEMM: one
+    // transfer per round of streams is exposed, not only the first (a prefetching order
+    // would hide them; see the closing note of issue 12).
+    const int exposed_transfers = (chunks + 1) / 2;
+    EXPECT_LE(exposed, exposed_transfers * gather->seconds + back->seconds + 1e-12)
+        << "device " << d;
     EXPECT_GE(exposed, back->seconds - 1e-12) << "device " << d;
   }
 }

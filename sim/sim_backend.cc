@@ -1,6 +1,7 @@
 #include "sim/sim_backend.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -56,7 +57,8 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
       memory_(std::make_shared<DeviceMemoryCounter>(num_devices)),
       clocks_(num_devices),
       finish_(num_devices, 0.0),
-      sm_communication_(num_devices) {}
+      sm_communication_(num_devices),
+      compute_busy_(num_devices) {}
 
 Tensor SimBackend::MakeValue(int64_t device, ElementType type, std::vector<int64_t> shape,
                              double ready_s) {
@@ -93,6 +95,28 @@ absl::StatusOr<const SimBackend::OpModel*> SimBackend::ModelOf(const Operation& 
   }
   return &op_models_.emplace(&op, model).first->second;
 }
+
+namespace {
+
+// The earliest start >= `ready` at which [start, start + seconds) meets none of `busy`
+// (sorted, disjoint), and the index where that interval belongs. Kernels mostly arrive in
+// time order, so the search starts from the first interval that ends after `ready`.
+std::pair<double, size_t> EarliestFit(const std::vector<std::pair<double, double>>& busy,
+                                      double ready, double seconds) {
+  size_t i = std::upper_bound(busy.begin(), busy.end(), ready,
+                              [](double t, const std::pair<double, double>& b) {
+                                return t < b.second;
+                              }) -
+             busy.begin();
+  double start = ready;
+  for (; i < busy.size(); ++i) {
+    if (start + seconds <= busy[i].first) break;
+    start = std::max(start, busy[i].second);
+  }
+  return {start, i};
+}
+
+}  // namespace
 
 double SimBackend::OverlapWithCommunication(int64_t device, int64_t stream, double start,
                                             double seconds) const {
@@ -133,10 +157,19 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunOp(const Operation& op,
   double start = clock;
   for (const Tensor* t : tensors) start = std::max(start, ReadyTime(t));
   double seconds = (*model)->seconds;
-  if ((*model)->slowed_by_communication && seconds > 0) {
-    // Stretch by the slowdown over the overlapped part (see the header: approximations).
-    seconds += hw_.gemm_comm_overlap_slowdown *
-               OverlapWithCommunication(d, context.stream, start, seconds);
+  std::vector<std::pair<double, double>>& busy = compute_busy_[d];
+  if (seconds > 0) {
+    // The SMs are free for the kernel's whole (possibly stretched) span.
+    auto [fit, slot] = EarliestFit(busy, start, seconds);
+    if ((*model)->slowed_by_communication) {
+      // Stretch by the slowdown over the overlapped part (see the header: approximations).
+      double stretched = seconds + hw_.gemm_comm_overlap_slowdown *
+                                       OverlapWithCommunication(d, context.stream, fit, seconds);
+      std::tie(fit, slot) = EarliestFit(busy, fit, stretched);
+      seconds = stretched;
+    }
+    start = fit;
+    busy.insert(busy.begin() + static_cast<std::ptrdiff_t>(slot), {start, start + seconds});
   }
   double end = start + seconds;
   if (seconds > 0) {

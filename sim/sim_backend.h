@@ -11,7 +11,11 @@
 //  * a collective starts when its slowest group member is ready (max over the members of
 //    their stream clock and operand ready time) and ends, for every member, after the
 //    collective's time;
-//  * ops on different streams overlap.
+//  * compute kernels of one device share its SMs: a compute kernel runs in the earliest
+//    gap of the device's busy compute time that fits it after its start (so a kernel
+//    issued later on another stream may fill an earlier idle gap), never beside another
+//    compute kernel;
+//  * communication overlaps compute and other communication on other streams.
 // Approximations (why): a GEMM or attention that overlaps a communication kernel on another
 // stream of its device is slowed by hw.gemm_comm_overlap_slowdown over the overlapped part,
 // but only when the communication was issued first in program order: re-timing an op
@@ -150,6 +154,8 @@ class SimBackend : public runtime::Backend {
     int64_t stream;
   };
   std::vector<std::vector<Interval>> sm_communication_;
+  // Per device, the intervals its compute kernels occupy, sorted and disjoint.
+  std::vector<std::vector<std::pair<double, double>>> compute_busy_;
   std::vector<SimEvent> events_;
   double total_flops_ = 0;
   double flops_at_peak_s_ = 0;

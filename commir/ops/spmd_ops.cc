@@ -142,6 +142,14 @@ OpCost CopyCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {0, StreamingBytes(sig, results), 0};
 }
 
+// dynamic_update_slice writes the update into its operand's buffer in place (as XLA's
+// buffer assignment does when the operand is not used again, which is how the schedules
+// use it: a loop's accumulator): the update is read and its region written; the rest of
+// the operand is not touched.
+OpCost UpdateInPlaceCost(const OpSignature& sig, absl::Span<const Type>) {
+  return {0, 2 * ByteSize(sig.operand_types[1]), 0};
+}
+
 // Bytes each device sends with ring algorithms, the usual NCCL model.
 OpCost AllGatherCost(const OpSignature& sig, absl::Span<const Type> results) {
   double n = static_cast<double>(results[0].num_elements()) / sig.operand_types[0].num_elements();
@@ -277,7 +285,7 @@ void AppendSpmdOps(std::vector<OpDef>& ops) {
       .attrs = {{.name = "dim", .kind = AttrKind::kInt, .required = true}},
       .traits = kSpmdOnly,
       .infer = InferDynamicUpdateSlice,
-      .cost = CopyCost,
+      .cost = UpdateInPlaceCost,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kFor,
