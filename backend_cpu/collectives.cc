@@ -66,20 +66,18 @@ absl::StatusOr<Tensor> AllGather(absl::Span<const Tensor* const> parts, int64_t 
   return Concat(parts, dim);
 }
 
-absl::StatusOr<Tensor> AllReduce(absl::Span<const Tensor* const> parts, ReduceOp op) {
+absl::StatusOr<Tensor> AllReduce(absl::Span<const Tensor* const> parts, ReductionFn op) {
   if (absl::Status status = CheckGroup("all_reduce", parts); !status.ok()) return status;
-  if (op == ReduceOp::kMean) {
+  if (op == ReductionFn::kMean) {
     return absl::InvalidArgumentError("all_reduce: the reduction must be sum, max or min");
   }
   // The fold itself is the runtime's, so host-side assembly of partial results sums
   // exactly as this collective does.
-  return runtime::CombineInOrder(parts, op == ReduceOp::kSum   ? runtime::HostCombine::kSum
-                                        : op == ReduceOp::kMax ? runtime::HostCombine::kMax
-                                                               : runtime::HostCombine::kMin);
+  return runtime::CombineInOrder(parts, op);
 }
 
 absl::StatusOr<std::vector<Tensor>> ReduceScatter(absl::Span<const Tensor* const> parts,
-                                                  int64_t dim, ReduceOp op) {
+                                                  int64_t dim, ReductionFn op) {
   if (absl::Status status = CheckGroup("reduce_scatter", parts); !status.ok()) return status;
   const int64_t members = static_cast<int64_t>(parts.size());
   absl::StatusOr<int64_t> scatter_dim = CheckSplitDim("reduce_scatter", *parts[0], dim, members);

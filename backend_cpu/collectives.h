@@ -26,11 +26,11 @@ namespace commir::cpu {
 absl::StatusOr<Tensor> AllGather(absl::Span<const Tensor* const> parts, int64_t dim);
 
 // The elementwise reduction (kSum, kMax or kMin) of all parts; every member receives it.
-absl::StatusOr<Tensor> AllReduce(absl::Span<const Tensor* const> parts, ReduceOp op);
+absl::StatusOr<Tensor> AllReduce(absl::Span<const Tensor* const> parts, ReductionFn op);
 
 // AllReduce, then `dim` is split into one block per member and member c keeps block c.
 absl::StatusOr<std::vector<Tensor>> ReduceScatter(absl::Span<const Tensor* const> parts,
-                                                  int64_t dim, ReduceOp op);
+                                                  int64_t dim, ReductionFn op);
 
 // Each member splits `split_dim` into n blocks and sends block j to member j; member j
 // concatenates the blocks it receives along `concat_dim` in source order.

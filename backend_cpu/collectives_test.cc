@@ -64,15 +64,15 @@ TEST(AllGatherTest, ConcatenatesInCoordinateOrderAlongEveryDim) {
 // The reduction the header promises, spelled out: fold the members in coordinate order in
 // `Accumulator`, then round once.
 template <typename Accumulator>
-std::vector<double> SequentialReference(const Group& group, ReduceOp op) {
+std::vector<double> SequentialReference(const Group& group, ReductionFn op) {
   const int64_t count = group.parts[0].num_elements();
   std::vector<double> result(count);
   for (int64_t i = 0; i < count; ++i) {
     Accumulator acc = static_cast<Accumulator>(group.parts[0].GetAsDouble(i));
     for (size_t c = 1; c < group.parts.size(); ++c) {
       const Accumulator value = static_cast<Accumulator>(group.parts[c].GetAsDouble(i));
-      acc = op == ReduceOp::kSum   ? acc + value
-            : op == ReduceOp::kMax ? std::max(acc, value)
+      acc = op == ReductionFn::kSum   ? acc + value
+            : op == ReductionFn::kMax ? std::max(acc, value)
                                    : std::min(acc, value);
     }
     result[i] = testing::RoundTo(group.parts[0].element_type(), static_cast<double>(acc));
@@ -82,7 +82,7 @@ std::vector<double> SequentialReference(const Group& group, ReduceOp op) {
 
 TEST(AllReduceTest, FoldsInCoordinateOrderAndRoundsOnce) {
   for (int64_t n : kGroupSizes) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    for (ReductionFn op : {ReductionFn::kSum, ReductionFn::kMax, ReductionFn::kMin}) {
       for (ElementType type : {ElementType::kF32, ElementType::kBF16, ElementType::kF16}) {
         const Group group = MakeGroup(n, type, 10);
         COMMIR_ASSERT_OK_AND_ASSIGN(Tensor result, AllReduce(group.pointers, op));
@@ -105,7 +105,7 @@ TEST(AllReduceTest, SixteenBitSumsRoundOnlyAtTheEnd) {
   const Tensor a = Tensor::FromDouble(ElementType::kBF16, {1}, std::vector<double>{1.0});
   const Tensor b = Tensor::FromDouble(ElementType::kBF16, {1}, std::vector<double>{small});
   std::vector<const Tensor*> parts = {&a, &b, &b};
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReduceOp::kSum));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReductionFn::kSum));
   ExpectTensorEq(sum, ElementType::kBF16, {1}, {1.0 + 2 * small});
 }
 
@@ -114,25 +114,25 @@ TEST(AllReduceTest, IntegerSumsWrapAndBoolSumIsOr) {
   const Tensor a = Tensor::FromDouble(ElementType::kI32, {1}, std::vector<double>{max32});
   const Tensor b = Tensor::FromDouble(ElementType::kI32, {1}, std::vector<double>{2});
   std::vector<const Tensor*> parts = {&a, &b};
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReduceOp::kSum));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReductionFn::kSum));
   ExpectTensorEq(sum, ElementType::kI32, {1}, {std::numeric_limits<int32_t>::min() + 1.0});
   const Tensor t = Tensor::FromDouble(ElementType::kI1, {2}, std::vector<double>{1, 0});
   const Tensor f = Tensor::FromDouble(ElementType::kI1, {2}, std::vector<double>{1, 0});
   std::vector<const Tensor*> flags = {&t, &f};
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor any, AllReduce(flags, ReduceOp::kSum));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor any, AllReduce(flags, ReductionFn::kSum));
   ExpectTensorEq(any, ElementType::kI1, {2}, {1, 0});
   // NaN propagates through max.
   const Tensor x = Tensor::FromDouble(ElementType::kF32, {2}, std::vector<double>{NAN, 1});
   const Tensor y = Tensor::FromDouble(ElementType::kF32, {2}, std::vector<double>{2, NAN});
   std::vector<const Tensor*> with_nan = {&x, &y};
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor maximum, AllReduce(with_nan, ReduceOp::kMax));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor maximum, AllReduce(with_nan, ReductionFn::kMax));
   ExpectTensorEq(maximum, ElementType::kF32, {2}, {NAN, NAN});
 }
 
 TEST(ReduceScatterTest, MemberKeepsItsBlockOfTheReductionAlongEveryDim) {
   for (int64_t n : kGroupSizes) {
     const Group group = MakeGroup(n, ElementType::kF32, 40);
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    for (ReductionFn op : {ReductionFn::kSum, ReductionFn::kMax, ReductionFn::kMin}) {
       const std::vector<double> reduced = SequentialReference<float>(group, op);
       for (int64_t dim = -3; dim < 3; ++dim) {
         const int64_t d = dim < 0 ? dim + 3 : dim;
@@ -209,16 +209,16 @@ TEST(CollectivesTest, ScalarParts) {
   const Tensor a = Tensor::FromDouble(ElementType::kF32, {}, std::vector<double>{1.5});
   const Tensor b = Tensor::FromDouble(ElementType::kF32, {}, std::vector<double>{-4});
   std::vector<const Tensor*> parts = {&a, &b};
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReduceOp::kSum));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor sum, AllReduce(parts, ReductionFn::kSum));
   ExpectTensorEq(sum, ElementType::kF32, {}, {-2.5});
-  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor minimum, AllReduce(parts, ReduceOp::kMin));
+  COMMIR_ASSERT_OK_AND_ASSIGN(Tensor minimum, AllReduce(parts, ReductionFn::kMin));
   ExpectTensorEq(minimum, ElementType::kF32, {}, {-4});
   const std::vector<Tensor> shifted = Shift(parts, 1);
   EXPECT_TRUE(shifted[0].BitwiseEqual(b));
   EXPECT_TRUE(shifted[1].BitwiseEqual(a));
   // A scalar has no dimension to gather along or split.
   ExpectInvalidArgument(AllGather(parts, 0).status(), {"rank 0"});
-  ExpectInvalidArgument(ReduceScatter(parts, 0, ReduceOp::kSum).status(), {"rank 0"});
+  ExpectInvalidArgument(ReduceScatter(parts, 0, ReductionFn::kSum).status(), {"rank 0"});
 }
 
 TEST(CollectivesTest, Errors) {
@@ -229,17 +229,17 @@ TEST(CollectivesTest, Errors) {
   std::vector<const Tensor*> types_differ = {&a, &c};
   ExpectInvalidArgument(AllGather({}, 0).status(), {"all_gather", "no members"});
   ExpectInvalidArgument(AllGather(shapes_differ, 0).status(), {"member 1", "f32[4, 5]"});
-  ExpectInvalidArgument(AllReduce(types_differ, ReduceOp::kSum).status(), {"f16[4, 6]"});
+  ExpectInvalidArgument(AllReduce(types_differ, ReductionFn::kSum).status(), {"f16[4, 6]"});
   std::vector<const Tensor*> three = {&a, &a, &a, &a, &a};
-  ExpectInvalidArgument(ReduceScatter(three, 0, ReduceOp::kSum).status(),
+  ExpectInvalidArgument(ReduceScatter(three, 0, ReductionFn::kSum).status(),
                         {"reduce_scatter", "extent 4", "5 equal blocks"});
   ExpectInvalidArgument(AllToAll(three, 1, 0).status(),
                         {"all_to_all", "extent 6", "5 equal blocks"});
   std::vector<const Tensor*> pair = {&a, &a};
-  ExpectInvalidArgument(AllReduce(pair, ReduceOp::kMean).status(), {"sum, max or min"});
+  ExpectInvalidArgument(AllReduce(pair, ReductionFn::kMean).status(), {"sum, max or min"});
   ExpectInvalidArgument(AllGather(pair, 2).status(), {"dimension 2"});
   ExpectInvalidArgument(AllToAll(pair, 0, -3).status(), {"dimension -3"});
-  ExpectInvalidArgument(ReduceScatter(pair, 2, ReduceOp::kSum).status(), {"dimension 2"});
+  ExpectInvalidArgument(ReduceScatter(pair, 2, ReductionFn::kSum).status(), {"dimension 2"});
 }
 
 }  // namespace

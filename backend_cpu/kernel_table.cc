@@ -58,9 +58,9 @@ Tensors RunMatMul(const Operation& op, Operands t, Indices) {
                     ResultType(op).element_type()));
 }
 
-template <ReduceOp kReduce>
 Tensors RunReduce(const Operation& op, Operands t, Indices) {
-  return One(Reduce(kReduce, *t[0], IntList(op, "dims"), op.BoolAttr("keepdim")));
+  return One(Reduce(op.def().reduction_fn(op.attrs()), *t[0], IntList(op, "dims"),
+                    op.BoolAttr("keepdim")));
 }
 
 Tensors RunSoftmax(const Operation& op, Operands t, Indices) {
@@ -125,12 +125,6 @@ Tensors RunDynamicUpdateSlice(const Operation& op, Operands t, Indices indices) 
 
 // ---- Collectives -------------------------------------------------------------------------
 
-ReduceOp ToReduce(absl::string_view name) {
-  if (name == "max") return ReduceOp::kMax;
-  if (name == "min") return ReduceOp::kMin;
-  return ReduceOp::kSum;
-}
-
 // Every member receives the one result.
 Tensors ToEveryMember(absl::StatusOr<Tensor> result, size_t members) {
   if (!result.ok()) return result.status();
@@ -142,11 +136,11 @@ Tensors RunAllGather(const Operation& op, Operands parts) {
 }
 
 Tensors RunAllReduce(const Operation& op, Operands parts) {
-  return ToEveryMember(AllReduce(parts, ToReduce(op.EnumAttr("reduce"))), parts.size());
+  return ToEveryMember(AllReduce(parts, op.def().reduction_fn(op.attrs())), parts.size());
 }
 
 Tensors RunReduceScatter(const Operation& op, Operands parts) {
-  return ReduceScatter(parts, op.RequiredIntAttr("dim"), ToReduce(op.EnumAttr("reduce")));
+  return ReduceScatter(parts, op.RequiredIntAttr("dim"), op.def().reduction_fn(op.attrs()));
 }
 
 Tensors RunAllToAll(const Operation& op, Operands parts) {
@@ -161,9 +155,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kConvert, RunConvert);
   table.Register(OpKind::kFull, RunFull);
   table.Register(OpKind::kMatmul, RunMatMul);
-  table.Register(OpKind::kReduceSum, RunReduce<ReduceOp::kSum>);
-  table.Register(OpKind::kReduceMax, RunReduce<ReduceOp::kMax>);
-  table.Register(OpKind::kReduceMean, RunReduce<ReduceOp::kMean>);
+  table.RegisterReductions(RunReduce);
   table.Register(OpKind::kSoftmax, RunSoftmax);
   table.Register(OpKind::kLayerNorm, RunLayerNorm);
   table.Register(OpKind::kRmsNorm, RunRmsNorm);

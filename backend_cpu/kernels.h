@@ -21,6 +21,7 @@
 #include "commir/elementwise_fn.h"
 #include "runtime/host_ops.h"
 #include "runtime/tensor.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::cpu {
 
@@ -71,8 +72,6 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a
 // ---------------------------------------------------------------------------------------
 // Reductions (reduce.cc)
 
-enum class ReduceOp { kSum, kMax, kMin, kMean };
-std::string_view ReduceOpName(ReduceOp op);
 
 // Reduces over `dims` (distinct; empty means no reduction), keeping them as extent 1 when
 // `keepdim`. The result has x's element type. Float sums use pairwise summation in f32
@@ -80,7 +79,7 @@ std::string_view ReduceOpName(ReduceOp op);
 // reductions give 0 for sum, NaN for a float mean, -inf / +inf (or the integer type's
 // lowest / highest value) for max / min. Integer mean is floor(sum / count), equal to
 // div(reduce_sum, count), and an error for an empty reduction.
-absl::StatusOr<Tensor> Reduce(ReduceOp op, const Tensor& x, absl::Span<const int64_t> dims,
+absl::StatusOr<Tensor> Reduce(ReductionFn op, const Tensor& x, absl::Span<const int64_t> dims,
                               bool keepdim);
 
 // ---------------------------------------------------------------------------------------

@@ -106,17 +106,17 @@ T MinPropagatingNan(const T* values, int64_t count) {
 
 // Reduces each run of `count` consecutive values of a float buffer.
 template <typename T>
-std::vector<T> ReduceFloatRuns(ReduceOp op, const std::vector<T>& values, int64_t count,
+std::vector<T> ReduceFloatRuns(ReductionFn op, const std::vector<T>& values, int64_t count,
                                int64_t runs) {
   std::vector<T> result(runs);
   for (int64_t r = 0; r < runs; ++r) {
     const T* run = values.data() + r * count;
     switch (op) {
-      case ReduceOp::kSum: result[r] = PairwiseSum(run, count); break;
+      case ReductionFn::kSum: result[r] = PairwiseSum(run, count); break;
       // An empty mean is 0 / 0 = NaN, as in NumPy.
-      case ReduceOp::kMean: result[r] = PairwiseSum(run, count) / static_cast<T>(count); break;
-      case ReduceOp::kMax: result[r] = MaxPropagatingNan(run, count); break;
-      case ReduceOp::kMin: result[r] = MinPropagatingNan(run, count); break;
+      case ReductionFn::kMean: result[r] = PairwiseSum(run, count) / static_cast<T>(count); break;
+      case ReductionFn::kMax: result[r] = MaxPropagatingNan(run, count); break;
+      case ReductionFn::kMin: result[r] = MinPropagatingNan(run, count); break;
     }
   }
   return result;
@@ -133,26 +133,26 @@ std::pair<int64_t, int64_t> IntegerRange(ElementType type) {
   }
 }
 
-absl::StatusOr<std::vector<int64_t>> ReduceIntegerRuns(ReduceOp op, ElementType type,
+absl::StatusOr<std::vector<int64_t>> ReduceIntegerRuns(ReductionFn op, ElementType type,
                                                        const std::vector<int64_t>& values,
                                                        int64_t count, int64_t runs) {
-  if (op == ReduceOp::kMean && count == 0 && runs > 0) {
+  if (op == ReductionFn::kMean && count == 0 && runs > 0) {
     return absl::InvalidArgumentError(
         "reduce_mean: the mean of an empty integer reduction is undefined");
   }
   std::vector<int64_t> result(runs);
   for (int64_t r = 0; r < runs; ++r) {
     const int64_t* run = values.data() + r * count;
-    if (op == ReduceOp::kMax) {
+    if (op == ReductionFn::kMax) {
       result[r] = std::max(MaxPropagatingNan(run, count), IntegerRange(type).first);
-    } else if (op == ReduceOp::kMin) {
+    } else if (op == ReductionFn::kMin) {
       result[r] = std::min(MinPropagatingNan(run, count), IntegerRange(type).second);
     } else {
       // Summed modulo 2^64, like add.
       int64_t sum = 0;
       for (int64_t i = 0; i < count; ++i) sum = scalar_math::WrappingAdd(sum, run[i]);
       result[r] = sum;
-      if (op == ReduceOp::kMean) result[r] = scalar_math::FloorDiv(result[r], count);
+      if (op == ReductionFn::kMean) result[r] = scalar_math::FloorDiv(result[r], count);
     }
   }
   return result;
@@ -160,19 +160,9 @@ absl::StatusOr<std::vector<int64_t>> ReduceIntegerRuns(ReduceOp op, ElementType 
 
 }  // namespace
 
-std::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMean: return "mean";
-  }
-  return "?";
-}
-
-absl::StatusOr<Tensor> Reduce(ReduceOp op, const Tensor& x, absl::Span<const int64_t> dims,
+absl::StatusOr<Tensor> Reduce(ReductionFn op, const Tensor& x, absl::Span<const int64_t> dims,
                               bool keepdim) {
-  const std::string op_name = absl::StrFormat("reduce_%s", ReduceOpName(op));
+  const std::string op_name = absl::StrFormat("reduce_%s", ReductionFnName(op));
   absl::StatusOr<ReducePlan> plan = PlanReduce(op_name, x, dims, keepdim);
   if (!plan.ok()) return plan.status();
 

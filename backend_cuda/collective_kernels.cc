@@ -18,12 +18,6 @@ int64_t Prefix(Shape dims, int64_t end) {
   return p;
 }
 
-comm::ReduceKind ToReduceKind(absl::string_view name) {
-  if (name == "max") return comm::ReduceKind::kMax;
-  if (name == "min") return comm::ReduceKind::kMin;
-  return comm::ReduceKind::kSum;
-}
-
 // ---- Geometry ----------------------------------------------------------------------------
 
 Geometry PlanAllGather(const Operation& op, Shape shape, absl::string_view, int64_t n) {
@@ -95,12 +89,12 @@ absl::Status RunAllGather(comm::CollectiveEngine& engine, const Operation&, Shap
 
 absl::Status RunReduceScatter(comm::CollectiveEngine& engine, const Operation& op, Shape group,
                               Members local, int64_t count, ElementType type) {
-  return engine.ReduceScatter(group, local, count, type, ToReduceKind(op.EnumAttr("reduce")));
+  return engine.ReduceScatter(group, local, count, type, op.def().reduction_fn(op.attrs()));
 }
 
 absl::Status RunAllReduce(comm::CollectiveEngine& engine, const Operation& op, Shape group,
                           Members local, int64_t count, ElementType type) {
-  return engine.AllReduce(group, local, count, type, ToReduceKind(op.EnumAttr("reduce")));
+  return engine.AllReduce(group, local, count, type, op.def().reduction_fn(op.attrs()));
 }
 
 absl::Status RunAllToAll(comm::CollectiveEngine& engine, const Operation&, Shape group,

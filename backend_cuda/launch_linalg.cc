@@ -98,13 +98,13 @@ Results LaunchMatMul(const LaunchContext& ctx) {
   });
 }
 
-template <k::KReduceOp kReduce>
 Results LaunchReduce(const LaunchContext& ctx) {
+  const ReductionFn reduce = ctx.op.def().reduction_fn(ctx.op.attrs());
   const Tensor& x = ctx.operand(0);
   const std::vector<int64_t> dims = ctx.op.RequiredIntListAttr("dims");
   // keepdim only changes the shape: the bytes are the same.
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchReduce(kReduce, KD(x.element_type()), ctx.in[0], x.shape(), dims,
+    return ctx.Check(k::LaunchReduce(reduce, KD(x.element_type()), ctx.in[0], x.shape(), dims,
                                      out[0], ctx.error_flag, ctx.stream));
   });
 }
@@ -188,9 +188,7 @@ Results LaunchAttention(const LaunchContext& ctx) {
 
 void RegisterLinalgLaunchers(TensorLauncherTable& table) {
   table.Register(OpKind::kMatmul, LaunchMatMul);
-  table.Register(OpKind::kReduceSum, LaunchReduce<k::KReduceOp::kSum>);
-  table.Register(OpKind::kReduceMax, LaunchReduce<k::KReduceOp::kMax>);
-  table.Register(OpKind::kReduceMean, LaunchReduce<k::KReduceOp::kMean>);
+  table.RegisterReductions(LaunchReduce);
   table.Register(OpKind::kSoftmax, LaunchSoftmax);
   table.Register(OpKind::kLayerNorm, LaunchLayerNorm);
   table.Register(OpKind::kRmsNorm, LaunchRmsNorm);

@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "commir/attribute.h"
 #include "commir/elementwise_fn.h"
+#include "commir/reduction_fn.h"
 #include "commir/type.h"
 
 namespace commir {
@@ -108,6 +109,9 @@ struct OpDef {
   // elementwise kernels by it. Null for ops that compute none (convert, full, the
   // index-only rem and every op that is not elementwise).
   ElementwiseFn (*elementwise_fn)(const AttrDict& attrs) = nullptr;
+  // The reduction a reducing op computes (reduce_sum ... reduce_mean by kind; all_reduce
+  // and reduce_scatter by their `reduce` attribute); null for every other op.
+  ReductionFn (*reduction_fn)(const AttrDict& attrs) = nullptr;
 
   bool Has(OpTrait trait) const { return (traits & trait) != 0; }
   const AttrSpec* FindAttr(absl::string_view name) const;

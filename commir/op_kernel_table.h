@@ -60,6 +60,14 @@ class OpKernelTable {
     }
   }
 
+  // Registers `reduce` for every op that reduces over dimensions of one tensor
+  // (OpDef::reduction_fn, not a collective): reduce_sum, reduce_max, reduce_mean.
+  void RegisterReductions(Kernel reduce) {
+    for (const OpDef* def : AllOpDefs()) {
+      if (def->reduction_fn != nullptr && !def->Has(kCollective)) Register(def->kind, reduce);
+    }
+  }
+
   // The kernel of `kind`; empty (null) when none is registered.
   Kernel Find(OpKind kind) const { return kernels_[Index(kind)]; }
 

@@ -115,7 +115,7 @@ absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Typ
       blocks[block] = *addends[block][0];
       continue;
     }
-    blocks[block] = CombineInOrder(addends[block], HostCombine::kSum);
+    blocks[block] = CombineInOrder(addends[block], ReductionFn::kSum);
   }
   // Replicas must agree with the canonical device of their group.
   if (!replica_axes.empty()) {

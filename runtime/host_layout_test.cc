@@ -279,7 +279,7 @@ TEST(AssembleGlobal, PartialSumEqualsAllReduce) {
         if (in_group) group[Linear(mesh, d, partial)] = &parts[d];
       }
       // The fold all_reduce performs (backend_cpu's AllReduce calls it too).
-      Tensor reduced = CombineInOrder(group, HostCombine::kSum);
+      Tensor reduced = CombineInOrder(group, ReductionFn::kSum);
       EXPECT_TRUE(assembled->BitwiseEqual(reduced));
     }
   }

@@ -23,15 +23,15 @@ namespace commir::runtime {
 namespace {
 
 template <typename T>
-T Combine(HostCombine op, T accumulator, T value) {
+T Combine(ReductionFn op, T accumulator, T value) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (op != HostCombine::kSum && (std::isnan(accumulator) || std::isnan(value))) {
+    if (op != ReductionFn::kSum && (std::isnan(accumulator) || std::isnan(value))) {
       return std::isnan(accumulator) ? accumulator : value;  // max and min propagate NaN
     }
   }
   switch (op) {
-    case HostCombine::kMax: return std::max(accumulator, value);
-    case HostCombine::kMin: return std::min(accumulator, value);
+    case ReductionFn::kMax: return std::max(accumulator, value);
+    case ReductionFn::kMin: return std::min(accumulator, value);
     default:
       if constexpr (std::is_integral_v<T>) {
         return static_cast<T>(scalar_math::WrappingAdd(accumulator, value));  // wraps like add
@@ -43,7 +43,7 @@ T Combine(HostCombine op, T accumulator, T value) {
 
 // Folds the parts into parts[0]'s values in coordinate order, in compute type T.
 template <typename T>
-Tensor ReduceInOrder(absl::Span<const Tensor* const> parts, HostCombine op) {
+Tensor ReduceInOrder(absl::Span<const Tensor* const> parts, ReductionFn op) {
   std::vector<T> accumulator = LoadAs<T>(*parts[0]);
   for (size_t c = 1; c < parts.size(); ++c) {
     const std::vector<T> values = LoadAs<T>(*parts[c]);
@@ -134,7 +134,7 @@ Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value) {
   return result;
 }
 
-Tensor CombineInOrder(absl::Span<const Tensor* const> parts, HostCombine combine) {
+Tensor CombineInOrder(absl::Span<const Tensor* const> parts, ReductionFn combine) {
   const ElementType type = parts[0]->element_type();
   if (IsIntegerType(type)) return ReduceInOrder<int64_t>(parts, combine);
   return DispatchFloatCompute(

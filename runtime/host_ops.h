@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "commir/element_type.h"
 #include "runtime/tensor.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::runtime {
 
@@ -34,14 +35,11 @@ absl::StatusOr<Tensor> Concat(absl::Span<const Tensor* const> parts, int64_t dim
 // A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`.
 Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value);
 
-// How CombineInOrder folds two values.
-enum class HostCombine { kSum, kMax, kMin };
-
 // parts[0] combined with parts[1], then parts[2], ... elementwise, as all_reduce does:
 // floats in f32 (f64 for f64) rounded to the element type once, integers in i64 wrapping
 // like add; max and min propagate NaN. The parts must be non-empty and share one type
 // (checked by the caller, which names the operation in its error).
-Tensor CombineInOrder(absl::Span<const Tensor* const> parts, HostCombine combine);
+Tensor CombineInOrder(absl::Span<const Tensor* const> parts, ReductionFn combine);
 
 }  // namespace commir::runtime
 

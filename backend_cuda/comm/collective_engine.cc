@@ -47,28 +47,18 @@ ncclDataType_t NcclType(ElementType type) {
 }
 
 // i1 values are 0/1 bytes: their sum is a logical or (spec), which is max on bytes.
-ncclRedOp_t NcclOp(ReduceKind op, ElementType type) {
+ncclRedOp_t NcclOp(ReductionFn op, ElementType type) {
   switch (op) {
-    case ReduceKind::kSum:
+    case ReductionFn::kSum:
       return type == ElementType::kI1 ? ncclMax : ncclSum;
-    case ReduceKind::kMax:
+    case ReductionFn::kMax:
       return ncclMax;
-    case ReduceKind::kMin:
+    case ReductionFn::kMin:
       return ncclMin;
+    case ReductionFn::kMean:
+      break;  // no collective computes a mean (the verifier's `reduce` values)
   }
   return ncclSum;
-}
-
-ck::KCombineOp CombineOp(ReduceKind op) {
-  switch (op) {
-    case ReduceKind::kSum:
-      return ck::KCombineOp::kSum;
-    case ReduceKind::kMax:
-      return ck::KCombineOp::kMax;
-    case ReduceKind::kMin:
-      return ck::KCombineOp::kMin;
-  }
-  return ck::KCombineOp::kSum;
 }
 
 // Restores the calling thread's current device when it goes out of scope: the executor
@@ -121,7 +111,7 @@ struct Request {
   absl::Span<const MemberBuffers> local;
   int64_t count;
   ElementType type;
-  ReduceKind op = ReduceKind::kSum;
+  ReductionFn op = ReductionFn::kSum;
   int64_t offset = 0;
 };
 
@@ -668,7 +658,7 @@ class CollectiveEngine::Impl {
   absl::Status Fold(const Request& r, const std::vector<const char*>& inputs, char* out,
                     int64_t count, cudaStream_t stream) {
     const ck::KDType kt = KType(r.type);
-    const ck::KCombineOp op = CombineOp(r.op);
+    const ReductionFn op = r.op;
     const size_t n = inputs.size();
     if (n <= static_cast<size_t>(ck::kMaxReduceBuffers)) {  // one kernel, no accumulator
       std::vector<const void*> pointers(inputs.begin(), inputs.end());
@@ -839,13 +829,13 @@ absl::Status CollectiveEngine::AllGather(absl::Span<const int64_t> group,
 
 absl::Status CollectiveEngine::ReduceScatter(absl::Span<const int64_t> group,
                                              absl::Span<const MemberBuffers> local,
-                                             int64_t count, ElementType type, ReduceKind op) {
+                                             int64_t count, ElementType type, ReductionFn op) {
   return impl_->Run(Request{Kind::kReduceScatter, group, local, count, type, op});
 }
 
 absl::Status CollectiveEngine::AllReduce(absl::Span<const int64_t> group,
                                          absl::Span<const MemberBuffers> local, int64_t count,
-                                         ElementType type, ReduceKind op) {
+                                         ElementType type, ReductionFn op) {
   return impl_->Run(Request{Kind::kAllReduce, group, local, count, type, op});
 }
 
@@ -859,7 +849,7 @@ absl::Status CollectiveEngine::Shift(absl::Span<const int64_t> group,
                                      absl::Span<const MemberBuffers> local, int64_t count,
                                      ElementType type, int64_t offset) {
   return impl_->Run(
-      Request{Kind::kShift, group, local, count, type, ReduceKind::kSum, offset});
+      Request{Kind::kShift, group, local, count, type, ReductionFn::kSum, offset});
 }
 
 absl::Status CollectiveEngine::WaitAll(absl::Duration timeout) { return impl_->WaitAll(timeout); }

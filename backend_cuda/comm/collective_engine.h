@@ -43,10 +43,9 @@
 #include "backend_cuda/comm/launch.h"
 #include "backend_cuda/comm/partition.h"
 #include "commir/element_type.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::cuda::comm {
-
-enum class ReduceKind { kSum, kMax, kMin };
 
 struct MemberBuffers {
   int64_t device = 0;          // mesh device id (must be in the group and local)
@@ -81,10 +80,10 @@ class CollectiveEngine {
   // reduction of block c over all members. count % n == 0.
   absl::Status ReduceScatter(absl::Span<const int64_t> group,
                              absl::Span<const MemberBuffers> local, int64_t count,
-                             ElementType type, ReduceKind op);
+                             ElementType type, ReductionFn op);
   // recv (count elements) = the reduction over all members.
   absl::Status AllReduce(absl::Span<const int64_t> group, absl::Span<const MemberBuffers> local,
-                         int64_t count, ElementType type, ReduceKind op);
+                         int64_t count, ElementType type, ReductionFn op);
   // send block j (count / n elements) goes to member j; recv block i comes from member i.
   absl::Status AllToAll(absl::Span<const int64_t> group, absl::Span<const MemberBuffers> local,
                         int64_t count, ElementType type);

@@ -104,11 +104,11 @@ std::vector<double> InputOf(ElementType type, int64_t device, int64_t count) {
   return values;
 }
 
-double Combine(ReduceKind op, ElementType type, double a, double b) {
+double Combine(ReductionFn op, ElementType type, double a, double b) {
   switch (op) {
-    case ReduceKind::kSum: return type == ElementType::kI1 ? (a != 0 || b != 0) : a + b;
-    case ReduceKind::kMax: return std::max(a, b);
-    case ReduceKind::kMin: return std::min(a, b);
+    case ReductionFn::kSum: return type == ElementType::kI1 ? (a != 0 || b != 0) : a + b;
+    case ReductionFn::kMax: return std::max(a, b);
+    case ReductionFn::kMin: return std::min(a, b);
   }
   return 0;
 }
@@ -117,7 +117,7 @@ enum class Coll { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift };
 
 struct Case {
   Coll coll;
-  ReduceKind op = ReduceKind::kSum;
+  ReductionFn op = ReductionFn::kSum;
   int64_t offset = 0;
   bool in_place = false;  // all_reduce with send == recv
 };
@@ -288,12 +288,12 @@ void CheckCollective(CollectiveEngine& engine, const DevicePlan& plan, const Gro
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases = {{Coll::kAllGather}, {Coll::kAllToAll}};
-  for (ReduceKind op : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin}) {
+  for (ReductionFn op : {ReductionFn::kSum, ReductionFn::kMax, ReductionFn::kMin}) {
     cases.push_back({Coll::kAllReduce, op});
     cases.push_back({Coll::kAllReduce, op, 0, /*in_place=*/true});
     cases.push_back({Coll::kReduceScatter, op});
   }
-  for (int64_t offset : {1, -1, 2, 5, 0}) cases.push_back({Coll::kShift, ReduceKind::kSum, offset});
+  for (int64_t offset : {1, -1, 2, 5, 0}) cases.push_back({Coll::kShift, ReductionFn::kSum, offset});
   return cases;
 }
 
@@ -375,7 +375,7 @@ TEST(CollectiveEngineGpuTest, SharedGpuHalfPrecisionSumRoundsOnceLikeTheCpuBacke
     void* send = h.Upload(d, Encode(ElementType::kF16, parts[d]), 2);
     local.push_back({d, send, h.Upload(d, "", 2), h.stream(d)});
   }
-  ASSERT_TRUE((*engine)->AllReduce({0, 1, 2, 3}, local, 1, ElementType::kF16, ReduceKind::kSum).ok());
+  ASSERT_TRUE((*engine)->AllReduce({0, 1, 2, 3}, local, 1, ElementType::kF16, ReductionFn::kSum).ok());
   ASSERT_TRUE((*engine)->WaitAll().ok());
   EXPECT_EQ(Decode(ElementType::kF16, h.Download(3, local[3].recv, 2))[0], 1.0 + 2.0 / 1024);
 }
@@ -501,10 +501,10 @@ TEST(CollectiveEngineGpuTest, MultiProcessWorker) {
   for (int64_t d = 0; d < launch->world_size; ++d) group.push_back(d);
   void* buffer = h.Upload(0, Encode(ElementType::kF32, {1, 2, 3, 4}), 16);
   std::vector<MemberBuffers> local = {{plan->local[0].mesh_device, buffer, buffer, h.stream(0)}};
-  ASSERT_TRUE((*engine)->AllReduce(group, local, 4, ElementType::kF32, ReduceKind::kSum).ok());
+  ASSERT_TRUE((*engine)->AllReduce(group, local, 4, ElementType::kF32, ReductionFn::kSum).ok());
   ASSERT_TRUE((*engine)->WaitAll().ok());
   if (launch->rank != 0) std::_Exit(0);
-  absl::Status s = (*engine)->AllReduce(group, local, 4, ElementType::kF32, ReduceKind::kSum);
+  absl::Status s = (*engine)->AllReduce(group, local, 4, ElementType::kF32, ReductionFn::kSum);
   if (s.ok()) s = (*engine)->WaitAll(absl::Seconds(3));
   EXPECT_TRUE(s.code() == absl::StatusCode::kDeadlineExceeded ||
               s.code() == absl::StatusCode::kUnavailable)
@@ -566,7 +566,7 @@ TEST_F(CollectiveEngineArgsTest, RejectsBadGroupsAndBuffers) {
                   .message(),
               HasSubstr("device 2 is not in the group"));
   // Indivisible reduce_scatter.
-  EXPECT_THAT(engine_->ReduceScatter({0, 1}, both, 3, ElementType::kF32, ReduceKind::kSum)
+  EXPECT_THAT(engine_->ReduceScatter({0, 1}, both, 3, ElementType::kF32, ReductionFn::kSum)
                   .message(),
               HasSubstr("do not split into 2 blocks"));
   // Overlapping send/recv (only all_reduce may be in place).
@@ -580,7 +580,7 @@ TEST_F(CollectiveEngineArgsTest, RejectsBadGroupsAndBuffers) {
               HasSubstr("overlap"));
   // Null buffers.
   EXPECT_THAT(engine_->AllReduce({0, 1}, {{0, nullptr, b_, nullptr}, {1, c_, d_, nullptr}}, 4,
-                                 ElementType::kF32, ReduceKind::kSum)
+                                 ElementType::kF32, ReductionFn::kSum)
                   .message(),
               HasSubstr("null buffer"));
 }

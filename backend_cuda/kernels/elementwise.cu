@@ -304,16 +304,16 @@ using AccumStorage =
     std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
 
 template <typename C>
-__device__ __forceinline__ C ApplyCombine(KCombineOp op, C a, C b) {
+__device__ __forceinline__ C ApplyCombine(ReductionFn op, C a, C b) {
   switch (op) {
-    case KCombineOp::kMax: return MaxNan(a, b);
-    case KCombineOp::kMin: return MinNan(a, b);
+    case ReductionFn::kMax: return MaxNan(a, b);
+    case ReductionFn::kMin: return MinNan(a, b);
     default: return AddOp{}(a, b);
   }
 }
 
 template <typename T, typename TA, typename TO>
-__global__ void CombineKernel(KCombineOp op, const TA* a, const T* b, TO* out, int64_t n) {
+__global__ void CombineKernel(ReductionFn op, const TA* a, const T* b, TO* out, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -325,7 +325,7 @@ __global__ void CombineKernel(KCombineOp op, const TA* a, const T* b, TO* out, i
 }
 
 template <typename T, typename TA, typename TO>
-cudaError_t LaunchCombineTyped(KCombineOp op, const void* a, const void* b, void* out,
+cudaError_t LaunchCombineTyped(ReductionFn op, const void* a, const void* b, void* out,
                                int64_t n, cudaStream_t stream) {
   CombineKernel<T, TA, TO><<<GridFor(n), kThreads, 0, stream>>>(
       op, static_cast<const TA*>(a), static_cast<const T*>(b), static_cast<TO*>(out), n);
@@ -338,7 +338,7 @@ struct BufferList {
 };
 
 template <typename T>
-__global__ void ReduceBuffersKernel(KCombineOp op, BufferList in, T* out, int64_t count) {
+__global__ void ReduceBuffersKernel(ReductionFn op, BufferList in, T* out, int64_t count) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride) {
@@ -458,7 +458,7 @@ cudaError_t LaunchFill(KDType dtype, void* y, int64_t n, double value, cudaStrea
   });
 }
 
-cudaError_t LaunchCombine(KCombineOp op, KDType dtype, const void* a, bool a_is_accum,
+cudaError_t LaunchCombine(ReductionFn op, KDType dtype, const void* a, bool a_is_accum,
                           const void* b, void* out, bool out_is_accum, int64_t n,
                           cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
@@ -475,7 +475,7 @@ cudaError_t LaunchCombine(KCombineOp op, KDType dtype, const void* a, bool a_is_
   });
 }
 
-cudaError_t LaunchReduceBuffers(KCombineOp op, KDType dtype, const void* const* inputs, int n,
+cudaError_t LaunchReduceBuffers(ReductionFn op, KDType dtype, const void* const* inputs, int n,
                                 void* out, int64_t count, cudaStream_t stream) {
   if (n < 1 || n > kMaxReduceBuffers || count < 0 || inputs == nullptr) {
     return cudaErrorInvalidValue;

@@ -19,6 +19,7 @@
 
 #include "backend_cuda/kernels/dtype.h"
 #include "commir/elementwise_fn.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::cuda_kernels {
 
@@ -64,8 +65,6 @@ cudaError_t LaunchConvert(KDType from, const void* x, KDType to, void* y, int64_
 // y[0..n) = value rounded to dtype exactly as backend_cpu Full does.
 cudaError_t LaunchFill(KDType dtype, void* y, int64_t n, double value, cudaStream_t stream);
 
-enum class KCombineOp { kSum, kMax, kMin };
-
 // The type an accumulator buffer of `dtype` data has: f32 for f16/bf16, dtype otherwise.
 constexpr KDType KAccumType(KDType dtype) {
   return dtype == KDType::kF16 || dtype == KDType::kBF16 ? KDType::kF32 : dtype;
@@ -79,12 +78,12 @@ constexpr KDType KAccumType(KDType dtype) {
 // group's parts in coordinate order in f32 and rounds once, which is
 //   acc = Combine(part0 (dtype), part1, out_is_accum) ; acc = Combine(acc (accum), part_i, ..)
 //   result = Combine(acc (accum), part_last, out_is_accum = false).
-cudaError_t LaunchCombine(KCombineOp op, KDType dtype, const void* a, bool a_is_accum,
+cudaError_t LaunchCombine(ReductionFn op, KDType dtype, const void* a, bool a_is_accum,
                           const void* b, void* out, bool out_is_accum, int64_t n,
                           cudaStream_t stream);
 
 // Same, with a, b and out all of `dtype` (rounds after every pair for f16/bf16).
-inline cudaError_t LaunchCombine(KCombineOp op, KDType dtype, const void* a, const void* b,
+inline cudaError_t LaunchCombine(ReductionFn op, KDType dtype, const void* a, const void* b,
                                  void* out, int64_t n, cudaStream_t stream) {
   return LaunchCombine(op, dtype, a, false, b, out, false, n, stream);
 }
@@ -97,7 +96,7 @@ inline constexpr int kMaxReduceBuffers = 128;
 // (f64 for f64, i64 with wraparound for integers; i1 sum is a logical or), rounded to
 // dtype once: bit for bit backend_cpu's AllReduce of the same parts. `inputs` is a HOST
 // array of n >= 1 device pointers (n <= kMaxReduceBuffers); out may alias any input.
-cudaError_t LaunchReduceBuffers(KCombineOp op, KDType dtype, const void* const* inputs, int n,
+cudaError_t LaunchReduceBuffers(ReductionFn op, KDType dtype, const void* const* inputs, int n,
                                 void* out, int64_t count, cudaStream_t stream);
 
 }  // namespace commir::cuda_kernels

@@ -358,11 +358,11 @@ TEST(ElementwiseKernelTest, FillMatchesCpuFull) {
 TEST(ElementwiseKernelTest, CombineChainMatchesCpuAllReduce) {
   COMMIR_SKIP_WITHOUT_GPU();
   const struct {
-    KCombineOp k;
-    cpu::ReduceOp c;
-  } ops[] = {{KCombineOp::kSum, cpu::ReduceOp::kSum},
-             {KCombineOp::kMax, cpu::ReduceOp::kMax},
-             {KCombineOp::kMin, cpu::ReduceOp::kMin}};
+    ReductionFn k;
+    ReductionFn c;
+  } ops[] = {{ReductionFn::kSum, ReductionFn::kSum},
+             {ReductionFn::kMax, ReductionFn::kMax},
+             {ReductionFn::kMin, ReductionFn::kMin}};
   for (const auto& op : ops) {
     for (ElementType type : {ElementType::kBF16, ElementType::kF16, ElementType::kF32,
                              ElementType::kF64, ElementType::kI32, ElementType::kI64}) {
@@ -401,11 +401,11 @@ TEST(ElementwiseKernelTest, CombineChainMatchesCpuAllReduce) {
 TEST(ElementwiseKernelTest, ReduceBuffersMatchesCpuAllReduce) {
   COMMIR_SKIP_WITHOUT_GPU();
   const struct {
-    KCombineOp k;
-    cpu::ReduceOp c;
-  } ops[] = {{KCombineOp::kSum, cpu::ReduceOp::kSum},
-             {KCombineOp::kMax, cpu::ReduceOp::kMax},
-             {KCombineOp::kMin, cpu::ReduceOp::kMin}};
+    ReductionFn k;
+    ReductionFn c;
+  } ops[] = {{ReductionFn::kSum, ReductionFn::kSum},
+             {ReductionFn::kMax, ReductionFn::kMax},
+             {ReductionFn::kMin, ReductionFn::kMin}};
   uint32_t seed = 900;
   for (const auto& op : ops) {
     for (ElementType type : {ElementType::kBF16, ElementType::kF16, ElementType::kF32,
@@ -446,7 +446,7 @@ TEST(ElementwiseKernelTest, RejectsBadArgumentsWithoutLaunching) {
             cudaErrorInvalidValue);
   EXPECT_EQ(LaunchUnary(ElementwiseFn::kExp, KDType::kF32, nullptr, nullptr, 0, nullptr), cudaSuccess);
   EXPECT_EQ(LaunchFill(KDType::kF32, nullptr, -1, 0.0, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(LaunchReduceBuffers(KCombineOp::kSum, KDType::kF32, nullptr, 0, nullptr, 4, nullptr),
+  EXPECT_EQ(LaunchReduceBuffers(ReductionFn::kSum, KDType::kF32, nullptr, 0, nullptr, 4, nullptr),
             cudaErrorInvalidValue);
 }
 

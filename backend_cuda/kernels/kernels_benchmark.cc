@@ -139,7 +139,7 @@ void BM_ReduceSumF32(benchmark::State& state) {
   Buffer x(rows * cols * 4, KDType::kF32, 1), y((dim == 0 ? cols : rows) * 4, KDType::kF32, 0);
   const std::vector<int64_t> shape = {rows, cols}, dims = {dim};
   TimeKernel(state, 4.0 * rows * cols, 0, [&] {
-    return LaunchReduce(KReduceOp::kSum, KDType::kF32, x.ptr, shape, dims, y.ptr, nullptr, nullptr);
+    return LaunchReduce(ReductionFn::kSum, KDType::kF32, x.ptr, shape, dims, y.ptr, nullptr, nullptr);
   });
 }
 BENCHMARK(BM_ReduceSumF32)->Args({8192, 8192, 1})->Args({8192, 8192, 0})->UseManualTime();

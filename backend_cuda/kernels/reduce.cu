@@ -39,7 +39,7 @@ __device__ __forceinline__ C GroupReduce(C v, Op op, C* scratch) {
 }
 
 // Running reduction of one thread's share.
-template <typename C, KReduceOp kOp>
+template <typename C, ReductionFn kOp>
 struct Accumulator {
   C value;
   C compensation = C{0};  // Kahan: the part of the float sum lost so far, negated
@@ -47,9 +47,9 @@ struct Accumulator {
   __device__ __forceinline__ explicit Accumulator(C init) : value(init) {}
 
   __device__ __forceinline__ void Add(C x) {
-    if constexpr (kOp == KReduceOp::kMax) {
+    if constexpr (kOp == ReductionFn::kMax) {
       value = MaxNan(value, x);
-    } else if constexpr (kOp == KReduceOp::kMin) {
+    } else if constexpr (kOp == ReductionFn::kMin) {
       value = MinNan(value, x);
     } else if constexpr (std::is_same_v<C, int64_t>) {
       value = scalar_math::WrappingAdd(value, x);
@@ -65,7 +65,7 @@ struct Accumulator {
   }
   __device__ __forceinline__ C Result() const {
     if constexpr (std::is_floating_point_v<C> &&
-                  (kOp == KReduceOp::kSum || kOp == KReduceOp::kMean)) {
+                  (kOp == ReductionFn::kSum || kOp == ReductionFn::kMean)) {
       return value - compensation;
     } else {
       return value;
@@ -73,31 +73,31 @@ struct Accumulator {
   }
 };
 
-template <KReduceOp kOp>
-using CombineOpOf = std::conditional_t<kOp == KReduceOp::kMax, MaxOp,
-                                       std::conditional_t<kOp == KReduceOp::kMin, MinOp, AddOp>>;
+template <ReductionFn kOp>
+using CombineOpOf = std::conditional_t<kOp == ReductionFn::kMax, MaxOp,
+                                       std::conditional_t<kOp == ReductionFn::kMin, MinOp, AddOp>>;
 
 // The starting value: also the result of an empty max / min / sum.
-template <typename T, KReduceOp kOp>
+template <typename T, ReductionFn kOp>
 __device__ __forceinline__ ComputeOf<T> InitialValue() {
   using C = ComputeOf<T>;
-  if constexpr (kOp == KReduceOp::kSum || kOp == KReduceOp::kMean) {
+  if constexpr (kOp == ReductionFn::kSum || kOp == ReductionFn::kMean) {
     return C{0};
   } else if constexpr (std::is_floating_point_v<C>) {
-    return kOp == KReduceOp::kMax ? -Infinity<C>() : Infinity<C>();
+    return kOp == ReductionFn::kMax ? -Infinity<C>() : Infinity<C>();
   } else if constexpr (std::is_same_v<T, uint8_t>) {
-    return kOp == KReduceOp::kMax ? 0 : 1;  // i1 holds 0 and 1
+    return kOp == ReductionFn::kMax ? 0 : 1;  // i1 holds 0 and 1
   } else {
-    return kOp == KReduceOp::kMax ? static_cast<int64_t>(std::numeric_limits<T>::lowest())
+    return kOp == ReductionFn::kMax ? static_cast<int64_t>(std::numeric_limits<T>::lowest())
                                   : static_cast<int64_t>(std::numeric_limits<T>::max());
   }
 }
 
 // Turns the reduced value into the stored result (mean divides; integer mean floors).
-template <typename T, KReduceOp kOp>
+template <typename T, ReductionFn kOp>
 __device__ __forceinline__ T Finish(ComputeOf<T> v, int64_t count, int32_t* flag) {
   using C = ComputeOf<T>;
-  if constexpr (kOp == KReduceOp::kMean) {
+  if constexpr (kOp == ReductionFn::kMean) {
     if constexpr (std::is_floating_point_v<C>) {
       return Store<T>(v / static_cast<C>(count));  // 0 / 0 = NaN for an empty mean
     } else {
@@ -128,7 +128,7 @@ __device__ __forceinline__ int64_t SpaceOffset(const StridedSpace<1>& space, int
   return off[0];
 }
 
-template <typename T, KReduceOp kOp, int kTpo>
+template <typename T, ReductionFn kOp, int kTpo>
 __global__ void ReduceRowKernel(const T* __restrict__ x, T* __restrict__ y, ReducePlan plan,
                                 int32_t* flag) {
   using C = ComputeOf<T>;
@@ -160,7 +160,7 @@ __global__ void ReduceRowKernel(const T* __restrict__ x, T* __restrict__ y, Redu
 constexpr int kColumnOutputs = 32;
 constexpr int kColumnGroups = kThreads / kColumnOutputs;
 
-template <typename T, KReduceOp kOp>
+template <typename T, ReductionFn kOp>
 __global__ void ReduceColumnKernel(const T* __restrict__ x, T* __restrict__ y, ReducePlan plan,
                                    int32_t* flag) {
   using C = ComputeOf<T>;
@@ -218,7 +218,7 @@ bool MakeReducePlan(std::span<const int64_t> shape, std::span<const int64_t> dim
          BuildStridedSpace<1>(red_dims, rs, &plan->reduced);
 }
 
-template <typename T, KReduceOp kOp>
+template <typename T, ReductionFn kOp>
 cudaError_t LaunchReduceTyped(const T* x, std::span<const int64_t> shape,
                               std::span<const int64_t> dims, T* y, int32_t* flag,
                               cudaStream_t stream) {
@@ -286,7 +286,7 @@ __global__ void SoftmaxColumnKernel(const T* x, T* y, int64_t outer, int64_t n, 
     const int64_t base = (s / inner) * n * inner + s % inner;
     C maximum = -Infinity<C>();
     for (int64_t i = 0; i < n; ++i) maximum = MaxNan(maximum, Load(x[base + i * inner]));
-    Accumulator<C, KReduceOp::kSum> sum(C{0});
+    Accumulator<C, ReductionFn::kSum> sum(C{0});
     for (int64_t i = 0; i < n; ++i) sum.Add(DExp(Load(x[base + i * inner]) - maximum));
     const C inverse_sum = C{1} / sum.Result();
     for (int64_t i = 0; i < n; ++i) {
@@ -313,14 +313,14 @@ __global__ void NormKernel(const T* x, T* y, int64_t rows, int64_t n, KDType wt,
     const T* in = x + row * n;
     C mean = 0;
     if constexpr (kLayerNorm) {
-      Accumulator<C, KReduceOp::kSum> sum(C{0});
+      Accumulator<C, ReductionFn::kSum> sum(C{0});
       if (active) {
         for (int64_t i = lane; i < n; i += kTpo) sum.Add(Load(in[i]));
       }
       mean = GroupReduce<kTpo>(sum.Result(), AddOp{}, scratch) / static_cast<C>(n);
     }
     // Second pass over the deviations avoids the cancellation of E[x^2] - E[x]^2.
-    Accumulator<C, KReduceOp::kSum> squares(C{0});
+    Accumulator<C, ReductionFn::kSum> squares(C{0});
     if (active) {
       for (int64_t i = lane; i < n; i += kTpo) {
         const C d = Load(in[i]) - mean;
@@ -366,7 +366,7 @@ cudaError_t LaunchNorm(KDType dtype, const void* x, int64_t rows, int64_t n, KDT
 
 }  // namespace
 
-cudaError_t LaunchReduce(KReduceOp op, KDType dtype, const void* x,
+cudaError_t LaunchReduce(ReductionFn op, KDType dtype, const void* x,
                          std::span<const int64_t> shape, std::span<const int64_t> dims, void* y,
                          int32_t* error_flag, cudaStream_t stream) {
   return DispatchAll(dtype, [&](auto tag) -> cudaError_t {
@@ -374,14 +374,14 @@ cudaError_t LaunchReduce(KReduceOp op, KDType dtype, const void* x,
     const T* in = static_cast<const T*>(x);
     T* out = static_cast<T*>(y);
     switch (op) {
-      case KReduceOp::kSum:
-        return LaunchReduceTyped<T, KReduceOp::kSum>(in, shape, dims, out, error_flag, stream);
-      case KReduceOp::kMax:
-        return LaunchReduceTyped<T, KReduceOp::kMax>(in, shape, dims, out, error_flag, stream);
-      case KReduceOp::kMin:
-        return LaunchReduceTyped<T, KReduceOp::kMin>(in, shape, dims, out, error_flag, stream);
-      case KReduceOp::kMean:
-        return LaunchReduceTyped<T, KReduceOp::kMean>(in, shape, dims, out, error_flag, stream);
+      case ReductionFn::kSum:
+        return LaunchReduceTyped<T, ReductionFn::kSum>(in, shape, dims, out, error_flag, stream);
+      case ReductionFn::kMax:
+        return LaunchReduceTyped<T, ReductionFn::kMax>(in, shape, dims, out, error_flag, stream);
+      case ReductionFn::kMin:
+        return LaunchReduceTyped<T, ReductionFn::kMin>(in, shape, dims, out, error_flag, stream);
+      case ReductionFn::kMean:
+        return LaunchReduceTyped<T, ReductionFn::kMean>(in, shape, dims, out, error_flag, stream);
     }
     return cudaErrorInvalidValue;
   });

@@ -12,17 +12,16 @@
 #include <span>
 
 #include "backend_cuda/kernels/dtype.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::cuda_kernels {
-
-enum class KReduceOp { kSum, kMax, kMin, kMean };
 
 // Reduces x (row-major, `shape`) over `dims` (distinct, may be negative; empty = copy) into
 // y, whose row-major layout is x's shape with the reduced extents dropped (the same bytes
 // as keepdim). Empty reductions give 0 for sum, NaN for a float mean, -inf/+inf (integer
 // lowest/highest) for max/min; an empty integer mean writes 0 and raises kErrEmptyIntMean.
 // Integer mean is floor(sum / count). Float max/min propagate NaN. y must not alias x.
-cudaError_t LaunchReduce(KReduceOp op, KDType dtype, const void* x,
+cudaError_t LaunchReduce(ReductionFn op, KDType dtype, const void* x,
                          std::span<const int64_t> shape, std::span<const int64_t> dims, void* y,
                          int32_t* error_flag, cudaStream_t stream);
 

@@ -46,12 +46,12 @@ const std::vector<ReduceCase> kReduceCases = {
 TEST(ReduceKernelTest, MatchesCpuForEveryOpAndType) {
   COMMIR_SKIP_WITHOUT_GPU();
   const struct {
-    KReduceOp k;
-    cpu::ReduceOp c;
-  } ops[] = {{KReduceOp::kSum, cpu::ReduceOp::kSum},
-             {KReduceOp::kMax, cpu::ReduceOp::kMax},
-             {KReduceOp::kMin, cpu::ReduceOp::kMin},
-             {KReduceOp::kMean, cpu::ReduceOp::kMean}};
+    ReductionFn k;
+    ReductionFn c;
+  } ops[] = {{ReductionFn::kSum, ReductionFn::kSum},
+             {ReductionFn::kMax, ReductionFn::kMax},
+             {ReductionFn::kMin, ReductionFn::kMin},
+             {ReductionFn::kMean, ReductionFn::kMean}};
   uint32_t seed = 1;
   for (const auto& op : ops) {
     for (ElementType type : {ElementType::kF32, ElementType::kF16, ElementType::kBF16,
@@ -62,7 +62,7 @@ TEST(ReduceKernelTest, MatchesCpuForEveryOpAndType) {
                                       type == ElementType::kI1 ? 1 : (IsIntegerType(type) ? 50 : 1));
         const auto want = cpu::Reduce(op.c, x, c.dims, /*keepdim=*/false);
         const std::string what = absl::StrFormat("reduce_%s %s [%s] dims [%s]",
-                                                 cpu::ReduceOpName(op.c), ElementTypeName(type),
+                                                 ReductionFnName(op.c), ElementTypeName(type),
                                                  absl::StrJoin(c.shape, ","),
                                                  absl::StrJoin(c.dims, ","));
         DeviceBuffer dx = Upload(x);
@@ -79,14 +79,14 @@ TEST(ReduceKernelTest, MatchesCpuForEveryOpAndType) {
         }
         EXPECT_EQ(host_flag, 0) << what;
         const Tensor got = Download(dy.get(), type, want->shape());
-        if (IsIntegerType(type) || op.k == KReduceOp::kMax || op.k == KReduceOp::kMin) {
+        if (IsIntegerType(type) || op.k == ReductionFn::kMax || op.k == ReductionFn::kMin) {
           ExpectSameBits(got, *want, what);
         } else {
           // Different summation orders: the error bound grows with the count of terms
           // (values in [-1, 1)), plus one rounding of the result type.
           int64_t count = 1;
           for (int64_t d : c.dims) count *= c.shape[(d + c.shape.size()) % c.shape.size()];
-          const double sum_scale = op.k == KReduceOp::kMean ? 1.0 : static_cast<double>(count);
+          const double sum_scale = op.k == ReductionFn::kMean ? 1.0 : static_cast<double>(count);
           const double f32_error = type == ElementType::kF64 ? 1e-13 : 4e-6;
           ExpectNear(got, *want, 2 * Ulp(type), f32_error * std::sqrt(sum_scale) + 1e-30, what);
         }
@@ -100,7 +100,7 @@ TEST(ReduceKernelTest, MaxAndMinPropagateNan) {
   std::vector<double> values(3000, 1.0);
   values[1234] = std::numeric_limits<double>::quiet_NaN();
   const Tensor x = Tensor::FromDouble(ElementType::kF32, {3, 1000}, values);
-  for (KReduceOp op : {KReduceOp::kMax, KReduceOp::kMin}) {
+  for (ReductionFn op : {ReductionFn::kMax, ReductionFn::kMin}) {
     DeviceBuffer dx = Upload(x), dy(3 * 4);
     COMMIR_ASSERT_CUDA_OK(LaunchReduce(op, KDType::kF32, dx.get(), x.shape(), std::vector<int64_t>{1},
                                        dy.get(), nullptr, nullptr));
@@ -119,7 +119,7 @@ TEST(ReduceKernelTest, SumsWithInfinityStayInfinite) {
   values[5] = std::numeric_limits<double>::infinity();      // row 0 (and column 5)
   values[1000 + 7] = -std::numeric_limits<double>::infinity();  // row 1 (and column 7)
   const Tensor x = Tensor::FromDouble(ElementType::kF32, {3, 1000}, values);
-  for (KReduceOp op : {KReduceOp::kSum, KReduceOp::kMean}) {
+  for (ReductionFn op : {ReductionFn::kSum, ReductionFn::kMean}) {
     DeviceBuffer dx = Upload(x), rows(3 * 4), cols(1000 * 4);
     COMMIR_ASSERT_CUDA_OK(LaunchReduce(op, KDType::kF32, dx.get(), x.shape(),
                                        std::vector<int64_t>{1}, rows.get(), nullptr, nullptr));
@@ -129,10 +129,10 @@ TEST(ReduceKernelTest, SumsWithInfinityStayInfinite) {
     const std::vector<double> c = Download(cols.get(), ElementType::kF32, {1000}).ToDouble();
     EXPECT_EQ(r[0], std::numeric_limits<double>::infinity());
     EXPECT_EQ(r[1], -std::numeric_limits<double>::infinity());
-    EXPECT_EQ(r[2], op == KReduceOp::kSum ? 1000.0 : 1.0);
+    EXPECT_EQ(r[2], op == ReductionFn::kSum ? 1000.0 : 1.0);
     EXPECT_EQ(c[5], std::numeric_limits<double>::infinity());
     EXPECT_EQ(c[7], -std::numeric_limits<double>::infinity());
-    EXPECT_EQ(c[0], op == KReduceOp::kSum ? 3.0 : 1.0);
+    EXPECT_EQ(c[0], op == ReductionFn::kSum ? 3.0 : 1.0);
   }
 }
 
@@ -208,10 +208,10 @@ TEST(NormKernelTest, LayerNormAndRmsNormMatchCpu) {
 
 TEST(ReduceKernelTest, RejectsBadDimsWithoutLaunching) {
   const std::vector<int64_t> shape = {3, 4};
-  EXPECT_EQ(LaunchReduce(KReduceOp::kSum, KDType::kF32, nullptr, shape, std::vector<int64_t>{2},
+  EXPECT_EQ(LaunchReduce(ReductionFn::kSum, KDType::kF32, nullptr, shape, std::vector<int64_t>{2},
                          nullptr, nullptr, nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(LaunchReduce(KReduceOp::kSum, KDType::kF32, nullptr, shape,
+  EXPECT_EQ(LaunchReduce(ReductionFn::kSum, KDType::kF32, nullptr, shape,
                          std::vector<int64_t>{1, -1}, nullptr, nullptr, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(LaunchSoftmax(KDType::kI32, nullptr, shape, 0, nullptr, nullptr),

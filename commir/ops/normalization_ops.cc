@@ -89,6 +89,12 @@ std::vector<AttrSpec> ReduceAttrs() {
   };
 }
 
+// OpDef::reduction_fn of an op that always computes `kFn`.
+template <ReductionFn kFn>
+ReductionFn Reduces(const AttrDict&) {
+  return kFn;
+}
+
 }  // namespace
 
 void AppendNormalizationOps(std::vector<OpDef>& ops) {
@@ -101,6 +107,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .attrs = ReduceAttrs(),
       .infer = InferReduce<OpKind::kReduceSum>,
       .cost = ReduceCost,
+      .reduction_fn = Reduces<ReductionFn::kSum>,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kReduceMax,
@@ -111,6 +118,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .attrs = ReduceAttrs(),
       .infer = InferReduce<OpKind::kReduceMax>,
       .cost = ReduceCost,
+      .reduction_fn = Reduces<ReductionFn::kMax>,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kReduceMean,
@@ -121,6 +129,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .attrs = ReduceAttrs(),
       .infer = InferReduce<OpKind::kReduceMean>,
       .cost = ReduceCost,
+      .reduction_fn = Reduces<ReductionFn::kMean>,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kSoftmax,

@@ -181,6 +181,15 @@ OpCost ShiftCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {0, StreamingBytes(sig, results), ByteSize(results[0])};
 }
 
+// A reducing collective's reduction: its `reduce` attribute.
+template <OpKind kKind>
+ReductionFn ReduceAttrFn(const AttrDict& attrs) {
+  const std::string& reduce = GetOpDef(kKind).EnumAttr(attrs, "reduce");
+  if (reduce == "max") return ReductionFn::kMax;
+  if (reduce == "min") return ReductionFn::kMin;
+  return ReductionFn::kSum;
+}
+
 }  // namespace
 
 void AppendSpmdOps(std::vector<OpDef>& ops) {
@@ -221,6 +230,7 @@ void AppendSpmdOps(std::vector<OpDef>& ops) {
       .traits = kSpmdOnly | kCollective,
       .infer = InferReduceScatter,
       .cost = ReduceScatterCost,
+      .reduction_fn = ReduceAttrFn<OpKind::kReduceScatter>,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kAllReduce,
@@ -232,6 +242,7 @@ void AppendSpmdOps(std::vector<OpDef>& ops) {
       .traits = kSpmdOnly | kCollective,
       .infer = InferAllReduce,
       .cost = AllReduceCost,
+      .reduction_fn = ReduceAttrFn<OpKind::kAllReduce>,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kAllToAll,

@@ -346,8 +346,10 @@ class Ring : public cmm::ReplacedOps {
 
   absl::StatusOr<Value*> Combine(OpBuilder& e, const ScatterMatch& m, Value* a, Value* b,
                                  const std::string& name) {
-    const std::string& reduce = m.scatter->EnumAttr("reduce");
-    OpKind kind = reduce == "max" ? OpKind::kMax : reduce == "min" ? OpKind::kMin : OpKind::kAdd;
+    const ReductionFn reduce = m.scatter->def().reduction_fn(m.scatter->attrs());
+    OpKind kind = reduce == ReductionFn::kMax   ? OpKind::kMax
+                  : reduce == ReductionFn::kMin ? OpKind::kMin
+                                                : OpKind::kAdd;
     return Emit(e, kind, {a, b}, {}, {}, {}, name);
   }
 

@@ -72,7 +72,7 @@ AxisList Layout::UsedAxes() const {
 }
 
 Type Layout::ApplyTo(Type type) const {
-  COMMIR_CHECK(partial.empty() || partial_kind == ReduceKind::kSum,
+  COMMIR_CHECK(partial.empty() || partial_kind == ReductionFn::kSum,
                "a max-partial layout cannot be written in a type");
   return type.WithSharding(dims, partial);
 }
@@ -83,7 +83,7 @@ std::string Layout::ToString() const {
                                  }),
                                  "]");
   if (!partial.empty()) {
-    absl::StrAppend(&out, partial_kind == ReduceKind::kMax ? " max(" : " partial(",
+    absl::StrAppend(&out, partial_kind == ReductionFn::kMax ? " max(" : " partial(",
                     absl::StrJoin(partial, ", "), ")");
   }
   return out;
@@ -131,7 +131,7 @@ bool IsValidLayout(absl::Span<const int64_t> dims, const Layout& layout, const M
 
 std::string StepToString(const ReshardStep& step) {
   std::string axes = FormatAxes(step.axes);
-  std::string reduce = step.reduce == ReduceKind::kMax ? " max" : "";
+  std::string reduce = step.reduce == ReductionFn::kMax ? " max" : "";
   switch (step.kind) {
     case ReshardStep::Kind::kAllReduce: return absl::StrCat("all_reduce", reduce, "(", axes, ")");
     case ReshardStep::Kind::kReduceScatter:
@@ -153,9 +153,9 @@ namespace {
 void PlanPartialReduction(const Layout& to, const Mesh& mesh, Layout& cur,
                           std::vector<ReshardStep>& steps) {
   // A max partial never survives into `to` (types hold sums only): reduce all of it.
-  AxisList reduce = cur.partial_kind == ReduceKind::kMax ? cur.partial : Minus(cur.partial, to.partial);
+  AxisList reduce = cur.partial_kind == ReductionFn::kMax ? cur.partial : Minus(cur.partial, to.partial);
   if (reduce.empty()) return;
-  ReduceKind kind = cur.partial_kind;
+  ReductionFn kind = cur.partial_kind;
   AxisList keep = Minus(cur.partial, reduce);
   for (size_t d = 0; d < cur.dims.size() && !reduce.empty(); ++d) {
     if (!IsPrefix(cur.dims[d], to.dims[d])) continue;
@@ -175,7 +175,7 @@ void PlanPartialReduction(const Layout& to, const Mesh& mesh, Layout& cur,
     steps.push_back({ReshardStep::Kind::kAllReduce, InMeshOrder(reduce, mesh), 0, 0, kind, cur});
   }
   cur.partial = keep;
-  cur.partial_kind = ReduceKind::kSum;
+  cur.partial_kind = ReductionFn::kSum;
   if (!steps.empty()) steps.back().after = cur;
 }
 
@@ -206,7 +206,7 @@ std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, cons
   if (from == to) return steps;
   COMMIR_CHECK(from.rank() == to.rank() && from.rank() == global_dims.size(),
                "resharding between layouts of different ranks");
-  COMMIR_CHECK(to.partial.empty() || to.partial_kind == ReduceKind::kSum,
+  COMMIR_CHECK(to.partial.empty() || to.partial_kind == ReductionFn::kSum,
                "cannot reshard to a max partial");
   Layout cur = from;
   PlanPartialReduction(to, mesh, cur, steps);
@@ -225,7 +225,7 @@ std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, cons
         cur.dims[d].pop_back();
         cur.dims[target].push_back(axis);
         steps.push_back({ReshardStep::Kind::kAllToAll, {axis}, target, static_cast<int64_t>(d),
-                         ReduceKind::kSum, cur});
+                         ReductionFn::kSum, cur});
         moved = true;
       }
     }
@@ -239,7 +239,7 @@ std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, cons
       AxisList run(cur.dims[d].begin() + static_cast<std::ptrdiff_t>(k), cur.dims[d].end());
       cur.dims[d].resize(k);
       steps.push_back({ReshardStep::Kind::kAllGather, run, static_cast<int64_t>(d), 0,
-                       ReduceKind::kSum, cur});
+                       ReductionFn::kSum, cur});
       gathered = true;
     }
     if (!gathered) break;
@@ -253,15 +253,15 @@ std::vector<ReshardStep> PlanReshard(absl::Span<const int64_t> global_dims, cons
                    to.dims[d].end());
     cur.dims[d] = to.dims[d];
     steps.push_back(
-        {ReshardStep::Kind::kSlice, added, static_cast<int64_t>(d), 0, ReduceKind::kSum, cur});
+        {ReshardStep::Kind::kSlice, added, static_cast<int64_t>(d), 0, ReductionFn::kSum, cur});
   }
 
   // Step 4: become partial over the axes `to` adds to the partial set.
   AxisList added = Minus(to.partial, cur.partial);
   if (!added.empty()) {
     cur.partial = to.partial;
-    cur.partial_kind = ReduceKind::kSum;
-    steps.push_back({ReshardStep::Kind::kMakePartial, added, 0, 0, ReduceKind::kSum, cur});
+    cur.partial_kind = ReductionFn::kSum;
+    steps.push_back({ReshardStep::Kind::kMakePartial, added, 0, 0, ReductionFn::kSum, cur});
   }
   COMMIR_CHECK(cur == to, "reshard planning did not reach its target");
   return steps;
@@ -280,7 +280,7 @@ namespace {
 // The spmd op (kind and attributes) that carries out a collective step.
 OpKind StepOp(const ReshardStep& step, AttrDict& attrs) {
   attrs = AxisAttrs(step.axes);
-  if (step.reduce == ReduceKind::kMax) attrs.Set("reduce", Attribute::Ident("max"));
+  if (step.reduce == ReductionFn::kMax) attrs.Set("reduce", Attribute::Ident("max"));
   switch (step.kind) {
     case ReshardStep::Kind::kAllReduce: return OpKind::kAllReduce;
     case ReshardStep::Kind::kReduceScatter:

@@ -38,18 +38,16 @@
 #include "absl/types/span.h"
 #include "commir/builder.h"
 #include "commir/ir.h"
+#include "commir/reduction_fn.h"
 
 namespace commir::sharding {
-
-// How the addends of a partial value combine.
-enum class ReduceKind { kSum, kMax };
 
 struct Layout {
   // Axes of each dimension, first major; empty: not split.
   std::vector<AxisList> dims;
   // Axes the value is partial over, in mesh order.
   AxisList partial;
-  ReduceKind partial_kind = ReduceKind::kSum;
+  ReductionFn partial_kind = ReductionFn::kSum;
 
   // The layout of a tensor type (partial axes put in mesh order).
   static Layout Of(Type type, const Mesh& mesh);
@@ -97,7 +95,7 @@ struct ReshardStep {
   AxisList axes;
   int64_t dim = 0;
   int64_t concat_dim = 0;
-  ReduceKind reduce = ReduceKind::kSum;
+  ReductionFn reduce = ReductionFn::kSum;
   // The layout after this step.
   Layout after;
 };

@@ -51,7 +51,7 @@ TEST(Layout, OfTypePutsPartialAxesInMeshOrder) {
 TEST(Layout, ToStringAndQueries) {
   Layout layout = L({{"dp", "tp"}, {}}, {"x"});
   EXPECT_EQ(layout.ToString(), "[(dp, tp), -] partial(x)");
-  layout.partial_kind = ReduceKind::kMax;
+  layout.partial_kind = ReductionFn::kMax;
   EXPECT_EQ(layout.ToString(), "[(dp, tp), -] max(x)");
   EXPECT_TRUE(layout.UsesAxis("tp"));
   EXPECT_TRUE(layout.UsesAxis("x"));
@@ -64,7 +64,7 @@ TEST(Layout, ToStringAndQueries) {
 TEST(Layout, EqualityIgnoresTheKindOfAnEmptyPartial) {
   Layout a = L({{"tp"}});
   Layout b = a;
-  b.partial_kind = ReduceKind::kMax;
+  b.partial_kind = ReductionFn::kMax;
   EXPECT_EQ(a, b);
   a.partial = b.partial = {"dp"};
   EXPECT_NE(a, b);
@@ -132,7 +132,7 @@ TEST(PlanReshard, PartialToReplicatedIsAnAllReduce) {
 
 TEST(PlanReshard, MaxPartialsReduceWithMax) {
   Layout pending = L({{}, {}}, {"tp"});
-  pending.partial_kind = ReduceKind::kMax;
+  pending.partial_kind = ReductionFn::kMax;
   EXPECT_EQ(Plan({8, 8}, pending, L({{}, {}})), "all_reduce max(tp)");
   EXPECT_EQ(Plan({8, 8}, pending, L({{"tp"}, {}})), "reduce_scatter max(dim 0 over tp)");
   // A max never becomes a sum: reduced first, then made partial again.

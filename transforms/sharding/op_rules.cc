@@ -141,7 +141,7 @@ Layout NaturalResultLayout(const OpRule& rule, const Strategy& s, int i, const M
   }
   if (!max_partial.empty()) {
     layout.partial = InMeshOrder(max_partial, mesh);
-    layout.partial_kind = ReduceKind::kMax;
+    layout.partial_kind = ReductionFn::kMax;
   } else {
     layout.partial = InMeshOrder(partial, mesh);
   }
@@ -277,7 +277,7 @@ Choice ChooseStrategy(const StrategyQuery& q) {
     s.factors.resize(rule.num_factors());
     for (int r : targets) {
       const AxisList& partial = q.targets[r]->partial;
-      if (partial.empty() || q.targets[r]->partial_kind != ReduceKind::kSum) continue;
+      if (partial.empty() || q.targets[r]->partial_kind != ReductionFn::kSum) continue;
       bool placed = false;
       for (int f = 0; f < rule.num_factors() && !placed; ++f) {
         if (rule.kinds[f] != FactorKind::kSum || !s.factors[f].empty()) continue;
@@ -335,10 +335,10 @@ Choice ChooseStrategy(const StrategyQuery& q) {
         c.work += LocalElements(global, natural, mesh);
         if (r < q.targets.size() && q.targets[r]) {
           c.comm_cost += ReshardCost(global, natural, *q.targets[r], mesh);
-        } else if (!natural.partial.empty() && natural.partial_kind == ReduceKind::kMax) {
+        } else if (!natural.partial.empty() && natural.partial_kind == ReductionFn::kMax) {
           Layout resolved = natural;
           resolved.partial.clear();
-          resolved.partial_kind = ReduceKind::kSum;
+          resolved.partial_kind = ReductionFn::kSum;
           c.comm_cost += ReshardCost(global, natural, resolved, mesh);
         }
       }

@@ -195,7 +195,7 @@ class Propagator {
         Info* info = Find(op->result(r));
         if (info == nullptr || info->fixed) continue;
         Layout layout = choice.results[r];
-        if (!layout.partial.empty() && layout.partial_kind == ReduceKind::kMax) {
+        if (!layout.partial.empty() && layout.partial_kind == ReductionFn::kMax) {
           Layout target = query.targets[r] ? *query.targets[r] : Layout::Replicated(layout.rank());
           if (!target.partial.empty()) target.partial.clear();
           layout = ReducePartial(layout, target, mesh_);
