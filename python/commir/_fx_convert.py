@@ -46,6 +46,8 @@ _BINARY = {
 }
 _REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_sum",
            "sum": "reduce_sum", torch.amax: "reduce_max", "amax": "reduce_max"}
+# Ops whose value depends only on their input's shape (a mask made with full_like).
+_SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
 
 
@@ -91,8 +93,13 @@ class Converter:
                 self.dynamic[n] = True
             elif n.op == "get_attr":
                 self.dynamic[n] = n.target in self.params
+            elif n.op == "output":
+                self.dynamic[n] = True
             else:
-                self.dynamic[n] = any(self.dynamic[i] for i in n.all_input_nodes)
+                # Sizes, devices and dtypes read off an input are known numbers, not
+                # values of the program: only tensors computed from inputs are dynamic.
+                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and any(
+                    self.dynamic[i] for i in n.all_input_nodes)
         self.mb = ModuleBuilder()
         mesh_name = None
         if mesh:
@@ -498,6 +505,14 @@ class Converter:
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
+
+
+def _holds_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return False
 
 
 def _is_number(v):

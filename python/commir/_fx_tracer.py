@@ -122,6 +122,9 @@ def _describe(frame):
 class CaptureTracer(torch.fx.Tracer):
     def __init__(self):
         super().__init__()
+        # Buffers as graph values (get_attr), so that model code may slice them with
+        # traced sizes (GPT-2's `self.bias[:, :, :T, :T]` causal mask).
+        self.proxy_buffer_attributes = True
 
     def is_leaf_module(self, m, qualname):
         if type(m) in _REIMPLEMENTED:
