@@ -76,8 +76,12 @@ def describe(node):
 
 
 class Converter:
-    def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name):
+    def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
+                 result_layouts=None):
+        self.result_layouts = result_layouts
         self.gm = gm
+        # The traced module's state_dict order (the GraphModule's own is first-use order).
+        self.state_order = {key: i for i, key in enumerate(state_keys)}
         self.prefix = prefix
         self.layouts = dict(layouts or {})
         self.used_layouts = set()
@@ -175,16 +179,26 @@ class Converter:
                                "(its arguments: %s)" % (", ".join(sorted(unused)),
                                                         "is" if len(unused) == 1 else "are", ", ".join(known)))
         # Inputs first, then parameters in state_dict order.
-        order = {name: i for i, name in enumerate(self.gm.state_dict().keys())}
-        self.fb._args.sort(key=lambda a: (0, 0) if False else self._arg_rank(a.name, order))
-        self.arguments.sort(key=lambda a: self._arg_rank(a[0], order))
-        self.fb.ret(*results)
+        self.fb._args.sort(key=lambda a: self._arg_rank(a.name))
+        self.arguments.sort(key=lambda a: self._arg_rank(a[0]))
+        types = None
+        if self.result_layouts is not None:
+            if len(self.result_layouts) != len(results):
+                raise CaptureError("result_layouts has %d entries for %d results"
+                                   % (len(self.result_layouts), len(results)))
+            try:
+                types = [v.type.with_layout(l) for v, l in zip(results, self.result_layouts)]
+            except ValueError as error:
+                raise CaptureError("result_layouts: %s" % error) from None
+        self.fb.ret(*results, types=types)
         return self.mb
 
-    def _arg_rank(self, name, order):
+    def _arg_rank(self, name):
         for arg_name, source in self.arguments:
             if arg_name == name:
-                return (0, source[1]) if source[0] == "input" else (1, order.get(self.prefix + source[1], 0))
+                if source[0] == "input":
+                    return (0, source[1])
+                return (1, self.state_order.get(source[1], len(self.state_order)))
         return (2, 0)
 
     def _argument(self, node, name, source):

@@ -348,16 +348,21 @@ class FunctionBuilder:
         _broadcast_shapes(x.type.shape, tuple(shape), "broadcast")
         return self.op("broadcast", [x], type=TensorType(x.type.dtype, shape), name=name)
 
-    def ret(self, *values):
+    def ret(self, *values, types=None):
+        """The function's results; `types` may give the declared result types (a
+        sharding there requests the output layout), by default the values' types."""
         if self._results is not None:
             raise ValueError("@%s already returns" % self.name)
         self._results = list(values)
+        self._result_types = list(types) if types is not None else [v.type for v in values]
+        if len(self._result_types) != len(values):
+            raise ValueError("@%s: %d result types for %d results" % (self.name, len(self._result_types), len(values)))
 
     def text(self):
         if self._results is None:
             raise ValueError("@%s has no return (call ret)" % self.name)
         args = ", ".join("%%%s: %s" % (a.name, a.type) for a in self._args)
-        types = [str(v.type) for v in self._results]
+        types = [str(t) for t in self._result_types]
         results = types[0] if len(types) == 1 else "(%s)" % ", ".join(types)
         head = "func @%s(%s) -> %s" % (self.name, args, results)
         if self.mesh is not None:

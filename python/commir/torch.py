@@ -60,10 +60,12 @@ class Captured:
         return commir.run(module or self.module, self.function, **self.argument_arrays(*inputs))
 
 
-def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None):
+def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
+            result_layouts=None):
     """Traces `module_or_fn` on `example_inputs` (a tensor or a tuple of tensors) into a
     global CommIR function on `mesh` ({axis: size}, None: no mesh) with argument
-    `layouts`. Returns a Captured."""
+    `layouts` and, optionally, the layouts requested for the results (one per result,
+    default replicated). Returns a Captured."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -80,7 +82,9 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None):
             raise
         except Exception as error:  # torch.fx's TraceError and friends
             raise commir.CaptureError("torch.fx cannot trace %s: %s" % (func_name, error)) from error
-        converter = _fx_convert.Converter(gm, prefix, example_inputs, mesh, layouts, func_name)
+        state_keys = list(module_or_fn.state_dict().keys()) if isinstance(module_or_fn, torch.nn.Module) else []
+        converter = _fx_convert.Converter(gm, prefix, example_inputs, mesh, layouts, func_name, state_keys,
+                                          result_layouts)
         builder = converter.convert(example_inputs)
     finally:
         sys.setrecursionlimit(old_limit)
