@@ -507,8 +507,35 @@ class Converter:
             offset += p.shape[dim]
         return out
 
+    def _kv_heads(self, node):
+        """k or v of attention: when it is repeat_kv's output transposed to [B, H, S, D]
+        (x[:, :, :, None, :].expand(B, S, Hkv, n, D).reshape(B, S, Hkv * n, D), then
+        .transpose(1, 2)), the un-repeated [B, Hkv, S, D]: `attention` takes fewer kv
+        heads directly (head h reads kv head h // n, as repeat_kv orders them)."""
+        t = self.skip_identity(node)
+        if not attn.is_call(t, ("transpose", torch.transpose)) or sorted(a % 4 for a in t.args[1:3]) != [1, 2]:
+            return self.tensor(node, node)
+        r = self.skip_identity(t.args[0])
+        e = self.skip_identity(r.args[0]) if attn.is_call(r, ("reshape", "view", torch.reshape)) else None
+        u = self.skip_identity(e.args[0]) if e is not None and attn.is_call(e, ("expand",)) else None
+        if u is None or not attn.is_call(u, (operator.getitem,)):
+            return self.tensor(node, node)
+        index = u.args[1]
+        if not (isinstance(index, tuple) and len(index) == 5 and index[3] is None and all(
+                isinstance(i, slice) and i == slice(None) for j, i in enumerate(index) if j != 3)):
+            return self.tensor(node, node)
+        base = u.args[0]
+        b, s, hkv, d = self.values[base].shape
+        if tuple(self.values[r].shape) != (b, s, self.values[r].shape[2], d) or self.values[r].shape[2] % hkv:
+            return self.tensor(node, node)
+        kv = self.tensor(base, node)
+        return self.fb.transpose(kv, [0, 2, 1, 3], name=self._name(t) + ".kv")
+
     def _attention(self, node, m):
-        q, k, v = self.tensor(m.q, node), self.tensor(m.k, node), self.tensor(m.v, node)
+        q = self.tensor(m.q, node)
+        k, v = self._kv_heads(m.k), self._kv_heads(m.v)
+        if q.type.rank == 4 and (k.type.rank != 4 or v.type.shape != k.type.shape):
+            k, v = self.tensor(m.k, node), self.tensor(m.v, node)
         if q.type.rank == 3:  # bmm form over [B*H, S, D]: one batch of B*H heads
             q, k, v = (self.fb.reshape(t, (1,) + t.type.shape) for t in (q, k, v))
         if q.type.rank != 4:
