@@ -48,6 +48,7 @@ _REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_
            "sum": "reduce_sum", torch.amax: "reduce_max", "amax": "reduce_max"}
 # Ops whose value depends only on their input's shape (a mask made with full_like).
 _SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
+_MULS = (operator.mul, torch.mul, "mul")
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
 
 
@@ -427,7 +428,59 @@ class Converter:
                         % describe(node))
         self.refuse(node)
 
+    def _rmsnorm(self, node):
+        """x * rsqrt(mean(x^2, -1, keepdim) + eps) * w as model code writes RMS norm
+        (through .float() / .type_as) -> (x node, w node, eps), else None."""
+        if len(node.args) != 2 or not all(isinstance(a, torch.fx.Node) for a in node.args):
+            return None
+        for w, n in (node.args, node.args[::-1]):
+            if not self.dynamic[w] or tuple(self.values[w].shape) != self.shape(node)[-1:]:
+                continue
+            n = self.skip_identity(n)
+            if not attn.is_call(n, _MULS) or len(n.args) != 2:
+                continue
+            for x1, r in (n.args, n.args[::-1]):
+                if not isinstance(r, torch.fx.Node) or not isinstance(x1, torch.fx.Node):
+                    continue
+                r = self.skip_identity(r)
+                if not attn.is_call(r, (torch.rsqrt, "rsqrt")):
+                    continue
+                a = self.skip_identity(r.args[0])
+                if not attn.is_call(a, (operator.add, torch.add, "add")):
+                    continue
+                m, eps = a.args
+                if self.static_number(eps) is None:
+                    m, eps = eps, m
+                eps = self.static_number(eps)
+                m = self.skip_identity(m) if isinstance(m, torch.fx.Node) else None
+                if eps is None or not attn.is_call(m, (torch.mean, "mean")):
+                    continue
+                dim = m.kwargs.get("dim", m.args[1] if len(m.args) > 1 else None)
+                keepdim = m.kwargs.get("keepdim", m.args[2] if len(m.args) > 2 else False)
+                rank = len(self.shape(m))
+                dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+                if not keepdim or dim is None or [d % rank for d in dims] != [rank - 1]:
+                    continue
+                sq = self.skip_identity(m.args[0])
+                x = self.skip_identity(x1)
+                if attn.is_call(sq, (operator.pow, torch.pow, "pow")) and self.static_number(sq.args[1]) == 2:
+                    squared = self.skip_identity(sq.args[0])
+                elif attn.is_call(sq, _MULS) and self.skip_identity(sq.args[0]) is self.skip_identity(sq.args[1]):
+                    squared = self.skip_identity(sq.args[0])
+                else:
+                    continue
+                if squared is not x or self.values[x].dtype != self.values[node].dtype:
+                    continue
+                return x, w, eps
+        return None
+
     def _binary(self, node, opname, a, b):
+        if opname == "mul":
+            norm = self._rmsnorm(node)
+            if norm is not None:
+                x, w, eps = norm
+                return self.fb.rmsnorm(self.tensor(x, node), self.tensor(w, node), eps=eps,
+                                       name=self._name(node))
         va, vb = self.value_of(a, node), self.value_of(b, node)
         va = self.tensor(a, node) if not _is_number(va) else va
         vb = self.tensor(b, node) if not _is_number(vb) else vb

@@ -97,6 +97,8 @@ def test_parameters_become_state_dict_named_arguments():
     params = [k for k in model.state_dict() if k != "attention.mask"]
     assert names[1:] == params  # the mask buffer was folded into {causal}
     assert "causal" in cap.text
+    # RMS norm as written (x * rsqrt(mean(x^2) + eps) * w, through .float()/.type_as).
+    assert cap.text.count("rmsnorm(") == 2 and "rsqrt(" not in cap.text
     # GQA: repeat_kv is undone, attention reads the 2 kv heads directly.
     assert "broadcast(" not in cap.text
     assert ".kv = transpose(%view_1) {perm = [0, 2, 1, 3]} : f32[2, 2, 8, 8]" in cap.text
