@@ -89,7 +89,9 @@ std::shared_ptr<ModuleHandle> Opt(const ModuleHandle& handle, const std::string&
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
       ParsePassPipeline(pipeline, RegisteredPasses());
   if (!passes.ok()) RaisePlain("PipelineError", std::string(passes.status().message()));
-  const std::string input = PrintModule(*handle.module);
+  // Every handle's module is parse(handle.source) (opt results are reparsed from their
+  // printed text), so a fresh copy comes from the source and errors point into it.
+  const std::string& input = handle.source;
   DiagnosticEngine diagnostics;
   std::unique_ptr<Module> module = ParseModule(input, diagnostics);
   if (module == nullptr) RaiseFromEngine("VerifyError", diagnostics, handle.file, input);

@@ -133,3 +133,20 @@ def test_run_time_error_points_at_op():
     with pytest.raises(commir.RunError) as info:
         commir.run(m, x=np.zeros(8, dtype=np.float32))
     assert info.value.line == 4 and info.value.file == "oob.commir"
+
+
+def test_failing_pass_points_into_the_source():
+    text = ("// a comment line, so that printed and source line numbers differ\n"
+            "mesh @m(tp=8)\n\n"
+            "spmd func @ag_matmul(%a: f32[1024@tp, 256], %b: f32[256, 512@tp]) -> f32[1024, 512@tp] on @m {\n"
+            "  %a_ag = all_gather(%a) {axis = tp, dim = 0} : f32[1024, 256]\n"
+            "  %c = matmul(%a_ag, %b) : f32[1024, 64]\n"
+            "  return %c\n}\n")
+    m = commir.parse(text, "chunks.commir")
+    with pytest.raises(commir.PassError) as info:
+        commir.opt(m, "pipeline-collective-matmul{chunks=3}")
+    e = info.value
+    assert (e.file, e.line, e.column) == ("chunks.commir", 5, 11)
+    assert "chunks=3 does not divide the 128 rows" in e.message
+    # The module is unchanged and a valid pipeline still runs on it.
+    assert "all_gather" in commir.opt(m, "pipeline-collective-matmul{chunks=2}").text()
