@@ -168,7 +168,8 @@ class Converter:
             self._argument(n, n.target, ("input", i))
         output = next(n for n in self.gm.graph.nodes if n.op == "output")
         results = []
-        for r in _flatten(output.args[0]):
+        # None outputs (MultiheadAttention's absent attention weights) hold no value.
+        for r in (r for r in _flatten(output.args[0]) if r is not None):
             v = self.value_of(r, output)
             if not isinstance(v, Value):
                 raise CaptureError("output %r is not computed from the inputs or parameters" % (r,))

@@ -37,24 +37,26 @@ def commir_attention(q, k, v, causal, scale):
 
 def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weights=True,
                          attn_mask=None, average_attn_weights=True):
-    # Self-attention only, as transformer layers use it; masks other than none refused.
+    # Unmasked attention as transformer layers use it; masks are refused, not dropped.
     if key_padding_mask is not None or attn_mask is not None:
         raise_capture_error("nn.MultiheadAttention with a key_padding_mask or attn_mask "
-                            "(only unmasked self-attention is captured)")
-    if not m._qkv_same_embed_dim or m.bias_k is not None or (query is not key or key is not value):
-        raise_capture_error("nn.MultiheadAttention other than self-attention with one "
-                            "in_proj_weight")
-    x = query if m.batch_first else query.transpose(0, 1)  # [B, S, E]
-    b, s = x.shape[0], x.shape[1]
+                            "(only unmasked attention is captured)")
+    if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        raise_capture_error("nn.MultiheadAttention with kdim/vdim, bias_k/bias_v or add_zero_attn")
+    if not m.batch_first:  # [S, B, E] -> [B, S, E]
+        query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
     e, h = m.embed_dim, m.num_heads
     d = e // h
-    qkv = F.linear(x, m.in_proj_weight, m.in_proj_bias)
-    q, k, v = qkv[:, :, 0:e], qkv[:, :, e:2 * e], qkv[:, :, 2 * e:3 * e]
-    q = q.reshape(b, s, h, d).transpose(1, 2)
-    k = k.reshape(b, s, h, d).transpose(1, 2)
-    v = v.reshape(b, s, h, d).transpose(1, 2)
+    w, b = m.in_proj_weight, m.in_proj_bias
+
+    def project(x, i):
+        bias = b[i * e:(i + 1) * e] if b is not None else None
+        y = F.linear(x, w[i * e:(i + 1) * e], bias)
+        return y.reshape(x.shape[0], x.shape[1], h, d).transpose(1, 2)  # [B, H, S, D]
+
+    q, k, v = project(query, 0), project(key, 1), project(value, 2)
     o = commir_attention(q, k, v, False, 1.0 / math.sqrt(d))
-    o = o.transpose(1, 2).reshape(b, s, e)
+    o = o.transpose(1, 2).reshape(query.shape[0], query.shape[1], e)
     o = m.out_proj(o)
     if not m.batch_first:
         o = o.transpose(0, 1)

@@ -124,3 +124,34 @@ def test_bf16_block_within_spec_tolerance(model_name):
     with torch.no_grad():
         expected = model(x).float()
     assert (torch.linalg.norm(got - expected) / torch.linalg.norm(expected)).item() <= 2e-2
+
+
+class SequenceFirstAttention(torch.nn.Module):
+    """nn.MultiheadAttention used directly in a module, sequence-first ([S, B, E])."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 4)
+        self.ln = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.ln(x + self.mha(x, x, x, need_weights=False)[0])
+
+
+def test_multihead_attention_inside_a_module_on_a_mesh():
+    torch.manual_seed(0)
+    model = SequenceFirstAttention().eval()
+    x = torch.randn(8, 2, 16)
+    cap = commir.torch.capture(model, (x,), mesh={"tp": 2}, layouts={"x": ["tp", None, None]})
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(cap.run(x, module=cap.partition())), model(x))
+
+
+def test_multihead_attention_as_the_root_with_cross_attention():
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    q, kv = torch.randn(2, 8, 16), torch.randn(2, 4, 16)
+    cap = commir.torch.capture(mha, (q, kv, kv))
+    assert [n for n, _ in cap.module.signature()][:4] == ["query", "key", "value", "in_proj_weight"]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(cap.run(q, kv, kv)), mha(q, kv, kv)[0])
