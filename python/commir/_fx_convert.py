@@ -9,7 +9,6 @@ pattern absorbs are never written). Every emitted value's shape and dtype is che
 against the recorded one.
 """
 
-import math
 import operator
 
 import torch

@@ -66,13 +66,7 @@ def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weigh
 def _encoder_layer(m, src, src_mask=None, src_key_padding_mask=None, is_causal=None):
     if src_mask is not None or src_key_padding_mask is not None:
         raise_capture_error("nn.TransformerEncoderLayer with a mask")
-    act = m.activation
-    if act is F.relu or isinstance(act, torch.nn.ReLU):
-        activation = F.relu
-    elif act is F.gelu or isinstance(act, torch.nn.GELU):
-        activation = act
-    else:
-        activation = act
+    activation = m.activation  # F.relu, F.gelu or a module: traced like any other call
 
     def sa(x):
         return m.dropout1(m.self_attn(x, x, x, need_weights=False)[0])

@@ -18,7 +18,6 @@ op and the model source line; nothing is dropped.
 
 import sys
 
-import numpy as np
 import torch
 
 import commir

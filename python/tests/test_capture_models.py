@@ -1,7 +1,6 @@
 """Transformer blocks captured from PyTorch, partitioned on 1, 4 and 2x4 meshes with and
 without overlap schedules, run on the cpu mesh and checked against the module's forward."""
 
-import numpy as np
 import pytest
 import torch
 

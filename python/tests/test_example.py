@@ -3,7 +3,6 @@
 import os
 import runpy
 
-import pytest
 
 
 def test_capture_mlp_example(capsys):
