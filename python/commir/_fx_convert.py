@@ -353,6 +353,10 @@ class Converter:
                 return self._attention(node, m)
             a, b = self.tensor(args[0], node), self.tensor(args[1], node)
             return self.fb.matmul(a, b, name=name)
+        if t in (torch.addmm, "addmm") and not node.kwargs:
+            # addmm(bias, a, b) = a @ b + bias (HF GPT-2's Conv1D)
+            product = self.fb.matmul(self.tensor(args[1], node), self.tensor(args[2], node), name=name + ".mm")
+            return self.fb.add(self.tensor(args[0], node), product, name=name)
         if t is F.linear:
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
             return self._linear(node, args[0], args[1], bias)
