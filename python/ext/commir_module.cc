@@ -51,6 +51,7 @@ struct ModuleHandle {
 [[noreturn]] void RaiseFromEngine(const char* kind, const DiagnosticEngine& diagnostics,
                                   const std::string& file, const std::string& source) {
   std::vector<Diagnostic> sorted = diagnostics.Sorted();
+  if (sorted.empty()) sorted.push_back({Location{}, "failed without a diagnostic"});
   RaiseDiagnostic(kind, file, sorted.front(), diagnostics.Render(file, source));
 }
 
