@@ -39,3 +39,21 @@ def test_hf_conv1d_style_addmm():
     cap = commir.torch.capture(layer, (x,))
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(cap.run(x)), layer(x))
+
+
+def test_layout_and_reduction_ops():
+    def f(x, w):
+        a = x.split(4, dim=-1)[1]                 # [2, 3, 4]
+        b = torch.chunk(x, 2, dim=1)[0]           # [2, 2, 12]
+        c = torch.cat([a, x[:, :, 0:4]], dim=-1)  # [2, 3, 8]
+        d = c.flatten(0, 1).t() @ w               # [8, 6] @ [6, 5]
+        e = d.unsqueeze(0).squeeze(0).sum(dim=0, keepdim=True) + d.amax(dim=-1).reshape(8, 1)
+        return e * b.mean(), torch.sigmoid(e).permute(1, 0)
+
+    x, w = torch.randn(2, 3, 12), torch.randn(6, 5)
+    cap = commir.torch.capture(f, (x, w))
+    got = cap.run(x, w)
+    expected = f(x, w)
+    assert len(got) == 2
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(torch.from_numpy(g), e)
