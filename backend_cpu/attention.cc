@@ -11,14 +11,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "backend_cpu/blas_gemm.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/pairwise_sum.h"
 #include "backend_cpu/shape_util.h"
+#include "commir/attention_op.h"
 #include "commir/element_type.h"
+#include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::DispatchFloatCompute;
+using runtime::LoadAs;
+using runtime::StoreAs;
+
 namespace {
 
 struct AttentionShape {
@@ -81,8 +87,8 @@ AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, c
   const std::vector<T> queries = LoadAs<T>(q);
   const std::vector<T> keys = LoadAs<T>(k);
   const std::vector<T> values = LoadAs<T>(v);
-  const T scale = static_cast<T>(options.scale.value_or(
-      shape.head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : 1.0));
+  const T scale =
+      static_cast<T>(options.scale.value_or(AttentionOp::DefaultScale(shape.head_dim)));
   const int64_t q_pos = options.q_pos.value_or(shape.keys - shape.queries);
   const int64_t group_size = shape.kv_heads == 0 ? 1 : shape.heads / shape.kv_heads;
 

@@ -11,11 +11,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
-#include "commir/scalar_math.h"
+#include "runtime/host_ops.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -60,38 +59,6 @@ std::vector<Tensor> SplitIntoBlocks(const Tensor& x, int64_t dim, int64_t blocks
   return result;
 }
 
-template <typename T>
-T Combine(ReduceOp op, T accumulator, T value) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (op != ReduceOp::kSum && (std::isnan(accumulator) || std::isnan(value))) {
-      return std::isnan(accumulator) ? accumulator : value;  // max and min propagate NaN
-    }
-  }
-  switch (op) {
-    case ReduceOp::kMax: return std::max(accumulator, value);
-    case ReduceOp::kMin: return std::min(accumulator, value);
-    default:
-      if constexpr (std::is_integral_v<T>) {
-        return static_cast<T>(scalar_math::WrappingAdd(accumulator, value));  // wraps like add
-      } else {
-        return accumulator + value;
-      }
-  }
-}
-
-// Folds the parts into parts[0]'s values in coordinate order, in compute type T.
-template <typename T>
-Tensor ReduceInOrder(absl::Span<const Tensor* const> parts, ReduceOp op) {
-  std::vector<T> accumulator = LoadAs<T>(*parts[0]);
-  for (size_t c = 1; c < parts.size(); ++c) {
-    const std::vector<T> values = LoadAs<T>(*parts[c]);
-    for (size_t i = 0; i < accumulator.size(); ++i) {
-      accumulator[i] = Combine(op, accumulator[i], values[i]);
-    }
-  }
-  return StoreAs<T>(parts[0]->element_type(), parts[0]->shape(), accumulator);
-}
-
 }  // namespace
 
 absl::StatusOr<Tensor> AllGather(absl::Span<const Tensor* const> parts, int64_t dim) {
@@ -104,10 +71,11 @@ absl::StatusOr<Tensor> AllReduce(absl::Span<const Tensor* const> parts, ReduceOp
   if (op == ReduceOp::kMean) {
     return absl::InvalidArgumentError("all_reduce: the reduction must be sum, max or min");
   }
-  const ElementType type = parts[0]->element_type();
-  if (IsIntegerType(type)) return ReduceInOrder<int64_t>(parts, op);
-  return DispatchFloatCompute(type,
-                              [&](auto zero) { return ReduceInOrder<decltype(zero)>(parts, op); });
+  // The fold itself is the runtime's, so host-side assembly of partial results sums
+  // exactly as this collective does.
+  return runtime::CombineInOrder(parts, op == ReduceOp::kSum   ? runtime::HostCombine::kSum
+                                        : op == ReduceOp::kMax ? runtime::HostCombine::kMax
+                                                               : runtime::HostCombine::kMin);
 }
 
 absl::StatusOr<std::vector<Tensor>> ReduceScatter(absl::Span<const Tensor* const> parts,

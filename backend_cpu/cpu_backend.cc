@@ -1,63 +1,21 @@
 #include "backend_cpu/cpu_backend.h"
 
-#include <utility>
-
+#include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
-#include "backend_cpu/collectives.h"
-#include "backend_cpu/kernels.h"
+#include "backend_cpu/kernel_table.h"
 
 namespace commir::cpu {
-namespace {
 
 using runtime::Tensor;
 
-absl::StatusOr<std::vector<Tensor>> One(absl::StatusOr<Tensor> result) {
-  if (!result.ok()) return result.status();
-  std::vector<Tensor> out;
-  out.push_back(*std::move(result));
-  return out;
-}
-
-UnaryOp ToUnary(const Operation& op) {
-  switch (op.kind()) {
-    case OpKind::kNeg: return UnaryOp::kNeg;
-    case OpKind::kAbs: return UnaryOp::kAbs;
-    case OpKind::kExp: return UnaryOp::kExp;
-    case OpKind::kLog: return UnaryOp::kLog;
-    case OpKind::kSqrt: return UnaryOp::kSqrt;
-    case OpKind::kRsqrt: return UnaryOp::kRsqrt;
-    case OpKind::kTanh: return UnaryOp::kTanh;
-    case OpKind::kSigmoid: return UnaryOp::kSigmoid;
-    case OpKind::kRelu: return UnaryOp::kRelu;
-    case OpKind::kSilu: return UnaryOp::kSilu;
-    default:
-      return op.EnumAttr("approximate") == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf;
+CpuBackend::CpuBackend() {
+  // An op without a kernel is a programming error in this backend: report it now, at
+  // construction, not when a program first uses the op.
+  if (absl::Status s = CheckCpuKernelTables(CpuTensorKernels(), CpuCollectiveKernels());
+      !s.ok()) {
+    ABSL_RAW_LOG(FATAL, "%s", s.ToString().c_str());
   }
 }
-
-BinaryOp ToBinary(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAdd: return BinaryOp::kAdd;
-    case OpKind::kSub: return BinaryOp::kSub;
-    case OpKind::kMul: return BinaryOp::kMul;
-    case OpKind::kDiv: return BinaryOp::kDiv;
-    case OpKind::kMax: return BinaryOp::kMax;
-    case OpKind::kMin: return BinaryOp::kMin;
-    default: return BinaryOp::kPow;
-  }
-}
-
-ReduceOp ToReduce(absl::string_view name) {
-  if (name == "max") return ReduceOp::kMax;
-  if (name == "min") return ReduceOp::kMin;
-  return ReduceOp::kSum;
-}
-
-std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
-  return op.attrs().Find(key)->int_list().value_or(std::vector<int64_t>{});
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
                                                       const runtime::OpContext& /*context*/,
@@ -77,113 +35,24 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
-                                                      absl::Span<const Tensor* const> t,
+                                                      absl::Span<const Tensor* const> tensors,
                                                       absl::Span<const int64_t> indices) {
-  const AttrDict& attrs = op.attrs();
-  Type result_type = op.num_results() > 0 ? op.result(0)->type() : Type();
-  switch (op.kind()) {
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kRelu:
-    case OpKind::kSilu:
-    case OpKind::kGelu:
-      return One(Unary(ToUnary(op), *t[0]));
-    case OpKind::kConvert:
-      return One(Convert(*t[0], result_type.element_type()));
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kMax:
-    case OpKind::kMin:
-    case OpKind::kPow:
-      return One(Binary(ToBinary(op.kind()), *t[0], *t[1]));
-    case OpKind::kFull:
-      return One(Full(result_type.element_type(), result_type.dims(),
-                      attrs.GetNumber("value", 0)));
-    case OpKind::kMatmul:
-      return One(MatMul(*t[0], *t[1], op.BoolAttr("transpose_a"), op.BoolAttr("transpose_b"),
-                        result_type.element_type()));
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMean: {
-      ReduceOp reduce = op.Is(OpKind::kReduceSum)   ? ReduceOp::kSum
-                        : op.Is(OpKind::kReduceMax) ? ReduceOp::kMax
-                                                    : ReduceOp::kMean;
-      return One(Reduce(reduce, *t[0], IntList(op, "dims"), op.BoolAttr("keepdim")));
-    }
-    case OpKind::kSoftmax:
-      return One(Softmax(*t[0], op.IntAttr("dim")));
-    case OpKind::kLayerNorm:
-      return One(LayerNorm(*t[0], *t[1], *t[2], op.NumberAttr("eps")));
-    case OpKind::kRmsNorm:
-      return One(RmsNorm(*t[0], *t[1], op.NumberAttr("eps")));
-    case OpKind::kAttention: {
-      AttentionOptions options;
-      options.causal = op.BoolAttr("causal");
-      if (const Attribute* scale = attrs.Find("scale")) options.scale = scale->number_value();
-      if (!indices.empty()) options.q_pos = indices[0];
-      if (indices.size() > 1) options.k_pos = indices[1];
-      absl::StatusOr<AttentionResult> result = Attention(*t[0], *t[1], *t[2], options);
-      if (!result.ok()) return result.status();
-      std::vector<Tensor> out;
-      out.push_back(std::move(result->output));
-      if (op.num_results() == 2) out.push_back(std::move(result->lse));
-      return out;
-    }
-    case OpKind::kReshape:
-      return One(Reshape(*t[0], result_type.dims()));
-    case OpKind::kTranspose:
-      return One(Transpose(*t[0], IntList(op, "perm")));
-    case OpKind::kSlice:
-      return One(Slice(*t[0], IntList(op, "start"), IntList(op, "size")));
-    case OpKind::kConcat:
-      return One(Concat(t, attrs.GetInt("dim", 0)));
-    case OpKind::kBroadcast:
-      return One(Broadcast(*t[0], result_type.dims()));
-    case OpKind::kReshard:
-      // On one device a reshard is the identity: layouts only say where parts live.
-      return One(Tensor(*t[0]));
-    case OpKind::kDynamicSlice:
-      return One(DynamicSlice(*t[0], attrs.GetInt("dim", 0), indices[0], attrs.GetInt("size", 0)));
-    case OpKind::kDynamicUpdateSlice:
-      return One(DynamicUpdateSlice(*t[0], *t[1], attrs.GetInt("dim", 0), indices[0]));
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("the cpu backend does not run '", op.name(), "' as a tensor op"));
+  TensorKernel kernel = CpuTensorKernels().Find(op.kind());
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the cpu backend does not run '", op.name(), "' as a tensor op"));
   }
+  return kernel(op, tensors, indices);
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(const Operation& op,
                                                               absl::Span<const Tensor* const> parts) {
-  const AttrDict& attrs = op.attrs();
-  switch (op.kind()) {
-    case OpKind::kAllGather: {
-      absl::StatusOr<Tensor> gathered = AllGather(parts, attrs.GetInt("dim", 0));
-      if (!gathered.ok()) return gathered.status();
-      return std::vector<Tensor>(parts.size(), *gathered);
-    }
-    case OpKind::kAllReduce: {
-      absl::StatusOr<Tensor> reduced = AllReduce(parts, ToReduce(op.EnumAttr("reduce")));
-      if (!reduced.ok()) return reduced.status();
-      return std::vector<Tensor>(parts.size(), *reduced);
-    }
-    case OpKind::kReduceScatter:
-      return ReduceScatter(parts, attrs.GetInt("dim", 0), ToReduce(op.EnumAttr("reduce")));
-    case OpKind::kAllToAll:
-      return AllToAll(parts, attrs.GetInt("split_dim", 0), attrs.GetInt("concat_dim", 0));
-    case OpKind::kShift:
-      return Shift(parts, op.IntAttr("offset"));
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", op.name(), "' is not a collective the cpu backend knows"));
+  CollectiveKernel kernel = CpuCollectiveKernels().Find(op.kind());
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", op.name(), "' is not a collective the cpu backend knows"));
   }
+  return kernel(op, parts);
 }
 
 }  // namespace commir::cpu

@@ -1,5 +1,5 @@
 // The cpu backend: carries out each CommIR op with the reference kernels (kernels.h,
-// OpenBLAS for GEMMs) and collectives with exact in-process semantics (collectives.h).
+// OpenBLAS for GEMMs), dispatched by op kind through kernel_table.h, and collectives with exact in-process semantics (collectives.h).
 #ifndef COMMIR_BACKEND_CPU_CPU_BACKEND_H_
 #define COMMIR_BACKEND_CPU_CPU_BACKEND_H_
 
@@ -9,6 +9,9 @@ namespace commir::cpu {
 
 class CpuBackend : public runtime::Backend {
  public:
+  // Checks the kernel tables (kernel_table.h) and aborts naming any op without a kernel.
+  CpuBackend();
+
   absl::string_view name() const override { return "cpu"; }
   // Host tensors run on the host whatever the device and stream: the context is unused,
   // and a collective always receives every member's part (one process runs the mesh).

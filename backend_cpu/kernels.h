@@ -18,6 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
+#include "commir/elementwise_fn.h"
+#include "runtime/host_ops.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -27,34 +29,24 @@ using runtime::Tensor;
 // ---------------------------------------------------------------------------------------
 // Elementwise (elementwise.cc)
 
-enum class UnaryOp {
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kTanh,
-  kSigmoid,
-  kRelu,
-  kSilu,
-  kGeluErf,   // 0.5 x (1 + erf(x / sqrt 2))
-  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-};
-// The op's CommIR spelling ("neg", ..., "gelu" for both gelu forms).
-std::string_view UnaryOpName(UnaryOp op);
+// `fn` is a one-operand function for Unary, a two-operand one for Binary and select for
+// Ternary (anything else is an InvalidArgument error). Messages name the function by
+// ElementwiseFnName.
 
 // neg, abs and relu accept integer tensors too; the others need a float tensor.
-absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x);
-
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
-std::string_view BinaryOpName(BinaryOp op);
+absl::StatusOr<Tensor> Unary(ElementwiseFn fn, const Tensor& x);
 
 // NumPy broadcasting (either operand may be 0-d); both operands need the same element
 // type, which the result has. Floats follow IEEE (x / 0 is +-inf or NaN; max and min
 // propagate NaN). Integers: div rounds toward negative infinity (floor), and division by
-// zero or pow with a negative exponent is an error.
-absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// zero or pow with a negative exponent is an error. The predicates (compare's eq ... ge)
+// give an i1 result instead, comparing exactly (IEEE: NaN is unequal to everything).
+absl::StatusOr<Tensor> Binary(ElementwiseFn fn, const Tensor& a, const Tensor& b);
+
+// select(cond, a, b): a where the i1 `cond` holds, else b, with NumPy broadcasting of all
+// three; a and b share the result's element type. Values are copied, never recomputed.
+absl::StatusOr<Tensor> Ternary(ElementwiseFn fn, const Tensor& cond, const Tensor& a,
+                               const Tensor& b);
 
 // Element type change. Float targets round to nearest even (overflow gives +-inf).
 // Float -> integer rounds to the nearest integer, ties to even, saturating at the target's
@@ -62,8 +54,9 @@ absl::StatusOr<Tensor> Binary(BinaryOp op, const Tensor& a, const Tensor& b);
 // NumPy). Anything -> i1 is `value != 0`.
 Tensor Convert(const Tensor& x, ElementType type);
 
-// A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`.
-Tensor Full(ElementType type, absl::Span<const int64_t> shape, double value);
+// A tensor of `shape` (extents >= 0) with every element `value` rounded to `type`
+// (runtime/host_ops.h: the runtime builds host tensors with it too).
+using runtime::Full;
 
 // ---------------------------------------------------------------------------------------
 // Matrix multiplication (matmul.cc)
@@ -144,13 +137,11 @@ absl::StatusOr<Tensor> Reshape(const Tensor& x, absl::Span<const int64_t> new_sh
 // negative).
 absl::StatusOr<Tensor> Transpose(const Tensor& x, absl::Span<const int64_t> perm);
 
-// The box [start, start + size) in every dimension; it must lie inside x.
-absl::StatusOr<Tensor> Slice(const Tensor& x, absl::Span<const int64_t> start,
-                             absl::Span<const int64_t> size);
-
-// Concatenation along `dim` of one or more tensors of one element type and rank that agree
-// on every other dimension.
-absl::StatusOr<Tensor> Concat(absl::Span<const Tensor* const> parts, int64_t dim);
+// Slice (the box [start, start + size) in every dimension; it must lie inside x) and
+// Concat (along `dim`, of tensors of one element type and rank that agree on every other
+// dimension) are shared with the runtime's host layout code: runtime/host_ops.h.
+using runtime::Concat;
+using runtime::Slice;
 
 // NumPy broadcasting of x to `shape`.
 absl::StatusOr<Tensor> Broadcast(const Tensor& x, absl::Span<const int64_t> shape);

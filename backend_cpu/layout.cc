@@ -13,11 +13,18 @@
 #include "absl/types/span.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
-#include "backend_cpu/strided_copy.h"
 #include "commir/element_type.h"
+#include "runtime/strided_copy.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::ConstStridedView;
+using runtime::CopyBoxIn;
+using runtime::CopyBoxOut;
+using runtime::CopyStrided;
+using runtime::StridedView;
+
 namespace {
 
 using runtime::RowMajorStrides;
@@ -30,29 +37,6 @@ absl::Status CheckExtentsNonNegative(std::string_view op_name, absl::Span<const 
     }
   }
   return absl::OkStatus();
-}
-
-// Copies the box of `x` that starts at `start` and has the extents of `result` into
-// `result`.
-void CopyBoxOut(const Tensor& x, absl::Span<const int64_t> start, Tensor& result) {
-  const std::vector<int64_t> strides = RowMajorStrides(x.shape());
-  int64_t offset = 0;
-  for (size_t d = 0; d < start.size(); ++d) offset += start[d] * strides[d];
-  const std::vector<int64_t> result_strides = RowMajorStrides(result.shape());
-  CopyStrided(result.shape(), ElementTypeByteWidth(x.element_type()),
-              ConstStridedView{x.raw_data(), offset, strides},
-              StridedView{result.raw_data(), 0, result_strides});
-}
-
-// Copies all of `part` into the box of `result` that starts at `start`.
-void CopyBoxIn(const Tensor& part, absl::Span<const int64_t> start, Tensor& result) {
-  const std::vector<int64_t> strides = RowMajorStrides(result.shape());
-  int64_t offset = 0;
-  for (size_t d = 0; d < start.size(); ++d) offset += start[d] * strides[d];
-  const std::vector<int64_t> part_strides = RowMajorStrides(part.shape());
-  CopyStrided(part.shape(), ElementTypeByteWidth(part.element_type()),
-              ConstStridedView{part.raw_data(), 0, part_strides},
-              StridedView{result.raw_data(), offset, strides});
 }
 
 absl::Status CheckDynamicRange(std::string_view op_name, const Tensor& x, int64_t dim,
@@ -110,54 +94,6 @@ absl::StatusOr<Tensor> Transpose(const Tensor& x, absl::Span<const int64_t> perm
   CopyStrided(result_shape, ElementTypeByteWidth(x.element_type()),
               ConstStridedView{x.raw_data(), 0, source_strides},
               StridedView{result.raw_data(), 0, RowMajorStrides(result_shape)});
-  return result;
-}
-
-absl::StatusOr<Tensor> Slice(const Tensor& x, absl::Span<const int64_t> start,
-                             absl::Span<const int64_t> size) {
-  if (static_cast<int64_t>(start.size()) != x.rank() ||
-      static_cast<int64_t>(size.size()) != x.rank()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("slice: start %s and size %s need one entry per dimension of %s",
-                        ShapeToString(start), ShapeToString(size), x.DebugTypeString()));
-  }
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (start[d] < 0 || size[d] < 0 || start[d] > x.dim(d) - size[d]) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("slice: start %s with size %s does not fit in %s (dimension %d)",
-                          ShapeToString(start), ShapeToString(size), x.DebugTypeString(), d));
-    }
-  }
-  Tensor result(x.element_type(), std::vector<int64_t>(size.begin(), size.end()));
-  CopyBoxOut(x, start, result);
-  return result;
-}
-
-absl::StatusOr<Tensor> Concat(absl::Span<const Tensor* const> parts, int64_t dim) {
-  if (parts.empty()) return absl::InvalidArgumentError("concat: needs at least one operand");
-  const Tensor& first = *parts[0];
-  absl::StatusOr<int64_t> concat_dim = NormalizeDim("concat", dim, first.rank());
-  if (!concat_dim.ok()) return concat_dim.status();
-  std::vector<int64_t> result_shape = first.shape();
-  result_shape[*concat_dim] = 0;
-  for (const Tensor* part : parts) {
-    bool compatible = part->element_type() == first.element_type() && part->rank() == first.rank();
-    for (int64_t d = 0; compatible && d < first.rank(); ++d) {
-      compatible = d == *concat_dim || part->dim(d) == first.dim(d);
-    }
-    if (!compatible) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("concat: %s and %s cannot be concatenated along dimension %d",
-                          first.DebugTypeString(), part->DebugTypeString(), *concat_dim));
-    }
-    result_shape[*concat_dim] += part->dim(*concat_dim);
-  }
-  Tensor result(first.element_type(), result_shape);
-  std::vector<int64_t> start(first.rank(), 0);
-  for (const Tensor* part : parts) {
-    CopyBoxIn(*part, start, result);
-    start[*concat_dim] += part->dim(*concat_dim);
-  }
   return result;
 }
 

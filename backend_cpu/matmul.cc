@@ -8,13 +8,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "backend_cpu/blas_gemm.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::DispatchFloatCompute;
+using runtime::LoadAs;
+using runtime::StoreAs;
+
 namespace {
 
 // The operands' geometry once transposition and batch broadcasting are resolved.

@@ -8,14 +8,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/pairwise_sum.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::DispatchFloatCompute;
+using runtime::LoadAs;
+using runtime::StoreAs;
+
 namespace {
 
 // Softmax of `count` values spaced `stride` apart, in place.

@@ -15,15 +15,20 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "backend_cpu/compute_values.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/pairwise_sum.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
 #include "commir/scalar_math.h"
+#include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
+
+using runtime::DispatchFloatCompute;
+using runtime::LoadAs;
+using runtime::StoreAs;
+
 namespace {
 
 // Which dimensions survive and how the input is regrouped as [kept..., reduced...].

@@ -16,18 +16,6 @@
 
 namespace commir::cpu {
 
-std::string ShapeToString(absl::Span<const int64_t> shape) {
-  return absl::StrFormat("[%s]", absl::StrJoin(shape, ", "));
-}
-
-absl::StatusOr<int64_t> NormalizeDim(std::string_view op_name, int64_t dim, int64_t rank) {
-  if (dim < -rank || dim >= rank) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: dimension %d is out of range for a tensor of rank %d", op_name, dim, rank));
-  }
-  return dim < 0 ? dim + rank : dim;
-}
-
 absl::StatusOr<std::vector<int64_t>> BroadcastShapes(std::string_view op_name,
                                                      absl::Span<const int64_t> a,
                                                      absl::Span<const int64_t> b) {

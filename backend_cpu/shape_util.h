@@ -11,16 +11,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/dims.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
 
-// "[2, 3]"; "[]" for a scalar.
-std::string ShapeToString(absl::Span<const int64_t> shape);
-
-// Maps a possibly negative dimension (-1 is the last) into [0, rank), or reports which
-// operation got which out-of-range dimension.
-absl::StatusOr<int64_t> NormalizeDim(std::string_view op_name, int64_t dim, int64_t rank);
+// Shape text and dimension normalisation live in the runtime (host_ops uses them too).
+using runtime::NormalizeDim;
+using runtime::ShapeToString;
 
 // The NumPy broadcast of two shapes: aligned at the trailing dimension, each pair of
 // extents equal or one of them 1.

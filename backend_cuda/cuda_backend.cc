@@ -11,12 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backend_cuda/collective_kernels.h"
 #include "backend_cuda/cuda_status.h"
-#include "backend_cuda/kernels/attention.h"
 #include "backend_cuda/kernels/dtype.h"
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/kernels/layout.h"
-#include "backend_cuda/kernels/reduce.h"
+#include "backend_cuda/launch_context.h"
+#include "backend_cuda/launchers.h"
 #include "commir/check.h"
 
 namespace commir::cuda {
@@ -24,70 +25,6 @@ namespace {
 
 using runtime::Tensor;
 namespace k = ::commir::cuda_kernels;
-
-// KDType mirrors ElementType enumerator for enumerator (kernels/dtype.h).
-static_assert(static_cast<int>(k::KDType::kF64) == static_cast<int>(ElementType::kF64) &&
-              static_cast<int>(k::KDType::kF32) == static_cast<int>(ElementType::kF32) &&
-              static_cast<int>(k::KDType::kF16) == static_cast<int>(ElementType::kF16) &&
-              static_cast<int>(k::KDType::kBF16) == static_cast<int>(ElementType::kBF16) &&
-              static_cast<int>(k::KDType::kI64) == static_cast<int>(ElementType::kI64) &&
-              static_cast<int>(k::KDType::kI32) == static_cast<int>(ElementType::kI32) &&
-              static_cast<int>(k::KDType::kI1) == static_cast<int>(ElementType::kI1));
-k::KDType KD(ElementType type) { return static_cast<k::KDType>(static_cast<uint8_t>(type)); }
-
-absl::Status Launch(cudaError_t error, const Operation& op) {
-  if (error == cudaErrorInvalidValue) {
-    // The kernels' answer to a combination they do not support.
-    return absl::UnimplementedError(absl::StrFormat(
-        "the cuda kernels do not support '%s' on these operands (cudaErrorInvalidValue)",
-        op.name()));
-  }
-  return CudaStatus(error, absl::StrCat("launching '", op.name(), "'"));
-}
-
-std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
-  const Attribute* attr = op.attrs().Find(key);
-  if (attr == nullptr) return {};
-  return attr->int_list().value_or(std::vector<int64_t>{});
-}
-
-int64_t NormalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
-k::KUnaryOp ToUnary(const Operation& op) {
-  switch (op.kind()) {
-    case OpKind::kNeg: return k::KUnaryOp::kNeg;
-    case OpKind::kAbs: return k::KUnaryOp::kAbs;
-    case OpKind::kExp: return k::KUnaryOp::kExp;
-    case OpKind::kLog: return k::KUnaryOp::kLog;
-    case OpKind::kSqrt: return k::KUnaryOp::kSqrt;
-    case OpKind::kRsqrt: return k::KUnaryOp::kRsqrt;
-    case OpKind::kTanh: return k::KUnaryOp::kTanh;
-    case OpKind::kSigmoid: return k::KUnaryOp::kSigmoid;
-    case OpKind::kRelu: return k::KUnaryOp::kRelu;
-    case OpKind::kSilu: return k::KUnaryOp::kSilu;
-    default:
-      return op.EnumAttr("approximate") == "tanh" ? k::KUnaryOp::kGeluTanh
-                                                  : k::KUnaryOp::kGeluErf;
-  }
-}
-
-k::KBinaryOp ToBinary(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAdd: return k::KBinaryOp::kAdd;
-    case OpKind::kSub: return k::KBinaryOp::kSub;
-    case OpKind::kMul: return k::KBinaryOp::kMul;
-    case OpKind::kDiv: return k::KBinaryOp::kDiv;
-    case OpKind::kMax: return k::KBinaryOp::kMax;
-    case OpKind::kMin: return k::KBinaryOp::kMin;
-    default: return k::KBinaryOp::kPow;
-  }
-}
-
-comm::ReduceKind ToReduceKind(absl::string_view name) {
-  if (name == "max") return comm::ReduceKind::kMax;
-  if (name == "min") return comm::ReduceKind::kMin;
-  return comm::ReduceKind::kSum;
-}
 
 // The permutation that moves dimension `from` of a rank-`rank` tensor to position `to`,
 // keeping the others in order.
@@ -130,6 +67,9 @@ CudaBackend::~CudaBackend() {
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(CudaBackendOptions options) {
+  // An op without a kernel is a programming error: report it before touching a GPU.
+  if (absl::Status s = CheckCudaTensorLaunchers(CudaTensorLaunchers()); !s.ok()) return s;
+  if (absl::Status s = CheckCudaCollectiveKernels(CudaCollectiveKernels()); !s.ok()) return s;
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(options)));
   if (absl::Status s = backend->Init(); !s.ok()) return s;
   return backend;
@@ -397,408 +337,40 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
     const Operation& op, int64_t device, cudaStream_t stream, absl::Span<const Tensor* const> t,
     absl::Span<const int64_t> indices) {
-  const AttrDict& attrs = op.attrs();
-  const Type result_type = op.num_results() > 0 ? op.result(0)->type() : Type();
-  auto one = [](absl::StatusOr<Tensor> result) -> absl::StatusOr<std::vector<Tensor>> {
-    if (!result.ok()) return result.status();
-    std::vector<Tensor> out;
-    out.push_back(*std::move(result));
-    return out;
-  };
+  TensorLauncher launcher = CudaTensorLaunchers().Find(op.kind());
+  if (launcher == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("the cuda backend does not run '", op.name(), "' as a tensor op"));
+  }
   // The kernel launchers report cudaGetLastError(): drop a non-sticky error that an
   // earlier call on this thread left behind without failing (NCCL or cuBLASLt internals,
   // an event poll), so that it is not blamed on this op. Sticky errors stay.
   cudaGetLastError();
+  LaunchContext context{.op = op,
+                        .operands = t,
+                        .in = {},
+                        .indices = indices,
+                        .stream = stream,
+                        .error_flag = GpuFor(device).error_flag,
+                        .gemm = GpuFor(device).gemm.get(),
+                        .allocate = [this, device, stream](ElementType type,
+                                                           std::vector<int64_t> shape) {
+                          return Allocate(device, stream, type, std::move(shape));
+                        }};
   // Operand pointers (waits included) for every tensor operand.
-  std::vector<const void*> in;
   for (const Tensor* tensor : t) {
     absl::StatusOr<const void*> ptr = Operand(device, stream, *tensor);
     if (!ptr.ok()) return ptr.status();
-    in.push_back(*ptr);
+    context.in.push_back(*ptr);
   }
-  auto output = [&](ElementType type, std::vector<int64_t> shape) {
-    return Allocate(device, stream, type, std::move(shape));
-  };
-  auto out_ptr = [](Tensor& tensor) { return BufferOf(tensor)->data(); };
-  int32_t* flag = GpuFor(device).error_flag;
-
-  switch (op.kind()) {
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kRelu:
-    case OpKind::kSilu:
-    case OpKind::kGelu: {
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), t[0]->shape());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchUnary(ToUnary(op), KD(t[0]->element_type()), in[0],
-                                                 out_ptr(*y), t[0]->num_elements(), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kConvert: {
-      absl::StatusOr<Tensor> y = output(result_type.element_type(), t[0]->shape());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchConvert(KD(t[0]->element_type()), in[0],
-                                                   KD(result_type.element_type()), out_ptr(*y),
-                                                   t[0]->num_elements(), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kMax:
-    case OpKind::kMin:
-    case OpKind::kPow: {
-      absl::StatusOr<Tensor> y = output(result_type.element_type(), result_type.dims());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchBinary(ToBinary(op.kind()), KD(t[0]->element_type()),
-                                                  in[0], t[0]->shape(), in[1], t[1]->shape(),
-                                                  out_ptr(*y), y->shape(), flag, stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kFull: {
-      absl::StatusOr<Tensor> y = output(result_type.element_type(), result_type.dims());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchFill(KD(y->element_type()), out_ptr(*y),
-                                                y->num_elements(), attrs.GetNumber("value", 0),
-                                                stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kMatmul:
-      return one(MatMul(op, device, stream, *t[0], *t[1]));
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMean: {
-      k::KReduceOp reduce = op.Is(OpKind::kReduceSum)   ? k::KReduceOp::kSum
-                            : op.Is(OpKind::kReduceMax) ? k::KReduceOp::kMax
-                                                        : k::KReduceOp::kMean;
-      // keepdim only changes the shape: the bytes are the same.
-      absl::StatusOr<Tensor> y = output(result_type.element_type(), result_type.dims());
-      if (!y.ok()) return y.status();
-      std::vector<int64_t> dims = IntList(op, "dims");
-      if (absl::Status s = Launch(k::LaunchReduce(reduce, KD(t[0]->element_type()), in[0],
-                                                  t[0]->shape(), dims, out_ptr(*y), flag, stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kSoftmax: {
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), t[0]->shape());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchSoftmax(KD(t[0]->element_type()), in[0], t[0]->shape(),
-                                                   op.IntAttr("dim"), out_ptr(*y), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kLayerNorm:
-    case OpKind::kRmsNorm: {
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), t[0]->shape());
-      if (!y.ok()) return y.status();
-      const int64_t n = t[0]->rank() == 0 ? 1 : t[0]->shape().back();
-      const int64_t rows = n == 0 ? 0 : t[0]->num_elements() / n;
-      cudaError_t error =
-          op.Is(OpKind::kLayerNorm)
-              ? k::LaunchLayerNorm(KD(t[0]->element_type()), in[0], rows, n,
-                                   KD(t[1]->element_type()), in[1], KD(t[2]->element_type()),
-                                   in[2], op.NumberAttr("eps"), out_ptr(*y), stream)
-              : k::LaunchRmsNorm(KD(t[0]->element_type()), in[0], rows, n,
-                                 KD(t[1]->element_type()), in[1], op.NumberAttr("eps"),
-                                 out_ptr(*y), stream);
-      if (absl::Status s = Launch(error, op); !s.ok()) return s;
-      return one(std::move(y));
-    }
-    case OpKind::kAttention: {
-      const Tensor& q = *t[0];
-      const Tensor& key = *t[1];
-      const Tensor& v = *t[2];
-      if (q.rank() != 4 || key.rank() != 4 || v.rank() != 4) {
-        return absl::InvalidArgumentError("attention: q, k and v must be rank 4");
-      }
-      k::KAttentionArgs args;
-      args.dtype = KD(q.element_type());
-      args.batch = q.dim(0);
-      args.heads = q.dim(1);
-      args.sq = q.dim(2);
-      args.d = q.dim(3);
-      args.kv_heads = key.dim(1);
-      args.skv = key.dim(2);
-      args.dv = v.dim(3);
-      if (args.kv_heads == 0 || args.heads % args.kv_heads != 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "attention: %d query heads are not a multiple of %d kv heads", args.heads,
-            args.kv_heads));
-      }
-      args.causal = op.BoolAttr("causal");
-      const Attribute* scale = attrs.Find("scale");
-      args.scale = scale != nullptr ? scale->number_value()
-                   : args.d > 0     ? 1.0 / std::sqrt(static_cast<double>(args.d))
-                                    : 1.0;
-      args.q_pos = !indices.empty() ? indices[0] : args.skv - args.sq;
-      args.k_pos = indices.size() > 1 ? indices[1] : 0;
-      args.q = in[0];
-      args.k = in[1];
-      args.v = in[2];
-      absl::StatusOr<Tensor> out = output(q.element_type(), {args.batch, args.heads, args.sq, args.dv});
-      if (!out.ok()) return out.status();
-      args.out = out_ptr(*out);
-      std::vector<Tensor> results;
-      results.push_back(*std::move(out));
-      if (op.num_results() == 2) {
-        absl::StatusOr<Tensor> lse = output(ElementType::kF32, {args.batch, args.heads, args.sq});
-        if (!lse.ok()) return lse.status();
-        args.lse = static_cast<float*>(out_ptr(*lse));
-        results.push_back(*std::move(lse));
-      }
-      if (absl::Status s = Launch(k::LaunchAttention(args, stream), op); !s.ok()) return s;
-      return results;
-    }
-    case OpKind::kReshape:
-    case OpKind::kReshard: {
-      // Row-major data does not move: the result shares the operand's buffer (values are
-      // immutable; dynamic_update_slice writes into a copy).
-      std::vector<int64_t> shape = op.Is(OpKind::kReshape) ? result_type.dims() : t[0]->shape();
-      if (runtime::NumElements(shape) != t[0]->num_elements()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "reshape of %s to %d elements", t[0]->DebugTypeString(), runtime::NumElements(shape)));
-      }
-      if (!t[0]->on_device()) {
-        // A literal reshaped: materialise it.
-        absl::StatusOr<Tensor> y = output(t[0]->element_type(), shape);
-        if (!y.ok()) return y.status();
-        COMMIR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out_ptr(*y), in[0], t[0]->byte_size(),
-                                                    cudaMemcpyDeviceToDevice, stream),
-                                    "cudaMemcpyAsync");
-        return one(std::move(y));
-      }
-      return one(Tensor::OnDevice(t[0]->element_type(), std::move(shape), t[0]->shared_storage()));
-    }
-    case OpKind::kTranspose: {
-      std::vector<int64_t> perm = IntList(op, "perm");
-      std::vector<int64_t> shape;
-      for (int64_t p : perm) shape.push_back(t[0]->dim(NormalizeDim(p, t[0]->rank())));
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), shape);
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchTranspose(KD(t[0]->element_type()), in[0],
-                                                     t[0]->shape(), perm, out_ptr(*y), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kSlice: {
-      std::vector<int64_t> start = IntList(op, "start");
-      std::vector<int64_t> size = IntList(op, "size");
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), size);
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchSlice(KD(t[0]->element_type()), in[0], t[0]->shape(),
-                                                 start, size, out_ptr(*y), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kConcat: {
-      absl::StatusOr<Tensor> y = output(result_type.element_type(), result_type.dims());
-      if (!y.ok()) return y.status();
-      std::vector<std::span<const int64_t>> shapes;
-      for (const Tensor* part : t) shapes.emplace_back(part->shape().data(), part->shape().size());
-      if (absl::Status s = Launch(k::LaunchConcat(KD(y->element_type()), in, shapes,
-                                                  NormalizeDim(attrs.GetInt("dim", 0), y->rank()),
-                                                  out_ptr(*y), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kBroadcast: {
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), result_type.dims());
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchBroadcast(KD(t[0]->element_type()), in[0],
-                                                     t[0]->shape(), out_ptr(*y), y->shape(),
-                                                     stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kDynamicSlice: {
-      const int64_t dim = NormalizeDim(attrs.GetInt("dim", 0), t[0]->rank());
-      const int64_t size = attrs.GetInt("size", 0);
-      const int64_t offset = indices[0];
-      if (dim < 0 || dim >= t[0]->rank() || offset < 0 || size < 0 ||
-          offset > t[0]->dim(dim) - size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "dynamic_slice of %d elements at offset %d is out of range for dimension %d of %s",
-            size, offset, dim, t[0]->DebugTypeString()));
-      }
-      std::vector<int64_t> shape = t[0]->shape();
-      shape[dim] = size;
-      absl::StatusOr<Tensor> y = output(t[0]->element_type(), shape);
-      if (!y.ok()) return y.status();
-      if (absl::Status s = Launch(k::LaunchDynamicSlice(KD(t[0]->element_type()), in[0],
-                                                        t[0]->shape(), dim, offset, size,
-                                                        out_ptr(*y), stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    case OpKind::kDynamicUpdateSlice: {
-      const Tensor& x = *t[0];
-      const Tensor& update = *t[1];
-      const int64_t dim = NormalizeDim(attrs.GetInt("dim", 0), x.rank());
-      const int64_t offset = indices[0];
-      if (dim < 0 || dim >= x.rank() || update.rank() != x.rank() || offset < 0 ||
-          offset > x.dim(dim) - update.dim(dim)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "dynamic_update_slice of %s at offset %d is out of range for dimension %d of %s",
-            update.DebugTypeString(), offset, dim, x.DebugTypeString()));
-      }
-      absl::StatusOr<Tensor> y = output(x.element_type(), x.shape());
-      if (!y.ok()) return y.status();
-      if (x.byte_size() > 0) {
-        COMMIR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out_ptr(*y), in[0], x.byte_size(),
-                                                    cudaMemcpyDeviceToDevice, stream),
-                                    "copying the dynamic_update_slice operand");
-      }
-      if (absl::Status s = Launch(k::LaunchDynamicUpdateSliceInPlace(
-                                      KD(x.element_type()), out_ptr(*y), x.shape(), in[1],
-                                      update.dim(dim), dim, offset, stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
-      return one(std::move(y));
-    }
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("the cuda backend does not run '", op.name(), "' as a tensor op"));
-  }
+  return launcher(context);
 }
 
-absl::StatusOr<Tensor> CudaBackend::MatMul(const Operation& op, int64_t device,
-                                           cudaStream_t stream, const Tensor& a, const Tensor& b) {
-  const bool ta = op.BoolAttr("transpose_a");
-  const bool tb = op.BoolAttr("transpose_b");
-  const ElementType c_type = op.result(0)->type().element_type();
-  if (a.rank() < 2 || b.rank() < 2 || a.element_type() != b.element_type()) {
-    return absl::InvalidArgumentError(absl::StrFormat("matmul of %s and %s", a.DebugTypeString(),
-                                                      b.DebugTypeString()));
-  }
-  if (!IsFloatType(a.element_type()) || !IsFloatType(c_type)) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "the cuda backend multiplies float matrices only (got %s -> %s)",
-        ElementTypeName(a.element_type()), ElementTypeName(c_type)));
-  }
-  GemmArgs args;
-  args.ab_type = a.element_type();
-  args.m = a.dim(a.rank() - (ta ? 1 : 2));
-  args.k = a.dim(a.rank() - (ta ? 2 : 1));
-  args.n = b.dim(b.rank() - (tb ? 2 : 1));
-  const int64_t b_k = b.dim(b.rank() - (tb ? 1 : 2));
-  if (b_k != args.k) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "matmul: contraction sizes differ (%d and %d) for %s and %s", args.k, b_k,
-        a.DebugTypeString(), b.DebugTypeString()));
-  }
-  args.transpose_a = ta;
-  args.transpose_b = tb;
-  absl::StatusOr<BatchPlan> batches = PlanBatches(
-      absl::MakeConstSpan(a.shape()).subspan(0, a.rank() - 2),
-      absl::MakeConstSpan(b.shape()).subspan(0, b.rank() - 2));
-  if (!batches.ok()) return batches.status();
-  std::vector<int64_t> shape = batches->batch_shape;
-  shape.push_back(args.m);
-  shape.push_back(args.n);
-
-  // Products cuBLASLt cannot write directly (e.g. f32 -> bf16, f16 -> f64) go through
-  // an f32 (f64 for f64 operands) buffer and a conversion that rounds to nearest even.
-  const bool direct = GemmSupportsDirectly(args.ab_type, c_type);
-  args.c_type = direct ? c_type : (args.ab_type == ElementType::kF64 ? ElementType::kF64
-                                                                      : ElementType::kF32);
-  absl::StatusOr<Tensor> c = Allocate(device, stream, args.c_type, shape);
-  if (!c.ok()) return c.status();
-  const void* a_ptr = BufferOf(a)->data();
-  const void* b_ptr = BufferOf(b)->data();
-  void* c_ptr = BufferOf(*c)->data();
-  const int64_t a_matrix = args.m * args.k, b_matrix = args.k * args.n, c_matrix = args.m * args.n;
-  Gpu& gpu = GpuFor(device);
-  if (batches->strided) {
-    args.a = a_ptr;
-    args.b = b_ptr;
-    args.c = c_ptr;
-    args.batch = batches->batch;
-    args.stride_a = batches->a_stride_matrices * a_matrix;
-    args.stride_b = batches->b_stride_matrices * b_matrix;
-    args.stride_c = c_matrix;
-    if (absl::Status s = gpu.gemm->Run(args, stream); !s.ok()) return s;
-  } else {
-    // A broadcast one stride cannot express: one product per batch entry.
-    const int a_width = ElementTypeByteWidth(args.ab_type);
-    const int c_width = ElementTypeByteWidth(args.c_type);
-    for (int64_t i = 0; i < batches->batch; ++i) {
-      GemmArgs entry = args;
-      entry.a = static_cast<const char*>(a_ptr) + batches->a_index[i] * a_matrix * a_width;
-      entry.b = static_cast<const char*>(b_ptr) + batches->b_index[i] * b_matrix * a_width;
-      entry.c = static_cast<char*>(c_ptr) + i * c_matrix * c_width;
-      if (absl::Status s = gpu.gemm->Run(entry, stream); !s.ok()) return s;
-    }
-  }
-  if (direct) return c;
-  absl::StatusOr<Tensor> converted = Allocate(device, stream, c_type, shape);
-  if (!converted.ok()) return converted.status();
-  if (absl::Status s = Launch(k::LaunchConvert(KD(args.c_type), c_ptr, KD(c_type),
-                                               BufferOf(*converted)->data(), c->num_elements(),
-                                               stream),
-                              op);
-      !s.ok()) {
-    return s;
-  }
-  return converted;
-}
-
-// Collectives along any dimension on the engine's contiguous, rank-major blocks:
-//   all_gather dim d:      recv [n, part...] -> move axis 0 to d, merge it with dim d
-//   reduce_scatter dim d:  x viewed [.., n, x_d / n, ..] -> move the n axis to the front
-//   all_to_all s -> c:     like reduce_scatter on s before, like all_gather on c after
-// A move is skipped when every dimension it crosses has extent 1 (the bytes are already
-// in order), which is the common case of dim 0.
+// Collectives on the engine's contiguous blocks, with transposes before and after as
+// the op's geometry says (collective_kernels.h).
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
     const Operation& op, const runtime::CollectiveContext& context,
     absl::Span<const Tensor* const> parts) {
-  const AttrDict& attrs = op.attrs();
   const int64_t n = static_cast<int64_t>(context.group.size());
   const size_t members = parts.size();
   if (members == 0 || members != context.local.size() || members != context.streams.size()) {
@@ -815,68 +387,17 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
           first.DebugTypeString(), part->DebugTypeString()));
     }
   }
-  auto prefix = [](absl::Span<const int64_t> dims, int64_t end) {
-    int64_t p = 1;
-    for (int64_t i = 0; i < end; ++i) p *= dims[i];
-    return p;
-  };
-  // Geometry per op kind.
-  int64_t pre_dim = -1;   // split this dim into n blocks and bring them to the front
-  int64_t post_dim = -1;  // move the leading block axis of recv to this dim and merge
-  std::vector<int64_t> recv_shape;    // as the engine fills it
-  std::vector<int64_t> result_shape;  // as the op returns it
-  switch (op.kind()) {
-    case OpKind::kAllGather: {
-      const int64_t d = NormalizeDim(attrs.GetInt("dim", 0), rank);
-      if (d < 0 || d >= rank) return absl::InvalidArgumentError("all_gather: dim out of range");
-      recv_shape = shape;
-      recv_shape.insert(recv_shape.begin(), n);
-      result_shape = shape;
-      result_shape[d] *= n;
-      if (prefix(shape, d) != 1) post_dim = d;
-      break;
-    }
-    case OpKind::kReduceScatter: {
-      const int64_t d = NormalizeDim(attrs.GetInt("dim", 0), rank);
-      if (d < 0 || d >= rank || shape[d] % n != 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "reduce_scatter: dimension %d of %s does not split into %d blocks",
-            attrs.GetInt("dim", 0), first.DebugTypeString(), n));
-      }
-      if (prefix(shape, d) != 1) pre_dim = d;
-      recv_shape = shape;
-      recv_shape[d] /= n;
-      result_shape = recv_shape;
-      break;
-    }
-    case OpKind::kAllToAll: {
-      const int64_t sd = NormalizeDim(attrs.GetInt("split_dim", 0), rank);
-      const int64_t cd = NormalizeDim(attrs.GetInt("concat_dim", 0), rank);
-      if (sd < 0 || sd >= rank || cd < 0 || cd >= rank || shape[sd] % n != 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "all_to_all: split_dim of %s does not split into %d blocks (or a dim is out of "
-            "range)",
-            first.DebugTypeString(), n));
-      }
-      if (prefix(shape, sd) != 1) pre_dim = sd;
-      std::vector<int64_t> block = shape;
-      block[sd] /= n;
-      recv_shape = block;
-      recv_shape.insert(recv_shape.begin(), n);
-      result_shape = block;
-      result_shape[cd] *= n;
-      if (prefix(block, cd) != 1) post_dim = cd;
-      break;
-    }
-    case OpKind::kAllReduce:
-    case OpKind::kShift:
-      recv_shape = shape;
-      result_shape = shape;
-      break;
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("'", op.name(), "' is not a collective the cuda backend knows"));
+  const CollectiveKernel kernel = CudaCollectiveKernels().Find(op.kind());
+  if (!kernel) {
+    return absl::UnimplementedError(
+        absl::StrCat("'", op.name(), "' is not a collective the cuda backend knows"));
   }
+  absl::StatusOr<CollectiveGeometry> geometry = kernel.plan(op, shape, first.DebugTypeString(), n);
+  if (!geometry.ok()) return geometry.status();
+  const int64_t pre_dim = geometry->pre_dim;
+  const int64_t post_dim = geometry->post_dim;
+  const std::vector<int64_t>& recv_shape = geometry->recv_shape;
+  const std::vector<int64_t>& result_shape = geometry->result_shape;
 
   cudaGetLastError();  // not this op's: see RunTensorOp
   std::vector<comm::MemberBuffers> buffers(members);
@@ -902,12 +423,9 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       std::vector<int64_t> perm = MovePerm(rank + 1, pre_dim, 0);
       absl::StatusOr<Tensor> send = Allocate(device, *stream, type, shape);
       if (!send.ok()) return send.status();
-      if (absl::Status s = Launch(k::LaunchTranspose(KD(type), *in, split, perm,
-                                                     BufferOf(*send)->data(), *stream),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
+      absl::Status launched = KernelLaunchStatus(
+          k::LaunchTranspose(KD(type), *in, split, perm, BufferOf(*send)->data(), *stream), op);
+      if (!launched.ok()) return launched;
       buffers[i].send = BufferOf(*send)->data();
       sends[i] = *std::move(send);
     }
@@ -918,27 +436,9 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
   }
 
   const int64_t count = first.num_elements();
-  absl::Status status;
-  switch (op.kind()) {
-    case OpKind::kAllGather:
-      status = engine_->AllGather(context.group, buffers, count, type);
-      break;
-    case OpKind::kReduceScatter:
-      status = engine_->ReduceScatter(context.group, buffers, count, type,
-                                      ToReduceKind(op.EnumAttr("reduce")));
-      break;
-    case OpKind::kAllReduce:
-      status = engine_->AllReduce(context.group, buffers, count, type,
-                                  ToReduceKind(op.EnumAttr("reduce")));
-      break;
-    case OpKind::kAllToAll:
-      status = engine_->AllToAll(context.group, buffers, count, type);
-      break;
-    default:
-      status = engine_->Shift(context.group, buffers, count, type, op.IntAttr("offset"));
-      break;
+  if (absl::Status s = kernel.run(*engine_, op, context.group, buffers, count, type); !s.ok()) {
+    return s;
   }
-  if (!status.ok()) return status;
 
   // When several members are local, the engine may touch one member's buffers from
   // another member's stream (same-GPU copies): keep every buffer alive for every
@@ -965,12 +465,11 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       absl::StatusOr<Tensor> result = Allocate(device, streams[i], type, result_shape);
       if (!result.ok()) return result.status();
       std::vector<int64_t> perm = MovePerm(rank + 1, 0, post_dim);
-      if (absl::Status s = Launch(k::LaunchTranspose(KD(type), buffers[i].recv, recv_shape, perm,
-                                                     BufferOf(*result)->data(), streams[i]),
-                                  op);
-          !s.ok()) {
-        return s;
-      }
+      absl::Status launched =
+          KernelLaunchStatus(k::LaunchTranspose(KD(type), buffers[i].recv, recv_shape, perm,
+                                                BufferOf(*result)->data(), streams[i]),
+                             op);
+      if (!launched.ok()) return launched;
       results[i] = *std::move(result);
     }
     if (absl::Status s = BufferOf(results[i])->MarkWritten(streams[i]); !s.ok()) return s;

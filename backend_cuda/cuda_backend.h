@@ -113,11 +113,10 @@ class CudaBackend : public runtime::Backend {
   // host literal is uploaded (once per value) first.
   absl::StatusOr<const void*> Operand(int64_t device, cudaStream_t stream,
                                       const runtime::Tensor& tensor);
+  // Dispatches to the op's launcher (launchers.h) with its operands on the device.
   absl::StatusOr<std::vector<runtime::Tensor>> RunTensorOp(
       const Operation& op, int64_t device, cudaStream_t stream,
       absl::Span<const runtime::Tensor* const> tensors, absl::Span<const int64_t> indices);
-  absl::StatusOr<runtime::Tensor> MatMul(const Operation& op, int64_t device, cudaStream_t stream,
-                                         const runtime::Tensor& a, const runtime::Tensor& b);
   absl::Status WaitFor(const DeviceBuffer& buffer);
 
   CudaBackendOptions options_;

@@ -29,7 +29,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/cpu_backend.h"
-#include "backend_cpu/host_layout.h"
 #include "backend_cuda/cuda_status.h"
 #include "backend_cuda/kernels/elementwise.h"
 #include "commir/diagnostics.h"
@@ -37,6 +36,7 @@
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
+#include "runtime/host_layout.h"
 #include "runtime/interpreter.h"
 #include "runtime/random_inputs.h"
 
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Inputs(const Function& function
     Tensor global = runtime::RandomGlobalTensor(seed, static_cast<int>(i), type.element_type(),
                                                 type.dims());
     for (int64_t d = 0; d < devices; ++d) {
-      absl::StatusOr<Tensor> part = cpu::LocalPart(global, type, mesh, d);
+      absl::StatusOr<Tensor> part = runtime::LocalPart(global, type, mesh, d);
       if (!part.ok()) return part.status();
       inputs[d].push_back(*std::move(part));
     }

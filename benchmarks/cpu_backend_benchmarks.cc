@@ -446,11 +446,11 @@ absl::StatusOr<Tensor> KernelChain(const Tensor& x, const Tensor& y, const Tenso
   for (int64_t i = 0; i < ops; ++i) {
     absl::StatusOr<Tensor> next;
     switch (ChainStepAt(i)) {
-      case ChainStep::kAddY: next = cpu::Binary(cpu::BinaryOp::kAdd, prev, y); break;
-      case ChainStep::kMulHalf: next = cpu::Binary(cpu::BinaryOp::kMul, prev, half); break;
-      case ChainStep::kTanh: next = cpu::Unary(cpu::UnaryOp::kTanh, prev); break;
-      case ChainStep::kSubX: next = cpu::Binary(cpu::BinaryOp::kSub, prev, x); break;
-      case ChainStep::kMaxX: next = cpu::Binary(cpu::BinaryOp::kMax, prev, x); break;
+      case ChainStep::kAddY: next = cpu::Binary(ElementwiseFn::kAdd, prev, y); break;
+      case ChainStep::kMulHalf: next = cpu::Binary(ElementwiseFn::kMul, prev, half); break;
+      case ChainStep::kTanh: next = cpu::Unary(ElementwiseFn::kTanh, prev); break;
+      case ChainStep::kSubX: next = cpu::Binary(ElementwiseFn::kSub, prev, x); break;
+      case ChainStep::kMaxX: next = cpu::Binary(ElementwiseFn::kMax, prev, x); break;
     }
     if (!next.ok()) return next.status();
     prev = *std::move(next);

@@ -4,6 +4,9 @@
 #ifndef COMMIR_COMMIR_ATTENTION_OP_H_
 #define COMMIR_COMMIR_ATTENTION_OP_H_
 
+#include <cmath>
+#include <cstdint>
+
 #include "commir/check.h"
 #include "commir/ir.h"
 
@@ -26,6 +29,19 @@ class AttentionOp {
   Value* q_pos() const { return Optional(kQPos); }
   Value* k_pos() const { return Optional(kKPos); }
   bool causal() const { return op_.BoolAttr("causal"); }
+  // What q k^T is multiplied by: the written `scale`, else DefaultScale(head_dim). Every
+  // executor reads the scale here, passing the head dim (last extent) of the q it holds:
+  // in a spmd function q's written type is the global one and may split that dimension,
+  // so the type alone does not give the per-device extent.
+  double scale(int64_t head_dim) const {
+    if (const Attribute* written = op_.attrs().Find("scale")) return written->number_value();
+    return DefaultScale(head_dim);
+  }
+  // 1 / sqrt(head_dim); 1 when head_dim is 0 (every score is 0 then anyway). The one
+  // spelling of the default, also for kernels called without an op.
+  static double DefaultScale(int64_t head_dim) {
+    return head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
+  }
 
  private:
   Value* Optional(int index) const {

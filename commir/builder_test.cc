@@ -89,6 +89,14 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
                       OpKind::kMin, OpKind::kPow}) {
     EXPECT_EQ(Build(g, kind, {x, w}), "f32[4, 8]") << GetOpDef(kind).name;
   }
+  EXPECT_EQ(Build(g, OpKind::kCompare, {x, w}, Attrs({{"cmp", Attribute::Ident("lt")}})),
+            "i1[4, 8]");
+  // A comparison keeps the operands' layout but not the element type.
+  EXPECT_EQ(Build(g, OpKind::kCompare, {xs, xs}, Attrs({{"cmp", Attribute::Ident("eq")}})),
+            "i1[4, 8@tp]");
+  Value* mask = Make(g, T({4, 1}, ElementType::kI1));
+  EXPECT_EQ(Build(g, OpKind::kSelect, {mask, w, x}), "f32[4, 8]");
+  EXPECT_EQ(Build(g, OpKind::kSelect, {mask, xs, w}), "f32[4, 8@tp]");
   EXPECT_EQ(Build(g, OpKind::kFull, {}, Attrs({{"value", Attribute::Float(0.5)}}), {T({3})}),
             "f32[3]");
   EXPECT_EQ(Build(g, OpKind::kFull, {}, Attrs({{"value", Attribute::Int(3)}}), {Type::Index()}),

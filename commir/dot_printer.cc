@@ -1,4 +1,5 @@
 #include "commir/dot_printer.h"
+#include "commir/printer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -167,30 +168,8 @@ class DotPrinter {
   // Attributes in schema order, then unknown keys sorted, then the stream; loop bounds
   // are left out for loops, whose header shows them.
   std::string Attributes(const Operation& op) const {
-    std::vector<std::string> parts;
-    auto append = [&](absl::string_view key, const Attribute& value) {
-      if (value.kind() == Attribute::Kind::kBool && value.bool_value()) {
-        parts.push_back(std::string(key));
-      } else {
-        parts.push_back(absl::StrCat(key, " = ", value.ToString()));
-      }
-    };
-    bool loop = op.Is(OpKind::kFor);
-    for (const AttrSpec& spec : op.def().attrs) {
-      if (loop) break;
-      if (const Attribute* value = op.attrs().Find(spec.name)) append(spec.name, *value);
-    }
-    std::vector<std::string> unknown;
-    for (const auto& [key, value] : op.attrs().entries()) {
-      if (key != "stream" && op.def().FindAttr(key) == nullptr) unknown.push_back(key);
-    }
-    std::sort(unknown.begin(), unknown.end());
-    for (const std::string& key : unknown) append(key, *op.attrs().Find(key));
-    if (const Value* stream = op.stream_operand()) {
-      parts.push_back(absl::StrCat("stream = %", Name(stream)));
-    } else if (const Attribute* value = op.attrs().Find("stream")) {
-      append("stream", *value);
-    }
+    std::vector<std::string> parts = AttributeEntries(
+        op, /*skip_loop_bounds=*/op.Is(OpKind::kFor), [&](const Value* v) { return Name(v); });
     if (parts.empty()) return "";
     return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
   }

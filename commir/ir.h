@@ -132,6 +132,19 @@ class Operation {
   double NumberAttr(absl::string_view key) const { return def_->NumberAttr(attrs_, key); }
   bool BoolAttr(absl::string_view key) const { return def_->BoolAttr(attrs_, key); }
   const std::string& EnumAttr(absl::string_view key) const { return def_->EnumAttr(attrs_, key); }
+  // Reads of required attributes after verification (see OpDef::RequiredIntAttr).
+  int64_t RequiredIntAttr(absl::string_view key) const {
+    return def_->RequiredIntAttr(attrs_, key);
+  }
+  double RequiredNumberAttr(absl::string_view key) const {
+    return def_->RequiredNumberAttr(attrs_, key);
+  }
+  std::vector<int64_t> RequiredIntListAttr(absl::string_view key) const {
+    return def_->RequiredIntListAttr(attrs_, key);
+  }
+  const std::string& RequiredEnumAttr(absl::string_view key) const {
+    return def_->RequiredEnumAttr(attrs_, key);
+  }
 
   int num_regions() const {
     return extra_ == nullptr ? 0 : static_cast<int>(extra_->regions.size());

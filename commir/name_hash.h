@@ -57,6 +57,22 @@ struct NameHash {
   }
 };
 
+// Hash and equality for a hash set of objects keyed by their name, with heterogeneous
+// lookup by absl::string_view: `NameOf::Get` projects both an element and a string_view
+// to the name (e.g. a set of Value* found by name without building a key object).
+template <typename NameOf>
+struct NameKeyHash {
+  using is_transparent = void;
+  template <typename T>
+  size_t operator()(const T& v) const { return NameHash()(NameOf::Get(v)); }
+};
+template <typename NameOf>
+struct NameKeyEq {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const { return NameOf::Get(a) == NameOf::Get(b); }
+};
+
 }  // namespace commir
 
 #endif  // COMMIR_COMMIR_NAME_HASH_H_

@@ -1,7 +1,11 @@
 // Attribute defaults live in the op definitions, and typed reads fall back to them.
-#include "gtest/gtest.h"
+#include <cstdint>
+#include <vector>
+
+#include "commir/attention_op.h"
 #include "commir/attribute.h"
 #include "commir/op_def.h"
+#include "gtest/gtest.h"
 
 namespace commir {
 namespace {
@@ -35,6 +39,36 @@ TEST(OpAttrDefaultsTest, AskingForAnUndeclaredDefaultIsAnInternalError) {
   // No such attribute on the op, and an attribute whose absence has no single value.
   EXPECT_DEATH(GetOpDef(OpKind::kSoftmax).IntAttr(none, "eps"), "no such attribute");
   EXPECT_DEATH(GetOpDef(OpKind::kAttention).NumberAttr(none, "scale"), "no default");
+}
+
+TEST(OpAttrDefaultsTest, RequiredAttributesReadTheirWrittenValue) {
+  AttrDict attrs;
+  attrs.Set("dim", Attribute::Int(-2));
+  attrs.Set("size", Attribute::Int(4));
+  attrs.Set("value", Attribute::Float(2.5));
+  attrs.Set("perm", Attribute::IntList({1, 0}));
+  EXPECT_EQ(GetOpDef(OpKind::kConcat).RequiredIntAttr(attrs, "dim"), -2);
+  EXPECT_EQ(GetOpDef(OpKind::kDynamicSlice).RequiredIntAttr(attrs, "size"), 4);
+  EXPECT_EQ(GetOpDef(OpKind::kFull).RequiredNumberAttr(attrs, "value"), 2.5);
+  EXPECT_EQ(GetOpDef(OpKind::kTranspose).RequiredIntListAttr(attrs, "perm"),
+            (std::vector<int64_t>{1, 0}));
+}
+
+TEST(OpAttrDefaultsTest, MisusingARequiredReadIsAnInternalError) {
+  AttrDict attrs;
+  attrs.Set("dim", Attribute::Int(0));
+  // An optional attribute, an attribute the op lacks, a missing one and one of another kind.
+  EXPECT_DEATH(GetOpDef(OpKind::kSoftmax).RequiredIntAttr(attrs, "dim"), "optional");
+  EXPECT_DEATH(GetOpDef(OpKind::kConcat).RequiredIntAttr(attrs, "size"), "no such attribute");
+  EXPECT_DEATH(GetOpDef(OpKind::kDynamicSlice).RequiredIntAttr(attrs, "size"), "missing");
+  EXPECT_DEATH(GetOpDef(OpKind::kTranspose).RequiredIntListAttr(attrs, "perm"), "missing");
+  attrs.Set("perm", Attribute::Int(3));
+  EXPECT_DEATH(GetOpDef(OpKind::kTranspose).RequiredIntListAttr(attrs, "perm"), "not a list");
+}
+
+TEST(OpAttrDefaultsTest, AttentionDefaultScaleIsOneOverSqrtHeadDim) {
+  EXPECT_DOUBLE_EQ(AttentionOp::DefaultScale(64), 0.125);
+  EXPECT_EQ(AttentionOp::DefaultScale(0), 1.0);
 }
 
 }  // namespace

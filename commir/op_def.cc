@@ -52,6 +52,42 @@ const std::string& OpDef::EnumAttr(const AttrDict& attrs, absl::string_view attr
              : DefaultAttr(attr_name).string_value();
 }
 
+const Attribute& OpDef::RequiredAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const AttrSpec* spec = FindAttr(attr_name);
+  COMMIR_CHECK(spec != nullptr, "the op's spec has no such attribute");
+  COMMIR_CHECK(spec->required, "the attribute is optional: read it with its default");
+  const Attribute* value = attrs.Find(attr_name);
+  COMMIR_CHECK(value != nullptr, "a required attribute is missing (the op was not verified)");
+  return *value;
+}
+
+int64_t OpDef::RequiredIntAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute& value = RequiredAttr(attrs, attr_name);
+  COMMIR_CHECK(value.is_int(), "a required integer attribute is not an integer");
+  return value.int_value();
+}
+
+double OpDef::RequiredNumberAttr(const AttrDict& attrs, absl::string_view attr_name) const {
+  const Attribute& value = RequiredAttr(attrs, attr_name);
+  COMMIR_CHECK(value.is_number(), "a required number attribute is not a number");
+  return value.number_value();
+}
+
+std::vector<int64_t> OpDef::RequiredIntListAttr(const AttrDict& attrs,
+                                                absl::string_view attr_name) const {
+  std::optional<std::vector<int64_t>> list = RequiredAttr(attrs, attr_name).int_list();
+  COMMIR_CHECK(list.has_value(), "a required integer-list attribute is not a list of integers");
+  return *std::move(list);
+}
+
+const std::string& OpDef::RequiredEnumAttr(const AttrDict& attrs,
+                                          absl::string_view attr_name) const {
+  const Attribute& value = RequiredAttr(attrs, attr_name);
+  COMMIR_CHECK(value.kind() == Attribute::Kind::kIdent,
+               "a required enum attribute is not an identifier");
+  return value.string_value();
+}
+
 namespace {
 
 struct Registry {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/attribute.h"
+#include "commir/elementwise_fn.h"
 #include "commir/type.h"
 
 namespace commir {
@@ -24,6 +25,8 @@ enum class OpKind : uint8_t {
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSilu, kGelu, kConvert,
   // Elementwise binary (and index arithmetic in spmd functions).
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kRem,
+  // Predicates and choice.
+  kCompare, kSelect,
   // Tensor ops.
   kFull, kMatmul, kReduceSum, kReduceMax, kReduceMean, kSoftmax, kLayerNorm, kRmsNorm,
   kAttention, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
@@ -100,6 +103,11 @@ struct OpDef {
   // annotation it validates and returns that annotation.
   absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature& sig) = nullptr;
   OpCost (*cost)(const OpSignature& sig, absl::Span<const Type> results) = nullptr;
+  // The scalar function an elementwise op computes, from its attributes (gelu's
+  // `approximate` picks the erf or the tanh form); the backends register and run their
+  // elementwise kernels by it. Null for ops that compute none (convert, full, the
+  // index-only rem and every op that is not elementwise).
+  ElementwiseFn (*elementwise_fn)(const AttrDict& attrs) = nullptr;
 
   bool Has(OpTrait trait) const { return (traits & trait) != 0; }
   const AttrSpec* FindAttr(absl::string_view name) const;
@@ -113,6 +121,17 @@ struct OpDef {
   double NumberAttr(const AttrDict& attrs, absl::string_view name) const;
   bool BoolAttr(const AttrDict& attrs, absl::string_view name) const;
   const std::string& EnumAttr(const AttrDict& attrs, absl::string_view name) const;
+  // Typed reads of required attributes, for code that runs after the verifier (which
+  // guarantees their presence and kind). CHECK-fail when the spec does not declare the
+  // attribute required, or when it is missing or of another kind: both are internal
+  // errors, and a made-up fallback would hide them.
+  int64_t RequiredIntAttr(const AttrDict& attrs, absl::string_view name) const;
+  double RequiredNumberAttr(const AttrDict& attrs, absl::string_view name) const;
+  std::vector<int64_t> RequiredIntListAttr(const AttrDict& attrs, absl::string_view name) const;
+  const std::string& RequiredEnumAttr(const AttrDict& attrs, absl::string_view name) const;
+
+ private:
+  const Attribute& RequiredAttr(const AttrDict& attrs, absl::string_view name) const;
 };
 
 // Looks an op up by its text name; null if unknown.

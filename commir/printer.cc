@@ -73,19 +73,10 @@ class NameTable {
   // The taken names: pointers to the values' names and to storage_ (8-byte slots, a
   // third of a table of string_views), hashed and compared by the names.
   struct NameOf {
-    using is_transparent = void;
     static absl::string_view Get(const std::string* name) { return *name; }
     static absl::string_view Get(absl::string_view name) { return name; }
   };
-  struct NameHasher : NameOf {
-    template <typename T>
-    size_t operator()(const T& v) const { return NameHash()(Get(v)); }
-  };
-  struct NameEq : NameOf {
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const { return Get(a) == Get(b); }
-  };
-  absl::flat_hash_set<const std::string*, NameHasher, NameEq> used_;
+  absl::flat_hash_set<const std::string*, NameKeyHash<NameOf>, NameKeyEq<NameOf>> used_;
   int next_number_ = 0;
   // Per written name, the next suffix to try when it clashes.
   absl::flat_hash_map<std::string, int> next_suffix_;
@@ -160,30 +151,8 @@ class Printer {
 
   void PrintAttributes(const Operation& op, bool skip_loop_bounds) {
     if (op.attrs().empty() && op.stream_operand() == nullptr) return;  // nothing to print
-    std::vector<std::string> parts;
-    auto append = [&](const std::string& key, const Attribute& value) {
-      if (value.kind() == Attribute::Kind::kBool && value.bool_value()) {
-        parts.push_back(key);
-      } else {
-        parts.push_back(absl::StrCat(key, " = ", value.ToString()));
-      }
-    };
-    for (const AttrSpec& spec : op.def().attrs) {
-      if (skip_loop_bounds) break;
-      if (const Attribute* value = op.attrs().Find(spec.name)) append(std::string(spec.name), *value);
-    }
-    // Keys the schema does not know (invalid IR, printed for debugging) in sorted order.
-    std::vector<std::string> unknown;
-    for (const auto& [key, value] : op.attrs().entries()) {
-      if (key != "stream" && op.def().FindAttr(key) == nullptr) unknown.push_back(key);
-    }
-    std::sort(unknown.begin(), unknown.end());
-    for (const std::string& key : unknown) append(key, *op.attrs().Find(key));
-    if (const Value* stream = op.stream_operand()) {
-      parts.push_back(absl::StrCat("stream = %", names_.Name(stream)));
-    } else if (const Attribute* value = op.attrs().Find("stream")) {
-      append("stream", *value);
-    }
+    std::vector<std::string> parts = AttributeEntries(
+        op, skip_loop_bounds, [&](const Value* v) { return names_.Name(v); });
     if (!parts.empty()) absl::StrAppend(&out_, " {", absl::StrJoin(parts, ", "), "}");
   }
 
@@ -323,6 +292,35 @@ std::string PrintFunction(const Function& function) {
   std::string out;
   Printer(out).PrintFunction(function);
   return out;
+}
+
+std::vector<std::string> AttributeEntries(const Operation& op, bool skip_loop_bounds,
+                                          absl::FunctionRef<std::string(const Value*)> value_name) {
+  std::vector<std::string> parts;
+  auto append = [&](absl::string_view key, const Attribute& value) {
+    if (value.kind() == Attribute::Kind::kBool && value.bool_value()) {
+      parts.push_back(std::string(key));
+    } else {
+      parts.push_back(absl::StrCat(key, " = ", value.ToString()));
+    }
+  };
+  if (!skip_loop_bounds) {
+    for (const AttrSpec& spec : op.def().attrs) {
+      if (const Attribute* value = op.attrs().Find(spec.name)) append(spec.name, *value);
+    }
+  }
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : op.attrs().entries()) {
+    if (key != "stream" && op.def().FindAttr(key) == nullptr) unknown.push_back(key);
+  }
+  std::sort(unknown.begin(), unknown.end());
+  for (const std::string& key : unknown) append(key, *op.attrs().Find(key));
+  if (const Value* stream = op.stream_operand()) {
+    parts.push_back(absl::StrCat("stream = %", value_name(stream)));
+  } else if (const Attribute* value = op.attrs().Find("stream")) {
+    append("stream", *value);
+  }
+  return parts;
 }
 
 }  // namespace commir

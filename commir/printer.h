@@ -10,6 +10,9 @@
 #define COMMIR_COMMIR_PRINTER_H_
 
 #include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
 
 #include "commir/ir.h"
 
@@ -17,6 +20,14 @@ namespace commir {
 
 std::string PrintModule(const Module& module);
 std::string PrintFunction(const Function& function);
+
+// The entries of an op's attribute dictionary as the printer writes them ("causal",
+// "dim = 1", "stream = %s"): schema attributes in schema order, then keys the schema does
+// not know (invalid IR, shown for debugging) sorted, then the stream, a `stream = %v`
+// operand named by `value_name`. A loop's bounds are left out with `skip_loop_bounds`
+// (its header shows them). Shared by the text and the dot printer.
+std::vector<std::string> AttributeEntries(const Operation& op, bool skip_loop_bounds,
+                                          absl::FunctionRef<std::string(const Value*)> value_name);
 
 }  // namespace commir
 

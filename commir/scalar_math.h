@@ -17,6 +17,8 @@
 #include <limits>
 #include <numbers>
 
+#include "commir/elementwise_fn.h"
+
 #if defined(__CUDACC__)
 #define COMMIR_HOST_DEVICE __host__ __device__
 #else
@@ -158,6 +160,110 @@ template <typename T>
 COMMIR_HOST_DEVICE inline T Div(T a, T b) { return a / b; }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return std::pow(a, b); }
+
+// Nearest integer, ties to even, independent of the floating-point rounding mode;
+// saturates at Int's range and maps NaN to 0 (C++ leaves both cases undefined): every
+// float-to-integer rounding of the executors and of constant folding.
+template <typename Int>
+COMMIR_HOST_DEVICE inline Int RoundToIntegerSaturating(double value) {
+  if (std::isnan(value)) return 0;
+  double rounded = std::floor(value);
+  const double fraction = value - rounded;  // exact for every double
+  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(rounded, 2.0) != 0.0)) rounded += 1.0;
+  // Both limits are powers of two (or one less), so the comparisons against the
+  // double values -2^(n-1) and 2^(n-1) are exact.
+  constexpr double kUpperBound = -static_cast<double>(std::numeric_limits<Int>::min());
+  if (rounded >= kUpperBound) return std::numeric_limits<Int>::max();
+  if (rounded < static_cast<double>(std::numeric_limits<Int>::min())) {
+    return std::numeric_limits<Int>::min();
+  }
+  return static_cast<Int>(rounded);
+}
+
+// The function `fn` computes, by value: the one run-time dispatch over ElementwiseFn that
+// constant folding and the host kernels' integer paths share. (Kernels over whole tensors
+// pick their function once per tensor, or at compile time on the device, from the same
+// scalar functions above.) `b` is ignored by one-operand functions; functions that are not
+// float arithmetic (predicates, select) give NaN.
+template <typename T>
+COMMIR_HOST_DEVICE inline T ApplyFloat(ElementwiseFn fn, T a, T b = T{0}) {
+  switch (fn) {
+    case ElementwiseFn::kNeg: return Neg(a);
+    case ElementwiseFn::kAbs: return Abs(a);
+    case ElementwiseFn::kExp: return Exp(a);
+    case ElementwiseFn::kLog: return Log(a);
+    case ElementwiseFn::kSqrt: return Sqrt(a);
+    case ElementwiseFn::kRsqrt: return Rsqrt(a);
+    case ElementwiseFn::kTanh: return Tanh(a);
+    case ElementwiseFn::kSigmoid: return Sigmoid(a);
+    case ElementwiseFn::kRelu: return Relu(a);
+    case ElementwiseFn::kSilu: return Silu(a);
+    case ElementwiseFn::kGeluErf: return GeluErf(a);
+    case ElementwiseFn::kGeluTanh: return GeluTanh(a);
+    case ElementwiseFn::kAdd: return Add(a, b);
+    case ElementwiseFn::kSub: return Sub(a, b);
+    case ElementwiseFn::kMul: return Mul(a, b);
+    case ElementwiseFn::kDiv: return Div(a, b);
+    case ElementwiseFn::kMax: return Max(a, b);
+    case ElementwiseFn::kMin: return Min(a, b);
+    case ElementwiseFn::kPow: return Pow(a, b);
+    default: return std::numeric_limits<T>::quiet_NaN();
+  }
+}
+
+// Why integer arithmetic has no value: the executors report these as run-time errors.
+enum class IntegerFault : uint8_t {
+  kNone,
+  kDivisionByZero,    // div with a zero divisor
+  kNegativeExponent,  // pow with a negative exponent (no integer result)
+  kFloatOnly,         // a function integers do not have (exp, ...)
+};
+
+struct IntegerResult {
+  int64_t value = 0;
+  IntegerFault fault = IntegerFault::kNone;
+};
+
+// Integer tensor math, two's-complement wrapping in int64 (the caller narrows to the
+// element type); division floors.
+COMMIR_HOST_DEVICE inline IntegerResult ApplyInteger(ElementwiseFn fn, int64_t a, int64_t b = 0) {
+  switch (fn) {
+    case ElementwiseFn::kNeg: return {WrappingNeg(a)};
+    case ElementwiseFn::kAbs: return {WrappingAbs(a)};
+    case ElementwiseFn::kRelu: return {Relu(a)};
+    case ElementwiseFn::kAdd: return {WrappingAdd(a, b)};
+    case ElementwiseFn::kSub: return {WrappingSub(a, b)};
+    case ElementwiseFn::kMul: return {WrappingMul(a, b)};
+    case ElementwiseFn::kDiv:
+      if (b == 0) return {0, IntegerFault::kDivisionByZero};
+      return {WrappingFloorDiv(a, b)};
+    case ElementwiseFn::kMax: return {Max(a, b)};
+    case ElementwiseFn::kMin: return {Min(a, b)};
+    case ElementwiseFn::kPow:
+      if (b < 0) return {0, IntegerFault::kNegativeExponent};
+      return {WrappingPow(a, b)};
+    default: return {0, IntegerFault::kFloatOnly};
+  }
+}
+
+// compare's predicates (`fn` is one of kEq..kGe). The C++ operators give IEEE semantics:
+// every comparison with a NaN is false except `ne`, which is true.
+template <typename T>
+COMMIR_HOST_DEVICE constexpr bool Compare(ElementwiseFn fn, T a, T b) {
+  switch (fn) {
+    case ElementwiseFn::kEq: return a == b;
+    case ElementwiseFn::kNe: return a != b;
+    case ElementwiseFn::kLt: return a < b;
+    case ElementwiseFn::kLe: return a <= b;
+    case ElementwiseFn::kGt: return a > b;
+    case ElementwiseFn::kGe: return a >= b;
+    default: return false;
+  }
+}
+
+// select's choice: `a` where the predicate holds, else `b`.
+template <typename T>
+COMMIR_HOST_DEVICE constexpr T Select(bool cond, T a, T b) { return cond ? a : b; }
 
 }  // namespace commir::scalar_math
 

@@ -126,5 +126,30 @@ TEST(ScalarMathTest, ElementaryFunctions) {
   EXPECT_EQ(Pow(2.0, 10.0), 1024.0);
 }
 
+TEST(ScalarMathTest, ApplyDispatchesToTheNamedFunctions) {
+  EXPECT_EQ(ApplyFloat(ElementwiseFn::kSilu, 1.5), Silu(1.5));
+  EXPECT_EQ(ApplyFloat(ElementwiseFn::kGeluTanh, 0.7f), GeluTanh(0.7f));
+  EXPECT_EQ(ApplyFloat(ElementwiseFn::kPow, 2.0, 10.0), 1024.0);
+  EXPECT_TRUE(std::isnan(ApplyFloat(ElementwiseFn::kLt, 1.0, 2.0)));  // not arithmetic
+  EXPECT_EQ(ApplyInteger(ElementwiseFn::kDiv, -7, 2).value, -4);
+  EXPECT_EQ(ApplyInteger(ElementwiseFn::kDiv, 1, 0).fault, IntegerFault::kDivisionByZero);
+  EXPECT_EQ(ApplyInteger(ElementwiseFn::kPow, 3, -1).fault, IntegerFault::kNegativeExponent);
+  EXPECT_EQ(ApplyInteger(ElementwiseFn::kExp, 1).fault, IntegerFault::kFloatOnly);
+  EXPECT_EQ(ApplyInteger(ElementwiseFn::kNeg, std::numeric_limits<int64_t>::min()).value,
+            std::numeric_limits<int64_t>::min());  // wraps
+}
+
+TEST(ScalarMathTest, CompareFollowsIeeeAndSelectChooses) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(Compare(ElementwiseFn::kLe, 1.0, 1.0));
+  EXPECT_FALSE(Compare(ElementwiseFn::kLt, 1.0, 1.0));
+  EXPECT_FALSE(Compare(ElementwiseFn::kEq, nan, nan));
+  EXPECT_TRUE(Compare(ElementwiseFn::kNe, nan, nan));
+  EXPECT_FALSE(Compare(ElementwiseFn::kGe, nan, 0.0));
+  EXPECT_TRUE(Compare(ElementwiseFn::kGt, int64_t{3}, int64_t{-3}));
+  EXPECT_EQ(Select(true, 1, 2), 1);
+  EXPECT_EQ(Select(false, 1, 2), 2);
+}
+
 }  // namespace
 }  // namespace commir::scalar_math

@@ -1168,19 +1168,10 @@ class Parser {
   // own name: the values (in module_ or poison_) outlive it and are not renamed while
   // parsing.
   struct NameOf {
-    using is_transparent = void;
     static absl::string_view Get(const Value* value) { return value->name(); }
     static absl::string_view Get(absl::string_view name) { return name; }
   };
-  struct ValueNameHash : NameOf {
-    template <typename T>
-    size_t operator()(const T& v) const { return NameHash()(Get(v)); }
-  };
-  struct ValueNameEq : NameOf {
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const { return Get(a) == Get(b); }
-  };
-  absl::flat_hash_set<Value*, ValueNameHash, ValueNameEq> names_;
+  absl::flat_hash_set<Value*, NameKeyHash<NameOf>, NameKeyEq<NameOf>> names_;
   std::vector<std::vector<absl::string_view>> scopes_;
 };
 

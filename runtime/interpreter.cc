@@ -226,7 +226,7 @@ absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
         value = mesh_ == nullptr ? 0 : mesh_->GroupCoordinate(d, op.attrs().Find("axis")->axes());
         break;
       case OpKind::kFull:
-        value = op.attrs().GetInt("value", 0);
+        value = op.RequiredIntAttr("value");
         break;
       default: {
         int64_t a = Lookup(env, d, op.operand(0)).index;
@@ -260,8 +260,8 @@ absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
 
 absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   const Block& body = *op.region(0);
-  int64_t lower = op.attrs().GetInt("lower", 0);
-  int64_t upper = op.attrs().GetInt("upper", 0);
+  int64_t lower = op.RequiredIntAttr("lower");
+  int64_t upper = op.RequiredIntAttr("upper");
   int64_t step = op.IntAttr("step");
   // Carried values start as the init operands.
   std::vector<std::vector<Slot>> carried(num_devices_);

@@ -15,27 +15,10 @@
 #include "absl/types/span.h"
 #include "commir/element_type.h"
 #include "commir/float16.h"
+#include "commir/scalar_math.h"
 
 namespace commir::runtime {
 namespace {
-
-// Nearest integer, ties to even, independent of the floating-point rounding mode;
-// saturates at Int's range and maps NaN to 0 (C++ leaves both cases undefined).
-template <typename Int>
-Int RoundToIntegerSaturating(double value) {
-  if (std::isnan(value)) return 0;
-  double rounded = std::floor(value);
-  const double fraction = value - rounded;  // exact for every double
-  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(rounded, 2.0) != 0.0)) rounded += 1.0;
-  // Both limits are powers of two (or one less), so the comparisons against the
-  // double values -2^(n-1) and 2^(n-1) are exact.
-  constexpr double kUpperBound = -static_cast<double>(std::numeric_limits<Int>::min());
-  if (rounded >= kUpperBound) return std::numeric_limits<Int>::max();
-  if (rounded < static_cast<double>(std::numeric_limits<Int>::min())) {
-    return std::numeric_limits<Int>::min();
-  }
-  return static_cast<Int>(rounded);
-}
 
 // Converts to double rounding "to odd" (truncate, then set the lowest bit if anything was
 // lost), so that a later round-to-nearest-even into bf16 is correct even above 2^53.
@@ -105,10 +88,10 @@ void Tensor::SetFromDouble(int64_t flat_index, double value) {
     case ElementType::kF16: data<uint16_t>()[flat_index] = DoubleToHalfBits(value); return;
     case ElementType::kBF16: data<uint16_t>()[flat_index] = DoubleToBFloat16Bits(value); return;
     case ElementType::kI64:
-      data<int64_t>()[flat_index] = RoundToIntegerSaturating<int64_t>(value);
+      data<int64_t>()[flat_index] = scalar_math::RoundToIntegerSaturating<int64_t>(value);
       return;
     case ElementType::kI32:
-      data<int32_t>()[flat_index] = RoundToIntegerSaturating<int32_t>(value);
+      data<int32_t>()[flat_index] = scalar_math::RoundToIntegerSaturating<int32_t>(value);
       return;
     case ElementType::kI1: data<uint8_t>()[flat_index] = value != 0.0 ? 1 : 0; return;
   }
@@ -168,7 +151,7 @@ std::vector<int64_t> Tensor::ToInt64() const {
     case ElementType::kF16:
     case ElementType::kBF16:
       for (int64_t i = 0; i < num_elements_; ++i) {
-        values[i] = RoundToIntegerSaturating<int64_t>(GetAsDouble(i));
+        values[i] = scalar_math::RoundToIntegerSaturating<int64_t>(GetAsDouble(i));
       }
       break;
   }

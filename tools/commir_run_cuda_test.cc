@@ -5,7 +5,6 @@
 //   - a machine with a GPU: the shared example checks pass against the cpu reference.
 // The binary's path is the first argument; the program directories follow, the first
 // holding the shared examples (mlp.commir among them).
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/subprocess.h"
 
 namespace commir {
 namespace {
@@ -33,35 +33,20 @@ std::vector<std::string> g_program_dirs;
 // The shared example the single-program tests run.
 std::string Mlp() { return g_program_dirs.front() + "/mlp.commir"; }
 
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using ToolResult = testing::SubprocessResult;
 
 ToolResult RunTool(const std::vector<std::string>& args) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = tmp != nullptr ? tmp : "/tmp";
-  std::string out = dir + "/cuda_out.txt", err = dir + "/cuda_err.txt";
-  std::string command = "'" + g_binary + "'";
-  for (const std::string& arg : args) command += " '" + arg + "'";
-  command += " >'" + out + "' 2>'" + err + "'";
-  int status = std::system(command.c_str());
-  ToolResult result;
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = Slurp(out);
-  result.err = Slurp(err);
-  return result;
+  absl::StatusOr<ToolResult> result = testing::RunSubprocess(g_binary, args);
+  if (!result.ok()) {
+    ADD_FAILURE() << "cannot run " << g_binary << ": " << result.status();
+    return ToolResult{};
+  }
+  return *std::move(result);
 }
 
 // Whether a failure is the backend saying clearly that it cannot run here.
 bool IsClearUnavailable(const ToolResult& r) {
-  return r.code == 3 && r.out.empty() &&
+  return r.exit_code == 3 && r.out.empty() &&
          (absl::StrContains(r.err, "this build has no cuda backend (CUDA not found at build time)") ||
           absl::StrContains(r.err, "no CUDA-capable GPU is visible") ||
           absl::StrContains(r.err, "NVIDIA driver is missing or older"));
@@ -75,7 +60,7 @@ TEST(CommirRunCuda, RunsOrExitsThreeWithAClearMessage) {
     std::printf("no cuda backend here; commir-run said: %s", r.err.c_str());
     return;
   }
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("PASS")) << r.out << r.err;
   EXPECT_THAT(r.out, Not(HasSubstr("FAIL"))) << r.out;
 }
@@ -91,10 +76,10 @@ TEST(CommirRunCuda, EveryToolsExampleChecksOnTheGpu) {
       // Programs meant to fail, or spmd programs, are checked by the cpu tests; here every
       // global program that the cpu backend checks must check on the GPU too.
       ToolResult cpu = RunTool({path, "--check"});
-      if (cpu.code != 0) continue;
+      if (cpu.exit_code != 0) continue;
       SCOPED_TRACE(path);
       ToolResult gpu = RunTool({path, "--backend=cuda", "--check"});
-      EXPECT_EQ(gpu.code, 0) << gpu.out << gpu.err;
+      EXPECT_EQ(gpu.exit_code, 0) << gpu.out << gpu.err;
       EXPECT_THAT(gpu.out, Not(HasSubstr("FAIL")));
       ++checked;
     }
@@ -104,10 +89,10 @@ TEST(CommirRunCuda, EveryToolsExampleChecksOnTheGpu) {
 
 TEST(CommirRunCuda, TimeoutFlagIsValidated) {
   ToolResult r = RunTool({Mlp(), "--timeout=-1"});
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--timeout"));
   r = RunTool({Mlp(), "--timeout=0.5"});
-  EXPECT_EQ(r.code, 0) << r.err;  // the cpu backend does not wait on a device
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // the cpu backend does not wait on a device
 }
 
 }  // namespace

@@ -3,9 +3,6 @@
 // one CPU must write byte-identical .npy files.
 //
 // Arguments: the commir-run binary and the program, as runfiles paths.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/machine_settings.h"
+#include "testing/subprocess.h"
 
 namespace commir {
 namespace {
@@ -36,20 +34,13 @@ std::string RunUnder(const testing::MachineSetting& setting) {
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/out_", setting.name);
   std::filesystem::remove_all(dir);
   const std::string output_flag = "--output-dir=" + dir;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    if (null < 0) _exit(126);
-    dup2(null, 1);
-    if (!testing::ApplyMachineSetting(setting)) _exit(125);
-    execl(g_binary.c_str(), g_binary.c_str(), g_program.c_str(), "--seed=7", output_flag.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  EXPECT_TRUE(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-              WEXITSTATUS(status) == 0)
-      << setting.name << ": commir-run failed (status " << status << ")";
+  testing::SubprocessOptions options;
+  options.in_child = [&setting] { return testing::ApplyMachineSetting(setting); };
+  absl::StatusOr<testing::SubprocessResult> run =
+      testing::RunSubprocess(g_binary, {g_program, "--seed=7", output_flag}, options);
+  EXPECT_TRUE(run.ok() && run->exit_code == 0)
+      << setting.name << ": commir-run failed ("
+      << (run.ok() ? ::testing::PrintToString(*run) : run.status().ToString()) << ")";
   return dir;
 }
 

@@ -26,12 +26,16 @@ constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backen
                   [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
                   [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
+                  [--hardware=NAME|FILE.json] [--gpus-per-node=N] [--format=text|json]
+                  [--max-memory=SIZE]
 
 Runs a CommIR function on the devices of its mesh and prints a summary of each result.
   --func=@name          the function to run (default: the module's only function)
-  --backend=B           cpu (default: simulates every device in one process) or cuda
+  --backend=B           cpu (default: simulates every device in one process), cuda
                         (GPUs; one process per GPU under torchrun/srun/mpirun, or one
-                        process driving every visible GPU; devices may share a GPU)
+                        process driving every visible GPU; devices may share a GPU) or
+                        sim (predicts the time, overlap and memory of one run on a
+                        cluster; computes nothing, so programs run at real sizes)
   --seed=S              seed of the random inputs (default 0)
   --init=uniform|scaled random inputs: uniform in [-1, 1) (default), or scaled: matmul
                         weights [K, N] with variance 1/K, norm weights 1, biases 0
@@ -47,6 +51,14 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
                         within SECONDS of waiting (default 300; 0 waits forever)
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
+  --hardware=H          sim: h100-sxm (default), h200, a100-sxm-80g, or a JSON file
+                        describing your cluster (sim/examples/ has one)
+  --gpus-per-node=N     sim: devices go onto nodes of N GPUs in row-major order
+                        (default: the hardware's, 8 for the built-ins)
+  --format=text|json    sim: the report's format (default text)
+  --max-memory=SIZE     sim: fail (exit 1) when a device needs more than SIZE (80GiB,
+                        8e10, or hbm for the hardware's capacity); without it a program
+                        that does not fit in HBM gets a warning
 Exit status: 0 success; 1 invalid program or input, or a failed check; 2 bad usage;
 3 a backend or device failure.
 )";
@@ -140,6 +152,20 @@ int CommirRunMain(int argc, char** argv) {
       request.rtol = rtol;
     } else if (flag_value("--bench")) {
       if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
+    } else if (flag_value("--hardware")) {
+      if (value.empty()) return UsageError("--hardware needs a name or a file");
+      const bool is_file = absl::EndsWith(value, ".json") || absl::StrContains(value, "/");
+      request.hardware = is_file ? ResolvePath(std::string(value))
+                                 : std::string(value);
+    } else if (flag_value("--gpus-per-node")) {
+      if (!absl::SimpleAtoi(value, &request.gpus_per_node) || request.gpus_per_node <= 0) {
+        return UsageError(
+            absl::StrCat("--gpus-per-node needs a positive integer, got '", value, "'"));
+      }
+    } else if (flag_value("--format")) {
+      request.format = std::string(value);
+    } else if (flag_value("--max-memory")) {
+      request.max_memory = std::string(value);
     } else if (flag_value("--trace")) {
       if (value.empty()) return UsageError("--trace needs a file name");
       request.trace = ResolvePath(std::string(value));
@@ -151,6 +177,12 @@ int CommirRunMain(int argc, char** argv) {
       request.file = ResolvePath(arg);
       have_file = true;
     }
+  }
+  const bool sim_flags = request.hardware != "h100-sxm" || request.gpus_per_node != 0 ||
+                         request.format != "text" || !request.max_memory.empty();
+  if (sim_flags && request.backend != "sim") {
+    return UsageError("--hardware, --gpus-per-node, --format and --max-memory go with "
+                      "--backend=sim");
   }
   if (request.check && !request.check_against.empty()) {
     return UsageError("--check and --check-against both choose the reference; give one");

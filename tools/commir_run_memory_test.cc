@@ -2,17 +2,11 @@
 // the program's length, programs that cannot fit are refused up front with the bytes
 // they need, and running out of memory mid-run is exit 3 with a message, never an
 // abort (exit 134).
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -21,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/subprocess.h"
 
 namespace commir {
 namespace {
@@ -29,16 +24,7 @@ using ::testing::HasSubstr;
 
 std::string g_binary;  // set by main()
 
-struct ToolResult {
-  int code = -1;
-  std::string err;
-  int64_t max_rss_kb = 0;
-};
-
-std::ostream& operator<<(std::ostream& os, const ToolResult& r) {
-  return os << "exit " << r.code << ", peak RSS " << r.max_rss_kb << " KB\n--- stderr:\n"
-            << r.err;
-}
+using ToolResult = testing::SubprocessResult;
 
 std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -51,48 +37,23 @@ std::string WriteProgram(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // Runs commir-run on `program` in a child process, with its address space limited to
 // `address_space_bytes` if given; reports the exit status and the child's peak RSS.
 ToolResult RunTool(const std::string& program,
                    std::optional<uint64_t> address_space_bytes = std::nullopt) {
-  static int counter = 0;
-  std::string err_path = absl::StrCat(TempDir(), "/memory", counter++, ".err");
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (null < 0 || err < 0) _exit(126);
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(err, 2);
-    if (address_space_bytes) {
-      struct rlimit limit = {*address_space_bytes, *address_space_bytes};
-      if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
-    }
-    // Under ASan, freed memory sits in a quarantine (256 MB by default) that would hide
-    // whether the interpreter releases values.
-    std::string asan = absl::StrCat(std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "",
-                                    ":quarantine_size_mb=1");
-    setenv("ASAN_OPTIONS", asan.c_str(), 1);
-    execl(g_binary.c_str(), g_binary.c_str(), program.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  testing::SubprocessOptions options;
+  options.address_space_bytes = address_space_bytes;
+  // Under ASan, freed memory sits in a quarantine (256 MB by default) that would hide
+  // whether the interpreter releases values.
+  options.env = {{"ASAN_OPTIONS",
+                  absl::StrCat(std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "",
+                               ":quarantine_size_mb=1")}};
+  absl::StatusOr<ToolResult> result = testing::RunSubprocess(g_binary, {program}, options);
+  if (!result.ok()) {
+    ADD_FAILURE() << "cannot run " << g_binary << ": " << result.status();
+    return ToolResult{};
   }
-  ToolResult result;
-  int status = 0;
-  struct rusage usage = {};
-  if (pid < 0 || wait4(pid, &status, 0, &usage) != pid) {
-    ADD_FAILURE() << "cannot run " << g_binary;
-    return result;
-  }
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.err = ReadFile(err_path);
-  result.max_rss_kb = usage.ru_maxrss;
-  return result;
+  return *std::move(result);
 }
 
 // A function applying `length` negations in a row to an f32[256, 256] argument.
@@ -111,15 +72,15 @@ constexpr bool kSanitized = false;
 
 TEST(CommirRunMemory, PeakFollowsTheLiveValuesNotTheOpCount) {
   ToolResult short_chain = RunTool(WriteProgram("chain10.commir", ElementwiseChain(10)));
-  ASSERT_EQ(short_chain.code, 0) << short_chain;
+  ASSERT_EQ(short_chain.exit_code, 0) << short_chain;
   ToolResult long_chain = RunTool(WriteProgram("chain10000.commir", ElementwiseChain(10000)));
-  ASSERT_EQ(long_chain.code, 0) << long_chain;
+  ASSERT_EQ(long_chain.exit_code, 0) << long_chain;
   // Each op makes a 256 KB tensor: kept to the end, 10,000 of them are 2.6 GB.
-  EXPECT_LT(long_chain.max_rss_kb - short_chain.max_rss_kb, 64 * 1024)
-      << "10 ops: " << short_chain.max_rss_kb << " KB, 10000 ops: " << long_chain.max_rss_kb
+  EXPECT_LT(long_chain.max_rss_kib - short_chain.max_rss_kib, 64 * 1024)
+      << "10 ops: " << short_chain.max_rss_kib << " KB, 10000 ops: " << long_chain.max_rss_kib
       << " KB";
   if (!kSanitized) {
-    EXPECT_LT(long_chain.max_rss_kb, 300 * 1024) << long_chain;
+    EXPECT_LT(long_chain.max_rss_kib, 300 * 1024) << long_chain;
   }
 }
 
@@ -140,7 +101,7 @@ TEST(CommirRunMemory, ProgramsThatCannotFitAreRefusedUpFront) {
                                          "  return %a\n"
                                          "}\n"),
                             Limit(8));
-  EXPECT_EQ(huge.code, 3) << huge;
+  EXPECT_EQ(huge.exit_code, 3) << huge;
   EXPECT_THAT(huge.err, HasSubstr("huge.commir: error: @f needs at least 8000000000000 bytes"));
   EXPECT_THAT(huge.err, HasSubstr("but this machine has"));
 
@@ -154,7 +115,7 @@ TEST(CommirRunMemory, ProgramsThatCannotFitAreRefusedUpFront) {
                    "  return %c\n"
                    "}\n"),
       Limit(8));
-  EXPECT_EQ(matmul.code, 3) << matmul;
+  EXPECT_EQ(matmul.exit_code, 3) << matmul;
   EXPECT_THAT(matmul.err, HasSubstr("needs at least"));
 
   // A billion devices: refused before any per-device table is made.
@@ -165,7 +126,7 @@ TEST(CommirRunMemory, ProgramsThatCannotFitAreRefusedUpFront) {
                                          "  return %a\n"
                                          "}\n"),
                             Limit(8));
-  EXPECT_EQ(mesh.code, 3) << mesh;
+  EXPECT_EQ(mesh.exit_code, 3) << mesh;
   EXPECT_THAT(mesh.err, HasSubstr("mesh.commir:1:1: error: mesh @m has 1000000000 devices; "
                                   "commir-run drives at most 16777216"));
 }
@@ -184,7 +145,7 @@ TEST(CommirRunMemory, RunningOutOfMemoryMidRunExitsThree) {
                                            "  return %b\n"
                                            "}\n"),
                               uint64_t{4} << 30);
-  EXPECT_EQ(result.code, 3) << result;
+  EXPECT_EQ(result.exit_code, 3) << result;
   EXPECT_THAT(result.err, HasSubstr("midrun.commir: error: out of memory"));
 }
 

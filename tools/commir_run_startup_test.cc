@@ -6,10 +6,6 @@
 // Arguments: the commir-run binary (runfiles path); the test reads its ELF dynamic
 // section, runs `--help` and `--backend=cuda` with a missing plugin as children.
 #include <elf.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/subprocess.h"
 
 namespace commir {
 namespace {
@@ -74,42 +71,19 @@ std::vector<std::string> NeededLibraries(const std::string& elf) {
   return needed;
 }
 
-struct ChildResult {
-  int code = -1;
-  long max_rss_kib = 0;
-  std::string err;
-};
+using ChildResult = testing::SubprocessResult;
 
 // Runs commir-run with `args` (and `env` added) and reports its peak RSS.
 ChildResult RunTool(const std::vector<std::string>& args,
-                const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string err_path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/startup_err.txt");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (null < 0 || err < 0) _exit(126);
-    dup2(null, 1);
-    dup2(err, 2);
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv = {const_cast<char*>(g_binary.c_str())};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(g_binary.c_str(), argv.data());
-    _exit(127);
+                    const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  testing::SubprocessOptions options;
+  options.env = env;
+  absl::StatusOr<ChildResult> result = testing::RunSubprocess(g_binary, args, options);
+  if (!result.ok()) {
+    ADD_FAILURE() << "cannot run " << g_binary << ": " << result.status();
+    return ChildResult{};
   }
-  ChildResult result;
-  int status = 0;
-  struct rusage usage {};
-  if (pid < 0 || wait4(pid, &status, 0, &usage) != pid) {
-    ADD_FAILURE() << "cannot run " << g_binary;
-    return result;
-  }
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.max_rss_kib = usage.ru_maxrss;
-  result.err = ReadFile(err_path);
-  return result;
+  return *std::move(result);
 }
 
 TEST(CommirRunStartupTest, LinksNoCudaLibraryAndNoOpenBlas) {
@@ -130,7 +104,7 @@ TEST(CommirRunStartupTest, HelpRunsInASmallFootprint) {
   GTEST_SKIP() << "peak RSS is not meaningful under AddressSanitizer";
 #endif
   const ChildResult help = RunTool({"--help"});
-  EXPECT_EQ(help.code, 0) << help.err;
+  EXPECT_EQ(help.exit_code, 0) << help.err;
   // The CUDA libraries alone put it at about 220 MB; a plain C++ tool needs a few MB
   // (more under sanitizers, hence the margin).
   EXPECT_LT(help.max_rss_kib, 50 * 1024) << "peak RSS of commir-run --help";
@@ -141,7 +115,7 @@ TEST(CommirRunStartupTest, MissingCudaPluginExitsThreeNamingTheFile) {
   const std::string missing = "/nonexistent/dir/libcommir_cuda.so";
   const ChildResult r = RunTool({"testdata/examples/mlp.commir", "--backend=cuda"},
                             {{"COMMIR_CUDA_PLUGIN", missing}});
-  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr("error: cannot load the cuda backend"));
   EXPECT_THAT(r.err, HasSubstr(missing));
 }
@@ -153,7 +127,7 @@ TEST(CommirRunStartupTest, BrokenCudaPluginExitsThreeWithDlerror) {
   std::ofstream(broken) << std::string(4096, 'x');
   const ChildResult r = RunTool({"testdata/examples/mlp.commir", "--backend=cuda"},
                             {{"COMMIR_CUDA_PLUGIN", broken}});
-  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("error: cannot load the cuda backend ", broken, ": ")));
   EXPECT_THAT(r.err, HasSubstr("invalid ELF header"));  // dlerror()'s words
 }

@@ -18,7 +18,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backend_cpu/cpu_backend.h"
-#include "backend_cpu/host_layout.h"
 #if COMMIR_HAS_CUDA
 #include "backend_cuda/plugin_api.h"
 #include "tools/cuda_plugin_loader.h"
@@ -26,6 +25,7 @@
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
+#include "runtime/host_layout.h"
 #include "runtime/interpreter.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/npy.h"
@@ -33,6 +33,8 @@
 #include "tools/exit_codes.h"
 #include "tools/input_file.h"
 #include "tools/output_file.h"
+#include "tools/program_loader.h"
+#include "tools/sim_session.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -42,87 +44,6 @@ namespace commir {
 namespace {
 
 using runtime::Tensor;
-
-// A failure with the exit status it maps to.
-struct Failure {
-  int code = kExitInvalidInput;
-  std::string message;  // already formatted, without a trailing newline
-};
-
-struct LoadedModule {
-  std::string path;
-  std::string source;
-  std::unique_ptr<Module> module;
-};
-
-std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded) {
-  loaded.path = path == "-" ? "<stdin>" : path;
-  absl::StatusOr<std::string> source = ReadInputFile(path);
-  if (!source.ok()) {
-    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: ", source.status().message())};
-  }
-  loaded.source = *std::move(source);
-  DiagnosticEngine diagnostics;
-  loaded.module = ParseModule(loaded.source, diagnostics);
-  if (loaded.module == nullptr) {
-    std::string text = diagnostics.Render(loaded.path, loaded.source);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    return Failure{kExitInvalidInput, text};
-  }
-  return std::nullopt;
-}
-
-// A second copy of `loaded`, partitioned by the default pipeline (spec section 6: a
-// global function is lowered before a multi-device run). Errors point into the source.
-std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& partitioned) {
-  partitioned.path = loaded.path;
-  partitioned.source = loaded.source;
-  DiagnosticEngine diagnostics;
-  partitioned.module = ParseModule(loaded.source, diagnostics);
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
-  if (partitioned.module == nullptr || !passes.ok()) {
-    return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: cannot partition the module")};
-  }
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  manager.set_verify_each(true);
-  absl::Status status = manager.Run(*partitioned.module, diagnostics);
-  if (!status.ok()) {
-    std::string text = diagnostics.Render(loaded.path, loaded.source);
-    if (text.empty()) text = absl::StrCat(loaded.path, ": error: ", status.message());
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    return Failure{kExitInvalidInput, text};
-  }
-  return std::nullopt;
-}
-
-std::optional<Failure> ChooseFunction(const LoadedModule& loaded, const std::string& name,
-                                      Function*& function) {
-  std::vector<Function*> functions = loaded.module->functions();
-  if (!name.empty()) {
-    function = loaded.module->FindFunction(name);
-    if (function == nullptr) {
-      std::vector<std::string> names;
-      for (Function* f : functions) names.push_back(absl::StrCat("@", f->name()));
-      return Failure{kExitInvalidInput,
-                     absl::StrFormat("%s: error: no function @%s (the module has %s)", loaded.path,
-                                     name, names.empty() ? "none" : absl::StrJoin(names, ", "))};
-    }
-    return std::nullopt;
-  }
-  if (functions.empty()) {
-    return Failure{kExitInvalidInput,
-                   absl::StrFormat("%s: error: the module has no function to run", loaded.path)};
-  }
-  if (functions.size() != 1) {
-    return Failure{kExitUsage, absl::StrFormat("%s: error: the module has %d functions; choose "
-                                               "one with --func=@NAME",
-                                               loaded.path, functions.size())};
-  }
-  function = functions[0];
-  return std::nullopt;
-}
 
 // The global inputs: loaded from --input files or random from the seed.
 std::optional<Failure> MakeInputs(const RunRequest& request, const Function& function,
@@ -216,7 +137,7 @@ std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
   for (int64_t d : interpreter.local_devices()) {
     for (size_t i = 0; i < global_inputs.size(); ++i) {
       absl::StatusOr<Tensor> part =
-          cpu::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
+          runtime::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
       if (!part.ok()) return Failure{kExitInvalidInput, absl::StrCat("error: ", part.status().message())};
       local_inputs[d].push_back(*std::move(part));
     }
@@ -252,7 +173,7 @@ std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
     } else {
       for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
     }
-    absl::StatusOr<Tensor> global = cpu::AssembleGlobal(parts, function.result_types()[r], mesh);
+    absl::StatusOr<Tensor> global = runtime::AssembleGlobal(parts, function.result_types()[r], mesh);
     if (!global.ok()) {
       return Failure{kExitInvalidInput,
                      absl::StrFormat("%s: error: result %d of @%s: %s", loaded.path, r,
@@ -404,194 +325,250 @@ std::optional<Failure> CheckFitsOnThisMachine(const LoadedModule& loaded, const 
                                  devices, devices == 1 ? "" : "s", Bytes(available))};
 }
 
-int Report(std::ostream& err, const Failure& failure) {
-  err << failure.message << "\n";
-  return failure.code;
+// ---- Phase 1: load and verify -------------------------------------------------------
+
+// A backend this build can run, or the failure that says why not.
+std::optional<Failure> CheckBackendAvailable(const std::string& backend) {
+  const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda, sim" : "cpu, sim";
+  if (backend == "cuda" && !COMMIR_HAS_CUDA) {
+    return Failure{kExitBackendFailure,
+                   "error: this build has no cuda backend (CUDA not found at build time); "
+                   "rebuild on a machine with the CUDA toolkit, or use --backend=cpu"};
+  }
+  if (backend != "cpu" && backend != "cuda" && backend != "sim") {
+    return Failure{kExitUsage, absl::StrFormat("error: unknown or unavailable backend '%s' "
+                                               "(available: %s)",
+                                               backend, kAvailable)};
+  }
+  return std::nullopt;
 }
 
-}  // namespace
-
-static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std::ostream& err) {
-  const char* const kAvailable = COMMIR_HAS_CUDA ? "cpu, cuda" : "cpu";
-  if (request.backend == "cuda" && !COMMIR_HAS_CUDA) {
-    return Report(err, {kExitBackendFailure,
-                        "error: this build has no cuda backend (CUDA not found at build time); "
-                        "rebuild on a machine with the CUDA toolkit, or use --backend=cpu"});
-  }
-  if (request.backend == "sim") {
-    // A backend the spec names but this build lacks: a backend failure, not bad usage.
-    return Report(err, {kExitBackendFailure,
-                        absl::StrFormat("error: the sim backend is not part of this build of "
-                                        "commir-run (available: %s)",
-                                        kAvailable)});
-  }
-  if (request.backend != "cpu" && request.backend != "cuda") {
-    return Report(err, {kExitUsage, absl::StrFormat("error: unknown or unavailable backend '%s' "
-                                                    "(available: %s)",
-                                                    request.backend, kAvailable)});
-  }
+// What a session runs and checks against. Not movable: run_module may point at members.
+struct SessionProgram {
   LoadedModule loaded;
-  if (auto f = LoadModule(request.file, loaded)) return Report(err, *f);
-  Function* function = nullptr;
-  if (auto f = ChooseFunction(loaded, request.func, function)) return Report(err, *f);
-
-  // The reference: a global function of the same name (--check-against) or the function
-  // itself when it is global (--check).
+  Function* function = nullptr;  // the function the user chose
+  // The reference for --check (the function itself) or --check-against (a global function
+  // of the same name in reference_module); null without either.
   LoadedModule reference_module;
   const Function* reference = nullptr;
-  if (!request.check_against.empty()) {
-    if (auto f = LoadModule(request.check_against, reference_module)) return Report(err, *f);
-    reference = reference_module.module->FindFunction(function->name());
-    if (reference == nullptr) {
-      return Report(err, {kExitInvalidInput,
-                          absl::StrFormat("%s: error: no function @%s to check against",
-                                          reference_module.path, function->name())});
-    }
-    if (reference->is_spmd()) {
-      return Report(err, {kExitInvalidInput,
-                          absl::StrFormat("%s: error: the reference @%s must be a global "
-                                          "function",
-                                          reference_module.path, function->name())});
-    }
-    if (reference->arg_types().size() != function->arg_types().size() ||
-        reference->result_types().size() != function->result_types().size()) {
-      return Report(err, {kExitInvalidInput,
-                          absl::StrFormat("error: @%s takes %d arguments and returns %d results "
-                                          "in the reference, but %d and %d here",
-                                          function->name(), reference->arg_types().size(),
-                                          reference->result_types().size(),
-                                          function->arg_types().size(),
-                                          function->result_types().size())});
-    }
-    for (size_t i = 0; i < reference->arg_types().size(); ++i) {
-      if (!reference->arg_types()[i].SameShapeAndElementType(function->arg_types()[i])) {
-        return Report(err, {kExitInvalidInput,
-                            absl::StrFormat("error: argument %d is %s in the reference but %s "
-                                            "here",
-                                            i, reference->arg_types()[i].ToString(),
-                                            function->arg_types()[i].ToString())});
-      }
-    }
-  } else if (request.check) {
-    if (function->is_spmd()) {
-      return Report(err, {kExitUsage,
-                          absl::StrFormat("error: @%s is a spmd function; --check needs a global "
-                                          "function, or give the reference with "
-                                          "--check-against=REF.commir",
-                                          function->name())});
-    }
-    reference = function;
-  }
-
-  const bool tensors_on_host = request.backend == "cpu";
-  if (auto f = CheckFitsOnThisMachine(loaded, *function, reference, tensors_on_host)) {
-    return Report(err, *f);
-  }
-  std::vector<Tensor> inputs;
-  if (auto f = MakeInputs(request, *function, inputs)) return Report(err, *f);
-
   // What runs: the function itself, or for a global function on several devices its
-  // partitioned (spmd) copy; the global function stays the --check reference.
-  const LoadedModule* run_module = &loaded;
-  const Function* run_function = function;
+  // partitioned (spmd) copy in `partitioned`.
   LoadedModule partitioned;
-  const Mesh* mesh = function->mesh();
-  if (!function->is_spmd() && mesh != nullptr && mesh->num_devices() > 1) {
-    if (auto f = Partition(loaded, partitioned)) return Report(err, *f);
-    run_module = &partitioned;
-    run_function = partitioned.module->FindFunction(function->name());
-    if (auto f = CheckFitsOnThisMachine(partitioned, *run_function, reference, tensors_on_host)) {
-      return Report(err, *f);
+  const LoadedModule* run_module = nullptr;
+  const Function* run_function = nullptr;
+};
+
+// A --check-against reference must be a global function with the same signature.
+std::optional<Failure> CheckReferenceMatches(const SessionProgram& program) {
+  const Function& function = *program.function;
+  const Function& reference = *program.reference;
+  const std::string& path = program.reference_module.path;
+  if (reference.is_spmd()) {
+    return Failure{kExitInvalidInput,
+                   absl::StrFormat("%s: error: the reference @%s must be a global "
+                                   "function",
+                                   path, function.name())};
+  }
+  if (reference.arg_types().size() != function.arg_types().size() ||
+      reference.result_types().size() != function.result_types().size()) {
+    return Failure{kExitInvalidInput,
+                   absl::StrFormat("error: @%s takes %d arguments and returns %d results "
+                                   "in the reference, but %d and %d here",
+                                   function.name(), reference.arg_types().size(),
+                                   reference.result_types().size(), function.arg_types().size(),
+                                   function.result_types().size())};
+  }
+  for (size_t i = 0; i < reference.arg_types().size(); ++i) {
+    if (!reference.arg_types()[i].SameShapeAndElementType(function.arg_types()[i])) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("error: argument %d is %s in the reference but %s "
+                                     "here",
+                                     i, reference.arg_types()[i].ToString(),
+                                     function.arg_types()[i].ToString())};
     }
   }
+  return std::nullopt;
+}
 
-  // The backend that runs the program; --check references always run on the cpu.
-  cpu::CpuBackend cpu_backend;
+// The reference: a global function of the same name (--check-against) or the function
+// itself when it is global (--check).
+std::optional<Failure> ChooseReference(const RunRequest& request, SessionProgram& program) {
+  const Function& function = *program.function;
+  if (!request.check_against.empty()) {
+    if (auto f = LoadModule(request.check_against, program.reference_module)) return f;
+    program.reference = program.reference_module.module->FindFunction(function.name());
+    if (program.reference == nullptr) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("%s: error: no function @%s to check against",
+                                     program.reference_module.path, function.name())};
+    }
+    return CheckReferenceMatches(program);
+  }
+  if (request.check) {
+    if (function.is_spmd()) {
+      return Failure{kExitUsage,
+                     absl::StrFormat("error: @%s is a spmd function; --check needs a global "
+                                     "function, or give the reference with "
+                                     "--check-against=REF.commir",
+                                     function.name())};
+    }
+    program.reference = &function;
+  }
+  return std::nullopt;
+}
+
+// Loads and verifies the program and its reference, and checks that they fit here.
+std::optional<Failure> LoadAndVerify(const RunRequest& request, SessionProgram& program) {
+  if (auto f = CheckBackendAvailable(request.backend)) return f;
+  if (auto f = LoadModule(request.file, program.loaded)) return f;
+  if (auto f = ChooseFunction(program.loaded, request.func, program.function)) return f;
+  if (auto f = ChooseReference(request, program)) return f;
+  return CheckFitsOnThisMachine(program.loaded, *program.function, program.reference,
+                                /*tensors_on_host=*/request.backend == "cpu");
+}
+
+// ---- Phase 2: prepare ----------------------------------------------------------------
+
+// Chooses what runs: a global function on several devices runs as its partitioned copy
+// (which must fit too); the global function stays the --check reference.
+std::optional<Failure> ChooseWhatRuns(const RunRequest& request, SessionProgram& program) {
+  program.run_module = &program.loaded;
+  program.run_function = program.function;
+  const Mesh* mesh = program.function->mesh();
+  if (program.function->is_spmd() || mesh == nullptr || mesh->num_devices() <= 1) {
+    return std::nullopt;
+  }
+  if (auto f = Partition(program.loaded, program.partitioned)) return f;
+  program.run_module = &program.partitioned;
+  program.run_function = program.partitioned.module->FindFunction(program.function->name());
+  return CheckFitsOnThisMachine(program.partitioned, *program.run_function, program.reference,
+                                /*tensors_on_host=*/request.backend == "cpu");
+}
+
+// The backend that runs the program, and where this process reports. Not movable: the
+// target points at the backends it owns.
+struct SessionTarget {
+  cpu::CpuBackend cpu_backend;  // --check references always run on the cpu
   Target target;
-  target.backend = &cpu_backend;
   // Only rank 0 of a multi-process run reports; the others run and exchange parts.
   std::ostringstream discarded;
-  std::ostream* report = &out;
+  std::ostream* report = nullptr;
 #if COMMIR_HAS_CUDA
   std::unique_ptr<cuda::CudaBackendPlugin> cuda_backend;
+#endif
+  bool reporter() const { return report != &discarded; }
+};
+
+std::optional<Failure> SetUpTarget(const RunRequest& request, const Function& run_function,
+                                   std::ostream& out, SessionTarget& session) {
+  session.target.backend = &session.cpu_backend;
+  session.report = &out;
+#if COMMIR_HAS_CUDA
   if (request.backend == "cuda") {
-    if (auto f = MakeCudaBackend(request, *run_function, cuda_backend)) return Report(err, *f);
-    target.backend = cuda_backend->backend();
-    target.local = cuda_backend->local_devices();
-    if (cuda_backend->world_size() > 1) {
-      cuda::CudaBackendPlugin* backend = cuda_backend.get();
-      target.gather = [backend](absl::Span<const Tensor* const> parts) {
+    if (auto f = MakeCudaBackend(request, run_function, session.cuda_backend)) return f;
+    session.target.backend = session.cuda_backend->backend();
+    session.target.local = session.cuda_backend->local_devices();
+    if (session.cuda_backend->world_size() > 1) {
+      cuda::CudaBackendPlugin* backend = session.cuda_backend.get();
+      session.target.gather = [backend](absl::Span<const Tensor* const> parts) {
         return backend->GatherParts(parts);
       };
-      if (cuda_backend->rank() != 0) report = &discarded;
+      if (session.cuda_backend->rank() != 0) session.report = &session.discarded;
     }
   }
+#else
+  (void)request;
+  (void)run_function;
 #endif
+  return std::nullopt;
+}
 
+// ---- Phase 3: execute ----------------------------------------------------------------
+
+// Runs the program once, writing the --trace file from the reporting process.
+std::optional<Failure> Execute(const RunRequest& request, const SessionProgram& program,
+                               const SessionTarget& session, const std::vector<Tensor>& inputs,
+                               std::vector<Tensor>& results) {
   std::vector<runtime::OpEvent> events;
-  std::vector<Tensor> results;
-  if (auto f = RunOn(target, *run_module, *run_function, inputs, results,
+  if (auto f = RunOn(session.target, *program.run_module, *program.run_function, inputs, results,
                      request.trace.empty() ? nullptr : &events)) {
-    return Report(err, *f);
+    return f;
   }
-  if (!request.trace.empty() && report == &out) {
-    if (auto f = WriteTrace(request.trace, *run_function, events)) return Report(err, *f);
+  if (!request.trace.empty() && session.reporter()) {
+    if (auto f = WriteTrace(request.trace, *program.run_function, events)) return f;
   }
+  return std::nullopt;
+}
 
-  std::vector<std::string> names = ResultNames(*function);
-  // One rule with and without --check (docs/format-decisions.md, "Non-finite results"):
-  // non-finite values need --allow-nonfinite, since a reference that computes the same
-  // NaNs vouches for nothing; given it, --check compares them position by position.
+// ---- Phase 4: report -----------------------------------------------------------------
+
+// One rule with and without --check (docs/format-decisions.md, "Non-finite results"):
+// non-finite values need --allow-nonfinite, since a reference that computes the same
+// NaNs vouches for nothing; given it, --check compares them position by position.
+std::optional<Failure> CheckNonFinite(const RunRequest& request,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<Tensor>& results) {
   for (size_t r = 0; r < results.size(); ++r) {
     if (absl::Status s = runtime::CheckNonFiniteAllowed(names[r], results[r],
                                                         request.allow_nonfinite);
         !s.ok()) {
-      return Report(err, {kExitInvalidInput,
-                          absl::StrCat("error: ", s.message(),
-                                       " (pass --allow-nonfinite if that is expected)")});
+      return Failure{kExitInvalidInput,
+                     absl::StrCat("error: ", s.message(),
+                                  " (pass --allow-nonfinite if that is expected)")};
     }
   }
+  return std::nullopt;
+}
 
-  const bool reporter = report == &out;
-  if (!request.output_dir.empty() && reporter) {
-    std::error_code ec;
-    std::filesystem::create_directories(request.output_dir, ec);
+std::optional<Failure> WriteOutputDir(const std::string& output_dir,
+                                      const std::vector<Tensor>& results) {
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir, ec);
+  for (size_t r = 0; r < results.size(); ++r) {
+    std::string path = (std::filesystem::path(output_dir) / absl::StrCat("result", r, ".npy")).string();
+    if (absl::Status s = WriteOutputFile(path, runtime::SerializeNpy(results[r])); !s.ok()) {
+      return Failure{kExitInvalidInput, absl::StrCat("error: --output-dir: ", s.message())};
+    }
+  }
+  return std::nullopt;
+}
+
+// --bench: runs the program `request.bench` more times and reports min and median.
+std::optional<Failure> Bench(const RunRequest& request, const SessionProgram& program,
+                             const SessionTarget& session, const std::vector<Tensor>& inputs) {
+  std::vector<double> times;
+  for (int i = 0; i < request.bench; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<Tensor> ignored;
+    if (auto f = RunOn(session.target, *program.run_module, *program.run_function, inputs,
+                       ignored, nullptr)) {
+      return f;
+    }
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  *session.report << absl::StrFormat("bench: %d runs on %s: min %.3f ms, median %.3f ms\n",
+                                     request.bench, request.backend, times.front(),
+                                     times[times.size() / 2]);
+  return std::nullopt;
+}
+
+// The results' summaries, or with a reference their comparisons with it; the exit status.
+int SummarizeOrCompare(const RunRequest& request, const SessionProgram& program,
+                       const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& results, std::ostream& report,
+                       std::ostream& err) {
+  if (program.reference == nullptr) {
     for (size_t r = 0; r < results.size(); ++r) {
-      std::string path = (std::filesystem::path(request.output_dir) / absl::StrCat("result", r, ".npy")).string();
-      if (absl::Status s = WriteOutputFile(path, runtime::SerializeNpy(results[r])); !s.ok()) {
-        return Report(err, {kExitInvalidInput, absl::StrCat("error: --output-dir: ", s.message())});
-      }
-    }
-  }
-
-  if (request.bench > 0) {
-    std::vector<double> times;
-    for (int i = 0; i < request.bench; ++i) {
-      auto start = std::chrono::steady_clock::now();
-      std::vector<Tensor> ignored;
-      if (auto f = RunOn(target, *run_module, *run_function, inputs, ignored, nullptr)) {
-        return Report(err, *f);
-      }
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(times.begin(), times.end());
-    *report << absl::StrFormat("bench: %d runs on %s: min %.3f ms, median %.3f ms\n", request.bench,
-                           request.backend, times.front(), times[times.size() / 2]);
-  }
-
-  // Every process took part in the runs; the results and checks are rank 0's to report.
-  if (!reporter) return kExitSuccess;
-  if (reference == nullptr) {
-    for (size_t r = 0; r < results.size(); ++r) {
-      *report << absl::StrFormat("%s  %s  %s\n", names[r], results[r].DebugTypeString(),
-                             Summarize(results[r]));
+      report << absl::StrFormat("%s  %s  %s\n", names[r], results[r].DebugTypeString(),
+                                Summarize(results[r]));
     }
     return kExitSuccess;
   }
-
   std::vector<Tensor> expected;
-  if (auto f = RunOnCpu(reference == function ? loaded : reference_module, *reference, inputs,
-                        expected, nullptr)) {
+  const LoadedModule& reference_module =
+      program.reference == program.function ? program.loaded : program.reference_module;
+  if (auto f = RunOnCpu(reference_module, *program.reference, inputs, expected, nullptr)) {
     return Report(err, *f);
   }
   bool all_pass = results.size() == expected.size();
@@ -599,10 +576,43 @@ static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std
     double tolerance = request.rtol.value_or(runtime::DefaultTolerance(expected[r].element_type()));
     runtime::Comparison comparison =
         runtime::CompareWithReference(names[r], results[r], expected[r], tolerance);
-    *report << runtime::FormatComparison(comparison) << "\n";
+    report << runtime::FormatComparison(comparison) << "\n";
     all_pass &= comparison.pass;
   }
   return all_pass ? kExitSuccess : kExitInvalidInput;
+}
+
+int ReportResults(const RunRequest& request, const SessionProgram& program,
+                  const SessionTarget& session, const std::vector<Tensor>& inputs,
+                  const std::vector<Tensor>& results, std::ostream& err) {
+  const std::vector<std::string> names = ResultNames(*program.function);
+  if (auto f = CheckNonFinite(request, names, results)) return Report(err, *f);
+  if (!request.output_dir.empty() && session.reporter()) {
+    if (auto f = WriteOutputDir(request.output_dir, results)) return Report(err, *f);
+  }
+  if (request.bench > 0) {
+    if (auto f = Bench(request, program, session, inputs)) return Report(err, *f);
+  }
+  // Every process took part in the runs; the results and checks are rank 0's to report.
+  if (!session.reporter()) return kExitSuccess;
+  return SummarizeOrCompare(request, program, names, inputs, results, *session.report, err);
+}
+
+}  // namespace
+
+static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  // The sim backend predicts rather than runs: no inputs, no results, no host tensors.
+  if (request.backend == "sim") return RunSimSession(request, out, err);
+  SessionProgram program;
+  if (auto f = LoadAndVerify(request, program)) return Report(err, *f);
+  std::vector<Tensor> inputs;
+  if (auto f = MakeInputs(request, *program.function, inputs)) return Report(err, *f);
+  if (auto f = ChooseWhatRuns(request, program)) return Report(err, *f);
+  SessionTarget session;
+  if (auto f = SetUpTarget(request, *program.run_function, out, session)) return Report(err, *f);
+  std::vector<Tensor> results;
+  if (auto f = Execute(request, program, session, inputs, results)) return Report(err, *f);
+  return ReportResults(request, program, session, inputs, results, err);
 }
 
 // Running out of memory mid-run (past the up-front estimate: other processes, address

@@ -38,11 +38,7 @@ struct CanonicalizeOptions {
 int64_t Canonicalize(Function& function, const CanonicalizeOptions& options = {});
 int64_t Canonicalize(Module& module, const CanonicalizeOptions& options = {});
 
-class CanonicalizePass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(CanonicalizePass);
 
 }  // namespace commir
 

@@ -9,22 +9,6 @@
 namespace commir {
 namespace {
 
-// Nearest integer, ties to even, saturating at Int's range, NaN to 0: the executor's
-// float-to-integer rounding (runtime/tensor.cc).
-template <typename Int>
-int64_t RoundToIntegerSaturating(double value) {
-  if (std::isnan(value)) return 0;
-  double rounded = std::floor(value);
-  const double fraction = value - rounded;
-  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(rounded, 2.0) != 0.0)) rounded += 1.0;
-  constexpr double kUpperBound = -static_cast<double>(std::numeric_limits<Int>::min());
-  if (rounded >= kUpperBound) return std::numeric_limits<Int>::max();
-  if (rounded < static_cast<double>(std::numeric_limits<Int>::min())) {
-    return std::numeric_limits<Int>::min();
-  }
-  return static_cast<Int>(rounded);
-}
-
 // An int64 result stored into an integer element type: i32 keeps the low 32 bits (two's
 // complement), i1 is nonzero-ness.
 int64_t StoreInteger(int64_t value, ElementType type) {
@@ -46,57 +30,27 @@ double StoreFloat(float value, ElementType type) {
 }
 double StoreFloat(double value, ElementType) { return value; }
 
+// The scalar function `op` computes, when it is elementwise arithmetic the executors run
+// (predicates and select produce no number of the operands' type: they are not folded).
+std::optional<ElementwiseFn> ArithmeticFn(const OpDef& def, const AttrDict& attrs) {
+  if (def.elementwise_fn == nullptr) return std::nullopt;
+  ElementwiseFn fn = def.elementwise_fn(attrs);
+  if (ElementwiseFnIsPredicate(fn) || ElementwiseFnArity(fn) > 2) return std::nullopt;
+  return fn;
+}
+
 // The executor's kernels, per compute type T (double for f64, float otherwise).
 template <typename T>
-std::optional<T> FloatUnary(const Operation& op, T x) {
-  switch (op.kind()) {
-    case OpKind::kNeg: return scalar_math::Neg(x);
-    case OpKind::kAbs: return scalar_math::Abs(x);
-    case OpKind::kExp: return scalar_math::Exp(x);
-    case OpKind::kLog: return scalar_math::Log(x);
-    case OpKind::kSqrt: return scalar_math::Sqrt(x);
-    case OpKind::kRsqrt: return scalar_math::Rsqrt(x);
-    case OpKind::kTanh: return scalar_math::Tanh(x);
-    case OpKind::kSigmoid: return scalar_math::Sigmoid(x);
-    case OpKind::kRelu: return scalar_math::Relu(x);
-    case OpKind::kSilu: return scalar_math::Silu(x);
-    case OpKind::kGelu:
-      if (op.EnumAttr("approximate") == "tanh") return scalar_math::GeluTanh(x);
-      return scalar_math::GeluErf(x);
-    default: return std::nullopt;
-  }
+T FloatFn(ElementwiseFn fn, T a, T b = T{0}) {
+  return scalar_math::ApplyFloat(fn, a, b);
 }
 
-template <typename T>
-T FloatBinary(OpKind kind, T a, T b) {
-  switch (kind) {
-    case OpKind::kAdd: return scalar_math::Add(a, b);
-    case OpKind::kSub: return scalar_math::Sub(a, b);
-    case OpKind::kMul: return scalar_math::Mul(a, b);
-    case OpKind::kDiv: return scalar_math::Div(a, b);
-    case OpKind::kMax: return scalar_math::Max(a, b);
-    case OpKind::kMin: return scalar_math::Min(a, b);
-    case OpKind::kPow: return scalar_math::Pow(a, b);
-    default: return std::numeric_limits<T>::quiet_NaN();
-  }
-}
-
-// Tensor integer math: wrapping like the executor's kernels.
-std::optional<int64_t> IntegerBinary(OpKind kind, int64_t a, int64_t b) {
-  switch (kind) {
-    case OpKind::kAdd: return scalar_math::WrappingAdd(a, b);
-    case OpKind::kSub: return scalar_math::WrappingSub(a, b);
-    case OpKind::kMul: return scalar_math::WrappingMul(a, b);
-    case OpKind::kDiv:
-      if (b == 0) return std::nullopt;
-      return scalar_math::WrappingFloorDiv(a, b);
-    case OpKind::kMax: return scalar_math::Max(a, b);
-    case OpKind::kMin: return scalar_math::Min(a, b);
-    case OpKind::kPow:
-      if (b < 0) return std::nullopt;
-      return scalar_math::WrappingPow(a, b);
-    default: return std::nullopt;
-  }
+// Tensor integer math, wrapping like the executor's kernels; no value where the executor
+// reports a run-time error.
+std::optional<int64_t> IntegerFn(ElementwiseFn fn, int64_t a, int64_t b = 0) {
+  scalar_math::IntegerResult r = scalar_math::ApplyInteger(fn, a, b);
+  if (r.fault != scalar_math::IntegerFault::kNone) return std::nullopt;
+  return r.value;
 }
 
 // `index` math. The interpreter's int64 arithmetic has no defined overflow, so an
@@ -131,7 +85,7 @@ Scalar FromFloat(T value, ElementType type) {
 bool IsIntegral(Type type) { return type.is_index() || IsIntegerType(type.element_type()); }
 
 Scalar RoundToType(double value, Type type) {
-  if (type.is_index()) return Scalar{0, RoundToIntegerSaturating<int64_t>(value)};
+  if (type.is_index()) return Scalar{0, scalar_math::RoundToIntegerSaturating<int64_t>(value)};
   switch (type.element_type()) {
     case ElementType::kF64: return Scalar{value, 0};
     case ElementType::kF32: return Scalar{static_cast<float>(value), 0};
@@ -139,8 +93,8 @@ Scalar RoundToType(double value, Type type) {
       return Scalar{HalfBitsToFloat(DoubleToHalfBits(value)), 0};
     case ElementType::kBF16:
       return Scalar{BFloat16BitsToFloat(DoubleToBFloat16Bits(value)), 0};
-    case ElementType::kI64: return Scalar{0, RoundToIntegerSaturating<int64_t>(value)};
-    case ElementType::kI32: return Scalar{0, RoundToIntegerSaturating<int32_t>(value)};
+    case ElementType::kI64: return Scalar{0, scalar_math::RoundToIntegerSaturating<int64_t>(value)};
+    case ElementType::kI32: return Scalar{0, scalar_math::RoundToIntegerSaturating<int32_t>(value)};
     case ElementType::kI1: return Scalar{0, value != 0.0 ? 1 : 0};
   }
   return Scalar{};
@@ -165,25 +119,16 @@ std::optional<Scalar> ConstantOf(const Value* value) {
 
 std::optional<Scalar> FoldUnary(const Operation& op, Type type, Scalar x) {
   if (!type.is_tensor()) return std::nullopt;
+  std::optional<ElementwiseFn> fn = ArithmeticFn(op.def(), op.attrs());
+  if (!fn || ElementwiseFnArity(*fn) != 1) return std::nullopt;
   ElementType et = type.element_type();
   if (IsIntegerType(et)) {
-    int64_t v = x.i;
-    switch (op.kind()) {
-      case OpKind::kNeg: v = scalar_math::WrappingNeg(v); break;
-      case OpKind::kAbs: v = scalar_math::WrappingAbs(v); break;
-      case OpKind::kRelu: v = scalar_math::Relu(v); break;
-      default: return std::nullopt;
-    }
-    return Scalar{0, StoreInteger(v, et)};
+    std::optional<int64_t> v = IntegerFn(*fn, x.i);
+    if (!v) return std::nullopt;
+    return Scalar{0, StoreInteger(*v, et)};
   }
-  if (et == ElementType::kF64) {
-    std::optional<double> r = FloatUnary<double>(op, x.f);
-    if (!r) return std::nullopt;
-    return FromFloat(*r, et);
-  }
-  std::optional<float> r = FloatUnary<float>(op, static_cast<float>(x.f));
-  if (!r) return std::nullopt;
-  return FromFloat(*r, et);
+  if (et == ElementType::kF64) return FromFloat(FloatFn<double>(*fn, x.f), et);
+  return FromFloat(FloatFn<float>(*fn, static_cast<float>(x.f)), et);
 }
 
 std::optional<Scalar> FoldBinary(OpKind kind, Type type, Scalar a, Scalar b) {
@@ -192,16 +137,22 @@ std::optional<Scalar> FoldBinary(OpKind kind, Type type, Scalar a, Scalar b) {
     if (!r) return std::nullopt;
     return Scalar{0, *r};
   }
+  // The kind alone names the function only for ops without required attributes (not
+  // compare, whose function is its `cmp`).
+  const OpDef& def = GetOpDef(kind);
+  for (const AttrSpec& spec : def.attrs) {
+    if (spec.required) return std::nullopt;
+  }
+  std::optional<ElementwiseFn> fn = ArithmeticFn(def, AttrDict());
+  if (!fn || ElementwiseFnArity(*fn) != 2) return std::nullopt;  // rem is index-only
   ElementType et = type.element_type();
-  if (kind == OpKind::kRem) return std::nullopt;  // index-only
   if (IsIntegerType(et)) {
-    std::optional<int64_t> r = IntegerBinary(kind, a.i, b.i);
+    std::optional<int64_t> r = IntegerFn(*fn, a.i, b.i);
     if (!r) return std::nullopt;
     return Scalar{0, StoreInteger(*r, et)};
   }
-  if (et == ElementType::kF64) return FromFloat(FloatBinary<double>(kind, a.f, b.f), et);
-  return FromFloat(
-      FloatBinary<float>(kind, static_cast<float>(a.f), static_cast<float>(b.f)), et);
+  if (et == ElementType::kF64) return FromFloat(FloatFn<double>(*fn, a.f, b.f), et);
+  return FromFloat(FloatFn<float>(*fn, static_cast<float>(a.f), static_cast<float>(b.f)), et);
 }
 
 Scalar FoldConvert(Type from, Type to, Scalar x) {

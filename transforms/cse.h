@@ -24,11 +24,7 @@ namespace commir {
 int64_t EliminateCommonSubexpressions(Function& function);
 int64_t EliminateCommonSubexpressions(Module& module);
 
-class CsePass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(CsePass);
 
 }  // namespace commir
 

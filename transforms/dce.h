@@ -27,11 +27,7 @@ struct DceStats {
 DceStats EliminateDeadCode(Function& function);
 DceStats EliminateDeadCode(Module& module);
 
-class DcePass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(DcePass);
 
 }  // namespace commir
 

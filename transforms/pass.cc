@@ -1,6 +1,7 @@
 #include "transforms/pass.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -121,6 +122,12 @@ std::string DescribePasses(absl::Span<const PassInfo> registry) {
     }
   }
   return out;
+}
+
+void ReportPass::Emit(const std::string& report) const {
+  std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
+  out << report;
+  out.flush();
 }
 
 }  // namespace commir

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -128,6 +129,31 @@ class Pass {
   DiagnosticEngine* diagnostics_ = nullptr;
   DiagnosticEngine own_;
 };
+
+// A pass that prints a report about the module and leaves it unchanged (comm-report,
+// schedule-report): the report goes to std::cerr unless a driver or test redirects it.
+class ReportPass : public Pass {
+ public:
+  using Pass::Pass;
+  void set_output(std::ostream* out) { out_ = out; }
+
+ protected:
+  // Writes `report` to the output and flushes it.
+  void Emit(const std::string& report) const;
+
+ private:
+  std::ostream* out_ = nullptr;
+};
+
+// Declares a pass whose only behaviour is Run (its constructor takes the registry's name,
+// description and options): the common case spelled once, as MLIR generates its pass
+// declarations. Passes with more to say (report sinks) declare their class by hand.
+#define COMMIR_DECLARE_PASS(ClassName)                     \
+  class ClassName : public ::commir::Pass {                \
+   public:                                                 \
+    using Pass::Pass;                                      \
+    absl::Status Run(::commir::Module& module) override;  \
+  }
 
 // The text of --list-passes: each pass with its description and options (name, type,
 // default, help), in the registry's order.

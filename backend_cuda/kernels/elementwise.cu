@@ -33,25 +33,25 @@ bool Aligned(const void* p) {
 
 // The scalar functions are commir/scalar_math.h's, as on the host; only gelu's tanh form
 // is spelled out here (see below).
-template <KUnaryOp kOp, typename C>
+template <ElementwiseFn kOp, typename C>
 __device__ __forceinline__ C ApplyUnary(C x) {
   if constexpr (std::is_same_v<C, int64_t>) {
-    if constexpr (kOp == KUnaryOp::kNeg) return scalar_math::WrappingNeg(x);
-    if constexpr (kOp == KUnaryOp::kAbs) return scalar_math::WrappingAbs(x);
+    if constexpr (kOp == ElementwiseFn::kNeg) return scalar_math::WrappingNeg(x);
+    if constexpr (kOp == ElementwiseFn::kAbs) return scalar_math::WrappingAbs(x);
     return scalar_math::Relu(x);
   } else {
-    if constexpr (kOp == KUnaryOp::kNeg) return scalar_math::Neg(x);
-    if constexpr (kOp == KUnaryOp::kAbs) return scalar_math::Abs(x);
-    if constexpr (kOp == KUnaryOp::kExp) return scalar_math::Exp(x);
-    if constexpr (kOp == KUnaryOp::kLog) return scalar_math::Log(x);
-    if constexpr (kOp == KUnaryOp::kSqrt) return scalar_math::Sqrt(x);
-    if constexpr (kOp == KUnaryOp::kRsqrt) return scalar_math::Rsqrt(x);
-    if constexpr (kOp == KUnaryOp::kTanh) return scalar_math::Tanh(x);
-    if constexpr (kOp == KUnaryOp::kSigmoid) return scalar_math::Sigmoid(x);
-    if constexpr (kOp == KUnaryOp::kRelu) return scalar_math::Relu(x);
-    if constexpr (kOp == KUnaryOp::kSilu) return scalar_math::Silu(x);
-    if constexpr (kOp == KUnaryOp::kGeluErf) return scalar_math::GeluErf(x);
-    if constexpr (kOp == KUnaryOp::kGeluTanh) {
+    if constexpr (kOp == ElementwiseFn::kNeg) return scalar_math::Neg(x);
+    if constexpr (kOp == ElementwiseFn::kAbs) return scalar_math::Abs(x);
+    if constexpr (kOp == ElementwiseFn::kExp) return scalar_math::Exp(x);
+    if constexpr (kOp == ElementwiseFn::kLog) return scalar_math::Log(x);
+    if constexpr (kOp == ElementwiseFn::kSqrt) return scalar_math::Sqrt(x);
+    if constexpr (kOp == ElementwiseFn::kRsqrt) return scalar_math::Rsqrt(x);
+    if constexpr (kOp == ElementwiseFn::kTanh) return scalar_math::Tanh(x);
+    if constexpr (kOp == ElementwiseFn::kSigmoid) return scalar_math::Sigmoid(x);
+    if constexpr (kOp == ElementwiseFn::kRelu) return scalar_math::Relu(x);
+    if constexpr (kOp == ElementwiseFn::kSilu) return scalar_math::Silu(x);
+    if constexpr (kOp == ElementwiseFn::kGeluErf) return scalar_math::GeluErf(x);
+    if constexpr (kOp == ElementwiseFn::kGeluTanh) {
       // scalar_math::GeluTanh's formula, unfused: nvcc would contract its multiply-add into
       // an FMA (the host compiler does not), which moves the argument of exp by an ulp that
       // the exponential magnifies by |argument| (up to ~30 ulp in the tail).
@@ -65,7 +65,7 @@ __device__ __forceinline__ C ApplyUnary(C x) {
   }
 }
 
-template <KUnaryOp kOp, typename T>
+template <ElementwiseFn kOp, typename T>
 __global__ void UnaryKernel(const T* x, T* y, int64_t n, bool vec) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -83,7 +83,7 @@ __global__ void UnaryKernel(const T* x, T* y, int64_t n, bool vec) {
   for (; i < n; i += stride) y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i])));
 }
 
-template <typename T, KUnaryOp kOp>
+template <typename T, ElementwiseFn kOp>
 cudaError_t LaunchUnaryTyped(const T* x, T* y, int64_t n, cudaStream_t stream) {
   const bool vec = Aligned<T>(x) && Aligned<T>(y);
   UnaryKernel<kOp, T><<<GridFor(vec ? n / kVec + kVec : n), kThreads, 0, stream>>>(x, y, n, vec);
@@ -91,18 +91,18 @@ cudaError_t LaunchUnaryTyped(const T* x, T* y, int64_t n, cudaStream_t stream) {
 }
 
 template <typename T>
-cudaError_t UnaryDispatchOp(KUnaryOp op, const T* x, T* y, int64_t n, cudaStream_t s) {
+cudaError_t UnaryDispatchOp(ElementwiseFn op, const T* x, T* y, int64_t n, cudaStream_t s) {
   if constexpr (!kIsFloatStorage<T>) {
     switch (op) {
-      case KUnaryOp::kNeg: return LaunchUnaryTyped<T, KUnaryOp::kNeg>(x, y, n, s);
-      case KUnaryOp::kAbs: return LaunchUnaryTyped<T, KUnaryOp::kAbs>(x, y, n, s);
-      case KUnaryOp::kRelu: return LaunchUnaryTyped<T, KUnaryOp::kRelu>(x, y, n, s);
+      case ElementwiseFn::kNeg: return LaunchUnaryTyped<T, ElementwiseFn::kNeg>(x, y, n, s);
+      case ElementwiseFn::kAbs: return LaunchUnaryTyped<T, ElementwiseFn::kAbs>(x, y, n, s);
+      case ElementwiseFn::kRelu: return LaunchUnaryTyped<T, ElementwiseFn::kRelu>(x, y, n, s);
       default: return cudaErrorInvalidValue;  // the others need a float type
     }
   } else {
     switch (op) {
 #define COMMIR_UNARY_CASE(name) \
-  case KUnaryOp::name: return LaunchUnaryTyped<T, KUnaryOp::name>(x, y, n, s);
+  case ElementwiseFn::name: return LaunchUnaryTyped<T, ElementwiseFn::name>(x, y, n, s);
       COMMIR_UNARY_CASE(kNeg)
       COMMIR_UNARY_CASE(kAbs)
       COMMIR_UNARY_CASE(kExp)
@@ -116,6 +116,7 @@ cudaError_t UnaryDispatchOp(KUnaryOp op, const T* x, T* y, int64_t n, cudaStream
       COMMIR_UNARY_CASE(kGeluErf)
       COMMIR_UNARY_CASE(kGeluTanh)
 #undef COMMIR_UNARY_CASE
+      default: break;  // a two-operand function
     }
     return cudaErrorInvalidValue;
   }
@@ -123,22 +124,22 @@ cudaError_t UnaryDispatchOp(KUnaryOp op, const T* x, T* y, int64_t n, cudaStream
 
 // ---- Binary -------------------------------------------------------------------------
 
-template <KBinaryOp kOp, typename C>
+template <ElementwiseFn kOp, typename C>
 __device__ __forceinline__ C ApplyBinary(C a, C b, int32_t* flag) {
-  if constexpr (kOp == KBinaryOp::kMax) return MaxNan(a, b);
-  if constexpr (kOp == KBinaryOp::kMin) return MinNan(a, b);
+  if constexpr (kOp == ElementwiseFn::kMax) return MaxNan(a, b);
+  if constexpr (kOp == ElementwiseFn::kMin) return MinNan(a, b);
   if constexpr (std::is_same_v<C, int64_t>) {
-    if constexpr (kOp == KBinaryOp::kAdd) return scalar_math::WrappingAdd(a, b);
-    if constexpr (kOp == KBinaryOp::kSub) return scalar_math::WrappingSub(a, b);
-    if constexpr (kOp == KBinaryOp::kMul) return scalar_math::WrappingMul(a, b);
-    if constexpr (kOp == KBinaryOp::kDiv) {
+    if constexpr (kOp == ElementwiseFn::kAdd) return scalar_math::WrappingAdd(a, b);
+    if constexpr (kOp == ElementwiseFn::kSub) return scalar_math::WrappingSub(a, b);
+    if constexpr (kOp == ElementwiseFn::kMul) return scalar_math::WrappingMul(a, b);
+    if constexpr (kOp == ElementwiseFn::kDiv) {
       if (b == 0) {
         RaiseError(flag, kErrIntDivByZero);
         return 0;
       }
       return scalar_math::WrappingFloorDiv(a, b);
     }
-    if constexpr (kOp == KBinaryOp::kPow) {
+    if constexpr (kOp == ElementwiseFn::kPow) {
       if (b < 0) {
         RaiseError(flag, kErrIntNegativePow);
         return 0;
@@ -147,17 +148,17 @@ __device__ __forceinline__ C ApplyBinary(C a, C b, int32_t* flag) {
     }
     return 0;
   } else {
-    if constexpr (kOp == KBinaryOp::kAdd) return scalar_math::Add(a, b);
-    if constexpr (kOp == KBinaryOp::kSub) return scalar_math::Sub(a, b);
-    if constexpr (kOp == KBinaryOp::kMul) return scalar_math::Mul(a, b);
-    if constexpr (kOp == KBinaryOp::kDiv) return scalar_math::Div(a, b);
-    if constexpr (kOp == KBinaryOp::kPow) return scalar_math::Pow(a, b);
+    if constexpr (kOp == ElementwiseFn::kAdd) return scalar_math::Add(a, b);
+    if constexpr (kOp == ElementwiseFn::kSub) return scalar_math::Sub(a, b);
+    if constexpr (kOp == ElementwiseFn::kMul) return scalar_math::Mul(a, b);
+    if constexpr (kOp == ElementwiseFn::kDiv) return scalar_math::Div(a, b);
+    if constexpr (kOp == ElementwiseFn::kPow) return scalar_math::Pow(a, b);
     return C{0};
   }
 }
 
 // Both operands have out's shape.
-template <KBinaryOp kOp, typename T>
+template <ElementwiseFn kOp, typename T>
 __global__ void BinaryFlatKernel(const T* a, const T* b, T* out, int64_t n, bool vec,
                                  int32_t* flag) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -180,7 +181,7 @@ __global__ void BinaryFlatKernel(const T* a, const T* b, T* out, int64_t n, bool
 }
 
 // General broadcasting: operand offsets from the merged index space.
-template <KBinaryOp kOp, typename T>
+template <ElementwiseFn kOp, typename T>
 __global__ void BinaryStridedKernel(const T* a, const T* b, T* out, int64_t n,
                                     StridedSpace<2> space, int32_t* flag) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -192,7 +193,7 @@ __global__ void BinaryStridedKernel(const T* a, const T* b, T* out, int64_t n,
   }
 }
 
-template <typename T, KBinaryOp kOp>
+template <typename T, ElementwiseFn kOp>
 cudaError_t LaunchBinaryTyped(const T* a, std::span<const int64_t> a_shape, const T* b,
                               std::span<const int64_t> b_shape, T* out,
                               std::span<const int64_t> out_shape, int32_t* flag,
@@ -225,6 +226,46 @@ cudaError_t LaunchBinaryTyped(const T* a, std::span<const int64_t> a_shape, cons
   }
   BinaryStridedKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, out, n, space, flag);
   return cudaGetLastError();
+}
+
+// ---- Compare and select -----------------------------------------------------------
+
+// Strides of each of `kOperands` operands broadcast against out_shape, plus out's own,
+// merged into one strided space; false when the shapes do not broadcast or the merged
+// rank is too large.
+template <int kOperands>
+bool BroadcastSpace(const std::span<const int64_t> (&shapes)[kOperands],
+                    std::span<const int64_t> out_shape, StridedSpace<kOperands + 1>* space) {
+  std::vector<int64_t> strides[kOperands + 1];
+  for (int k = 0; k < kOperands; ++k) {
+    if (!BroadcastStrides(shapes[k], out_shape, &strides[k])) return false;
+  }
+  strides[kOperands] = RowMajorStridesOf(out_shape);
+  return BuildStridedSpace<kOperands + 1>(out_shape, strides, space);
+}
+
+template <typename T>
+__global__ void CompareKernel(ElementwiseFn op, const T* a, const T* b, uint8_t* out, int64_t n,
+                              StridedSpace<3> space) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    int64_t off[3];
+    StridedOffsets(space, i, off);
+    out[off[2]] = scalar_math::Compare(op, Load(a[off[0]]), Load(b[off[1]])) ? 1 : 0;
+  }
+}
+
+template <typename T>
+__global__ void SelectKernel(const uint8_t* cond, const T* a, const T* b, T* out, int64_t n,
+                             StridedSpace<4> space) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    int64_t off[4];
+    StridedOffsets(space, i, off);
+    out[off[3]] = scalar_math::Select(cond[off[0]] != 0, a[off[1]], b[off[2]]);
+  }
 }
 
 // ---- Convert, fill, combine -----------------------------------------------------------
@@ -311,7 +352,7 @@ __global__ void ReduceBuffersKernel(KCombineOp op, BufferList in, T* out, int64_
 
 }  // namespace
 
-cudaError_t LaunchUnary(KUnaryOp op, KDType dtype, const void* x, void* y, int64_t n,
+cudaError_t LaunchUnary(ElementwiseFn op, KDType dtype, const void* x, void* y, int64_t n,
                         cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -321,7 +362,7 @@ cudaError_t LaunchUnary(KUnaryOp op, KDType dtype, const void* x, void* y, int64
   });
 }
 
-cudaError_t LaunchBinary(KBinaryOp op, KDType dtype, const void* a,
+cudaError_t LaunchBinary(ElementwiseFn op, KDType dtype, const void* a,
                          std::span<const int64_t> a_shape, const void* b,
                          std::span<const int64_t> b_shape, void* out,
                          std::span<const int64_t> out_shape, int32_t* error_flag,
@@ -333,8 +374,8 @@ cudaError_t LaunchBinary(KBinaryOp op, KDType dtype, const void* a,
     T* to = static_cast<T*>(out);
     switch (op) {
 #define COMMIR_BINARY_CASE(name)                                                           \
-  case KBinaryOp::name:                                                                    \
-    return LaunchBinaryTyped<T, KBinaryOp::name>(ta, a_shape, tb, b_shape, to, out_shape, \
+  case ElementwiseFn::name:                                                                    \
+    return LaunchBinaryTyped<T, ElementwiseFn::name>(ta, a_shape, tb, b_shape, to, out_shape, \
                                                  error_flag, stream);
       COMMIR_BINARY_CASE(kAdd)
       COMMIR_BINARY_CASE(kSub)
@@ -344,8 +385,46 @@ cudaError_t LaunchBinary(KBinaryOp op, KDType dtype, const void* a,
       COMMIR_BINARY_CASE(kMin)
       COMMIR_BINARY_CASE(kPow)
 #undef COMMIR_BINARY_CASE
+      default: break;  // a one-operand function
     }
     return cudaErrorInvalidValue;
+  });
+}
+
+cudaError_t LaunchCompare(ElementwiseFn op, KDType dtype, const void* a,
+                          std::span<const int64_t> a_shape, const void* b,
+                          std::span<const int64_t> b_shape, void* out,
+                          std::span<const int64_t> out_shape, cudaStream_t stream) {
+  if (!ElementwiseFnIsPredicate(op)) return cudaErrorInvalidValue;
+  StridedSpace<3> space;
+  const std::span<const int64_t> shapes[2] = {a_shape, b_shape};
+  if (!BroadcastSpace<2>(shapes, out_shape, &space)) return cudaErrorInvalidValue;
+  const int64_t n = NumElementsOf(out_shape);
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    CompareKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
+        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<uint8_t*>(out), n,
+        space);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchSelect(KDType dtype, const void* cond, std::span<const int64_t> cond_shape,
+                         const void* a, std::span<const int64_t> a_shape, const void* b,
+                         std::span<const int64_t> b_shape, void* out,
+                         std::span<const int64_t> out_shape, cudaStream_t stream) {
+  StridedSpace<4> space;
+  const std::span<const int64_t> shapes[3] = {cond_shape, a_shape, b_shape};
+  if (!BroadcastSpace<3>(shapes, out_shape, &space)) return cudaErrorInvalidValue;
+  const int64_t n = NumElementsOf(out_shape);
+  if (n == 0) return cudaSuccess;
+  return DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    SelectKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(cond), static_cast<const T*>(a), static_cast<const T*>(b),
+        static_cast<T*>(out), n, space);
+    return cudaGetLastError();
   });
 }
 

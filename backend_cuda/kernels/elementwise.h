@@ -18,42 +18,41 @@
 #include <span>
 
 #include "backend_cuda/kernels/dtype.h"
+#include "commir/elementwise_fn.h"
 
 namespace commir::cuda_kernels {
 
-enum class KUnaryOp {
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kTanh,
-  kSigmoid,
-  kRelu,
-  kSilu,
-  kGeluErf,   // 0.5 x (1 + erf(x / sqrt 2))
-  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-};
-
-// y[i] = op(x[i]) for n elements of `dtype`. neg, abs and relu accept integer types (i64,
-// i32, i1); the rest need a float type. y may alias x.
-cudaError_t LaunchUnary(KUnaryOp op, KDType dtype, const void* x, void* y, int64_t n,
+// y[i] = op(x[i]) for n elements of `dtype`, op a one-operand function. neg, abs and relu
+// accept integer types (i64, i32, i1); the rest need a float type. y may alias x.
+cudaError_t LaunchUnary(ElementwiseFn op, KDType dtype, const void* x, void* y, int64_t n,
                         cudaStream_t stream);
 
-enum class KBinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
-
-// out = op(a, b) with NumPy broadcasting: a_shape and b_shape are right-aligned against
+// out = op(a, b), op a two-operand function, with NumPy broadcasting: a_shape and b_shape are right-aligned against
 // out_shape (either may have lower rank, including 0-d) and each of their extents is 1 or
 // equal to out's. All three share `dtype`. Floats follow IEEE (max/min propagate NaN).
 // Integers: div is floor division; div by zero and pow with a negative exponent write 0
 // and raise kErrIntDivByZero / kErrIntNegativePow in *error_flag when it is non-null.
 // out may alias an operand whose shape equals out_shape.
-cudaError_t LaunchBinary(KBinaryOp op, KDType dtype, const void* a,
+cudaError_t LaunchBinary(ElementwiseFn op, KDType dtype, const void* a,
                          std::span<const int64_t> a_shape, const void* b,
                          std::span<const int64_t> b_shape, void* out,
                          std::span<const int64_t> out_shape, int32_t* error_flag,
                          cudaStream_t stream);
+
+// out = cmp(a, b) as i1 (0 or 1) with LaunchBinary's broadcasting, for the predicate
+// functions (ElementwiseFnIsPredicate: compare's eq ... ge): a and b hold `dtype`, out one
+// byte per element. Compared exactly in the compute type, as on the host (NaN unequal).
+cudaError_t LaunchCompare(ElementwiseFn op, KDType dtype, const void* a,
+                          std::span<const int64_t> a_shape, const void* b,
+                          std::span<const int64_t> b_shape, void* out,
+                          std::span<const int64_t> out_shape, cudaStream_t stream);
+
+// out = cond ? a : b (select) with NumPy broadcasting of all three: cond holds i1 bytes,
+// a, b and out hold `dtype`. Elements are copied, never converted.
+cudaError_t LaunchSelect(KDType dtype, const void* cond, std::span<const int64_t> cond_shape,
+                         const void* a, std::span<const int64_t> a_shape, const void* b,
+                         std::span<const int64_t> b_shape, void* out,
+                         std::span<const int64_t> out_shape, cudaStream_t stream);
 
 // y[i] = convert(x[i]) for n elements, as backend_cpu Convert: float targets round to
 // nearest even (overflow -> +-inf); float -> integer rounds to nearest, ties to even,

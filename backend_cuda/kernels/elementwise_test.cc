@@ -36,25 +36,25 @@ constexpr ElementType kFloatTypes[] = {ElementType::kF32, ElementType::kF16, Ele
 constexpr ElementType kIntTypes[] = {ElementType::kI64, ElementType::kI32, ElementType::kI1};
 
 struct UnaryCase {
-  KUnaryOp k;
-  cpu::UnaryOp c;
+  ElementwiseFn k;
+  ElementwiseFn c;
   bool exact;          // no transcendental: must agree bit for bit
   bool positive_only;  // domain (0, inf)
 };
 
 constexpr UnaryCase kUnaryCases[] = {
-    {KUnaryOp::kNeg, cpu::UnaryOp::kNeg, true, false},
-    {KUnaryOp::kAbs, cpu::UnaryOp::kAbs, true, false},
-    {KUnaryOp::kExp, cpu::UnaryOp::kExp, false, false},
-    {KUnaryOp::kLog, cpu::UnaryOp::kLog, false, true},
-    {KUnaryOp::kSqrt, cpu::UnaryOp::kSqrt, true, true},  // IEEE sqrt is correctly rounded
-    {KUnaryOp::kRsqrt, cpu::UnaryOp::kRsqrt, true, true},
-    {KUnaryOp::kTanh, cpu::UnaryOp::kTanh, false, false},
-    {KUnaryOp::kSigmoid, cpu::UnaryOp::kSigmoid, false, false},
-    {KUnaryOp::kRelu, cpu::UnaryOp::kRelu, true, false},
-    {KUnaryOp::kSilu, cpu::UnaryOp::kSilu, false, false},
-    {KUnaryOp::kGeluErf, cpu::UnaryOp::kGeluErf, false, false},
-    {KUnaryOp::kGeluTanh, cpu::UnaryOp::kGeluTanh, false, false},
+    {ElementwiseFn::kNeg, ElementwiseFn::kNeg, true, false},
+    {ElementwiseFn::kAbs, ElementwiseFn::kAbs, true, false},
+    {ElementwiseFn::kExp, ElementwiseFn::kExp, false, false},
+    {ElementwiseFn::kLog, ElementwiseFn::kLog, false, true},
+    {ElementwiseFn::kSqrt, ElementwiseFn::kSqrt, true, true},  // IEEE sqrt is correctly rounded
+    {ElementwiseFn::kRsqrt, ElementwiseFn::kRsqrt, true, true},
+    {ElementwiseFn::kTanh, ElementwiseFn::kTanh, false, false},
+    {ElementwiseFn::kSigmoid, ElementwiseFn::kSigmoid, false, false},
+    {ElementwiseFn::kRelu, ElementwiseFn::kRelu, true, false},
+    {ElementwiseFn::kSilu, ElementwiseFn::kSilu, false, false},
+    {ElementwiseFn::kGeluErf, ElementwiseFn::kGeluErf, false, false},
+    {ElementwiseFn::kGeluTanh, ElementwiseFn::kGeluTanh, false, false},
 };
 
 // Sizes that cover empty, single element, the vector body and a non-multiple-of-4 tail.
@@ -76,7 +76,7 @@ TEST(ElementwiseKernelTest, UnaryMatchesCpuOnFloats) {
           const Tensor got = Download(dy.get(), type, shape);
           const Tensor want = *cpu::Unary(op.c, x);
           const std::string what = absl::StrFormat(
-              "%s %s [%s] misalign %d", cpu::UnaryOpName(op.c), ElementTypeName(type),
+              "%s %s [%s] misalign %d", ElementwiseFnName(op.c), ElementTypeName(type),
               absl::StrJoin(shape, ","), misalign);
           // Transcendentals: libdevice and the host libm differ by a few f32 ulp, which
           // may flip one rounding step of a narrower type.
@@ -104,7 +104,7 @@ TEST(ElementwiseKernelTest, UnaryInPlaceAndSpecialValues) {
     DeviceBuffer d = Upload(x);
     COMMIR_ASSERT_CUDA_OK(LaunchUnary(op.k, KDType::kF32, d.get(), d.get(), x.num_elements(), nullptr));
     ExpectNear(Download(d.get(), ElementType::kF32, x.shape()), *cpu::Unary(op.c, x), 8 * Ulp(ElementType::kF32),
-               1e-30, absl::StrFormat("%s specials", cpu::UnaryOpName(op.c)));
+               1e-30, absl::StrFormat("%s specials", ElementwiseFnName(op.c)));
   }
 }
 
@@ -120,25 +120,25 @@ TEST(ElementwiseKernelTest, UnaryOnIntegersWrapsLikeCpu) {
       const cudaError_t err = LaunchUnary(op.k, ToK(type), dx.get(), dy.get(), x.num_elements(), nullptr);
       const auto want = cpu::Unary(op.c, x);
       if (!want.ok()) {
-        EXPECT_EQ(err, cudaErrorInvalidValue) << cpu::UnaryOpName(op.c);
+        EXPECT_EQ(err, cudaErrorInvalidValue) << ElementwiseFnName(op.c);
         continue;
       }
       COMMIR_ASSERT_CUDA_OK(err);
       ExpectSameBits(Download(dy.get(), type, x.shape()), *want,
-                     absl::StrFormat("%s %s", cpu::UnaryOpName(op.c), ElementTypeName(type)));
+                     absl::StrFormat("%s %s", ElementwiseFnName(op.c), ElementTypeName(type)));
     }
   }
 }
 
 struct BinaryCase {
-  KBinaryOp k;
-  cpu::BinaryOp c;
+  ElementwiseFn k;
+  ElementwiseFn c;
 };
 constexpr BinaryCase kBinaryCases[] = {
-    {KBinaryOp::kAdd, cpu::BinaryOp::kAdd}, {KBinaryOp::kSub, cpu::BinaryOp::kSub},
-    {KBinaryOp::kMul, cpu::BinaryOp::kMul}, {KBinaryOp::kDiv, cpu::BinaryOp::kDiv},
-    {KBinaryOp::kMax, cpu::BinaryOp::kMax}, {KBinaryOp::kMin, cpu::BinaryOp::kMin},
-    {KBinaryOp::kPow, cpu::BinaryOp::kPow},
+    {ElementwiseFn::kAdd, ElementwiseFn::kAdd}, {ElementwiseFn::kSub, ElementwiseFn::kSub},
+    {ElementwiseFn::kMul, ElementwiseFn::kMul}, {ElementwiseFn::kDiv, ElementwiseFn::kDiv},
+    {ElementwiseFn::kMax, ElementwiseFn::kMax}, {ElementwiseFn::kMin, ElementwiseFn::kMin},
+    {ElementwiseFn::kPow, ElementwiseFn::kPow},
 };
 
 struct ShapePair {
@@ -173,12 +173,12 @@ TEST(ElementwiseKernelTest, BinaryWithBroadcastingMatchesCpu) {
         // pow: positive bases for floats, small non-negative exponents for integers; div:
         // integers avoid zero divisors here (tested below).
         double a_lo = -4, a_hi = 4, b_lo = -4, b_hi = 4;
-        if (op.k == KBinaryOp::kPow) {
+        if (op.k == ElementwiseFn::kPow) {
           a_lo = integer ? -3 : 0.1;
           b_lo = integer ? 0 : -3;
           b_hi = integer ? 5 : 3;
         }
-        if (op.k == KBinaryOp::kDiv && integer) b_lo = 1;
+        if (op.k == ElementwiseFn::kDiv && integer) b_lo = 1;
         if (type == ElementType::kI1) {
           a_lo = b_lo = std::max(0.0, b_lo);
           a_hi = b_hi = 1;
@@ -197,9 +197,9 @@ TEST(ElementwiseKernelTest, BinaryWithBroadcastingMatchesCpu) {
         const auto want = cpu::Binary(op.c, a, b);
         ASSERT_TRUE(want.ok()) << want.status();
         const std::string what =
-            absl::StrFormat("%s %s [%s] x [%s]", cpu::BinaryOpName(op.c), ElementTypeName(type),
+            absl::StrFormat("%s %s [%s] x [%s]", ElementwiseFnName(op.c), ElementTypeName(type),
                             absl::StrJoin(shapes.a, ","), absl::StrJoin(shapes.b, ","));
-        if (op.k == KBinaryOp::kPow && !integer) {
+        if (op.k == ElementwiseFn::kPow && !integer) {
           ExpectNear(got, *want, type == ElementType::kF64 ? 1e-14 : 8 * Ulp(type), 0, what);
         } else {
           ExpectSameBits(got, *want, what);  // IEEE ops rounded once, integer arithmetic
@@ -219,7 +219,7 @@ TEST(ElementwiseKernelTest, IntegerDivisionFloorsAndFlagsZeroDivisors) {
   const Tensor b = Tensor::FromInt64(ElementType::kI32, {6}, {2, 2, -2, -2, 0, -1});
   DeviceBuffer da = Upload(a), db = Upload(b), dout(a.byte_size()), flag(sizeof(int32_t));
   ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
-  COMMIR_ASSERT_CUDA_OK(LaunchBinary(KBinaryOp::kDiv, KDType::kI32, da.get(), a.shape(), db.get(),
+  COMMIR_ASSERT_CUDA_OK(LaunchBinary(ElementwiseFn::kDiv, KDType::kI32, da.get(), a.shape(), db.get(),
                                      b.shape(), dout.get(), a.shape(),
                                      static_cast<int32_t*>(flag.get()), nullptr));
   const Tensor got = Download(dout.get(), ElementType::kI32, {6});
@@ -230,13 +230,13 @@ TEST(ElementwiseKernelTest, IntegerDivisionFloorsAndFlagsZeroDivisors) {
   ASSERT_EQ(cudaMemcpy(&host_flag, flag.get(), sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(host_flag, kErrIntDivByZero);
   // The cpu backend reports the same program as an error.
-  EXPECT_FALSE(cpu::Binary(cpu::BinaryOp::kDiv, a, b).ok());
+  EXPECT_FALSE(cpu::Binary(ElementwiseFn::kDiv, a, b).ok());
 
   const Tensor e = Tensor::FromInt64(ElementType::kI64, {2}, {2, -1});
   const Tensor base = Tensor::FromInt64(ElementType::kI64, {2}, {3, 3});
   DeviceBuffer dbase = Upload(base), de = Upload(e), dp(base.byte_size());
   ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
-  COMMIR_ASSERT_CUDA_OK(LaunchBinary(KBinaryOp::kPow, KDType::kI64, dbase.get(), base.shape(),
+  COMMIR_ASSERT_CUDA_OK(LaunchBinary(ElementwiseFn::kPow, KDType::kI64, dbase.get(), base.shape(),
                                      de.get(), e.shape(), dp.get(), base.shape(),
                                      static_cast<int32_t*>(flag.get()), nullptr));
   EXPECT_EQ(Download(dp.get(), ElementType::kI64, {2}).ToInt64(), (std::vector<int64_t>{9, 0}));
@@ -254,7 +254,44 @@ TEST(ElementwiseKernelTest, FloatMaxMinPropagateNan) {
     COMMIR_ASSERT_CUDA_OK(LaunchBinary(op.k, KDType::kBF16, da.get(), a.shape(), db.get(),
                                        b.shape(), dout.get(), a.shape(), nullptr, nullptr));
     ExpectSameBits(Download(dout.get(), ElementType::kBF16, {4}), *cpu::Binary(op.c, a, b),
-                   std::string(cpu::BinaryOpName(op.c)));
+                   std::string(ElementwiseFnName(op.c)));
+  }
+}
+
+TEST(ElementwiseKernelTest, CompareAndSelectMatchCpu) {
+  COMMIR_SKIP_WITHOUT_GPU();
+  uint32_t seed = 700;
+  for (ElementType type : {ElementType::kF32, ElementType::kF16, ElementType::kBF16,
+                           ElementType::kF64, ElementType::kI64, ElementType::kI32}) {
+    for (const ShapePair& shapes : kBroadcasts) {
+      // Small integers in a narrow range so that every predicate sees ties.
+      const Tensor a = RandomTensor(type, shapes.a, seed++, -2, 2);
+      const Tensor b = RandomTensor(type, shapes.b, seed++, -2, 2);
+      const std::vector<int64_t> out_shape = BroadcastShape(shapes.a, shapes.b);
+      const int64_t n = runtime::NumElements(out_shape);
+      DeviceBuffer da = Upload(a), db = Upload(b), dp(n);
+      const std::string where =
+          absl::StrFormat("%s [%s] x [%s]", ElementTypeName(type), absl::StrJoin(shapes.a, ","),
+                          absl::StrJoin(shapes.b, ","));
+      for (ElementwiseFn fn : {ElementwiseFn::kEq, ElementwiseFn::kNe, ElementwiseFn::kLt,
+                               ElementwiseFn::kLe, ElementwiseFn::kGt, ElementwiseFn::kGe}) {
+        COMMIR_ASSERT_CUDA_OK(LaunchCompare(fn, ToK(type), da.get(), a.shape(), db.get(),
+                                            b.shape(), dp.get(), out_shape, nullptr));
+        const auto want = cpu::Binary(fn, a, b);
+        ASSERT_TRUE(want.ok()) << want.status();
+        ExpectSameBits(Download(dp.get(), ElementType::kI1, out_shape), *want, where);
+      }
+      // select(a < b, a, b) is the minimum, through the i1 predicate just computed.
+      const Tensor pred = *cpu::Binary(ElementwiseFn::kLt, a, b);
+      DeviceBuffer dpred = Upload(pred);
+      DeviceBuffer dout(n * ElementTypeByteWidth(type));
+      COMMIR_ASSERT_CUDA_OK(LaunchSelect(ToK(type), dpred.get(), pred.shape(), da.get(),
+                                         a.shape(), db.get(), b.shape(), dout.get(), out_shape,
+                                         nullptr));
+      const auto want = cpu::Ternary(ElementwiseFn::kSelect, pred, a, b);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectSameBits(Download(dout.get(), type, out_shape), *want, where);
+    }
   }
 }
 
@@ -402,12 +439,12 @@ TEST(ElementwiseKernelTest, ReduceBuffersMatchesCpuAllReduce) {
 // Argument checking needs no GPU: these run everywhere.
 TEST(ElementwiseKernelTest, RejectsBadArgumentsWithoutLaunching) {
   const std::vector<int64_t> a = {3, 4}, b = {5}, out = {3, 4};
-  EXPECT_EQ(LaunchBinary(KBinaryOp::kAdd, KDType::kF32, nullptr, a, nullptr, b, nullptr, out,
+  EXPECT_EQ(LaunchBinary(ElementwiseFn::kAdd, KDType::kF32, nullptr, a, nullptr, b, nullptr, out,
                          nullptr, nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(LaunchUnary(KUnaryOp::kExp, KDType::kI32, nullptr, nullptr, 4, nullptr),
+  EXPECT_EQ(LaunchUnary(ElementwiseFn::kExp, KDType::kI32, nullptr, nullptr, 4, nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(LaunchUnary(KUnaryOp::kExp, KDType::kF32, nullptr, nullptr, 0, nullptr), cudaSuccess);
+  EXPECT_EQ(LaunchUnary(ElementwiseFn::kExp, KDType::kF32, nullptr, nullptr, 0, nullptr), cudaSuccess);
   EXPECT_EQ(LaunchFill(KDType::kF32, nullptr, -1, 0.0, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(LaunchReduceBuffers(KCombineOp::kSum, KDType::kF32, nullptr, 0, nullptr, 4, nullptr),
             cudaErrorInvalidValue);

@@ -95,7 +95,7 @@ void BM_UnaryGeluBf16(benchmark::State& state) {
   const int64_t n = state.range(0);
   Buffer x(n * 2, KDType::kBF16, 0.5), y(n * 2, KDType::kBF16, 0);
   TimeKernel(state, 4.0 * n, 0, [&] {
-    return LaunchUnary(KUnaryOp::kGeluTanh, KDType::kBF16, x.ptr, y.ptr, n, nullptr);
+    return LaunchUnary(ElementwiseFn::kGeluTanh, KDType::kBF16, x.ptr, y.ptr, n, nullptr);
   });
 }
 BENCHMARK(BM_UnaryGeluBf16)->Arg(1 << 26)->UseManualTime();
@@ -106,7 +106,7 @@ void BM_BinaryBiasAddBf16(benchmark::State& state) {
       out(rows * cols * 2, KDType::kBF16, 0);
   const std::vector<int64_t> shape = {rows, cols}, bias = {cols};
   TimeKernel(state, 4.0 * rows * cols, 0, [&] {
-    return LaunchBinary(KBinaryOp::kAdd, KDType::kBF16, a.ptr, shape, b.ptr, bias, out.ptr, shape,
+    return LaunchBinary(ElementwiseFn::kAdd, KDType::kBF16, a.ptr, shape, b.ptr, bias, out.ptr, shape,
                         nullptr, nullptr);
   });
 }
@@ -117,7 +117,7 @@ void BM_BinarySameShapeF32(benchmark::State& state) {
   Buffer a(n * 4, KDType::kF32, 1), b(n * 4, KDType::kF32, 2), out(n * 4, KDType::kF32, 0);
   const std::vector<int64_t> shape = {n};
   TimeKernel(state, 12.0 * n, 0, [&] {
-    return LaunchBinary(KBinaryOp::kMul, KDType::kF32, a.ptr, shape, b.ptr, shape, out.ptr, shape,
+    return LaunchBinary(ElementwiseFn::kMul, KDType::kF32, a.ptr, shape, b.ptr, shape, out.ptr, shape,
                         nullptr, nullptr);
   });
 }

@@ -57,10 +57,11 @@ AxisList BinaryPartial(OpKind kind, Type a, Type b) {
 
 // The layout of a broadcast result: each output dimension takes the axes of an operand
 // dimension that is not broadcast, the first operand first, never reusing an axis.
-std::vector<AxisList> BinaryDimAxes(const std::vector<int64_t>& out, Type a, Type b) {
+std::vector<AxisList> BroadcastDimAxes(const std::vector<int64_t>& out,
+                                       std::initializer_list<Type> operands) {
   std::vector<AxisList> axes(out.size());
   absl::flat_hash_set<std::string> used;
-  for (Type operand : {a, b}) {
+  for (Type operand : operands) {
     size_t offset = out.size() - operand.dims().size();
     for (size_t d = 0; d < operand.dims().size(); ++d) {
       const AxisList& candidate = operand.dim_axes()[d];
@@ -107,7 +108,7 @@ absl::StatusOr<std::vector<Type>> InferBinary(const OpSignature& sig) {
   absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(a.dims(), b.dims());
   if (!shape.ok()) return shape.status();
   if (sig.in_spmd) return std::vector<Type>{Type::Tensor(a.element_type(), *shape)};
-  std::vector<AxisList> dim_axes = BinaryDimAxes(*shape, a, b);
+  std::vector<AxisList> dim_axes = BroadcastDimAxes(*shape, {a, b});
   AxisList partial = BinaryPartial(kKind, a, b);
   // A partial axis cannot also split a dimension.
   for (const AxisList& axes : dim_axes) {
@@ -117,6 +118,42 @@ absl::StatusOr<std::vector<Type>> InferBinary(const OpSignature& sig) {
   }
   return std::vector<Type>{
       Type::Tensor(a.element_type(), *std::move(shape), std::move(dim_axes), std::move(partial))};
+}
+
+// compare: a broadcasting binary op on tensors whose result is an i1 predicate. A
+// comparison of addends says nothing about their sum, so no `partial` survives.
+absl::StatusOr<std::vector<Type>> InferCompare(const OpSignature& sig) {
+  if (sig.operand_types[0].is_index() || sig.operand_types[1].is_index()) {
+    return OpError("'compare' takes tensor operands");
+  }
+  absl::StatusOr<std::vector<Type>> result = InferBinary<OpKind::kCompare>(sig);
+  if (!result.ok()) return result.status();
+  Type predicate = (*result)[0].WithElementType(ElementType::kI1);
+  return std::vector<Type>{predicate.WithSharding(predicate.dim_axes(), {})};
+}
+
+// select(cond, a, b): cond an i1 predicate, a and b of one element type, all three
+// broadcast together (NumPy); the result has a's element type and no `partial` (which
+// addend is chosen differs per device).
+absl::StatusOr<std::vector<Type>> InferSelect(const OpSignature& sig) {
+  absl::StatusOr<Type> cond = TensorOperand(sig, 0, "the condition");
+  if (!cond.ok()) return cond.status();
+  absl::StatusOr<Type> a = TensorOperand(sig, 1, "the first choice");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<Type> b = TensorOperand(sig, 2, "the second choice");
+  if (!b.ok()) return b.status();
+  if (cond->element_type() != ElementType::kI1) {
+    return OpError("the condition must be an i1 predicate, got %s", cond->ToString());
+  }
+  if (absl::Status s = RequireSameElementType(*a, *b, "both choices"); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> ab = BroadcastShapes(a->dims(), b->dims());
+  if (!ab.ok()) return ab.status();
+  absl::StatusOr<std::vector<int64_t>> shape = BroadcastShapes(cond->dims(), *ab);
+  if (!shape.ok()) return shape.status();
+  if (sig.in_spmd) return std::vector<Type>{Type::Tensor(a->element_type(), *shape)};
+  std::vector<AxisList> dim_axes = BroadcastDimAxes(*shape, {*cond, *a, *b});
+  return std::vector<Type>{
+      Type::Tensor(a->element_type(), *std::move(shape), std::move(dim_axes), AxisList{})};
 }
 
 absl::StatusOr<std::vector<Type>> InferConvert(const OpSignature& sig) {
@@ -148,56 +185,154 @@ OpCost FullCost(const OpSignature&, absl::Span<const Type> results) {
   return {0, ByteSize(results[0]), 0};
 }
 
+// OpDef::elementwise_fn of an op that always computes `kFn`.
+template <ElementwiseFn kFn>
+ElementwiseFn Computes(const AttrDict&) {
+  return kFn;
+}
+
+ElementwiseFn GeluFn(const AttrDict& attrs) {
+  return GetOpDef(OpKind::kGelu).EnumAttr(attrs, "approximate") == "tanh"
+             ? ElementwiseFn::kGeluTanh
+             : ElementwiseFn::kGeluErf;
+}
+
+// compare's predicate, from its `cmp` attribute.
+ElementwiseFn CompareFn(const AttrDict& attrs) {
+  const std::string& cmp = GetOpDef(OpKind::kCompare).RequiredEnumAttr(attrs, "cmp");
+  if (cmp == "eq") return ElementwiseFn::kEq;
+  if (cmp == "ne") return ElementwiseFn::kNe;
+  if (cmp == "lt") return ElementwiseFn::kLt;
+  if (cmp == "le") return ElementwiseFn::kLe;
+  if (cmp == "gt") return ElementwiseFn::kGt;
+  return ElementwiseFn::kGe;
+}
+
+using ElementwiseFnHook = ElementwiseFn (*)(const AttrDict&);
+
 OpDef Unary(OpKind kind, absl::string_view name, absl::string_view summary,
             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
-            std::vector<AttrSpec> attrs = {}) {
-  return OpDef{kind, name, summary, 1, 1, 1, 1, std::move(attrs), kElementwise, infer, UnaryCost};
+            ElementwiseFnHook fn, std::vector<AttrSpec> attrs = {}) {
+  return OpDef{
+      .kind = kind,
+      .name = name,
+      .summary = summary,
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = std::move(attrs),
+      .traits = kElementwise,
+      .infer = infer,
+      .cost = UnaryCost,
+      .elementwise_fn = fn,
+  };
 }
 
 OpDef Binary(OpKind kind, absl::string_view name, absl::string_view summary,
-             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&), uint32_t extra = 0) {
-  return OpDef{kind, name, summary, 2, 2, 1, 1, {},
-               kElementwise | kAllowsLiteral | kIndexOperands | extra, infer, UnaryCost};
+             absl::StatusOr<std::vector<Type>> (*infer)(const OpSignature&),
+             ElementwiseFnHook fn, uint32_t extra = 0) {
+  return OpDef{
+      .kind = kind,
+      .name = name,
+      .summary = summary,
+      .min_operands = 2,
+      .max_operands = 2,
+      .traits = kElementwise | kAllowsLiteral | kIndexOperands | extra,
+      .infer = infer,
+      .cost = UnaryCost,
+      .elementwise_fn = fn,
+  };
 }
 
 }  // namespace
 
 void AppendElementwiseOps(std::vector<OpDef>& ops) {
-  ops.push_back(Unary(OpKind::kNeg, "neg", "-x", InferUnary<OpKind::kNeg>));
-  ops.push_back(Unary(OpKind::kAbs, "abs", "|x|", InferUnary<OpKind::kAbs>));
-  ops.push_back(Unary(OpKind::kExp, "exp", "e^x", InferUnary<OpKind::kExp>));
-  ops.push_back(Unary(OpKind::kLog, "log", "natural logarithm", InferUnary<OpKind::kLog>));
-  ops.push_back(Unary(OpKind::kSqrt, "sqrt", "square root", InferUnary<OpKind::kSqrt>));
-  ops.push_back(Unary(OpKind::kRsqrt, "rsqrt", "1/sqrt(x)", InferUnary<OpKind::kRsqrt>));
-  ops.push_back(Unary(OpKind::kTanh, "tanh", "hyperbolic tangent", InferUnary<OpKind::kTanh>));
-  ops.push_back(Unary(OpKind::kSigmoid, "sigmoid", "1/(1+e^-x)", InferUnary<OpKind::kSigmoid>));
-  ops.push_back(Unary(OpKind::kRelu, "relu", "max(x, 0)", InferUnary<OpKind::kRelu>));
-  ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>));
+  ops.push_back(Unary(OpKind::kNeg, "neg", "-x", InferUnary<OpKind::kNeg>,
+                      Computes<ElementwiseFn::kNeg>));
+  ops.push_back(Unary(OpKind::kAbs, "abs", "|x|", InferUnary<OpKind::kAbs>,
+                      Computes<ElementwiseFn::kAbs>));
+  ops.push_back(Unary(OpKind::kExp, "exp", "e^x", InferUnary<OpKind::kExp>,
+                      Computes<ElementwiseFn::kExp>));
+  ops.push_back(Unary(OpKind::kLog, "log", "natural logarithm", InferUnary<OpKind::kLog>,
+                      Computes<ElementwiseFn::kLog>));
+  ops.push_back(Unary(OpKind::kSqrt, "sqrt", "square root", InferUnary<OpKind::kSqrt>,
+                      Computes<ElementwiseFn::kSqrt>));
+  ops.push_back(Unary(OpKind::kRsqrt, "rsqrt", "1/sqrt(x)", InferUnary<OpKind::kRsqrt>,
+                      Computes<ElementwiseFn::kRsqrt>));
+  ops.push_back(Unary(OpKind::kTanh, "tanh", "hyperbolic tangent", InferUnary<OpKind::kTanh>,
+                      Computes<ElementwiseFn::kTanh>));
+  ops.push_back(Unary(OpKind::kSigmoid, "sigmoid", "1/(1+e^-x)", InferUnary<OpKind::kSigmoid>,
+                      Computes<ElementwiseFn::kSigmoid>));
+  ops.push_back(Unary(OpKind::kRelu, "relu", "max(x, 0)", InferUnary<OpKind::kRelu>,
+                      Computes<ElementwiseFn::kRelu>));
+  ops.push_back(Unary(OpKind::kSilu, "silu", "x*sigmoid(x)", InferUnary<OpKind::kSilu>,
+                      Computes<ElementwiseFn::kSilu>));
   ops.push_back(Unary(OpKind::kGelu, "gelu", "GELU, erf form or tanh approximation",
-                      InferUnary<OpKind::kGelu>,
-                      {{"approximate", AttrKind::kEnum, false, {"none", "tanh"},
-                        Attribute::Ident("none")}}));
+                      InferUnary<OpKind::kGelu>, GeluFn,
+                      {{.name = "approximate",
+                        .kind = AttrKind::kEnum,
+                        .enum_values = {"none", "tanh"},
+                        .default_value = Attribute::Ident("none")}}));
   OpDef convert = Unary(OpKind::kConvert, "convert",
-                        "element type change, round to nearest even", InferConvert);
+                        "element type change, round to nearest even", InferConvert,
+                        /*fn=*/nullptr);
   convert.traits |= kResultTypeRequired;
   ops.push_back(std::move(convert));
 
-  ops.push_back(Binary(OpKind::kAdd, "add", "a + b", InferBinary<OpKind::kAdd>, kCommutative));
-  ops.push_back(Binary(OpKind::kSub, "sub", "a - b", InferBinary<OpKind::kSub>));
-  ops.push_back(Binary(OpKind::kMul, "mul", "a * b", InferBinary<OpKind::kMul>, kCommutative));
+  ops.push_back(Binary(OpKind::kAdd, "add", "a + b", InferBinary<OpKind::kAdd>,
+                       Computes<ElementwiseFn::kAdd>, kCommutative));
+  ops.push_back(Binary(OpKind::kSub, "sub", "a - b", InferBinary<OpKind::kSub>,
+                       Computes<ElementwiseFn::kSub>));
+  ops.push_back(Binary(OpKind::kMul, "mul", "a * b", InferBinary<OpKind::kMul>,
+                       Computes<ElementwiseFn::kMul>, kCommutative));
   ops.push_back(Binary(OpKind::kDiv, "div", "a / b (floor division on index)",
-                       InferBinary<OpKind::kDiv>));
+                       InferBinary<OpKind::kDiv>, Computes<ElementwiseFn::kDiv>));
   ops.push_back(Binary(OpKind::kMax, "max", "elementwise maximum", InferBinary<OpKind::kMax>,
-                       kCommutative));
+                       Computes<ElementwiseFn::kMax>, kCommutative));
   ops.push_back(Binary(OpKind::kMin, "min", "elementwise minimum", InferBinary<OpKind::kMin>,
-                       kCommutative));
-  ops.push_back(Binary(OpKind::kPow, "pow", "a ^ b", InferBinary<OpKind::kPow>));
+                       Computes<ElementwiseFn::kMin>, kCommutative));
+  ops.push_back(Binary(OpKind::kPow, "pow", "a ^ b", InferBinary<OpKind::kPow>,
+                       Computes<ElementwiseFn::kPow>));
   ops.push_back(Binary(OpKind::kRem, "rem", "index remainder, floor semantics",
-                       InferBinary<OpKind::kRem>, kSpmdOnly));
+                       InferBinary<OpKind::kRem>, /*fn=*/nullptr, kSpmdOnly));
 
-  ops.push_back(OpDef{OpKind::kFull, "full", "constant tensor or index constant", 0, 0, 1, 1,
-                      {{"value", AttrKind::kNumber, true}}, kResultTypeRequired, InferFull,
-                      FullCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kCompare,
+      .name = "compare",
+      .summary = "elementwise comparison a cmp b, an i1 predicate",
+      .min_operands = 2,
+      .max_operands = 2,
+      .attrs = {{.name = "cmp",
+                 .kind = AttrKind::kEnum,
+                 .required = true,
+                 .enum_values = {"eq", "ne", "lt", "le", "gt", "ge"}}},
+      .traits = kElementwise | kAllowsLiteral,
+      .infer = InferCompare,
+      .cost = UnaryCost,
+      .elementwise_fn = CompareFn,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kSelect,
+      .name = "select",
+      .summary = "cond ? a : b elementwise, with broadcasting",
+      .min_operands = 3,
+      .max_operands = 3,
+      .traits = kElementwise,
+      .infer = InferSelect,
+      .cost = UnaryCost,
+      .elementwise_fn = Computes<ElementwiseFn::kSelect>,
+  });
+
+  ops.push_back(OpDef{
+      .kind = OpKind::kFull,
+      .name = "full",
+      .summary = "constant tensor or index constant",
+      .min_operands = 0,
+      .max_operands = 0,
+      .attrs = {{.name = "value", .kind = AttrKind::kNumber, .required = true}},
+      .traits = kResultTypeRequired,
+      .infer = InferFull,
+      .cost = FullCost,
+  });
 }
 
 }  // namespace commir::ops

@@ -126,19 +126,69 @@ OpCost FreeCost(const OpSignature&, absl::Span<const Type>) { return {}; }
 }  // namespace
 
 void AppendLayoutOps(std::vector<OpDef>& ops) {
-  ops.push_back(OpDef{OpKind::kReshape, "reshape", "same elements, new shape (row-major)", 1, 1,
-                      1, 1, {}, kResultTypeRequired, InferReshape, FreeCost});
-  ops.push_back(OpDef{OpKind::kTranspose, "transpose", "permute dimensions", 1, 1, 1, 1,
-                      {{"perm", AttrKind::kIntList, true}}, 0, InferTranspose, CopyCost});
-  ops.push_back(OpDef{OpKind::kSlice, "slice", "static slice", 1, 1, 1, 1,
-                      {{"start", AttrKind::kIntList, true}, {"size", AttrKind::kIntList, true}},
-                      0, InferSlice, CopyCost});
-  ops.push_back(OpDef{OpKind::kConcat, "concat", "concatenation along dim", 1, -1, 1, 1,
-                      {{"dim", AttrKind::kInt, true}}, 0, InferConcat, CopyCost});
-  ops.push_back(OpDef{OpKind::kBroadcast, "broadcast", "NumPy broadcasting to the result shape",
-                      1, 1, 1, 1, {}, kResultTypeRequired, InferBroadcast, CopyCost});
-  ops.push_back(OpDef{OpKind::kReshard, "reshard", "same value, another sharding", 1, 1, 1, 1, {},
-                      kResultTypeRequired | kGlobalOnly, InferReshard, FreeCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kReshape,
+      .name = "reshape",
+      .summary = "same elements, new shape (row-major)",
+      .min_operands = 1,
+      .max_operands = 1,
+      .traits = kResultTypeRequired,
+      .infer = InferReshape,
+      .cost = FreeCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kTranspose,
+      .name = "transpose",
+      .summary = "permute dimensions",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {{.name = "perm", .kind = AttrKind::kIntList, .required = true}},
+      .infer = InferTranspose,
+      .cost = CopyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kSlice,
+      .name = "slice",
+      .summary = "static slice",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {
+          {.name = "start", .kind = AttrKind::kIntList, .required = true},
+          {.name = "size", .kind = AttrKind::kIntList, .required = true},
+      },
+      .infer = InferSlice,
+      .cost = CopyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kConcat,
+      .name = "concat",
+      .summary = "concatenation along dim",
+      .min_operands = 1,
+      .max_operands = -1,
+      .attrs = {{.name = "dim", .kind = AttrKind::kInt, .required = true}},
+      .infer = InferConcat,
+      .cost = CopyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kBroadcast,
+      .name = "broadcast",
+      .summary = "NumPy broadcasting to the result shape",
+      .min_operands = 1,
+      .max_operands = 1,
+      .traits = kResultTypeRequired,
+      .infer = InferBroadcast,
+      .cost = CopyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kReshard,
+      .name = "reshard",
+      .summary = "same value, another sharding",
+      .min_operands = 1,
+      .max_operands = 1,
+      .traits = kResultTypeRequired | kGlobalOnly,
+      .infer = InferReshard,
+      .cost = FreeCost,
+  });
 }
 
 }  // namespace commir::ops

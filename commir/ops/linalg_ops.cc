@@ -112,19 +112,34 @@ OpCost AttentionCost(const OpSignature& sig, absl::Span<const Type> results) {
 }  // namespace
 
 void AppendLinalgOps(std::vector<OpDef>& ops) {
-  ops.push_back(OpDef{OpKind::kMatmul, "matmul",
-                      "batched matrix product a[..., M, K] x b[..., K, N], f32 accumulation",
-                      2, 2, 1, 1,
-                      {{"transpose_a", AttrKind::kBool, false, {}, Attribute::Bool(false)},
-                       {"transpose_b", AttrKind::kBool, false, {}, Attribute::Bool(false)}},
-                      0, InferMatmul, MatmulCost});
-  ops.push_back(OpDef{OpKind::kAttention, "attention",
-                      "softmax(scale * q k^T) v with GQA, causal masks and optional lse",
-                      3, 5, 1, 2,
-                      {{"causal", AttrKind::kBool, false, {}, Attribute::Bool(false)},
-                       // Absent: 1 / sqrt(head dim), which depends on q's type.
-                       {"scale", AttrKind::kNumber}},
-                      0, InferAttention, AttentionCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kMatmul,
+      .name = "matmul",
+      .summary = "batched matrix product a[..., M, K] x b[..., K, N], f32 accumulation",
+      .min_operands = 2,
+      .max_operands = 2,
+      .attrs = {
+          {.name = "transpose_a", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
+          {.name = "transpose_b", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
+      },
+      .infer = InferMatmul,
+      .cost = MatmulCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kAttention,
+      .name = "attention",
+      .summary = "softmax(scale * q k^T) v with GQA, causal masks and optional lse",
+      .min_operands = 3,
+      .max_operands = 5,
+      .max_results = 2,
+      .attrs = {
+          {.name = "causal", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
+          // Absent: 1 / sqrt(head dim), which depends on q's type (AttentionOp::scale).
+          {.name = "scale", .kind = AttrKind::kNumber},
+      },
+      .infer = InferAttention,
+      .cost = AttentionCost,
+  });
 }
 
 }  // namespace commir::ops

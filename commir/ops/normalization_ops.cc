@@ -83,26 +83,79 @@ OpCost NormCost(const OpSignature& sig, absl::Span<const Type> results) {
 }
 
 std::vector<AttrSpec> ReduceAttrs() {
-  return {{"dims", AttrKind::kIntList, true}, {"keepdim", AttrKind::kBool, false, {}, Attribute::Bool(false)}};
+  return {
+      {.name = "dims", .kind = AttrKind::kIntList, .required = true},
+      {.name = "keepdim", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
+  };
 }
 
 }  // namespace
 
 void AppendNormalizationOps(std::vector<OpDef>& ops) {
-  ops.push_back(OpDef{OpKind::kReduceSum, "reduce_sum", "sum over dims", 1, 1, 1, 1,
-                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceSum>, ReduceCost});
-  ops.push_back(OpDef{OpKind::kReduceMax, "reduce_max", "maximum over dims", 1, 1, 1, 1,
-                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceMax>, ReduceCost});
-  ops.push_back(OpDef{OpKind::kReduceMean, "reduce_mean", "mean over dims", 1, 1, 1, 1,
-                      ReduceAttrs(), 0, InferReduce<OpKind::kReduceMean>, ReduceCost});
-  ops.push_back(OpDef{OpKind::kSoftmax, "softmax", "softmax along dim, computed in f32", 1, 1, 1,
-                      1, {{"dim", AttrKind::kInt, false, {}, Attribute::Int(-1)}}, 0, InferSoftmax, NormCost});
-  ops.push_back(OpDef{OpKind::kLayerNorm, "layernorm", "layer normalization over the last dim",
-                      3, 3, 1, 1, {{"eps", AttrKind::kNumber, false, {}, Attribute::Float(1e-5)}}, 0,
-                      InferNorm, NormCost});
-  ops.push_back(OpDef{OpKind::kRmsNorm, "rmsnorm", "RMS normalization over the last dim", 2, 2,
-                      1, 1, {{"eps", AttrKind::kNumber, false, {}, Attribute::Float(1e-6)}}, 0, InferNorm,
-                      NormCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kReduceSum,
+      .name = "reduce_sum",
+      .summary = "sum over dims",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = ReduceAttrs(),
+      .infer = InferReduce<OpKind::kReduceSum>,
+      .cost = ReduceCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kReduceMax,
+      .name = "reduce_max",
+      .summary = "maximum over dims",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = ReduceAttrs(),
+      .infer = InferReduce<OpKind::kReduceMax>,
+      .cost = ReduceCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kReduceMean,
+      .name = "reduce_mean",
+      .summary = "mean over dims",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = ReduceAttrs(),
+      .infer = InferReduce<OpKind::kReduceMean>,
+      .cost = ReduceCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kSoftmax,
+      .name = "softmax",
+      .summary = "softmax along dim, computed in f32",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {{.name = "dim", .kind = AttrKind::kInt, .default_value = Attribute::Int(-1)}},
+      .infer = InferSoftmax,
+      .cost = NormCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kLayerNorm,
+      .name = "layernorm",
+      .summary = "layer normalization over the last dim",
+      .min_operands = 3,
+      .max_operands = 3,
+      .attrs = {
+          {.name = "eps", .kind = AttrKind::kNumber, .default_value = Attribute::Float(1e-5)},
+      },
+      .infer = InferNorm,
+      .cost = NormCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kRmsNorm,
+      .name = "rmsnorm",
+      .summary = "RMS normalization over the last dim",
+      .min_operands = 2,
+      .max_operands = 2,
+      .attrs = {
+          {.name = "eps", .kind = AttrKind::kNumber, .default_value = Attribute::Float(1e-6)},
+      },
+      .infer = InferNorm,
+      .cost = NormCost,
+  });
 }
 
 }  // namespace commir::ops

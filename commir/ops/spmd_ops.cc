@@ -142,6 +142,14 @@ OpCost CopyCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {0, StreamingBytes(sig, results), 0};
 }
 
+// dynamic_update_slice writes the update into its operand's buffer in place (as XLA's
+// buffer assignment does when the operand is not used again, which is how the schedules
+// use it: a loop's accumulator): the update is read and its region written; the rest of
+// the operand is not touched.
+OpCost UpdateInPlaceCost(const OpSignature& sig, absl::Span<const Type>) {
+  return {0, 2 * ByteSize(sig.operand_types[1]), 0};
+}
+
 // Bytes each device sends with ring algorithms, the usual NCCL model.
 OpCost AllGatherCost(const OpSignature& sig, absl::Span<const Type> results) {
   double n = static_cast<double>(results[0].num_elements()) / sig.operand_types[0].num_elements();
@@ -176,44 +184,126 @@ OpCost ShiftCost(const OpSignature& sig, absl::Span<const Type> results) {
 }  // namespace
 
 void AppendSpmdOps(std::vector<OpDef>& ops) {
-  const AttrSpec axis{"axis", AttrKind::kAxes, true};
-  const AttrSpec reduce{"reduce", AttrKind::kEnum, false, {"sum", "max", "min"},
-                        Attribute::Ident("sum")};
-  ops.push_back(OpDef{OpKind::kRank, "rank", "this device's coordinate along an axis (group)",
-                      0, 0, 1, 1, {axis}, kSpmdOnly, InferRank, ReadOnlyCost});
-  ops.push_back(OpDef{OpKind::kAllGather, "all_gather",
-                      "concatenate the group's parts along dim in coordinate order", 1, 1, 1, 1,
-                      {axis, {"dim", AttrKind::kInt, true}}, kSpmdOnly | kCollective,
-                      InferAllGather, AllGatherCost});
-  ops.push_back(OpDef{OpKind::kReduceScatter, "reduce_scatter",
-                      "reduce over the group, keep block c of dim on coordinate c", 1, 1, 1, 1,
-                      {axis, {"dim", AttrKind::kInt, true}, reduce}, kSpmdOnly | kCollective,
-                      InferReduceScatter, ReduceScatterCost});
-  ops.push_back(OpDef{OpKind::kAllReduce, "all_reduce", "reduce over the group", 1, 1, 1, 1,
-                      {axis, reduce}, kSpmdOnly | kCollective, InferAllReduce, AllReduceCost});
-  ops.push_back(OpDef{OpKind::kAllToAll, "all_to_all",
-                      "send block j of split_dim to coordinate j, concatenate along concat_dim",
-                      1, 1, 1, 1,
-                      {axis, {"split_dim", AttrKind::kInt, true},
-                       {"concat_dim", AttrKind::kInt, true}},
-                      kSpmdOnly | kCollective, InferAllToAll, AllToAllCost});
-  ops.push_back(OpDef{OpKind::kShift, "shift",
-                      "send to coordinate c+offset, receive from c-offset (mod n)", 1, 1, 1, 1,
-                      {axis, {"offset", AttrKind::kInt, false, {}, Attribute::Int(1)}},
-                      kSpmdOnly | kCollective, InferShift,
-                      ShiftCost});
-  ops.push_back(OpDef{OpKind::kDynamicSlice, "dynamic_slice",
-                      "slice of size along dim from a run-time offset", 2, 2, 1, 1,
-                      {{"dim", AttrKind::kInt, true}, {"size", AttrKind::kInt, true}}, kSpmdOnly,
-                      InferDynamicSlice, CopyCost});
-  ops.push_back(OpDef{OpKind::kDynamicUpdateSlice, "dynamic_update_slice",
-                      "write update at a run-time offset along dim", 3, 3, 1, 1,
-                      {{"dim", AttrKind::kInt, true}}, kSpmdOnly, InferDynamicUpdateSlice,
-                      CopyCost});
-  ops.push_back(OpDef{OpKind::kFor, "for", "counted loop with carried values", 0, -1, 0, -1,
-                      {{"lower", AttrKind::kInt, true}, {"upper", AttrKind::kInt, true},
-                       {"step", AttrKind::kInt, false, {}, Attribute::Int(1)}},
-                      kSpmdOnly | kHasRegion, InferFor, ReadOnlyCost});
+  const AttrSpec axis{.name = "axis", .kind = AttrKind::kAxes, .required = true};
+  const AttrSpec reduce{.name = "reduce",
+                        .kind = AttrKind::kEnum,
+                        .enum_values = {"sum", "max", "min"},
+                        .default_value = Attribute::Ident("sum")};
+  ops.push_back(OpDef{
+      .kind = OpKind::kRank,
+      .name = "rank",
+      .summary = "this device's coordinate along an axis (group)",
+      .min_operands = 0,
+      .max_operands = 0,
+      .attrs = {axis},
+      .traits = kSpmdOnly,
+      .infer = InferRank,
+      .cost = ReadOnlyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kAllGather,
+      .name = "all_gather",
+      .summary = "concatenate the group's parts along dim in coordinate order",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {axis, {.name = "dim", .kind = AttrKind::kInt, .required = true}},
+      .traits = kSpmdOnly | kCollective,
+      .infer = InferAllGather,
+      .cost = AllGatherCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kReduceScatter,
+      .name = "reduce_scatter",
+      .summary = "reduce over the group, keep block c of dim on coordinate c",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {axis, {.name = "dim", .kind = AttrKind::kInt, .required = true}, reduce},
+      .traits = kSpmdOnly | kCollective,
+      .infer = InferReduceScatter,
+      .cost = ReduceScatterCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kAllReduce,
+      .name = "all_reduce",
+      .summary = "reduce over the group",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {axis, reduce},
+      .traits = kSpmdOnly | kCollective,
+      .infer = InferAllReduce,
+      .cost = AllReduceCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kAllToAll,
+      .name = "all_to_all",
+      .summary = "send block j of split_dim to coordinate j, concatenate along concat_dim",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {
+          axis,
+          {.name = "split_dim", .kind = AttrKind::kInt, .required = true},
+          {.name = "concat_dim", .kind = AttrKind::kInt, .required = true},
+      },
+      .traits = kSpmdOnly | kCollective,
+      .infer = InferAllToAll,
+      .cost = AllToAllCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kShift,
+      .name = "shift",
+      .summary = "send to coordinate c+offset, receive from c-offset (mod n)",
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs = {
+          axis,
+          {.name = "offset", .kind = AttrKind::kInt, .default_value = Attribute::Int(1)},
+      },
+      .traits = kSpmdOnly | kCollective,
+      .infer = InferShift,
+      .cost = ShiftCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kDynamicSlice,
+      .name = "dynamic_slice",
+      .summary = "slice of size along dim from a run-time offset",
+      .min_operands = 2,
+      .max_operands = 2,
+      .attrs = {
+          {.name = "dim", .kind = AttrKind::kInt, .required = true},
+          {.name = "size", .kind = AttrKind::kInt, .required = true},
+      },
+      .traits = kSpmdOnly,
+      .infer = InferDynamicSlice,
+      .cost = CopyCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kDynamicUpdateSlice,
+      .name = "dynamic_update_slice",
+      .summary = "write update at a run-time offset along dim",
+      .min_operands = 3,
+      .max_operands = 3,
+      .attrs = {{.name = "dim", .kind = AttrKind::kInt, .required = true}},
+      .traits = kSpmdOnly,
+      .infer = InferDynamicUpdateSlice,
+      .cost = UpdateInPlaceCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kFor,
+      .name = "for",
+      .summary = "counted loop with carried values",
+      .min_operands = 0,
+      .max_operands = -1,
+      .min_results = 0,
+      .max_results = -1,
+      .attrs = {
+          {.name = "lower", .kind = AttrKind::kInt, .required = true},
+          {.name = "upper", .kind = AttrKind::kInt, .required = true},
+          {.name = "step", .kind = AttrKind::kInt, .default_value = Attribute::Int(1)},
+      },
+      .traits = kSpmdOnly | kHasRegion,
+      .infer = InferFor,
+      .cost = ReadOnlyCost,
+  });
 }
 
 }  // namespace commir::ops

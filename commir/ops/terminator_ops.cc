@@ -14,10 +14,30 @@ OpCost NoCost(const OpSignature&, absl::Span<const Type>) { return {}; }
 }  // namespace
 
 void AppendTerminatorOps(std::vector<OpDef>& ops) {
-  ops.push_back(OpDef{OpKind::kReturn, "return", "ends a function with its results", 0, -1, 0, 0,
-                      {}, kTerminator, InferNoResults, NoCost});
-  ops.push_back(OpDef{OpKind::kYield, "yield", "ends a loop body with the next carried values",
-                      0, -1, 0, 0, {}, kTerminator | kSpmdOnly, InferNoResults, NoCost});
+  ops.push_back(OpDef{
+      .kind = OpKind::kReturn,
+      .name = "return",
+      .summary = "ends a function with its results",
+      .min_operands = 0,
+      .max_operands = -1,
+      .min_results = 0,
+      .max_results = 0,
+      .traits = kTerminator,
+      .infer = InferNoResults,
+      .cost = NoCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kYield,
+      .name = "yield",
+      .summary = "ends a loop body with the next carried values",
+      .min_operands = 0,
+      .max_operands = -1,
+      .min_results = 0,
+      .max_results = 0,
+      .traits = kTerminator | kSpmdOnly,
+      .infer = InferNoResults,
+      .cost = NoCost,
+  });
 }
 
 }  // namespace commir::ops

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backend_cpu/cpu_backend.h"
-#include "backend_cpu/host_layout.h"
+#include "runtime/host_layout.h"
 #include "runtime/interpreter.h"
 
 namespace commir::python {
@@ -21,7 +21,7 @@ absl::StatusOr<std::vector<Tensor>> RunGlobalOnCpu(const Function& function,
   for (int64_t d = 0; d < devices; ++d) {
     for (size_t i = 0; i < global_inputs.size(); ++i) {
       absl::StatusOr<Tensor> part =
-          cpu::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
+          runtime::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
       if (!part.ok()) return part.status();
       local_inputs[d].push_back(*std::move(part));
     }
@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<Tensor>> RunGlobalOnCpu(const Function& function,
   for (size_t r = 0; r < function.result_types().size(); ++r) {
     std::vector<const Tensor*> parts;
     for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
-    absl::StatusOr<Tensor> global = cpu::AssembleGlobal(parts, function.result_types()[r], mesh);
+    absl::StatusOr<Tensor> global = runtime::AssembleGlobal(parts, function.result_types()[r], mesh);
     if (!global.ok()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "result %d of @%s: %s", r, function.name(), global.status().message()));

@@ -44,11 +44,7 @@ namespace commir::schedules {
 absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int64_t streams,
                                              DiagnosticEngine* diagnostics = nullptr);
 
-class PipelineCollectiveMatmulPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(PipelineCollectiveMatmulPass);
 
 }  // namespace commir::schedules
 

@@ -44,11 +44,7 @@ namespace commir::schedules {
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
 absl::Status RingAttention(Module& module, bool zigzag);
 
-class RingAttentionPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(RingAttentionPass);
 
 }  // namespace commir::schedules
 

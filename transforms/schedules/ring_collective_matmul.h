@@ -50,11 +50,7 @@ enum class RingDirection { kUni, kBi };
 // Rewrites every matching pair of `module`'s spmd functions; returns how many.
 absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction);
 
-class RingCollectiveMatmulPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(RingCollectiveMatmulPass);
 
 }  // namespace commir::schedules
 

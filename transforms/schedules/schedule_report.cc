@@ -467,9 +467,7 @@ absl::Status ScheduleReportPass::Run(Module& module) {
     status = absl::FailedPreconditionError(absl::StrCat("schedule-report: ", message));
   }
   if (!status.ok()) return status;
-  std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
-  out << report;
-  out.flush();
+  Emit(report);
   return absl::OkStatus();
 }
 

@@ -60,14 +60,10 @@ ScheduleStats ComputeScheduleStats(const Function& function,
                                    LoopSimulation loops = LoopSimulation::kFastForward);
 std::string FormatScheduleReport(const Module& module);
 
-class ScheduleReportPass : public Pass {
+class ScheduleReportPass : public ReportPass {
  public:
-  using Pass::Pass;
+  using ReportPass::ReportPass;
   absl::Status Run(Module& module) override;
-  void set_output(std::ostream* out) { out_ = out; }
-
- private:
-  std::ostream* out_ = nullptr;
 };
 
 }  // namespace commir::schedules

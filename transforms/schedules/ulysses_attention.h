@@ -27,11 +27,7 @@ namespace commir::schedules {
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
 absl::Status UlyssesAttention(Module& module);
 
-class UlyssesAttentionPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(UlyssesAttentionPass);
 
 }  // namespace commir::schedules
 

@@ -117,9 +117,7 @@ absl::Status CommReportPass::Run(Module& module) {
     status = absl::FailedPreconditionError(absl::StrCat("comm-report: ", message));
   }
   if (!status.ok()) return status;
-  std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
-  out << FormatCommReport(module);
-  out.flush();
+  Emit(FormatCommReport(module));
   return absl::OkStatus();
 }
 

@@ -52,15 +52,10 @@ struct FunctionCommReport {
 FunctionCommReport ComputeCommReport(const Function& function);
 std::string FormatCommReport(const Module& module);
 
-class CommReportPass : public Pass {
+class CommReportPass : public ReportPass {
  public:
-  using Pass::Pass;
+  using ReportPass::ReportPass;
   absl::Status Run(Module& module) override;
-  // Where the report goes (default std::cerr).
-  void set_output(std::ostream* out) { out_ = out; }
-
- private:
-  std::ostream* out_ = nullptr;
 };
 
 }  // namespace commir::sharding

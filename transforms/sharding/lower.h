@@ -52,11 +52,7 @@ inline constexpr char kDefaultSpmdPipeline[] =
 absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics = nullptr);
 absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics = nullptr);
 
-class LowerToSpmdPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(LowerToSpmdPass);
 
 }  // namespace commir::sharding
 

@@ -305,6 +305,40 @@ func @f(%x: f32[8@tp, 4], %b: f32[4@tp]) -> f32[8@tp, 4] {
                 "f");
 }
 
+// compare and select on 1-, 2-, 4- and 2x4-device meshes: a masked relu, a select
+// between a split and a broadcast value, and a comparison of a matmul's partial result,
+// which must be summed before it is compared (a predicate of addends says nothing of the
+// sum). Each run is checked against the one-device reference.
+TEST(LowerToSpmd, CompareAndSelectOnSeveralMeshes) {
+  for (const char* mesh : {"tp=1", "tp=2", "tp=4", "dp=2, tp=4"}) {
+    const bool two_d = std::string(mesh).find("dp") != std::string::npos;
+    const std::string rows = two_d ? "16@dp" : "16";
+    std::string out = LowerAndCheck(absl::StrCat("mesh @m(", mesh, R"()
+func @f(%x: f32[)", rows, R"(, 32@tp], %w: f32[32@tp, 8], %b: f32[32@tp], %t: f32[8]) -> (f32[)",
+                                                 rows, R"(, 32@tp], f32[)", rows,
+                                                 R"(, 32], f32[)", rows, R"(, 8]) {
+  %zero = full() {value = 0} : f32[16, 32]
+  %positive = compare(%x, 0.0) {cmp = gt}
+  %relu = select(%positive, %x, %zero)
+  %below = compare(%x, %b) {cmp = le}
+  %clamped = select(%below, %x, %b) : f32[)",
+                                                 rows, R"(, 32]
+  %y = matmul(%x, %w)
+  %big = compare(%y, %t) {cmp = ge}
+  %z = select(%big, %y, %t)
+  return %relu, %clamped, %z
+}
+)"),
+                                    "f");
+    EXPECT_THAT(out, HasSubstr("compare(")) << mesh;
+    EXPECT_THAT(out, HasSubstr("select(")) << mesh;
+    if (std::string(mesh) != "tp=1") {
+      // The partial matmul result is reduced before the comparison.
+      EXPECT_GE(Count(out, "all_reduce") + Count(out, "reduce_scatter"), 1) << mesh << out;
+    }
+  }
+}
+
 TEST(LowerToSpmd, ConstantsAreBuiltLocally) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)
 func @f(%x: f32[8@tp, 4]) -> f32[8@tp, 4] {

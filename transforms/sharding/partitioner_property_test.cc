@@ -39,10 +39,10 @@ TEST(PartitionerProperty, RandomProgramsMatchTheReference) {
   auto start = std::chrono::steady_clock::now();
   int checked = 0;
   // How often each spmd op appears in the lowered programs: the test should exercise
-  // every kind of reshard.
+  // every kind of reshard (and select, the one three-operand elementwise op).
   std::vector<std::pair<std::string, int>> op_counts = {
       {"all_gather", 0}, {"reduce_scatter", 0}, {"all_reduce", 0},
-      {"all_to_all", 0}, {"dynamic_slice", 0},  {"rank", 0}};
+      {"all_to_all", 0}, {"dynamic_slice", 0},  {"rank", 0}, {"select", 0}};
   const uint64_t first = static_cast<uint64_t>(EnvOr("COMMIR_PROPERTY_FIRST_SEED", kFirstSeed));
   const int programs = static_cast<int>(EnvOr("COMMIR_PROPERTY_PROGRAMS", kPrograms));
   for (int i = 0; i < programs; ++i) {

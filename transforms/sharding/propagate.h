@@ -57,11 +57,7 @@ absl::Status PropagateSharding(Function& function, const PropagationOptions& opt
 absl::Status PropagateSharding(Module& module, const PropagationOptions& options = {},
                                DiagnosticEngine* diagnostics = nullptr);
 
-class PropagateShardingPass : public Pass {
- public:
-  using Pass::Pass;
-  absl::Status Run(Module& module) override;
-};
+COMMIR_DECLARE_PASS(PropagateShardingPass);
 
 }  // namespace commir::sharding
 

@@ -210,9 +210,11 @@ class ProgramGenerator {
 
   bool Binary() {
     Val a = Pick();
-    std::string op = OneOf<std::string>({"add", "sub", "mul", "max", "min"});
+    // "select" stands for a compare of the two operands choosing between them.
+    std::string op = OneOf<std::string>({"add", "sub", "mul", "max", "min", "select"});
     std::string name = Fresh();
     if (Coin(0.2)) {
+      if (op == "select") op = "max";  // select takes no literal
       Add(absl::StrCat(name, " = ", op, "(", a.name, ", 0.5)", MaybeAnnotation(a.dims)),
           {name, a.dims, a.bounded});
       return true;
@@ -242,6 +244,18 @@ class ProgramGenerator {
     for (size_t i = 0; i < shorter.size(); ++i) {
       int64_t& d = out[out.size() - shorter.size() + i];
       d = std::max(d, shorter[i]);
+    }
+    if (op == "select") {
+      std::string predicate = Fresh();
+      // The i1 predicate is no f32 value for later ops to pick: it stays out of the pool.
+      body_.push_back(absl::StrCat("  ", predicate, " = compare(", a.name, ", ", b.name,
+                                   ") {cmp = ",
+                                   OneOf<std::string>({"lt", "le", "gt", "ge", "eq", "ne"}),
+                                   "}\n"));
+      Add(absl::StrCat(name, " = select(", predicate, ", ", a.name, ", ", b.name, ")",
+                       MaybeAnnotation(out)),
+          {name, out, a.bounded && b.bounded});
+      return true;
     }
     Add(absl::StrCat(name, " = ", op, "(", a.name, ", ", b.name, ")", MaybeAnnotation(out)),
         {name, out, a.bounded && b.bounded && op != "mul"});

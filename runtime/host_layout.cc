@@ -1,4 +1,4 @@
-#include "backend_cpu/host_layout.h"
+#include "runtime/host_layout.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,13 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "backend_cpu/collectives.h"
-#include "backend_cpu/kernels.h"
+#include "runtime/host_ops.h"
 
-namespace commir::cpu {
+namespace commir::runtime {
 namespace {
-
-using runtime::Tensor;
 
 bool UsesAxis(Type type, const std::string& axis) {
   for (const AxisList& axes : type.dim_axes()) {
@@ -118,9 +115,7 @@ absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Typ
       blocks[block] = *addends[block][0];
       continue;
     }
-    absl::StatusOr<Tensor> sum = AllReduce(addends[block], ReduceOp::kSum);
-    if (!sum.ok()) return sum.status();
-    blocks[block] = *std::move(sum);
+    blocks[block] = CombineInOrder(addends[block], HostCombine::kSum);
   }
   // Replicas must agree with the canonical device of their group.
   if (!replica_axes.empty()) {
@@ -151,4 +146,4 @@ absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Typ
   return level[0];
 }
 
-}  // namespace commir::cpu
+}  // namespace commir::runtime

@@ -11,12 +11,12 @@
 //  - On assembly, replicas (devices that differ only along axes the layout does not
 //    mention) must hold bit-identical parts: a mismatch is an error, because a
 //    replicated result that differs between devices is a wrong program. Partial results
-//    are summed over the partial axes as all_reduce sums them (collectives.h): in
+//    are summed over the partial axes as all_reduce sums them (runtime/host_ops.h): in
 //    coordinate order, first listed axis major, rounded to the element type once.
 //  - Every part must have the layout's per-device type (LocalType); a part of another
 //    shape or element type is an error rather than a wrongly tiled value.
-#ifndef COMMIR_BACKEND_CPU_HOST_LAYOUT_H_
-#define COMMIR_BACKEND_CPU_HOST_LAYOUT_H_
+#ifndef COMMIR_RUNTIME_HOST_LAYOUT_H_
+#define COMMIR_RUNTIME_HOST_LAYOUT_H_
 
 #include <cstdint>
 
@@ -26,7 +26,7 @@
 #include "commir/type.h"
 #include "runtime/tensor.h"
 
-namespace commir::cpu {
+namespace commir::runtime {
 
 // Device `device`'s part of `global` laid out as `type` on `mesh` (null: one device).
 absl::StatusOr<runtime::Tensor> LocalPart(const runtime::Tensor& global, Type type,
@@ -36,6 +36,6 @@ absl::StatusOr<runtime::Tensor> LocalPart(const runtime::Tensor& global, Type ty
 absl::StatusOr<runtime::Tensor> AssembleGlobal(absl::Span<const runtime::Tensor* const> parts,
                                                Type type, const Mesh* mesh);
 
-}  // namespace commir::cpu
+}  // namespace commir::runtime
 
-#endif  // COMMIR_BACKEND_CPU_HOST_LAYOUT_H_
+#endif  // COMMIR_RUNTIME_HOST_LAYOUT_H_

@@ -1,4 +1,4 @@
-#include "backend_cpu/strided_copy.h"
+#include "runtime/strided_copy.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "absl/types/span.h"
 
-namespace commir::cpu {
+namespace commir::runtime {
 namespace {
 
 // Copies one innermost row. A compile-time width lets memcpy become a single move.
@@ -76,4 +76,4 @@ void CopyStrided(absl::Span<const int64_t> extent, int element_width, ConstStrid
   }
 }
 
-}  // namespace commir::cpu
+}  // namespace commir::runtime

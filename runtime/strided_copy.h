@@ -1,14 +1,14 @@
 // The one data-movement primitive behind the layout kernels (broadcast, transpose,
 // slices, concatenation): copy an n-dimensional box of elements between two strided
 // views of raw buffers.
-#ifndef COMMIR_BACKEND_CPU_STRIDED_COPY_H_
-#define COMMIR_BACKEND_CPU_STRIDED_COPY_H_
+#ifndef COMMIR_RUNTIME_STRIDED_COPY_H_
+#define COMMIR_RUNTIME_STRIDED_COPY_H_
 
 #include <cstdint>
 
 #include "absl/types/span.h"
 
-namespace commir::cpu {
+namespace commir::runtime {
 
 // A view of a buffer: element (i0, i1, ...) lives at element offset
 // `offset + i0 * strides[0] + i1 * strides[1] + ...` from `data`.
@@ -29,6 +29,6 @@ struct StridedView {
 void CopyStrided(absl::Span<const int64_t> extent, int element_width, ConstStridedView source,
                  StridedView destination);
 
-}  // namespace commir::cpu
+}  // namespace commir::runtime
 
-#endif  // COMMIR_BACKEND_CPU_STRIDED_COPY_H_
+#endif  // COMMIR_RUNTIME_STRIDED_COPY_H_

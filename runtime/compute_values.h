@@ -3,8 +3,8 @@
 // Kernels compute f64 tensors in double, every other float type in float (f16/bf16 are
 // widened exactly and rounded to nearest even once, when stored), and integer types in
 // int64_t. `ComputeFloat<double>` etc. keep that choice in one place.
-#ifndef COMMIR_BACKEND_CPU_COMPUTE_VALUES_H_
-#define COMMIR_BACKEND_CPU_COMPUTE_VALUES_H_
+#ifndef COMMIR_RUNTIME_COMPUTE_VALUES_H_
+#define COMMIR_RUNTIME_COMPUTE_VALUES_H_
 
 #include <cstdint>
 #include <type_traits>
@@ -15,7 +15,7 @@
 #include "commir/element_type.h"
 #include "runtime/tensor.h"
 
-namespace commir::cpu {
+namespace commir::runtime {
 
 // Every element of `tensor` converted to T (float, double or int64_t).
 template <typename T>
@@ -51,6 +51,6 @@ decltype(auto) DispatchFloatCompute(ElementType type, Fn&& fn) {
   return std::forward<Fn>(fn)(float{});
 }
 
-}  // namespace commir::cpu
+}  // namespace commir::runtime
 
-#endif  // COMMIR_BACKEND_CPU_COMPUTE_VALUES_H_
+#endif  // COMMIR_RUNTIME_COMPUTE_VALUES_H_

@@ -1,0 +1,213 @@
+#include "backend_cpu/kernel_table.h"
+
+#include <optional>
+#include <utility>
+
+#include "backend_cpu/collectives.h"
+#include "backend_cpu/kernels.h"
+#include "commir/attention_op.h"
+
+namespace commir::cpu {
+namespace {
+
+using runtime::Tensor;
+using Tensors = absl::StatusOr<std::vector<Tensor>>;
+using Operands = absl::Span<const Tensor* const>;
+using Indices = absl::Span<const int64_t>;
+
+Tensors One(absl::StatusOr<Tensor> result) {
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(*std::move(result));
+  return out;
+}
+
+Type ResultType(const Operation& op) { return op.result(0)->type(); }
+
+std::vector<int64_t> IntList(const Operation& op, absl::string_view key) {
+  return op.RequiredIntListAttr(key);
+}
+
+// ---- Elementwise, convert, full -------------------------------------------------------
+
+Tensors RunUnary(const Operation& op, Operands t, Indices) {
+  return One(Unary(op.def().elementwise_fn(op.attrs()), *t[0]));
+}
+
+Tensors RunBinary(const Operation& op, Operands t, Indices) {
+  return One(Binary(op.def().elementwise_fn(op.attrs()), *t[0], *t[1]));
+}
+
+Tensors RunTernary(const Operation& op, Operands t, Indices) {
+  return One(Ternary(op.def().elementwise_fn(op.attrs()), *t[0], *t[1], *t[2]));
+}
+
+Tensors RunConvert(const Operation& op, Operands t, Indices) {
+  return One(Convert(*t[0], ResultType(op).element_type()));
+}
+
+Tensors RunFull(const Operation& op, Operands, Indices) {
+  const Type& type = ResultType(op);
+  return One(Full(type.element_type(), type.dims(), op.RequiredNumberAttr("value")));
+}
+
+// ---- Linear algebra, reductions, normalisations, attention ----------------------------
+
+Tensors RunMatMul(const Operation& op, Operands t, Indices) {
+  return One(MatMul(*t[0], *t[1], op.BoolAttr("transpose_a"), op.BoolAttr("transpose_b"),
+                    ResultType(op).element_type()));
+}
+
+template <ReduceOp kReduce>
+Tensors RunReduce(const Operation& op, Operands t, Indices) {
+  return One(Reduce(kReduce, *t[0], IntList(op, "dims"), op.BoolAttr("keepdim")));
+}
+
+Tensors RunSoftmax(const Operation& op, Operands t, Indices) {
+  return One(Softmax(*t[0], op.IntAttr("dim")));
+}
+
+Tensors RunLayerNorm(const Operation& op, Operands t, Indices) {
+  return One(LayerNorm(*t[0], *t[1], *t[2], op.NumberAttr("eps")));
+}
+
+Tensors RunRmsNorm(const Operation& op, Operands t, Indices) {
+  return One(RmsNorm(*t[0], *t[1], op.NumberAttr("eps")));
+}
+
+Tensors RunAttention(const Operation& op, Operands t, Indices indices) {
+  AttentionOptions options;
+  options.causal = op.BoolAttr("causal");
+  options.scale = AttentionOp(op).scale(t[0]->dim(3));
+  if (!indices.empty()) options.q_pos = indices[0];
+  if (indices.size() > 1) options.k_pos = indices[1];
+  absl::StatusOr<AttentionResult> result = Attention(*t[0], *t[1], *t[2], options);
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->output));
+  if (op.num_results() == 2) out.push_back(std::move(result->lse));
+  return out;
+}
+
+// ---- Layout and dynamic slices ---------------------------------------------------------
+
+Tensors RunReshape(const Operation& op, Operands t, Indices) {
+  return One(Reshape(*t[0], ResultType(op).dims()));
+}
+
+Tensors RunTranspose(const Operation& op, Operands t, Indices) {
+  return One(Transpose(*t[0], IntList(op, "perm")));
+}
+
+Tensors RunSlice(const Operation& op, Operands t, Indices) {
+  return One(Slice(*t[0], IntList(op, "start"), IntList(op, "size")));
+}
+
+Tensors RunConcat(const Operation& op, Operands t, Indices) {
+  return One(Concat(t, op.RequiredIntAttr("dim")));
+}
+
+Tensors RunBroadcast(const Operation& op, Operands t, Indices) {
+  return One(Broadcast(*t[0], ResultType(op).dims()));
+}
+
+// On one device a reshard is the identity: layouts only say where parts live.
+Tensors RunReshard(const Operation&, Operands t, Indices) { return One(Tensor(*t[0])); }
+
+Tensors RunDynamicSlice(const Operation& op, Operands t, Indices indices) {
+  return One(DynamicSlice(*t[0], op.RequiredIntAttr("dim"), indices[0],
+                          op.RequiredIntAttr("size")));
+}
+
+Tensors RunDynamicUpdateSlice(const Operation& op, Operands t, Indices indices) {
+  return One(DynamicUpdateSlice(*t[0], *t[1], op.RequiredIntAttr("dim"), indices[0]));
+}
+
+// ---- Collectives -------------------------------------------------------------------------
+
+ReduceOp ToReduce(absl::string_view name) {
+  if (name == "max") return ReduceOp::kMax;
+  if (name == "min") return ReduceOp::kMin;
+  return ReduceOp::kSum;
+}
+
+// Every member receives the one result.
+Tensors ToEveryMember(absl::StatusOr<Tensor> result, size_t members) {
+  if (!result.ok()) return result.status();
+  return std::vector<Tensor>(members, *result);
+}
+
+Tensors RunAllGather(const Operation& op, Operands parts) {
+  return ToEveryMember(AllGather(parts, op.RequiredIntAttr("dim")), parts.size());
+}
+
+Tensors RunAllReduce(const Operation& op, Operands parts) {
+  return ToEveryMember(AllReduce(parts, ToReduce(op.EnumAttr("reduce"))), parts.size());
+}
+
+Tensors RunReduceScatter(const Operation& op, Operands parts) {
+  return ReduceScatter(parts, op.RequiredIntAttr("dim"), ToReduce(op.EnumAttr("reduce")));
+}
+
+Tensors RunAllToAll(const Operation& op, Operands parts) {
+  return AllToAll(parts, op.RequiredIntAttr("split_dim"), op.RequiredIntAttr("concat_dim"));
+}
+
+Tensors RunShift(const Operation& op, Operands parts) { return Shift(parts, op.IntAttr("offset")); }
+
+TensorKernelTable BuildTensorKernels() {
+  TensorKernelTable table;
+  table.RegisterElementwise(RunUnary, RunBinary, RunTernary);
+  table.Register(OpKind::kConvert, RunConvert);
+  table.Register(OpKind::kFull, RunFull);
+  table.Register(OpKind::kMatmul, RunMatMul);
+  table.Register(OpKind::kReduceSum, RunReduce<ReduceOp::kSum>);
+  table.Register(OpKind::kReduceMax, RunReduce<ReduceOp::kMax>);
+  table.Register(OpKind::kReduceMean, RunReduce<ReduceOp::kMean>);
+  table.Register(OpKind::kSoftmax, RunSoftmax);
+  table.Register(OpKind::kLayerNorm, RunLayerNorm);
+  table.Register(OpKind::kRmsNorm, RunRmsNorm);
+  table.Register(OpKind::kAttention, RunAttention);
+  table.Register(OpKind::kReshape, RunReshape);
+  table.Register(OpKind::kTranspose, RunTranspose);
+  table.Register(OpKind::kSlice, RunSlice);
+  table.Register(OpKind::kConcat, RunConcat);
+  table.Register(OpKind::kBroadcast, RunBroadcast);
+  table.Register(OpKind::kReshard, RunReshard);
+  table.Register(OpKind::kDynamicSlice, RunDynamicSlice);
+  table.Register(OpKind::kDynamicUpdateSlice, RunDynamicUpdateSlice);
+  return table;
+}
+
+CollectiveKernelTable BuildCollectiveKernels() {
+  CollectiveKernelTable table;
+  table.Register(OpKind::kAllGather, RunAllGather);
+  table.Register(OpKind::kAllReduce, RunAllReduce);
+  table.Register(OpKind::kReduceScatter, RunReduceScatter);
+  table.Register(OpKind::kAllToAll, RunAllToAll);
+  table.Register(OpKind::kShift, RunShift);
+  return table;
+}
+
+}  // namespace
+
+const TensorKernelTable& CpuTensorKernels() {
+  static const TensorKernelTable* const table = new TensorKernelTable(BuildTensorKernels());
+  return *table;
+}
+
+const CollectiveKernelTable& CpuCollectiveKernels() {
+  static const CollectiveKernelTable* const table =
+      new CollectiveKernelTable(BuildCollectiveKernels());
+  return *table;
+}
+
+absl::Status CheckCpuKernelTables(const TensorKernelTable& tensor,
+                                  const CollectiveKernelTable& collective) {
+  if (absl::Status s = tensor.CheckComplete("cpu", "tensor op", NeedsTensorKernel); !s.ok()) {
+    return s;
+  }
+  return collective.CheckComplete("cpu", "collective", NeedsCollectiveKernel);
+}
+
+}  // namespace commir::cpu

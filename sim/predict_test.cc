@@ -1,0 +1,310 @@
+// Timeline tests: small programs whose schedule follows by hand from the formulas. The
+// expected numbers are computed here from OpTime and EstimateCollectiveOp, not copied
+// from the output.
+#include "sim/predict.h"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "sim/collective_op.h"
+#include "sim/op_time.h"
+
+namespace commir::sim {
+namespace {
+
+class PredictTest : public ::testing::Test {
+ protected:
+  const Function& Parse(const std::string& source) {
+    absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(source, "test.commir");
+    EXPECT_TRUE(module.ok()) << module.status();
+    module_ = std::move(*module);
+    return *module_->functions().front();
+  }
+  const Function& ParseExample(const std::string& name) {
+    std::ifstream in("testdata/examples/" + name + ".commir");
+    std::stringstream text;
+    text << in.rdbuf();
+    return Parse(text.str());
+  }
+  // The n-th op of the function's body.
+  const Operation& Op(const Function& f, int n) {
+    auto it = f.body()->begin();
+    for (int i = 0; i < n; ++i) ++it;
+    return **it;
+  }
+  double Time(const Function& f, int n) {
+    absl::StatusOr<double> t = OpTime(hw_, Op(f, n), f);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+  double CollectiveTime(const Function& f, int n, int64_t device = 0) {
+    absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, Op(f, n), f, device, 8);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e->seconds;
+  }
+  Prediction Run(const Function& f) {
+    PredictOptions options;
+    options.hardware = hw_;
+    options.record_timeline = true;
+    absl::StatusOr<Prediction> p = Predict(f, options);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : Prediction{};
+  }
+
+  HardwareSpec hw_ = *FindBuiltinHardware("h100-sxm");
+  std::unique_ptr<Module> module_;
+};
+
+TEST(IntervalTest, UnionAndUncoveredLength) {
+  EXPECT_DOUBLE_EQ(UnionLength({{0, 2}, {1, 3}, {5, 6}}), 4);
+  // [0,1] and [2,3] of the first, [7,8] of the second.
+  EXPECT_DOUBLE_EQ(UncoveredLength({{0, 4}, {6, 8}}, {{1, 2}, {3, 7}}), 3);
+  EXPECT_DOUBLE_EQ(UncoveredLength({{0, 4}}, {}), 4);
+}
+
+// Two GEMMs on two streams of one device share its SMs: the one issued second runs when
+// the first has finished, although its stream is free.
+TEST_F(PredictTest, ComputeOnTwoStreamsSharesTheSms) {
+  const Function& f = Parse(R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[4096, 4096], bf16[2048, 4096]) {
+  %x = matmul(%a, %b) {stream = 0} : bf16[4096, 4096]
+  %y = matmul(%c, %b) {stream = 1} : bf16[2048, 4096]
+  return %x, %y
+})");
+  Prediction p = Run(f);
+  EXPECT_DOUBLE_EQ(p.time_s, Time(f, 0) + Time(f, 1));
+  ASSERT_EQ(p.timeline.size(), 4u);  // two ops on each of two devices
+  // Issue order: %x on devices 0 and 1, then %y on both, each after its device's %x.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(p.timeline[i].device, i % 2);
+    EXPECT_EQ(p.timeline[i].stream, i / 2);
+    EXPECT_DOUBLE_EQ(p.timeline[i].start_us, i < 2 ? 0 : Time(f, 0) * 1e6);
+  }
+}
+
+// A kernel issued later on another stream fills an idle gap of the SMs before a kernel
+// that waits for communication.
+TEST_F(PredictTest, ComputeFillsAnEarlierGap) {
+  const Function& f = Parse(R"(
+mesh @m(tp=8)
+spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[32768, 4096], bf16[2048, 4096]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 0} : bf16[32768, 4096]
+  %x = matmul(%g, %b) {stream = 0} : bf16[32768, 4096]
+  %y = matmul(%c, %b) {stream = 1} : bf16[2048, 4096]
+  return %x, %y
+})");
+  Prediction p = Run(f);
+  double y_start = -1, x_start = -1;
+  for (const TimelineEvent& e : p.timeline) {
+    if (e.device != 0) continue;
+    if (e.op == "matmul" && e.stream == 1) y_start = e.start_us;
+    if (e.op == "matmul" && e.stream == 0) x_start = e.start_us;
+  }
+  EXPECT_EQ(y_start, 0);  // while the gather runs
+  EXPECT_GT(x_start, 0);  // after the gather
+}
+
+TEST_F(PredictTest, OpsOnOneStreamRunInOrder) {
+  const Function& f = Parse(R"(
+func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[4096, 4096], bf16[2048, 4096]) {
+  %x = matmul(%a, %b) : bf16[4096, 4096]
+  %y = matmul(%c, %b) : bf16[2048, 4096]
+  return %x, %y
+})");
+  EXPECT_DOUBLE_EQ(Run(f).time_s, Time(f, 0) + Time(f, 1));
+}
+
+// Every device runs the same program, so the slowest member is made by data: device
+// streams differ in how much work precedes the collective only through the operand's
+// producer. Here the gathered operand is produced by a long matmul on stream 0 while the
+// all_gather's own stream (1) is idle: the collective starts when the operand is ready.
+TEST_F(PredictTest, CollectiveWaitsForItsOperandsAndOverlapsNothing) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[16384@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[16384, 4096]) {
+  %x = matmul(%a, %b) : bf16[4096, 4096]
+  %g = all_gather(%x) {axis = tp, dim = 0, stream = 1} : bf16[16384, 4096]
+  return %g
+})");
+  Prediction p = Run(f);
+  double matmul = Time(f, 0), gather = CollectiveTime(f, 1);
+  EXPECT_DOUBLE_EQ(p.time_s, matmul + gather);
+  ASSERT_EQ(p.devices.size(), 4u);
+  for (const DevicePrediction& d : p.devices) {
+    EXPECT_DOUBLE_EQ(d.communication_s, gather);
+    EXPECT_DOUBLE_EQ(d.exposed_communication_s, gather);
+  }
+  EXPECT_DOUBLE_EQ(p.overlap_fraction, 0);
+}
+
+// A GEMM issued after an all_gather on another stream overlaps it and is slowed by the
+// contention factor over the overlapped part; with copy engines a shift slows nothing.
+TEST_F(PredictTest, CommunicationKernelSlowsAnOverlappingGemm) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096, 4096], bf16[1024, 8192]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 1} : bf16[4096, 4096]
+  %x = matmul(%a, %b) : bf16[1024, 8192]
+  return %g, %x
+})");
+  double gather = CollectiveTime(f, 0), matmul = Time(f, 1);
+  double slowed = matmul + hw_.gemm_comm_overlap_slowdown * std::min(matmul, gather);
+  EXPECT_DOUBLE_EQ(Run(f).time_s, std::max(gather, slowed));
+
+  const Function& s = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096@tp, 4096], bf16[1024, 8192]) {
+  %g = shift(%a) {axis = tp, offset = 1, stream = 1} : bf16[1024, 4096]
+  %x = matmul(%a, %b) : bf16[1024, 8192]
+  return %g, %x
+})");
+  ASSERT_GT(hw_.copy_engines, 0);
+  EXPECT_DOUBLE_EQ(Run(s).time_s, std::max(CollectiveTime(s, 0), Time(s, 1)));
+  hw_.copy_engines = 0;  // now the shift is an NCCL kernel on the SMs
+  double shift = CollectiveTime(s, 0), gemm = Time(s, 1);
+  EXPECT_DOUBLE_EQ(Run(s).time_s,
+                   std::max(shift, gemm + hw_.gemm_comm_overlap_slowdown * std::min(gemm, shift)));
+}
+
+// Three chunks gathered on stream 1, each multiplied on stream 0 as soon as it arrives.
+// When a GEMM takes longer than a transfer, every transfer after the first runs under the
+// previous chunk's GEMM: time = G + 3M and only the first transfer is exposed.
+TEST_F(PredictTest, PipelinedAllGatherMatmulHidesAllButTheFirstTransfer) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a0: bf16[2048@tp, 8192], %a1: bf16[2048@tp, 8192], %a2: bf16[2048@tp, 8192],
+             %b: bf16[8192, 8192]) -> (bf16[2048, 8192], bf16[2048, 8192], bf16[2048, 8192]) {
+  %g0 = all_gather(%a0) {axis = tp, dim = 0, stream = 1} : bf16[2048, 8192]
+  %g1 = all_gather(%a1) {axis = tp, dim = 0, stream = 1} : bf16[2048, 8192]
+  %g2 = all_gather(%a2) {axis = tp, dim = 0, stream = 1} : bf16[2048, 8192]
+  %p0 = matmul(%g0, %b) : bf16[2048, 8192]
+  %p1 = matmul(%g1, %b) : bf16[2048, 8192]
+  %p2 = matmul(%g2, %b) : bf16[2048, 8192]
+  return %p0, %p1, %p2
+})");
+  hw_.gemm_comm_overlap_slowdown = 0;  // contention is tested above; keep this by hand
+  double gather = CollectiveTime(f, 0), matmul = Time(f, 3);
+  ASSERT_GT(matmul, gather) << "the chunks must be slower than the transfers";
+  Prediction p = Run(f);
+  EXPECT_NEAR(p.time_s, gather + 3 * matmul, 1e-12);
+  for (const DevicePrediction& d : p.devices) {
+    EXPECT_NEAR(d.exposed_communication_s, gather, 1e-12);
+    EXPECT_NEAR(d.communication_s, 3 * gather, 1e-12);
+  }
+  EXPECT_NEAR(p.overlap_fraction, 2.0 / 3.0, 1e-9);
+}
+
+// The shared ring example: four steps of shift (stream 1) and matmul; whatever the sizes,
+// each step's matmul waits for the block the previous shift delivered.
+TEST_F(PredictTest, RingExampleFollowsItsShifts) {
+  const Function& f = ParseExample("ring_ag_matmul");
+  Prediction p = Run(f);
+  ASSERT_EQ(p.devices.size(), 4u);
+  EXPECT_GT(p.time_s, 0);
+  int shifts = 0, matmuls = 0;
+  for (const TimelineEvent& e : p.timeline) {
+    if (e.device != 0) continue;
+    shifts += e.op == "shift";
+    matmuls += e.op == "matmul";
+    if (e.op == "shift") {
+      EXPECT_EQ(e.stream, 1);
+    }
+  }
+  EXPECT_EQ(shifts, 4);
+  EXPECT_EQ(matmuls, 4);
+}
+
+// A shift by a multiple of the axis size sends nothing (the last step of a ring): it
+// takes no time and the matmul that follows starts at once.
+TEST_F(PredictTest, ShiftThatSendsNothingTakesNoTime) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[1024, 4096]) {
+  %n = shift(%a) {axis = tp, offset = 4} : bf16[1024, 4096]
+  %x = matmul(%n, %b) : bf16[1024, 4096]
+  return %x
+})");
+  EXPECT_EQ(CollectiveTime(f, 0), 0);
+  Prediction p = Run(f);
+  EXPECT_DOUBLE_EQ(p.time_s, Time(f, 1));
+  EXPECT_EQ(p.devices[0].communication_s, 0);
+}
+
+// exp after exp: each value dies after the next is made, so at most two are live
+// (inputs included, freed after their last use).
+TEST_F(PredictTest, MemoryPeakOfAChain) {
+  const Function& f = Parse(R"(
+func @f(%x: f32[1024, 1024]) -> (f32[1024, 1024]) {
+  %y = exp(%x)
+  %z = exp(%y)
+  %w = exp(%z)
+  return %w
+})");
+  Prediction p = Run(f);
+  EXPECT_EQ(p.devices[0].peak_memory_bytes, 2 * 1024 * 1024 * 4);
+  EXPECT_DOUBLE_EQ(p.time_s, Time(f, 0) + Time(f, 1) + Time(f, 2));
+}
+
+TEST_F(PredictTest, RepeatedRunsGiveIdenticalPredictions) {
+  for (const char* name : {"ring_ag_matmul", "transformer_block", "attention", "mlp"}) {
+    const Function& f = ParseExample(name);
+    Prediction a = Run(f), b = Run(f);
+    EXPECT_EQ(a.time_s, b.time_s) << name;
+    EXPECT_EQ(a.total_flops, b.total_flops) << name;
+    ASSERT_EQ(a.devices.size(), b.devices.size());
+    for (size_t d = 0; d < a.devices.size(); ++d) {
+      EXPECT_EQ(a.devices[d].exposed_communication_s, b.devices[d].exposed_communication_s);
+      EXPECT_EQ(a.devices[d].peak_memory_bytes, b.devices[d].peak_memory_bytes);
+    }
+    ASSERT_EQ(a.timeline.size(), b.timeline.size()) << name;
+    for (size_t i = 0; i < a.timeline.size(); ++i) {
+      EXPECT_EQ(a.timeline[i].start_us, b.timeline[i].start_us);
+      EXPECT_EQ(a.timeline[i].op, b.timeline[i].op);
+    }
+  }
+}
+
+TEST_F(PredictTest, SummaryDoesNotNeedTheTimeline) {
+  const Function& f = ParseExample("ring_ag_matmul");
+  PredictOptions options;
+  options.hardware = hw_;
+  absl::StatusOr<Prediction> without = Predict(f, options);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->timeline.empty());
+  EXPECT_GT(without->time_s, 0);
+  EXPECT_EQ(without->time_s, Run(f).time_s);
+}
+
+// Eight devices in one node, two chunks: G + 2M when a GEMM outlasts a transfer.
+TEST_F(PredictTest, TwoChunkPipelineOnEightDevices) {
+  const Function& f = Parse(R"(
+mesh @m(tp=8)
+spmd func @f(%a0: bf16[4096@tp, 8192], %a1: bf16[4096@tp, 8192], %b: bf16[8192, 1024]) -> (bf16[4096, 1024], bf16[4096, 1024]) {
+  %g0 = all_gather(%a0) {axis = tp, dim = 0, stream = 1} : bf16[4096, 8192]
+  %g1 = all_gather(%a1) {axis = tp, dim = 0, stream = 1} : bf16[4096, 8192]
+  %p0 = matmul(%g0, %b) : bf16[4096, 1024]
+  %p1 = matmul(%g1, %b) : bf16[4096, 1024]
+  return %p0, %p1
+})");
+  hw_.gemm_comm_overlap_slowdown = 0;
+  double gather = CollectiveTime(f, 0), matmul = Time(f, 2);
+  Prediction p = Run(f);
+  EXPECT_NEAR(p.time_s, gather + std::max(gather, matmul) + matmul, 1e-12);
+}
+
+TEST_F(PredictTest, BadOptionsAreErrors) {
+  const Function& f = ParseExample("mlp");
+  PredictOptions options;
+  options.hardware = hw_;
+  options.gpus_per_node = 0;
+  EXPECT_FALSE(Predict(f, options).ok());
+}
+
+}  // namespace
+}  // namespace commir::sim

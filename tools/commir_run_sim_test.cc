@@ -1,0 +1,208 @@
+// commir-run --backend=sim end to end: the text and JSON reports, the predicted trace,
+// hardware choice, --gpus-per-node, memory warnings and --max-memory, determinism, and
+// the flags the sim backend refuses.
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/subprocess.h"
+
+namespace commir {
+namespace {
+
+using ::testing::HasSubstr;
+using ToolResult = testing::SubprocessResult;
+
+std::string g_binary;  // set by main()
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return (std::filesystem::path(dir != nullptr ? dir : "/tmp") / name).string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string Example(const std::string& name) { return "testdata/examples/" + name; }
+
+ToolResult RunSim(std::vector<std::string> args) {
+  absl::StatusOr<ToolResult> result = testing::RunSubprocess(g_binary, args);
+  if (!result.ok()) {
+    ADD_FAILURE() << result.status();
+    return {};
+  }
+  return *std::move(result);
+}
+
+// A global MLP at a size that matters on a GPU (the shared example's shapes, scaled).
+constexpr char kLargeMlp[] = R"(mesh @m(tp=8)
+func @mlp(%x: bf16[8192, 8192], %w1: bf16[8192, 28672@tp], %w2: bf16[28672@tp, 8192]) -> bf16[8192, 8192] {
+  %h = matmul(%x, %w1)
+  %a = gelu(%h)
+  %y = matmul(%a, %w2)
+  return %y
+}
+)";
+
+TEST(CommirRunSim, TextReportOfAPartitionedGlobalProgram) {
+  const std::string program = TempPath("mlp.commir");
+  WriteFile(program, kLargeMlp);
+  ToolResult r = RunSim({program, "--backend=sim"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("hardware: h100-sxm, 8 devices"));
+  EXPECT_THAT(r.out, HasSubstr("predicted time:"));
+  EXPECT_THAT(r.out, HasSubstr("exposed_ms"));
+  EXPECT_THAT(r.out, HasSubstr("peak_mem_MiB"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CommirRunSim, JsonReportIsDeterministicAndConsistent) {
+  const std::string program = TempPath("mlp_json.commir");
+  WriteFile(program, kLargeMlp);
+  ToolResult first = RunSim({program, "--backend=sim", "--format=json"});
+  ToolResult second = RunSim({program, "--backend=sim", "--format=json"});
+  ASSERT_EQ(first.exit_code, 0) << first;
+  EXPECT_EQ(first.out, second.out);  // the same program gives the same prediction
+  nlohmann::json report = nlohmann::json::parse(first.out);
+  ASSERT_TRUE(report.is_object()) << first.out;
+  // Two 8192 x 8192 x 3584 GEMMs per device: the FLOPs are known in closed form.
+  const double per_device = 2.0 * 2 * 8192.0 * 8192.0 * (28672.0 / 8);
+  EXPECT_EQ(report["hardware"], "h100-sxm");
+  ASSERT_EQ(report["devices"].size(), 8u);
+  const double total_flops = report["total_flops"].get<double>();
+  // No device is slower than the predicted time, and the slowest equals it.
+  double slowest = 0;
+  for (const nlohmann::json& device : report["devices"]) {
+    slowest = std::max(slowest, device["time_s"].get<double>());
+    EXPECT_LE(device["exposed_communication_s"].get<double>(),
+              device["communication_s"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(slowest, report["time_s"].get<double>());
+  EXPECT_NEAR(total_flops, 8 * per_device, 8 * per_device * 0.02) << first.out;
+}
+
+TEST(CommirRunSim, HardwareAndPlacementChangeThePrediction) {
+  const std::string program = TempPath("mlp_hw.commir");
+  WriteFile(program, kLargeMlp);
+  ToolResult h100 = RunSim({program, "--backend=sim", "--format=json"});
+  ToolResult a100 = RunSim({program, "--backend=sim", "--format=json", "--hardware=a100-sxm-80g"});
+  ToolResult spread = RunSim({program, "--backend=sim", "--format=json", "--gpus-per-node=2"});
+  ASSERT_EQ(h100.exit_code, 0) << h100;
+  ASSERT_EQ(a100.exit_code, 0) << a100;
+  ASSERT_EQ(spread.exit_code, 0) << spread;
+  auto time_of = [](const ToolResult& r) {
+    return nlohmann::json::parse(r.out)["time_s"].get<double>();
+  };
+  EXPECT_GT(time_of(a100), time_of(h100));  // a third of the FLOP/s
+  EXPECT_GT(time_of(spread), time_of(h100));  // the reduce_scatter crosses nodes
+}
+
+TEST(CommirRunSim, HardwareFromAFile) {
+  const std::string file = TempPath("cluster.json");
+  WriteFile(file, R"({"base": "h100-sxm", "name": "my-cluster", "gpus_per_node": 4})");
+  ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--hardware=" + file});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("my-cluster"));
+
+  WriteFile(file, R"({"base": "h100-sxm", "hbm_bandwith_gb_per_s": 1})");
+  r = RunSim({Example("mlp.commir"), "--backend=sim", "--hardware=" + file});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("hbm_bandwith_gb_per_s"));
+  EXPECT_THAT(r.err, HasSubstr("cluster.json"));
+
+  r = RunSim({Example("mlp.commir"), "--backend=sim", "--hardware=tpu-v5"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("tpu-v5"));
+}
+
+TEST(CommirRunSim, TraceHasAProcessPerDeviceAndATrackPerStream) {
+  const std::string trace = TempPath("ring.json");
+  ToolResult r = RunSim({Example("ring_ag_matmul.commir"), "--backend=sim", "--trace=" + trace});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  nlohmann::json events = nlohmann::json::parse(ReadFile(trace));
+  if (events.is_object()) events = events["traceEvents"];
+  ASSERT_TRUE(events.is_array());
+  std::set<int> pids;
+  std::set<std::pair<int, int>> tracks;
+  for (const nlohmann::json& event : events) {
+    if (event.value("ph", "") != "X") continue;
+    pids.insert(event["pid"].get<int>());
+    tracks.insert({event["pid"].get<int>(), event["tid"].get<int>()});
+  }
+  EXPECT_EQ(pids.size(), 4u);    // the example's 4 devices
+  EXPECT_GE(tracks.size(), 8u);  // shifts on a stream of their own beside the GEMMs
+}
+
+TEST(CommirRunSim, MemoryBeyondTheLimitFails) {
+  const std::string program = TempPath("mlp_mem.commir");
+  WriteFile(program, kLargeMlp);
+  ToolResult r = RunSim({program, "--backend=sim", "--max-memory=100MiB"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("does not fit in --max-memory=100MiB"));
+  EXPECT_THAT(r.err, HasSubstr("device 0"));
+  r = RunSim({program, "--backend=sim", "--max-memory=hbm"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  r = RunSim({program, "--backend=sim", "--max-memory=lots"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--max-memory"));
+
+  // Without a limit, a program larger than the GPU's HBM predicts with a warning.
+  WriteFile(program, R"(func @huge(%x: f32[131072, 131072]) -> f32[131072, 131072] {
+  %y = exp(%x)
+  return %y
+}
+)");
+  r = RunSim({program, "--backend=sim"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.err, HasSubstr("warning: @huge does not fit on a h100-sxm"));
+}
+
+TEST(CommirRunSim, FlagsThatNeedDataAreRefused) {
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--check"}, {"--bench=3"}, {"--output-dir=/tmp/x"}}) {
+    std::vector<std::string> args = {Example("mlp.commir"), "--backend=sim"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ToolResult r = RunSim(args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_THAT(r.err, HasSubstr("tensor data")) << flags[0];
+  }
+  ToolResult r = RunSim({Example("mlp.commir"), "--hardware=h200"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--backend=sim"));
+  r = RunSim({Example("mlp.commir"), "--backend=sim", "--format=yaml"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+}
+
+TEST(CommirRunSim, InvalidProgramsFailAsOnOtherBackends) {
+  ToolResult r = RunSim({Example("errors_divisibility.commir"), "--backend=sim"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("errors_divisibility.commir:5:"));
+}
+
+}  // namespace
+}  // namespace commir
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH_TO_COMMIR_RUN\n", argv[0]);
+    return 2;
+  }
+  commir::g_binary = argv[1];
+  return RUN_ALL_TESTS();
+}

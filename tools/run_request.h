@@ -1,0 +1,47 @@
+// What one commir-run invocation asks for: the parsed command line (spec section 6).
+#ifndef COMMIR_TOOLS_RUN_REQUEST_H_
+#define COMMIR_TOOLS_RUN_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tools/input_init.h"
+
+namespace commir {
+
+struct RunRequest {
+  std::string file = "-";
+  std::string func;  // without '@'; empty: the module's only function
+  std::string backend = "cpu";
+  uint64_t seed = 0;
+  // How arguments without --input are drawn (--init; tools/input_init.h).
+  InitScheme init = InitScheme::kUniform;
+  std::vector<std::pair<std::string, std::string>> inputs;  // argument name -> .npy path
+  std::string output_dir;
+  bool check = false;
+  std::string check_against;
+  std::optional<double> rtol;
+  int bench = 0;
+  std::string trace;
+  bool allow_nonfinite = false;
+  // Bound on each wait for the device in seconds (--timeout); 0: unbounded. A hung
+  // collective becomes an error (exit 3) instead of a silent hang.
+  double timeout_seconds = 300;
+  // cuda backend: f32 GEMMs may use TF32 tensor cores (--allow-tf32); off by default
+  // because TF32 misses the spec's 1e-5 tolerance for f32.
+  bool allow_tf32 = false;
+  // sim backend (tools/sim_session.h): the cluster (a built-in name or a JSON file), GPUs
+  // per node (0: the hardware's own), the report's format (text or json) and the memory
+  // a device may use (empty: no limit; see ParseMemorySize).
+  std::string hardware = "h100-sxm";
+  int64_t gpus_per_node = 0;
+  std::string format = "text";
+  std::string max_memory;
+};
+
+}  // namespace commir
+
+#endif  // COMMIR_TOOLS_RUN_REQUEST_H_

@@ -1,0 +1,183 @@
+#include "tools/sim_session.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/hardware.h"
+#include "sim/predict.h"
+#include "sim/prediction_format.h"
+#include "tools/exit_codes.h"
+#include "tools/output_file.h"
+#include "tools/program_loader.h"
+
+namespace commir {
+namespace {
+
+// The flags that need real tensors, which the sim backend never has.
+std::optional<Failure> RefuseDataFlags(const RunRequest& request) {
+  std::vector<std::string> given;
+  if (request.check) given.push_back("--check");
+  if (!request.check_against.empty()) given.push_back("--check-against");
+  if (!request.inputs.empty()) given.push_back("--input");
+  if (!request.output_dir.empty()) given.push_back("--output-dir");
+  if (request.bench > 0) given.push_back("--bench");
+  if (given.empty()) return std::nullopt;
+  return Failure{kExitUsage,
+                 absl::StrFormat("error: %s need%s tensor data, which --backend=sim does not "
+                                 "compute; run with --backend=cpu or --backend=cuda",
+                                 absl::StrJoin(given, ", "), given.size() == 1 ? "s" : "")};
+}
+
+std::string Bytes(double bytes) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return absl::StrFormat("%.2f GiB", bytes / kGiB);
+}
+
+// The hardware with --gpus-per-node applied, or the failure that says why not.
+std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec& hardware) {
+  absl::StatusOr<sim::HardwareSpec> loaded = sim::LoadHardware(request.hardware);
+  if (!loaded.ok()) {
+    return Failure{kExitInvalidInput, absl::StrCat("error: --hardware: ", loaded.status().message())};
+  }
+  hardware = *std::move(loaded);
+  if (request.gpus_per_node < 0) {
+    return Failure{kExitUsage, "error: --gpus-per-node needs a positive number of GPUs"};
+  }
+  if (request.gpus_per_node > 0) hardware.gpus_per_node = static_cast<int>(request.gpus_per_node);
+  return std::nullopt;
+}
+
+// The memory one device may use: --max-memory's bytes, the hardware's HBM for `hbm`.
+std::optional<Failure> MemoryLimit(const RunRequest& request, const sim::HardwareSpec& hardware,
+                                   std::optional<int64_t>& limit) {
+  if (request.max_memory.empty()) return std::nullopt;
+  absl::StatusOr<std::optional<int64_t>> parsed = ParseMemorySize(request.max_memory);
+  if (!parsed.ok()) {
+    return Failure{kExitUsage, absl::StrCat("error: --max-memory: ", parsed.status().message())};
+  }
+  limit = parsed->has_value() ? **parsed : static_cast<int64_t>(hardware.hbm_capacity);
+  return std::nullopt;
+}
+
+// Devices whose predicted peak exceeds `limit`, worst first ("device 3 (81.20 GiB)").
+std::vector<std::string> DevicesOver(const sim::Prediction& prediction, double limit) {
+  std::vector<std::pair<int64_t, size_t>> over;
+  for (size_t d = 0; d < prediction.devices.size(); ++d) {
+    if (static_cast<double>(prediction.devices[d].peak_memory_bytes) > limit) {
+      over.push_back({prediction.devices[d].peak_memory_bytes, d});
+    }
+  }
+  std::stable_sort(over.begin(), over.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> named;
+  for (const auto& [bytes, device] : over) {
+    named.push_back(absl::StrFormat("device %d (%s)", device, Bytes(static_cast<double>(bytes))));
+    if (named.size() == 4 && over.size() > 4) {
+      named.push_back(absl::StrFormat("%d more", over.size() - 4));
+      break;
+    }
+  }
+  return named;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<int64_t>> ParseMemorySize(absl::string_view text) {
+  std::string lowered = absl::AsciiStrToLower(text);
+  if (lowered == "hbm") return std::optional<int64_t>();
+  struct Unit {
+    absl::string_view suffix;
+    double scale;
+  };
+  // Longest suffixes first, so that "gib" is not read as "b" after a number "...gi".
+  static constexpr Unit kUnits[] = {{"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+                                    {"tib", 1099511627776.0}, {"kb", 1e3}, {"mb", 1e6},
+                                    {"gb", 1e9}, {"tb", 1e12}, {"b", 1}};
+  double scale = 1;
+  absl::string_view number = lowered;
+  for (const Unit& unit : kUnits) {
+    if (absl::EndsWith(number, unit.suffix)) {
+      number.remove_suffix(unit.suffix.size());
+      scale = unit.scale;
+      break;
+    }
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !(value > 0) ||
+      value * scale >= static_cast<double>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "expected a positive size such as 80GiB, 8e10 or hbm, got '%s'", text));
+  }
+  return std::optional<int64_t>(static_cast<int64_t>(value * scale));
+}
+
+int RunSimSession(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  if (auto f = RefuseDataFlags(request)) return Report(err, *f);
+  if (request.format != "text" && request.format != "json") {
+    return Report(err, {kExitUsage, absl::StrFormat("error: --format must be text or json, "
+                                                    "got '%s'",
+                                                    request.format)});
+  }
+  sim::HardwareSpec hardware;
+  if (auto f = LoadCluster(request, hardware)) return Report(err, *f);
+  std::optional<int64_t> limit;
+  if (auto f = MemoryLimit(request, hardware, limit)) return Report(err, *f);
+
+  LoadedModule loaded;
+  if (auto f = LoadModule(request.file, loaded)) return Report(err, *f);
+  Function* function = nullptr;
+  if (auto f = ChooseFunction(loaded, request.func, function)) return Report(err, *f);
+  // A global function on a mesh runs partitioned, exactly as on the executing backends.
+  LoadedModule partitioned;
+  const Function* run = function;
+  if (!function->is_spmd() && function->mesh() != nullptr && function->mesh()->num_devices() > 1) {
+    if (auto f = Partition(loaded, partitioned)) return Report(err, *f);
+    run = partitioned.module->FindFunction(function->name());
+  }
+
+  sim::PredictOptions options;
+  options.hardware = hardware;
+  options.gpus_per_node = hardware.gpus_per_node;
+  options.record_timeline = !request.trace.empty();
+  absl::StatusOr<sim::Prediction> prediction = sim::Predict(*run, options);
+  if (!prediction.ok()) {
+    return Report(err, {kExitInvalidInput, absl::StrFormat("%s: error: @%s: %s", loaded.path,
+                                                           function->name(),
+                                                           prediction.status().message())});
+  }
+  if (!request.trace.empty()) {
+    if (absl::Status s = WriteOutputFile(request.trace, sim::FormatTimelineTrace(*prediction));
+        !s.ok()) {
+      return Report(err, {kExitInvalidInput, absl::StrCat("error: --trace: ", s.message())});
+    }
+  }
+  out << (request.format == "json" ? sim::FormatPredictionJson(*prediction, hardware.name)
+                                   : sim::FormatPredictionText(*prediction, hardware.name));
+
+  // Memory: past the limit asked for is a failure; past the GPU's HBM without one, a
+  // warning (the time is still a fair prediction of a program that would not start).
+  const double capacity = limit.has_value() ? static_cast<double>(*limit) : hardware.hbm_capacity;
+  std::vector<std::string> over = DevicesOver(*prediction, capacity);
+  if (over.empty()) return kExitSuccess;
+  if (limit.has_value()) {
+    return Report(err, {kExitInvalidInput,
+                        absl::StrFormat("%s: error: @%s does not fit in --max-memory=%s (%s): "
+                                        "%s",
+                                        loaded.path, function->name(), request.max_memory,
+                                        Bytes(capacity), absl::StrJoin(over, ", "))});
+  }
+  err << absl::StrFormat("%s: warning: @%s does not fit on a %s (%s of HBM): %s\n", loaded.path,
+                         function->name(), hardware.name, Bytes(capacity),
+                         absl::StrJoin(over, ", "));
+  return kExitSuccess;
+}
+
+}  // namespace commir
