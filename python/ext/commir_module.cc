@@ -17,9 +17,10 @@
 #include "commir/diagnostics.h"
 #include "commir/printer.h"
 #include "commir/verifier.h"
+#include "backend_cpu/cpu_backend.h"
 #include "parser/parser.h"
-#include "python/ext/host_run.h"
 #include "python/ext/numpy_tensor.h"
+#include "runtime/global_run.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -167,14 +168,16 @@ py::list Run(const ModuleHandle& handle, const std::string& name, const py::dict
     if (!tensor.ok()) RaisePlain("RunError", std::string(tensor.status().message()));
     inputs.push_back(*std::move(tensor));
   }
-  Location where;
+  runtime::GlobalRunFailure failure;
   absl::StatusOr<std::vector<runtime::Tensor>> results;
   {
     py::gil_scoped_release release;
-    results = RunGlobalOnCpu(function, inputs, &where);
+    cpu::CpuBackend backend;
+    results = runtime::RunWithGlobalTensors(function, backend, inputs, {}, &failure);
   }
   if (!results.ok()) {
-    if (where.known()) {
+    const Location where = failure.location;
+    if (failure.stage == runtime::GlobalRunFailure::Stage::kRun && where.known()) {
       Diagnostic diagnostic{where, std::string(results.status().message())};
       RaiseDiagnostic("RunError", handle.file, diagnostic,
                       RenderDiagnostic(handle.file, handle.source, diagnostic));
