@@ -20,7 +20,7 @@ from commir.errors import (CaptureError, CommirError, ParseError, PassError,
 _commir = _commir_loader.load()
 
 __all__ = [
-    "Module", "parse", "parse_file", "verify", "opt", "run", "pass_names",
+    "Module", "parse", "parse_file", "verify", "opt", "run", "predict", "Prediction", "pass_names",
     "DEFAULT_SPMD_PIPELINE", "CommirError", "ParseError", "VerifyError", "PassError",
     "PipelineError", "RunError", "CaptureError",
 ]
@@ -118,3 +118,24 @@ def run(module, func=None, **arrays):
     inputs = {name: _to_numpy(value) for name, value in arrays.items()}
     results = _commir.run(module._handle, _func_name(func), inputs)
     return results[0] if len(results) == 1 else tuple(results)
+
+
+class Prediction:
+    """The sim backend's prediction of one run (commir-run --backend=sim): time_s (the
+    slowest device), overlap_fraction, total_flops, achieved_tflops_per_gpu,
+    fraction_of_peak, devices (one dict per device: time_s, compute_s, communication_s,
+    exposed_communication_s, peak_memory_bytes) and report (the text commir-run prints)."""
+
+    def __init__(self, fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        return "<commir.Prediction %s: %.6g s on %d devices>" % (self.hardware, self.time_s, len(self.devices))
+
+
+def predict(module, func=None, hardware="h100-sxm", gpus_per_node=8):
+    """Predicts one run of ``func`` on ``hardware`` (a built-in name such as h100-sxm,
+    h200, a100-sxm-80g, or a hardware JSON file) without computing anything. Like run,
+    it takes the function as given: partition a global function first (commir.opt)
+    to predict it on its mesh."""
+    return Prediction(_commir.predict(module._handle, _func_name(func), hardware, int(gpus_per_node)))

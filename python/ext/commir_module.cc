@@ -21,6 +21,9 @@
 #include "parser/parser.h"
 #include "python/ext/numpy_tensor.h"
 #include "runtime/global_run.h"
+#include "sim/hardware.h"
+#include "sim/predict.h"
+#include "sim/prediction_format.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -189,6 +192,47 @@ py::list Run(const ModuleHandle& handle, const std::string& name, const py::dict
   return out;
 }
 
+// The sim backend's prediction of one run of a function (no tensor is computed):
+// a dict with the summary, one dict per device, and the text report commir-run prints.
+py::dict Predict(const ModuleHandle& handle, const std::string& name, const std::string& hardware,
+                 int64_t gpus_per_node) {
+  const Function& function = ChooseFunction(handle, name);
+  absl::StatusOr<sim::HardwareSpec> spec = sim::LoadHardware(hardware);
+  if (!spec.ok()) RaisePlain("RunError", std::string(spec.status().message()));
+  if (gpus_per_node < 1) RaisePlain("RunError", absl::StrFormat("gpus_per_node must be >= 1, not %d", gpus_per_node));
+  sim::PredictOptions options;
+  options.hardware = *spec;
+  options.gpus_per_node = gpus_per_node;
+  absl::StatusOr<sim::Prediction> prediction;
+  {
+    py::gil_scoped_release release;
+    prediction = sim::Predict(function, options);
+  }
+  if (!prediction.ok()) {
+    RaisePlain("RunError", absl::StrCat(handle.file, ": error: ", prediction.status().message()));
+  }
+  py::list devices;
+  for (const sim::DevicePrediction& d : prediction->devices) {
+    py::dict device;
+    device["time_s"] = d.time_s;
+    device["compute_s"] = d.compute_s;
+    device["communication_s"] = d.communication_s;
+    device["exposed_communication_s"] = d.exposed_communication_s;
+    device["peak_memory_bytes"] = d.peak_memory_bytes;
+    devices.append(device);
+  }
+  py::dict out;
+  out["hardware"] = spec->name;
+  out["time_s"] = prediction->time_s;
+  out["overlap_fraction"] = prediction->overlap_fraction;
+  out["total_flops"] = prediction->total_flops;
+  out["achieved_tflops_per_gpu"] = prediction->achieved_tflops_per_gpu;
+  out["fraction_of_peak"] = prediction->fraction_of_peak;
+  out["devices"] = devices;
+  out["report"] = sim::FormatPredictionText(*prediction, spec->name);
+  return out;
+}
+
 std::vector<std::string> PassNames() {
   std::vector<std::string> names;
   for (const PassInfo& info : RegisteredPasses()) names.push_back(info.name);
@@ -214,6 +258,7 @@ PYBIND11_MODULE(_commir, m) {
   m.def("opt", &Opt);
   m.def("run", &Run);
   m.def("pass_names", &PassNames);
+  m.def("predict", &Predict);
 }
 
 }  // namespace

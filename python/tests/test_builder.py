@@ -10,13 +10,13 @@ import commir
 from commir.builder import ModuleBuilder, format_float, tensor
 
 
-def llama_layer(dim, n_heads, n_kv_heads, hidden, seq, tp):
+def llama_layer(dim, n_heads, n_kv_heads, hidden, seq, tp, x_layout=None):
     """A Llama layer (RMS norm, GQA attention, SwiGLU) of any size on a tp mesh."""
     hd = dim // n_heads
     mb = ModuleBuilder()
     mb.mesh("m", tp=tp)
     f = mb.func("llama_layer")
-    x = f.arg("x", tensor("f32", [seq, dim]))
+    x = f.arg("x", tensor("f32", [seq, dim], layout=x_layout))
     g1 = f.arg("attention_norm", tensor("f32", [dim]))
     wq = f.arg("wq", tensor("f32", [dim, n_heads * hd], layout=[None, "tp"]))
     wk = f.arg("wk", tensor("f32", [dim, n_kv_heads * hd], layout=[None, "tp"]))

@@ -150,3 +150,20 @@ def test_failing_pass_points_into_the_source():
     assert "chunks=3 does not divide the 128 rows" in e.message
     # The module is unchanged and a valid pipeline still runs on it.
     assert "all_gather" in commir.opt(m, "pipeline-collective-matmul{chunks=2}").text()
+
+
+def test_predict_a_llama_layer_at_real_size():
+    # The sim backend computes nothing, so a Llama-8B-sized layer predicts in milliseconds.
+    from test_builder import llama_layer
+    m = llama_layer(4096, 32, 8, 14336, 4096, 8, x_layout=["tp", None]).module()
+    spmd = commir.opt(m, commir.DEFAULT_SPMD_PIPELINE)
+    plain = commir.predict(spmd, hardware="h100-sxm")
+    assert plain.hardware == "h100-sxm" and len(plain.devices) == 8
+    assert plain.time_s > 0 and plain.total_flops > 0
+    assert plain.devices[0]["peak_memory_bytes"] > 0
+    assert "predicted time:" in plain.report
+    # Chunking the collectives lets communication hide under compute.
+    pipelined = commir.predict(commir.opt(spmd, "pipeline-collective-matmul{chunks=4}"))
+    assert pipelined.overlap_fraction > plain.overlap_fraction
+    with pytest.raises(commir.RunError, match="unknown hardware 'tpu'"):
+        commir.predict(spmd, hardware="tpu")
