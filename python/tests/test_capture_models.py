@@ -154,3 +154,14 @@ def test_multihead_attention_as_the_root_with_cross_attention():
     assert [n for n, _ in cap.module.signature()][:4] == ["query", "key", "value", "in_proj_weight"]
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(cap.run(q, kv, kv)), mha(q, kv, kv)[0])
+
+
+def test_encoder_layer_with_gelu_and_dropout_in_eval():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(DIM, 4, 64, dropout=0.1, activation="gelu",
+                                             batch_first=True).eval()
+    x = torch.randn(BATCH, SEQ, DIM)
+    cap = commir.torch.capture(layer, (x,), mesh={"tp": 4}, layouts={"src": [None, "tp", None]})
+    assert "gelu(" in cap.text
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(cap.run(x, module=cap.partition())), layer(x))
