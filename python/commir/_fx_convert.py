@@ -85,9 +85,17 @@ class Converter:
         self.prefix = prefix
         self.layouts = dict(layouts or {})
         self.used_layouts = set()
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(example_inputs):
+            raise CaptureError("the traced function takes %d inputs (%s) but %d example inputs were given"
+                               % (len(placeholders), ", ".join(n.target for n in placeholders), len(example_inputs)))
         recorder = _Recorder(gm)
-        with torch.no_grad():
-            recorder.run(*example_inputs)
+        try:
+            with torch.no_grad():
+                recorder.run(*example_inputs)
+        except Exception as error:  # the model's own error on these inputs
+            raise CaptureError("running the traced model on the example inputs failed: %s: %s"
+                               % (type(error).__name__, error)) from error
         self.values = recorder.values
         self.params = dict(gm.named_parameters())
         self.buffers = dict(gm.named_buffers())
@@ -106,6 +114,10 @@ class Converter:
                     self.dynamic[i] for i in n.all_input_nodes)
         self.mb = ModuleBuilder()
         mesh_name = None
+        if mesh is not None and (not isinstance(mesh, dict) or not all(
+                isinstance(a, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                for a, n in mesh.items())):
+            raise CaptureError("mesh must be a dict of axis name -> size >= 1, e.g. {'dp': 2, 'tp': 4}; got %r" % (mesh,))
         if mesh:
             mesh_name = self.mb.mesh("m", **mesh)
         self.fb = self.mb.func(func_name, mesh=mesh_name)
@@ -158,9 +170,6 @@ class Converter:
     # ---- emission ----------------------------------------------------------------
     def convert(self, example_inputs):
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(example_inputs):
-            raise CaptureError("the traced function takes %d inputs but %d example inputs were given"
-                               % (len(placeholders), len(example_inputs)))
         for i, n in enumerate(placeholders):
             if not isinstance(self.values[n], torch.Tensor):
                 raise CaptureError("example input %d (%s) is not a tensor" % (i, n.target))
@@ -208,6 +217,9 @@ class Converter:
             raise CaptureError("argument %s has dtype %s, which CommIR has no type for" % (name, value.dtype))
         arg_name = _sanitize(name)
         layout = self.layouts.get(arg_name, self.layouts.get(name))
+        if layout is not None and not isinstance(layout, (list, tuple)):
+            raise CaptureError("layout of %s must be a list with one entry per dimension (None, an "
+                               "axis or a tuple of axes), not %r" % (name, layout))
         if layout is not None:
             self.used_layouts.add(arg_name if arg_name in self.layouts else name)
         try:

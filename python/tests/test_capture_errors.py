@@ -76,3 +76,18 @@ def test_untraceable_control_flow_is_a_capture_error():
 
     with pytest.raises(commir.CaptureError, match="torch.fx cannot trace branchy"):
         commir.torch.capture(branchy, (torch.randn(3),))
+
+
+def test_bad_arguments_to_capture():
+    layer = nn.Linear(8, 4).eval()
+    x = torch.randn(2, 8)
+    with pytest.raises(commir.CaptureError, match="takes 1 inputs \\(input\\) but 2 example inputs"):
+        commir.torch.capture(layer, (x, x))
+    with pytest.raises(commir.CaptureError, match="running the traced model on the example inputs failed"):
+        commir.torch.capture(layer, (torch.randn(2, 5),))
+    with pytest.raises(commir.CaptureError, match="mesh must be a dict"):
+        commir.torch.capture(layer, (x,), mesh={"tp": 0})
+    with pytest.raises(commir.CaptureError, match="mesh must be a dict"):
+        commir.torch.capture(layer, (x,), mesh=4)
+    with pytest.raises(commir.CaptureError, match="must be a list with one entry per dimension"):
+        commir.torch.capture(layer, (x,), mesh={"tp": 2}, layouts={"input": "tp"})
