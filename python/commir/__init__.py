@@ -20,7 +20,7 @@ from commir.errors import (CaptureError, CommirError, ParseError, PassError,
 _commir = _commir_loader.load()
 
 __all__ = [
-    "Module", "parse", "parse_file", "verify", "opt", "run", "predict", "Prediction", "pass_names",
+    "Module", "parse", "parse_file", "verify", "opt", "run", "run_with", "predict", "Prediction", "pass_names",
     "DEFAULT_SPMD_PIPELINE", "CommirError", "ParseError", "VerifyError", "PassError",
     "PipelineError", "RunError", "CaptureError",
 ]
@@ -115,6 +115,12 @@ def run(module, func=None, **arrays):
     assembled. Returns the results as NumPy arrays (f32, f16 and bf16 as float32): one
     array for a function with one result, else a tuple.
     """
+    return run_with(module, arrays, func)
+
+
+def run_with(module, arrays, func=None):
+    """run with the arguments in a dict, for argument names that are not Python
+    identifiers or that clash with run's own parameters (%module, %func)."""
     inputs = {name: _to_numpy(value) for name, value in arrays.items()}
     results = _commir.run(module._handle, _func_name(func), inputs)
     return results[0] if len(results) == 1 else tuple(results)

@@ -56,7 +56,7 @@ class Captured:
     def run(self, *inputs, module=None):
         """Runs the captured function (or its partitioned form in `module`) on the cpu
         backend with the module's weights; returns its results as NumPy arrays."""
-        return commir.run(module or self.module, self.function, **self.argument_arrays(*inputs))
+        return commir.run_with(module or self.module, self.argument_arrays(*inputs), self.function)
 
 
 def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,

@@ -167,3 +167,10 @@ def test_predict_a_llama_layer_at_real_size():
     assert pipelined.overlap_fraction > plain.overlap_fraction
     with pytest.raises(commir.RunError, match="unknown hardware 'tpu'"):
         commir.predict(spmd, hardware="tpu")
+
+
+def test_run_with_argument_names_run_cannot_take_as_keywords():
+    m = commir.parse("func @f(%module: f32[2], %func: f32[2], %a.b: f32[2]) -> f32[2] {\n"
+                     "  %s = add(%module, %func)\n  %t = add(%s, %a.b)\n  return %t\n}\n")
+    one = np.ones(2, dtype=np.float32)
+    np.testing.assert_array_equal(commir.run_with(m, {"module": one, "func": one, "a.b": one}), [3, 3])
