@@ -23,10 +23,6 @@ MATMULS = (operator.matmul, torch.matmul, torch.bmm, "matmul", "bmm")
 SOFTMAXES = (torch.softmax, F.softmax, "softmax")
 
 
-def target_of(node):
-    return node.target
-
-
 def is_call(node, targets):
     return getattr(node, "op", None) in ("call_function", "call_method") and node.target in targets
 

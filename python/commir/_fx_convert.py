@@ -122,6 +122,7 @@ class Converter:
             mesh_name = self.mb.mesh("m", **mesh)
         self.fb = self.mb.func(func_name, mesh=mesh_name)
         self.emitted = {}
+        self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
         self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
 
     # ---- helpers for the attention matcher and handlers ---------------------------
@@ -329,7 +330,7 @@ class Converter:
 
     def _get_attr_node(self, qualified):
         # A parameter of a leaf module: a get_attr node of our own for it, shared.
-        cache = self.__dict__.setdefault("_attr_nodes", {})
+        cache = self._attr_nodes
         if qualified not in cache:
             graph = self.gm.graph
             node = torch.fx.Node(graph, qualified.replace(".", "_"), "get_attr", qualified, (), {})
