@@ -33,6 +33,13 @@ PACKAGES=(
   # MLIR tools (mlir-opt etc. for cross-checking) and graphviz (dot) for graph dumps
   mlir-14-tools
   graphviz
+  # The Python package (python/): extension headers, and what its tests use with
+  # Debian's /usr/bin/python3
+  python3-dev
+  pybind11-dev
+  python3-numpy
+  python3-torch
+  python3-pytest
 )
 
 # One dpkg-query call for all packages (unknown packages are simply absent

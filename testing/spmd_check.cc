@@ -9,7 +9,7 @@
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
-#include "runtime/host_layout.h"
+#include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
@@ -59,32 +59,15 @@ absl::StatusOr<std::vector<Tensor>> RunWithGlobalInputs(const Function& function
                                                         const std::vector<Tensor>& global_inputs,
                                                         std::vector<runtime::OpEvent>* events) {
   cpu::CpuBackend backend;
-  runtime::Interpreter interpreter(function, backend);
-  if (events != nullptr) interpreter.set_event_sink(events);
-  const Mesh* mesh = function.is_spmd() ? function.mesh() : nullptr;
-  const int64_t devices = interpreter.num_devices();
-  std::vector<std::vector<Tensor>> inputs(devices);
-  for (int64_t d = 0; d < devices; ++d) {
-    for (size_t i = 0; i < global_inputs.size(); ++i) {
-      absl::StatusOr<Tensor> part =
-          runtime::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
-      if (!part.ok()) return part.status();
-      inputs[d].push_back(*std::move(part));
-    }
-  }
-  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(inputs);
-  if (!outputs.ok()) {
-    Location loc = interpreter.error_location();
-    return absl::Status(outputs.status().code(),
-                        absl::StrCat(loc.line, ":", loc.col, ": ", outputs.status().message()));
-  }
-  std::vector<Tensor> results;
-  for (size_t r = 0; r < function.result_types().size(); ++r) {
-    std::vector<const Tensor*> parts;
-    for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
-    absl::StatusOr<Tensor> global = runtime::AssembleGlobal(parts, function.result_types()[r], mesh);
-    if (!global.ok()) return global.status();
-    results.push_back(*std::move(global));
+  runtime::GlobalRunOptions options;
+  options.events = events;
+  runtime::GlobalRunFailure failure;
+  absl::StatusOr<std::vector<Tensor>> results =
+      runtime::RunWithGlobalTensors(function, backend, global_inputs, options, &failure);
+  if (!results.ok() && failure.stage == runtime::GlobalRunFailure::Stage::kRun) {
+    Location loc = failure.location;
+    return absl::Status(results.status().code(),
+                        absl::StrCat(loc.line, ":", loc.col, ": ", results.status().message()));
   }
   return results;
 }

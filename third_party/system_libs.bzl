@@ -169,7 +169,7 @@ ABSL_MODULES = [
 ]
 
 def commir_system_libraries():
-    """Declares @absl, @re2, @gtest, @benchmark, @openblas, @eigen and @nlohmann_json."""
+    """Declares @absl, @re2, @gtest, @benchmark, @openblas, @eigen, @nlohmann_json and @python."""
 
     # @absl//:absl  - everything in ABSL_MODULES (headers are in /usr/include).
     system_library(
@@ -228,4 +228,14 @@ def commir_system_libraries():
         apt_package = "nlohmann-json3-dev",
         modules = {"nlohmann_json": ["nlohmann_json"]},
         required_files = ["/usr/include/nlohmann/json.hpp"],
+    )
+
+    # @python//:pybind11 - the Python 3 headers and pybind11 (header-only) for the
+    # extension module python/_commir.so. No libpython link: an extension module takes
+    # the interpreter's symbols from the process that imports it.
+    system_library(
+        name = "python",
+        apt_package = "python3-dev pybind11-dev",
+        modules = {"pybind11": ["python3", "pybind11"]},
+        required_files = ["/usr/include/pybind11/pybind11.h"],
     )

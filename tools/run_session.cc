@@ -25,7 +25,7 @@
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
 #include "runtime/compare.h"
-#include "runtime/host_layout.h"
+#include "runtime/global_run.h"
 #include "runtime/interpreter.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/npy.h"
@@ -124,64 +124,45 @@ int ExitCodeFor(const absl::Status& status, const Target& target) {
 std::optional<Failure> RunOn(const Target& target, const LoadedModule& loaded,
                              const Function& function, const std::vector<Tensor>& global_inputs,
                              std::vector<Tensor>& results, std::vector<runtime::OpEvent>* events) {
-  runtime::Interpreter interpreter(function, *target.backend);
-  interpreter.set_event_sink(events);
-  if (!target.local.empty()) {
-    if (absl::Status s = interpreter.set_local_devices(target.local); !s.ok()) {
-      return Failure{kExitBackendFailure, absl::StrCat("error: ", s.message())};
-    }
+  runtime::GlobalRunOptions options;
+  options.local_devices = target.local;
+  options.gather = target.gather;
+  options.events = events;
+  runtime::GlobalRunFailure failure;
+  absl::StatusOr<std::vector<Tensor>> outputs =
+      runtime::RunWithGlobalTensors(function, *target.backend, global_inputs, options, &failure);
+  if (outputs.ok()) {
+    results = *std::move(outputs);
+    return std::nullopt;
   }
-  const Mesh* mesh = function.is_spmd() ? function.mesh() : nullptr;
-  int64_t devices = interpreter.num_devices();
-  std::vector<std::vector<Tensor>> local_inputs(devices);
-  for (int64_t d : interpreter.local_devices()) {
-    for (size_t i = 0; i < global_inputs.size(); ++i) {
-      absl::StatusOr<Tensor> part =
-          runtime::LocalPart(global_inputs[i], function.arg_types()[i], mesh, d);
-      if (!part.ok()) return Failure{kExitInvalidInput, absl::StrCat("error: ", part.status().message())};
-      local_inputs[d].push_back(*std::move(part));
-    }
-  }
-  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(local_inputs);
-  if (!outputs.ok()) {
-    const int code = ExitCodeFor(outputs.status(), target);
-    std::string text;
-    if (interpreter.error_location().line > 0) {
-      Diagnostic diagnostic{interpreter.error_location(), std::string(outputs.status().message())};
-      text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
-      if (!text.empty() && text.back() == '\n') text.pop_back();
-    } else {
-      text = absl::StrFormat("%s: error: %s", loaded.path, outputs.status().message());
-    }
-    return Failure{code, text};
-  }
-  results.clear();
-  for (size_t r = 0; r < function.result_types().size(); ++r) {
-    std::vector<const Tensor*> parts;
-    std::vector<Tensor> gathered;
-    if (target.gather) {
-      std::vector<const Tensor*> mine;
-      for (int64_t d : interpreter.local_devices()) mine.push_back(&(*outputs)[d][r]);
-      absl::StatusOr<std::vector<Tensor>> all = target.gather(mine);
-      if (!all.ok()) {
-        return Failure{ExitCodeFor(all.status(), target),
-                       absl::StrFormat("%s: error: gathering result %d: %s", loaded.path, r,
-                                       all.status().message())};
+  const absl::Status& status = outputs.status();
+  using Stage = runtime::GlobalRunFailure::Stage;
+  switch (failure.stage) {
+    case Stage::kLocalDevices:
+      return Failure{kExitBackendFailure, absl::StrCat("error: ", status.message())};
+    case Stage::kSplit:
+      return Failure{kExitInvalidInput, absl::StrCat("error: ", status.message())};
+    case Stage::kRun: {
+      std::string text;
+      if (failure.location.line > 0) {
+        Diagnostic diagnostic{failure.location, std::string(status.message())};
+        text = RenderDiagnostic(loaded.path, loaded.source, diagnostic);
+        if (!text.empty() && text.back() == '\n') text.pop_back();
+      } else {
+        text = absl::StrFormat("%s: error: %s", loaded.path, status.message());
       }
-      gathered = *std::move(all);
-      for (const Tensor& part : gathered) parts.push_back(&part);
-    } else {
-      for (int64_t d = 0; d < devices; ++d) parts.push_back(&(*outputs)[d][r]);
+      return Failure{ExitCodeFor(status, target), text};
     }
-    absl::StatusOr<Tensor> global = runtime::AssembleGlobal(parts, function.result_types()[r], mesh);
-    if (!global.ok()) {
+    case Stage::kGather:
+      return Failure{ExitCodeFor(status, target),
+                     absl::StrFormat("%s: error: gathering result %d: %s", loaded.path,
+                                     failure.result, status.message())};
+    case Stage::kAssemble:
       return Failure{kExitInvalidInput,
-                     absl::StrFormat("%s: error: result %d of @%s: %s", loaded.path, r,
-                                     function.name(), global.status().message())};
-    }
-    results.push_back(*std::move(global));
+                     absl::StrFormat("%s: error: result %d of @%s: %s", loaded.path,
+                                     failure.result, function.name(), status.message())};
   }
-  return std::nullopt;
+  return Failure{kExitInvalidInput, absl::StrCat("error: ", status.message())};
 }
 
 std::optional<Failure> RunOnCpu(const LoadedModule& loaded, const Function& function,

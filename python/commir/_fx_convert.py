@@ -1,0 +1,639 @@
+"""torch.fx graph -> one global CommIR function (through commir.builder).
+
+The graph is first run on the example inputs and every node's value recorded: shapes
+and dtypes come from there, sizes computed from `x.shape` are known numbers, and
+constant tensors the model builds (masks) can be inspected. A node is *dynamic* when it
+depends on an input or a parameter; only dynamic nodes become ops, and only those the
+outputs need (emission is on demand from the outputs, so pieces that a recognised
+pattern absorbs are never written). Every emitted value's shape and dtype is checked
+against the recorded one.
+"""
+
+import operator
+
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from commir import _fx_attention as attn
+from commir._fx_tracer import commir_attention
+from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
+from commir.errors import CaptureError
+
+DTYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "i64", torch.int32: "i32", torch.bool: "i1",
+}
+
+_IDENTITY_METHODS = ("contiguous", "clone", "detach")
+_CONVERT_METHODS = ("to", "float", "half", "bfloat16", "double", "type_as", "type")
+_UNARY = {
+    torch.neg: "neg", operator.neg: "neg", "neg": "neg",
+    torch.abs: "abs", "abs": "abs", torch.exp: "exp", "exp": "exp", torch.log: "log", "log": "log",
+    torch.sqrt: "sqrt", "sqrt": "sqrt", torch.rsqrt: "rsqrt", "rsqrt": "rsqrt",
+    torch.tanh: "tanh", "tanh": "tanh", F.tanh: "tanh", torch.sigmoid: "sigmoid", "sigmoid": "sigmoid",
+    F.sigmoid: "sigmoid", torch.relu: "relu", F.relu: "relu", "relu": "relu", F.silu: "silu",
+}
+_BINARY = {
+    operator.add: "add", torch.add: "add", "add": "add",
+    operator.sub: "sub", torch.sub: "sub", "sub": "sub",
+    operator.mul: "mul", torch.mul: "mul", "mul": "mul",
+    operator.truediv: "div", torch.div: "div", "div": "div",
+    operator.pow: "pow", torch.pow: "pow", "pow": "pow",
+    torch.maximum: "max", "maximum": "max", torch.minimum: "min", "minimum": "min",
+}
+_REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_sum",
+           "sum": "reduce_sum", torch.amax: "reduce_max", "amax": "reduce_max"}
+# Ops whose value depends only on their input's shape (a mask made with full_like).
+_SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
+_MULS = (operator.mul, torch.mul, "mul")
+_UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.values = {}
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        self.values[n] = out
+        return out
+
+
+def describe(node):
+    if node.op == "call_function":
+        module = getattr(node.target, "__module__", None) or ""
+        name = getattr(node.target, "__qualname__", getattr(node.target, "__name__", str(node.target)))
+        module = module.replace("torch._C._nn", "torch.nn.functional").replace("_operator", "operator")
+        return "function %s.%s" % (module, name) if module else "function %s" % name
+    if node.op == "call_method":
+        return "tensor method .%s()" % node.target
+    if node.op == "call_module":
+        return "module %s" % node.target
+    return "%s %s" % (node.op, node.target)
+
+
+class Converter:
+    def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
+                 result_layouts=None):
+        self.result_layouts = result_layouts
+        self.gm = gm
+        # The traced module's state_dict order (the GraphModule's own is first-use order).
+        self.state_order = {key: i for i, key in enumerate(state_keys)}
+        self.prefix = prefix
+        self.layouts = dict(layouts or {})
+        self.used_layouts = set()
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(example_inputs):
+            raise CaptureError("the traced function takes %d inputs (%s) but %d example inputs were given"
+                               % (len(placeholders), ", ".join(n.target for n in placeholders), len(example_inputs)))
+        recorder = _Recorder(gm)
+        try:
+            with torch.no_grad():
+                recorder.run(*example_inputs)
+        except Exception as error:  # the model's own error on these inputs
+            raise CaptureError("running the traced model on the example inputs failed: %s: %s"
+                               % (type(error).__name__, error)) from error
+        self.values = recorder.values
+        self.params = dict(gm.named_parameters())
+        self.buffers = dict(gm.named_buffers())
+        self.dynamic = {}
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                self.dynamic[n] = True
+            elif n.op == "get_attr":
+                self.dynamic[n] = n.target in self.params
+            elif n.op == "output":
+                self.dynamic[n] = True
+            else:
+                # Sizes, devices and dtypes read off an input are known numbers, not
+                # values of the program: only tensors computed from inputs are dynamic.
+                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and any(
+                    self.dynamic[i] for i in n.all_input_nodes)
+        self.mb = ModuleBuilder()
+        mesh_name = None
+        if mesh is not None and (not isinstance(mesh, dict) or not all(
+                isinstance(a, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                for a, n in mesh.items())):
+            raise CaptureError("mesh must be a dict of axis name -> size >= 1, e.g. {'dp': 2, 'tp': 4}; got %r" % (mesh,))
+        if mesh:
+            mesh_name = self.mb.mesh("m", **mesh)
+        self.fb = self.mb.func(func_name, mesh=mesh_name)
+        self.emitted = {}
+        self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
+        self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
+
+    # ---- helpers for the attention matcher and handlers ---------------------------
+    def refuse(self, node, what=None):
+        source = node.meta.get("commir_source") if node is not None else None
+        raise CaptureError("cannot capture %s%s" % (what or describe(node),
+                                                     " (%s)" % source if source else ""))
+
+    def shape(self, node):
+        return tuple(self.values[node].shape)
+
+    def is_dynamic(self, x):
+        return isinstance(x, torch.fx.Node) and self.dynamic[x]
+
+    def static_number(self, x):
+        if isinstance(x, torch.fx.Node):
+            if self.dynamic[x]:
+                return None
+            x = self.values[x]
+        if isinstance(x, torch.Tensor) and x.dim() == 0:
+            return x.item()
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return x
+        return None
+
+    def constant_tensor(self, x):
+        if isinstance(x, torch.fx.Node) and not self.dynamic[x]:
+            value = self.values[x]
+            return value if isinstance(value, torch.Tensor) else None
+        return None
+
+    def skip_identity(self, node):
+        """Looks through nodes that do not change the value's meaning for pattern
+        matching: eval dropout, contiguous, dtype conversions."""
+        while isinstance(node, torch.fx.Node):
+            if node.op == "call_module" and isinstance(self.gm.get_submodule(node.target), (nn.Dropout, nn.Identity)):
+                node = node.args[0]
+            elif node.op == "call_method" and node.target in _IDENTITY_METHODS + _CONVERT_METHODS:
+                node = node.args[0]
+            elif node.op == "call_function" and node.target is F.dropout:
+                node = node.args[0]
+            else:
+                break
+        return node
+
+    # ---- emission ----------------------------------------------------------------
+    def convert(self, example_inputs):
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for i, n in enumerate(placeholders):
+            if not isinstance(self.values[n], torch.Tensor):
+                raise CaptureError("example input %d (%s) is not a tensor" % (i, n.target))
+            self._argument(n, n.target, ("input", i))
+        output = next(n for n in self.gm.graph.nodes if n.op == "output")
+        results = []
+        # None outputs (MultiheadAttention's absent attention weights) hold no value.
+        for r in (r for r in _flatten(output.args[0]) if r is not None):
+            v = self.value_of(r, output)
+            if not isinstance(v, Value):
+                raise CaptureError("output %r is not computed from the inputs or parameters" % (r,))
+            results.append(v)
+        unused = set(self.layouts) - self.used_layouts
+        if unused:
+            known = [a for a, _ in self.arguments]
+            raise CaptureError("layouts name %s, which %s not an argument of the captured function "
+                               "(its arguments: %s)" % (", ".join(sorted(unused)),
+                                                        "is" if len(unused) == 1 else "are", ", ".join(known)))
+        # Inputs first, then parameters in state_dict order.
+        self.fb._args.sort(key=lambda a: self._arg_rank(a.name))
+        self.arguments.sort(key=lambda a: self._arg_rank(a[0]))
+        types = None
+        if self.result_layouts is not None:
+            if len(self.result_layouts) != len(results):
+                raise CaptureError("result_layouts has %d entries for %d results"
+                                   % (len(self.result_layouts), len(results)))
+            try:
+                types = [v.type.with_layout(l) for v, l in zip(results, self.result_layouts)]
+            except ValueError as error:
+                raise CaptureError("result_layouts: %s" % error) from None
+        self.fb.ret(*results, types=types)
+        return self.mb
+
+    def _arg_rank(self, name):
+        for arg_name, source in self.arguments:
+            if arg_name == name:
+                if source[0] == "input":
+                    return (0, source[1])
+                return (1, self.state_order.get(source[1], len(self.state_order)))
+        return (2, 0)
+
+    def _argument(self, node, name, source):
+        value = self.values[node]
+        if value.dtype not in DTYPES:
+            raise CaptureError("argument %s has dtype %s, which CommIR has no type for" % (name, value.dtype))
+        arg_name = _sanitize(name)
+        layout = self.layouts.get(arg_name, self.layouts.get(name))
+        if layout is not None and not isinstance(layout, (list, tuple)):
+            raise CaptureError("layout of %s must be a list with one entry per dimension (None, an "
+                               "axis or a tuple of axes), not %r" % (name, layout))
+        if layout is not None:
+            self.used_layouts.add(arg_name if arg_name in self.layouts else name)
+        try:
+            type = TensorType(DTYPES[value.dtype], value.shape, layout)
+        except ValueError as error:
+            raise CaptureError("layout of %s: %s" % (name, error)) from None
+        v = self.fb.arg(arg_name, type)
+        self.arguments.append((v.name, source))
+        self.emitted[node] = v
+        return v
+
+    def value_of(self, x, user):
+        """The CommIR value, number or Python object `x` (an fx argument) stands for."""
+        if isinstance(x, torch.fx.Node):
+            if x in self.emitted:
+                return self.emitted[x]
+            if not self.dynamic[x]:
+                if x.op == "get_attr" and isinstance(self.values[x], torch.Tensor) and self.values[x].dim() > 0:
+                    return x  # a buffer: an argument once an op needs it as a tensor
+                value = self.values[x]
+                if isinstance(value, torch.Tensor) and value.dim() == 0:
+                    return value.item()
+                return value
+            result = self._emit(x)
+            self.emitted[x] = result
+            return result
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.value_of(i, user) for i in x)
+        return x
+
+    def tensor(self, x, user):
+        """`x` as a CommIR Value (buffers become arguments)."""
+        v = self.value_of(x, user)
+        if isinstance(v, torch.fx.Node):  # a buffer
+            key = v.target[len(self.prefix):] if v.target.startswith(self.prefix) else v.target
+            v = self._argument(v, key, ("state", key))
+            self.emitted[x] = v
+        if not isinstance(v, Value):
+            if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
+                self.refuse(user, "%s on a constant tensor the model computes (%s); only masks "
+                            "of written-out attention and numbers are folded" % (describe(user), describe(x)))
+            self.refuse(user, "%s with a non-tensor operand %r" % (describe(user), v))
+        return v
+
+    def _emit(self, node):
+        if node.op == "get_attr":
+            key = node.target[len(self.prefix):] if node.target.startswith(self.prefix) else node.target
+            return self._argument(node, key, ("state", key))
+        if node.op == "call_module":
+            result = self._module(node, self.gm.get_submodule(node.target))
+        elif node.op in ("call_function", "call_method"):
+            result = self._call(node)
+        else:
+            self.refuse(node)
+        self._check(node, result)
+        return result
+
+    def _check(self, node, result):
+        expected = self.values[node]
+        if isinstance(result, Value) and isinstance(expected, torch.Tensor):
+            want = TensorType(DTYPES.get(expected.dtype, "f32"), expected.shape)
+            if result.type.unsharded() != want:
+                self.refuse(node, "%s: it computes %s where PyTorch computed %s (internal error "
+                            "of the capture)" % (describe(node), result.type.unsharded(), want))
+
+    def _out_type(self, node):
+        v = self.values[node]
+        return DTYPES[v.dtype], tuple(v.shape)
+
+    def _name(self, node):
+        name = node.name
+        root = self.prefix.rstrip(".") + "_"
+        if self.prefix and name.startswith(root):
+            name = name[len(root):]
+        return _sanitize(name)
+
+    # ---- modules ---------------------------------------------------------------------
+    def _module(self, node, m):
+        name = self._name(node)
+        args = node.args
+        if isinstance(m, (nn.Dropout, nn.Identity)):
+            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
+                self.refuse(node, "dropout in training mode (call .eval() first)")
+            return self.tensor(args[0], node)
+        if isinstance(m, nn.Linear):
+            return self._linear(node, args[0], node.target + ".weight",
+                                node.target + ".bias" if m.bias is not None else None)
+        if isinstance(m, nn.LayerNorm):
+            if len(m.normalized_shape) != 1 or not m.elementwise_affine:
+                self.refuse(node, "nn.LayerNorm over more than the last dimension or without affine weights")
+            return self.fb.layernorm(self.tensor(args[0], node), self._param(node.target + ".weight"),
+                                     self._param(node.target + ".bias"), eps=m.eps, name=name)
+        if isinstance(m, nn.GELU):
+            return self.fb.gelu(self.tensor(args[0], node), approximate=m.approximate, name=name)
+        if type(m) in _UNARY_MODULES:
+            return self.fb.unary(_UNARY_MODULES[type(m)], self.tensor(args[0], node), name=name)
+        if isinstance(m, nn.Softmax):
+            return self._softmax(node, args[0], m.dim if m.dim is not None else -1)
+        if isinstance(m, nn.Embedding):
+            self.refuse(node, "nn.Embedding %s: an embedding lookup needs a gather, which CommIR v1 "
+                        "cannot express" % node.target)
+        self.refuse(node, "module %s (%s)" % (node.target, type(m).__name__))
+
+    def _param(self, qualified):
+        node = self._get_attr_node(qualified)
+        return self.tensor(node, None)
+
+    def _get_attr_node(self, qualified):
+        # A parameter of a leaf module: a get_attr node of our own for it, shared.
+        cache = self._attr_nodes
+        if qualified not in cache:
+            graph = self.gm.graph
+            node = torch.fx.Node(graph, qualified.replace(".", "_"), "get_attr", qualified, (), {})
+            self.values[node] = self.gm.get_parameter(qualified) if qualified in self.params else self.gm.get_buffer(qualified)
+            self.dynamic[node] = qualified in self.params
+            cache[qualified] = node
+        return cache[qualified]
+
+    def _linear(self, node, x, weight, bias):
+        x = self.tensor(x, node)
+        w = self._param(weight) if isinstance(weight, str) else self.tensor(weight, node)
+        name = self._name(node)
+        if bias is None:
+            return self.fb.matmul(x, w, transpose_b=True, name=name)
+        y = self.fb.matmul(x, w, transpose_b=True, name=name + ".mm")
+        b = self._param(bias) if isinstance(bias, str) else self.tensor(bias, node)
+        return self.fb.add(y, b, name=name)
+
+    def _softmax(self, node, x, dim):
+        return self.fb.softmax(self.tensor(x, node), dim=dim, name=self._name(node))
+
+    # ---- functions and methods -----------------------------------------------------------
+    def _call(self, node):
+        t = node.target
+        name = self._name(node)
+        args, kwargs = node.args, node.kwargs
+        if t is commir_attention:
+            q, k, v = (self.tensor(a, node) for a in args[:3])
+            return self.fb.attention(q, k, v, causal=bool(args[3]), scale=float(args[4]), name=name)
+        if attn.is_call(node, attn.MATMULS):
+            m = attn.match(node, self)
+            if m is not None:
+                return self._attention(node, m)
+            a, b = self.tensor(args[0], node), self.tensor(args[1], node)
+            return self.fb.matmul(a, b, name=name)
+        if t in (torch.addmm, "addmm") and not node.kwargs:
+            # addmm(bias, a, b) = a @ b + bias (HF GPT-2's Conv1D)
+            product = self.fb.matmul(self.tensor(args[1], node), self.tensor(args[2], node), name=name + ".mm")
+            return self.fb.add(self.tensor(args[0], node), product, name=name)
+        if t is F.linear:
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            return self._linear(node, args[0], args[1], bias)
+        if t in _UNARY and (node.op == "call_method") == isinstance(t, str):
+            return self.fb.unary(_UNARY[t], self.tensor(args[0], node), name=name)
+        if t is F.gelu or t == "gelu":
+            return self.fb.gelu(self.tensor(args[0], node), approximate=kwargs.get("approximate", "none"), name=name)
+        if t in _BINARY and (node.op == "call_method") == isinstance(t, str):
+            if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
+                self.refuse(node, "%s with alpha or rounding_mode" % describe(node))
+            return self._binary(node, _BINARY[t], args[0], args[1])
+        if t in _REDUCE and (node.op == "call_method") == isinstance(t, str):
+            return self._reduce(node, _REDUCE[t])
+        if t in attn.SOFTMAXES and (node.op == "call_method") == isinstance(t, str):
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+            if dim is None:
+                self.refuse(node, "softmax without dim")
+            x = self.tensor(args[0], node)
+            dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
+            if dtype is not None:
+                x = self.fb.convert(x, DTYPES[dtype], name=name + ".in")
+            return self.fb.softmax(x, dim=dim, name=name)
+        if t is F.layer_norm:
+            shape = args[1]
+            w = args[2] if len(args) > 2 else kwargs.get("weight")
+            b = args[3] if len(args) > 3 else kwargs.get("bias")
+            eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+            if len(shape) != 1 or w is None or b is None:
+                self.refuse(node, "layer_norm over more than the last dimension or without weight and bias")
+            return self.fb.layernorm(self.tensor(args[0], node), self.tensor(w, node), self.tensor(b, node),
+                                     eps=eps, name=name)
+        if t is F.dropout:
+            if kwargs.get("training", args[2] if len(args) > 2 else True) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) > 0:
+                self.refuse(node, "F.dropout in training mode")
+            return self.tensor(args[0], node)
+        if t in _IDENTITY_METHODS:
+            return self.tensor(args[0], node)
+        if t in _CONVERT_METHODS:
+            x = self.tensor(args[0], node)
+            dtype, _ = self._out_type(node)
+            return x if x.type.dtype == dtype else self.fb.convert(x, dtype, name=name)
+        if t in ("view", "reshape", torch.reshape, "flatten", torch.flatten, "unsqueeze", torch.unsqueeze,
+                 "squeeze", torch.squeeze, "view_as", "reshape_as"):
+            x = self.tensor(args[0], node)
+            _, shape = self._out_type(node)
+            return x if x.type.shape == shape else self.fb.reshape(x, shape, name=name)
+        if t in ("expand", "expand_as", torch.broadcast_to, "broadcast_to"):
+            x = self.tensor(args[0], node)
+            _, shape = self._out_type(node)
+            return x if x.type.shape == shape else self.fb.broadcast(x, shape, name=name)
+        if t in ("permute", torch.permute):
+            perm = args[1:] if not isinstance(args[1], (list, tuple)) else args[1]
+            perm = self.value_of(list(perm), node)
+            x = self.tensor(args[0], node)
+            return self.fb.transpose(x, [p % x.type.rank for p in perm], name=name)
+        if t in ("transpose", torch.transpose, "t", torch.t):
+            x = self.tensor(args[0], node)
+            rank = x.type.rank
+            a, b = (0, 1) if t in ("t", torch.t) else (args[1] % rank, args[2] % rank)
+            perm = list(range(rank))
+            perm[a], perm[b] = perm[b], perm[a]
+            return x if a == b else self.fb.transpose(x, perm, name=name)
+        if t is operator.getitem:
+            return self._getitem(node)
+        if t in (torch.cat, torch.concat):
+            values = [self.tensor(v, node) for v in args[0]]
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+            return self.fb.concat(values, dim, name=name)
+        if t in ("split", torch.split, "chunk", torch.chunk):
+            return self._split(node)
+        if t in ("masked_fill", torch.masked_fill, torch.where):
+            self.refuse(node, "%s outside written-out attention (a mask before softmax(...) @ v)"
+                        % describe(node))
+        self.refuse(node)
+
+    def _rmsnorm(self, node):
+        """x * rsqrt(mean(x^2, -1, keepdim) + eps) * w as model code writes RMS norm
+        (through .float() / .type_as) -> (x node, w node, eps), else None."""
+        if len(node.args) != 2 or not all(isinstance(a, torch.fx.Node) for a in node.args):
+            return None
+        for w, n in (node.args, node.args[::-1]):
+            if not self.dynamic[w] or tuple(self.values[w].shape) != self.shape(node)[-1:]:
+                continue
+            n = self.skip_identity(n)
+            if not attn.is_call(n, _MULS) or len(n.args) != 2:
+                continue
+            for x1, r in (n.args, n.args[::-1]):
+                if not isinstance(r, torch.fx.Node) or not isinstance(x1, torch.fx.Node):
+                    continue
+                r = self.skip_identity(r)
+                if not attn.is_call(r, (torch.rsqrt, "rsqrt")):
+                    continue
+                a = self.skip_identity(r.args[0])
+                if not attn.is_call(a, (operator.add, torch.add, "add")):
+                    continue
+                m, eps = a.args
+                if self.static_number(eps) is None:
+                    m, eps = eps, m
+                eps = self.static_number(eps)
+                m = self.skip_identity(m) if isinstance(m, torch.fx.Node) else None
+                if eps is None or not attn.is_call(m, (torch.mean, "mean")):
+                    continue
+                dim = m.kwargs.get("dim", m.args[1] if len(m.args) > 1 else None)
+                keepdim = m.kwargs.get("keepdim", m.args[2] if len(m.args) > 2 else False)
+                rank = len(self.shape(m))
+                dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+                if not keepdim or dim is None or [d % rank for d in dims] != [rank - 1]:
+                    continue
+                sq = self.skip_identity(m.args[0])
+                x = self.skip_identity(x1)
+                if attn.is_call(sq, (operator.pow, torch.pow, "pow")) and self.static_number(sq.args[1]) == 2:
+                    squared = self.skip_identity(sq.args[0])
+                elif attn.is_call(sq, _MULS) and self.skip_identity(sq.args[0]) is self.skip_identity(sq.args[1]):
+                    squared = self.skip_identity(sq.args[0])
+                else:
+                    continue
+                if squared is not x or self.values[x].dtype != self.values[node].dtype:
+                    continue
+                return x, w, eps
+        return None
+
+    def _binary(self, node, opname, a, b):
+        if opname == "mul":
+            norm = self._rmsnorm(node)
+            if norm is not None:
+                x, w, eps = norm
+                return self.fb.rmsnorm(self.tensor(x, node), self.tensor(w, node), eps=eps,
+                                       name=self._name(node))
+        va, vb = self.value_of(a, node), self.value_of(b, node)
+        va = self.tensor(a, node) if not _is_number(va) else va
+        vb = self.tensor(b, node) if not _is_number(vb) else vb
+        dtype, shape = self._out_type(node)
+        if isinstance(va, Value) and va.type.dtype != dtype:
+            va = self.fb.convert(va, dtype)
+        if isinstance(vb, Value) and vb.type.dtype != dtype:
+            vb = self.fb.convert(vb, dtype)
+        if opname == "pow" and _is_number(vb) and vb == 2:
+            return self.fb.mul(va, va, name=self._name(node))
+        return self.fb.binary(opname, va, vb, name=self._name(node))
+
+    def _reduce(self, node, opname):
+        args, kwargs = node.args, node.kwargs
+        x = self.tensor(args[0], node)
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+        if kwargs.get("dtype") is not None:
+            self.refuse(node, "%s with dtype" % describe(node))
+        if dim is None:
+            dims = list(range(x.type.rank))
+        else:
+            dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+        return self.fb.reduce(opname, x, [d % x.type.rank for d in dims], keepdim=bool(keepdim),
+                              name=self._name(node))
+
+    def _getitem(self, node):
+        base, index = node.args
+        value = self.value_of(base, node)
+        if isinstance(value, (list, tuple)):
+            return value[index]
+        x = self.tensor(base, node)
+        index = index if isinstance(index, tuple) else (index,)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            explicit = sum(1 for i in index if i is not None and i is not Ellipsis)
+            index = index[:at] + (slice(None),) * (x.type.rank - explicit) + index[at + 1:]
+        start, size = [], []
+        dim = 0
+        for i in index:
+            if i is None:
+                continue
+            if dim >= x.type.rank:
+                self.refuse(node, "indexing with too many indices")
+            extent = x.type.shape[dim]
+            if isinstance(i, slice):
+                s, e, step = i.indices(extent)
+                if step != 1:
+                    self.refuse(node, "a strided slice (step %d)" % step)
+                start.append(s)
+                size.append(max(e - s, 0))
+            elif isinstance(i, int):
+                start.append(i % extent)
+                size.append(1)
+            else:
+                self.refuse(node, "indexing with a tensor or %s (only slices, ints and None)" % type(i).__name__)
+            dim += 1
+        for d in range(dim, x.type.rank):
+            start.append(0)
+            size.append(x.type.shape[d])
+        name = self._name(node)
+        y = x
+        if list(size) != list(x.type.shape):
+            y = self.fb.slice(x, start, size, name=name + ".slice")
+        _, shape = self._out_type(node)
+        return y if y.type.shape == shape else self.fb.reshape(y, shape, name=name)
+
+    def _split(self, node):
+        x = self.tensor(node.args[0], node)
+        parts = self.values[node]
+        dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else 0) % x.type.rank
+        out, offset = [], 0
+        for j, p in enumerate(parts):
+            start = [0] * x.type.rank
+            start[dim] = offset
+            out.append(self.fb.slice(x, start, list(p.shape), name="%s.%d" % (self._name(node), j)))
+            offset += p.shape[dim]
+        return out
+
+    def _kv_heads(self, node):
+        """k or v of attention: when it is repeat_kv's output transposed to [B, H, S, D]
+        (x[:, :, :, None, :].expand(B, S, Hkv, n, D).reshape(B, S, Hkv * n, D), then
+        .transpose(1, 2)), the un-repeated [B, Hkv, S, D]: `attention` takes fewer kv
+        heads directly (head h reads kv head h // n, as repeat_kv orders them)."""
+        t = self.skip_identity(node)
+        if not attn.is_call(t, ("transpose", torch.transpose)) or sorted(a % 4 for a in t.args[1:3]) != [1, 2]:
+            return self.tensor(node, node)
+        r = self.skip_identity(t.args[0])
+        e = self.skip_identity(r.args[0]) if attn.is_call(r, ("reshape", "view", torch.reshape)) else None
+        u = self.skip_identity(e.args[0]) if e is not None and attn.is_call(e, ("expand",)) else None
+        if u is None or not attn.is_call(u, (operator.getitem,)):
+            return self.tensor(node, node)
+        index = u.args[1]
+        if not (isinstance(index, tuple) and len(index) == 5 and index[3] is None and all(
+                isinstance(i, slice) and i == slice(None) for j, i in enumerate(index) if j != 3)):
+            return self.tensor(node, node)
+        base = u.args[0]
+        b, s, hkv, d = self.values[base].shape
+        if tuple(self.values[r].shape) != (b, s, self.values[r].shape[2], d) or self.values[r].shape[2] % hkv:
+            return self.tensor(node, node)
+        kv = self.tensor(base, node)
+        return self.fb.transpose(kv, [0, 2, 1, 3], name=self._name(t) + ".kv")
+
+    def _attention(self, node, m):
+        q = self.tensor(m.q, node)
+        k, v = self._kv_heads(m.k), self._kv_heads(m.v)
+        if q.type.rank == 4 and (k.type.rank != 4 or v.type.shape != k.type.shape):
+            k, v = self.tensor(m.k, node), self.tensor(m.v, node)
+        if q.type.rank == 3:  # bmm form over [B*H, S, D]: one batch of B*H heads
+            q, k, v = (self.fb.reshape(t, (1,) + t.type.shape) for t in (q, k, v))
+        if q.type.rank != 4:
+            self.refuse(node, "attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % q.type.rank)
+        causal = attn.causal_or_none(m.allowed, q.type.shape[2], k.type.shape[2])
+        if causal is None:
+            self.refuse(node, "an attention mask that is neither causal nor empty")
+        out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
+        _, shape = self._out_type(node)
+        return out if out.type.shape == shape else self.fb.reshape(out, shape)
+
+
+def _holds_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return False
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        out = []
+        for i in x:
+            out.extend(_flatten(i))
+        return out
+    return [x]

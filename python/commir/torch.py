@@ -1,0 +1,100 @@
+"""From PyTorch to CommIR: commir.torch.capture.
+
+    import commir, commir.torch
+    cap = commir.torch.capture(block.eval(), (x,), mesh={"tp": 4},
+                               layouts={"mlp.up.weight": ["tp", None]})
+    print(cap.module)                           # the global CommIR function
+    spmd = cap.partition()                      # propagate-sharding, lower-to-spmd, ...
+    y = cap.run(x, module=spmd)                 # runs on the cpu mesh, NumPy out
+
+The module is traced with torch.fx (nn.TransformerEncoderLayer and nn.MultiheadAttention
+through plain reimplementations of their eval-mode math); parameters and buffers the
+program uses become arguments named by their state_dict names, inputs by the forward's
+parameter names. `layouts` maps argument names to one entry per dimension: None
+(replicated), an axis name, or a tuple of axes. Whatever is not given is left to
+propagation. Anything the capture cannot express raises commir.CaptureError naming the
+op and the model source line; nothing is dropped.
+"""
+
+import sys
+
+import torch
+
+import commir
+from commir import _fx_convert, _fx_tracer
+
+
+class Captured:
+    """A captured program: the module, its function and where each argument comes from."""
+
+    def __init__(self, module, function, arguments, state, num_inputs):
+        self.module = module
+        self.function = function
+        # [(argument name, ("input", i) | ("state", state_dict key))] in signature order
+        self.arguments = arguments
+        self._state = state
+        self._num_inputs = num_inputs
+
+    @property
+    def text(self):
+        return self.module.text()
+
+    def argument_arrays(self, *inputs):
+        """{argument name: NumPy array}: the given inputs and the module's weights."""
+        if len(inputs) != self._num_inputs:
+            raise commir.RunError("@%s takes %d inputs, got %d" % (self.function, self._num_inputs, len(inputs)))
+        arrays = {}
+        for name, (kind, key) in self.arguments:
+            value = inputs[key] if kind == "input" else self._state[key]
+            arrays[name] = commir._to_numpy(value)
+        return arrays
+
+    def partition(self, pipeline=commir.DEFAULT_SPMD_PIPELINE):
+        """The module after `pipeline` (default: commir-run's partitioning pipeline)."""
+        return commir.opt(self.module, pipeline)
+
+    def run(self, *inputs, module=None):
+        """Runs the captured function (or its partitioned form in `module`) on the cpu
+        backend with the module's weights; returns its results as NumPy arrays."""
+        return commir.run_with(module or self.module, self.argument_arrays(*inputs), self.function)
+
+
+def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
+            result_layouts=None):
+    """Traces `module_or_fn` on `example_inputs` (a tensor or a tuple of tensors) into a
+    global CommIR function on `mesh` ({axis: size}, None: no mesh) with argument
+    `layouts` and, optionally, the layouts requested for the results (one per result,
+    default replicated). Returns a Captured."""
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    if isinstance(module_or_fn, torch.nn.Module) and module_or_fn.training:
+        # Dropout and batch statistics differ in training; capture what inference runs.
+        raise commir.CaptureError("the module is in training mode; call .eval() before capture")
+    func_name = name or _default_name(module_or_fn)
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20000))  # emission recurses along the graph
+    try:
+        try:
+            gm, prefix = _fx_tracer.trace(module_or_fn)
+        except commir.CaptureError:
+            raise
+        except Exception as error:  # torch.fx's TraceError and friends
+            raise commir.CaptureError("torch.fx cannot trace %s: %s" % (func_name, error)) from error
+        state_keys = list(module_or_fn.state_dict().keys()) if isinstance(module_or_fn, torch.nn.Module) else []
+        converter = _fx_convert.Converter(gm, prefix, example_inputs, mesh, layouts, func_name, state_keys,
+                                          result_layouts)
+        builder = converter.convert(example_inputs)
+    finally:
+        sys.setrecursionlimit(old_limit)
+    state = {}
+    if isinstance(module_or_fn, torch.nn.Module):
+        state = {k: v.detach() for k, v in module_or_fn.state_dict(keep_vars=True).items()}
+    module = builder.module(file="<capture of %s>" % func_name)
+    return Captured(module, func_name, converter.arguments, state, len(example_inputs))
+
+
+def _default_name(module_or_fn):
+    raw = type(module_or_fn).__name__ if isinstance(module_or_fn, torch.nn.Module) else getattr(module_or_fn, "__name__", "forward")
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in raw)
+    return out if out and (out[0].isalpha() or out[0] == "_") else "f_" + out
