@@ -94,19 +94,6 @@ __device__ __forceinline__ double Int64ToDoubleRoundToOdd(int64_t v) {
   return v < 0 ? -r : r;
 }
 
-// Nearest integer, ties to even, saturating, NaN -> 0 (runtime/tensor.cc).
-template <typename Int>
-__device__ __forceinline__ Int RoundToIntSaturating(double v) {
-  if (isnan(v)) return 0;
-  const double r = rint(v);  // round-half-even regardless of any mode
-  const double upper = -static_cast<double>(std::numeric_limits<Int>::min());
-  if (r >= upper) return std::numeric_limits<Int>::max();
-  if (r < static_cast<double>(std::numeric_limits<Int>::min())) {
-    return std::numeric_limits<Int>::min();
-  }
-  return static_cast<Int>(r);
-}
-
 // Stores a double, rounding once into To (the cpu's Tensor::SetFromDouble).
 template <typename To>
 __device__ __forceinline__ To FromDouble(double v) {
@@ -119,9 +106,9 @@ __device__ __forceinline__ To FromDouble(double v) {
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(DoubleToFloatRoundToOdd(v));
   } else if constexpr (std::is_same_v<To, int64_t>) {
-    return RoundToIntSaturating<int64_t>(v);
+    return scalar_math::RoundToIntegerSaturating<int64_t>(v);
   } else if constexpr (std::is_same_v<To, int32_t>) {
-    return RoundToIntSaturating<int32_t>(v);
+    return scalar_math::RoundToIntegerSaturating<int32_t>(v);
   } else {
     return static_cast<uint8_t>(v != 0.0 ? 1 : 0);
   }
