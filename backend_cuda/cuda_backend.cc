@@ -424,7 +424,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       absl::StatusOr<Tensor> send = Allocate(device, *stream, type, shape);
       if (!send.ok()) return send.status();
       absl::Status launched = KernelLaunchStatus(
-          k::LaunchTranspose(KD(type), *in, split, perm, BufferOf(*send)->data(), *stream), op);
+          k::LaunchTranspose(type, *in, split, perm, BufferOf(*send)->data(), *stream), op);
       if (!launched.ok()) return launched;
       buffers[i].send = BufferOf(*send)->data();
       sends[i] = *std::move(send);
@@ -466,7 +466,7 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunCollective(
       if (!result.ok()) return result.status();
       std::vector<int64_t> perm = MovePerm(rank + 1, 0, post_dim);
       absl::Status launched =
-          KernelLaunchStatus(k::LaunchTranspose(KD(type), buffers[i].recv, recv_shape, perm,
+          KernelLaunchStatus(k::LaunchTranspose(type, buffers[i].recv, recv_shape, perm,
                                                 BufferOf(*result)->data(), streams[i]),
                              op);
       if (!launched.ok()) return launched;

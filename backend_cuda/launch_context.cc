@@ -11,15 +11,6 @@ namespace commir::cuda {
 
 namespace k = ::commir::cuda_kernels;
 
-static_assert(static_cast<int>(k::KDType::kF64) == static_cast<int>(ElementType::kF64) &&
-              static_cast<int>(k::KDType::kF32) == static_cast<int>(ElementType::kF32) &&
-              static_cast<int>(k::KDType::kF16) == static_cast<int>(ElementType::kF16) &&
-              static_cast<int>(k::KDType::kBF16) == static_cast<int>(ElementType::kBF16) &&
-              static_cast<int>(k::KDType::kI64) == static_cast<int>(ElementType::kI64) &&
-              static_cast<int>(k::KDType::kI32) == static_cast<int>(ElementType::kI32) &&
-              static_cast<int>(k::KDType::kI1) == static_cast<int>(ElementType::kI1));
-
-k::KDType KD(ElementType type) { return static_cast<k::KDType>(static_cast<uint8_t>(type)); }
 
 absl::Status KernelLaunchStatus(cudaError_t error, const Operation& op) {
   if (error == cudaErrorInvalidValue) {

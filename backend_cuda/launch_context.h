@@ -57,8 +57,6 @@ struct LaunchContext {
 using TensorLauncher = absl::StatusOr<std::vector<runtime::Tensor>> (*)(const LaunchContext& ctx);
 using TensorLauncherTable = OpKernelTable<TensorLauncher>;
 
-// KDType mirrors ElementType enumerator for enumerator (kernels/dtype.h).
-cuda_kernels::KDType KD(ElementType type);
 
 
 // A dimension counted from the end (-1 is the last) as a position from the front.

@@ -14,7 +14,7 @@ ElementwiseFn FnOf(const Operation& op) { return op.def().elementwise_fn(op.attr
 Results LaunchUnary(const LaunchContext& ctx) {
   const runtime::Tensor& x = ctx.operand(0);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchUnary(FnOf(ctx.op), KD(x.element_type()), ctx.in[0], out[0],
+    return ctx.Check(k::LaunchUnary(FnOf(ctx.op), x.element_type(), ctx.in[0], out[0],
                                     x.num_elements(), ctx.stream));
   });
 }
@@ -26,10 +26,10 @@ Results LaunchBinary(const LaunchContext& ctx) {
   const ElementwiseFn fn = FnOf(ctx.op);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     if (ElementwiseFnIsPredicate(fn)) {
-      return ctx.Check(k::LaunchCompare(fn, KD(a.element_type()), ctx.in[0], a.shape(),
+      return ctx.Check(k::LaunchCompare(fn, a.element_type(), ctx.in[0], a.shape(),
                                         ctx.in[1], b.shape(), out[0], result.dims(), ctx.stream));
     }
-    return ctx.Check(k::LaunchBinary(fn, KD(a.element_type()), ctx.in[0], a.shape(), ctx.in[1],
+    return ctx.Check(k::LaunchBinary(fn, a.element_type(), ctx.in[0], a.shape(), ctx.in[1],
                                      b.shape(), out[0], result.dims(), ctx.error_flag,
                                      ctx.stream));
   });
@@ -41,7 +41,7 @@ Results LaunchTernary(const LaunchContext& ctx) {
   const runtime::Tensor& b = ctx.operand(2);
   const Type result = ctx.op.result(0)->type();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchSelect(KD(a.element_type()), ctx.in[0], cond.shape(), ctx.in[1],
+    return ctx.Check(k::LaunchSelect(a.element_type(), ctx.in[0], cond.shape(), ctx.in[1],
                                      a.shape(), ctx.in[2], b.shape(), out[0], result.dims(),
                                      ctx.stream));
   });
@@ -51,7 +51,7 @@ Results LaunchConvert(const LaunchContext& ctx) {
   const runtime::Tensor& x = ctx.operand(0);
   const ElementType to = ctx.op.result(0)->type().element_type();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchConvert(KD(x.element_type()), ctx.in[0], KD(to), out[0],
+    return ctx.Check(k::LaunchConvert(x.element_type(), ctx.in[0], to, out[0],
                                       x.num_elements(), ctx.stream));
   });
 }
@@ -59,7 +59,7 @@ Results LaunchConvert(const LaunchContext& ctx) {
 Results LaunchFull(const LaunchContext& ctx) {
   const Type result = ctx.op.result(0)->type();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchFill(KD(result.element_type()), out[0], result.num_elements(),
+    return ctx.Check(k::LaunchFill(result.element_type(), out[0], result.num_elements(),
                                    ctx.op.RequiredNumberAttr("value"), ctx.stream));
   });
 }

@@ -42,7 +42,7 @@ Results LaunchTranspose(const LaunchContext& ctx) {
   const std::vector<int64_t> perm = ctx.op.RequiredIntListAttr("perm");
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(
-        k::LaunchTranspose(KD(x.element_type()), ctx.in[0], x.shape(), perm, out[0], ctx.stream));
+        k::LaunchTranspose(x.element_type(), ctx.in[0], x.shape(), perm, out[0], ctx.stream));
   });
 }
 
@@ -51,7 +51,7 @@ Results LaunchSlice(const LaunchContext& ctx) {
   const std::vector<int64_t> start = ctx.op.RequiredIntListAttr("start");
   const std::vector<int64_t> size = ctx.op.RequiredIntListAttr("size");
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchSlice(KD(x.element_type()), ctx.in[0], x.shape(), start, size,
+    return ctx.Check(k::LaunchSlice(x.element_type(), ctx.in[0], x.shape(), start, size,
                                     out[0], ctx.stream));
   });
 }
@@ -64,7 +64,7 @@ Results LaunchConcat(const LaunchContext& ctx) {
   }
   const int64_t dim = NormalizeDim(ctx.op.RequiredIntAttr("dim"), result.rank());
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchConcat(KD(result.element_type()), ctx.in, shapes, dim, out[0],
+    return ctx.Check(k::LaunchConcat(result.element_type(), ctx.in, shapes, dim, out[0],
                                      ctx.stream));
   });
 }
@@ -73,7 +73,7 @@ Results LaunchBroadcast(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
   const Type result = ctx.op.result(0)->type();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchBroadcast(KD(x.element_type()), ctx.in[0], x.shape(), out[0],
+    return ctx.Check(k::LaunchBroadcast(x.element_type(), ctx.in[0], x.shape(), out[0],
                                         result.dims(), ctx.stream));
   });
 }
@@ -89,7 +89,7 @@ Results LaunchDynamicSlice(const LaunchContext& ctx) {
         size, offset, dim, x.DebugTypeString()));
   }
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchDynamicSlice(KD(x.element_type()), ctx.in[0], x.shape(), dim,
+    return ctx.Check(k::LaunchDynamicSlice(x.element_type(), ctx.in[0], x.shape(), dim,
                                            offset, size, out[0], ctx.stream));
   });
 }
@@ -112,7 +112,7 @@ Results LaunchDynamicUpdateSlice(const LaunchContext& ctx) {
                                                   cudaMemcpyDeviceToDevice, ctx.stream),
                                   "copying the dynamic_update_slice operand");
     }
-    return ctx.Check(k::LaunchDynamicUpdateSliceInPlace(KD(x.element_type()), out[0], x.shape(),
+    return ctx.Check(k::LaunchDynamicUpdateSliceInPlace(x.element_type(), out[0], x.shape(),
                                                         ctx.in[1], update.dim(dim), dim, offset,
                                                         ctx.stream));
   });

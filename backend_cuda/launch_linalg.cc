@@ -93,7 +93,7 @@ Results LaunchMatMul(const LaunchContext& ctx) {
   void* wide_ptr = static_cast<DeviceBuffer*>(wide->device_storage())->data();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     if (absl::Status s = RunGemm(ctx, args, *batches, wide_ptr); !s.ok()) return s;
-    return ctx.Check(k::LaunchConvert(KD(args.c_type), wide_ptr, KD(c_type), out[0],
+    return ctx.Check(k::LaunchConvert(args.c_type, wide_ptr, c_type, out[0],
                                       wide->num_elements(), ctx.stream));
   });
 }
@@ -104,7 +104,7 @@ Results LaunchReduce(const LaunchContext& ctx) {
   const std::vector<int64_t> dims = ctx.op.RequiredIntListAttr("dims");
   // keepdim only changes the shape: the bytes are the same.
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchReduce(reduce, KD(x.element_type()), ctx.in[0], x.shape(), dims,
+    return ctx.Check(k::LaunchReduce(reduce, x.element_type(), ctx.in[0], x.shape(), dims,
                                      out[0], ctx.error_flag, ctx.stream));
   });
 }
@@ -112,7 +112,7 @@ Results LaunchReduce(const LaunchContext& ctx) {
 Results LaunchSoftmax(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchSoftmax(KD(x.element_type()), ctx.in[0], x.shape(),
+    return ctx.Check(k::LaunchSoftmax(x.element_type(), ctx.in[0], x.shape(),
                                       ctx.op.IntAttr("dim"), out[0], ctx.stream));
   });
 }
@@ -132,8 +132,8 @@ Results LaunchLayerNorm(const LaunchContext& ctx) {
   const Rows rows = RowsOf(x);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
     return ctx.Check(k::LaunchLayerNorm(
-        KD(x.element_type()), ctx.in[0], rows.rows, rows.n, KD(ctx.operand(1).element_type()),
-        ctx.in[1], KD(ctx.operand(2).element_type()), ctx.in[2], ctx.op.NumberAttr("eps"),
+        x.element_type(), ctx.in[0], rows.rows, rows.n, ctx.operand(1).element_type(),
+        ctx.in[1], ctx.operand(2).element_type(), ctx.in[2], ctx.op.NumberAttr("eps"),
         out[0], ctx.stream));
   });
 }
@@ -142,8 +142,8 @@ Results LaunchRmsNorm(const LaunchContext& ctx) {
   const Tensor& x = ctx.operand(0);
   const Rows rows = RowsOf(x);
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
-    return ctx.Check(k::LaunchRmsNorm(KD(x.element_type()), ctx.in[0], rows.rows, rows.n,
-                                      KD(ctx.operand(1).element_type()), ctx.in[1],
+    return ctx.Check(k::LaunchRmsNorm(x.element_type(), ctx.in[0], rows.rows, rows.n,
+                                      ctx.operand(1).element_type(), ctx.in[1],
                                       ctx.op.NumberAttr("eps"), out[0], ctx.stream));
   });
 }
@@ -156,7 +156,7 @@ Results LaunchAttention(const LaunchContext& ctx) {
     return absl::InvalidArgumentError("attention: q, k and v must be rank 4");
   }
   k::KAttentionArgs args;
-  args.dtype = KD(q.element_type());
+  args.dtype = q.element_type();
   args.batch = q.dim(0);
   args.heads = q.dim(1);
   args.sq = q.dim(2);

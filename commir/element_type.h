@@ -5,10 +5,9 @@
 #include <cstdint>
 #include <optional>
 #include "absl/strings/string_view.h"
+#include "commir/element_type_enum.h"
 
 namespace commir {
-
-enum class ElementType : uint8_t { kF64, kF32, kF16, kBF16, kI64, kI32, kI1 };
 
 inline constexpr ElementType kAllElementTypes[] = {
     ElementType::kF64,  ElementType::kF32, ElementType::kF16, ElementType::kBF16,

@@ -24,7 +24,6 @@ using ::commir::cuda_kernels::testing::DeviceBuffer;
 using ::commir::cuda_kernels::testing::Download;
 using ::commir::cuda_kernels::testing::ExpectNear;
 using ::commir::cuda_kernels::testing::RandomTensor;
-using ::commir::cuda_kernels::testing::ToK;
 using ::commir::cuda_kernels::testing::Ulp;
 using ::commir::cuda_kernels::testing::Upload;
 using runtime::Tensor;
@@ -77,7 +76,7 @@ TEST(AttentionKernelTest, MatchesCpuReference) {
       DeviceBuffer dout(std::max<int64_t>(want->output.byte_size(), 8));
       DeviceBuffer dlse(std::max<int64_t>(want->lse.byte_size(), 8));
       KAttentionArgs args;
-      args.dtype = ToK(type);
+      args.dtype = type;
       args.q = dq.get();
       args.k = dk.get();
       args.v = dv.get();

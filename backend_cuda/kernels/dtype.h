@@ -1,17 +1,19 @@
 // Element types as the device kernels see them.
 //
-// The .cu files of a cuda_kernel_library may only include the headers listed in their own
-// `hdrs`, so they cannot use commir/element_type.h; KDType mirrors commir::ElementType one
-// to one (same enumerators, same order) and the executor maps between the two.
+// KDType is commir::ElementType itself, from the plain header the .cu files may include
+// (commir/element_type_enum.h: element_type.h needs Abseil, which nvcc's sources do not
+// get); the name stays for the kernels' signatures.
 #ifndef COMMIR_BACKEND_CUDA_KERNELS_DTYPE_H_
 #define COMMIR_BACKEND_CUDA_KERNELS_DTYPE_H_
 
 #include <cstdint>
 
+#include "commir/element_type_enum.h"
+
 namespace commir::cuda_kernels {
 
 // f16 is IEEE binary16, bf16 is bfloat16, i1 is one byte holding 0 or 1.
-enum class KDType : uint8_t { kF64, kF32, kF16, kBF16, kI64, kI32, kI1 };
+using KDType = ::commir::ElementType;
 
 // Bytes one element occupies in device memory.
 constexpr int KDTypeSize(KDType t) {

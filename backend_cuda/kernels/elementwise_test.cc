@@ -26,7 +26,6 @@ using ::commir::cuda_kernels::testing::Download;
 using ::commir::cuda_kernels::testing::ExpectNear;
 using ::commir::cuda_kernels::testing::ExpectSameBits;
 using ::commir::cuda_kernels::testing::RandomTensor;
-using ::commir::cuda_kernels::testing::ToK;
 using ::commir::cuda_kernels::testing::Ulp;
 using ::commir::cuda_kernels::testing::Upload;
 using runtime::Tensor;
@@ -72,7 +71,7 @@ TEST(ElementwiseKernelTest, UnaryMatchesCpuOnFloats) {
           DeviceBuffer dx = Upload(x, offset);
           DeviceBuffer dy(x.byte_size(), offset);
           COMMIR_ASSERT_CUDA_OK(
-              LaunchUnary(op.k, ToK(type), dx.get(), dy.get(), x.num_elements(), nullptr));
+              LaunchUnary(op.k, type, dx.get(), dy.get(), x.num_elements(), nullptr));
           const Tensor got = Download(dy.get(), type, shape);
           const Tensor want = *cpu::Unary(op.c, x);
           const std::string what = absl::StrFormat(
@@ -117,7 +116,7 @@ TEST(ElementwiseKernelTest, UnaryOnIntegersWrapsLikeCpu) {
     for (const UnaryCase& op : kUnaryCases) {
       DeviceBuffer dx = Upload(x);
       DeviceBuffer dy(x.byte_size());
-      const cudaError_t err = LaunchUnary(op.k, ToK(type), dx.get(), dy.get(), x.num_elements(), nullptr);
+      const cudaError_t err = LaunchUnary(op.k, type, dx.get(), dy.get(), x.num_elements(), nullptr);
       const auto want = cpu::Unary(op.c, x);
       if (!want.ok()) {
         EXPECT_EQ(err, cudaErrorInvalidValue) << ElementwiseFnName(op.c);
@@ -190,7 +189,7 @@ TEST(ElementwiseKernelTest, BinaryWithBroadcastingMatchesCpu) {
         DeviceBuffer dout(runtime::NumElements(out_shape) * ElementTypeByteWidth(type));
         DeviceBuffer flag(sizeof(int32_t));
         ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
-        COMMIR_ASSERT_CUDA_OK(LaunchBinary(op.k, ToK(type), da.get(), a.shape(), db.get(),
+        COMMIR_ASSERT_CUDA_OK(LaunchBinary(op.k, type, da.get(), a.shape(), db.get(),
                                            b.shape(), dout.get(), out_shape,
                                            static_cast<int32_t*>(flag.get()), nullptr));
         const Tensor got = Download(dout.get(), type, out_shape);
@@ -275,7 +274,7 @@ TEST(ElementwiseKernelTest, CompareAndSelectMatchCpu) {
                           absl::StrJoin(shapes.b, ","));
       for (ElementwiseFn fn : {ElementwiseFn::kEq, ElementwiseFn::kNe, ElementwiseFn::kLt,
                                ElementwiseFn::kLe, ElementwiseFn::kGt, ElementwiseFn::kGe}) {
-        COMMIR_ASSERT_CUDA_OK(LaunchCompare(fn, ToK(type), da.get(), a.shape(), db.get(),
+        COMMIR_ASSERT_CUDA_OK(LaunchCompare(fn, type, da.get(), a.shape(), db.get(),
                                             b.shape(), dp.get(), out_shape, nullptr));
         const auto want = cpu::Binary(fn, a, b);
         ASSERT_TRUE(want.ok()) << want.status();
@@ -285,7 +284,7 @@ TEST(ElementwiseKernelTest, CompareAndSelectMatchCpu) {
       const Tensor pred = *cpu::Binary(ElementwiseFn::kLt, a, b);
       DeviceBuffer dpred = Upload(pred);
       DeviceBuffer dout(n * ElementTypeByteWidth(type));
-      COMMIR_ASSERT_CUDA_OK(LaunchSelect(ToK(type), dpred.get(), pred.shape(), da.get(),
+      COMMIR_ASSERT_CUDA_OK(LaunchSelect(type, dpred.get(), pred.shape(), da.get(),
                                          a.shape(), db.get(), b.shape(), dout.get(), out_shape,
                                          nullptr));
       const auto want = cpu::Ternary(ElementwiseFn::kSelect, pred, a, b);
@@ -322,7 +321,7 @@ TEST(ElementwiseKernelTest, ConvertRoundsLikeCpuForEveryPair) {
       DeviceBuffer dx = Upload(x);
       DeviceBuffer dy(x.num_elements() * ElementTypeByteWidth(to));
       COMMIR_ASSERT_CUDA_OK(
-          LaunchConvert(ToK(from), dx.get(), ToK(to), dy.get(), x.num_elements(), nullptr));
+          LaunchConvert(from, dx.get(), to, dy.get(), x.num_elements(), nullptr));
       ExpectSameBits(Download(dy.get(), to, x.shape()), cpu::Convert(x, to),
                      absl::StrFormat("%s -> %s", ElementTypeName(from), ElementTypeName(to)));
     }
@@ -331,7 +330,7 @@ TEST(ElementwiseKernelTest, ConvertRoundsLikeCpuForEveryPair) {
   const Tensor big = RandomTensor(ElementType::kF32, {100003}, 7, -70000.0, 70000.0);
   for (ElementType to : {ElementType::kF16, ElementType::kBF16, ElementType::kI32}) {
     DeviceBuffer dx = Upload(big), dy(big.num_elements() * ElementTypeByteWidth(to));
-    COMMIR_ASSERT_CUDA_OK(LaunchConvert(KDType::kF32, dx.get(), ToK(to), dy.get(),
+    COMMIR_ASSERT_CUDA_OK(LaunchConvert(KDType::kF32, dx.get(), to, dy.get(),
                                         big.num_elements(), nullptr));
     ExpectSameBits(Download(dy.get(), to, big.shape()), cpu::Convert(big, to),
                    absl::StrFormat("random f32 -> %s", ElementTypeName(to)));
@@ -346,7 +345,7 @@ TEST(ElementwiseKernelTest, FillMatchesCpuFull) {
     for (double value : {0.0, -1.5, 2.5, 0.1, 1e6, -3e9, std::numeric_limits<double>::infinity()}) {
       const std::vector<int64_t> shape = {3, 333};
       DeviceBuffer d(runtime::NumElements(shape) * ElementTypeByteWidth(type));
-      COMMIR_ASSERT_CUDA_OK(LaunchFill(ToK(type), d.get(), runtime::NumElements(shape), value, nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchFill(type, d.get(), runtime::NumElements(shape), value, nullptr));
       ExpectSameBits(Download(d.get(), type, shape), cpu::Full(type, shape, value),
                      absl::StrFormat("full %s %g", ElementTypeName(type), value));
     }
@@ -377,7 +376,7 @@ TEST(ElementwiseKernelTest, CombineChainMatchesCpuAllReduce) {
       ASSERT_TRUE(want.ok()) << want.status();
       std::vector<DeviceBuffer> dparts;
       for (const Tensor& p : parts) dparts.push_back(Upload(p));
-      const KDType k = ToK(type);
+      const KDType k = type;
       DeviceBuffer acc(1001 * KDTypeSize(KAccumType(k)));
       DeviceBuffer out(1001 * KDTypeSize(k));
       COMMIR_ASSERT_CUDA_OK(LaunchCombine(op.k, k, dparts[0].get(), false, dparts[1].get(),
@@ -428,7 +427,7 @@ TEST(ElementwiseKernelTest, ReduceBuffersMatchesCpuAllReduce) {
         // The result overwrites the last input in place.
         void* out = dparts.back().get();
         COMMIR_ASSERT_CUDA_OK(
-            LaunchReduceBuffers(op.k, ToK(type), dptrs.data(), n, out, 2053, nullptr));
+            LaunchReduceBuffers(op.k, type, dptrs.data(), n, out, 2053, nullptr));
         ExpectSameBits(Download(out, type, {2053}), *want,
                        absl::StrFormat("reduce %d buffers of %s", n, ElementTypeName(type)));
       }

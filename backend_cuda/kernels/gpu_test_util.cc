@@ -24,11 +24,6 @@ std::string NoGpuReason() {
   return "";
 }
 
-KDType ToK(ElementType type) {
-  static_assert(static_cast<int>(ElementType::kF64) == static_cast<int>(KDType::kF64));
-  static_assert(static_cast<int>(ElementType::kI1) == static_cast<int>(KDType::kI1));
-  return static_cast<KDType>(static_cast<uint8_t>(type));
-}
 
 DeviceBuffer::DeviceBuffer(size_t bytes, size_t offset_bytes) : bytes_(bytes), offset_(offset_bytes) {
   // Round up so that an empty tensor still gets a valid pointer.

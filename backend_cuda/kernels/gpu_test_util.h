@@ -33,8 +33,6 @@ std::string NoGpuReason();
     ASSERT_EQ(commir_err, cudaSuccess) << #expr << ": " << cudaGetErrorString(commir_err); \
   } while (false)
 
-// KDType mirrors ElementType enumerator for enumerator.
-KDType ToK(ElementType type);
 
 // Owns a cudaMalloc'ed buffer. `offset_bytes` shifts the usable pointer (to test
 // misaligned operands); bytes() is the usable size.

@@ -23,7 +23,6 @@ using ::commir::cuda_kernels::testing::DeviceBuffer;
 using ::commir::cuda_kernels::testing::Download;
 using ::commir::cuda_kernels::testing::ExpectSameBits;
 using ::commir::cuda_kernels::testing::RandomTensor;
-using ::commir::cuda_kernels::testing::ToK;
 using ::commir::cuda_kernels::testing::Upload;
 using runtime::Tensor;
 
@@ -59,7 +58,7 @@ TEST(LayoutKernelTest, TransposeMatchesCpu) {
       const auto want = cpu::Transpose(x, c.perm);
       ASSERT_TRUE(want.ok()) << want.status();
       DeviceBuffer dx = Upload(x), dy(std::max<int64_t>(x.byte_size(), 8));
-      COMMIR_ASSERT_CUDA_OK(LaunchTranspose(ToK(type), dx.get(), x.shape(), c.perm, dy.get(), nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchTranspose(type, dx.get(), x.shape(), c.perm, dy.get(), nullptr));
       ExpectSameBits(Download(dy.get(), type, want->shape()), *want,
                      absl::StrFormat("transpose %s [%s] perm [%s]", ElementTypeName(type),
                                      absl::StrJoin(c.shape, ","), absl::StrJoin(c.perm, ",")));
@@ -85,7 +84,7 @@ TEST(LayoutKernelTest, SliceMatchesCpu) {
       const auto want = cpu::Slice(x, c.start, c.size);
       ASSERT_TRUE(want.ok()) << want.status();
       DeviceBuffer dx = Upload(x), dy(std::max<int64_t>(want->byte_size(), 8));
-      COMMIR_ASSERT_CUDA_OK(LaunchSlice(ToK(type), dx.get(), x.shape(), c.start, c.size, dy.get(), nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchSlice(type, dx.get(), x.shape(), c.start, c.size, dy.get(), nullptr));
       ExpectSameBits(Download(dy.get(), type, want->shape()), *want,
                      absl::StrFormat("slice %s [%s] start [%s] size [%s]", ElementTypeName(type),
                                      absl::StrJoin(c.shape, ","), absl::StrJoin(c.start, ","),
@@ -119,7 +118,7 @@ TEST(LayoutKernelTest, ConcatMatchesCpu) {
         spans.push_back(parts[i].shape());
       }
       DeviceBuffer dy(want->byte_size());
-      COMMIR_ASSERT_CUDA_OK(LaunchConcat(ToK(type), dptrs, spans, dim, dy.get(), nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchConcat(type, dptrs, spans, dim, dy.get(), nullptr));
       ExpectSameBits(Download(dy.get(), type, want->shape()), *want,
                      absl::StrFormat("concat %s dim %d", ElementTypeName(type), dim));
     }
@@ -139,7 +138,7 @@ TEST(LayoutKernelTest, BroadcastMatchesCpu) {
       const auto want = cpu::Broadcast(x, c.to);
       ASSERT_TRUE(want.ok()) << want.status();
       DeviceBuffer dx = Upload(x), dy(want->byte_size());
-      COMMIR_ASSERT_CUDA_OK(LaunchBroadcast(ToK(type), dx.get(), x.shape(), dy.get(), c.to, nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchBroadcast(type, dx.get(), x.shape(), dy.get(), c.to, nullptr));
       ExpectSameBits(Download(dy.get(), type, want->shape()), *want,
                      absl::StrFormat("broadcast %s [%s] -> [%s]", ElementTypeName(type),
                                      absl::StrJoin(c.from, ","), absl::StrJoin(c.to, ",")));
@@ -158,7 +157,7 @@ TEST(LayoutKernelTest, DynamicSliceAndUpdateMatchCpu) {
       const auto want = cpu::DynamicSlice(x, dim, offset, size);
       ASSERT_TRUE(want.ok()) << want.status();
       DeviceBuffer dx = Upload(x), dy(want->byte_size());
-      COMMIR_ASSERT_CUDA_OK(LaunchDynamicSlice(ToK(type), dx.get(), x.shape(), dim, offset, size,
+      COMMIR_ASSERT_CUDA_OK(LaunchDynamicSlice(type, dx.get(), x.shape(), dim, offset, size,
                                                dy.get(), nullptr));
       const std::string what = absl::StrFormat("%s dim %d", ElementTypeName(type), dim);
       ExpectSameBits(Download(dy.get(), type, want->shape()), *want, "dynamic_slice " + what);
@@ -169,7 +168,7 @@ TEST(LayoutKernelTest, DynamicSliceAndUpdateMatchCpu) {
       const auto updated = cpu::DynamicUpdateSlice(x, update, dim, offset);
       ASSERT_TRUE(updated.ok()) << updated.status();
       DeviceBuffer du = Upload(update);
-      COMMIR_ASSERT_CUDA_OK(LaunchDynamicUpdateSliceInPlace(ToK(type), dx.get(), x.shape(),
+      COMMIR_ASSERT_CUDA_OK(LaunchDynamicUpdateSliceInPlace(type, dx.get(), x.shape(),
                                                             du.get(), size, dim, offset, nullptr));
       ExpectSameBits(Download(dx.get(), type, x.shape()), *updated, "dynamic_update_slice " + what);
     }

@@ -25,7 +25,6 @@ using ::commir::cuda_kernels::testing::Download;
 using ::commir::cuda_kernels::testing::ExpectNear;
 using ::commir::cuda_kernels::testing::ExpectSameBits;
 using ::commir::cuda_kernels::testing::RandomTensor;
-using ::commir::cuda_kernels::testing::ToK;
 using ::commir::cuda_kernels::testing::Ulp;
 using ::commir::cuda_kernels::testing::Upload;
 using runtime::Tensor;
@@ -69,7 +68,7 @@ TEST(ReduceKernelTest, MatchesCpuForEveryOpAndType) {
         DeviceBuffer dy(std::max<int64_t>(want.ok() ? want->byte_size() : 0, 8));
         DeviceBuffer flag(sizeof(int32_t));
         ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
-        COMMIR_ASSERT_CUDA_OK(LaunchReduce(op.k, ToK(type), dx.get(), x.shape(), c.dims,
+        COMMIR_ASSERT_CUDA_OK(LaunchReduce(op.k, type, dx.get(), x.shape(), c.dims,
                                            dy.get(), static_cast<int32_t*>(flag.get()), nullptr));
         int32_t host_flag = 0;
         ASSERT_EQ(cudaMemcpy(&host_flag, flag.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -151,13 +150,13 @@ TEST(SoftmaxKernelTest, MatchesCpu) {
       const auto want = cpu::Softmax(x, c.dim);
       ASSERT_TRUE(want.ok()) << want.status();
       DeviceBuffer dx = Upload(x), dy(std::max<int64_t>(x.byte_size(), 8));
-      COMMIR_ASSERT_CUDA_OK(LaunchSoftmax(ToK(type), dx.get(), x.shape(), c.dim, dy.get(), nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchSoftmax(type, dx.get(), x.shape(), c.dim, dy.get(), nullptr));
       const std::string what = absl::StrFormat("softmax %s [%s] dim %d", ElementTypeName(type),
                                                absl::StrJoin(c.shape, ","), c.dim);
       const double tol = type == ElementType::kF64 ? 1e-13 : (type == ElementType::kF32 ? 2e-6 : Ulp(type));
       ExpectNear(Download(dy.get(), type, x.shape()), *want, tol, 1e-7, what);
       // In place.
-      COMMIR_ASSERT_CUDA_OK(LaunchSoftmax(ToK(type), dx.get(), x.shape(), c.dim, dx.get(), nullptr));
+      COMMIR_ASSERT_CUDA_OK(LaunchSoftmax(type, dx.get(), x.shape(), c.dim, dx.get(), nullptr));
       ExpectNear(Download(dx.get(), type, x.shape()), *want, tol, 1e-7, what + " in place");
     }
   }
@@ -192,12 +191,12 @@ TEST(NormKernelTest, LayerNormAndRmsNormMatchCpu) {
                                                  ElementTypeName(param_type),
                                                  absl::StrJoin(shape, ","));
         const double tol = type == ElementType::kF64 ? 1e-12 : (type == ElementType::kF32 ? 2e-5 : 2 * Ulp(type));
-        COMMIR_ASSERT_CUDA_OK(LaunchLayerNorm(ToK(type), dx.get(), rows, n, ToK(param_type),
-                                              dw.get(), ToK(param_type), db.get(), 1e-5,
+        COMMIR_ASSERT_CUDA_OK(LaunchLayerNorm(type, dx.get(), rows, n, param_type,
+                                              dw.get(), param_type, db.get(), 1e-5,
                                               dy.get(), nullptr));
         ExpectNear(Download(dy.get(), type, shape), *cpu::LayerNorm(x, w, b, 1e-5), tol, tol,
                    "layernorm " + what);
-        COMMIR_ASSERT_CUDA_OK(LaunchRmsNorm(ToK(type), dx.get(), rows, n, ToK(param_type),
+        COMMIR_ASSERT_CUDA_OK(LaunchRmsNorm(type, dx.get(), rows, n, param_type,
                                             dw.get(), 1e-6, dy.get(), nullptr));
         ExpectNear(Download(dy.get(), type, shape), *cpu::RmsNorm(x, w, 1e-6), tol, tol,
                    "rmsnorm " + what);
