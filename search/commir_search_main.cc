@@ -1,0 +1,232 @@
+// commir-search: the fastest verified schedules of a global CommIR function on N devices
+// (issue 13; search.h describes the space). Arguments are parsed by hand, as in
+// commir-run, so that bad usage exits 2 (absl's flag parser exits 1, which the spec
+// reserves for invalid input).
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "parser/parser.h"
+#include "search/recipe_verifier.h"
+#include "search/search.h"
+#include "search/search_report.h"
+#include "sim/hardware.h"
+#include "tools/exit_codes.h"
+#include "tools/output_file.h"
+#include "tools/sim_session.h"
+
+namespace commir::search {
+namespace {
+
+constexpr char kUsage[] = R"(usage: commir-search FILE|- [--devices=N] [--func=@name] [--hardware=NAME|FILE.json]
+                     [--gpus-per-node=N] [--max-memory=SIZE] [--top=N] [-o FILE]
+                     [--emit=spmd|global] [--format=table|json|csv] [--verify=all|top|none]
+                     [--max-mesh-axes=1..3] [--quiet]
+
+Finds the fastest ways to run a global function on N devices: every mesh of N devices
+(up to three axes), every layout of the function's arguments and results on it (the
+dimensions its ops can split), partitioned by propagate-sharding and lower-to-spmd, and
+every composition of the overlap schedules. Candidates are predicted by the sim
+backend's performance model, ranked, and the best are checked on the cpu mesh against
+the one-device program (on a copy shrunk to cpu size with the same divisibility).
+  --devices=N         devices to spread the function over (default 8)
+  --func=@name        the function (default: the module's only global function)
+  --hardware=H        h100-sxm (default), h200, a100-sxm-80g, or a JSON cluster file
+  --gpus-per-node=N   devices per node, row-major (default: the hardware's)
+  --max-memory=SIZE   drop candidates that need more than SIZE per device (80GiB, 8e10,
+                      or hbm for the hardware's capacity)
+  --top=N             candidates to report (default 10; 0: all)
+  -o FILE             write the best candidate's program: its spmd program (default), or
+                      with --emit=global its laid-out global program, from which
+                      `commir-opt --pass-pipeline=<its pipeline>` prints the spmd program
+  --format=F          table (default), json or csv
+  --verify=V          top (default: the reported candidates), all, or none
+  --max-mesh-axes=K   meshes of at most K axes (default 3)
+  --quiet             no progress line on stderr
+Exit status: 0 success; 1 invalid program, nothing to search, or a candidate that does
+not match the one-device program; 2 bad usage.
+)";
+
+std::string ResolvePath(const std::string& path) {
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path == "-" || path.empty() || cwd == nullptr || std::filesystem::path(path).is_absolute()) {
+    return path;
+  }
+  return (std::filesystem::path(cwd) / path).string();
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "commir-search: error: " << message << "\n"
+            << "Try 'commir-search --help' for usage.\n";
+  return kExitUsage;
+}
+
+struct Request {
+  std::string input;
+  std::string output;
+  std::string emit = "spmd";
+  std::string format = "table";
+  std::string hardware = "h100-sxm";
+  std::string max_memory;
+  int64_t gpus_per_node = 0;
+  bool quiet = false;
+  SearchOptions options;
+};
+
+bool ParseInt(absl::string_view text, int64_t min, int64_t max, int64_t& out) {
+  return absl::SimpleAtoi(text, &out) && out >= min && out <= max;
+}
+
+// Returns -1 when the arguments are good, else the exit status.
+int ParseArgs(int argc, char** argv, Request& r) {
+  bool have_input = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    absl::string_view value;
+    auto flag = [&](absl::string_view name) {
+      absl::string_view a = arg;
+      if (!absl::ConsumePrefix(&a, name) || !absl::ConsumePrefix(&a, "=")) return false;
+      value = a;
+      return true;
+    };
+    int64_t n = 0;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (flag("--devices")) {
+      if (!ParseInt(value, 1, 1 << 20, n)) return UsageError("--devices needs a count from 1 to 1048576");
+      r.options.devices = n;
+    } else if (flag("--func")) {
+      r.options.function = std::string(absl::StripPrefix(value, "@"));
+    } else if (flag("--hardware")) {
+      r.hardware = std::string(value);
+    } else if (flag("--gpus-per-node")) {
+      if (!ParseInt(value, 1, 1 << 20, n)) return UsageError("--gpus-per-node needs a positive count");
+      r.gpus_per_node = n;
+    } else if (flag("--max-memory")) {
+      r.max_memory = std::string(value);
+    } else if (flag("--top")) {
+      if (!ParseInt(value, 0, 1 << 30, n)) return UsageError("--top needs a count >= 0");
+      r.options.top = static_cast<int>(n);
+    } else if (arg == "-o") {
+      if (i + 1 >= argc) return UsageError("-o needs a file");
+      r.output = argv[++i];
+    } else if (flag("--emit")) {
+      if (value != "spmd" && value != "global") return UsageError("--emit is spmd or global");
+      r.emit = std::string(value);
+    } else if (flag("--format")) {
+      if (value != "table" && value != "json" && value != "csv") {
+        return UsageError("--format is table, json or csv");
+      }
+      r.format = std::string(value);
+    } else if (flag("--verify")) {
+      if (value == "all") {
+        r.options.verify = VerifyMode::kAll;
+      } else if (value == "top") {
+        r.options.verify = VerifyMode::kTop;
+      } else if (value == "none") {
+        r.options.verify = VerifyMode::kNone;
+      } else {
+        return UsageError("--verify is all, top or none");
+      }
+    } else if (flag("--max-mesh-axes")) {
+      if (!ParseInt(value, 1, 3, n)) return UsageError("--max-mesh-axes is 1, 2 or 3");
+      r.options.max_mesh_axes = static_cast<int>(n);
+    } else if (arg == "--quiet") {
+      r.quiet = true;
+    } else if (arg != "-" && absl::StartsWith(arg, "-")) {
+      return UsageError(absl::StrCat("unknown option '", arg, "'"));
+    } else {
+      if (have_input) return UsageError("one input file only");
+      r.input = arg;
+      have_input = true;
+    }
+  }
+  if (!have_input) return UsageError("no input file (use - for standard input)");
+  return -1;
+}
+
+int Main(int argc, char** argv) {
+  Request r;
+  if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
+
+  absl::StatusOr<sim::HardwareSpec> hardware = sim::LoadHardware(r.hardware);
+  if (!hardware.ok()) {
+    std::cerr << "commir-search: error: --hardware: " << hardware.status().message() << "\n";
+    return kExitInvalidInput;
+  }
+  if (r.gpus_per_node > 0) hardware->gpus_per_node = static_cast<int>(r.gpus_per_node);
+  r.options.predict.hardware = *hardware;
+  r.options.predict.gpus_per_node = hardware->gpus_per_node;
+  if (!r.max_memory.empty()) {
+    absl::StatusOr<std::optional<int64_t>> limit = ParseMemorySize(r.max_memory);
+    if (!limit.ok()) return UsageError(absl::StrCat("--max-memory: ", limit.status().message()));
+    r.options.max_memory_bytes =
+        limit->has_value() ? **limit : static_cast<int64_t>(hardware->hbm_capacity);
+  }
+
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseFile(ResolvePath(r.input));
+  if (!module.ok()) {
+    std::cerr << module.status().message();
+    if (!absl::EndsWith(module.status().message(), "\n")) std::cerr << "\n";
+    return kExitInvalidInput;
+  }
+  r.options.verifier = CpuMeshVerifier(r.options.devices);
+  if (!r.quiet) {
+    r.options.progress = [](const SearchProgress& p) {
+      std::cerr << absl::StrFormat(
+          "commir-search: mesh %d of %d, %d layouts, %d candidates, %.1f s\n", p.meshes_done + 1,
+          p.meshes, p.layouts, p.candidates, p.seconds);
+    };
+  }
+  absl::StatusOr<SearchResult> result = Search(**module, r.options);
+  if (!result.ok()) {
+    std::cerr << "commir-search: error: " << result.status().message() << "\n";
+    return kExitInvalidInput;
+  }
+  ReportContext context{hardware->name, r.options.devices, hardware->gpus_per_node};
+  std::string report = r.format == "json"  ? FormatJson(*result, context)
+                       : r.format == "csv" ? FormatCsv(*result)
+                                           : FormatTable(*result, context);
+  if (absl::Status s = WriteStandardOutput(report); !s.ok()) {
+    std::cerr << "commir-search: error: " << s.message() << "\n";
+    return kExitInvalidInput;
+  }
+  if (!r.quiet && r.format != "table") std::cerr << "commir-search: " << FormatSummary(*result, context) << "\n";
+  if (!r.output.empty()) {
+    if (result->ranked.empty()) {
+      std::cerr << "commir-search: error: no candidate to write to " << r.output << "\n";
+      return kExitInvalidInput;
+    }
+    const Candidate& best = result->ranked.front();
+    const std::string& text = r.emit == "global" ? best.global_text : best.spmd_text;
+    if (absl::Status s = WriteOutputFile(ResolvePath(r.output), text); !s.ok()) {
+      std::cerr << "commir-search: error: " << s.message() << "\n";
+      return kExitInvalidInput;
+    }
+  }
+  for (const Candidate& c : result->ranked) {
+    if (c.verdict.state == Verdict::State::kMismatched) {
+      std::cerr << "commir-search: error: candidate " << c.rank
+                << " does not match the one-device program:\n"
+                << c.verdict.detail << "\n";
+      return kExitInvalidInput;
+    }
+  }
+  if (absl::Status s = FinishStandardOutput(); !s.ok()) {
+    std::cerr << "commir-search: error: " << s.message() << "\n";
+    return kExitInvalidInput;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace commir::search
+
+int main(int argc, char** argv) { return commir::search::Main(argc, argv); }

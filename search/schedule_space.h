@@ -1,0 +1,29 @@
+// The communication schedules a search composes on each partitioned program: an
+// attention schedule, then a collective-matmul schedule, each possibly none. A schedule
+// that rewrites nothing leaves the program as it was, so that composition is a
+// duplicate and is merged (the search counts it).
+#ifndef COMMIR_SEARCH_SCHEDULE_SPACE_H_
+#define COMMIR_SEARCH_SCHEDULE_SPACE_H_
+
+#include <string>
+#include <vector>
+
+#include "search/mesh_shapes.h"
+
+namespace commir::search {
+
+// Pass-pipeline texts for attention: "" (plain all-gathered k/v), the ring (contiguous
+// and zigzag), Ulysses, and on meshes of two or more axes the 2-D forms over each ordered
+// pair of axes (USP's Ulysses-inside-ring hybrid and the double ring).
+std::vector<std::string> AttentionSchedules(const MeshShape& mesh);
+
+// Pass-pipeline texts for the all_gather+matmul and matmul+reduce_scatter pairs: "",
+// pipelined chunks x streams, and the uni- and bidirectional rings.
+std::vector<std::string> MatmulSchedules();
+
+// "a,b" without empty parts.
+std::string JoinPipeline(const std::string& first, const std::string& second);
+
+}  // namespace commir::search
+
+#endif  // COMMIR_SEARCH_SCHEDULE_SPACE_H_

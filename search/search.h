@@ -1,0 +1,109 @@
+// commir-search's core: the fastest schedules of a global function on N devices.
+//
+// The space (issue 13): every mesh of the device count (mesh_shapes.h) x every layout of
+// the function's arguments and results on it (layout_space.h), each partitioned by
+// propagate-sharding and lower-to-spmd (the default spmd pipeline), x every composition
+// of an attention schedule and a collective-matmul schedule (schedule_space.h). Each
+// candidate's spmd program is printed; candidates whose programs print identically are
+// one (the first in enumeration order stays). Each distinct candidate is predicted by
+// the sim backend's model (sim/predict.h) and ranked by predicted time, then bytes sent
+// per device, then enumeration order, so results are deterministic.
+//
+// A candidate is reproduced from its recipe: its laid-out global program
+// (`global_text`) run through `commir-opt --pass-pipeline=<pipeline>` prints exactly
+// `spmd_text`. Verification (the cpu mesh against the one-device program, on a shrunken
+// copy) is left to a callback, so that the core needs no executor.
+#ifndef COMMIR_SEARCH_SEARCH_H_
+#define COMMIR_SEARCH_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "commir/ir.h"
+#include "search/layout_space.h"
+#include "sim/predict.h"
+
+namespace commir::search {
+
+enum class VerifyMode { kAll, kTop, kNone };
+
+struct Verdict {
+  enum class State { kNotChecked, kMatched, kMismatched, kFailed };
+  State state = State::kNotChecked;
+  // The comparison, or why the recipe could not be checked.
+  std::string detail;
+};
+
+struct Candidate {
+  int rank = 0;  // 1-based, after ranking
+  LayoutCandidate layout;
+  std::string schedule;     // the schedule passes alone ("" for plain collectives)
+  std::string pipeline;     // what commir-opt runs on global_text to get spmd_text
+  std::string global_text;  // the function with this candidate's mesh and layouts
+  std::string spmd_text;    // the partitioned and scheduled program
+  double time_s = 0;
+  double exposed_communication_s = 0;  // the most over the devices
+  double bytes_per_device = 0;          // schedule-report's count (shifts included)
+  int64_t peak_memory_bytes = 0;        // the most over the devices
+  Verdict verdict;
+};
+
+struct SearchStats {
+  int64_t meshes = 0;
+  LayoutSpaceStats layout_space;
+  int64_t layouts = 0;            // layouts partitioned
+  int64_t partition_failures = 0; // layouts the partitioner refused
+  int64_t schedules_tried = 0;    // (layout, schedule) pairs
+  int64_t not_applicable = 0;     // a schedule pass refused the program (e.g. chunks)
+  int64_t duplicates = 0;         // printed like an earlier candidate
+  int64_t prediction_failures = 0;
+  int64_t over_memory = 0;        // dropped by max_memory_bytes
+  int64_t candidates = 0;         // distinct, predicted, within memory
+  double search_seconds = 0;      // enumerate, partition, schedule, predict, rank
+  int64_t verified = 0;
+  int64_t mismatched = 0;
+  int64_t verify_failures = 0;
+  double verify_seconds = 0;
+};
+
+struct SearchProgress {
+  int64_t meshes_done = 0;
+  int64_t meshes = 0;
+  int64_t layouts = 0;
+  int64_t candidates = 0;
+  double seconds = 0;
+};
+
+struct SearchOptions {
+  int64_t devices = 8;
+  // The global function to search (empty: the module's only global function).
+  std::string function;
+  sim::PredictOptions predict;
+  std::optional<int64_t> max_memory_bytes;
+  int max_mesh_axes = 3;
+  int max_classes_per_axis = 3;
+  // How many ranked candidates to keep (0: all).
+  int top = 10;
+  VerifyMode verify = VerifyMode::kTop;
+  // Checks one candidate's recipe; required unless verify is kNone.
+  std::function<Verdict(const Candidate&)> verifier;
+  // Called about twice a second during long searches (optional).
+  std::function<void(const SearchProgress&)> progress;
+};
+
+struct SearchResult {
+  std::string function;
+  std::vector<DimClass> classes;
+  std::vector<Candidate> ranked;  // the best `top` (all with top = 0), best first
+  SearchStats stats;
+};
+
+absl::StatusOr<SearchResult> Search(const Module& module, const SearchOptions& options);
+
+}  // namespace commir::search
+
+#endif  // COMMIR_SEARCH_SEARCH_H_

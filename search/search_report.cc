@@ -1,0 +1,155 @@
+#include "search/search_report.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
+
+namespace commir::search {
+namespace {
+
+std::string Seconds(double s) {
+  if (s >= 1) return absl::StrFormat("%.3g s", s);
+  if (s >= 1e-3) return absl::StrFormat("%.3g ms", s * 1e3);
+  return absl::StrFormat("%.3g us", s * 1e6);
+}
+
+std::string Bytes(double b) {
+  if (b >= (1 << 30)) return absl::StrFormat("%.2f GiB", b / (1 << 30));
+  if (b >= (1 << 20)) return absl::StrFormat("%.2f MiB", b / (1 << 20));
+  if (b >= (1 << 10)) return absl::StrFormat("%.1f KiB", b / (1 << 10));
+  return absl::StrFormat("%.0f B", b);
+}
+
+std::string VerdictState(const Verdict& v) {
+  switch (v.state) {
+    case Verdict::State::kMatched: return "matched";
+    case Verdict::State::kMismatched: return "mismatch";
+    case Verdict::State::kFailed: return "failed";
+    case Verdict::State::kNotChecked: return "not checked";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string VerdictText(const Verdict& verdict) {
+  switch (verdict.state) {
+    case Verdict::State::kMatched: return "yes";
+    case Verdict::State::kMismatched: return "MISMATCH";
+    case Verdict::State::kFailed: return "failed";
+    case Verdict::State::kNotChecked: return "-";
+  }
+  return "-";
+}
+
+std::string FormatSummary(const SearchResult& result, const ReportContext& context) {
+  const SearchStats& s = result.stats;
+  std::string text = absl::StrFormat(
+      "searched @%s on %d devices (%s, %d per node): %d meshes, %d layouts, %d schedules; "
+      "%d duplicates merged, %d not applicable, %d over memory; %d candidates ranked in %.3f s",
+      result.function, context.devices, context.hardware, context.gpus_per_node, s.meshes,
+      s.layouts, s.schedules_tried, s.duplicates + s.layout_space.duplicates, s.not_applicable,
+      s.over_memory, s.candidates, s.search_seconds);
+  int64_t checked = s.verified + s.mismatched + s.verify_failures;
+  if (checked > 0) {
+    absl::StrAppendFormat(&text, "; verified %d of %d (%d mismatched, %d not checkable) in %.3f s",
+                          s.verified, checked, s.mismatched, s.verify_failures, s.verify_seconds);
+  }
+  return text;
+}
+
+std::string FormatTable(const SearchResult& result, const ReportContext& context) {
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "mesh", "layouts", "time", "exposed", "bytes/dev", "peak mem", "verified",
+       "pipeline"}};
+  for (const Candidate& c : result.ranked) {
+    rows.push_back({absl::StrCat(c.rank), c.layout.mesh.ToString(), c.layout.description,
+                    Seconds(c.time_s), Seconds(c.exposed_communication_s),
+                    Bytes(c.bytes_per_device), Bytes(static_cast<double>(c.peak_memory_bytes)),
+                    VerdictText(c.verdict), absl::StrCat("'", c.pipeline, "'")});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out = absl::StrCat("// ", FormatSummary(result, context), "\n");
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      bool last = i + 1 == row.size();
+      bool numeric = i == 0 || (i >= 3 && i <= 6);
+      std::string pad(width[i] - row[i].size(), ' ');
+      absl::StrAppend(&line, numeric ? pad : "", row[i], numeric || last ? "" : pad, last ? "" : "  ");
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string FormatJson(const SearchResult& result, const ReportContext& context) {
+  nlohmann::ordered_json j;
+  const SearchStats& s = result.stats;
+  j["function"] = result.function;
+  j["devices"] = context.devices;
+  j["hardware"] = context.hardware;
+  j["gpus_per_node"] = context.gpus_per_node;
+  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+  for (const DimClass& c : result.classes) {
+    classes.push_back({{"name", c.name}, {"divisible_size", c.divisible_size}, {"pinned", c.pinned}});
+  }
+  j["dimension_classes"] = classes;
+  j["stats"] = {{"meshes", s.meshes},
+                {"layouts", s.layouts},
+                {"schedules_tried", s.schedules_tried},
+                {"duplicates_merged", s.duplicates + s.layout_space.duplicates},
+                {"not_applicable", s.not_applicable},
+                {"partition_failures", s.partition_failures},
+                {"prediction_failures", s.prediction_failures},
+                {"over_memory", s.over_memory},
+                {"candidates", s.candidates},
+                {"search_seconds", s.search_seconds},
+                {"verified", s.verified},
+                {"mismatched", s.mismatched},
+                {"verify_failures", s.verify_failures},
+                {"verify_seconds", s.verify_seconds}};
+  nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
+  for (const Candidate& c : result.ranked) {
+    ranked.push_back({{"rank", c.rank},
+                      {"mesh", c.layout.mesh.Declaration()},
+                      {"layouts", c.layout.description},
+                      {"schedule", c.schedule},
+                      {"pipeline", c.pipeline},
+                      {"time_s", c.time_s},
+                      {"exposed_communication_s", c.exposed_communication_s},
+                      {"bytes_per_device", c.bytes_per_device},
+                      {"peak_memory_bytes", c.peak_memory_bytes},
+                      {"verified", VerdictState(c.verdict)},
+                      {"verify_detail", c.verdict.detail}});
+  }
+  j["ranked"] = ranked;
+  return j.dump(2) + "\n";
+}
+
+std::string FormatCsv(const SearchResult& result) {
+  auto quote = [](const std::string& field) {
+    return absl::StrCat("\"", absl::StrReplaceAll(field, {{"\"", "\"\""}}), "\"");
+  };
+  std::string out =
+      "rank,mesh,layouts,pipeline,time_s,exposed_communication_s,bytes_per_device,"
+      "peak_memory_bytes,verified\n";
+  for (const Candidate& c : result.ranked) {
+    absl::StrAppend(&out, c.rank, ",", c.layout.mesh.ToString(), ",", quote(c.layout.description),
+                    ",", quote(c.pipeline), ",", absl::StrFormat("%.9g", c.time_s), ",",
+                    absl::StrFormat("%.9g", c.exposed_communication_s), ",",
+                    absl::StrFormat("%.0f", c.bytes_per_device), ",", c.peak_memory_bytes, ",",
+                    VerdictState(c.verdict), "\n");
+  }
+  return out;
+}
+
+}  // namespace commir::search
