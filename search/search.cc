@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "commir/diagnostics.h"
 #include "commir/printer.h"
 #include "commir/verifier.h"
@@ -97,6 +98,7 @@ class Searcher {
         Progress(m, meshes.size(), start);
       }
     }
+    if (stats().layouts == 0) return NoLayoutError();
     Rank();
     stats().search_seconds = SecondsSince(start);
     Verify();
@@ -105,6 +107,18 @@ class Searcher {
 
  private:
   SearchStats& stats() { return result_.stats; }
+
+  // No mesh of the device count splits any class evenly (or the pins cannot be met).
+  absl::Status NoLayoutError() const {
+    std::vector<std::string> classes;
+    for (const DimClass& c : result_.classes) {
+      classes.push_back(absl::StrCat(c.name, " (", c.divisible_size, c.pinned ? ", pinned" : "", ")"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no layout of @", result_.function, " splits over ", options_.devices,
+        " devices: every mesh axis must evenly split at least one of its dimensions ",
+        absl::StrJoin(classes, ", "), ", and every pinned dimension must be split"));
+  }
 
   // A copy of the function with every sharding removed: candidates write their own
   // layouts on its signature, and intermediate values are left to propagation.

@@ -62,7 +62,10 @@ struct Case {
   std::string input;        // path relative to the root, e.g. testdata/ops/add.commir
   std::string header_file;  // where the header was read (the input or its .run sidecar)
   std::string golden;       // testdata/ops/add.golden
-  std::vector<std::string> args;  // after `commir-opt`, with %s substituted
+  // The tool the RUN line names: commir-opt, or commir-search (its output is a table, so
+  // there is no round trip of it).
+  std::string tool = "commir-opt";
+  std::vector<std::string> args;  // after the tool's name, with %s substituted
   std::string stdin_path;         // from `< FILE`, empty for /dev/null
   int exit_code = 0;
   Stream stream = Stream::kStdout;
@@ -79,6 +82,7 @@ struct RunResult {
 
 struct Options {
   std::string commir_opt;
+  std::string commir_search;  // optional: cases that run commir-search need it
   std::string root = ".";
   bool update = false;
   std::vector<std::string> filters;
@@ -121,7 +125,8 @@ std::string TempDir() {
 // Runs `commir_opt args...` in `cwd` with stdin from `stdin_path` (or /dev/null) and
 // captures both streams.
 RunResult Run(const Options& options, const std::vector<std::string>& args,
-              const std::string& stdin_path) {
+              const std::string& stdin_path, const std::string& tool_path = "") {
+  const std::string& binary = tool_path.empty() ? options.commir_opt : tool_path;
   RunResult result;
   static int counter = 0;
   std::string base = absl::StrCat(TempDir(), "/run", counter++);
@@ -141,7 +146,7 @@ RunResult Run(const Options& options, const std::vector<std::string>& args,
     dup2(out, 1);
     dup2(err, 2);
     std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(options.commir_opt.c_str()));
+    argv.push_back(const_cast<char*>(binary.c_str()));
     for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
     alarm(kTimeoutSeconds);  // survives exec: a hung tool is killed by SIGALRM
@@ -162,7 +167,7 @@ RunResult Run(const Options& options, const std::vector<std::string>& args,
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
     if (result.exit_code == 127 || result.exit_code == 126) {
-      result.failure = absl::StrCat("could not run ", options.commir_opt, " (exit ",
+      result.failure = absl::StrCat("could not run ", binary, " (exit ",
                                     result.exit_code, ")");
     }
   } else if (WIFSIGNALED(status)) {
@@ -310,10 +315,13 @@ void ParseHeader(absl::string_view text, Case& c) {
     if (key == "RUN") {
       ++runs;
       std::optional<std::vector<std::string>> words = SplitCommand(value);
-      if (!words || words->empty() || (*words)[0] != "commir-opt") {
-        c.errors.push_back(absl::StrCat(where, "RUN must be `commir-opt ARGS...`"));
+      if (!words || words->empty() ||
+          ((*words)[0] != "commir-opt" && (*words)[0] != "commir-search")) {
+        c.errors.push_back(absl::StrCat(where, "RUN must be `commir-opt ARGS...` or `commir-search ARGS...`"));
         continue;
       }
+      c.tool = (*words)[0];
+      if (c.tool == "commir-search") c.roundtrip = false;
       for (size_t i = 1; i < words->size(); ++i) {
         std::string word = (*words)[i];
         for (size_t p = word.find("%s"); p != std::string::npos; p = word.find("%s", p)) {
@@ -456,7 +464,7 @@ std::string GoldenText(const Case& c, const RunResult& r) {
 }
 
 std::string CommandLine(const Options&, const Case& c) {
-  std::string line = absl::StrCat("commir-opt ", absl::StrJoin(c.args, " "));
+  std::string line = absl::StrCat(c.tool, " ", absl::StrJoin(c.args, " "));
   if (!c.stdin_path.empty()) absl::StrAppend(&line, " < ", c.stdin_path);
   return line;
 }
@@ -492,8 +500,13 @@ void CheckFixpoint(const Options& options, absl::string_view what, absl::string_
 std::vector<std::string> CheckCase(const Options& options, const Case& c) {
   std::vector<std::string> failures = c.errors;
   if (!failures.empty()) return failures;
+  if (c.tool == "commir-search" && options.commir_search.empty()) {
+    failures.push_back(absl::StrCat(c.input, " runs commir-search: pass --commir-search=PATH"));
+    return failures;
+  }
   // The child opens stdin after changing to the root, so a root-relative path works.
-  RunResult r = Run(options, c.args, c.stdin_path);
+  RunResult r = Run(options, c.args, c.stdin_path,
+                    c.tool == "commir-search" ? options.commir_search : "");
   if (!r.failure.empty()) {
     failures.push_back(absl::StrCat("`", CommandLine(options, c), "` ", r.failure, "\n",
                                     Indent(r.err)));
@@ -555,6 +568,8 @@ bool ParseArgs(int argc, char** argv, Options& options) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--commir-opt=")) {
       options.commir_opt = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--commir-search=")) {
+      options.commir_search = fs::absolute(std::string(arg)).string();
     } else if (absl::ConsumePrefix(&arg, "--root=")) {
       options.root = std::string(arg);
     } else if (arg == "--update") {
@@ -636,7 +651,11 @@ int main(int argc, char** argv) {
   }
   for (const std::string& filter : options.filters) {
     bool matched = std::any_of(cases.begin(), cases.end(),
-                               [&](const Case& c) { return MatchesFilters({"", "", false, {filter}}, c.input); });
+                               [&](const Case& c) {
+                                 Options one;
+                                 one.filters = {filter};
+                                 return MatchesFilters(one, c.input);
+                               });
     if (!matched) problems.push_back(absl::StrCat("no case matches ", filter));
   }
   for (const std::string& problem : problems) std::cout << "ERROR: " << problem << "\n";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the golden files of testdata/ from the current commir-opt.
+# Regenerates the golden files of testdata/ from the current commir-opt (and commir-search).
 #
 #   testdata/update_goldens.sh                          # every case
 #   testdata/update_goldens.sh testdata/ops/matmul.commir testdata/errors
@@ -25,9 +25,9 @@ done
 
 cd "$repo"
 # The runner is the test binary itself, run here outside the sandbox on the source tree.
-bazel build //:commir-opt //testdata:golden_test
+bazel build //:commir-opt //:commir-search //testdata:golden_test
 bin="$(bazel info bazel-bin)"
-"$bin/testdata/golden_test" --commir-opt="$bin/commir-opt" --root="$repo" --update "${cases[@]}"
+"$bin/testdata/golden_test" --commir-opt="$bin/commir-opt" --commir-search="$bin/commir-search" --root="$repo" --update "${cases[@]}"
 
 # The example copies must stay identical to the shared originals when those are present.
 shared="$repo/../shared/examples"

@@ -1,0 +1,179 @@
+// The pieces of the search space: meshes, dimension classes and layouts.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "search/dim_classes.h"
+#include "search/layout_space.h"
+#include "search/mesh_shapes.h"
+#include "search/schedule_space.h"
+
+namespace commir::search {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::vector<std::string> Shapes(int64_t devices, int max_axes = 3) {
+  std::vector<std::string> out;
+  for (const MeshShape& m : MeshShapes(devices, max_axes)) out.push_back(m.ToString());
+  return out;
+}
+
+TEST(MeshShapes, EveryOrderedFactorizationIntoAtMostThreeAxes) {
+  EXPECT_THAT(Shapes(8), ElementsAre("8", "2x4", "4x2", "2x2x2"));
+  EXPECT_THAT(Shapes(12), ElementsAre("12", "2x6", "3x4", "4x3", "6x2", "2x2x3", "2x3x2", "3x2x2"));
+  EXPECT_THAT(Shapes(7), ElementsAre("7"));
+  EXPECT_THAT(Shapes(8, 1), ElementsAre("8"));
+  EXPECT_THAT(Shapes(1), ElementsAre("1"));
+  EXPECT_EQ(MeshShapes(64).size(), 16u);  // 1 + 5 + 10
+  EXPECT_EQ((MeshShape{{2, 4}}.Declaration()), "mesh @m(a=2, b=4)");
+}
+
+std::unique_ptr<Module> Parse(const std::string& text) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ParseModuleOrError(text, "test.commir");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+struct ClassView {
+  std::string name;
+  int64_t divisible_size;
+  bool pinned;
+  size_t occurrences;
+  friend bool operator==(const ClassView& a, const ClassView& b) {
+    return a.name == b.name && a.divisible_size == b.divisible_size && a.pinned == b.pinned &&
+           a.occurrences == b.occurrences;
+  }
+  friend std::ostream& operator<<(std::ostream& os, const ClassView& c) {
+    return os << c.name << "/" << c.divisible_size << (c.pinned ? "/pinned" : "") << "/"
+              << c.occurrences;
+  }
+};
+
+std::vector<ClassView> Classes(const std::string& text) {
+  std::unique_ptr<Module> m = Parse(text);
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(*m->functions().front());
+  EXPECT_TRUE(classes.ok()) << classes.status();
+  std::vector<ClassView> out;
+  for (const DimClass& c : *classes) {
+    out.push_back({c.name, c.divisible_size, c.pinned, c.signature_dims.size()});
+  }
+  return out;
+}
+
+constexpr char kMlp[] = R"(
+mesh @m(d=1)
+func @mlp(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32] {
+  %u = matmul(%x, %w1) : f32[64, 128]
+  %a = gelu(%u)
+  %y = matmul(%a, %w2) : f32[64, 32]
+  return %y
+}
+)";
+
+TEST(DimClasses, MlpHasRowsHiddenAndFfn) {
+  // Rows: x.0 and the result's rows; the contracted hidden: x.1, w1.0; FFN: w1.1, w2.0;
+  // the output's hidden: w2.1, result.1 (no residual ties it to the input's here).
+  EXPECT_THAT(Classes(kMlp),
+              ElementsAre(ClassView{"x.0", 64, false, 2}, ClassView{"x.1", 32, false, 2},
+                          ClassView{"w1.1", 128, false, 2}, ClassView{"w2.1", 32, false, 2}));
+}
+
+TEST(DimClasses, ReshapeLimitsTheSplitToTheMajorFactorAndAttentionJoinsTheSequences) {
+  // wq's columns become 4 heads of 8: they split over at most 4 devices (wq.1 with the
+  // heads of k, v and the result). Self-attention gives the keys' sequence the queries'
+  // class (x.0: with k.2, v.2 and result.2). The head dimension d of q and k is a class
+  // of its own (k.3), offered because the reshape of q could split it; v's (v.3, the
+  // result's too) is another.
+  constexpr char kText[] = R"(
+mesh @m(tp=2)
+func @f(%x: f32[16, 32@tp], %wq: f32[32, 32], %k: f32[1, 4, 16, 8], %v: f32[1, 4, 16, 8]) -> f32[1, 4, 16, 8] {
+  %q = matmul(%x, %wq) : f32[16, 32]
+  %q3 = reshape(%q) : f32[16, 4, 8]
+  %qh = transpose(%q3) {perm = [1, 0, 2]} : f32[4, 16, 8]
+  %q4 = reshape(%qh) : f32[1, 4, 16, 8]
+  %o = attention(%q4, %k, %v) {causal}
+  return %o
+}
+)";
+  EXPECT_THAT(Classes(kText),
+              ElementsAre(ClassView{"x.0", 16, false, 4}, ClassView{"x.1", 32, true, 2},
+                          ClassView{"wq.1", 4, false, 4}, ClassView{"k.3", 8, false, 1},
+                          ClassView{"v.3", 8, false, 2}));
+}
+
+TEST(LayoutSpace, RulesDropRedundantAndInvalidAssignments) {
+  std::unique_ptr<Module> m = Parse(kMlp);
+  const Function& f = *m->functions().front();
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+  ASSERT_TRUE(classes.ok());
+  LayoutSpaceStats stats;
+  std::vector<LayoutCandidate> one_axis = EnumerateLayouts(f, *classes, MeshShape{{4}}, 3, stats);
+  std::vector<std::string> described;
+  for (const LayoutCandidate& c : one_axis) described.push_back(c.description);
+  // Sets with two classes of one tensor ({x.0, x.1}, {x.1, w1.1}, {w1.1, w2.1}, ...) split
+  // it twice and are dropped.
+  EXPECT_THAT(described, ElementsAre("x.0@a", "x.1@a", "w1.1@a", "w2.1@a", "x.0@a w1.1@a",
+                                     "x.1@a w2.1@a"));
+  EXPECT_EQ(one_axis[4].arg_types[0].ToString(), "f32[64@a, 32]");
+  EXPECT_EQ(one_axis[4].arg_types[1].ToString(), "f32[32, 128@a]");
+  EXPECT_EQ(one_axis[4].arg_types[2].ToString(), "f32[128@a, 32]");
+  EXPECT_EQ(one_axis[4].result_types[0].ToString(), "f32[64@a, 32]");
+
+  // Two axes never split the same set; every axis splits something.
+  stats = {};
+  for (const LayoutCandidate& c : EnumerateLayouts(f, *classes, MeshShape{{2, 2}}, 3, stats)) {
+    bool a = false, b = false;
+    for (const AxisList& axes : c.class_axes) {
+      for (const std::string& axis : axes) (axis == "a" ? a : b) = true;
+    }
+    EXPECT_TRUE(a && b) << c.description;
+  }
+  EXPECT_GT(stats.rejected, 0);
+
+  // 32 hidden does not split over 64.
+  stats = {};
+  for (const LayoutCandidate& c : EnumerateLayouts(f, *classes, MeshShape{{64}}, 3, stats)) {
+    EXPECT_EQ(c.description.find("x.1"), std::string::npos) << c.description;
+  }
+}
+
+TEST(LayoutSpace, PinnedClassesAreAlwaysSplit) {
+  constexpr char kPinned[] = R"(
+mesh @m(tp=2)
+func @mlp(%x: f32[64, 32], %w1: f32[32, 128@tp], %w2: f32[128@tp, 32]) -> f32[64, 32] {
+  %u = matmul(%x, %w1) : f32[64, 128@tp]
+  %y = matmul(%u, %w2) : f32[64, 32]
+  return %y
+}
+)";
+  std::unique_ptr<Module> m = Parse(kPinned);
+  const Function& f = *m->functions().front();
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+  ASSERT_TRUE(classes.ok());
+  LayoutSpaceStats stats;
+  std::vector<LayoutCandidate> layouts = EnumerateLayouts(f, *classes, MeshShape{{2, 2}}, 3, stats);
+  ASSERT_FALSE(layouts.empty());
+  for (const LayoutCandidate& c : layouts) {
+    EXPECT_NE(c.description.find("w1.1@"), std::string::npos) << c.description;
+  }
+}
+
+TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {
+  EXPECT_EQ(JoinPipeline("ring-attention", "ring-collective-matmul"),
+            "ring-attention,ring-collective-matmul");
+  EXPECT_EQ(JoinPipeline("", "x"), "x");
+  EXPECT_EQ(JoinPipeline("x", ""), "x");
+  std::vector<std::string> matmul = MatmulSchedules();
+  EXPECT_EQ(matmul.front(), "");
+  EXPECT_THAT(matmul, ::testing::Contains("ring-collective-matmul{direction=bi}"));
+  std::vector<std::string> attention = AttentionSchedules(MeshShape{{8}});
+  EXPECT_THAT(attention, ::testing::Contains("ulysses-attention"));
+  EXPECT_THAT(attention, ::testing::Contains("ring-attention{zigzag=true}"));
+}
+
+}  // namespace
+}  // namespace commir::search
