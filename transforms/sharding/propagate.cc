@@ -266,6 +266,22 @@ absl::Status PropagateSharding(Module& module, const PropagationOptions& options
   return absl::OkStatus();
 }
 
+namespace {
+
+// The first global function with a mesh that has an argument named `name`, or null.
+const Function* GlobalFunctionWithArgument(const Module& module, absl::string_view name) {
+  for (const Function* function : module.functions()) {
+    if (function->is_spmd() || function->mesh() == nullptr) continue;
+    const Block& body = *function->body();
+    for (int i = 0; i < body.num_arguments(); ++i) {
+      if (body.argument(i)->name() == name) return function;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::Status PropagateShardingPass::Run(Module& module) {
   PropagationOptions propagation;
   PropagationReport report;
@@ -286,10 +302,14 @@ absl::Status PropagateShardingPass::Run(Module& module) {
   }
   if (absl::Status s = PropagateSharding(module, propagation, &diagnostics()); !s.ok()) return s;
   for (const std::string& name : propagation.explain) {
-    if (!report.explained_names.contains(name)) {
+    if (report.explained_names.contains(name)) continue;
+    if (const Function* function = GlobalFunctionWithArgument(module, name)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "explain: no value %%%s in a global function with a mesh", name));
+          "explain: %%%s is an argument of @%s: its layout is given, not chosen", name,
+          function->name()));
     }
+    return absl::InvalidArgumentError(
+        absl::StrFormat("explain: no value %%%s in a global function with a mesh", name));
   }
   for (const PropagationReport::Explanation& explanation : report.explanations) {
     Remark(absl::StrCat("propagate-sharding: ", explanation.text), explanation.loc);

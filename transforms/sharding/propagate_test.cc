@@ -266,6 +266,9 @@ TEST(PropagateShardingPass, AnUnknownValueToExplainIsAnError) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "explain: no value %nope in a global function with a mesh");
   EXPECT_TRUE(remarks.empty());
+  // An argument is known, but nothing chose its layout.
+  EXPECT_EQ(RunExplaining(kMlp, "%w1", &remarks).message(),
+            "explain: %w1 is an argument of @mlp: its layout is given, not chosen");
 }
 
 TEST(PropagateShardingPass, WithoutExplainThereAreNoRemarks) {
