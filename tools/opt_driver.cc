@@ -31,7 +31,8 @@ namespace {
 
 constexpr char kUsage[] =
     R"(usage: commir-opt [FILE|-] [--pass-pipeline=PIPE] [-o FILE] [--verify-each]
-                  [--print-ir-after-all] [--list-passes] [--emit=commir|dot]
+                  [--print-ir-after-all] [--pass-statistics] [--no-remarks]
+                  [--list-passes] [--emit=commir|dot]
 
 Parses and verifies a CommIR module (FILE, or stdin when it is '-' or left out), runs a
 pass pipeline over it, and prints the result in canonical form.
@@ -39,6 +40,9 @@ pass pipeline over it, and prints the result in canonical form.
   -o FILE                write the output to FILE instead of stdout
   --verify-each          verify the module after every pass
   --print-ir-after-all   print the module to stderr after every pass
+  --pass-statistics      print each pass's counters to stderr after the pipeline
+  --no-remarks           do not print pass remarks (why a pass rewrote nothing,
+                         explain= output) to stderr
   --list-passes          list every pass with its options and exit
   --emit=commir|dot      output CommIR text (default) or a Graphviz graph
   --help                 show this help and exit
@@ -56,6 +60,8 @@ struct OptArgs {
   std::string output;  // empty or "-": the output stream
   bool verify_each = false;
   bool print_ir_after_all = false;
+  bool pass_statistics = false;
+  bool no_remarks = false;
   bool list_passes = false;
   bool help = false;
   Emit emit = Emit::kCommir;
@@ -131,6 +137,10 @@ absl::StatusOr<OptArgs> ParseArgs(const std::vector<std::string>& args) {
       status = flag(parsed.verify_each);
     } else if (name == "print-ir-after-all") {
       status = flag(parsed.print_ir_after_all);
+    } else if (name == "pass-statistics") {
+      status = flag(parsed.pass_statistics);
+    } else if (name == "no-remarks") {
+      status = flag(parsed.no_remarks);
     } else if (name == "list-passes") {
       status = flag(parsed.list_passes);
     } else if (name == "help" || name == "h") {
@@ -174,6 +184,15 @@ int WriteToOut(std::string_view text, const OptEnvironment& env) {
   return kExitInvalidInput;
 }
 
+// FILE:LINE:COL: remark: MESSAGE, or FILE: remark: MESSAGE for a remark about the module.
+// Unlike errors, the source line is not quoted: a remark informs, it points at nothing
+// to fix.
+std::string RenderRemark(absl::string_view file, const PassRemark& remark) {
+  if (!remark.loc.known()) return absl::StrCat(file, ": remark: ", remark.message, "\n");
+  return absl::StrCat(file, ":", remark.loc.line, ":", remark.loc.col, ": remark: ",
+                      remark.message, "\n");
+}
+
 }  // namespace
 
 int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env) {
@@ -213,7 +232,16 @@ int RunCommirOpt(const std::vector<std::string>& args, const OptEnvironment& env
   pm.AddPasses(*std::move(passes));
   pm.set_verify_each(parsed->verify_each);
   if (parsed->print_ir_after_all) pm.set_print_ir_after_all(env.err);
-  if (absl::Status status = pm.Run(*module, diagnostics); !status.ok()) {
+  if (!parsed->no_remarks) {
+    pm.set_remark_handler([&err, &display](const Pass&, const PassRemark& remark) {
+      err << RenderRemark(display, remark);
+      err.flush();
+    });
+  }
+  absl::Status status = pm.Run(*module, diagnostics);
+  // Statistics of the passes that ran, also when one failed (its counters may say why).
+  if (parsed->pass_statistics) err << FormatPassStatistics(pm.passes());
+  if (!status.ok()) {
     if (diagnostics.has_errors()) {
       err << diagnostics.Render(display, *source);
     } else {

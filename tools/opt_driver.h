@@ -2,7 +2,8 @@
 // and print the module, with the exit statuses of tools/exit_codes.h.
 //
 //   commir-opt [FILE|-] [--pass-pipeline=PIPE] [-o FILE] [--verify-each]
-//              [--print-ir-after-all] [--list-passes] [--emit=commir|dot] [--help]
+//              [--print-ir-after-all] [--pass-statistics] [--no-remarks] [--list-passes]
+//              [--emit=commir|dot] [--help]
 //
 // Exit statuses:
 //   0  success (also --help and --list-passes);
@@ -13,6 +14,9 @@
 //      or pass option, a bad option value or malformed pipeline text.
 // Errors in the input go to stderr as FILE:LINE:COL: error: MESSAGE with the source
 // line and a caret, every one of them; FILE is the path as given ("<stdin>" for -).
+// Pass remarks (a pass that rewrote nothing says why; propagate-sharding{explain=...})
+// go to stderr as FILE:LINE:COL: remark: MESSAGE, or FILE: remark: MESSAGE, as each pass
+// finishes, unless --no-remarks; they change neither stdout nor the exit status.
 #ifndef COMMIR_TOOLS_OPT_DRIVER_H_
 #define COMMIR_TOOLS_OPT_DRIVER_H_
 

@@ -287,5 +287,68 @@ TEST(OptDriverTest, UnwritableOutputIsAnError) {
   EXPECT_THAT(r.err, StartsWith("commir-opt: error: cannot write '/no/such/dir/out.commir'"));
 }
 
+// ---- Remarks and statistics -----------------------------------------------------------
+
+constexpr char kMlp[] = R"(mesh @m(tp=2)
+func @mlp(%x: f32[8, 16], %w1: f32[16, 32@tp], %w2: f32[32@tp, 16]) -> f32[8, 16] {
+  %h = matmul(%x, %w1)
+  %y = matmul(%h, %w2)
+  return %y
+}
+)";
+
+TEST(OptDriverTest, RemarksGoToStderrAndChangeNeitherStdoutNorTheExitStatus) {
+  Result quiet = Opt({"--pass-pipeline=ring-attention", "--no-remarks"});
+  Result r = Opt({"--pass-pipeline=ring-attention"});
+  EXPECT_EQ(r.status, kExitSuccess);
+  EXPECT_EQ(r.out, quiet.out);
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(r.err,
+            "<stdin>: remark: pass 'ring-attention' rewrote nothing: no attention with k/v "
+            "all-gathered along the sequence in no spmd function (lower-to-spmd makes them)\n");
+}
+
+TEST(OptDriverTest, LocatedRemarksNameTheLineAndColumn) {
+  Result r = Opt({"--pass-pipeline=propagate-sharding{explain=%y}"}, kMlp);
+  EXPECT_EQ(r.status, kExitSuccess) << r.err;
+  EXPECT_THAT(r.err, StartsWith("<stdin>:4:8: remark: propagate-sharding: strategy of "
+                                "%y = matmul(%h, %w2) in @mlp: "));
+  EXPECT_THAT(r.err, HasSubstr("\n  chosen: candidate 1 (least communication)\n"));
+  EXPECT_EQ(Opt({"--pass-pipeline=propagate-sharding{explain=%y}", "--no-remarks"}, kMlp).err, "");
+}
+
+TEST(OptDriverTest, ExplainingAnUnknownValueIsInvalidInput) {
+  Result r = Opt({"--pass-pipeline=propagate-sharding{explain=\"%h, %q\"}"}, kMlp);
+  EXPECT_EQ(r.status, kExitInvalidInput);
+  EXPECT_EQ(r.out, "");
+  // The explanation of %h was not printed: the pass failed before remarking.
+  EXPECT_EQ(r.err,
+            "<stdin>: error: pass 'propagate-sharding' failed: explain: no value %q in a global "
+            "function with a mesh\n");
+}
+
+TEST(OptDriverTest, PassStatisticsFollowThePipeline) {
+  Result r = Opt({"--pass-pipeline=canonicalize,cse", "--pass-statistics"});
+  EXPECT_EQ(r.status, kExitSuccess) << r.err;
+  EXPECT_EQ(r.err,
+            "===-------------------------------------------------------------------------===\n"
+            "                         ... Pass statistics report ...\n"
+            "===-------------------------------------------------------------------------===\n"
+            "canonicalize\n"
+            "  (rewrites) 1 : Constants folded and identities simplified\n"
+            "cse\n"
+            "  (rewrites) 0 : Ops merged into an equivalent op that dominates them\n");
+  // Statistics of the passes that ran are printed when one fails too.
+  Result failed = Opt({"--pass-pipeline=canonicalize,fail", "--pass-statistics"});
+  EXPECT_EQ(failed.status, kExitInvalidInput);
+  EXPECT_THAT(failed.err, HasSubstr("canonicalize\n  (rewrites) 1 : "));
+  EXPECT_THAT(failed.err, HasSubstr("fail\n  (no statistics)\n"));
+}
+
+TEST(OptDriverTest, RemarkFlagsTakeNoValue) {
+  EXPECT_EQ(Opt({"--no-remarks=true"}).status, kExitUsage);
+  EXPECT_EQ(Opt({"--pass-statistics=1"}).status, kExitUsage);
+}
+
 }  // namespace
 }  // namespace commir

@@ -285,7 +285,8 @@ absl::Status CanonicalizePass::Run(Module& module) {
   CanonicalizeOptions options;
   options.fold_constants = this->options().GetBool("fold-constants");
   options.max_rewrites = this->options().GetInt("max-rewrites");
-  Canonicalize(module, options);
+  const int64_t rewrites = Canonicalize(module, options);
+  AddToStatistic("rewrites", "Constants folded and identities simplified", rewrites);
   return absl::OkStatus();
 }
 

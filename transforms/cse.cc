@@ -176,7 +176,8 @@ int64_t EliminateCommonSubexpressions(Module& module) {
 }
 
 absl::Status CsePass::Run(Module& module) {
-  EliminateCommonSubexpressions(module);
+  const int64_t merged = EliminateCommonSubexpressions(module);
+  AddToStatistic("rewrites", "Ops merged into an equivalent op that dominates them", merged);
   return absl::OkStatus();
 }
 

@@ -124,6 +124,50 @@ std::string DescribePasses(absl::Span<const PassInfo> registry) {
   return out;
 }
 
+void Pass::ClearReports() {
+  remarks_.clear();
+  statistics_.clear();
+}
+
+void Pass::Remark(std::string message, Location loc) {
+  remarks_.push_back({loc, std::move(message)});
+}
+
+void Pass::AddToStatistic(absl::string_view name, absl::string_view description, int64_t delta) {
+  for (PassStatistic& statistic : statistics_) {
+    if (statistic.name == name) {
+      statistic.value += delta;
+      return;
+    }
+  }
+  statistics_.push_back({std::string(name), std::string(description), delta});
+}
+
+void Pass::ReportRewrites(int64_t count, absl::string_view description,
+                          absl::string_view why_none) {
+  AddToStatistic("rewrites", description, count);
+  if (count == 0) RemarkRewroteNothing(why_none);
+}
+
+void Pass::RemarkRewroteNothing(absl::string_view why) {
+  Remark(absl::StrFormat("pass '%s' rewrote nothing: %s", name(), why));
+}
+
+std::string NameFunctions(const Module& module,
+                          const std::function<bool(const Function&)>& pick) {
+  std::vector<std::string> names;
+  for (const Function* function : module.functions()) {
+    if (pick(*function)) names.push_back(absl::StrCat("@", function->name()));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+std::string InSpmdFunctions(const Module& module) {
+  std::string names = NameFunctions(module, [](const Function& f) { return f.is_spmd(); });
+  return names.empty() ? "in no spmd function (lower-to-spmd makes them)"
+                       : absl::StrCat("in ", names);
+}
+
 void ReportPass::Emit(const std::string& report) const {
   std::ostream& out = out_ != nullptr ? *out_ : std::cerr;
   out << report;

@@ -80,6 +80,23 @@ absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
 class Pass;
 struct PassInfo;
 
+// A remark: something a pass wants its user to know that is not an error, such as why
+// it rewrote nothing or how it chose a layout. commir-opt prints remarks to stderr as
+// FILE:LINE:COL: remark: MESSAGE (FILE: remark: MESSAGE without a location); other
+// callers of passes leave them on the pass (PassManager's remark handler is unset).
+struct PassRemark {
+  Location loc;  // unknown: the remark is about the whole module
+  std::string message;
+};
+
+// A counter of what a pass did, in the style of MLIR's pass statistics
+// (commir-opt --pass-statistics prints them).
+struct PassStatistic {
+  std::string name;         // "rewrites"
+  std::string description;  // "Attention ops rewritten to a ring"
+  int64_t value = 0;
+};
+
 using PassFactory = std::function<std::unique_ptr<Pass>(const PassInfo&, PassOptions)>;
 
 // A registry row: everything --list-passes shows and the pipeline parser checks.
@@ -123,9 +140,31 @@ class Pass {
   DiagnosticEngine& diagnostics() { return diagnostics_ != nullptr ? *diagnostics_ : own_; }
   void set_diagnostics(DiagnosticEngine* diagnostics) { diagnostics_ = diagnostics; }
 
+  // What the pass reported since ClearReports (the PassManager clears them before Run),
+  // in the order reported.
+  const std::vector<PassRemark>& remarks() const { return remarks_; }
+  const std::vector<PassStatistic>& statistics() const { return statistics_; }
+  void ClearReports();
+
+ protected:
+  void Remark(std::string message, Location loc = {});
+  // Adds `delta` to the statistic `name`, created at zero (with `description`) on first use,
+  // so a pass that found nothing still shows its counters.
+  void AddToStatistic(absl::string_view name, absl::string_view description, int64_t delta);
+  // The report of a pass that is asked for by name to rewrite something (the schedules):
+  // the statistic "rewrites" (described as `description`) and, when `count` is zero,
+  // RemarkRewroteNothing(why_none). Cleanups that pipelines run just in case
+  // (canonicalize, cse, dce) keep only the statistic, as MLIR's do: their finding
+  // nothing is routine, and a remark each time would bury the ones that matter.
+  void ReportRewrites(int64_t count, absl::string_view description, absl::string_view why_none);
+  // The remark "pass 'NAME' rewrote nothing: WHY".
+  void RemarkRewroteNothing(absl::string_view why);
+
  private:
   const PassInfo* info_;
   PassOptions options_;
+  std::vector<PassRemark> remarks_;
+  std::vector<PassStatistic> statistics_;
   DiagnosticEngine* diagnostics_ = nullptr;
   DiagnosticEngine own_;
 };
@@ -154,6 +193,13 @@ class ReportPass : public Pass {
     using Pass::Pass;                                      \
     absl::Status Run(::commir::Module& module) override;  \
   }
+
+// "@f, @g": the functions of `module` that `pick` selects, in module order ("" if none).
+// Remarks name where a pass looked with it.
+std::string NameFunctions(const Module& module, const std::function<bool(const Function&)>& pick);
+// "in @f, @g" naming the spmd functions, or "in no spmd function (lower-to-spmd makes
+// them)": where the schedules look.
+std::string InSpmdFunctions(const Module& module);
 
 // The text of --list-passes: each pass with its description and options (name, type,
 // default, help), in the registry's order.

@@ -27,8 +27,12 @@ absl::Status PassManager::Run(Module& module, DiagnosticEngine& diagnostics) {
     // A fresh engine per pass, so that what it reports can be attributed to it.
     DiagnosticEngine pass_diagnostics;
     pass->set_diagnostics(&pass_diagnostics);
+    pass->ClearReports();
     absl::Status status = pass->Run(module);
     pass->set_diagnostics(nullptr);
+    if (remark_handler_) {
+      for (const PassRemark& remark : pass->remarks()) remark_handler_(*pass, remark);
+    }
     if (!status.ok() || pass_diagnostics.has_errors()) {
       Forward(pass_diagnostics, absl::StrCat("pass '", pass->name(), "': "), diagnostics);
       std::string message = status.ok() ? "it reported errors" : std::string(status.message());
@@ -51,6 +55,22 @@ absl::Status PassManager::Run(Module& module, DiagnosticEngine& diagnostics) {
     }
   }
   return absl::OkStatus();
+}
+
+std::string FormatPassStatistics(const std::vector<std::unique_ptr<Pass>>& passes) {
+  constexpr absl::string_view kRule =
+      "===-------------------------------------------------------------------------===\n";
+  std::string out = absl::StrCat(kRule, "                         ... Pass statistics report ...\n",
+                                 kRule);
+  for (const std::unique_ptr<Pass>& pass : passes) {
+    absl::StrAppend(&out, pass->name(), "\n");
+    if (pass->statistics().empty()) absl::StrAppend(&out, "  (no statistics)\n");
+    for (const PassStatistic& statistic : pass->statistics()) {
+      absl::StrAppendFormat(&out, "  (%s) %d : %s\n", statistic.name, statistic.value,
+                            statistic.description);
+    }
+  }
+  return out;
 }
 
 absl::Status PassManager::Run(Module& module) {

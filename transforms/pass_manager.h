@@ -3,8 +3,10 @@
 #ifndef COMMIR_TRANSFORMS_PASS_MANAGER_H_
 #define COMMIR_TRANSFORMS_PASS_MANAGER_H_
 
+#include <functional>
 #include <memory>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +28,11 @@ class PassManager {
   //   // -----// IR Dump After <pass> //----- //
   // and the printed module to `out` (null: no dumps).
   void set_print_ir_after_all(std::ostream* out) { dump_ = out; }
+  // Called with each remark of each pass right after that pass runs (also when it
+  // fails), so remarks interleave with IR dumps in pass order. Unset: remarks stay on
+  // the passes (Pass::remarks()) and nothing is printed.
+  using RemarkHandler = std::function<void(const Pass&, const PassRemark&)>;
+  void set_remark_handler(RemarkHandler handler) { remark_handler_ = std::move(handler); }
 
   // Runs every pass in order and stops at the first failure:
   //  - a pass returns an error: FailedPrecondition "pass 'NAME' failed: MESSAGE";
@@ -40,7 +47,15 @@ class PassManager {
   std::vector<std::unique_ptr<Pass>> passes_;
   bool verify_each_ = false;
   std::ostream* dump_ = nullptr;
+  RemarkHandler remark_handler_;
 };
+
+// The statistics of `passes` after a run, as MLIR's -pass-statistics lists them: a
+// banner, then each pass in pipeline order with its counters,
+//   cse
+//     (rewrites) 2 : Ops merged into an equivalent op
+// and "(no statistics)" for a pass that keeps none.
+std::string FormatPassStatistics(const std::vector<std::unique_ptr<Pass>>& passes);
 
 }  // namespace commir
 

@@ -1,11 +1,13 @@
 #include "transforms/pass_manager.h"
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "commir/diagnostics.h"
 #include "commir/printer.h"
 #include "gmock/gmock.h"
@@ -66,9 +68,27 @@ class BreakingPass : public Pass {
   }
 };
 
+// Counts its runs in a statistic and remarks on the module and on the first op; then
+// fails when asked to, after remarking.
+class RemarkingPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override {
+    Log().push_back(name());
+    AddToStatistic("runs", "Times run", 1);
+    AddToStatistic("runs", "Times run", 1);
+    ReportRewrites(0, "Things rewritten", "nothing to rewrite here");
+    Remark("about the first op", module.functions()[0]->body()->front()->loc());
+    if (name() == "remark-then-fail") return absl::InternalError("gave up");
+    return absl::OkStatus();
+  }
+};
+
 const std::vector<PassInfo>& TestRegistry() {
   static const auto* registry = new std::vector<PassInfo>{
       {"record", "records its run", {}, MakePass<RecordingPass>},
+      {"remark", "remarks", {}, MakePass<RemarkingPass>},
+      {"remark-then-fail", "remarks, then fails", {}, MakePass<RemarkingPass>},
       {"fail", "fails", {}, MakePass<FailingPass>},
       {"break", "breaks the IR", {}, MakePass<BreakingPass>},
   };
@@ -173,6 +193,77 @@ TEST_F(PassManagerTest, WithoutVerifyEachBrokenIrGoesUnnoticed) {
   PassManager pm;
   pm.AddPass(Make("break"));
   EXPECT_TRUE(pm.Run(*module).ok());
+}
+
+TEST_F(PassManagerTest, RemarksReachTheHandlerAfterEachPassInOrder) {
+  std::unique_ptr<Module> module = ParseForTest(kInput);
+  ASSERT_NE(module, nullptr);
+  PassManager pm;
+  pm.AddPass(Make("remark"));
+  pm.AddPass(Make("record"));
+  pm.AddPass(Make("remark"));
+  std::vector<std::string> seen;
+  std::ostringstream dump;
+  pm.set_print_ir_after_all(&dump);
+  pm.set_remark_handler([&](const Pass& pass, const PassRemark& remark) {
+    // Remarks come before the pass's IR dump: the handler sees the dumps so far (one
+    // '@' each).
+    const std::string dumped = dump.str();
+    seen.push_back(absl::StrCat(pass.name(), " ", remark.loc.line, ":", remark.loc.col, " ",
+                                remark.message, " after ",
+                                std::count(dumped.begin(), dumped.end(), '@'), " dumps"));
+  });
+  ASSERT_TRUE(pm.Run(*module).ok());
+  EXPECT_THAT(seen,
+              ElementsAre("remark 0:0 pass 'remark' rewrote nothing: nothing to rewrite here "
+                          "after 0 dumps",
+                          "remark 2:8 about the first op after 0 dumps",
+                          "remark 0:0 pass 'remark' rewrote nothing: nothing to rewrite here "
+                          "after 2 dumps",
+                          "remark 2:8 about the first op after 2 dumps"));
+}
+
+TEST_F(PassManagerTest, RemarksOfAFailingPassAreStillDelivered) {
+  std::unique_ptr<Module> module = ParseForTest(kInput);
+  ASSERT_NE(module, nullptr);
+  PassManager pm;
+  pm.AddPass(Make("remark-then-fail"));
+  int remarks = 0;
+  pm.set_remark_handler([&](const Pass&, const PassRemark&) { ++remarks; });
+  EXPECT_EQ(pm.Run(*module).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(remarks, 2);
+}
+
+TEST_F(PassManagerTest, WithoutAHandlerRemarksStayOnThePass) {
+  std::unique_ptr<Module> module = ParseForTest(kInput);
+  ASSERT_NE(module, nullptr);
+  PassManager pm;
+  pm.AddPass(Make("remark"));
+  ASSERT_TRUE(pm.Run(*module).ok());
+  ASSERT_EQ(pm.passes()[0]->remarks().size(), 2u);
+  EXPECT_EQ(pm.passes()[0]->remarks()[1].message, "about the first op");
+  // A second run starts from no reports: counters do not accumulate across runs.
+  ASSERT_TRUE(pm.Run(*module).ok());
+  EXPECT_EQ(pm.passes()[0]->remarks().size(), 2u);
+  EXPECT_EQ(pm.passes()[0]->statistics()[0].value, 2);
+}
+
+TEST_F(PassManagerTest, FormatsStatisticsInPipelineOrder) {
+  std::unique_ptr<Module> module = ParseForTest(kInput);
+  ASSERT_NE(module, nullptr);
+  PassManager pm;
+  pm.AddPass(Make("remark"));
+  pm.AddPass(Make("record"));
+  ASSERT_TRUE(pm.Run(*module).ok());
+  EXPECT_EQ(FormatPassStatistics(pm.passes()),
+            "===-------------------------------------------------------------------------===\n"
+            "                         ... Pass statistics report ...\n"
+            "===-------------------------------------------------------------------------===\n"
+            "remark\n"
+            "  (runs) 2 : Times run\n"
+            "  (rewrites) 0 : Things rewritten\n"
+            "record\n"
+            "  (no statistics)\n");
 }
 
 TEST_F(PassManagerTest, RealPipelineWithVerifyEach) {

@@ -41,7 +41,10 @@ std::vector<PassInfo> BuildRegistry() {
        "annotations",
        {{"iterations", PassOptionType::kInt, "1",
          "Backward/forward rounds (1 to 100); later rounds see the layouts chosen before", {},
-         1, 100}},
+         1, 100},
+        {"explain", PassOptionType::kString, "",
+         "Values (e.g. \"%q,%k\") whose op's strategy choice is explained on stderr: every "
+         "candidate's layouts and costs, and why the chosen one won"}},
        MakePass<sharding::PropagateShardingPass>},
       {"lower-to-spmd",
        "Partition global functions into spmd functions with explicit collectives",

@@ -67,6 +67,11 @@ struct CollectiveMatmulMatches {
 };
 CollectiveMatmulMatches FindCollectiveMatmuls(Function& function);
 
+// Why a collective-matmul schedule rewrote nothing, for its remark.
+inline constexpr char kNoCollectiveMatmulPair[] =
+    "no all_gather -> matmul or matmul -> reduce_scatter pair along a free matmul dimension "
+    "(and not yet scheduled on a stream)";
+
 // Rewrites every match with `rewriter` (a schedule's RewriteGather and RewriteScatter),
 // gathers first, adding one to `*rewritten` per pair. Stops at the first error. Then
 // erases the ops the rewrites replaced (the rewriter is a ReplacedOps).

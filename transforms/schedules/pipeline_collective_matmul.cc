@@ -260,9 +260,14 @@ absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int
 }
 
 absl::Status PipelineCollectiveMatmulPass::Run(Module& module) {
-  absl::StatusOr<int> n = PipelineCollectiveMatmul(module, options().GetInt("chunks"),
-                                                   options().GetInt("streams"), &diagnostics());
-  return n.status();
+  const int64_t chunks = options().GetInt("chunks");
+  absl::StatusOr<int> n =
+      PipelineCollectiveMatmul(module, chunks, options().GetInt("streams"), &diagnostics());
+  if (!n.ok()) return n.status();
+  ReportRewrites(*n, "Collective+matmul pairs split into pipelined chunks",
+                 chunks == 1 ? std::string("chunks=1 leaves every pair unchanged")
+                             : absl::StrCat(cmm::kNoCollectiveMatmulPair, " ", InSpmdFunctions(module)));
+  return absl::OkStatus();
 }
 
 }  // namespace commir::schedules

@@ -405,7 +405,7 @@ class Ring {
 
 }  // namespace
 
-absl::Status RingAttention(Module& module, bool zigzag) {
+absl::Status RingAttention(Module& module, bool zigzag, int* rewritten_count) {
   for (Function* function : module.functions()) {
     std::vector<Operation*> rewritten;
     absl::Status status;
@@ -414,13 +414,19 @@ absl::Status RingAttention(Module& module, bool zigzag) {
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
+    if (rewritten_count != nullptr) *rewritten_count += static_cast<int>(rewritten.size());
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
 absl::Status RingAttentionPass::Run(Module& module) {
-  return RingAttention(module, options().GetBool("zigzag"));
+  int rewritten = 0;
+  absl::Status status = RingAttention(module, options().GetBool("zigzag"), &rewritten);
+  ReportRewrites(rewritten, "Attention ops rewritten to a ring",
+                 absl::StrCat("no attention with k/v all-gathered along the sequence ",
+                              InSpmdFunctions(module)));
+  return status;
 }
 
 }  // namespace commir::schedules

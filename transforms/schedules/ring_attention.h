@@ -42,7 +42,8 @@
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-absl::Status RingAttention(Module& module, bool zigzag);
+// Counts the attentions rewritten into `*rewritten` when given.
+absl::Status RingAttention(Module& module, bool zigzag, int* rewritten = nullptr);
 
 COMMIR_DECLARE_PASS(RingAttentionPass);
 

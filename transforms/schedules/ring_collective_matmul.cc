@@ -516,7 +516,11 @@ absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction
 absl::Status RingCollectiveMatmulPass::Run(Module& module) {
   RingDirection direction =
       options().GetString("direction") == "bi" ? RingDirection::kBi : RingDirection::kUni;
-  return RingCollectiveMatmul(module, direction).status();
+  absl::StatusOr<int> n = RingCollectiveMatmul(module, direction);
+  if (!n.ok()) return n.status();
+  ReportRewrites(*n, "Collective+matmul pairs rewritten to a ring of shifts",
+                 absl::StrCat(cmm::kNoCollectiveMatmulPair, " ", InSpmdFunctions(module)));
+  return absl::OkStatus();
 }
 
 }  // namespace commir::schedules

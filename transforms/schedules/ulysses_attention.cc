@@ -105,7 +105,7 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
 
 }  // namespace
 
-absl::Status UlyssesAttention(Module& module) {
+absl::Status UlyssesAttention(Module& module, int* rewritten_count) {
   for (Function* function : module.functions()) {
     std::vector<Operation*> rewritten;
     absl::Status status;
@@ -114,11 +114,35 @@ absl::Status UlyssesAttention(Module& module) {
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
+    if (rewritten_count != nullptr) *rewritten_count += static_cast<int>(rewritten.size());
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
-absl::Status UlyssesAttentionPass::Run(Module& module) { return UlyssesAttention(module); }
+// Why nothing was rewritten: with no rewrite the module is unchanged, so the matches
+// still there are exactly the ones the pass declined.
+std::string WhyUlyssesRewroteNothing(const Module& module) {
+  size_t declined = 0;
+  for (const Function* function : module.functions()) {
+    declined += FindGatheredAttention(*function).size();
+  }
+  if (declined == 0) {
+    return absl::StrCat("no attention with k/v all-gathered along the sequence ",
+                        InSpmdFunctions(module));
+  }
+  return absl::StrCat(declined, declined == 1 ? " attention" : " attentions",
+                      " with k/v all-gathered along the sequence ", InSpmdFunctions(module),
+                      " kept: heads not divisible by the group (after repeating kv heads), or "
+                      "a causal q_pos not of the form base + rank * local queries");
+}
+
+absl::Status UlyssesAttentionPass::Run(Module& module) {
+  int rewritten = 0;
+  absl::Status status = UlyssesAttention(module, &rewritten);
+  ReportRewrites(rewritten, "Attention ops rewritten to all_to_all over heads",
+                 rewritten == 0 ? WhyUlyssesRewroteNothing(module) : "");
+  return status;
+}
 
 }  // namespace commir::schedules

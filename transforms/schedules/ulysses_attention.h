@@ -25,7 +25,8 @@
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-absl::Status UlyssesAttention(Module& module);
+// Counts the attentions rewritten into `*rewritten` when given.
+absl::Status UlyssesAttention(Module& module, int* rewritten = nullptr);
 
 COMMIR_DECLARE_PASS(UlyssesAttentionPass);
 

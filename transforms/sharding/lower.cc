@@ -232,6 +232,15 @@ absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics) {
   return absl::OkStatus();
 }
 
-absl::Status LowerToSpmdPass::Run(Module& module) { return LowerToSpmd(module, &diagnostics()); }
+absl::Status LowerToSpmdPass::Run(Module& module) {
+  int64_t global = 0;
+  for (const Function* function : module.functions()) {
+    global += !function->is_spmd() && function->mesh() != nullptr ? 1 : 0;
+  }
+  if (absl::Status s = LowerToSpmd(module, &diagnostics()); !s.ok()) return s;
+  ReportRewrites(global, "Global functions partitioned into spmd functions",
+                 "no global function with a mesh (spmd functions are lowered already)");
+  return absl::OkStatus();
+}
 
 }  // namespace commir::sharding

@@ -222,7 +222,18 @@ bool PartialAllowed(const OpRule& rule, int operand) {
 
 }  // namespace
 
+bool CheaperChoice(const Choice& a, const Choice& b) {
+  double scale = std::max({1.0, std::abs(a.comm_cost), std::abs(b.comm_cost)});
+  if (std::abs(a.comm_cost - b.comm_cost) > 1e-9 * scale) return a.comm_cost < b.comm_cost;
+  return a.work < b.work;
+}
+
 Choice ChooseStrategy(const StrategyQuery& q) {
+  WeighedStrategies weighed = WeighStrategies(q);
+  return std::move(weighed.candidates[weighed.chosen]);
+}
+
+WeighedStrategies WeighStrategies(const StrategyQuery& q) {
   const OpRule& rule = *q.rule;
   const Mesh& mesh = *q.mesh;
   const Operation& op = *q.op;
@@ -250,12 +261,14 @@ Choice ChooseStrategy(const StrategyQuery& q) {
   };
 
   std::vector<Strategy> candidates;
-  auto add = [&](Strategy s) {
+  std::vector<std::pair<CandidateOrigin, int>> origins;  // parallel to candidates
+  auto add = [&](Strategy s, CandidateOrigin origin, int origin_index) {
     Legalize(rule, mesh, s);
     for (const Strategy& c : candidates) {
       if (c == s) return;
     }
     candidates.push_back(std::move(s));
+    origins.push_back({origin, origin_index});
   };
   for (int i : known) {
     Strategy s;
@@ -270,7 +283,7 @@ Choice ChooseStrategy(const StrategyQuery& q) {
       if (j != i) merge_operand(s, j);
     }
     for (int r : targets) merge_target(s, r);
-    add(std::move(s));
+    add(std::move(s), CandidateOrigin::kOperand, i);
   }
   if (!targets.empty()) {
     Strategy s;
@@ -292,9 +305,9 @@ Choice ChooseStrategy(const StrategyQuery& q) {
     }
     for (int r : targets) merge_target(s, r);
     for (int i : known) merge_operand(s, i);
-    add(std::move(s));
+    add(std::move(s), CandidateOrigin::kTargets, -1);
   }
-  add(Strategy{});
+  add(Strategy{}, CandidateOrigin::kReplicated, -1);
   // The same with split statistics gathered instead.
   for (size_t c = 0, n = candidates.size(); c < n; ++c) {
     Strategy s = candidates[c];
@@ -305,14 +318,17 @@ Choice ChooseStrategy(const StrategyQuery& q) {
         changed = true;
       }
     }
-    if (changed) add(std::move(s));
+    if (changed) add(std::move(s), CandidateOrigin::kStatsGathered, static_cast<int>(c));
   }
 
-  Choice best;
-  bool have_best = false;
-  for (const Strategy& s : candidates) {
+  WeighedStrategies weighed;
+  weighed.candidates.reserve(candidates.size());
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const Strategy& s = candidates[k];
     Choice c;
     c.strategy = s;
+    c.origin = origins[k].first;
+    c.origin_index = origins[k].second;
     for (size_t i = 0; i < rule.operands.size(); ++i) {
       Layout required = RequiredOperandLayout(rule, s, static_cast<int>(i), mesh);
       if (rule.operands[i].is_tensor) {
@@ -344,17 +360,12 @@ Choice ChooseStrategy(const StrategyQuery& q) {
       }
       c.results.push_back(std::move(natural));
     }
-    auto better = [](const Choice& a, const Choice& b) {
-      double scale = std::max({1.0, std::abs(a.comm_cost), std::abs(b.comm_cost)});
-      if (std::abs(a.comm_cost - b.comm_cost) > 1e-9 * scale) return a.comm_cost < b.comm_cost;
-      return a.work < b.work;
-    };
-    if (!have_best || better(c, best)) {
-      best = std::move(c);
-      have_best = true;
+    weighed.candidates.push_back(std::move(c));
+    if (CheaperChoice(weighed.candidates.back(), weighed.candidates[weighed.chosen])) {
+      weighed.chosen = k;
     }
   }
-  return best;
+  return weighed;
 }
 
 }  // namespace commir::sharding

@@ -136,15 +136,38 @@ struct StrategyQuery {
   std::vector<std::optional<Layout>> targets;
 };
 
+// Where a candidate strategy came from (see the header comment for the order).
+enum class CandidateOrigin {
+  kOperand,        // operand `origin_index`'s layout first, then the others and targets
+  kTargets,        // the result targets first, then the operands
+  kReplicated,     // full replication
+  kStatsGathered,  // candidate `origin_index` with its split statistics gathered
+};
+
 struct Choice {
   Strategy strategy;
+  CandidateOrigin origin = CandidateOrigin::kReplicated;
+  int origin_index = -1;
   double comm_cost = 0;
   double work = 0;
   std::vector<Layout> operands;  // required operand layouts
   std::vector<Layout> results;   // natural result layouts
 };
 
-// The cheapest legal strategy (see the header comment for the candidates and costs).
+// Every candidate strategy of `query`, legalized, deduplicated and costed, in candidate
+// order, and which one is chosen: the first that no later one is cheaper than.
+struct WeighedStrategies {
+  std::vector<Choice> candidates;
+  size_t chosen = 0;
+};
+WeighedStrategies WeighStrategies(const StrategyQuery& query);
+
+// Whether `a` costs less than `b`: less communication (relative tolerance 1e-9), then
+// less work. ChooseStrategy's order.
+bool CheaperChoice(const Choice& a, const Choice& b);
+
+// The cheapest legal strategy: WeighStrategies' chosen candidate (see the header comment
+// for the candidates and costs).
 Choice ChooseStrategy(const StrategyQuery& query);
 
 // The cost (bytes per device plus latency, see ReshardCost) of the statistics

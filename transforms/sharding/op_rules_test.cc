@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "transforms/sharding/strategy_explanation.h"
 #include "transforms/test_util.h"
 
 namespace commir::sharding {
@@ -39,7 +40,8 @@ class OneOp {
   std::string Lowered() const { return Describe(Choose(/*with_targets=*/true)); }
   // The same without result targets (what the forward pass asks for a free result).
   std::string Forward() const { return Describe(Choose(/*with_targets=*/false)); }
-  Choice Choose(bool with_targets) const {
+  Choice Choose(bool with_targets) const { return ChooseStrategy(Query(with_targets)); }
+  StrategyQuery Query(bool with_targets) const {
     StrategyQuery q;
     q.op = op_;
     q.rule = &*rule_;
@@ -59,7 +61,7 @@ class OneOp {
         q.targets.push_back(std::nullopt);
       }
     }
-    return ChooseStrategy(q);
+    return q;
   }
 
   // "operand factors | result factors" with factor names f0, f1, ... and kinds.
@@ -424,6 +426,81 @@ spmd func @f(%x: f32[4]) -> f32[8] {
   ASSERT_NE(m, nullptr);
   absl::StatusOr<OpRule> rule = RuleFor(*m->functions()[0]->body()->front());
   EXPECT_FALSE(rule.ok());
+}
+
+// ---- Weighing and explaining the candidates ------------------------------------------
+
+TEST(WeighStrategies, ChooseStrategyReturnsTheChosenCandidate) {
+  OneOp big(F("tp=4", "%x: f32[1024, 4096@tp]", "%r = softmax(%x) {dim = 1}", "f32[1024, 4096]"));
+  ASSERT_TRUE(big.ok());
+  WeighedStrategies weighed = WeighStrategies(big.Query(false));
+  // From %x's layout, replicated, and the first with its statistics gathered (which is
+  // the replicated strategy again, so it is dropped as a duplicate).
+  ASSERT_EQ(weighed.candidates.size(), 2u);
+  EXPECT_EQ(weighed.candidates[0].origin, CandidateOrigin::kOperand);
+  EXPECT_EQ(weighed.candidates[0].origin_index, 0);
+  EXPECT_EQ(weighed.candidates[1].origin, CandidateOrigin::kReplicated);
+  EXPECT_EQ(weighed.chosen, 0u);
+  Choice chosen = big.Choose(false);
+  EXPECT_EQ(chosen.strategy, weighed.candidates[weighed.chosen].strategy);
+  EXPECT_DOUBLE_EQ(chosen.comm_cost, weighed.candidates[weighed.chosen].comm_cost);
+  for (const Choice& c : weighed.candidates) EXPECT_FALSE(CheaperChoice(c, chosen));
+
+  OneOp small(F("tp=4", "%x: f32[8, 64@tp]", "%r = softmax(%x) {dim = 1}", "f32[8, 64]"));
+  ASSERT_TRUE(small.ok());
+  WeighedStrategies gathered = WeighStrategies(small.Query(false));
+  EXPECT_EQ(gathered.candidates[gathered.chosen].origin, CandidateOrigin::kReplicated);
+  EXPECT_EQ(WhyChosen(gathered), "least communication");
+}
+
+Choice Costing(double comm, double work) {
+  Choice c;
+  c.comm_cost = comm;
+  c.work = work;
+  return c;
+}
+
+TEST(WhyChosen, NamesTheCriterionThatDecided) {
+  WeighedStrategies one;
+  one.candidates = {Costing(5, 5)};
+  EXPECT_EQ(WhyChosen(one), "the only candidate");
+  WeighedStrategies comm;
+  comm.candidates = {Costing(9, 1), Costing(3, 9), Costing(4, 1)};
+  comm.chosen = 1;
+  EXPECT_EQ(WhyChosen(comm), "least communication");
+  WeighedStrategies work;
+  // Equal within the relative tolerance of 1e-9.
+  work.candidates = {Costing(1e12, 9), Costing(1e12 + 1, 3), Costing(5e12, 1)};
+  work.chosen = 1;
+  EXPECT_EQ(WhyChosen(work), "least work among 2 candidates of equal communication");
+  WeighedStrategies order;
+  order.candidates = {Costing(2, 3), Costing(2, 3), Costing(2, 4)};
+  EXPECT_EQ(WhyChosen(order), "first in candidate order among 2 candidates of equal (comm, work)");
+}
+
+TEST(ExplainStrategyChoice, ListsEveryCandidateAndNamesTheWinner) {
+  // x is split over rows; the target wants the result split over columns. Computing by
+  // rows and moving the result (one all_to_all of 64 bytes) ties with gathering x (one
+  // all_gather of 64 bytes) in bytes, collectives and work: the earlier candidate wins.
+  // Replication gathers x as well but does all the work.
+  OneOp op(F("tp=2", "%x: f32[8@tp, 4], %w: f32[4, 8]", "%r = matmul(%x, %w) : f32[8, 8@tp]",
+             "f32[8, 8@tp]"));
+  ASSERT_TRUE(op.ok());
+  StrategyQuery query = op.Query(/*with_targets=*/true);
+  WeighedStrategies weighed = WeighStrategies(query);
+  EXPECT_EQ(ExplainStrategyChoice(query, weighed, "f"),
+            "strategy of %r = matmul(%x, %w) in @f: 3 candidates, cheapest by (comm, work), "
+            "ties to the earlier; comm = bytes per device + 1048576 per collective\n"
+            "  operands now: %x [tp, -], %w [-, -]; result targets: [-, tp]\n"
+            "  candidate 1, from %x's layout: needs %x [tp, -], %w [-, -]; gives [tp, -]; "
+            "comm 1048640, work 80  <- chosen\n"
+            "  candidate 2, from the result targets: needs %x [-, -], %w [-, tp]; gives [-, tp]; "
+            "comm 1048640, work 80\n"
+            "  candidate 3, replicated: needs %x [-, -], %w [-, -]; gives [-, -]; comm 1048640, "
+            "work 128\n"
+            "  chosen: candidate 1 (first in candidate order among 2 candidates of equal (comm, "
+            "work))");
+  EXPECT_EQ(op.Choose(true).strategy, weighed.candidates[0].strategy);
 }
 
 }  // namespace

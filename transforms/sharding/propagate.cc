@@ -6,8 +6,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
+#include "transforms/sharding/strategy_explanation.h"
 
 namespace commir::sharding {
 namespace {
@@ -89,11 +93,17 @@ class Propagator {
       Backward();
       Forward();
     }
+    if (options_.report != nullptr) Explain(*options_.report);
     for (Operation* op : ops_) {
       for (Value* result : op->results()) {
         auto it = info_.find(result);
         if (it == info_.end() || it->second.fixed) continue;
-        result->set_type(it->second.layout.ApplyTo(result->type()));
+        Type type = it->second.layout.ApplyTo(result->type());
+        if (options_.report != nullptr) {
+          ++options_.report->free_values;
+          options_.report->layouts_changed += type != result->type() ? 1 : 0;
+        }
+        result->set_type(type);
       }
     }
     return absl::OkStatus();
@@ -186,6 +196,28 @@ class Propagator {
     }
   }
 
+  // Explains the ops that define a value named in options_.explain. Run after the last
+  // round: every layout a query reads was set before its op's turn in the last forward
+  // round and not changed since, so the query (and so the choice) is the one made there.
+  void Explain(PropagationReport& report) {
+    if (options_.explain.empty()) return;
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      const Operation& op = *ops_[k];
+      bool named = false;
+      for (const Value* result : op.results()) {
+        for (const std::string& name : options_.explain) {
+          if (result->name() != name) continue;
+          named = true;
+          report.explained_names.insert(name);
+        }
+      }
+      if (!named) continue;
+      StrategyQuery query = Query(k);
+      report.explanations.push_back(
+          {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
+    }
+  }
+
   void Forward() {
     for (size_t k = 0; k < ops_.size(); ++k) {
       Operation* op = ops_[k];
@@ -234,8 +266,32 @@ absl::Status PropagateSharding(Module& module, const PropagationOptions& options
   return absl::OkStatus();
 }
 
+namespace {
+
+// The first global function with a mesh that has an argument named `name`, or null.
+const Function* GlobalFunctionWithArgument(const Module& module, absl::string_view name) {
+  for (const Function* function : module.functions()) {
+    if (function->is_spmd() || function->mesh() == nullptr) continue;
+    const Block& body = *function->body();
+    for (int i = 0; i < body.num_arguments(); ++i) {
+      if (body.argument(i)->name() == name) return function;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::Status PropagateShardingPass::Run(Module& module) {
   PropagationOptions propagation;
+  PropagationReport report;
+  propagation.report = &report;
+  if (options().Has("explain")) {
+    for (absl::string_view name :
+         absl::StrSplit(options().GetString("explain"), absl::ByAnyChar(", "), absl::SkipEmpty())) {
+      propagation.explain.push_back(std::string(absl::StripPrefix(name, "%")));
+    }
+  }
   if (options().Has("iterations")) {
     int64_t iterations = options().GetInt("iterations");
     if (iterations < 1 || iterations > 100) {
@@ -244,7 +300,28 @@ absl::Status PropagateShardingPass::Run(Module& module) {
     }
     propagation.iterations = static_cast<int>(iterations);
   }
-  return PropagateSharding(module, propagation, &diagnostics());
+  if (absl::Status s = PropagateSharding(module, propagation, &diagnostics()); !s.ok()) return s;
+  for (const std::string& name : propagation.explain) {
+    if (report.explained_names.contains(name)) continue;
+    if (const Function* function = GlobalFunctionWithArgument(module, name)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "explain: %%%s is an argument of @%s: its layout is given, not chosen", name,
+          function->name()));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrFormat("explain: no value %%%s in a global function with a mesh", name));
+  }
+  for (const PropagationReport::Explanation& explanation : report.explanations) {
+    Remark(absl::StrCat("propagate-sharding: ", explanation.text), explanation.loc);
+  }
+  const std::string global = NameFunctions(
+      module, [](const Function& f) { return !f.is_spmd() && f.mesh() != nullptr; });
+  AddToStatistic("rewrites", "Free values whose layout changed", report.layouts_changed);
+  AddToStatistic("free-values", "Values whose layout propagation chose", report.free_values);
+  // Free values that keep the layout the parser inferred are routine; a module with
+  // nothing to propagate over is worth saying (a pipeline run on the wrong program).
+  if (global.empty()) RemarkRewroteNothing("no global function with a mesh");
+  return absl::OkStatus();
 }
 
 }  // namespace commir::sharding

@@ -35,6 +35,11 @@
 #ifndef COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 #define COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
@@ -42,8 +47,29 @@
 
 namespace commir::sharding {
 
+// What a propagation did, for the pass's statistics, remarks and explain= option.
+struct PropagationReport {
+  // Free tensor values (whose layout propagation chooses), and those of them whose
+  // layout changed (one that stays as the parser inferred it does not count).
+  int64_t free_values = 0;
+  int64_t layouts_changed = 0;
+  // Per explained op: its location and ExplainStrategyChoice's text of its final choice
+  // (the last forward round's), in program order.
+  struct Explanation {
+    Location loc;
+    std::string text;
+  };
+  std::vector<Explanation> explanations;
+  // The names of `explain` that were found (a value of a global function with a mesh).
+  absl::flat_hash_set<std::string> explained_names;
+};
+
 struct PropagationOptions {
   int iterations = 1;
+  // Value names (without '%') whose defining op's strategy choice is explained.
+  std::vector<std::string> explain;
+  // Filled in when given.
+  PropagationReport* report = nullptr;
 };
 
 // Whether result `r` of `op` (in a global function) is a layout constraint (see above).

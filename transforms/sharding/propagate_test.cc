@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "commir/printer.h"
@@ -211,6 +212,69 @@ TEST(PropagateShardingPass, RejectsAnOutOfRangeIterationCount) {
   options.Set("iterations", int64_t{2});
   PropagateShardingPass two(info, options);
   EXPECT_TRUE(two.Run(*m).ok());
+}
+
+// Runs propagate-sharding{explain=EXPLAIN} on `text`; returns the pass's status.
+absl::Status RunExplaining(const std::string& text, const std::string& explain,
+                           std::vector<PassRemark>* remarks, std::string* printed = nullptr,
+                           int64_t iterations = 1) {
+  PassInfo info{"propagate-sharding", "", {}, MakePass<PropagateShardingPass>};
+  PassOptions options;
+  options.Set("explain", explain);
+  options.Set("iterations", iterations);
+  PropagateShardingPass pass(info, options);
+  std::unique_ptr<Module> m = testing::ParseForTest(text);
+  if (m == nullptr) return absl::InternalError("no module");
+  absl::Status status = pass.Run(*m);
+  *remarks = pass.remarks();
+  if (printed != nullptr) *printed = PrintModule(*m);
+  return status;
+}
+
+TEST(PropagateShardingPass, ExplainsTheChoiceForEachNamedValueAtItsOp) {
+  std::vector<PassRemark> remarks;
+  std::string printed;
+  // Names with or without '%', separated by commas or blanks.
+  ASSERT_TRUE(RunExplaining(kMlp, "%y, a", &remarks, &printed).ok());
+  ASSERT_EQ(remarks.size(), 2u);
+  // In program order: %a (line 5) before %y (line 6).
+  EXPECT_EQ(remarks[0].loc.line, 5);
+  EXPECT_THAT(remarks[0].message,
+              HasSubstr("propagate-sharding: strategy of %a = gelu(%h) in @mlp: 2 candidates"));
+  EXPECT_EQ(remarks[1].loc.line, 6);
+  EXPECT_EQ(remarks[1].loc.col, 8);  // the op's location: its name
+  EXPECT_THAT(remarks[1].message, HasSubstr("strategy of %y = matmul(%a, %w2) in @mlp"));
+  // The explained winner gives the layout %y ends up with (pending its reduce_scatter).
+  EXPECT_THAT(remarks[1].message,
+              HasSubstr("gives [-, -] partial(tp); comm 1146880, work 81920  <- chosen"));
+  EXPECT_THAT(remarks[1].message, HasSubstr("chosen: candidate 1 (least communication)"));
+  EXPECT_EQ(TypeOf(printed, "y"), "f32[256@tp, 128]");
+}
+
+TEST(PropagateShardingPass, ExplainsOnceWhateverTheRoundsWithTheLayoutKept) {
+  std::vector<PassRemark> remarks;
+  std::string printed;
+  ASSERT_TRUE(RunExplaining(kMlp, "%a", &remarks, &printed, 3).ok());
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_THAT(remarks[0].message, HasSubstr("gives [-, tp]; comm 0, work 65536  <- chosen"));
+  EXPECT_EQ(TypeOf(printed, "a"), "f32[256, 512@tp]");
+}
+
+TEST(PropagateShardingPass, AnUnknownValueToExplainIsAnError) {
+  std::vector<PassRemark> remarks;
+  absl::Status status = RunExplaining(kMlp, "%y,%nope", &remarks);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "explain: no value %nope in a global function with a mesh");
+  EXPECT_TRUE(remarks.empty());
+  // An argument is known, but nothing chose its layout.
+  EXPECT_EQ(RunExplaining(kMlp, "%w1", &remarks).message(),
+            "explain: %w1 is an argument of @mlp: its layout is given, not chosen");
+}
+
+TEST(PropagateShardingPass, WithoutExplainThereAreNoRemarks) {
+  std::vector<PassRemark> remarks;
+  ASSERT_TRUE(RunExplaining(kMlp, "", &remarks).ok());
+  EXPECT_TRUE(remarks.empty());
 }
 
 }  // namespace
