@@ -8,7 +8,8 @@
 //     layouts and its results' layouts as targets;
 //  2. each operand is resharded to the layout the strategy needs (layout.h: nothing when
 //     they match, a local dynamic_slice to split further, all_gather, all_to_all,
-//     reduce_scatter or all_reduce for partial values);
+//     reduce_scatter or all_reduce for partial values); a reshard an earlier user of the
+//     value already made is reused, and ChooseStrategy costs it as free;
 //  3. the per-device op is emitted on local types. Where the op's local form differs
 //     (the op's decomposition in the sharding table, op_sharding.h):
 //     - matmul with a split contracting dim, reduce_sum over a split dim: the local op,
