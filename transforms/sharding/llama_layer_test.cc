@@ -44,12 +44,15 @@ struct LayerShape {
   int64_t ffn;
   int tp;
   const char* dtype = "bf16";
+  // Megatron's layout of the k and v weights when tp is wider than the key/value heads:
+  // every device holds whole key/value heads (on a 1-D mesh: all of them).
+  bool replicated_kv_weights = false;
   int64_t head_dim() const { return hidden / heads; }
 };
 
 // The layer of testdata/partitioning/llama3_8b_layer_report.commir at other sizes.
 std::string Layer(const LayerShape& s) {
-  return absl::Substitute(
+  std::string text = absl::Substitute(
       R"(mesh @m(tp=$5)
 
 func @layer(%x: $6[$0@tp, $1], %g1: $6[$1],
@@ -87,6 +90,14 @@ func @layer(%x: $6[$0@tp, $1], %g1: $6[$1],
 )",
       s.sequence, s.hidden, s.heads, s.kv_heads, s.ffn, s.tp, s.dtype, s.kv_heads * s.head_dim(),
       s.head_dim());
+  if (s.replicated_kv_weights) {
+    std::string split = absl::StrCat("[", s.hidden, ", ", s.kv_heads * s.head_dim(), "@tp]");
+    std::string whole = absl::StrCat("[", s.hidden, ", ", s.kv_heads * s.head_dim(), "]");
+    for (size_t at = text.find(split); at != std::string::npos; at = text.find(split, at)) {
+      text.replace(at, split.size(), whole);
+    }
+  }
+  return text;
 }
 
 // Megatron TP+SP's bytes per device for one collective of the layer: (n-1)/n of the
@@ -176,22 +187,22 @@ TEST(LlamaLayer, Llama3_8bShapesGetMegatronsPlan) {
   EXPECT_DOUBLE_EQ(generated.report.total_bytes(), lowered.report.total_bytes());
 }
 
-// Widths of Llama-3 8B and 70B and smaller ones; tp from 2 to 16 where the key/value
-// heads divide over tp (tp wider than the key/value heads is not Megatron's layout of
-// these weights). Up to a sequence of twice the hidden size Megatron's plan is the
-// cheapest the partitioner knows, and it must be the one found.
+// Widths of Llama-3 8B and 70B and smaller ones; tp from 2 to 16, the k and v weights
+// whole on every device where tp is wider than the key/value heads (Megatron's layout
+// for that case). Up to a sequence as long as the hidden size Megatron's plan is the
+// cheapest the partitioner knows (beyond, see below), and it must be the one found.
 TEST(LlamaLayer, MegatronsPlanAtEverySizeWhereItIsCheapest) {
   const LayerShape widths[] = {
       {0, 4096, 32, 8, 14336, 0}, {0, 8192, 64, 8, 28672, 0},
       {0, 2048, 16, 8, 5632, 0},  {0, 1024, 16, 16, 4096, 0}};
   for (const LayerShape& width : widths) {
-    for (int64_t sequence : {512, 1024, 2048, 4096}) {
-      if (sequence > 2 * width.hidden) continue;
+    for (int64_t sequence : {512, 1024, 2048, 4096, 8192}) {
+      if (sequence > width.hidden) continue;
       for (int tp : {2, 4, 8, 16}) {
-        if (width.kv_heads % tp != 0) continue;
         LayerShape s = width;
         s.sequence = sequence;
         s.tp = tp;
+        s.replicated_kv_weights = width.kv_heads % tp != 0;
         ExpectMegatronPlan(PropagateAndLower(Layer(s)),
                            absl::StrCat("S=", sequence, " H=", s.hidden, " tp=", tp));
       }
@@ -207,15 +218,60 @@ TEST(LlamaLayer, NeverMoreBytesThanMegatron) {
   for (const LayerShape& width : widths) {
     for (int64_t sequence : {2048, 4096, 8192, 16384, 32768}) {
       for (int tp : {2, 4, 8, 16}) {
-        if (width.kv_heads % tp != 0) continue;
         LayerShape s = width;
         s.sequence = sequence;
         s.tp = tp;
+        s.replicated_kv_weights = width.kv_heads % tp != 0;
         Lowered lowered = PropagateAndLower(Layer(s));
         EXPECT_LE(lowered.report.total_bytes(), 4 * lowered.megatron_collective_bytes)
             << "S=" << sequence << " H=" << s.hidden << " tp=" << tp;
       }
     }
+  }
+}
+
+// The query heads of the attention op's per-device form (the global count when every
+// device runs every head).
+int64_t LocalQueryHeads(const Module& module) {
+  for (Operation* op : *module.functions()[0]->body()) {
+    if (op->Is(OpKind::kAttention)) return op->operand(0)->type().dims()[1];
+  }
+  return -1;
+}
+
+// Tensor parallelism wider than the key/value heads (Llama-3-8B on tp=16: 32 query
+// heads, 8 key/value heads): the query heads stay split, two per device, and each
+// device keeps the one key/value head they use (the plan used to gather q and run all
+// 32 heads on every device). With the k and v weights whole on every device, as
+// Megatron lays them out for this case, that is Megatron's plan exactly; with them
+// split, k and v are gathered once each on top.
+TEST(LlamaLayer, TensorParallelismWiderThanKeyValueHeadsReplicatesThem) {
+  LayerShape s{4096, 4096, 32, 8, 14336, 16};
+  s.replicated_kv_weights = true;
+  Lowered lowered = PropagateAndLower(Layer(s));
+  ASSERT_NE(lowered.module, nullptr);
+  ExpectMegatronPlan(lowered, "tp=16, whole k/v weights");
+  EXPECT_EQ(LocalQueryHeads(*lowered.module), 2);
+
+  s.replicated_kv_weights = false;
+  Lowered split = PropagateAndLower(Layer(s));
+  ASSERT_NE(split.module, nullptr);
+  EXPECT_EQ(LocalQueryHeads(*split.module), 2);
+  double kv_gather = 4096.0 * 1024 * 2 * 15 / 16;
+  EXPECT_DOUBLE_EQ(split.report.total_bytes(), 4 * split.megatron_collective_bytes + 2 * kv_gather);
+}
+
+// The same on the cpu mesh with the same ratios (4 query heads, 2 key/value heads on 4
+// devices): each device's query head with its key/value head, against the one-device
+// run.
+TEST(LlamaLayer, ReplicatedKeyValueHeadsMatchTheOneDeviceRun) {
+  for (bool whole : {true, false}) {
+    LayerShape s{16, 32, 4, 2, 64, 4, "f32"};
+    s.replicated_kv_weights = whole;
+    absl::StatusOr<SpmdCheck> check = CheckPartitioned(Layer(s), "layer", /*seed=*/7);
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_TRUE(check->pass) << check->report << check->lowered;
+    EXPECT_EQ(LocalQueryHeads(*check->module), 1) << check->lowered;
   }
 }
 

@@ -23,6 +23,9 @@
 //     - causal attention with the query sequence split over axes A: each device's
 //       queries at their true positions, q_pos = (given q_pos, or Skv - Sq) +
 //       rank(A) * Sq_local; the key/value sequence is gathered;
+//     - grouped-query attention on a 1-D mesh wider than the key/value heads: the query
+//       heads stay split and each device slices the key/value head they use from the
+//       whole key/value heads it holds (kv_head = rank / (devices per key/value head));
 //     - reshape of split dimensions: the local reshape (the rules only allow splits that
 //       keep each device's block contiguous);
 //     - reshard: nothing beyond step 2;

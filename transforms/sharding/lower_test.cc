@@ -195,6 +195,26 @@ func @f(%q: f32[2@dp, 8@tp, 16, 8], %k: f32[2@dp, 2@tp, 32, 8], %v: f32[2@dp, 2@
   EXPECT_EQ(Count(out, "all_gather") + Count(out, "all_to_all"), 0) << out;
 }
 
+// Tensor parallelism wider than the key/value heads (4 devices, 2 key/value heads): the
+// query heads stay split and each device slices the key/value head its query head uses
+// (devices 0, 1 head 0; devices 2, 3 head 1), as Megatron replicates them; no device
+// runs another device's heads and nothing is communicated.
+TEST(LowerToSpmd, GroupedQueryAttentionWiderThanTheKeyValueHeadsKeepsQueryHeadsSplit) {
+  for (const char* causal : {"{causal}", ""}) {
+    std::string out = LowerAndCheck(absl::StrCat(R"(mesh @m(tp=4)
+func @f(%q: f32[2, 4@tp, 16, 8], %k: f32[2, 2, 16, 8], %v: f32[2, 2, 16, 8]) -> f32[2, 4@tp, 16, 8] {
+  %o = attention(%q, %k, %v) )", causal, R"(
+  return %o
+}
+)"),
+                                    "f", /*seed=*/11);
+    EXPECT_THAT(out, HasSubstr("%kv_head = div(%0, 2) : index"));
+    EXPECT_THAT(out, HasSubstr("dynamic_slice(%k, %kv_head) {dim = 1, size = 1} : f32[2, 1, 16, 8]"));
+    EXPECT_THAT(out, HasSubstr(": f32[2, 1, 16, 8]\n  return %o"));
+    EXPECT_EQ(Count(out, "all_gather") + Count(out, "all_to_all") + Count(out, "all_reduce"), 0) << out;
+  }
+}
+
 TEST(LowerToSpmd, SoftmaxOverASplitDimCombinesRowStatistics) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)
 func @f(%x: f32[64, 8192@tp]) -> f32[64, 8192@tp] {
