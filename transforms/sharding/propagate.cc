@@ -92,13 +92,17 @@ class Propagator {
     // op choosing greedily cannot see that gathering one weight to save one
     // reduce_scatter forces the key/value projections to gather everything later; the
     // plans' total costs can. The cheaper wins (the first on a tie).
-    const absl::flat_hash_map<const Value*, Info> initial = info_;
     double cost = Solve(/*pin_arguments=*/false);
     if (moved_argument_) {
-      absl::flat_hash_map<const Value*, Info> free_plan = std::move(info_);
-      info_ = initial;
+      std::vector<std::pair<const Value*, Layout>> free_plan;
+      for (auto& [value, info] : info_) {
+        if (!info.fixed) free_plan.emplace_back(value, std::move(info.layout));
+      }
+      ForgetFreeLayouts();
       double pinned_cost = Solve(/*pin_arguments=*/true);
-      if (!(pinned_cost < cost - 1e-9 * std::max(1.0, cost))) info_ = std::move(free_plan);
+      if (!(pinned_cost < cost - 1e-9 * std::max(1.0, cost))) {
+        for (auto& [value, layout] : free_plan) info_[value].layout = std::move(layout);
+      }
     }
     for (Operation* op : ops_) {
       for (Value* result : op->results()) {
@@ -141,6 +145,18 @@ class Propagator {
       }
     }
     return cost;
+  }
+
+  // Back to the state before the first Solve: only the given layouts are known.
+  void ForgetFreeLayouts() {
+    for (auto& [value, info] : info_) {
+      if (info.fixed) continue;
+      info.layout = Layout();
+      info.decided = false;
+      info.preferred.reset();
+      info.strength = -1;
+      info.available.clear();
+    }
   }
 
   Info* Find(const Value* value) {
