@@ -68,8 +68,12 @@ def test_captured_block_matches_pytorch(model_name, mesh, schedule):
     spmd = cap.partition()
     if pipeline is not None:
         scheduled = commir.opt(spmd, pipeline)
-        if len(axes) > 1 or axes.get("tp", 1) > 1:
-            # The schedule really rewrote something.
+        # The schedule really rewrote something. Except ring-attention on the 1-D mesh:
+        # there the partitioner gathers the normed input once for the q, k and v
+        # projections (no more bytes than gathering k and v, one collective instead of
+        # two), which leaves no gathered key/value sequence to turn into a ring.
+        sequence_on_1d = kind == "sequence" and len(axes) == 1
+        if (len(axes) > 1 or axes.get("tp", 1) > 1) and not sequence_on_1d:
             assert scheduled.text() != spmd.text(), "%s left the program unchanged" % pipeline
         spmd = scheduled
     with torch.no_grad():

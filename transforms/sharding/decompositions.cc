@@ -1,6 +1,9 @@
 #include "transforms/sharding/decompositions.h"
 
 #include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "commir/attention_op.h"
 #include "commir/status_macros.h"
@@ -155,12 +158,62 @@ DecompositionResult DecomposeMean(const DecompositionInput& in) {
 
 // Each device's queries sit at q_pos + rank(axes) * Sq_local, where q_pos is the given
 // one or Skv - Sq.
+namespace {
+
+// With the query heads split over `axes` and every key/value head on every device
+// (AttentionRule's form for tensor parallelism wider than the key/value heads): the
+// index of the one key/value head this device's query heads use.
+absl::StatusOr<Value*> OwnKeyValueHeadIndex(const DecompositionInput& in, const AxisList& axes) {
+  OpBuilder& e = in.emitter;
+  int64_t heads = in.global_operand_types[0].dims()[1];
+  int64_t kv_heads = in.global_operand_types[1].dims()[1];
+  int64_t local_heads = in.operands[0].value->type().dims()[1];
+  int64_t group = kv_heads > 0 ? heads / kv_heads : 0;
+  if (local_heads <= 0 || group % local_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", local_heads, " query heads of a device do not fall in one of the ", kv_heads,
+        " key/value heads"));
+  }
+  // Devices [c * per, (c + 1) * per) hold the query heads of key/value head c.
+  int64_t per = group / local_heads;
+  COMMIR_ASSIGN_OR_RETURN(Value* index, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
+  if (per == 1) return index;
+  return e.CreateValue(OpKind::kDiv, {index, Operand::Literal(static_cast<double>(per), Type::Index())});
+}
+
+}  // namespace
+
 DecompositionResult DecomposeAttention(const DecompositionInput& in) {
   const Operation& op = in.op;
   const AxisList& axes = FirstOperandDimAxes(in, 2);
-  if (axes.empty() || !op.BoolAttr("causal")) return std::nullopt;
+  const std::vector<int>& q_heads = in.rule.operands[0].dims[1];
+  const std::vector<int>& kv_heads = in.rule.operands[1].dims[1];
+  bool own_kv_head = q_heads.size() == 1 && kv_heads.size() == 1 &&
+                     in.rule.kinds[kv_heads[0]] == FactorKind::kReplicate &&
+                     !in.choice.strategy.factors[q_heads[0]].empty();
+  bool causal_split = !axes.empty() && op.BoolAttr("causal");
+  if (!own_kv_head && !causal_split) return std::nullopt;
   OpBuilder& e = in.emitter;
-  absl::Span<const Operand> operands = in.operands;
+  std::vector<Operand> narrowed(in.operands.begin(), in.operands.end());
+  if (own_kv_head) {
+    const AxisList& head_axes = in.choice.strategy.factors[q_heads[0]];
+    COMMIR_ASSIGN_OR_RETURN(Value* index, OwnKeyValueHeadIndex(in, head_axes));
+    index->set_name("kv_head");
+    AttrDict one_head;
+    one_head.Set("dim", Attribute::Int(1));
+    one_head.Set("size", Attribute::Int(1));
+    for (int i : {AttentionOp::kK, AttentionOp::kV}) {
+      COMMIR_ASSIGN_OR_RETURN(Value* own,
+                              e.CreateValue(OpKind::kDynamicSlice, {narrowed[i].value, index}, one_head));
+      narrowed[i] = own;
+    }
+    if (!causal_split) {
+      COMMIR_ASSIGN_OR_RETURN(Operation * attention,
+                              e.Create(OpKind::kAttention, narrowed, op.attrs(), {}, op.num_results()));
+      return attention->results();
+    }
+  }
+  absl::Span<const Operand> operands = narrowed;
   int64_t local_queries = operands[0].value->type().dims()[2];
   int64_t queries = in.global_operand_types[0].dims()[2];
   int64_t keys = in.global_operand_types[1].dims()[2];

@@ -52,7 +52,8 @@ DecompositionResult DecomposeNorm(const DecompositionInput& input);
 // reduce_mean over split dims: the local sum divided by the global count, partial.
 DecompositionResult DecomposeMean(const DecompositionInput& input);
 // Causal attention with a split query sequence: each device's queries at their true
-// positions.
+// positions. Query heads split over a mesh wider than the key/value heads: each device
+// slices the one key/value head its query heads use (Megatron's replicated kv heads).
 DecompositionResult DecomposeAttention(const DecompositionInput& input);
 // slice: the local slice of each device's block (its `size` is the local one).
 DecompositionResult DecomposeSlice(const DecompositionInput& input);

@@ -55,6 +55,7 @@ class Lowering {
     for (int i = 0; i < body->num_arguments(); ++i) {
       map_[body->argument(i)] = {body->argument(i), Layout::Of(function_.arg_types()[i], mesh_)};
     }
+    sharing_ = SharingUsers(old_ops);
     absl::Status status = LowerBody(emitter, old_ops, rules, old_return);
     // On success the global ops go, on failure the spmd ops emitted so far (the function
     // is then left as it was). EraseAll drops the uses among them in any order.
@@ -84,7 +85,7 @@ class Lowering {
   absl::Status LowerBody(OpBuilder& emitter, const std::vector<Operation*>& old_ops,
                          const std::vector<OpRule>& rules, Operation* old_return) {
     for (size_t k = 0; k < old_ops.size(); ++k) {
-      if (absl::Status s = LowerOp(emitter, *old_ops[k], rules[k]); !s.ok()) {
+      if (absl::Status s = LowerOp(emitter, *old_ops[k], rules[k], sharing_[k]); !s.ok()) {
         return Error(old_ops[k], s);
       }
     }
@@ -120,20 +121,25 @@ class Lowering {
     return absl::FailedPreconditionError(message);
   }
 
-  absl::Status LowerOp(OpBuilder& e, const Operation& op, const OpRule& rule) {
+  absl::Status LowerOp(OpBuilder& e, const Operation& op, const OpRule& rule,
+                       const std::vector<int>& sharing) {
     e.set_loc(op.loc());
     StrategyQuery query;
     query.op = &op;
     query.rule = &rule;
     query.mesh = &mesh_;
+    query.sharing = sharing;
     for (int i = 0; i < op.num_operands(); ++i) {
       Value* v = op.operand(i);
       query.operand_types.push_back(Global(v));
+      std::vector<Layout> available;
       if (rule.operands[i].is_tensor) {
         query.operands.push_back(map_.at(v).layout);
+        for (const Mapped& copy : CopiesOf(v)) available.push_back(copy.layout);
       } else {
         query.operands.push_back(std::nullopt);
       }
+      query.available.push_back(std::move(available));
     }
     for (int r = 0; r < op.num_results(); ++r) {
       Type t = op.result(r)->type();
@@ -153,8 +159,11 @@ class Lowering {
         operands.push_back(m.value);
         continue;
       }
+      int source = choice.sources[i];
+      const Mapped from = source < 0 ? m : CopiesOf(v)[source];
       COMMIR_ASSIGN_OR_RETURN(Value* local,
-                              EmitReshard(e, m.value, Global(v), m.layout, choice.operands[i]));
+                              EmitReshard(e, from.value, Global(v), from.layout, choice.operands[i]));
+      if (local != m.value && local != from.value) copies_[v].push_back({local, choice.operands[i]});
       operands.push_back(local);
     }
 
@@ -208,10 +217,23 @@ class Lowering {
     return EmitPerDeviceOp(input, op.attrs());
   }
 
+  // The reshards of `v` made so far for its users (each layout once).
+  const std::vector<Mapped>& CopiesOf(const Value* v) const {
+    static const std::vector<Mapped>* const kNone = new std::vector<Mapped>();
+    auto it = copies_.find(v);
+    return it == copies_.end() ? *kNone : it->second;
+  }
+
   Function& function_;
   const Mesh& mesh_;
   DiagnosticEngine* diagnostics_;
   absl::flat_hash_map<const Value*, Mapped> map_;
+  // Per global value: the per-device values it was resharded to for earlier users, so
+  // that a later user needing the same layout reuses them (one all_gather of a normed
+  // activation feeds the q, k and v matmuls) and ChooseStrategy costs them as free.
+  absl::flat_hash_map<const Value*, std::vector<Mapped>> copies_;
+  // SharingUsers of the global ops, so that the strategies are those propagation chose.
+  std::vector<std::vector<int>> sharing_;
   absl::flat_hash_map<const Value*, Type> global_args_;
 };
 

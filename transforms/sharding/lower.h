@@ -8,7 +8,8 @@
 //     layouts and its results' layouts as targets;
 //  2. each operand is resharded to the layout the strategy needs (layout.h: nothing when
 //     they match, a local dynamic_slice to split further, all_gather, all_to_all,
-//     reduce_scatter or all_reduce for partial values);
+//     reduce_scatter or all_reduce for partial values); a reshard an earlier user of the
+//     value already made is reused, and ChooseStrategy costs it as free;
 //  3. the per-device op is emitted on local types. Where the op's local form differs
 //     (the op's decomposition in the sharding table, op_sharding.h):
 //     - matmul with a split contracting dim, reduce_sum over a split dim: the local op,
@@ -22,6 +23,9 @@
 //     - causal attention with the query sequence split over axes A: each device's
 //       queries at their true positions, q_pos = (given q_pos, or Skv - Sq) +
 //       rank(A) * Sq_local; the key/value sequence is gathered;
+//     - grouped-query attention on a 1-D mesh wider than the key/value heads: the query
+//       heads stay split and each device slices the key/value head they use from the
+//       whole key/value heads it holds (kv_head = rank / (devices per key/value head));
 //     - reshape of split dimensions: the local reshape (the rules only allow splits that
 //       keep each device's block contiguous);
 //     - reshard: nothing beyond step 2;

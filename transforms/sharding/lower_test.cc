@@ -195,6 +195,26 @@ func @f(%q: f32[2@dp, 8@tp, 16, 8], %k: f32[2@dp, 2@tp, 32, 8], %v: f32[2@dp, 2@
   EXPECT_EQ(Count(out, "all_gather") + Count(out, "all_to_all"), 0) << out;
 }
 
+// Tensor parallelism wider than the key/value heads (4 devices, 2 key/value heads): the
+// query heads stay split and each device slices the key/value head its query head uses
+// (devices 0, 1 head 0; devices 2, 3 head 1), as Megatron replicates them; no device
+// runs another device's heads and nothing is communicated.
+TEST(LowerToSpmd, GroupedQueryAttentionWiderThanTheKeyValueHeadsKeepsQueryHeadsSplit) {
+  for (const char* causal : {"{causal}", ""}) {
+    std::string out = LowerAndCheck(absl::StrCat(R"(mesh @m(tp=4)
+func @f(%q: f32[2, 4@tp, 16, 8], %k: f32[2, 2, 16, 8], %v: f32[2, 2, 16, 8]) -> f32[2, 4@tp, 16, 8] {
+  %o = attention(%q, %k, %v) )", causal, R"(
+  return %o
+}
+)"),
+                                    "f", /*seed=*/11);
+    EXPECT_THAT(out, HasSubstr("%kv_head = div(%0, 2) : index"));
+    EXPECT_THAT(out, HasSubstr("dynamic_slice(%k, %kv_head) {dim = 1, size = 1} : f32[2, 1, 16, 8]"));
+    EXPECT_THAT(out, HasSubstr(": f32[2, 1, 16, 8]\n  return %o"));
+    EXPECT_EQ(Count(out, "all_gather") + Count(out, "all_to_all") + Count(out, "all_reduce"), 0) << out;
+  }
+}
+
 TEST(LowerToSpmd, SoftmaxOverASplitDimCombinesRowStatistics) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)
 func @f(%x: f32[64, 8192@tp]) -> f32[64, 8192@tp] {
@@ -248,10 +268,10 @@ func @f(%x: f32[8@dp, 64@tp]) -> (f32[8@dp], f32[8@dp] partial(tp), f32[8@dp], f
 
 TEST(LowerToSpmd, ReshardsUseTheFewestCollectives) {
   std::string out = LowerAndCheck(R"(mesh @m(dp=2, tp=4)
-func @f(%x: f32[16@tp, 32], %p: f32[16, 32] partial(tp), %r: f32[16, 32]) -> (f32[16, 32@tp], f32[16@tp, 32], f32[16, 32], f32[16@(dp, tp), 32], f32[16, 32] partial(dp)) {
+func @f(%x: f32[16@tp, 32], %p: f32[16, 32] partial(tp), %r: f32[16, 32], %q: f32[16, 32] partial(tp)) -> (f32[16, 32@tp], f32[16@tp, 32], f32[16, 32], f32[16@(dp, tp), 32], f32[16, 32] partial(dp)) {
   %a = reshard(%x) : f32[16, 32@tp]
   %b = reshard(%p) : f32[16@tp, 32]
-  %c = reshard(%p) : f32[16, 32]
+  %c = reshard(%q) : f32[16, 32]
   %d = reshard(%r) : f32[16@(dp, tp), 32]
   %e = reshard(%r) : f32[16, 32] partial(dp)
   return %a, %b, %c, %d, %e
@@ -260,10 +280,31 @@ func @f(%x: f32[16@tp, 32], %p: f32[16, 32] partial(tp), %r: f32[16, 32]) -> (f3
                                   "f");
   EXPECT_THAT(out, HasSubstr("%a = all_to_all(%x) {axis = tp, split_dim = 1, concat_dim = 0}"));
   EXPECT_THAT(out, HasSubstr("%b = reduce_scatter(%p) {axis = tp, dim = 0}"));
-  EXPECT_THAT(out, HasSubstr("%c = all_reduce(%p) {axis = tp}"));
+  EXPECT_THAT(out, HasSubstr("%c = all_reduce(%q) {axis = tp}"));
   EXPECT_THAT(out, HasSubstr("%d = dynamic_slice(%r, "));
   EXPECT_THAT(out, HasSubstr("%e = dynamic_slice("));
   EXPECT_EQ(Count(out, "all_gather"), 0) << out;
+}
+
+// A value resharded for one user is resharded once: the next user needing the same
+// layout reads the same per-device value, and one wanting another layout may start from
+// it when that is cheaper (the partial %p, reduce-scattered for %b, is all-gathered for
+// %c: half the bytes of an all_reduce).
+TEST(LowerToSpmd, LaterUsersReuseAnEarlierReshard) {
+  std::string out = LowerAndCheck(R"(mesh @m(tp=4)
+func @f(%x: f32[16@tp, 32], %w: f32[32, 8], %p: f32[16, 32] partial(tp)) -> (f32[16, 8], f32[16, 8], f32[16@tp, 32], f32[16, 32]) {
+  %a = matmul(%x, %w) : f32[16, 8]
+  %b = matmul(%x, %w) : f32[16, 8]
+  %c = reshard(%p) : f32[16@tp, 32]
+  %d = reshard(%p) : f32[16, 32]
+  return %a, %b, %c, %d
+}
+)",
+                                  "f", /*seed=*/5);
+  EXPECT_EQ(Count(out, "all_gather"), 2) << out;
+  EXPECT_EQ(Count(out, "all_reduce"), 0) << out;
+  EXPECT_EQ(Count(out, "reduce_scatter"), 1) << out;
+  EXPECT_THAT(out, HasSubstr("%d = all_gather(%c) {axis = tp, dim = 0}"));
 }
 
 TEST(LowerToSpmd, ReshapesKeepContiguousSplits) {

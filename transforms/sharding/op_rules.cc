@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace commir::sharding {
 namespace {
@@ -223,9 +226,30 @@ bool PartialAllowed(const OpRule& rule, int operand) {
 }  // namespace
 
 bool CheaperChoice(const Choice& a, const Choice& b) {
+  if (a.pinned_moves != b.pinned_moves) return a.pinned_moves < b.pinned_moves;
   double scale = std::max({1.0, std::abs(a.comm_cost), std::abs(b.comm_cost)});
   if (std::abs(a.comm_cost - b.comm_cost) > 1e-9 * scale) return a.comm_cost < b.comm_cost;
   return a.work < b.work;
+}
+
+std::vector<std::vector<int>> SharingUsers(absl::Span<Operation* const> ops) {
+  std::vector<std::vector<int>> sharing(ops.size());
+  // (value, op kind, operand position) -> users seen so far, walking backwards.
+  absl::flat_hash_map<std::tuple<const Value*, OpKind, int>, int> later;
+  for (size_t k = ops.size(); k-- > 0;) {
+    const Operation& op = *ops[k];
+    sharing[k].resize(op.num_operands(), 1);
+    for (int i = 0; i < op.num_operands(); ++i) {
+      const Value* v = op.operand(i);
+      if (v->is_literal()) continue;
+      int& seen = later[{v, op.kind(), i}];
+      sharing[k][i] = 1 + seen;
+      // An op reading the value twice at one position is not possible; at two positions
+      // these are two different keys.
+      ++seen;
+    }
+  }
+  return sharing;
 }
 
 Choice ChooseStrategy(const StrategyQuery& q) {
@@ -259,6 +283,10 @@ WeighedStrategies WeighStrategies(const StrategyQuery& q) {
   auto merge_target = [&](Strategy& s, int r) {
     MergeLayout(rule, rule.results[r], *q.targets[r], mesh, s);
   };
+  auto available = [&](int i) -> absl::Span<const Layout> {
+    if (static_cast<size_t>(i) >= q.available.size()) return {};
+    return q.available[i];
+  };
 
   std::vector<Strategy> candidates;
   std::vector<std::pair<CandidateOrigin, int>> origins;  // parallel to candidates
@@ -284,6 +312,23 @@ WeighedStrategies WeighStrategies(const StrategyQuery& q) {
     }
     for (int r : targets) merge_target(s, r);
     add(std::move(s), CandidateOrigin::kOperand, i);
+  }
+  // A layout an operand already exists in: a strategy that consumes it as is.
+  for (int i : known) {
+    for (const Layout& layout : available(i)) {
+      Strategy s;
+      s.factors.resize(rule.num_factors());
+      if (!layout.partial.empty() && PartialAllowed(rule, i)) {
+        s.partial = layout.partial;
+        s.partial_operand = rule.partial_mode == PartialMode::kAll ? -1 : i;
+      }
+      MergeLayout(rule, rule.operands[i], layout, mesh, s);
+      for (int j : known) {
+        if (j != i) merge_operand(s, j);
+      }
+      for (int r : targets) merge_target(s, r);
+      add(std::move(s), CandidateOrigin::kAvailable, i);
+    }
   }
   if (!targets.empty()) {
     Strategy s;
@@ -331,17 +376,35 @@ WeighedStrategies WeighStrategies(const StrategyQuery& q) {
     c.origin_index = origins[k].second;
     for (size_t i = 0; i < rule.operands.size(); ++i) {
       Layout required = RequiredOperandLayout(rule, s, static_cast<int>(i), mesh);
+      int source = -1;
       if (rule.operands[i].is_tensor) {
         Type global = operand_type(static_cast<int>(i));
         c.work += LocalElements(global, required, mesh);
         if (i < q.operands.size() && q.operands[i]) {
-          const Layout& have = *q.operands[i];
-          c.comm_cost += ReshardCost(global, have, required, mesh);
+          const Layout* have = &*q.operands[i];
+          double cost = ReshardCost(global, *have, required, mesh);
+          absl::Span<const Layout> others = available(static_cast<int>(i));
+          for (size_t a = 0; a < others.size() && cost > 0; ++a) {
+            double reuse = ReshardCost(global, others[a], required, mesh);
+            if (reuse < cost) {
+              cost = reuse;
+              have = &others[a];
+              source = static_cast<int>(a);
+            }
+          }
+          if (static_cast<size_t>(i) < q.sharing.size() && q.sharing[i] > 1) {
+            double shared = cost / q.sharing[i];
+            c.shared_discount += cost - shared;
+            cost = shared;
+          }
+          if (cost > 0 && i < q.pinned.size() && q.pinned[i]) ++c.pinned_moves;
+          c.comm_cost += cost;
           // Becoming partial is free of communication but not of work.
-          if (required.partial.size() > have.partial.size()) c.work += LocalElements(global, required, mesh);
+          if (required.partial.size() > have->partial.size()) c.work += LocalElements(global, required, mesh);
         }
       }
       c.operands.push_back(std::move(required));
+      c.sources.push_back(source);
     }
     if (!rule.operands.empty()) c.comm_cost += StatsBytes(operand_type(0), rule, s, mesh);
     for (size_t r = 0; r < rule.results.size(); ++r) {

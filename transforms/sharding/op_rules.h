@@ -27,16 +27,20 @@
 //
 // ChooseStrategy enumerates a few candidate strategies, GSPMD-style: one from each
 // operand whose layout is known (that operand first, then the others and the result
-// targets merged in where compatible), one from the result targets (then the operands),
-// and full replication; plus, for each candidate that splits a kStats factor, the same
+// targets merged in where compatible), one from each layout an operand is already
+// available in (StrategyQuery::available, merged the same way), one from the result
+// targets (then the operands), and full replication; plus, for each candidate that splits a kStats factor, the same
 // with that factor gathered instead. Each is made legal (Legalize) and costed, in the
 // cost model of ReshardCost (layout.h: bytes per device plus a latency per collective):
-//   comm  = the cost of resharding each known operand to what the strategy needs
+//   comm  = the cost of resharding each known operand to what the strategy needs, from
+//           the cheapest of its layout and the layouts it is already available in (a
+//           value gathered once is shared by its users: reusing the gather is free),
+//           divided among the users expected to share that reshard
 //         + the statistics all_reduces of kStats factors
 //         + the cost of resharding each natural result to its target, if it has one (a
 //           result pending a max with no target costs its all_reduce);
 //   work  = per-device elements of the operands and results (less is more parallel).
-// The cheapest by (comm, work) wins; ties go to the earliest candidate in the order
+// The cheapest by (pinned operands resharded, comm, work) wins; ties go to the earliest candidate in the order
 // above. Every step is a constant amount of work per op (ranks are small), so callers
 // stay linear in the program size.
 #ifndef COMMIR_TRANSFORMS_SHARDING_OP_RULES_H_
@@ -48,6 +52,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "commir/ir.h"
 #include "transforms/sharding/layout.h"
 
@@ -134,15 +139,36 @@ struct StrategyQuery {
   std::vector<Type> operand_types;
   // Per result: the layout wanted, or nullopt when there is no preference.
   std::vector<std::optional<Layout>> targets;
+  // Per operand: other layouts the value already exists in, because an earlier user
+  // resharded it (the all_gather of a normed activation made for q feeds k and v too).
+  // Each is a free source of a reshard; empty (or shorter than `operands`): none.
+  std::vector<std::vector<Layout>> available;
+  // Per operand: how many users of the value, this op included, are expected to want
+  // the same reshard of it (SharingUsers); the reshard's cost is divided among them, as
+  // the later ones reuse it. Empty (or shorter than `operands`): 1.
+  std::vector<int> sharing;
+  // Per operand: whether its layout should stay as it is (a weight laid out the way the
+  // user wants it kept). Strategies that reshard fewer pinned operands win before cost
+  // is compared. Empty (or shorter than `operands`): none pinned.
+  std::vector<bool> pinned;
 };
 
 // Where a candidate strategy came from (see the header comment for the order).
 enum class CandidateOrigin {
   kOperand,        // operand `origin_index`'s layout first, then the others and targets
+  kAvailable,      // a layout operand `origin_index` already exists in (an earlier reshard)
   kTargets,        // the result targets first, then the operands
   kReplicated,     // full replication
   kStatsGathered,  // candidate `origin_index` with its split statistics gathered
 };
+
+// For each op of `ops` (one block, in program order) and each of its operands: 1 + the
+// number of later ops in `ops` of the same kind that read the same value at the same
+// operand position (the k and v projections after the q projection of one normed
+// activation; the up projection after the gate one). Such users need the value in the
+// same layout whenever their other operands are laid out alike, so a reshard the first
+// one makes serves them all. Linear in the number of operands.
+std::vector<std::vector<int>> SharingUsers(absl::Span<Operation* const> ops);
 
 struct Choice {
   Strategy strategy;
@@ -152,6 +178,14 @@ struct Choice {
   double work = 0;
   std::vector<Layout> operands;  // required operand layouts
   std::vector<Layout> results;   // natural result layouts
+  // Per operand: where its required layout is resharded from: -1 for the operand's
+  // layout, k for query.available[i][k] (the cheapest source; -1 on ties).
+  std::vector<int> sources;
+  // How many pinned operands the strategy reshards.
+  int pinned_moves = 0;
+  // What sharing took off comm_cost: comm_cost + shared_discount is what this op's
+  // reshards really cost when none is reused later.
+  double shared_discount = 0;
 };
 
 // Every candidate strategy of `query`, legalized, deduplicated and costed, in candidate

@@ -33,6 +33,7 @@ class OneOp {
   bool ok() const { return op_ != nullptr && rule_.has_value(); }
   const OpRule& rule() const { return *rule_; }
   const Mesh& mesh() const { return *function_->mesh(); }
+  Function* function() const { return function_; }
 
   // The strategy chosen with the operands' written layouts known and the written result
   // layouts as targets (what lower-to-spmd asks), as
@@ -272,6 +273,21 @@ TEST(AttentionRule, GroupedHeadsSplitOverKeyValueHeadsFirst) {
             "[-, (dp, tp), -, -] [-, dp, -, -] [-, dp, -, -] -> [-, (dp, tp), -, -] [-, (dp, tp), -]");
 }
 
+TEST(AttentionRule, AMeshWiderThanTheKeyValueHeadsSplitsQueryHeadsAlone) {
+  // 4 devices, 2 key/value heads: the query heads split alone, the key/value heads are
+  // whole on every device (the decomposition keeps each device's own).
+  OneOp op(F("tp=4", "%q: f32[1, 4@tp, 8, 8], %k: f32[1, 2, 8, 8], %v: f32[1, 2, 8, 8]",
+             "%r = attention(%q, %k, %v) {causal}", "f32[1, 4, 8, 8]"));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op.Factors(), "[p1, p4, p8, rep8] [p1, rep2, rep8, rep8] [p1, rep2, rep8, p8] -> [p1, p4, p8, p8]");
+  EXPECT_EQ(op.Forward(), "[-, tp, -, -] [-, -, -, -] [-, -, -, -] -> [-, tp, -, -]");
+  // Two devices divide the key/value heads: the nested form.
+  OneOp narrow(F("tp=2", "%q: f32[1, 4@tp, 8, 8], %k: f32[1, 2@tp, 8, 8], %v: f32[1, 2@tp, 8, 8]",
+                 "%r = attention(%q, %k, %v) {causal}", "f32[1, 4, 8, 8]"));
+  ASSERT_TRUE(narrow.ok());
+  EXPECT_EQ(narrow.Forward(), "[-, tp, -, -] [-, tp, -, -] [-, tp, -, -] -> [-, tp, -, -]");
+}
+
 TEST(AttentionRule, IndexOperandsTakeNoLayout) {
   OneOp op(F("tp=2", "%q: f32[1, 2, 4@tp, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]",
              "%p = full() {value = 0} : index\n  %r = attention(%q, %k, %v, %p) {causal}",
@@ -279,6 +295,97 @@ TEST(AttentionRule, IndexOperandsTakeNoLayout) {
   ASSERT_TRUE(op.ok());
   EXPECT_FALSE(op.rule().operands[3].is_tensor);
   EXPECT_EQ(op.Forward(), "[-, -, tp, -] [-, -, -, -] [-, -, -, -] -> [-, -, tp, -]");
+}
+
+// ---- What the strategy choice knows beyond the operands' layouts ---------------------
+
+// matmul(%h, %w) with %h sequence-split and %w column-split: gathering %h costs a whole
+// activation (12 MB), gathering the (smaller) weight and moving the result less (two
+// collectives of 0.8 MB).
+constexpr char kProjection[] = R"(mesh @m(tp=4)
+func @f(%h: f32[4096@tp, 1024], %w: f32[1024, 256@tp]) -> f32[4096, 256@tp] {
+  %r = matmul(%h, %w)
+  return %r
+}
+)";
+
+Choice ChooseProjection(const OneOp& op, std::vector<std::vector<Layout>> available,
+                        std::vector<int> sharing, std::vector<bool> pinned) {
+  StrategyQuery q;
+  Operation* matmul = nullptr;
+  for (Operation* o : *op.function()->body()) {
+    if (o->Is(OpKind::kMatmul)) matmul = o;
+  }
+  q.op = matmul;
+  q.rule = &op.rule();
+  q.mesh = &op.mesh();
+  q.operands = {Layout::Of(matmul->operand(0)->type(), op.mesh()),
+                Layout::Of(matmul->operand(1)->type(), op.mesh())};
+  q.targets = {Layout::Of(matmul->operand(1)->type(), op.mesh())};  // [-, tp]
+  q.available = std::move(available);
+  q.sharing = std::move(sharing);
+  q.pinned = std::move(pinned);
+  return ChooseStrategy(q);
+}
+
+TEST(ChooseStrategy, ALayoutAnOperandIsAvailableInIsFree) {
+  OneOp op(kProjection);
+  ASSERT_TRUE(op.ok());
+  // Alone: the weight is gathered, the result moved to its target.
+  Choice alone = ChooseProjection(op, {}, {}, {});
+  EXPECT_EQ(alone.operands[0].ToString(), "[tp, -]");
+  EXPECT_EQ(alone.operands[1].ToString(), "[-, -]");
+  // With %h gathered already (for an earlier projection): nothing to send.
+  Choice reuse = ChooseProjection(op, {{Layout::Replicated(2)}, {}}, {}, {});
+  EXPECT_EQ(reuse.operands[0].ToString(), "[-, -]");
+  EXPECT_EQ(reuse.operands[1].ToString(), "[-, tp]");
+  EXPECT_EQ(reuse.sources[0], 0);
+  EXPECT_EQ(reuse.sources[1], -1);
+  EXPECT_EQ(reuse.comm_cost, 0);
+}
+
+TEST(ChooseStrategy, AReshardSharedByLaterUsersCostsAShare) {
+  OneOp op(kProjection);
+  ASSERT_TRUE(op.ok());
+  // Gathering %h for this and seven more projections of it beats gathering the weight.
+  Choice shared = ChooseProjection(op, {}, {8, 1}, {});
+  EXPECT_EQ(shared.operands[0].ToString(), "[-, -]");
+  EXPECT_GT(shared.shared_discount, 0);
+  Choice alone = ChooseProjection(op, {}, {1, 1}, {});
+  EXPECT_EQ(alone.operands[0].ToString(), "[tp, -]");
+  EXPECT_EQ(alone.shared_discount, 0);
+}
+
+TEST(ChooseStrategy, PinnedOperandsStayWhereTheyAre) {
+  OneOp op(kProjection);
+  ASSERT_TRUE(op.ok());
+  Choice pinned = ChooseProjection(op, {}, {}, {false, true});
+  EXPECT_EQ(pinned.operands[1].ToString(), "[-, tp]");
+  EXPECT_EQ(pinned.pinned_moves, 0);
+  EXPECT_EQ(pinned.operands[0].ToString(), "[-, -]");
+}
+
+TEST(SharingUsers, CountsLaterUsersOfTheSameKindAndPosition) {
+  std::unique_ptr<Module> m = testing::ParseForTest(R"(mesh @m(tp=2)
+func @f(%h: f32[4, 4], %a: f32[4, 4], %b: f32[4, 4]) -> f32[4, 4] {
+  %q = matmul(%h, %a)
+  %k = matmul(%h, %b)
+  %v = matmul(%a, %h)
+  %s = add(%h, %k)
+  return %s
+}
+)");
+  ASSERT_NE(m, nullptr);
+  std::vector<Operation*> ops;
+  for (Operation* op : *m->functions()[0]->body()) {
+    if (!op->Is(OpKind::kReturn)) ops.push_back(op);
+  }
+  std::vector<std::vector<int>> sharing = SharingUsers(ops);
+  ASSERT_EQ(sharing.size(), 4u);
+  EXPECT_EQ(sharing[0], (std::vector<int>{2, 1}));  // %k reads %h at position 0 too
+  EXPECT_EQ(sharing[1], (std::vector<int>{1, 1}));
+  EXPECT_EQ(sharing[2], (std::vector<int>{1, 1}));  // %h at position 1: alone
+  EXPECT_EQ(sharing[3], (std::vector<int>{1, 1}));
 }
 
 // ---- Layout ops --------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "transforms/sharding/propagate.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -89,9 +90,23 @@ class Propagator {
         }
       }
     }
-    for (int round = 0; round < std::max(1, options_.iterations); ++round) {
-      Backward();
-      Forward();
+    sharing_ = SharingUsers(ops_);
+    // Two plans: the cheapest op by op, and, when that one moves an argument (gathers a
+    // weight), the one that keeps the arguments where they are, as Megatron does. Each
+    // op choosing greedily cannot see that gathering one weight to save one
+    // reduce_scatter forces the key/value projections to gather everything later; the
+    // plans' total costs can. The cheaper wins (the first on a tie).
+    double cost = Solve(/*pin_arguments=*/false);
+    if (moved_argument_) {
+      std::vector<std::pair<const Value*, Layout>> free_plan;
+      for (auto& [value, info] : info_) {
+        if (!info.fixed) free_plan.emplace_back(value, std::move(info.layout));
+      }
+      ForgetFreeLayouts();
+      double pinned_cost = Solve(/*pin_arguments=*/true);
+      if (!(pinned_cost < cost - 1e-9 * std::max(1.0, cost))) {
+        for (auto& [value, layout] : free_plan) info_[value].layout = std::move(layout);
+      }
     }
     if (options_.report != nullptr) Explain(*options_.report);
     for (Operation* op : ops_) {
@@ -116,7 +131,43 @@ class Propagator {
     bool decided = false;
     std::optional<Layout> preferred;
     int strength = -1;
+    // Layouts earlier users (in program order) resharded the value to in this forward
+    // pass: lower-to-spmd makes each reshard once, so later users get them for free.
+    std::vector<Layout> available;
   };
+
+  // Runs the configured rounds of Backward and Forward; returns the cost of the plan
+  // the last Forward chose (the reshards lower-to-spmd will emit, each once).
+  double Solve(bool pin_arguments) {
+    pin_arguments_ = pin_arguments;
+    moved_argument_ = false;
+    for (int round = 0; round < std::max(1, options_.iterations); ++round) {
+      Backward();
+      Forward();
+    }
+    double cost = plan_cost_;
+    if (ret_ != nullptr) {
+      for (int i = 0; i < ret_->num_operands(); ++i) {
+        const Info* info = Find(ret_->operand(i));
+        if (info == nullptr) continue;
+        cost += ReshardCost(ret_->operand(i)->type(), info->layout,
+                            Layout::Of(function_.result_types()[i], mesh_), mesh_);
+      }
+    }
+    return cost;
+  }
+
+  // Back to the state before the first Solve: only the given layouts are known.
+  void ForgetFreeLayouts() {
+    for (auto& [value, info] : info_) {
+      if (info.fixed) continue;
+      info.layout = Layout();
+      info.decided = false;
+      info.preferred.reset();
+      info.strength = -1;
+      info.available.clear();
+    }
+  }
 
   Info* Find(const Value* value) {
     auto it = info_.find(value);
@@ -140,8 +191,15 @@ class Propagator {
     query.mesh = &mesh_;
     for (Value* v : op->operands()) {
       Info* info = v->is_literal() ? nullptr : Find(v);
-      query.operands.push_back(info != nullptr && info->decided ? std::optional<Layout>(info->layout)
-                                                                : std::nullopt);
+      bool known = info != nullptr && info->decided;
+      query.operands.push_back(known ? std::optional<Layout>(info->layout) : std::nullopt);
+      query.available.push_back(known ? info->available : std::vector<Layout>{});
+    }
+    query.sharing = sharing_[k];
+    if (pin_arguments_) {
+      for (Value* v : op->operands()) {
+        query.pinned.push_back(v->kind() == Value::Kind::kBlockArgument);
+      }
     }
     for (Value* result : op->results()) {
       Info* info = Find(result);
@@ -219,22 +277,60 @@ class Propagator {
   }
 
   void Forward() {
+    for (auto& [value, info] : info_) info.available.clear();
+    plan_cost_ = 0;
     for (size_t k = 0; k < ops_.size(); ++k) {
       Operation* op = ops_[k];
       StrategyQuery query = Query(k);
       Choice choice = ChooseStrategy(query);
+      RecordReshards(*op, query, choice);
+      if (!rules_[k].operands.empty()) {
+        plan_cost_ += StatsBytes(op->operand(0)->type(), rules_[k], choice.strategy, mesh_);
+      }
       for (int r = 0; r < op->num_results(); ++r) {
         Info* info = Find(op->result(r));
-        if (info == nullptr || info->fixed) continue;
+        if (info == nullptr) continue;
+        Type type = op->result(r)->type();
+        if (info->fixed) {
+          plan_cost_ += ReshardCost(type, choice.results[r], info->layout, mesh_);
+          continue;
+        }
         Layout layout = choice.results[r];
         if (!layout.partial.empty() && layout.partial_kind == ReductionFn::kMax) {
           Layout target = query.targets[r] ? *query.targets[r] : Layout::Replicated(layout.rank());
           if (!target.partial.empty()) target.partial.clear();
           layout = ReducePartial(layout, target, mesh_);
+          Layout resolved = choice.results[r];
+          resolved.partial.clear();
+          resolved.partial_kind = ReductionFn::kSum;
+          plan_cost_ += ReshardCost(type, choice.results[r], resolved, mesh_);
         }
         info->layout = std::move(layout);
         info->decided = true;
       }
+    }
+  }
+
+  // Remembers the layouts `choice` reshards the operands of `op` to, as lower-to-spmd
+  // will emit them, so that later users of the same values see them as free; adds the
+  // reshards not made before to the plan's cost.
+  void RecordReshards(const Operation& op, const StrategyQuery& query, const Choice& choice) {
+    for (int i = 0; i < op.num_operands(); ++i) {
+      Value* v = op.operand(i);
+      if (!v->type().is_tensor() || !query.operands[i] || choice.operands[i] == *query.operands[i]) {
+        continue;
+      }
+      Info* info = Find(v);
+      if (info == nullptr) continue;
+      std::vector<Layout>& available = info->available;
+      if (std::find(available.begin(), available.end(), choice.operands[i]) != available.end()) {
+        continue;
+      }
+      int source = choice.sources[i];
+      plan_cost_ += ReshardCost(v->type(), source < 0 ? info->layout : available[source],
+                                choice.operands[i], mesh_);
+      moved_argument_ |= v->kind() == Value::Kind::kBlockArgument;
+      available.push_back(choice.operands[i]);
     }
   }
 
@@ -244,7 +340,13 @@ class Propagator {
   DiagnosticEngine* diagnostics_;
   std::vector<Operation*> ops_;
   std::vector<OpRule> rules_;
+  std::vector<std::vector<int>> sharing_;  // SharingUsers(ops_)
   Operation* ret_ = nullptr;
+  // Whether this plan keeps the arguments' layouts where it can (Solve).
+  bool pin_arguments_ = false;
+  // Set by Forward: whether the plan reshards an argument, and what its reshards cost.
+  bool moved_argument_ = false;
+  double plan_cost_ = 0;
   absl::flat_hash_map<const Value*, Info> info_;
 };
 

@@ -28,6 +28,15 @@
 //     scattered onto the dimensions its preference splits where possible.
 //  Steps 1 and 2 repeat `iterations` times; later backward passes know every layout the
 //  previous forward pass chose.
+//  3. A value resharded for one user is available in that layout to its later users
+//     for free (lower-to-spmd emits each reshard once), and a reshard's cost is divided
+//     among the later users of the same kind and operand position (SharingUsers,
+//     op_rules.h): one all_gather of a normed activation serves the q, k and v
+//     projections. When the plan reshards a function argument (gathers a weight), a
+//     second plan that keeps the arguments where they are (Megatron's, when the weights
+//     are laid out for it) is made too, and the one whose reshards cost less in total
+//     wins (the first on a tie): op-by-op choices cannot see that gathering one weight
+//     to save one reduce_scatter forces the key/value projections to gather everything.
 // Strategies are compared by their communication cost (bytes per device plus a latency
 // per collective, layout.h), then per-device work, then candidate order (op_rules.h),
 // so results are deterministic. One round is the default: on 2000 random programs a

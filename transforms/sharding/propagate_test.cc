@@ -247,7 +247,7 @@ TEST(PropagateShardingPass, ExplainsTheChoiceForEachNamedValueAtItsOp) {
   // The explained winner gives the layout %y ends up with (pending its reduce_scatter).
   EXPECT_THAT(remarks[1].message,
               HasSubstr("gives [-, -] partial(tp); comm 1146880, work 81920  <- chosen"));
-  EXPECT_THAT(remarks[1].message, HasSubstr("chosen: candidate 1 (least communication)"));
+  EXPECT_THAT(remarks[1].message, HasSubstr("chosen: candidate 1 (fewest reshards of pinned operands)"));
   EXPECT_EQ(TypeOf(printed, "y"), "f32[256@tp, 128]");
 }
 

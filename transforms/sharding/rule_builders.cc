@@ -200,6 +200,24 @@ OpRule NormRule(const Operation& op) {
   return rule;
 }
 
+namespace {
+
+// Whether grouped-query attention should keep its key/value heads whole on every device
+// and split only the query heads, as Megatron does when tensor parallelism is wider than
+// the key/value heads (tp=16 with 8): the function's mesh is one axis of n devices, more
+// than the key/value heads and a multiple of them, and n divides the query heads. Each
+// device's query heads then use exactly one key/value head (DecomposeAttention slices
+// it). On other meshes the nested rule below splits both.
+bool ReplicatesKeyValueHeads(const Operation& op, int64_t heads, int64_t kv_heads) {
+  const Function* function = op.parent_function();
+  const Mesh* mesh = function != nullptr ? function->mesh() : nullptr;
+  if (mesh == nullptr || mesh->axes().size() != 1 || kv_heads <= 0) return false;
+  int64_t n = mesh->num_devices();
+  return n > kv_heads && n % kv_heads == 0 && heads % n == 0 && heads != kv_heads;
+}
+
+}  // namespace
+
 OpRule AttentionRule(const Operation& op) {
   OpRule rule;
   Type q = op.operand(0)->type();
@@ -207,6 +225,22 @@ OpRule AttentionRule(const Operation& op) {
   Type v = op.operand(2)->type();
   int64_t heads = q.dims()[1];
   int64_t kv_heads = k.dims()[1];
+  if (ReplicatesKeyValueHeads(op, heads, kv_heads)) {
+    int b = rule.AddFactor(q.dims()[0], FactorKind::kPass);
+    int hq = rule.AddFactor(heads, FactorKind::kPass);
+    int hkv = rule.AddFactor(kv_heads, FactorKind::kReplicate);
+    int sq = rule.AddFactor(q.dims()[2], FactorKind::kPass);
+    int skv = rule.AddFactor(k.dims()[2], FactorKind::kReplicate);
+    int d = rule.AddFactor(q.dims()[3], FactorKind::kReplicate);
+    int dv = rule.AddFactor(v.dims()[3], FactorKind::kPass);
+    rule.operands.push_back({true, {{b}, {hq}, {sq}, {d}}});
+    rule.operands.push_back({true, {{b}, {hkv}, {skv}, {d}}});
+    rule.operands.push_back({true, {{b}, {hkv}, {skv}, {dv}}});
+    for (int i = 3; i < op.num_operands(); ++i) rule.operands.push_back(NonTensor());
+    rule.results.push_back({true, {{b}, {hq}, {sq}, {dv}}});
+    if (op.num_results() == 2) rule.results.push_back({true, {{b}, {hq}, {sq}}});
+    return rule;
+  }
   int b = rule.AddFactor(q.dims()[0], FactorKind::kPass);
   int hkv = rule.AddFactor(kv_heads, FactorKind::kPass);
   int group = rule.AddFactor(kv_heads == 0 ? 1 : heads / kv_heads, FactorKind::kPass);

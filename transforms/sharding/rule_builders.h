@@ -19,6 +19,10 @@ OpRule ReduceRule(const Operation& op);
 OpRule SoftmaxRule(const Operation& op);
 // layer_norm, rms_norm: the last dimension is a kStats factor.
 OpRule NormRule(const Operation& op);
+// attention: batch, key/value heads with the query heads of each nested under them,
+// query sequence and value dim split freely. On a 1-D mesh wider than the key/value
+// heads (a multiple of them), the query heads split alone and the key/value heads are
+// kept whole on every device (DecomposeAttention keeps each device's own).
 OpRule AttentionRule(const Operation& op);
 OpRule ReshapeRule(const Operation& op);
 OpRule TransposeRule(const Operation& op);

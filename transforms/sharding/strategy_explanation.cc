@@ -29,6 +29,9 @@ std::string Origin(const Choice& choice, const Operation& op) {
   switch (choice.origin) {
     case CandidateOrigin::kOperand:
       return absl::StrCat("from ", ValueName(op.operand(choice.origin_index)), "'s layout");
+    case CandidateOrigin::kAvailable:
+      return absl::StrCat("from a layout ", ValueName(op.operand(choice.origin_index)),
+                          " already exists in");
     case CandidateOrigin::kTargets: return "from the result targets";
     case CandidateOrigin::kReplicated: return "replicated";
     case CandidateOrigin::kStatsGathered:
@@ -51,12 +54,16 @@ std::string WhyChosen(const WeighedStrategies& weighed) {
   const std::vector<Choice>& all = weighed.candidates;
   if (all.size() == 1) return "the only candidate";
   const Choice& chosen = all[weighed.chosen];
-  int same_comm = 0, same_cost = 0;
+  int same_comm = 0, same_cost = 0, same_pinned = 0;
   for (const Choice& c : all) {
+    // Moving fewer pinned operands (weights laid out as the user keeps them) comes first.
+    if (c.pinned_moves != chosen.pinned_moves) continue;
+    ++same_pinned;
     if (!SameComm(c, chosen)) continue;
     ++same_comm;
     if (!CheaperChoice(chosen, c)) ++same_cost;
   }
+  if (same_pinned == 1) return "fewest reshards of pinned operands";
   if (same_comm == 1) return "least communication";
   if (same_cost == 1) {
     return absl::StrFormat("least work among %d candidates of equal communication", same_comm);
@@ -99,9 +106,13 @@ std::string ExplainStrategyChoice(const StrategyQuery& query, const WeighedStrat
     for (size_t r = 0; r < c.results.size(); ++r) {
       if (rule.results[r].is_tensor) gives.push_back(c.results[r].ToString());
     }
-    absl::StrAppendFormat(&out, "\n  candidate %d, %s: needs %s; gives %s; comm %.0f, work %.0f%s",
+    absl::StrAppendFormat(&out, "\n  candidate %d, %s: needs %s; gives %s; comm %.0f, work %.0f%s%s",
                           k + 1, Origin(c, op), absl::StrJoin(needs, ", "),
                           absl::StrJoin(gives, ", "), c.comm_cost, c.work,
+                          c.pinned_moves > 0
+                              ? absl::StrCat(", reshards ", c.pinned_moves, " pinned operand",
+                                             c.pinned_moves == 1 ? "" : "s")
+                              : "",
                           k == weighed.chosen ? "  <- chosen" : "");
   }
   absl::StrAppendFormat(&out, "\n  chosen: candidate %d (%s)", weighed.chosen + 1,
