@@ -35,16 +35,33 @@
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "commir/ir.h"
+#include "commir/type.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-absl::Status RingAttention(Module& module, bool zigzag);
+// `axes` (empty: every gathered axis) must be the leading axes of an attention's sequence
+// gather; the others stay gathered in each step (attention_match.h). Why an attention
+// was left alone, or zigzag not applied, is appended to `skipped` when given.
+absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes = {},
+                           std::vector<std::string>* skipped = nullptr);
 
-COMMIR_DECLARE_PASS(RingAttentionPass);
+class RingAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+  // Why the last Run left attentions alone (for remarks): one line each.
+  const std::vector<std::string>& skipped() const { return skipped_; }
+
+ private:
+  std::vector<std::string> skipped_;
+};
 
 }  // namespace commir::schedules
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "commir/attention_op.h"
+#include "commir/status_macros.h"
 #include "transforms/schedules/attention_match.h"
 
 namespace commir::schedules {
@@ -54,11 +55,12 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   std::optional<Operand> query_base;
   if (causal) {
     if (view.q_pos() == nullptr) return absl::OkStatus();
-    query_base = QueryBase(view.q_pos(), match.axes, local_queries);
+    // lower-to-spmd places the queries by the rank over the whole gather.
+    query_base = QueryBase(view.q_pos(), match.k_gather->attrs().Find("axis")->axes(), local_queries);
     if (!query_base.has_value()) return absl::OkStatus();
   }
 
-  OpBuilder e(&function, function.body(), attention, attention->loc());
+  OpBuilder e(&function, attention->parent_block(), attention, attention->loc());
   Value* k_rep = RepeatHeads(e, k, kv_target / kv_heads, "k_rep");
   Value* v_rep = RepeatHeads(e, v, kv_target / kv_heads, "v_rep");
   AttrDict to_heads = AllToAllAttrs(match.axes, 1, 2);
@@ -66,7 +68,25 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   Value* kh = e.Op(OpKind::kAllToAll, {k_rep}, to_heads, std::nullopt, "k_heads");
   Value* vh = e.Op(OpKind::kAllToAll, {v_rep}, to_heads, std::nullopt, "v_heads");
   std::vector<Operand> operands = {qh, kh, vh};
-  if (causal) {
+  if (!match.rest.empty()) {
+    // Axes left gathered: the devices of a rest group hold consecutive chunks of the
+    // sequence now (the chunk of rank(rest)), so the rest gather makes the whole sequence
+    // and the queries sit at base + rank(rest) * chunk, in the form QueryBase reads, so a
+    // ring over the rest can take this attention next.
+    AttrDict gather = sharding::AxisAttrs(match.rest);
+    gather.Set("dim", Attribute::Int(2));
+    operands[1] = e.Op(OpKind::kAllGather, {kh}, gather, std::nullopt, "k_rest");
+    operands[2] = e.Op(OpKind::kAllGather, {vh}, gather, std::nullopt, "v_rest");
+    if (causal) {
+      Value* rest_rank = FindOrMakeTopLevelRank(e, attention, match.rest);
+      Value* q_pos = e.Op(OpKind::kMul, {rest_rank, IndexLiteral(local_queries * n)});
+      bool zero_base = query_base->value == nullptr && query_base->literal == 0;
+      if (!zero_base) q_pos = e.Op(OpKind::kAdd, {q_pos, *query_base});
+      q_pos->set_name("q_pos");
+      operands.push_back(q_pos);
+      if (view.k_pos() != nullptr) operands.push_back(view.k_pos());
+    }
+  } else if (causal) {
     // The whole query sequence starts at the base; with the default k_pos and as many
     // queries as keys that is attention's own default (0), so no positions are needed.
     const int64_t queries = local_queries * n;
@@ -105,11 +125,13 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
 
 }  // namespace
 
-absl::Status UlyssesAttention(Module& module) {
+absl::Status UlyssesAttention(Module& module, const AxisList& axes,
+                              std::vector<std::string>* skipped) {
   for (Function* function : module.functions()) {
     std::vector<Operation*> rewritten;
     absl::Status status;
-    for (const GatheredAttention& match : FindGatheredAttention(*function)) {
+    for (const GatheredAttention& match :
+         FindGatheredAttention(*function, axes, GatherEnd::kTrailing, skipped)) {
       status = Rewrite(*function, match, &rewritten);
       if (!status.ok()) break;
     }
@@ -119,6 +141,11 @@ absl::Status UlyssesAttention(Module& module) {
   return absl::OkStatus();
 }
 
-absl::Status UlyssesAttentionPass::Run(Module& module) { return UlyssesAttention(module); }
+absl::Status UlyssesAttentionPass::Run(Module& module) {
+  skipped_.clear();
+  COMMIR_ASSIGN_OR_RETURN(AxisList axes,
+                          ParseScheduleAxes(module, options().GetString("axes"), name()));
+  return UlyssesAttention(module, axes, &skipped_);
+}
 
 }  // namespace commir::schedules

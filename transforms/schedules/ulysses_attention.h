@@ -18,16 +18,33 @@
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "commir/ir.h"
+#include "commir/type.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-absl::Status UlyssesAttention(Module& module);
+// `axes` (empty: every gathered axis) must be the trailing axes of an attention's
+// sequence gather; the all_to_all runs over them and the leading axes stay gathered
+// (attention_match.h). Why an attention was left alone is appended to `skipped`.
+absl::Status UlyssesAttention(Module& module, const AxisList& axes = {},
+                              std::vector<std::string>* skipped = nullptr);
 
-COMMIR_DECLARE_PASS(UlyssesAttentionPass);
+class UlyssesAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+  // Why the last Run left attentions alone (for remarks): one line each.
+  const std::vector<std::string>& skipped() const { return skipped_; }
+
+ private:
+  std::vector<std::string> skipped_;
+};
 
 }  // namespace commir::schedules
 
