@@ -140,11 +140,14 @@ TEST(Attention2DTest, OneAxisFormsOnATwoAxisMesh) {
 }
 
 // The attentions a schedule leaves alone, and why.
+// `before`: a pipeline applied after lowering, before the schedule.
 std::vector<std::string> Skipped(const std::string& global, bool ring, const AxisList& axes,
-                                 std::string* printed, bool zigzag = false) {
+                                 std::string* printed, bool zigzag = false,
+                                 const std::string& before = "") {
   std::unique_ptr<Module> module = commir::testing::ParseForTest(global);
   if (module == nullptr) return {};
   absl::Status lowered = sharding::RunDefaultSpmdPipeline(*module);
+  if (lowered.ok() && !before.empty()) lowered = sharding::ApplyPassPipeline(before, *module);
   if (!lowered.ok()) {
     ADD_FAILURE() << lowered;
     return {};
@@ -172,6 +175,17 @@ TEST(Attention2DTest, AxesAScheduleCannotTakeAreReportedAndLeftAlone) {
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_THAT(skipped[0], HasSubstr("not the trailing axes"));
   EXPECT_EQ(CountLines(printed, "all_to_all("), 0) << printed;
+  // Ulysses inside the steps of a ring over a: the queries sit by rank(a, b), not by a
+  // rank over b, which that form cannot place; left alone, with the reason.
+  skipped = Skipped(global, false, {"b"}, &printed, false, "ring-attention{axes=a}");
+  ASSERT_EQ(skipped.size(), 2u);  // both steps of the ring over a=2
+  EXPECT_THAT(skipped[0], HasSubstr("causal q_pos is not base + rank(b) * 16"));
+  EXPECT_EQ(CountLines(printed, "all_to_all("), 0) << printed;
+  // Heads that do not divide over the group.
+  skipped = Skipped(GlobalAttentionOnMesh({.heads = 3, .kv_heads = 3}, "a=2, b=2", "(a, b)"),
+                    false, {"b"}, &printed);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("3 heads (3 kv heads) cannot be split over 2 devices"));
   // An axis the sequence is not split over.
   skipped = Skipped(GlobalAttentionOnMesh({}, "a=2, b=2", "b"), true, {"a"}, &printed);
   ASSERT_EQ(skipped.size(), 1u);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commir/attention_op.h"
 #include "commir/status_macros.h"
 #include "transforms/schedules/attention_match.h"
@@ -36,9 +38,10 @@ Value* RepeatHeads(OpBuilder& e, Value* x, int64_t times, const std::string& nam
   return e.Op(OpKind::kReshape, {e2}, {}, merged, name);
 }
 
-// Appends the attention to `rewritten` when it was rewritten (its results now unused).
+// Appends the attention to `rewritten` when it was rewritten (its results now unused),
+// else why not to `skipped` (when given).
 absl::Status Rewrite(Function& function, const GatheredAttention& match,
-                     std::vector<Operation*>* rewritten) {
+                     std::vector<Operation*>* rewritten, std::vector<std::string>* skipped) {
   Operation* attention = match.attention;
   const int64_t n = match.group_size;
   const AttentionOp view(*attention);
@@ -49,15 +52,27 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   const int64_t kv_heads = k->type().dims()[1];
   const int64_t local_queries = q->type().dims()[2];
   const bool causal = view.causal();
-  if (heads % n != 0) return absl::OkStatus();
+  auto leave = [&](const std::string& why) {
+    if (skipped != nullptr) {
+      skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: %s", function.name(),
+                                         attention->loc().line, attention->loc().col, why));
+    }
+    return absl::OkStatus();
+  };
   const int64_t kv_target = std::lcm(kv_heads, n);
-  if (heads % kv_target != 0) return absl::OkStatus();
+  if (heads % n != 0 || heads % kv_target != 0) {
+    return leave(absl::StrFormat("%d heads (%d kv heads) cannot be split over %d devices",
+                                 heads, kv_heads, n));
+  }
   std::optional<Operand> query_base;
   if (causal) {
-    if (view.q_pos() == nullptr) return absl::OkStatus();
     // lower-to-spmd places the queries by the rank over the whole gather.
-    query_base = QueryBase(view.q_pos(), match.k_gather->attrs().Find("axis")->axes(), local_queries);
-    if (!query_base.has_value()) return absl::OkStatus();
+    const AxisList& gathered = match.k_gather->attrs().Find("axis")->axes();
+    if (view.q_pos() != nullptr) query_base = QueryBase(view.q_pos(), gathered, local_queries);
+    if (!query_base.has_value()) {
+      return leave(absl::StrFormat("causal q_pos is not base + rank(%s) * %d",
+                                   absl::StrJoin(gathered, ", "), local_queries));
+    }
   }
 
   OpBuilder e(&function, attention->parent_block(), attention, attention->loc());
@@ -132,7 +147,7 @@ absl::Status UlyssesAttention(Module& module, const AxisList& axes,
     absl::Status status;
     for (const GatheredAttention& match :
          FindGatheredAttention(*function, axes, GatherEnd::kTrailing, skipped)) {
-      status = Rewrite(*function, match, &rewritten);
+      status = Rewrite(*function, match, &rewritten, skipped);
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
