@@ -32,6 +32,13 @@
 // pass permutes q, k and v into that layout at entry and the output (and lse) back at
 // exit, one all_to_all each, so the function's signature and meaning do not change. Other
 // cases get the contiguous ring.
+//
+// axes= (a ring over the leading axes of a gather over more; attention_match.h): the
+// ring circulates the device's own block over those axes, and each step attends to the
+// all_gather over the other axes of the block it holds (one contiguous super-block, at
+// k_pos + source * super-block). Its shifts go on stream 2 and step 0's are issued before
+// step 0, so that a ring over the other axes in each step (a second pass, on stream 1:
+// the double ring) runs beside the outer transfer. Zigzag needs every axis.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 

@@ -15,6 +15,11 @@
 // which keeps head h reading its own kv head) with Hkv*r = lcm(Hkv, n), if H is divisible
 // by that; the repeat costs r times the k/v all_to_all bytes. Otherwise, and for causal
 // attention whose q_pos has another form, the op is left unchanged.
+//
+// axes= (all_to_all over the trailing axes of a gather over more; attention_match.h):
+// each device then holds the contiguous chunk rank(rest) of the sequence for its heads;
+// the attention reads all_gathers over the other (leading) axes of k and v, and its
+// queries sit at base + rank(rest) * chunk, so a ring over the rest can follow (USP).
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 
