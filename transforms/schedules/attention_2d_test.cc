@@ -194,6 +194,15 @@ TEST(Attention2DTest, AxesAScheduleCannotTakeAreReportedAndLeftAlone) {
   skipped = Skipped(global, true, {"a"}, &printed, /*zigzag=*/true);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_THAT(skipped[0], HasSubstr("zigzag needs the ring to take every gathered axis"));
+  // Zigzag in the inner ring of a double ring: the queries sit by rank(a, b).
+  skipped = Skipped(global, true, {"b"}, &printed, /*zigzag=*/true, "ring-attention{axes=a}");
+  ASSERT_EQ(skipped.size(), 2u);  // both steps of the ring over a=2
+  EXPECT_THAT(skipped[0], HasSubstr("zigzag needs q_pos = base + rank(b) * 16; contiguous ring used"));
+  // An odd group.
+  skipped = Skipped(GlobalAttentionOnMesh({.queries = 48, .keys = 48}, "sp=3", "sp"), true,
+                    {}, &printed, /*zigzag=*/true);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("zigzag needs an even group and even local lengths (group 3, 16 queries, 16 keys)"));
   EXPECT_EQ(CountLines(printed, "all_to_all("), 0) << printed;
   EXPECT_GT(CountLines(printed, "shift("), 0) << printed;
 }

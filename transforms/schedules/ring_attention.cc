@@ -65,18 +65,14 @@ class Ring {
     if (Value* q_pos = AttentionOp(*attention_).q_pos(); causal_ && q_pos != nullptr) {
       query_base = QueryBase(q_pos, match_.axes, queries_);
     }
-    bool zigzag_ok = zigzag && causal_ && query_base.has_value() && n_ % 2 == 0 &&
-                     queries_ % 2 == 0 && block_ % 2 == 0;
-    // Zigzag permutes the sequence over the ring's axes; with axes left gathered the
-    // queries' chunks would interleave with the rest group's, so the ring stays contiguous.
-    if (zigzag && causal_ && !match_.rest.empty()) {
-      zigzag_ok = false;
-      if (skipped != nullptr) {
-        skipped->push_back(absl::StrFormat(
-            "@%s: attention at %d:%d: zigzag needs the ring to take every gathered axis "
-            "(left gathered: %s); contiguous ring used",
-            function_.name(), attention_->loc().line, attention_->loc().col,
-            absl::StrJoin(match_.rest, ", ")));
+    bool zigzag_ok = false;
+    if (zigzag && causal_) {
+      std::string refusal = ZigzagRefusal(query_base);
+      zigzag_ok = refusal.empty();
+      if (!zigzag_ok && skipped != nullptr) {
+        skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: zigzag %s; contiguous ring used",
+                                           function_.name(), attention_->loc().line,
+                                           attention_->loc().col, refusal));
       }
     }
     Value* out = nullptr;
@@ -101,6 +97,25 @@ class Ring {
   }
 
  private:
+  // Why causal attention cannot take the zigzag layout, or "" when it can.
+  std::string ZigzagRefusal(const std::optional<Operand>& query_base) const {
+    // Zigzag permutes the sequence over the ring's axes; with axes left gathered the
+    // queries' chunks would interleave with the rest group's blocks.
+    if (!match_.rest.empty()) {
+      return absl::StrFormat("needs the ring to take every gathered axis (left gathered: %s)",
+                             absl::StrJoin(match_.rest, ", "));
+    }
+    if (!query_base.has_value()) {
+      return absl::StrFormat("needs q_pos = base + rank(%s) * %d",
+                             absl::StrJoin(match_.axes, ", "), queries_);
+    }
+    if (n_ % 2 != 0 || queries_ % 2 != 0 || block_ % 2 != 0) {
+      return absl::StrFormat("needs an even group and even local lengths (group %d, %d queries, "
+                             "%d keys)", n_, queries_, block_);
+    }
+    return "";
+  }
+
   Value* FindOrMakeRank() { return FindOrMakeTopLevelRank(e_, attention_, match_.axes); }
 
   // The step's keys or values: the held block, or with axes left gathered its rest
