@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/printer.h"
+#include "runtime/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transforms/schedules/attention_test_programs.h"
@@ -136,6 +137,44 @@ TEST(Attention2DTest, OneAxisFormsOnATwoAxisMesh) {
   for (bool causal : {true, false}) {
     ExpectMatches({.causal = causal, .dtype = "bf16"}, {4, 2}, "ring-attention{axes=a}");
     ExpectMatches({.causal = causal, .dtype = "bf16"}, {4, 2}, "ulysses-attention{axes=b}");
+  }
+}
+
+// Attention in a loop body (a step of a ring over other axes, or a user's loop) is
+// rewritten in place: the hand-written spmd program runs the same before and after.
+TEST(Attention2DTest, AttentionInALoopBodyIsScheduledInPlace) {
+  constexpr char kProgram[] = R"(mesh @m(sp=4)
+
+spmd func @f(%q: f32[1, 4, 64@sp, 16], %k: f32[1, 2, 64@sp, 16], %v: f32[1, 2, 64@sp, 16]) -> f32[1, 4, 64@sp, 16] on @m {
+  %r = for %i = 0 to 2 step 1 iter(%x = %q) {
+    %kg = all_gather(%k) {axis = sp, dim = 2} : f32[1, 2, 64, 16]
+    %vg = all_gather(%v) {axis = sp, dim = 2} : f32[1, 2, 64, 16]
+    %rk = rank() {axis = sp} : index
+    %qp = mul(%rk, 16) : index
+    %o = attention(%x, %kg, %vg, %qp) {causal} : f32[1, 4, 16, 16]
+    yield %o
+  } : (f32[1, 4, 16, 16])
+  return %r
+}
+)";
+  std::unique_ptr<Module> reference = commir::testing::ParseForTest(kProgram);
+  ASSERT_NE(reference, nullptr);
+  const Function& f = *reference->FindFunction("f");
+  std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(f, 3);
+  absl::StatusOr<std::vector<runtime::Tensor>> expected = sharding::RunWithGlobalInputs(f, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (const char* pipeline : {"ring-attention", "ring-attention{zigzag=true}", "ulysses-attention"}) {
+    SCOPED_TRACE(pipeline);
+    std::unique_ptr<Module> module = commir::testing::ParseForTest(kProgram);
+    ASSERT_NE(module, nullptr);
+    ASSERT_TRUE(sharding::ApplyPassPipeline(pipeline, *module).ok());
+    std::string printed = PrintModule(*module);
+    EXPECT_EQ(CountLines(printed, "all_gather("), 0) << printed;
+    absl::StatusOr<std::vector<runtime::Tensor>> actual =
+        sharding::RunWithGlobalInputs(*module->FindFunction("f"), inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status() << printed;
+    std::string report;
+    EXPECT_TRUE(sharding::CompareResults(*actual, *expected, &report)) << report << printed;
   }
 }
 
