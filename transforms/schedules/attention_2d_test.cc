@@ -106,6 +106,25 @@ TEST(Attention2DTest, GqaBf16AndLse) {
   EXPECT_EQ(CountLines(ir, "broadcast("), 2) << ir;  // k and v repeated to lcm(2, 4) heads
 }
 
+TEST(Attention2DTest, ThreeAxisMeshesComposeTheSameWay) {
+  // On a=2 x b=2 x c=2 with the sequence over (a, b, c): axis groups as well as single
+  // axes, and a ring over each of the three.
+  const std::string global = GlobalAttentionOnMesh({}, "a=2, b=2, c=2", "(a, b, c)");
+  for (const char* pipeline :
+       {"ulysses-attention{axes=c},ring-attention{axes=\"a,b\"}",
+        "ulysses-attention{axes=\"b,c\"},ring-attention{axes=a}",
+        "ring-attention{axes=a},ring-attention{axes=\"b,c\"}",
+        "ring-attention{axes=a},ring-attention{axes=b},ring-attention{axes=c}",
+        "ring-attention{axes=\"a,b\"},ring-attention{axes=c}"}) {
+    SCOPED_TRACE(pipeline);
+    absl::StatusOr<sharding::SpmdCheck> check =
+        sharding::CheckSpmd(global, "attn", {.seed = 5, .pipeline = pipeline});
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_TRUE(check->pass) << check->report << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;
+  }
+}
+
 TEST(Attention2DTest, CausalWithMoreKeysThanQueries) {
   // The default q_pos (Skv - Sq) must survive both compositions.
   AttentionCase c = {.queries = 32, .keys = 64};
