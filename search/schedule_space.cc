@@ -7,7 +7,24 @@ namespace commir::search {
 std::vector<std::string> AttentionSchedules(const MeshShape& mesh) {
   std::vector<std::string> schedules = {"", "ring-attention", "ring-attention{zigzag=true}",
                                         "ulysses-attention"};
-  (void)mesh;
+  std::vector<std::string> axes = mesh.axis_names();
+  if (axes.size() < 2) return schedules;
+  // On one axis of a sequence split over several: the other axes stay gathered.
+  for (const std::string& axis : axes) {
+    schedules.push_back(absl::StrCat("ring-attention{axes=", axis, "}"));
+    schedules.push_back(absl::StrCat("ulysses-attention{axes=", axis, "}"));
+  }
+  // A sequence split over (major, minor): USP's hybrid (Ulysses over the minor axis inside
+  // a ring over the major one) and the double ring (the only order the passes compose
+  // in: the outer ring first).
+  for (size_t i = 0; i < axes.size(); ++i) {
+    for (size_t j = i + 1; j < axes.size(); ++j) {
+      schedules.push_back(absl::StrCat("ulysses-attention{axes=", axes[j], "},ring-attention{axes=",
+                                       axes[i], "}"));
+      schedules.push_back(absl::StrCat("ring-attention{axes=", axes[i], "},ring-attention{axes=",
+                                       axes[j], "}"));
+    }
+  }
   return schedules;
 }
 

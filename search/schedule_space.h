@@ -13,8 +13,10 @@
 namespace commir::search {
 
 // Pass-pipeline texts for attention: "" (plain all-gathered k/v), the ring (contiguous
-// and zigzag), Ulysses, and on meshes of two or more axes the 2-D forms over each ordered
-// pair of axes (USP's Ulysses-inside-ring hybrid and the double ring).
+// and zigzag), Ulysses, and on meshes of two or more axes: the ring and Ulysses over each
+// single axis (the rest of the sequence gather stays), and for each pair of axes (major,
+// minor) USP's hybrid `ulysses-attention{axes=minor},ring-attention{axes=major}` and the
+// double ring `ring-attention{axes=major},ring-attention{axes=minor}`.
 std::vector<std::string> AttentionSchedules(const MeshShape& mesh);
 
 // Pass-pipeline texts for the all_gather+matmul and matmul+reduce_scatter pairs: "",

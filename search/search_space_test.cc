@@ -173,6 +173,11 @@ TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {
   std::vector<std::string> attention = AttentionSchedules(MeshShape{{8}});
   EXPECT_THAT(attention, ::testing::Contains("ulysses-attention"));
   EXPECT_THAT(attention, ::testing::Contains("ring-attention{zigzag=true}"));
+  EXPECT_EQ(attention.size(), 4u);
+  std::vector<std::string> two_d = AttentionSchedules(MeshShape{{2, 4}});
+  EXPECT_THAT(two_d, ::testing::Contains("ulysses-attention{axes=b},ring-attention{axes=a}"));
+  EXPECT_THAT(two_d, ::testing::Contains("ring-attention{axes=a},ring-attention{axes=b}"));
+  EXPECT_THAT(two_d, ::testing::Contains("ring-attention{axes=b}"));
 }
 
 }  // namespace

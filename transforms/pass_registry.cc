@@ -81,12 +81,17 @@ std::vector<PassInfo> BuildRegistry() {
        "merged by online softmax",
        {{"zigzag", PassOptionType::kBool, "false",
          "Causal: hold chunks r and 2n-1-r so every step does equal work (permutes q, k, v "
-         "and the output with all_to_all)"}},
+         "and the output with all_to_all)"},
+        {"axes", PassOptionType::kString, "",
+         "Mesh axes of the k/v gather to ring over, e.g. sp or \"dp,sp\": the leading axes "
+         "of the gather; the rest stay gathered in each step (empty: every axis)"}},
        MakePass<schedules::RingAttentionPass>},
       {"ulysses-attention",
        "Replace all-gathered k/v of sequence-parallel attention by all_to_all to a head split "
        "and back",
-       {},
+       {{"axes", PassOptionType::kString, "",
+         "Mesh axes of the k/v gather to all_to_all over, e.g. sp or \"dp,sp\": the trailing "
+         "axes of the gather; the rest stay gathered (empty: every axis)"}},
        MakePass<schedules::UlyssesAttentionPass>},
   };
   std::sort(passes.begin(), passes.end(),

@@ -1,8 +1,14 @@
 #include "transforms/schedules/attention_match.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace commir::schedules {
 namespace {
@@ -18,23 +24,121 @@ Operation* SequenceGather(const Value* value) {
   return def;
 }
 
+// Where the chosen axes sit in `gathered`: the split into (acting, rest), or a reason
+// why the schedule cannot take them.
+struct AxisSplit {
+  AxisList acting, rest;
+  std::string why_not;
+};
+
+AxisSplit SplitGatherAxes(const AxisList& gathered, const AxisList& chosen, GatherEnd end) {
+  if (chosen.empty()) return {gathered, {}, ""};
+  for (const std::string& axis : chosen) {
+    if (std::find(gathered.begin(), gathered.end(), axis) == gathered.end()) {
+      return {{}, {}, absl::StrFormat("k/v are not gathered over axis '%s'", axis)};
+    }
+  }
+  const size_t n = chosen.size();
+  const size_t first = end == GatherEnd::kLeading ? 0 : gathered.size() - n;
+  AxisList acting(gathered.begin() + first, gathered.begin() + first + n);
+  AxisList rest;
+  for (const std::string& axis : gathered) {
+    if (std::find(acting.begin(), acting.end(), axis) == acting.end()) rest.push_back(axis);
+  }
+  // The chosen axes, as a set, must be exactly that end of the gather's list.
+  AxisList sorted_chosen = chosen, sorted_acting = acting;
+  std::sort(sorted_chosen.begin(), sorted_chosen.end());
+  std::sort(sorted_acting.begin(), sorted_acting.end());
+  if (sorted_chosen != sorted_acting) {
+    return {{}, {}, absl::StrFormat(
+        "axes (%s) are not the %s axes of the sequence gather over (%s): the rest of the "
+        "gather would hold strided sequence blocks",
+        absl::StrJoin(chosen, ", "), end == GatherEnd::kLeading ? "leading" : "trailing",
+        absl::StrJoin(gathered, ", "))};
+  }
+  return {acting, rest, ""};
+}
+
 }  // namespace
 
-std::vector<GatheredAttention> FindGatheredAttention(const Function& function) {
+std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
+                                                     const AxisList& chosen, GatherEnd end,
+                                                     std::vector<std::string>* skipped) {
   std::vector<GatheredAttention> found;
   if (!function.is_spmd() || function.mesh() == nullptr) return found;
-  for (Operation* op : *function.body()) {
-    if (!op->Is(OpKind::kAttention) || op->stream_operand() != nullptr) continue;
+  const Mesh& mesh = *function.mesh();
+  auto skip = [&](const Operation* op, const std::string& why) {
+    if (skipped == nullptr) return;
+    skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: %s", function.name(),
+                                       op->loc().line, op->loc().col, why));
+  };
+  for (const std::string& axis : chosen) {
+    if (!mesh.AxisIndex(axis).has_value()) {
+      if (skipped != nullptr) {
+        skipped->push_back(absl::StrFormat("@%s: mesh @%s has no axis '%s'", function.name(),
+                                           mesh.name(), axis));
+      }
+      return found;
+    }
+  }
+  // Post-order: the attentions in a loop body come before the loop, all in program order.
+  WalkOps(function.body(), [&](Operation* op) {
+    if (!op->Is(OpKind::kAttention) || op->stream_operand() != nullptr) return;
     Operation* k = SequenceGather(op->operand(1));
     Operation* v = SequenceGather(op->operand(2));
-    if (k == nullptr || v == nullptr) continue;
-    AxisList axes = k->attrs().Find("axis")->axes();
-    if (v->attrs().Find("axis")->axes() != axes) continue;
-    int64_t n = function.mesh()->GroupSize(axes);
-    if (n < 2) continue;
-    found.push_back({op, k, v, axes, n});
-  }
+    if (k == nullptr || v == nullptr) return;
+    AxisList gathered = k->attrs().Find("axis")->axes();
+    if (v->attrs().Find("axis")->axes() != gathered) return;
+    AxisSplit split = SplitGatherAxes(gathered, chosen, end);
+    if (!split.why_not.empty()) {
+      skip(op, split.why_not);
+      return;
+    }
+    int64_t n = mesh.GroupSize(split.acting);
+    if (n < 2) {
+      skip(op, absl::StrFormat("axes (%s) have one device", absl::StrJoin(split.acting, ", ")));
+      return;
+    }
+    found.push_back({op, k, v, split.acting, n, split.rest, mesh.GroupSize(split.rest)});
+  });
   return found;
+}
+
+absl::StatusOr<AxisList> ParseScheduleAxes(const Module& module, const std::string& text,
+                                           const std::string& pass) {
+  AxisList axes;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    std::string axis(absl::StripAsciiWhitespace(part));
+    bool known = false;
+    for (const Mesh* mesh : module.meshes()) known = known || mesh->AxisIndex(axis).has_value();
+    if (!known) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: unknown axis '%s' in axes=\"%s\": no mesh of the module has it", pass, axis, text));
+    }
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: axis '%s' named twice in axes=\"%s\"", pass, axis, text));
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+Value* FindOrMakeTopLevelRank(OpBuilder& e, Operation* attention, const AxisList& axes) {
+  Function& function = *e.function();
+  Operation* anchor = attention;
+  while (anchor->parent_block() != function.body()) anchor = anchor->parent_block()->parent_op();
+  for (Operation* op : *function.body()) {
+    if (op == anchor) break;
+    if (op->Is(OpKind::kRank) && op->stream_operand() == nullptr && op->attrs().size() == 1 &&
+        op->attrs().Find("axis")->axes() == axes) {
+      return op->result(0);
+    }
+  }
+  OpBuilder top(&function, function.body(), anchor, e.loc());
+  Value* rank = top.Op(OpKind::kRank, {}, sharding::AxisAttrs(axes), std::nullopt, "rank");
+  if (!top.ok()) e.Fail(top.status());
+  return rank;
 }
 
 void EraseWithDeadProducers(absl::Span<Operation* const> ops) {

@@ -1,6 +1,16 @@
 // What ring-attention and ulysses-attention rewrite: an attention op of a spmd function
 // whose keys and values are all_gathers along the sequence (dim 2) over one axis group,
 // the form lower-to-spmd gives sequence-parallel attention.
+//
+// axes= (2-D attention): a schedule may act on some of the gather's axes only and leave
+// the rest gathered. Which ones it may take follows from block order: in a gather over
+// (a, b) block c_a * size(b) + c_b comes from device (c_a, c_b), so the blocks of the
+// devices that share c_a are contiguous and those that share c_b are strided. A ring
+// over the leading (major) axes keeps an all_gather over the trailing ones in each step,
+// which gathers one contiguous super-block; Ulysses over the trailing (minor) axes
+// receives one contiguous chunk and leaves an all_gather over the leading ones. The
+// other ends would hold strided keys, which one attention call with one k_pos cannot
+// place, so they are skipped with a reason.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_ATTENTION_MATCH_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_ATTENTION_MATCH_H_
 
@@ -11,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/ir.h"
 #include "commir/type.h"
@@ -23,13 +34,40 @@ struct GatheredAttention {
   // The all_gathers that make attention's k and v; their operands are the local blocks.
   Operation* k_gather = nullptr;
   Operation* v_gather = nullptr;
+  // The gather's axes the schedule acts on, in the gather's order, and their group size.
   AxisList axes;
   int64_t group_size = 1;
+  // The gather's other axes (left gathered by the schedule), in the gather's order, and
+  // their group size (1 when the schedule takes every axis).
+  AxisList rest;
+  int64_t rest_size = 1;
 };
 
-// The matching attention ops at the top level of `function`'s body (not inside loops),
-// in program order. Only groups of two or more devices match.
-std::vector<GatheredAttention> FindGatheredAttention(const Function& function);
+// Which end of a gather's axis list a schedule may take (see above).
+enum class GatherEnd { kLeading, kTrailing };
+
+// The matching attention ops of `function`, in program order, nested loop bodies
+// included (the steps a ring over other axes left). `chosen` empty: every gather axis.
+// Otherwise the schedule takes exactly the chosen axes of each gather, which must be
+// the `end` of its axis list; an attention whose gather does not allow that is skipped
+// and, when `skipped` is given, the reason appended to it ("@f: attention at 3:5: ...").
+// Only groups of two or more devices match.
+std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
+                                                     const AxisList& chosen = {},
+                                                     GatherEnd end = GatherEnd::kLeading,
+                                                     std::vector<std::string>* skipped = nullptr);
+
+// Parses the axes= option of the attention schedules: "" (every axis), "sp" or
+// "dp,sp". Every name must be an axis of some mesh of `module` (an axis only another
+// function's mesh has just leaves that function's attention alone); otherwise a
+// FailedPrecondition naming `pass` and the axis.
+absl::StatusOr<AxisList> ParseScheduleAxes(const Module& module, const std::string& text,
+                                           const std::string& pass);
+
+// The function's `rank(axes)` before `attention` if there is one, else a new one, at the
+// top level of the function's body (an attention in a loop body, a step of a ring over
+// other axes, shares it with every step). Failures go to `e`, whose function it uses.
+Value* FindOrMakeTopLevelRank(OpBuilder& e, Operation* attention, const AxisList& axes);
 
 // Erases `ops` (their results must be unused, or used only by each other), then every
 // op that made one of their operands and is left unused, transitively: the all_gathers

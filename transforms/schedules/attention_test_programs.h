@@ -28,15 +28,23 @@ struct AttentionCase {
   }
 };
 
-// @attn on mesh @m(sp=devices): q [1, H, Sq@sp, D], k and v [1, Hkv, Skv@sp, D].
-inline std::string GlobalAttention(const AttentionCase& c) {
-  std::string q = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.heads, c.queries, c.head_dim);
-  std::string kv = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.kv_heads, c.keys, c.head_dim);
-  std::string results = c.lse ? absl::StrFormat("(%s, f32[1, %d, %d@sp])", q, c.heads, c.queries) : q;
-  return absl::StrCat("mesh @m(sp=", c.devices, ")\n\nfunc @attn(%q: ", q, ", %k: ", kv, ", %v: ", kv,
+// @attn on mesh @m(<mesh_axes>): q [1, H, Sq@<split>, D], k and v [1, Hkv, Skv@<split>, D]
+// (c.devices is not used): e.g. ("a=2, b=4", "(a, b)") for a sequence split over two axes.
+inline std::string GlobalAttentionOnMesh(const AttentionCase& c, absl::string_view mesh_axes,
+                                         absl::string_view split) {
+  std::string q = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
+  std::string results =
+      c.lse ? absl::StrFormat("(%s, f32[1, %d, %d@%s])", q, c.heads, c.queries, split) : q;
+  return absl::StrCat("mesh @m(", mesh_axes, ")\n\nfunc @attn(%q: ", q, ", %k: ", kv, ", %v: ", kv,
                       ") -> ", results, " {\n  ", c.lse ? "%o, %lse" : "%o",
                       " = attention(%q, %k, %v)", c.causal ? " {causal}" : "",
                       "\n  return ", c.lse ? "%o, %lse" : "%o", "\n}\n");
+}
+
+// @attn on mesh @m(sp=devices), the sequence split over sp.
+inline std::string GlobalAttention(const AttentionCase& c) {
+  return GlobalAttentionOnMesh(c, absl::StrCat("sp=", c.devices), "sp");
 }
 
 // How many printed lines contain `needle`.

@@ -9,6 +9,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "commir/status_macros.h"
 #include "commir/attention_op.h"
 #include "commir/type.h"
 #include "transforms/schedules/attention_match.h"
@@ -21,6 +24,10 @@ namespace {
 // Communication goes on this stream, compute stays on stream 0; data dependencies alone
 // order them (spec section 5.2).
 constexpr int64_t kCommStream = 1;
+// A ring that leaves axes gathered shifts on its own stream: a ring over those axes in
+// each step (the double ring) shifts on kCommStream, and a stream runs its ops in issue
+// order, so the outer block's transfer would otherwise wait for the inner ring's.
+constexpr int64_t kOuterCommStream = 2;
 
 // A partial attention result: output and log-sum-exp, both in the merge's compute type.
 struct Partial {
@@ -32,7 +39,7 @@ class Ring {
  public:
   Ring(Function& function, const GatheredAttention& match)
       : function_(function), match_(match), attention_(match.attention), n_(match.group_size),
-        e_(&function, function.body(), match.attention, match.attention->loc()) {
+        e_(&function, match.attention->parent_block(), match.attention, match.attention->loc()) {
     q_ = AttentionOp(*attention_).q();
     k_ = match.k_gather->operand(0);
     v_ = match.v_gather->operand(0);
@@ -42,12 +49,15 @@ class Ring {
     attrs_ = attention_->attrs();
     attrs_.Erase("stream");
     queries_ = q_->type().dims()[2];
-    block_ = k_->type().dims()[2];
+    // With axes left gathered, each step gathers the held blocks of the rest group into
+    // one contiguous super-block (attention_match.h): positions count in those.
+    block_ = k_->type().dims()[2] * match.rest_size;
     k_base_ = AttentionOp(*attention_).k_pos();
   }
 
   // Appends the attention to `rewritten` when it was rewritten (its results now unused).
-  absl::Status Run(bool zigzag, std::vector<Operation*>* rewritten) {
+  absl::Status Run(bool zigzag, std::vector<Operation*>* rewritten,
+                   std::vector<std::string>* skipped) {
     // Positions, the ring's source blocks and the zigzag layout need the rank; plain
     // attention needs none.
     if (causal_) rank_ = FindOrMakeRank();
@@ -55,8 +65,16 @@ class Ring {
     if (Value* q_pos = AttentionOp(*attention_).q_pos(); causal_ && q_pos != nullptr) {
       query_base = QueryBase(q_pos, match_.axes, queries_);
     }
-    bool zigzag_ok = zigzag && causal_ && query_base.has_value() && n_ % 2 == 0 &&
-                     queries_ % 2 == 0 && block_ % 2 == 0;
+    bool zigzag_ok = false;
+    if (zigzag && causal_) {
+      std::string refusal = ZigzagRefusal(query_base);
+      zigzag_ok = refusal.empty();
+      if (!zigzag_ok && skipped != nullptr) {
+        skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: zigzag %s; contiguous ring used",
+                                           function_.name(), attention_->loc().line,
+                                           attention_->loc().col, refusal));
+      }
+    }
     Value* out = nullptr;
     Value* lse = nullptr;
     if (zigzag_ok) {
@@ -79,16 +97,35 @@ class Ring {
   }
 
  private:
-  // The function's `rank(axes)` before the attention if there is one, else a new one.
-  Value* FindOrMakeRank() {
-    for (Operation* op : *function_.body()) {
-      if (op == attention_) break;
-      if (op->Is(OpKind::kRank) && op->stream_operand() == nullptr && op->attrs().size() == 1 &&
-          op->attrs().Find("axis")->axes() == match_.axes) {
-        return op->result(0);
-      }
+  // Why causal attention cannot take the zigzag layout, or "" when it can.
+  std::string ZigzagRefusal(const std::optional<Operand>& query_base) const {
+    // Zigzag permutes the sequence over the ring's axes; with axes left gathered the
+    // queries' chunks would interleave with the rest group's blocks.
+    if (!match_.rest.empty()) {
+      return absl::StrFormat("needs the ring to take every gathered axis (left gathered: %s)",
+                             absl::StrJoin(match_.rest, ", "));
     }
-    return e_.Op(OpKind::kRank, {}, sharding::AxisAttrs(match_.axes), std::nullopt, "rank");
+    if (!query_base.has_value()) {
+      return absl::StrFormat("needs q_pos = base + rank(%s) * %d",
+                             absl::StrJoin(match_.axes, ", "), queries_);
+    }
+    if (n_ % 2 != 0 || queries_ % 2 != 0 || block_ % 2 != 0) {
+      return absl::StrFormat("needs an even group and even local lengths (group %d, %d queries, "
+                             "%d keys)", n_, queries_, block_);
+    }
+    return "";
+  }
+
+  Value* FindOrMakeRank() { return FindOrMakeTopLevelRank(e_, attention_, match_.axes); }
+
+  // The step's keys or values: the held block, or with axes left gathered its rest
+  // group's blocks gathered into one super-block (an all_gather a ring over those axes
+  // can take in turn: on the main stream, along the sequence).
+  Value* RestGathered(OpBuilder& e, Value* block, const char* name) {
+    if (match_.rest.empty()) return block;
+    AttrDict attrs = sharding::AxisAttrs(match_.rest);
+    attrs.Set("dim", Attribute::Int(2));
+    return e.Op(OpKind::kAllGather, {block}, std::move(attrs), std::nullopt, name);
   }
 
   // x + base (x itself when there is no base or it is 0).
@@ -114,11 +151,12 @@ class Ring {
   }
 
   Value* Shift(OpBuilder& e, Value* x, const std::string& name) {
-    return e.Op(OpKind::kShift, {x}, CollectiveAttrs(match_.axes, kCommStream), std::nullopt, name);
+    int64_t stream = match_.rest.empty() ? kCommStream : kOuterCommStream;
+    return e.Op(OpKind::kShift, {x}, CollectiveAttrs(match_.axes, stream), std::nullopt, name);
   }
 
   Partial Attend(OpBuilder& e, Value* q, Value* k, Value* v, Value* q_pos, Value* k_pos) {
-    std::vector<Operand> operands = {q, k, v};
+    std::vector<Operand> operands = {q, RestGathered(e, k, "k_rest"), RestGathered(e, v, "v_rest")};
     if (causal_) {
       operands.push_back(q_pos);
       operands.push_back(k_pos);
@@ -201,9 +239,16 @@ class Ring {
     auto key_pos = [&](OpBuilder& e, Value* source) -> Value* {
       return causal_ ? ChunkPosition(e, source, block_, KeyBase(), "k_pos") : nullptr;
     };
+    // With axes left gathered a step is long (a gather, or a ring over those axes), so
+    // the first shift is issued before it, as the loop's are, to overlap all of it.
+    const bool shift_first = !match_.rest.empty();
+    Value* kb = shift_first ? Shift(e_, k_, "k_step1") : nullptr;
+    Value* vb = shift_first ? Shift(e_, v_, "v_step1") : nullptr;
     Partial acc = Attend(e_, q_, k_, v_, q_pos, key_pos(e_, rank_));
-    Value* kb = Shift(e_, k_, "k_step1");
-    Value* vb = Shift(e_, v_, "v_step1");
+    if (!shift_first) {
+      kb = Shift(e_, k_, "k_step1");
+      vb = Shift(e_, v_, "v_step1");
+    }
     if (n_ > 2 && e_.ok()) {
       Loop loop = MakeLoop(1, n_ - 1, {acc.o, acc.lse, kb, vb}, {"o_acc", "lse_acc", "k_blk", "v_blk"},
                            {"o_loop", "lse_loop", "k_last", "v_last"});
@@ -405,12 +450,14 @@ class Ring {
 
 }  // namespace
 
-absl::Status RingAttention(Module& module, bool zigzag, int* rewritten_count) {
+absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes,
+                           std::vector<std::string>* skipped, int* rewritten_count) {
   for (Function* function : module.functions()) {
     std::vector<Operation*> rewritten;
     absl::Status status;
-    for (const GatheredAttention& match : FindGatheredAttention(*function)) {
-      status = Ring(*function, match).Run(zigzag, &rewritten);
+    for (const GatheredAttention& match :
+         FindGatheredAttention(*function, axes, GatherEnd::kLeading, skipped)) {
+      status = Ring(*function, match).Run(zigzag, &rewritten, skipped);
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
@@ -421,11 +468,17 @@ absl::Status RingAttention(Module& module, bool zigzag, int* rewritten_count) {
 }
 
 absl::Status RingAttentionPass::Run(Module& module) {
+  skipped_.clear();
+  COMMIR_ASSIGN_OR_RETURN(AxisList axes,
+                          ParseScheduleAxes(module, options().GetString("axes"), name()));
   int rewritten = 0;
-  absl::Status status = RingAttention(module, options().GetBool("zigzag"), &rewritten);
+  absl::Status status =
+      RingAttention(module, options().GetBool("zigzag"), axes, &skipped_, &rewritten);
   ReportRewrites(rewritten, "Attention ops rewritten to a ring",
-                 absl::StrCat("no attention with k/v all-gathered along the sequence ",
-                              InSpmdFunctions(module)));
+                 skipped_.empty()
+                     ? absl::StrCat("no attention with k/v all-gathered along the sequence ",
+                                    InSpmdFunctions(module))
+                     : absl::StrJoin(skipped_, "; "));
   return status;
 }
 

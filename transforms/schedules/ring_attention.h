@@ -32,20 +32,44 @@
 // pass permutes q, k and v into that layout at entry and the output (and lse) back at
 // exit, one all_to_all each, so the function's signature and meaning do not change. Other
 // cases get the contiguous ring.
+//
+// axes= (a ring over the leading axes of a gather over more; attention_match.h): the
+// ring circulates the device's own block over those axes, and each step attends to the
+// all_gather over the other axes of the block it holds (one contiguous super-block, at
+// k_pos + source * super-block). Its shifts go on stream 2 and step 0's are issued before
+// step 0, so that a ring over the other axes in each step (a second pass, on stream 1:
+// the double ring) runs beside the outer transfer. Zigzag needs every axis.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "commir/ir.h"
+#include "commir/type.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-// Counts the attentions rewritten into `*rewritten` when given.
-absl::Status RingAttention(Module& module, bool zigzag, int* rewritten = nullptr);
+// `axes` (empty: every gathered axis) must be the leading axes of an attention's sequence
+// gather; the others stay gathered in each step (attention_match.h). Why an attention
+// was left alone, or zigzag not applied, is appended to `skipped` when given; the
+// attentions rewritten are counted into `*rewritten` when given.
+absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes = {},
+                           std::vector<std::string>* skipped = nullptr, int* rewritten = nullptr);
 
-COMMIR_DECLARE_PASS(RingAttentionPass);
+class RingAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+  // Why the last Run left attentions alone (for remarks): one line each.
+  const std::vector<std::string>& skipped() const { return skipped_; }
+
+ private:
+  std::vector<std::string> skipped_;
+};
 
 }  // namespace commir::schedules
 

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commir/attention_op.h"
+#include "commir/status_macros.h"
 #include "transforms/schedules/attention_match.h"
 
 namespace commir::schedules {
@@ -35,9 +38,10 @@ Value* RepeatHeads(OpBuilder& e, Value* x, int64_t times, const std::string& nam
   return e.Op(OpKind::kReshape, {e2}, {}, merged, name);
 }
 
-// Appends the attention to `rewritten` when it was rewritten (its results now unused).
+// Appends the attention to `rewritten` when it was rewritten (its results now unused),
+// else why not to `skipped` (when given).
 absl::Status Rewrite(Function& function, const GatheredAttention& match,
-                     std::vector<Operation*>* rewritten) {
+                     std::vector<Operation*>* rewritten, std::vector<std::string>* skipped) {
   Operation* attention = match.attention;
   const int64_t n = match.group_size;
   const AttentionOp view(*attention);
@@ -48,17 +52,30 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   const int64_t kv_heads = k->type().dims()[1];
   const int64_t local_queries = q->type().dims()[2];
   const bool causal = view.causal();
-  if (heads % n != 0) return absl::OkStatus();
+  auto leave = [&](const std::string& why) {
+    if (skipped != nullptr) {
+      skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: %s", function.name(),
+                                         attention->loc().line, attention->loc().col, why));
+    }
+    return absl::OkStatus();
+  };
   const int64_t kv_target = std::lcm(kv_heads, n);
-  if (heads % kv_target != 0) return absl::OkStatus();
+  if (heads % n != 0 || heads % kv_target != 0) {
+    return leave(absl::StrFormat("%d heads (%d kv heads) cannot be split over %d devices",
+                                 heads, kv_heads, n));
+  }
   std::optional<Operand> query_base;
   if (causal) {
-    if (view.q_pos() == nullptr) return absl::OkStatus();
-    query_base = QueryBase(view.q_pos(), match.axes, local_queries);
-    if (!query_base.has_value()) return absl::OkStatus();
+    // lower-to-spmd places the queries by the rank over the whole gather.
+    const AxisList& gathered = match.k_gather->attrs().Find("axis")->axes();
+    if (view.q_pos() != nullptr) query_base = QueryBase(view.q_pos(), gathered, local_queries);
+    if (!query_base.has_value()) {
+      return leave(absl::StrFormat("causal q_pos is not base + rank(%s) * %d",
+                                   absl::StrJoin(gathered, ", "), local_queries));
+    }
   }
 
-  OpBuilder e(&function, function.body(), attention, attention->loc());
+  OpBuilder e(&function, attention->parent_block(), attention, attention->loc());
   Value* k_rep = RepeatHeads(e, k, kv_target / kv_heads, "k_rep");
   Value* v_rep = RepeatHeads(e, v, kv_target / kv_heads, "v_rep");
   AttrDict to_heads = AllToAllAttrs(match.axes, 1, 2);
@@ -66,7 +83,25 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   Value* kh = e.Op(OpKind::kAllToAll, {k_rep}, to_heads, std::nullopt, "k_heads");
   Value* vh = e.Op(OpKind::kAllToAll, {v_rep}, to_heads, std::nullopt, "v_heads");
   std::vector<Operand> operands = {qh, kh, vh};
-  if (causal) {
+  if (!match.rest.empty()) {
+    // Axes left gathered: the devices of a rest group hold consecutive chunks of the
+    // sequence now (the chunk of rank(rest)), so the rest gather makes the whole sequence
+    // and the queries sit at base + rank(rest) * chunk, in the form QueryBase reads, so a
+    // ring over the rest can take this attention next.
+    AttrDict gather = sharding::AxisAttrs(match.rest);
+    gather.Set("dim", Attribute::Int(2));
+    operands[1] = e.Op(OpKind::kAllGather, {kh}, gather, std::nullopt, "k_rest");
+    operands[2] = e.Op(OpKind::kAllGather, {vh}, gather, std::nullopt, "v_rest");
+    if (causal) {
+      Value* rest_rank = FindOrMakeTopLevelRank(e, attention, match.rest);
+      Value* q_pos = e.Op(OpKind::kMul, {rest_rank, IndexLiteral(local_queries * n)});
+      bool zero_base = query_base->value == nullptr && query_base->literal == 0;
+      if (!zero_base) q_pos = e.Op(OpKind::kAdd, {q_pos, *query_base});
+      q_pos->set_name("q_pos");
+      operands.push_back(q_pos);
+      if (view.k_pos() != nullptr) operands.push_back(view.k_pos());
+    }
+  } else if (causal) {
     // The whole query sequence starts at the base; with the default k_pos and as many
     // queries as keys that is attention's own default (0), so no positions are needed.
     const int64_t queries = local_queries * n;
@@ -105,12 +140,14 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
 
 }  // namespace
 
-absl::Status UlyssesAttention(Module& module, int* rewritten_count) {
+absl::Status UlyssesAttention(Module& module, const AxisList& axes,
+                              std::vector<std::string>* skipped, int* rewritten_count) {
   for (Function* function : module.functions()) {
     std::vector<Operation*> rewritten;
     absl::Status status;
-    for (const GatheredAttention& match : FindGatheredAttention(*function)) {
-      status = Rewrite(*function, match, &rewritten);
+    for (const GatheredAttention& match :
+         FindGatheredAttention(*function, axes, GatherEnd::kTrailing, skipped)) {
+      status = Rewrite(*function, match, &rewritten, skipped);
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
@@ -120,28 +157,17 @@ absl::Status UlyssesAttention(Module& module, int* rewritten_count) {
   return absl::OkStatus();
 }
 
-// Why nothing was rewritten: with no rewrite the module is unchanged, so the matches
-// still there are exactly the ones the pass declined.
-std::string WhyUlyssesRewroteNothing(const Module& module) {
-  size_t declined = 0;
-  for (const Function* function : module.functions()) {
-    declined += FindGatheredAttention(*function).size();
-  }
-  if (declined == 0) {
-    return absl::StrCat("no attention with k/v all-gathered along the sequence ",
-                        InSpmdFunctions(module));
-  }
-  return absl::StrCat(declined, declined == 1 ? " attention" : " attentions",
-                      " with k/v all-gathered along the sequence ", InSpmdFunctions(module),
-                      " kept: heads not divisible by the group (after repeating kv heads), or "
-                      "a causal q_pos not of the form base + rank * local queries");
-}
-
 absl::Status UlyssesAttentionPass::Run(Module& module) {
+  skipped_.clear();
+  COMMIR_ASSIGN_OR_RETURN(AxisList axes,
+                          ParseScheduleAxes(module, options().GetString("axes"), name()));
   int rewritten = 0;
-  absl::Status status = UlyssesAttention(module, &rewritten);
+  absl::Status status = UlyssesAttention(module, axes, &skipped_, &rewritten);
   ReportRewrites(rewritten, "Attention ops rewritten to all_to_all over heads",
-                 rewritten == 0 ? WhyUlyssesRewroteNothing(module) : "");
+                 skipped_.empty()
+                     ? absl::StrCat("no attention with k/v all-gathered along the sequence ",
+                                    InSpmdFunctions(module))
+                     : absl::StrJoin(skipped_, "; "));
   return status;
 }
 

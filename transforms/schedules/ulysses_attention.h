@@ -15,20 +15,42 @@
 // which keeps head h reading its own kv head) with Hkv*r = lcm(Hkv, n), if H is divisible
 // by that; the repeat costs r times the k/v all_to_all bytes. Otherwise, and for causal
 // attention whose q_pos has another form, the op is left unchanged.
+//
+// axes= (all_to_all over the trailing axes of a gather over more; attention_match.h):
+// each device then holds the contiguous chunk rank(rest) of the sequence for its heads;
+// the attention reads all_gathers over the other (leading) axes of k and v, and its
+// queries sit at base + rank(rest) * chunk, so a ring over the rest can follow (USP).
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "commir/ir.h"
+#include "commir/type.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
 
 // Rewrites every matching attention of `module`'s spmd functions; leaves the rest as is.
-// Counts the attentions rewritten into `*rewritten` when given.
-absl::Status UlyssesAttention(Module& module, int* rewritten = nullptr);
+// `axes` (empty: every gathered axis) must be the trailing axes of an attention's
+// sequence gather; the all_to_all runs over them and the leading axes stay gathered
+// (attention_match.h). Why an attention was left alone is appended to `skipped`; the
+// attentions rewritten are counted into `*rewritten` when given.
+absl::Status UlyssesAttention(Module& module, const AxisList& axes = {},
+                              std::vector<std::string>* skipped = nullptr, int* rewritten = nullptr);
 
-COMMIR_DECLARE_PASS(UlyssesAttentionPass);
+class UlyssesAttentionPass : public Pass {
+ public:
+  using Pass::Pass;
+  absl::Status Run(Module& module) override;
+  // Why the last Run left attentions alone (for remarks): one line each.
+  const std::vector<std::string>& skipped() const { return skipped_; }
+
+ private:
+  std::vector<std::string> skipped_;
+};
 
 }  // namespace commir::schedules
 
