@@ -1,4 +1,4 @@
-#include "testing/spmd_check.h"
+#include "search/spmd_check.h"
 
 #include <memory>
 #include <utility>
