@@ -246,7 +246,30 @@ class AtomAnalysis {
       }
       dims_[op.result(r)] = std::move(dims);
     }
+    if (op.Is(OpKind::kSlice)) RelateSlicedParts(op);
     return absl::OkStatus();
+  }
+
+  // A slice that takes one of n equal parts of a dimension (a fused projection's q, k or
+  // v) makes the dimension n (keeping its size) x (the part), so that the shrunk slice
+  // still takes exactly that part. Best effort: where the atoms do not allow it, the
+  // slice's start is scaled instead (ShrunkSliceStart).
+  void RelateSlicedParts(const Operation& op) {
+    std::vector<int64_t> start = op.RequiredIntListAttr("start");
+    const std::vector<int64_t>& in = op.operand(0)->type().dims();
+    const std::vector<int64_t>& out = op.result(0)->type().dims();
+    for (size_t d = 0; d < start.size() && d < in.size(); ++d) {
+      if (out[d] == in[d] || out[d] <= 1 || in[d] % out[d] != 0 || start[d] % out[d] != 0 ||
+          in[d] / out[d] > 8) {
+        continue;  // not a few equal parts
+      }
+      AtomList parts = {atoms_.New(in[d] / out[d], /*keep=*/true)};
+      AtomList part = atoms_.Expand(dims_.at(op.result(0))[d]);
+      parts.insert(parts.end(), part.begin(), part.end());
+      // A failure leaves the dimensions related less closely, which the scaled start
+      // handles.
+      atoms_.Align(atoms_.Expand(dims_.at(op.operand(0))[d]), parts).IgnoreError();
+    }
   }
 
   // A reshape keeps the row-major order of the elements, so its result is the operand's

@@ -14,9 +14,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "commir/ir.h"
 #include "runtime/interpreter.h"
 #include "runtime/tensor.h"
+#include "transforms/pipeline.h"
 
 namespace commir::sharding {
 
@@ -25,9 +27,11 @@ namespace commir::sharding {
 // `propagate` is false, and verifying the IR after each pass.
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate = true);
 
-// Applies the registered passes of `pipeline` (pass-pipeline text, e.g.
-// "ring-attention{zigzag=true}") to `module`, verifying the IR after each.
-absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module);
+// Applies the passes of `pipeline` (pass-pipeline text, e.g.
+// "ring-attention{zigzag=true}") to `module`, verifying the IR after each. The names are
+// looked up in `passes` (empty: the registered passes).
+absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module,
+                               absl::Span<const PassInfo> passes = {});
 
 // One random global tensor per argument of `function`, from `seed`.
 std::vector<runtime::Tensor> RandomGlobalInputs(const Function& function, uint64_t seed);
@@ -50,6 +54,9 @@ struct SpmdCheckOptions {
   bool propagate = true;   // run propagate-sharding before lower-to-spmd
   std::string pipeline;    // passes applied after the default pipeline ("": none)
   bool record_events = false;  // keep the lowered run's per-op events
+  // The table `pipeline` is parsed with (empty: the registered passes); a test may add
+  // passes of its own.
+  absl::Span<const PassInfo> passes;
 };
 
 struct SpmdCheck {

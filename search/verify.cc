@@ -46,6 +46,7 @@ absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
   sharding::SpmdCheckOptions check_options;
   check_options.seed = options.seed;
   check_options.pipeline = std::string(pipeline);
+  check_options.passes = options.passes;
   absl::StatusOr<sharding::SpmdCheck> check =
       sharding::CheckSpmd(outcome.checked_program, function, check_options);
   if (!check.ok()) {

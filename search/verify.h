@@ -11,6 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search {
 
@@ -24,6 +26,8 @@ struct VerifyOptions {
   // mesh's device count, 16), which keeps splits over any mesh axis, pipeline chunks up
   // to 8 and zigzag halves working.
   int64_t keep_divisors_of = 0;
+  // The table the pipeline is parsed with (empty: the registered passes).
+  absl::Span<const PassInfo> passes;
 };
 
 struct VerifyOutcome {
