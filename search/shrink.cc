@@ -202,6 +202,21 @@ class AtomAnalysis {
       return absl::FailedPreconditionError("ops with regions cannot be shrunk");
     }
     if (op.Is(OpKind::kReturn)) return absl::OkStatus();
+    for (int i = 0; i < op.num_operands(); ++i) {
+      Value* v = op.operand(i);
+      bool needs_dims = op.Is(OpKind::kReshape) || op.Is(OpKind::kConcat) ||
+                        (!v->is_literal() && v->type().is_tensor());
+      if (needs_dims && !dims_.contains(v)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("operand ", i, " is not a value of the function"));
+      }
+    }
+    for (Value* r : op.results()) {
+      if (!r->type().is_tensor()) continue;
+      for (int64_t size : r->type().dims()) {
+        if (size == 0) return absl::FailedPreconditionError("the result has an empty dimension");
+      }
+    }
     if (op.Is(OpKind::kReshape)) return VisitReshape(op);
     if (op.Is(OpKind::kConcat)) return VisitConcat(op);
     absl::StatusOr<sharding::OpRule> rule = sharding::RuleFor(op);
@@ -245,6 +260,11 @@ class AtomAnalysis {
         return absl::InternalError("result rank mismatch");
       }
       dims_[op.result(r)] = std::move(dims);
+    }
+    for (Value* r : op.results()) {
+      if (r->type().is_tensor() && !dims_.contains(r)) {
+        return absl::InternalError("the sharding rule leaves a tensor result out");
+      }
     }
     if (op.Is(OpKind::kSlice)) RelateSlicedParts(op);
     return absl::OkStatus();

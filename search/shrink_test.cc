@@ -184,6 +184,18 @@ TEST(ShrinkFunction, TooLargeAfterShrinkingSaysSo) {
   EXPECT_THAT(shrunk.status().message(), HasSubstr("more than 100"));
 }
 
+TEST(ShrinkFunction, EmptyDimensionSaysWhy) {
+  std::unique_ptr<Module> module = Parse(R"(
+func @f(%x: f32[0, 4]) -> f32[0, 4] {
+  %y = relu(%x)
+  return %y
+}
+)");
+  absl::StatusOr<ShrunkModule> shrunk = ShrinkFunction(*module, "f", 4, 1 << 16);
+  ASSERT_FALSE(shrunk.ok());
+  EXPECT_THAT(shrunk.status().message(), HasSubstr("empty dimension"));
+}
+
 TEST(ShrinkFunction, BadArgumentsAreErrors) {
   std::unique_ptr<Module> module = Parse(Example("mlp"));
   EXPECT_EQ(ShrinkFunction(*module, "nope", 16, 1 << 16).status().code(),
