@@ -102,6 +102,15 @@ class Atoms {
     return out;
   }
 
+  // Makes the atom keep its size.
+  // True if it did not before.
+  bool Keep(int a) {
+    Atom& atom = atoms_[Find(a)];
+    bool was = atom.keep;
+    atom.keep = true;
+    return !was;
+  }
+
   // The size the atom gets: gcd(size, k), or its own size where it must keep it.
   int64_t NewSize(int a, int64_t k) {
     const Atom& atom = atoms_[Find(a)];
@@ -174,6 +183,7 @@ class AtomAnalysis {
   }
 
   Atoms& atoms() { return atoms_; }
+  const std::vector<const Operation*>& slices() const { return slices_; }
   // The atoms of each dimension of `value` (a tensor of the function).
   const std::vector<AtomList>& dims(const Value* value) { return dims_.at(value); }
 
@@ -266,7 +276,10 @@ class AtomAnalysis {
         return absl::InternalError("the sharding rule leaves a tensor result out");
       }
     }
-    if (op.Is(OpKind::kSlice)) RelateSlicedParts(op);
+    if (op.Is(OpKind::kSlice)) {
+      RelateSlicedParts(op);
+      slices_.push_back(&op);
+    }
     return absl::OkStatus();
   }
 
@@ -315,20 +328,21 @@ class AtomAnalysis {
     return absl::OkStatus();
   }
 
-  // Concatenated parts must be alike (the same atoms) so that the result dimension is
-  // (number of parts) x (a part), where the number of parts keeps its size.
+  // Concatenated parts that are alike (the same atoms) make the result dimension
+  // (number of parts) x (a part), where the number of parts keeps its size. Parts of
+  // different sizes keep their sizes (a shrunk part count would not add up), and so does
+  // the result dimension.
   absl::Status VisitConcat(const Operation& op) {
     Type r = op.result(0)->type();
     int64_t dim = op.IntAttr("dim");
     if (dim < 0) dim += r.rank();
     const std::vector<AtomList>& first = dims_.at(op.operand(0));
+    bool alike = true;
     for (int i = 1; i < op.num_operands(); ++i) {
       const std::vector<AtomList>& other = dims_.at(op.operand(i));
-      if (op.operand(i)->type().dims()[dim] != op.operand(0)->type().dims()[dim]) {
-        return absl::FailedPreconditionError(
-            "the concatenated parts differ in size, so their shrunk sizes would not add up");
-      }
+      alike &= op.operand(i)->type().dims()[dim] == op.operand(0)->type().dims()[dim];
       for (size_t d = 0; d < first.size(); ++d) {
+        if (static_cast<int64_t>(d) == dim && !alike) continue;
         if (absl::Status s = atoms_.Align(atoms_.Expand(first[d]), atoms_.Expand(other[d]));
             !s.ok()) {
           return absl::FailedPreconditionError(
@@ -338,9 +352,16 @@ class AtomAnalysis {
     }
     std::vector<AtomList> dims = first;
     AtomList concat_dim;
-    if (op.num_operands() > 1) concat_dim.push_back(atoms_.New(op.num_operands(), /*keep=*/true));
-    AtomList part = atoms_.Expand(first[dim]);
-    concat_dim.insert(concat_dim.end(), part.begin(), part.end());
+    if (alike) {
+      if (op.num_operands() > 1) concat_dim.push_back(atoms_.New(op.num_operands(), /*keep=*/true));
+      AtomList part = atoms_.Expand(first[dim]);
+      concat_dim.insert(concat_dim.end(), part.begin(), part.end());
+    } else {
+      for (Value* part : op.operands()) {
+        for (int a : atoms_.Expand(dims_.at(part)[dim])) atoms_.Keep(a);
+      }
+      if (r.dims()[dim] > 1) concat_dim.push_back(atoms_.New(r.dims()[dim], /*keep=*/true));
+    }
     dims[dim] = concat_dim;
     dims_[op.result(0)] = std::move(dims);
     return absl::OkStatus();
@@ -348,6 +369,7 @@ class AtomAnalysis {
 
   Atoms atoms_;
   absl::flat_hash_map<const Value*, std::vector<AtomList>> dims_;
+  std::vector<const Operation*> slices_;
 };
 
 std::vector<int64_t> NewDims(AtomAnalysis& analysis, const Value* value, int64_t k) {
@@ -358,6 +380,27 @@ std::vector<int64_t> NewDims(AtomAnalysis& analysis, const Value* value, int64_t
     dims.push_back(size);
   }
   return dims;
+}
+
+// A slice whose result would shrink less than its operand (their sizes are unrelated
+// factors) keeps both sizes along that dimension. Keeping sizes only grows, so this
+// ends: a round that keeps no more atoms is the last.
+void KeepSlicesThatWouldNotFit(AtomAnalysis& analysis, int64_t k) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Operation* slice : analysis.slices()) {
+      std::vector<int64_t> in = NewDims(analysis, slice->operand(0), k);
+      std::vector<int64_t> out = NewDims(analysis, slice->result(0), k);
+      for (size_t d = 0; d < in.size() && d < out.size(); ++d) {
+        if (out[d] <= in[d]) continue;
+        for (const Value* v : {slice->operand(0), slice->result(0)}) {
+          for (int a : analysis.atoms().Expand(analysis.dims(v)[d])) {
+            changed |= analysis.atoms().Keep(a);
+          }
+        }
+      }
+    }
+  }
 }
 
 Type Resized(Type type, std::vector<int64_t> dims) {
@@ -436,6 +479,8 @@ absl::StatusOr<ShrunkModule> ShrinkFunction(const Module& module, absl::string_v
     return absl::FailedPreconditionError(
         absl::StrCat("@", function, " cannot be shrunk: ", s.message()));
   }
+
+  KeepSlicesThatWouldNotFit(analysis, keep_divisors_of);
 
   // The copy to resize: printed and parsed, so that it is a module of its own.
   absl::StatusOr<std::unique_ptr<Module>> copy = ParseModuleOrError(PrintModule(module), "shrink");
