@@ -94,7 +94,9 @@ absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view fu
   if (!lowered.ok()) return lowered.status();
   Function* global = (*reference)->FindFunction(function);
   if (global == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function));
-  if (absl::Status s = RunDefaultSpmdPipeline(**lowered, options.propagate); !s.ok()) return s;
+  if (options.default_pipeline) {
+    if (absl::Status s = RunDefaultSpmdPipeline(**lowered, options.propagate); !s.ok()) return s;
+  }
   if (!options.pipeline.empty()) {
     if (absl::Status s = ApplyPassPipeline(options.pipeline, **lowered, options.passes); !s.ok()) return s;
   }

@@ -52,6 +52,9 @@ bool CompareResults(const std::vector<runtime::Tensor>& actual,
 struct SpmdCheckOptions {
   uint64_t seed = 0;       // of the random inputs
   bool propagate = true;   // run propagate-sharding before lower-to-spmd
+  // Run the default pipeline first; false: `pipeline` is the whole pipeline (as
+  // commir-opt --pass-pipeline runs it).
+  bool default_pipeline = true;
   std::string pipeline;    // passes applied after the default pipeline ("": none)
   bool record_events = false;  // keep the lowered run's per-op events
   // The table `pipeline` is parsed with (empty: the registered passes); a test may add
@@ -71,8 +74,8 @@ struct SpmdCheck {
 };
 
 // Parses `text` twice: runs @`function` of the first copy on one device as the
-// reference; lowers the second copy (RunDefaultSpmdPipeline), applies
-// `options.pipeline` and runs it on every device of the mesh, with the same random
+// reference; lowers the second copy (RunDefaultSpmdPipeline, unless
+// options.default_pipeline is false), applies `options.pipeline` and runs it on every device of the mesh, with the same random
 // inputs (from `options.seed`); and compares every result with the default tolerance
 // of its element type. Errors (parse, lowering, passes, verification, execution) come
 // back as a status.

@@ -47,12 +47,19 @@ absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
   check_options.seed = options.seed;
   check_options.pipeline = std::string(pipeline);
   check_options.passes = options.passes;
+  check_options.default_pipeline = !options.pipeline_is_complete;
   absl::StatusOr<sharding::SpmdCheck> check =
       sharding::CheckSpmd(outcome.checked_program, function, check_options);
   if (!check.ok()) {
     return absl::Status(check.status().code(),
                         absl::StrCat("checking at sizes ", outcome.sizes, ": ",
                                      check.status().message()));
+  }
+  // A run of the global program against itself would prove nothing.
+  if (const Function* lowered = check->module->FindFunction(function);
+      lowered == nullptr || !lowered->is_spmd()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the pipeline leaves @", function, " unlowered: nothing to verify"));
   }
   outcome.matched = check->pass;
   outcome.report = std::move(check->report);

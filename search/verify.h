@@ -1,5 +1,5 @@
 // The proof of a search candidate: its recipe (a global program laid out on its mesh, and
-// the passes applied after the default spmd pipeline) is applied to a shrunken copy of
+// the passes applied after the default spmd pipeline, or the whole pipeline) is applied to a shrunken copy of
 // the program (shrink.h: the same divisibility, small enough for the cpu mesh) and its
 // run on every device of the mesh is compared with the one-device run of the global
 // program, on the same random inputs.
@@ -26,6 +26,9 @@ struct VerifyOptions {
   // mesh's device count, 16), which keeps splits over any mesh axis, pipeline chunks up
   // to 8 and zigzag halves working.
   int64_t keep_divisors_of = 0;
+  // Whether `pipeline` is the whole pipeline (what commir-opt --pass-pipeline runs on the
+  // laid-out program, the default spmd pipeline included) rather than the passes after it.
+  bool pipeline_is_complete = false;
   // The table the pipeline is parsed with (empty: the registered passes).
   absl::Span<const PassInfo> passes;
 };
@@ -44,8 +47,9 @@ struct VerifyOutcome {
 };
 
 // Checks the recipe. A mismatch is an outcome (matched = false); a recipe that cannot be
-// checked (parse errors, a function that cannot be shrunk, a pass that fails, a run
-// that fails) is an error status saying why.
+// checked (parse errors, a function that cannot be shrunk, a pass that fails, a
+// pipeline that leaves the function unlowered, a run that fails) is an error status
+// saying why.
 absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
                                            absl::string_view function,
                                            absl::string_view pipeline,

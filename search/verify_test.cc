@@ -84,6 +84,19 @@ TEST(VerifyRecipe, TensorParallelExamplesOn2To8Devices) {
   ExpectVerified({Example("ag_matmul"), "ag_matmul", "pipeline-collective-matmul{chunks=2}"});
 }
 
+TEST(VerifyRecipe, CompletePipelineAsCommirOptRunsIt) {
+  VerifyOptions options;
+  options.pipeline_is_complete = true;
+  std::string program = OnMesh("attention", "sp=4", "sp=8");
+  ExpectVerified({program, "attention",
+                  "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,ring-attention"},
+                 options);
+  // A pipeline that does not lower the function proves nothing.
+  absl::StatusOr<VerifyOutcome> unlowered = VerifyRecipe(program, "attention", "cse", options);
+  ASSERT_FALSE(unlowered.ok());
+  EXPECT_THAT(unlowered.status().message(), HasSubstr("unlowered"));
+}
+
 TEST(VerifyRecipe, SmallProgramsAreCheckedAsTheyAre) {
   VerifyOptions options;
   options.max_elements_per_value = 1 << 20;
