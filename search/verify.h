@@ -22,9 +22,11 @@ struct VerifyOptions {
   // all fit already is checked as it is. The default keeps an 8-device transformer
   // block well under a second.
   int64_t max_elements_per_value = 1 << 16;
-  // Every dimension keeps its divisibility by each divisor of this number; 0: lcm(the
-  // mesh's device count, 16), which keeps splits over any mesh axis, pipeline chunks up
-  // to 8 and zigzag halves working.
+  // Every dimension keeps its divisibility by each divisor of this number. 0: lcm(the
+  // mesh's device count, 16), which keeps splits over any mesh axis and zigzag halves
+  // working, doubled up to 3 times while a pass refuses the shrunk program (pipeline
+  // chunks up to 8 of a block split over every device) and the values stay within
+  // max_elements_per_value.
   int64_t keep_divisors_of = 0;
   // Whether `pipeline` is the whole pipeline (what commir-opt --pass-pipeline runs on the
   // laid-out program, the default spmd pipeline included) rather than the passes after it.

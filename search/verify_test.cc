@@ -97,6 +97,16 @@ TEST(VerifyRecipe, CompletePipelineAsCommirOptRunsIt) {
   EXPECT_THAT(unlowered.status().message(), HasSubstr("unlowered"));
 }
 
+TEST(VerifyRecipe, PipelineChunksOfABlockSplit8WaysGetTheDivisibilityTheyNeed) {
+  // lcm(8, 16) leaves 2 rows per device; 8 chunks need 8.
+  absl::StatusOr<VerifyOutcome> outcome =
+      VerifyRecipe(Example("ag_matmul"), "ag_matmul", "pipeline-collective-matmul{chunks=8}");
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->matched) << outcome->report;
+  EXPECT_THAT(outcome->sizes, HasSubstr("1024->64"));
+  EXPECT_THAT(outcome->lowered_program, HasSubstr("all_gather"));
+}
+
 TEST(VerifyRecipe, SmallProgramsAreCheckedAsTheyAre) {
   VerifyOptions options;
   options.max_elements_per_value = 1 << 20;
