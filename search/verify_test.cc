@@ -59,6 +59,18 @@ TEST(VerifyRecipe, LlamaLayerVerifiesShrunkOnMeshesOf8) {
   }
 }
 
+TEST(VerifyRecipe, LlamaLayerRingAttentionOverTheSequenceAxisOf2x4) {
+  std::string program = LlamaLayer("sp=2, tp=4", "sp", "tp");
+  for (const char* pipeline : {"ring-attention", "ring-attention{zigzag=true}"}) {
+    SCOPED_TRACE(pipeline);
+    absl::StatusOr<VerifyOutcome> outcome = VerifyRecipe(program, "attention", pipeline);
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    EXPECT_TRUE(outcome->matched) << outcome->report;
+    // The k/v gathers over sp became a ring of shifts.
+    EXPECT_THAT(outcome->lowered_program, HasSubstr("shift("));
+  }
+}
+
 TEST(VerifyRecipe, SequenceParallelAttentionSchedulesOn2To8Devices) {
   for (const char* mesh : {"sp=2", "sp=4", "sp=8", "dp=2, sp=4"}) {
     SCOPED_TRACE(mesh);
