@@ -177,7 +177,7 @@ int Main(int argc, char** argv) {
     if (!absl::EndsWith(module.status().message(), "\n")) std::cerr << "\n";
     return kExitInvalidInput;
   }
-  r.options.verifier = CpuMeshVerifier(r.options.devices);
+  r.options.verifier = CpuMeshVerifier();
   if (!r.quiet) {
     r.options.progress = [](const SearchProgress& p) {
       std::cerr << absl::StrFormat(

@@ -1,17 +1,19 @@
-// The proof behind each reported candidate: its recipe (laid-out global program and pass
-// pipeline) run on the cpu mesh against the one-device program (search.h's verifier).
+// The proof behind each reported candidate (search.h's verifier): its recipe, the
+// laid-out global program and the whole pass pipeline, checked on the cpu mesh against
+// the one-device program on a shrunken copy with the same divisibility (verify.h).
 #ifndef COMMIR_SEARCH_RECIPE_VERIFIER_H_
 #define COMMIR_SEARCH_RECIPE_VERIFIER_H_
 
-#include <cstdint>
 #include <functional>
+#include <string>
 
 #include "search/search.h"
 
 namespace commir::search {
 
-// A verifier for Search(): checks each candidate on the cpu backend.
-std::function<Verdict(const Candidate&)> CpuMeshVerifier(int64_t devices);
+// A verifier for Search(). A recipe that cannot be checked (a program that cannot be
+// shrunk, say) is kFailed with the reason.
+std::function<Verdict(const std::string& function, const Candidate&)> CpuMeshVerifier();
 
 }  // namespace commir::search
 

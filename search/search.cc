@@ -275,7 +275,7 @@ class Searcher {
     }
     for (size_t i = 0; i < count; ++i) {
       Candidate& c = result_.ranked[i];
-      c.verdict = options_.verifier(c);
+      c.verdict = options_.verifier(result_.function, c);
       switch (c.verdict.state) {
         case Verdict::State::kMatched: ++stats().verified; break;
         case Verdict::State::kMismatched: ++stats().mismatched; break;

@@ -89,8 +89,9 @@ struct SearchOptions {
   // How many ranked candidates to keep (0: all).
   int top = 10;
   VerifyMode verify = VerifyMode::kTop;
-  // Checks one candidate's recipe; required unless verify is kNone.
-  std::function<Verdict(const Candidate&)> verifier;
+  // Checks one candidate's recipe (of the searched function); required unless verify is
+  // kNone.
+  std::function<Verdict(const std::string& function, const Candidate&)> verifier;
   // Called about twice a second during long searches (optional).
   std::function<void(const SearchProgress&)> progress;
 };

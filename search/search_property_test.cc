@@ -29,7 +29,7 @@ TEST(SearchProperty, EveryReportedCandidateVerifies) {
     options.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
     options.top = 6;
     options.verify = VerifyMode::kTop;
-    options.verifier = CpuMeshVerifier(options.devices);
+    options.verifier = CpuMeshVerifier();
     absl::StatusOr<SearchResult> result = Search(**module, options);
     if (!result.ok()) {
       // Only "nothing splits" is an acceptable refusal (odd sizes, or pins the device

@@ -140,7 +140,7 @@ TEST(Search, VerifiesTheReportedCandidatesAndReportsMismatches) {
   options.top = 3;
   options.verify = VerifyMode::kTop;
   int calls = 0;
-  options.verifier = [&](const Candidate& c) {
+  options.verifier = [&](const std::string&, const Candidate& c) {
     ++calls;
     return c.rank == 2 ? Verdict{Verdict::State::kMismatched, "result0: off"}
                        : Verdict{Verdict::State::kMatched, ""};
@@ -158,7 +158,7 @@ TEST(Search, TheCpuMeshProvesTheBest) {
   SearchOptions options = Options(4);
   options.top = 4;
   options.verify = VerifyMode::kTop;
-  options.verifier = CpuMeshVerifier(4);
+  options.verifier = CpuMeshVerifier();
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_TRUE(r.ok());
   for (const Candidate& c : r->ranked) {

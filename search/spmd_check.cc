@@ -1,4 +1,4 @@
-#include "testing/spmd_check.h"
+#include "search/spmd_check.h"
 
 #include <memory>
 #include <utility>
@@ -35,9 +35,10 @@ absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
   return manager.Run(module);
 }
 
-absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module) {
+absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module,
+                               absl::Span<const PassInfo> table) {
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
+      ParsePassPipeline(pipeline, table.empty() ? RegisteredPasses() : table);
   if (!passes.ok()) return passes.status();
   PassManager manager;
   manager.set_verify_each(true);
@@ -93,9 +94,11 @@ absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view fu
   if (!lowered.ok()) return lowered.status();
   Function* global = (*reference)->FindFunction(function);
   if (global == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function));
-  if (absl::Status s = RunDefaultSpmdPipeline(**lowered, options.propagate); !s.ok()) return s;
+  if (options.default_pipeline) {
+    if (absl::Status s = RunDefaultSpmdPipeline(**lowered, options.propagate); !s.ok()) return s;
+  }
   if (!options.pipeline.empty()) {
-    if (absl::Status s = ApplyPassPipeline(options.pipeline, **lowered); !s.ok()) return s;
+    if (absl::Status s = ApplyPassPipeline(options.pipeline, **lowered, options.passes); !s.ok()) return s;
   }
   SpmdCheck check;
   check.module = *std::move(lowered);
