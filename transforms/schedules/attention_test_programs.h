@@ -21,18 +21,24 @@ struct AttentionCase {
   int64_t queries = 64, keys = 64;  // global sequence lengths, both split over sp
   int64_t head_dim = 16;
   bool lse = false;  // also return the log-sum-exp
+  // The signature declares the sequence zigzag (`@sp zigzag`) on every argument and
+  // result, as a load-balancing data loader provides it.
+  bool zigzag_layout = false;
 
   std::string Name() const {
     return absl::StrFormat("n%d_%s_%s_h%d_kv%d_s%dx%d%s", devices, causal ? "causal" : "full",
-                           dtype, heads, kv_heads, queries, keys, lse ? "_lse" : "");
+                           dtype, heads, kv_heads, queries, keys, lse ? "_lse" : "") +
+           (zigzag_layout ? "_zigzag_layout" : "");
   }
 };
 
 // @attn on mesh @m(sp=devices): q [1, H, Sq@sp, D], k and v [1, Hkv, Skv@sp, D].
 inline std::string GlobalAttention(const AttentionCase& c) {
-  std::string q = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.heads, c.queries, c.head_dim);
-  std::string kv = absl::StrFormat("%s[1, %d, %d@sp, %d]", c.dtype, c.kv_heads, c.keys, c.head_dim);
-  std::string results = c.lse ? absl::StrFormat("(%s, f32[1, %d, %d@sp])", q, c.heads, c.queries) : q;
+  const char* split = c.zigzag_layout ? "@sp zigzag" : "@sp";
+  std::string q = absl::StrFormat("%s[1, %d, %d%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
+  std::string results =
+      c.lse ? absl::StrFormat("(%s, f32[1, %d, %d%s])", q, c.heads, c.queries, split) : q;
   return absl::StrCat("mesh @m(sp=", c.devices, ")\n\nfunc @attn(%q: ", q, ", %k: ", kv, ", %v: ", kv,
                       ") -> ", results, " {\n  ", c.lse ? "%o, %lse" : "%o",
                       " = attention(%q, %k, %v)", c.causal ? " {causal}" : "",
