@@ -124,19 +124,23 @@ class Lowering {
     // The dimension whose split is zigzag (device r holds chunks r and 2n-1-r), or -1:
     // layout.dims[zigzag_dim] are its axes.
     int64_t zigzag_dim = -1;
+    // The same value in the contiguous layout, once an op needed it (see Contiguous).
+    Value* contiguous = nullptr;
   };
 
-  // `v`'s per-device value in the contiguous layout: a zigzag value is exchanged (one
-  // all_to_all) and the map updated, so that its other users reuse the exchange.
+  // `v`'s per-device value in the contiguous layout (same Layout): a zigzag value is
+  // exchanged (one all_to_all) once, and its other users that need it contiguous reuse
+  // the exchange while those that keep the zigzag layout keep the value itself.
   absl::StatusOr<Value*> Contiguous(OpBuilder& e, const Value* v) {
     Mapped& m = map_.at(v);
     if (m.zigzag_dim < 0) return m.value;
-    const AxisList& axes = m.layout.dims[m.zigzag_dim];
-    COMMIR_ASSIGN_OR_RETURN(Value* contiguous,
-                            EmitZigzagExchange(e, m.value, m.zigzag_dim, axes,
-                                               mesh_.GroupSize(axes), ZigzagDirection::kToContiguous));
-    m = {contiguous, m.layout, -1};
-    return contiguous;
+    if (m.contiguous == nullptr) {
+      const AxisList& axes = m.layout.dims[m.zigzag_dim];
+      COMMIR_ASSIGN_OR_RETURN(m.contiguous, EmitZigzagExchange(e, m.value, m.zigzag_dim, axes,
+                                                               mesh_.GroupSize(axes),
+                                                               ZigzagDirection::kToContiguous));
+    }
+    return m.contiguous;
   }
 
   // The zigzag dimension `op`'s results keep when lowered as `choice`, or -1 when its
@@ -270,11 +274,11 @@ class Lowering {
         operands.push_back(m.value);
         continue;
       }
+      Value* source = m.value;
       if (zigzag < 0 || around) {
-        COMMIR_RETURN_IF_ERROR(Contiguous(e, v).status());
+        COMMIR_ASSIGN_OR_RETURN(source, Contiguous(e, v));
       }
-      const Mapped& mapped = map_.at(v);
-      COMMIR_ASSIGN_OR_RETURN(Value* local, EmitReshard(e, mapped.value, Global(v), mapped.layout,
+      COMMIR_ASSIGN_OR_RETURN(Value* local, EmitReshard(e, source, Global(v), map_.at(v).layout,
                                                         choice.operands[i]));
       operands.push_back(local);
     }
@@ -312,7 +316,7 @@ class Lowering {
           Value* final_value,
           EmitReshard(e, local, result->type(), choice.results[r], target, result->name()));
       if (final_value == local && !existed) local->set_name(result->name());
-      map_[result] = {final_value, target, zigzag};
+      map_[result] = {final_value, target, zigzag, nullptr};
     }
     return absl::OkStatus();
   }
