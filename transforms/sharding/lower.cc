@@ -154,11 +154,13 @@ class Lowering {
     const AxisList* axes = nullptr;
     int64_t rank = op.num_results() > 0 && op.result(0)->type().is_tensor()
                        ? op.result(0)->type().rank() : -1;
+    if (rank < 0) return -1;
     for (int i = 0; i < op.num_operands(); ++i) {
       if (!rule.operands[i].is_tensor || op.operand(i)->is_literal()) continue;
       const Mapped& m = map_.at(op.operand(i));
       if (m.zigzag_dim < 0) continue;
-      if (choice.operands[i] != m.layout) return -1;
+      // Zigzag operands line up with the results dimension for dimension.
+      if (choice.operands[i] != m.layout || op.operand(i)->type().rank() != rank) return -1;
       if (axes == nullptr) {
         zigzag = m.zigzag_dim;
         axes = &m.layout.dims[zigzag];
