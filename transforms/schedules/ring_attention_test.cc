@@ -86,6 +86,28 @@ TEST(RingAttentionTest, DeclaredZigzagLayoutMatchesGlobalAttention) {
                      .zigzag_layout = true}, true);
 }
 
+// The attention's output feeds a projection before the return: the zigzag layout flows
+// through it, and the ring still needs no permutation.
+TEST(RingAttentionTest, DeclaredZigzagLayoutThroughAProjection) {
+  for (int64_t n : {2, 4, 8}) {
+    SCOPED_TRACE(n);
+    std::string program = absl::StrCat("mesh @m(sp=", n, R"()
+
+func @attn(%q: f32[1, 4, 64@sp zigzag, 8], %k: f32[1, 2, 64@sp zigzag, 8], %v: f32[1, 2, 64@sp zigzag, 8], %w: f32[8, 8]) -> f32[1, 4, 64@sp zigzag, 8] {
+  %o = attention(%q, %k, %v) {causal}
+  %p = matmul(%o, %w)
+  return %p
+}
+)");
+    absl::StatusOr<sharding::SpmdCheck> check =
+        sharding::CheckSpmd(program, "attn", {.seed = 5, .pipeline = RingPipeline(true)});
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_TRUE(check->pass) << check->report << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_to_all("), 0) << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;
+  }
+}
+
 // Bytes each device sends after `pipeline` on the lowered program of `c`.
 double RingBytes(const AttentionCase& c, bool zigzag) {
   absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(

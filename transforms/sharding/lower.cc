@@ -159,8 +159,10 @@ class Lowering {
       if (!rule.operands[i].is_tensor || op.operand(i)->is_literal()) continue;
       const Mapped& m = map_.at(op.operand(i));
       if (m.zigzag_dim < 0) continue;
-      // Zigzag operands line up with the results dimension for dimension.
-      if (choice.operands[i] != m.layout || op.operand(i)->type().rank() != rank) return -1;
+      // Zigzag operands line up with the results dimension for dimension and need no
+      // reshard (attention's are made contiguous and resharded anyway, see LowerOp).
+      if (op.operand(i)->type().rank() != rank) return -1;
+      if (!op.Is(OpKind::kAttention) && choice.operands[i] != m.layout) return -1;
       if (axes == nullptr) {
         zigzag = m.zigzag_dim;
         axes = &m.layout.dims[zigzag];

@@ -95,6 +95,21 @@ TEST(ZigzagLowering, AttentionRunsBetweenExchanges) {
   }
 }
 
+// The attention's result is exchanged back into the zigzag layout right after it, so
+// the output projection (rows) keeps the layout up to the return.
+TEST(ZigzagLowering, AttentionResultStaysZigzagThroughTheProjection) {
+  for (int64_t n : {2, 4, 8}) {
+    SCOPED_TRACE(n);
+    std::string t = "f32[1, 4, 64@sp zigzag, 8]";
+    std::string out = LowerAndCheck(
+        n, absl::StrCat("(%q: ", t, ", %k: ", t, ", %v: ", t, ", %w: f32[8, 8]) -> ", t),
+        "  %o = attention(%q, %k, %v) {causal}\n  %p = matmul(%o, %w)\n  return %p\n");
+    EXPECT_EQ(Count(out, "all_to_all"), 4) << out;
+    // The exchange back follows the attention, before the matmul.
+    EXPECT_LT(out.find(" all_to_all(", out.find(" attention(")), out.find(" matmul(")) << out;
+  }
+}
+
 // With an odd number of devices the zigzag layout cannot be exchanged in one all_to_all:
 // position-independent programs still lower, position-mixing ones get a clear error.
 TEST(ZigzagLowering, OddDeviceCounts) {
