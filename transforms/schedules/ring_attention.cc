@@ -413,7 +413,7 @@ class Ring {
         std::optional<sharding::ZigzagExchange> exchange = sharding::MatchZigzagExchange(
             op->result(0), 2, match_.axes, sharding::ZigzagDirection::kToZigzag);
         if (!exchange.has_value() || exchange->source != result) continue;
-        zigzag->set_name(result->name());
+        zigzag->set_name(op->result(0)->name());
         op->result(0)->ReplaceAllUsesWith(zigzag);
         rewritten->push_back(op);
         exchange_chunks.push_back(exchange->chunks[0]);
