@@ -220,6 +220,11 @@ absl::StatusOr<std::vector<Type>> InferResultTypes(const OpDef& def, const OpSig
   }
   absl::StatusOr<std::vector<Type>> inferred = def.infer(sig);
   if (!inferred.ok()) return inferred.status();
+  // A zigzag layout is declared in signatures only: op results (even a neg of a zigzag
+  // argument) never carry the mark, so that body types stay what users may write.
+  for (Type& t : *inferred) {
+    if (t.zigzag_dim() >= 0) t = t.WithZigzag(-1);
+  }
   for (Type t : *inferred) {
     if (ElementCountOverflows(t)) {
       return ops::OpError("the result %s has more elements than fit in 64 bits",

@@ -25,16 +25,19 @@ struct TypeStorage {
   std::vector<int64_t> dims;
   std::vector<AxisList> dim_axes;
   AxisList partial;
+  int64_t zigzag_dim = -1;
   int64_t num_elements = 1;
   bool has_sharding = false;
 
   friend bool operator==(const TypeStorage& a, const TypeStorage& b) {
     return a.is_index == b.is_index && a.element_type == b.element_type &&
-           a.dims == b.dims && a.dim_axes == b.dim_axes && a.partial == b.partial;
+           a.dims == b.dims && a.dim_axes == b.dim_axes && a.partial == b.partial &&
+           a.zigzag_dim == b.zigzag_dim;
   }
   template <typename H>
   friend H AbslHashValue(H h, const TypeStorage& s) {
-    return H::combine(std::move(h), s.is_index, s.element_type, s.dims, s.dim_axes, s.partial);
+    return H::combine(std::move(h), s.is_index, s.element_type, s.dims, s.dim_axes, s.partial,
+                      s.zigzag_dim);
   }
 };
 
@@ -110,10 +113,10 @@ Type Type::Index() {
 }
 
 Type Type::Tensor(ElementType element_type, std::vector<int64_t> dims,
-                  std::vector<AxisList> dim_axes, AxisList partial) {
+                  std::vector<AxisList> dim_axes, AxisList partial, int64_t zigzag_dim) {
   // Fast path: an unsharded type already built (dim_axes entries past the rank are
   // ignored, as the resize below drops them).
-  bool unsharded = partial.empty();
+  bool unsharded = partial.empty() && zigzag_dim < 0;
   for (size_t d = 0; d < dim_axes.size() && d < dims.size(); ++d) {
     unsharded &= dim_axes[d].empty();
   }
@@ -124,6 +127,7 @@ Type Type::Tensor(ElementType element_type, std::vector<int64_t> dims,
   }
   TypeStorage storage;
   storage.element_type = element_type;
+  storage.zigzag_dim = zigzag_dim < 0 ? -1 : zigzag_dim;
   dim_axes.resize(dims.size());
   for (int64_t d : dims) {
     // Saturate rather than overflow; ElementCountOverflows() reports such a type.
@@ -159,6 +163,11 @@ int64_t Type::num_elements() const { return storage_->num_elements; }
 const std::vector<AxisList>& Type::dim_axes() const { return storage_->dim_axes; }
 const AxisList& Type::partial() const { return storage_->partial; }
 bool Type::has_sharding() const { return storage_ != nullptr && storage_->has_sharding; }
+int64_t Type::zigzag_dim() const { return is_tensor() ? storage_->zigzag_dim : -1; }
+
+Type Type::WithZigzag(int64_t dim) const {
+  return Tensor(element_type(), dims(), dim_axes(), partial(), dim);
+}
 
 Type Type::WithoutSharding() const {
   if (!is_tensor() || !has_sharding()) return *this;
@@ -166,7 +175,7 @@ Type Type::WithoutSharding() const {
 }
 
 Type Type::WithElementType(ElementType new_type) const {
-  return Tensor(new_type, dims(), dim_axes(), partial());
+  return Tensor(new_type, dims(), dim_axes(), partial(), zigzag_dim());
 }
 
 Type Type::WithDims(std::vector<int64_t> new_dims) const {
@@ -210,6 +219,7 @@ std::string Type::ToString() const {
     if (i > 0) out += ", ";
     absl::StrAppend(&out, dims()[i]);
     if (!dim_axes()[i].empty()) absl::StrAppend(&out, "@", FormatAxes(dim_axes()[i]));
+    if (static_cast<int64_t>(i) == zigzag_dim()) out += " zigzag";
   }
   out += "]";
   if (!partial().empty()) absl::StrAppend(&out, " partial(", absl::StrJoin(partial(), ", "), ")");
@@ -217,7 +227,15 @@ std::string Type::ToString() const {
 }
 
 absl::Status ValidateLayout(Type type, const Mesh* mesh) {
-  if (!type.is_tensor() || !type.has_sharding()) return absl::OkStatus();
+  if (!type.is_tensor()) return absl::OkStatus();
+  if (int64_t z = type.zigzag_dim(); z >= 0) {
+    if (z >= type.rank() || type.dim_axes()[z].empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "type %s: 'zigzag' marks a dimension that is not split over mesh axes",
+          type.ToString()));
+    }
+  }
+  if (!type.has_sharding()) return absl::OkStatus();
   absl::flat_hash_set<std::string> seen;
   auto check_axis = [&](const std::string& axis) -> absl::Status {
     if (mesh == nullptr) {
@@ -251,6 +269,12 @@ absl::Status ValidateLayout(Type type, const Mesh* mesh) {
           "type %s: dimension %d of size %d is not divisible by %d, the number of devices "
           "along %s",
           type.ToString(), d, type.dims()[d], parts, FormatAxes(axes)));
+    }
+    if (static_cast<int64_t>(d) == type.zigzag_dim() && type.dims()[d] % (2 * parts) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "type %s: zigzag dimension %d of size %d is not divisible by %d, twice the number "
+          "of devices along %s (each holds two chunks)",
+          type.ToString(), d, type.dims()[d], 2 * parts, FormatAxes(axes)));
     }
   }
   for (const std::string& axis : type.partial()) {

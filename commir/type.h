@@ -31,8 +31,10 @@ class Type {
   Type() = default;
 
   static Type Index();
+  // `zigzag_dim` (-1: none) marks a split dimension laid out zigzag (see zigzag_dim()).
   static Type Tensor(ElementType element_type, std::vector<int64_t> dims,
-                     std::vector<AxisList> dim_axes = {}, AxisList partial = {});
+                     std::vector<AxisList> dim_axes = {}, AxisList partial = {},
+                     int64_t zigzag_dim = -1);
   // Tensor(element_type, dims) without building a vector of the dims when the type
   // exists already (the parser builds one type per op it reads).
   static Type UnshardedTensor(ElementType element_type, absl::Span<const int64_t> dims);
@@ -54,6 +56,13 @@ class Type {
   const AxisList& partial() const;
   // Whether any dimension is split or the value is partial: a layout was written.
   bool has_sharding() const;
+  // The dimension written `4096@sp zigzag`, or -1. Split over n devices it is cut into
+  // 2n equal chunks and device c holds chunks c and 2n-1-c, in that order: the
+  // load-balanced layout of causal sequence parallelism, as data loaders provide it.
+  // Only signature types carry it (the verifier checks), and at most one dimension.
+  int64_t zigzag_dim() const;
+  // This type with `dim` marked zigzag (-1: the mark removed).
+  Type WithZigzag(int64_t dim) const;
 
   Type WithoutSharding() const;
   Type WithElementType(ElementType element_type) const;
@@ -82,7 +91,8 @@ class Type {
 
 // Checks the layout against `mesh` (null: no mesh): every axis exists, no axis appears
 // twice in the type, every split dimension is divisible by the product of its axes'
-// sizes. The message names the first problem.
+// sizes, and a zigzag dimension is split and divisible by twice that product. The
+// message names the first problem.
 absl::Status ValidateLayout(Type type, const Mesh* mesh);
 
 // The per-device type of a global type: split dimensions divided by their axes' sizes,

@@ -243,5 +243,31 @@ TEST(TypeTest, ElementCountOverflow) {
   EXPECT_FALSE(ElementCountOverflows(Type::Index()));
 }
 
+TEST(TypeTest, ZigzagMark) {
+  Type contiguous = Type::Tensor(ElementType::kF32, {16, 8}, {{"tp"}, {}});
+  Type zigzag = contiguous.WithZigzag(0);
+  EXPECT_EQ(contiguous.zigzag_dim(), -1);
+  EXPECT_EQ(zigzag.zigzag_dim(), 0);
+  EXPECT_NE(zigzag, contiguous);
+  EXPECT_EQ(zigzag, Type::Tensor(ElementType::kF32, {16, 8}, {{"tp"}, {}}, {}, 0));
+  EXPECT_EQ(zigzag.WithZigzag(-1), contiguous);
+  EXPECT_EQ(zigzag.ToString(), "f32[16@tp zigzag, 8]");
+  // Kept by an element type change, dropped with the sharding.
+  EXPECT_EQ(zigzag.WithElementType(ElementType::kBF16).zigzag_dim(), 0);
+  EXPECT_EQ(zigzag.WithoutSharding().zigzag_dim(), -1);
+  EXPECT_EQ(Type::Index().zigzag_dim(), -1);
+  Mesh mesh = DpTp();
+  EXPECT_TRUE(ValidateLayout(zigzag, &mesh).ok());
+  EXPECT_EQ(LocalType(zigzag, &mesh), Type::Tensor(ElementType::kF32, {4, 8}));
+  // 2 * size(tp) = 8 must divide the dimension; the mark needs a split dimension.
+  absl::Status s =
+      ValidateLayout(Type::Tensor(ElementType::kF32, {12, 8}, {{"tp"}, {}}, {}, 0), &mesh);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("not divisible by 8"), std::string::npos) << s;
+  s = ValidateLayout(Type::Tensor(ElementType::kF32, {16, 8}, {{"tp"}, {}}, {}, 1), &mesh);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("not split"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace commir

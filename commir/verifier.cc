@@ -260,6 +260,12 @@ class FunctionVerifier {
                                         t.ToString()));
         return;
       }
+      if (t.zigzag_dim() >= 0) {
+        Error(type_loc, absl::StrFormat("%s: a zigzag layout may be declared only in a "
+                                        "function's signature, not on an op's result",
+                                        t.ToString()));
+        return;
+      }
       if (absl::Status s = ValidateLayout(t, function_.mesh()); !s.ok()) {
         Error(type_loc, std::string(s.message()));
         return;

@@ -287,6 +287,7 @@ class Parser {
     // Filled only up to the last sharded dimension (Type::Tensor pads it with empty
     // lists), so that unsharded types allocate nothing for it.
     std::vector<AxisList> dim_axes;
+    int64_t zigzag_dim = -1;
     while (!Cur().Is(TokenKind::kRBracket)) {
       if (!dims.empty() && !Expect(TokenKind::kComma, "',' or ']' in the shape")) return Type();
       Location dim_loc = Cur().loc;
@@ -304,6 +305,19 @@ class Parser {
       } else if (ConsumeIf(TokenKind::kAt)) {
         if (!ParseAxisGroup(axes)) return Type();
       }
+      // `4096@sp zigzag`: the load-balanced layout of a split dimension (Type::zigzag_dim).
+      if (Location zigzag_loc = Cur().loc; ConsumeKeyword("zigzag")) {
+        if (axes.empty()) {
+          Error(zigzag_loc, "'zigzag' must follow a split dimension, as in '4096@sp zigzag'");
+          return Type();
+        }
+        if (zigzag_dim >= 0) {
+          Error(zigzag_loc, absl::StrCat("only one dimension of a type may be zigzag; "
+                                         "dimension ", zigzag_dim, " already is"));
+          return Type();
+        }
+        zigzag_dim = static_cast<int64_t>(dims.size()) - 1;
+      }
       if (!axes.empty()) {
         dim_axes.resize(dims.size());
         dim_axes.back() = std::move(axes);
@@ -318,7 +332,7 @@ class Parser {
     Type type = dim_axes.empty() && partial.empty()
                     ? Type::UnshardedTensor(*element_type, dims)
                     : Type::Tensor(*element_type, std::vector<int64_t>(dims.begin(), dims.end()),
-                                   std::move(dim_axes), std::move(partial));
+                                   std::move(dim_axes), std::move(partial), zigzag_dim);
     if (ElementCountOverflows(type)) {
       Error(type_loc, absl::StrCat("type ", type.ToString(),
                                    " has more elements than fit in 64 bits"));

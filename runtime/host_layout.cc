@@ -40,7 +40,43 @@ int64_t GroupLeader(const Mesh& mesh, int64_t device, const std::vector<std::str
   return mesh.DeviceId(coords);
 }
 
+// The number of devices a zigzag dimension is split over.
+int64_t ZigzagDevices(Type type, const Mesh& mesh) {
+  return mesh.GroupSize(type.dim_axes()[type.zigzag_dim()]);
+}
+
 }  // namespace
+
+absl::StatusOr<Tensor> ZigzagOrder(const Tensor& x, int64_t dim, int64_t n, bool to_zigzag) {
+  if (dim < 0 || dim >= x.rank() || n < 1 || x.shape()[dim] % (2 * n) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot cut dimension %d of %s into %d zigzag chunks", dim, x.DebugTypeString(), 2 * n));
+  }
+  std::vector<int64_t> start(x.rank(), 0), size = x.shape();
+  size[dim] /= 2 * n;
+  std::vector<Tensor> chunks;
+  chunks.reserve(2 * n);
+  for (int64_t slot = 0; slot < 2 * n; ++slot) {
+    // The chunk at zigzag slot 2c is chunk c, at slot 2c+1 chunk 2n-1-c.
+    int64_t c = slot / 2;
+    int64_t zigzag_chunk = slot % 2 == 0 ? c : 2 * n - 1 - c;
+    // To zigzag: slot `slot` takes chunk zigzag_chunk. Back: chunk `slot` comes from the
+    // slot that holds it.
+    int64_t source = slot;
+    if (to_zigzag) {
+      source = zigzag_chunk;
+    } else {
+      source = slot < n ? 2 * slot : 2 * (2 * n - 1 - slot) + 1;
+    }
+    start[dim] = source * size[dim];
+    absl::StatusOr<Tensor> chunk = Slice(x, start, size);
+    if (!chunk.ok()) return chunk.status();
+    chunks.push_back(*std::move(chunk));
+  }
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& chunk : chunks) pointers.push_back(&chunk);
+  return Concat(pointers, dim);
+}
 
 absl::StatusOr<Tensor> LocalPart(const Tensor& global, Type type, const Mesh* mesh,
                                  int64_t device) {
@@ -49,6 +85,12 @@ absl::StatusOr<Tensor> LocalPart(const Tensor& global, Type type, const Mesh* me
         "value has shape %s but the layout is %s", global.DebugTypeString(), type.ToString()));
   }
   if (mesh == nullptr || !type.has_sharding()) return global;
+  if (type.zigzag_dim() >= 0) {
+    absl::StatusOr<Tensor> reordered =
+        ZigzagOrder(global, type.zigzag_dim(), ZigzagDevices(type, *mesh), /*to_zigzag=*/true);
+    if (!reordered.ok()) return reordered.status();
+    return LocalPart(*reordered, type.WithZigzag(-1), mesh, device);
+  }
   std::vector<int64_t> start(type.rank()), size(type.rank());
   for (int64_t d = 0; d < type.rank(); ++d) {
     int64_t parts = type.dim_axes()[d].empty() ? 1 : mesh->GroupSize(type.dim_axes()[d]);
@@ -80,6 +122,12 @@ absl::StatusOr<Tensor> AssembleGlobal(absl::Span<const Tensor* const> parts, Typ
     }
   }
   if (n == 1) return *parts[0];
+  if (type.zigzag_dim() >= 0) {
+    absl::StatusOr<Tensor> reordered = AssembleGlobal(parts, type.WithZigzag(-1), mesh);
+    if (!reordered.ok()) return reordered.status();
+    return ZigzagOrder(*reordered, type.zigzag_dim(), ZigzagDevices(type, *mesh),
+                       /*to_zigzag=*/false);
+  }
   // Each device's role: which block it holds, whether it is the canonical replica
   // (coordinate 0 on every axis the layout does not mention).
   std::vector<std::string> replica_axes;

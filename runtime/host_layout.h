@@ -15,6 +15,9 @@
 //    coordinate order, first listed axis major, rounded to the element type once.
 //  - Every part must have the layout's per-device type (LocalType); a part of another
 //    shape or element type is an error rather than a wrongly tiled value.
+//  - A zigzag dimension (Type::zigzag_dim) split over n devices is cut into 2n chunks and
+//    device c holds chunks c and 2n-1-c: the contiguous layout of the value with its
+//    chunks reordered (ZigzagOrder), so both directions go through that reordering.
 #ifndef COMMIR_RUNTIME_HOST_LAYOUT_H_
 #define COMMIR_RUNTIME_HOST_LAYOUT_H_
 
@@ -27,6 +30,12 @@
 #include "runtime/tensor.h"
 
 namespace commir::runtime {
+
+// `x` with the 2n equal chunks of dimension `dim` in zigzag order: 0, 2n-1, 1, 2n-2, ...
+// (block c of n then holds chunks c and 2n-1-c). `to_zigzag` false applies the inverse.
+// 2n must divide the dimension.
+absl::StatusOr<runtime::Tensor> ZigzagOrder(const runtime::Tensor& x, int64_t dim, int64_t n,
+                                            bool to_zigzag);
 
 // Device `device`'s part of `global` laid out as `type` on `mesh` (null: one device).
 absl::StatusOr<runtime::Tensor> LocalPart(const runtime::Tensor& global, Type type,

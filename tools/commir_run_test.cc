@@ -202,6 +202,21 @@ TEST(CommirRun, PartialResultsAreSummed) {
   EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
 }
 
+// A zigzag sequence layout (device r holds chunks r and 2n-1-r): the global function is
+// fed and checked chunk by chunk, a spmd function that keeps the layout passes, and one
+// that hands its zigzag chunks back as contiguous blocks fails.
+TEST(CommirRun, ZigzagLayoutsAreFedAndAssembled) {
+  ToolResult r = RunTool({Data("zigzag_attention.commir"), "--check"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+  r = RunTool({Data("zigzag_spmd.commir"), "--check-against=" + Data("zigzag_global.commir")});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(LinesWith(r.out, "PASS").size(), 1u) << r;
+  r = RunTool({Data("zigzag_wrong_layout.commir"), "--check-against=" + Data("zigzag_global.commir")});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_EQ(LinesWith(r.out, "FAIL").size(), 1u) << r;
+}
+
 TEST(CommirRun, InvalidProgramsExitOne) {
   ToolResult r = RunTool({SharedExample("errors_divisibility.commir")});
   EXPECT_EQ(r.exit_code, 1) << r;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -147,6 +148,9 @@ void EraseWithDeadProducers(absl::Span<Operation* const> ops) {
   // their operands) are visited, not everything `ops` depend on; then erase them in
   // one batch (one Erase() per op would search the user list of %k or %v each time).
   std::vector<Operation*> dead(ops.begin(), ops.end());
+  // An op of `ops` may also be a producer of another dead op (a rewritten attention read
+  // only by the chunks of an exchange that dies with it): it is erased once.
+  absl::flat_hash_set<Operation*> given(ops.begin(), ops.end());
   absl::flat_hash_map<Operation*, int64_t> uses_left;
   for (size_t i = 0; i < dead.size(); ++i) {
     for (Value* operand : dead[i]->all_operands()) {
@@ -159,7 +163,7 @@ void EraseWithDeadProducers(absl::Span<Operation* const> ops) {
           it->second += static_cast<int64_t>(producer->result(r)->users().size());
         }
       }
-      if (--it->second == 0) dead.push_back(producer);
+      if (--it->second == 0 && !given.contains(producer)) dead.push_back(producer);
     }
   }
   Operation::EraseAll(dead);

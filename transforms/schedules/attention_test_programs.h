@@ -21,21 +21,27 @@ struct AttentionCase {
   int64_t queries = 64, keys = 64;  // global sequence lengths, both split over sp
   int64_t head_dim = 16;
   bool lse = false;  // also return the log-sum-exp
+  // The signature declares the sequence zigzag (`@sp zigzag`) on every argument and
+  // result, as a load-balancing data loader provides it.
+  bool zigzag_layout = false;
 
   std::string Name() const {
     return absl::StrFormat("n%d_%s_%s_h%d_kv%d_s%dx%d%s", devices, causal ? "causal" : "full",
-                           dtype, heads, kv_heads, queries, keys, lse ? "_lse" : "");
+                           dtype, heads, kv_heads, queries, keys, lse ? "_lse" : "") +
+           (zigzag_layout ? "_zigzag_layout" : "");
   }
 };
 
 // @attn on mesh @m(<mesh_axes>): q [1, H, Sq@<split>, D], k and v [1, Hkv, Skv@<split>, D]
-// (c.devices is not used): e.g. ("a=2, b=4", "(a, b)") for a sequence split over two axes.
+// (c.devices is not used): e.g. ("a=2, b=4", "(a, b)") for a sequence split over two axes;
+// with c.zigzag_layout the split is declared zigzag.
 inline std::string GlobalAttentionOnMesh(const AttentionCase& c, absl::string_view mesh_axes,
-                                         absl::string_view split) {
-  std::string q = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
-  std::string kv = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
+                                         absl::string_view axes) {
+  std::string split = absl::StrCat("@", axes, c.zigzag_layout ? " zigzag" : "");
+  std::string q = absl::StrFormat("%s[1, %d, %d%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
   std::string results =
-      c.lse ? absl::StrFormat("(%s, f32[1, %d, %d@%s])", q, c.heads, c.queries, split) : q;
+      c.lse ? absl::StrFormat("(%s, f32[1, %d, %d%s])", q, c.heads, c.queries, split) : q;
   return absl::StrCat("mesh @m(", mesh_axes, ")\n\nfunc @attn(%q: ", q, ", %k: ", kv, ", %v: ", kv,
                       ") -> ", results, " {\n  ", c.lse ? "%o, %lse" : "%o",
                       " = attention(%q, %k, %v)", c.causal ? " {causal}" : "",

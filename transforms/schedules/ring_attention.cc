@@ -1,5 +1,6 @@
 #include "transforms/schedules/ring_attention.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "transforms/schedules/attention_match.h"
 #include "transforms/schedules/counted_loop.h"
 #include "transforms/sharding/layout.h"
+#include "transforms/sharding/zigzag.h"
 
 namespace commir::schedules {
 namespace {
@@ -78,16 +80,18 @@ class Ring {
     Value* out = nullptr;
     Value* lse = nullptr;
     if (zigzag_ok) {
-      RunZigzag(*query_base, out, lse);
+      RunZigzag(*query_base, out, lse, rewritten);
     } else {
       RunContiguous(out, lse);
     }
     if (!e_.ok()) {
       return absl::InternalError(absl::StrCat("ring-attention: ", e_.status().message()));
     }
-    out->set_name(attention_->result(0)->name());
-    attention_->result(0)->ReplaceAllUsesWith(out);
-    if (attention_->num_results() == 2) {
+    if (out != nullptr) {
+      out->set_name(attention_->result(0)->name());
+      attention_->result(0)->ReplaceAllUsesWith(out);
+    }
+    if (attention_->num_results() == 2 && lse != nullptr) {
       lse->set_name(attention_->result(1)->name());
       attention_->result(1)->ReplaceAllUsesWith(lse);
     }
@@ -337,6 +341,7 @@ class Ring {
   // device owner(2r), chunk 2r+1 to owner(2r+1); chunk r comes from device r div 2,
   // chunk 2n-1-r from device (2n-1-r) div 2.
   Value* ToZigzag(Value* x, int64_t chunk, const std::string& name) {
+    if (half_rank_ == nullptr) ZigzagIndices();
     Value* first = SeqSlice(e_, x, 0, chunk, "");
     Value* second = SeqSlice(e_, x, chunk, chunk, "");
     return Exchange(first, second, owner_even_, owner_odd_, half_rank_, half_mirror_, chunk, name);
@@ -380,13 +385,13 @@ class Ring {
     }
   }
 
-  void RunZigzag(const Operand& query_base, Value*& out, Value*& lse_out) {
+  void RunZigzag(const Operand& query_base, Value*& out, Value*& lse_out,
+                 std::vector<Operation*>* rewritten) {
     int64_t q_chunk = queries_ / 2;
     int64_t kv_chunk = block_ / 2;
-    ZigzagIndices();
-    Value* q = ToZigzag(q_, q_chunk, "q_zz");
-    Value* k = ToZigzag(k_, kv_chunk, "k_zz");
-    Value* v = ToZigzag(v_, kv_chunk, "v_zz");
+    Value* q = ZigzagOf(q_, q_chunk, "q_zz");
+    Value* k = ZigzagOf(k_, kv_chunk, "k_zz");
+    Value* v = ZigzagOf(v_, kv_chunk, "v_zz");
     q_half_ = {SeqSlice(e_, q, 0, q_chunk, "q_lo"), SeqSlice(e_, q, q_chunk, q_chunk, "q_hi")};
     q_pos_half_ = {ChunkPosition(e_, rank_, q_chunk, query_base, "q_pos_lo"),
                    ChunkPosition(e_, MirrorRank(), q_chunk, query_base, "q_pos_hi")};
@@ -414,12 +419,62 @@ class Ring {
     }
     ZigzagStep(e_, kb, vb, LastSource(e_), acc, false);
     Value* o = e_.Op(OpKind::kConcat, {acc[0].o, acc[1].o}, DimAttrs(2));
-    out = FromZigzag(e_.Convert(o, element_type_), q_chunk, "");
+    out = ContiguousFor(attention_->result(0), e_.Convert(o, element_type_), q_chunk, rewritten);
     lse_out = nullptr;
     if (attention_->num_results() == 2) {
       Value* lse = e_.Op(OpKind::kConcat, {acc[0].lse, acc[1].lse}, DimAttrs(2));
-      lse_out = FromZigzag(e_.Convert(lse, ElementType::kF32), q_chunk, "");
+      lse_out = ContiguousFor(attention_->result(1), e_.Convert(lse, ElementType::kF32), q_chunk,
+                              rewritten);
     }
+  }
+
+  // `x` (a contiguous block) in the zigzag layout. When lower-to-spmd made `x` from a
+  // zigzag value (a function that declares the zigzag layout), that value itself: the
+  // two permutations cancel and cost nothing.
+  Value* ZigzagOf(Value* x, int64_t chunk, const std::string& name) {
+    std::optional<sharding::ZigzagExchange> exchange =
+        sharding::MatchZigzagExchange(x, 2, match_.axes, sharding::ZigzagDirection::kToContiguous);
+    if (exchange.has_value()) return exchange->source;
+    return ToZigzag(x, chunk, name);
+  }
+
+  // The attention result `result` replaced by `zigzag` (the ring's result, in the zigzag
+  // layout): a later exchange of `result` into the zigzag layout (what lower-to-spmd
+  // emits for a zigzag result) takes `zigzag` directly and is erased; other users get
+  // `zigzag` permuted back to contiguous. Returns what replaces `result`'s remaining
+  // uses, or null when none is left.
+  Value* ContiguousFor(Value* result, Value* zigzag, int64_t chunk,
+                       std::vector<Operation*>* rewritten) {
+    if (!e_.ok()) return nullptr;
+    std::vector<const Operation*> exchange_chunks;
+    // Users are copied: replacing uses edits the list.
+    std::vector<Operation*> users(result->users().begin(), result->users().end());
+    for (Operation* user : users) {
+      if (!user->Is(OpKind::kSlice)) continue;
+      // The exchange's result is the concat the chunks finally feed; look at the ops
+      // after the user for it (the exchange is emitted in one run after the attention).
+      for (Operation* op = user->next(); op != nullptr; op = op->next()) {
+        if (!op->Is(OpKind::kConcat)) continue;
+        std::optional<sharding::ZigzagExchange> exchange = sharding::MatchZigzagExchange(
+            op->result(0), 2, match_.axes, sharding::ZigzagDirection::kToZigzag);
+        if (!exchange.has_value() || exchange->source != result) continue;
+        zigzag->set_name(op->result(0)->name());
+        op->result(0)->ReplaceAllUsesWith(zigzag);
+        rewritten->push_back(op);
+        exchange_chunks.push_back(exchange->chunks[0]);
+        exchange_chunks.push_back(exchange->chunks[1]);
+        break;
+      }
+      if (!exchange_chunks.empty()) break;
+    }
+    bool other_users = false;
+    for (Operation* user : result->users()) {
+      other_users |= std::find(exchange_chunks.begin(), exchange_chunks.end(), user) ==
+                     exchange_chunks.end();
+    }
+    if (!other_users) return nullptr;
+    if (half_rank_ == nullptr) ZigzagIndices();
+    return FromZigzag(zigzag, chunk, "");
   }
 
   Function& function_;

@@ -16,6 +16,7 @@
 #include "runtime/interpreter.h"
 #include "transforms/test_util.h"
 #include "transforms/schedules/attention_test_programs.h"
+#include "transforms/schedules/schedule_report.h"
 #include "testing/spmd_check.h"
 
 namespace commir::schedules {
@@ -50,7 +51,9 @@ void ExpectRingMatches(const AttentionCase& c, bool zigzag) {
   // Zigzag permutes q, k, v in and the output (and lse) out, one all_to_all each.
   // (Odd groups keep the contiguous ring: the permutation needs n even.)
   bool zigzagged = zigzag && c.causal && c.devices % 2 == 0;
-  EXPECT_EQ(CountLines(ir, "all_to_all("), zigzagged ? 4 + (c.lse ? 1 : 0) : 0) << ir;
+  // A declared zigzag layout needs neither: the ring works on the arguments as they are.
+  int permutations = c.zigzag_layout ? 0 : 4 + (c.lse ? 1 : 0);
+  EXPECT_EQ(CountLines(ir, "all_to_all("), zigzagged ? permutations : 0) << ir;
   // One attention per step, or four (chunk pairs) per zigzag step.
   int steps = c.devices == 2 ? 2 : 3;
   EXPECT_EQ(CountLines(ir, "= attention("), zigzagged ? 4 * steps : steps) << ir;
@@ -66,6 +69,68 @@ TEST(RingAttentionTest, MatchesGlobalAttentionF32) {
   }
   for (bool zigzag : {false, true}) {
     ExpectRingMatches({.devices = 3, .queries = 48, .keys = 48}, zigzag);
+  }
+}
+
+// A signature that declares the zigzag layout: causal, with and without GQA, on 2, 4
+// and 8 devices, with the log-sum-exp; matches the one-device run.
+TEST(RingAttentionTest, DeclaredZigzagLayoutMatchesGlobalAttention) {
+  for (int64_t n : {2, 4, 8}) {
+    for (int64_t kv_heads : {8, 2, 1}) {
+      ExpectRingMatches({.devices = n, .kv_heads = kv_heads, .zigzag_layout = true}, true);
+    }
+  }
+  ExpectRingMatches({.devices = 4, .kv_heads = 2, .lse = true, .zigzag_layout = true}, true);
+  ExpectRingMatches({.devices = 4, .dtype = "bf16", .kv_heads = 2, .zigzag_layout = true}, true);
+  ExpectRingMatches({.devices = 4, .heads = 4, .kv_heads = 2, .queries = 32, .keys = 64,
+                     .zigzag_layout = true}, true);
+}
+
+// The attention's output feeds a projection before the return: the zigzag layout flows
+// through it, and the ring still needs no permutation.
+TEST(RingAttentionTest, DeclaredZigzagLayoutThroughAProjection) {
+  for (int64_t n : {2, 4, 8}) {
+    SCOPED_TRACE(n);
+    std::string program = absl::StrCat("mesh @m(sp=", n, R"()
+
+func @attn(%q: f32[1, 4, 64@sp zigzag, 8], %k: f32[1, 2, 64@sp zigzag, 8], %v: f32[1, 2, 64@sp zigzag, 8], %w: f32[8, 8]) -> f32[1, 4, 64@sp zigzag, 8] {
+  %o = attention(%q, %k, %v) {causal}
+  %p = matmul(%o, %w)
+  return %p
+}
+)");
+    absl::StatusOr<sharding::SpmdCheck> check =
+        sharding::CheckSpmd(program, "attn", {.seed = 5, .pipeline = RingPipeline(true)});
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_TRUE(check->pass) << check->report << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_to_all("), 0) << check->lowered;
+    EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;
+  }
+}
+
+// Bytes each device sends after `pipeline` on the lowered program of `c`.
+double RingBytes(const AttentionCase& c, bool zigzag) {
+  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+      GlobalAttention(c), "attn", {.seed = 7, .pipeline = RingPipeline(zigzag)});
+  EXPECT_TRUE(check.ok()) << check.status();
+  if (!check.ok()) return -1;
+  return ComputeScheduleStats(*check->module->FindFunction("attn")).bytes_per_device;
+}
+
+// The point of declaring the layout: zigzag ring attention sends exactly the bytes of the
+// contiguous ring, where permuting inside the function sends more.
+TEST(RingAttentionTest, DeclaredZigzagLayoutSendsTheContiguousRingsBytes) {
+  for (int64_t n : {2, 4, 8}) {
+    for (int64_t kv_heads : {8, 2}) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " kv_heads=", kv_heads));
+      AttentionCase contiguous{.devices = n, .kv_heads = kv_heads, .queries = 128, .keys = 128};
+      AttentionCase declared = contiguous;
+      declared.zigzag_layout = true;
+      double ring = RingBytes(contiguous, false);
+      EXPECT_GT(ring, 0);
+      EXPECT_EQ(RingBytes(declared, true), ring);
+      EXPECT_GT(RingBytes(contiguous, true), ring);
+    }
   }
 }
 

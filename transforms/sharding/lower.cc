@@ -11,6 +11,7 @@
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
 #include "transforms/sharding/op_sharding.h"
+#include "transforms/sharding/zigzag.h"
 
 namespace commir::sharding {
 namespace {
@@ -53,7 +54,9 @@ class Lowering {
     function_.RefreshArgumentTypes();
     OpBuilder emitter(&function_, body, old_return);
     for (int i = 0; i < body->num_arguments(); ++i) {
-      map_[body->argument(i)] = {body->argument(i), Layout::Of(function_.arg_types()[i], mesh_)};
+      Type type = function_.arg_types()[i];
+      map_[body->argument(i)] = {body->argument(i), Layout::Of(type, mesh_),
+                                 type.is_tensor() ? type.zigzag_dim() : -1};
     }
     sharing_ = SharingUsers(old_ops);
     absl::Status status = LowerBody(emitter, old_ops, rules, old_return);
@@ -93,9 +96,21 @@ class Lowering {
     std::vector<Operand> returned;
     for (int i = 0; i < old_return->num_operands(); ++i) {
       Value* v = old_return->operand(i);
+      Type declared = function_.result_types()[i];
+      Layout wanted = Layout::Of(declared, mesh_);
+      int64_t zigzag = declared.is_tensor() ? declared.zigzag_dim() : -1;
       const Mapped& m = map_.at(v);
-      absl::StatusOr<Value*> local = EmitReshard(emitter, m.value, Global(v), m.layout,
-                                                 Layout::Of(function_.result_types()[i], mesh_));
+      // A value already in the declared zigzag layout is returned as it is.
+      if (zigzag >= 0 && m.zigzag_dim == zigzag && m.layout == wanted) {
+        returned.push_back(m.value);
+        continue;
+      }
+      absl::StatusOr<Value*> local = Contiguous(emitter, v);
+      if (local.ok()) local = EmitReshard(emitter, *local, Global(v), map_.at(v).layout, wanted);
+      if (local.ok() && zigzag >= 0) {
+        local = EmitZigzagExchange(emitter, *local, zigzag, wanted.dims[zigzag],
+                                   mesh_.GroupSize(wanted.dims[zigzag]), ZigzagDirection::kToZigzag);
+      }
       if (!local.ok()) return Error(old_return, local.status());
       returned.push_back(*local);
     }
@@ -107,7 +122,108 @@ class Lowering {
   struct Mapped {
     Value* value = nullptr;
     Layout layout;
+    // The dimension whose split is zigzag (device r holds chunks r and 2n-1-r), or -1:
+    // layout.dims[zigzag_dim] are its axes.
+    int64_t zigzag_dim = -1;
+    // The same value in the contiguous layout, once an op needed it (see Contiguous).
+    Value* contiguous = nullptr;
   };
+
+  // `v`'s per-device value in the contiguous layout (same Layout): a zigzag value is
+  // exchanged (one all_to_all) once, and its other users that need it contiguous reuse
+  // the exchange while those that keep the zigzag layout keep the value itself.
+  absl::StatusOr<Value*> Contiguous(OpBuilder& e, const Value* v) {
+    Mapped& m = map_.at(v);
+    if (m.zigzag_dim < 0) return m.value;
+    if (m.contiguous == nullptr) {
+      const AxisList& axes = m.layout.dims[m.zigzag_dim];
+      COMMIR_ASSIGN_OR_RETURN(m.contiguous, EmitZigzagExchange(e, m.value, m.zigzag_dim, axes,
+                                                               mesh_.GroupSize(axes),
+                                                               ZigzagDirection::kToContiguous));
+    }
+    return m.contiguous;
+  }
+
+  // The zigzag dimension `op`'s results keep when lowered as `choice`, or -1 when its
+  // zigzag operands must be made contiguous first. The rule (docs/format-decisions.md):
+  // an op keeps the layout when it treats every position of the zigzag dimension alike
+  // and alone (elementwise ops whose split operands along it are all zigzag over the
+  // same axes, rows of a matmul, norms and softmax over another dimension, attention
+  // with q, k and v all zigzag along the sequence), and no operand needs a reshard.
+  int64_t KeptZigzag(const Operation& op, const OpRule& rule, const Choice& choice) const {
+    int64_t zigzag = -1;
+    const AxisList* axes = nullptr;
+    int64_t rank = op.num_results() > 0 && op.result(0)->type().is_tensor()
+                       ? op.result(0)->type().rank() : -1;
+    if (rank < 0) return -1;
+    for (int i = 0; i < op.num_operands(); ++i) {
+      if (!rule.operands[i].is_tensor || op.operand(i)->is_literal()) continue;
+      const Mapped& m = map_.at(op.operand(i));
+      if (m.zigzag_dim < 0) continue;
+      // Zigzag operands line up with the results dimension for dimension and need no
+      // reshard (attention's are made contiguous and resharded anyway, see LowerOp).
+      if (op.operand(i)->type().rank() != rank) return -1;
+      if (!op.Is(OpKind::kAttention) && choice.operands[i] != m.layout) return -1;
+      if (axes == nullptr) {
+        zigzag = m.zigzag_dim;
+        axes = &m.layout.dims[zigzag];
+      } else if (m.zigzag_dim != zigzag || m.layout.dims[zigzag] != *axes) {
+        return -1;
+      }
+    }
+    if (zigzag < 0 || rank < 0) return -1;
+    // Operand i's dimension aligned with the result's dimension `zigzag` (NumPy
+    // broadcasting aligns from the right): whether it is zigzag there or of size 1.
+    auto aligned_ok = [&](int i) {
+      const Value* x = op.operand(i);
+      if (x->is_literal() || !x->type().is_tensor()) return true;
+      int64_t d = zigzag - (rank - x->type().rank());
+      if (d < 0) return true;
+      const Mapped& m = map_.at(x);
+      return x->type().dims()[d] == 1 ||
+             (m.zigzag_dim == d && m.layout.dims[d] == *axes && d == zigzag);
+    };
+    switch (op.kind()) {
+      case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
+      case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kSigmoid:
+      case OpKind::kRelu: case OpKind::kSilu: case OpKind::kGelu: case OpKind::kConvert:
+      case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
+      case OpKind::kMax: case OpKind::kMin: case OpKind::kPow:
+        for (int i = 0; i < op.num_operands(); ++i) {
+          if (!aligned_ok(i)) return -1;
+        }
+        break;
+      case OpKind::kLayerNorm: case OpKind::kRmsNorm:
+        if (map_.at(op.operand(0)).zigzag_dim != zigzag || zigzag == rank - 1) return -1;
+        break;
+      case OpKind::kSoftmax: {
+        int64_t dim = op.attrs().GetInt("dim", -1);
+        if (dim < 0) dim += rank;
+        if (dim == zigzag) return -1;
+        break;
+      }
+      case OpKind::kMatmul:
+        // Rows of a: the result's rows are a's, one for one.
+        if (map_.at(op.operand(0)).zigzag_dim != zigzag || zigzag != rank - 2 ||
+            op.operand(0)->type().rank() != rank || op.attrs().GetBool("transpose_a", false) ||
+            map_.at(op.operand(1)).zigzag_dim >= 0) {
+          return -1;
+        }
+        break;
+      case OpKind::kAttention:
+        if (zigzag != 2) return -1;
+        for (int i = 0; i < 3; ++i) {
+          if (map_.at(op.operand(i)).zigzag_dim != 2) return -1;
+        }
+        break;
+      default:
+        return -1;
+    }
+    for (const Layout& result : choice.results) {
+      if (result.rank() <= static_cast<size_t>(zigzag) || result.dims[zigzag] != *axes) return -1;
+    }
+    return zigzag;
+  }
 
   // The global type of a value of the global function.
   Type Global(const Value* v) const {
@@ -146,6 +262,15 @@ class Lowering {
       query.targets.push_back(t.is_tensor() ? std::optional<Layout>(Layout::Of(t, mesh_)) : std::nullopt);
     }
     Choice choice = ChooseStrategy(query);
+    int64_t zigzag = KeptZigzag(op, rule, choice);
+    // A result annotated with another layout than the op makes is resharded, which the
+    // zigzag order does not survive: such an op works on contiguous operands.
+    for (int r = 0; r < op.num_results() && zigzag >= 0; ++r) {
+      if (query.targets[r].has_value() && *query.targets[r] != choice.results[r]) zigzag = -1;
+    }
+    // Attention is position-dependent: it runs on the contiguous layout between two
+    // exchanges, which ring-attention{zigzag=true} then removes.
+    bool around = zigzag >= 0 && op.Is(OpKind::kAttention);
 
     std::vector<Operand> operands;
     for (int i = 0; i < op.num_operands(); ++i) {
@@ -157,6 +282,18 @@ class Lowering {
       const Mapped& m = map_.at(v);
       if (!rule.operands[i].is_tensor) {
         operands.push_back(m.value);
+        continue;
+      }
+      if (m.zigzag_dim >= 0) {
+        // A zigzag value: an op that does not keep the order (or attention) reads its
+        // contiguous copy; earlier reshards of it are not reused.
+        Value* source = m.value;
+        if (zigzag < 0 || around) {
+          COMMIR_ASSIGN_OR_RETURN(source, Contiguous(e, v));
+        }
+        COMMIR_ASSIGN_OR_RETURN(Value* local,
+                                EmitReshard(e, source, Global(v), m.layout, choice.operands[i]));
+        operands.push_back(local);
         continue;
       }
       int source = choice.sources[i];
@@ -184,6 +321,11 @@ class Lowering {
                                                 " needs ", expected.ToString()));
       }
       Layout target = *query.targets[r];
+      if (around) {
+        const AxisList& axes = choice.results[r].dims[zigzag];
+        COMMIR_ASSIGN_OR_RETURN(local, EmitZigzagExchange(e, local, zigzag, axes, mesh_.GroupSize(axes),
+                                                          ZigzagDirection::kToZigzag));
+      }
       // A value that existed before this op (a `reshard` may return its operand as is)
       // keeps its name.
       bool existed = false;
@@ -195,7 +337,7 @@ class Lowering {
           Value* final_value,
           EmitReshard(e, local, result->type(), choice.results[r], target, result->name()));
       if (final_value == local && !existed) local->set_name(result->name());
-      map_[result] = {final_value, target};
+      map_[result] = {final_value, target, zigzag, nullptr};
     }
     return absl::OkStatus();
   }
