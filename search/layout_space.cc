@@ -108,14 +108,27 @@ class Enumerator {
     return true;
   }
 
+  // `type` laid out by `class_axes`. A dimension the input declares zigzag stays zigzag
+  // when it is split (the data loader provides it so); `valid` turns false when its size
+  // does not divide into 2n chunks.
   Type WithLayout(Type type, const std::vector<int>& dim_classes,
-                  const std::vector<AxisList>& class_axes) const {
+                  const std::vector<AxisList>& class_axes, bool& valid) const {
     if (!type.is_tensor()) return type;
     std::vector<AxisList> dims(type.rank());
     for (size_t d = 0; d < dims.size(); ++d) {
       if (dim_classes[d] >= 0) dims[d] = class_axes[dim_classes[d]];
     }
-    return type.WithoutSharding().WithSharding(std::move(dims), {});
+    int64_t zigzag = type.zigzag_dim();
+    Type laid_out = type.WithoutSharding().WithSharding(dims, {});
+    if (zigzag < 0 || dims[zigzag].empty()) return laid_out;
+    int64_t group = 1;
+    for (const std::string& axis : dims[zigzag]) {
+      for (size_t a = 0; a < names_.size(); ++a) {
+        if (names_[a] == axis) group *= mesh_.sizes[a];
+      }
+    }
+    if (type.dims()[zigzag] % (2 * group) != 0) valid = false;
+    return laid_out.WithZigzag(zigzag);
   }
 
   void Emit() {
@@ -131,12 +144,18 @@ class Enumerator {
     }
     LayoutCandidate candidate;
     candidate.mesh = mesh_;
+    bool valid = true;
     for (int i = 0; i < num_args_; ++i) {
-      candidate.arg_types.push_back(WithLayout(function_.arg_types()[i], dim_class_[i], class_axes));
+      candidate.arg_types.push_back(
+          WithLayout(function_.arg_types()[i], dim_class_[i], class_axes, valid));
     }
     for (size_t r = 0; r < function_.result_types().size(); ++r) {
       candidate.result_types.push_back(
-          WithLayout(function_.result_types()[r], dim_class_[num_args_ + r], class_axes));
+          WithLayout(function_.result_types()[r], dim_class_[num_args_ + r], class_axes, valid));
+    }
+    if (!valid) {
+      ++stats_.rejected;
+      return;
     }
     std::string key;
     for (Type t : candidate.arg_types) absl::StrAppend(&key, t.ToString(), ";");

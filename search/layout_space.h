@@ -11,7 +11,9 @@
 //    and the coarser mesh is enumerated too);
 //  - one argument or result would be split over the same axis twice;
 //  - a class's size is not divisible by its axes' combined size;
-//  - a class the input program splits (pinned) is left whole.
+//  - a class the input program splits (pinned) is left whole;
+//  - a dimension the input declares zigzag (`4096@sp zigzag`, kept zigzag whenever it is
+//    split, as the data loader provides it) does not divide into 2n chunks.
 // Assignments that give the same argument and result layouts are one candidate (they
 // differ only in classes that appear nowhere in the signature).
 #ifndef COMMIR_SEARCH_LAYOUT_SPACE_H_

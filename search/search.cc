@@ -91,7 +91,7 @@ class Searcher {
     stats().meshes = static_cast<int64_t>(meshes.size());
     for (size_t m = 0; m < meshes.size(); ++m) {
       std::vector<LayoutCandidate> layouts =
-          EnumerateLayouts(*template_function_, result_.classes, meshes[m],
+          EnumerateLayouts(**function, result_.classes, meshes[m],
                            options_.max_classes_per_axis, stats().layout_space);
       for (LayoutCandidate& layout : layouts) {
         SearchLayout(std::move(layout));
