@@ -18,7 +18,7 @@ namespace {
 
 TEST(SearchProperty, EveryReportedCandidateVerifies) {
   int searched = 0, candidates = 0;
-  for (uint64_t seed = 0; seed < 48; ++seed) {
+  for (uint64_t seed = 0; seed < 32; ++seed) {
     sharding::RandomProgramOptions generate;
     generate.p_schedule_pattern = 0.5;
     std::string text = sharding::GenerateRandomProgram(seed, generate);
@@ -47,8 +47,8 @@ TEST(SearchProperty, EveryReportedCandidateVerifies) {
     }
   }
   // The generator's programs are mostly searchable.
-  EXPECT_GE(searched, 12);
-  EXPECT_GE(candidates, 50);
+  EXPECT_GE(searched, 8);
+  EXPECT_GE(candidates, 35);
 }
 
 }  // namespace

@@ -51,6 +51,19 @@ func @block(%x: f32[64, 64], %g: f32[64], %wq: f32[64, 64], %wk: f32[64, 64], %w
 }
 )";
 
+// Cheaper to search (fewer ops and classes): most tests use it, so the suite stays fast
+// under ASan.
+constexpr char kMlp[] = R"(
+mesh @m(d=1)
+func @mlp(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32] {
+  %u = matmul(%x, %w1) : f32[64, 128]
+  %a = gelu(%u)
+  %d = matmul(%a, %w2) : f32[64, 32]
+  %y = add(%x, %d)
+  return %y
+}
+)";
+
 std::unique_ptr<Module> Parse(const std::string& text) {
   absl::StatusOr<std::unique_ptr<Module>> m = ParseModuleOrError(text, "test.commir");
   EXPECT_TRUE(m.ok()) << m.status();
@@ -77,8 +90,10 @@ std::string Fingerprint(const SearchResult& r) {
 
 TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
   std::unique_ptr<Module> m = Parse(kBlock);
-  absl::StatusOr<SearchResult> a = Search(*m, Options(4));
-  absl::StatusOr<SearchResult> b = Search(*m, Options(4));
+  SearchOptions options = Options(4);
+  options.max_mesh_axes = 1;
+  absl::StatusOr<SearchResult> a = Search(*m, options);
+  absl::StatusOr<SearchResult> b = Search(*m, options);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(Fingerprint(*a), Fingerprint(*b));
@@ -90,15 +105,15 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
     EXPECT_LE(a->ranked[i - 1].time_s, a->ranked[i].time_s);
     EXPECT_EQ(a->ranked[i].rank, static_cast<int>(i + 1));
   }
-  // Both meshes of 4 devices and some schedule beyond plain collectives were tried.
-  EXPECT_EQ(a->stats.meshes, 2);
+  // Some schedule beyond plain collectives was tried and kept.
+  EXPECT_EQ(a->stats.meshes, 1);
   bool scheduled = false;
   for (const Candidate& c : a->ranked) scheduled |= !c.schedule.empty();
   EXPECT_TRUE(scheduled);
 }
 
 TEST(Search, RecipeReproducesTheSpmdProgram) {
-  std::unique_ptr<Module> m = Parse(kBlock);
+  std::unique_ptr<Module> m = Parse(kMlp);
   SearchOptions options = Options(4);
   options.top = 5;
   absl::StatusOr<SearchResult> r = Search(*m, options);
@@ -119,7 +134,7 @@ TEST(Search, RecipeReproducesTheSpmdProgram) {
 }
 
 TEST(Search, MaxMemoryDropsCandidatesThatDoNotFit) {
-  std::unique_ptr<Module> m = Parse(kBlock);
+  std::unique_ptr<Module> m = Parse(kMlp);
   absl::StatusOr<SearchResult> all = Search(*m, Options(4));
   ASSERT_TRUE(all.ok());
   std::vector<int64_t> peaks;
@@ -135,7 +150,7 @@ TEST(Search, MaxMemoryDropsCandidatesThatDoNotFit) {
 }
 
 TEST(Search, VerifiesTheReportedCandidatesAndReportsMismatches) {
-  std::unique_ptr<Module> m = Parse(kBlock);
+  std::unique_ptr<Module> m = Parse(kMlp);
   SearchOptions options = Options(4);
   options.top = 3;
   options.verify = VerifyMode::kTop;
@@ -154,7 +169,7 @@ TEST(Search, VerifiesTheReportedCandidatesAndReportsMismatches) {
 }
 
 TEST(Search, TheCpuMeshProvesTheBest) {
-  std::unique_ptr<Module> m = Parse(kBlock);
+  std::unique_ptr<Module> m = Parse(kMlp);
   SearchOptions options = Options(4);
   options.top = 4;
   options.verify = VerifyMode::kTop;
@@ -168,11 +183,11 @@ TEST(Search, TheCpuMeshProvesTheBest) {
 }
 
 TEST(Search, ErrorsSayWhy) {
-  std::unique_ptr<Module> m = Parse(kBlock);
-  SearchOptions options = Options(3);  // 64 and 128 do not split over 3
+  std::unique_ptr<Module> m = Parse(kMlp);
+  SearchOptions options = Options(3);  // 64, 32 and 128 do not split over 3
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("no layout of @block splits over 3 devices"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("no layout of @mlp splits over 3 devices"));
   options = Options(4);
   options.function = "nope";
   EXPECT_THAT(Search(*m, options).status().message(), ::testing::HasSubstr("no function @nope"));
