@@ -17,6 +17,7 @@
 #include "search/search.h"
 #include "search/search_report.h"
 #include "sim/hardware.h"
+#include "tools/command_line.h"
 #include "tools/exit_codes.h"
 #include "tools/output_file.h"
 #include "tools/sim_session.h"
@@ -53,19 +54,7 @@ Exit status: 0 success; 1 invalid program, nothing to search, or a candidate tha
 not match the one-device program; 2 bad usage.
 )";
 
-std::string ResolvePath(const std::string& path) {
-  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path == "-" || path.empty() || cwd == nullptr || std::filesystem::path(path).is_absolute()) {
-    return path;
-  }
-  return (std::filesystem::path(cwd) / path).string();
-}
-
-int UsageError(const std::string& message) {
-  std::cerr << "commir-search: error: " << message << "\n"
-            << "Try 'commir-search --help' for usage.\n";
-  return kExitUsage;
-}
+int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
 
 struct Request {
   std::string input;

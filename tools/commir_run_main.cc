@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "tools/command_line.h"
 #include "tools/exit_codes.h"
 #include "tools/input_init.h"
 #include "tools/output_file.h"
@@ -63,22 +64,7 @@ Exit status: 0 success; 1 invalid program or input, or a failed check; 2 bad usa
 3 a backend or device failure.
 )";
 
-// Paths are relative to where the user ran the command, also under `bazel run`.
-std::string ResolvePath(const std::string& path) {
-  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path == "-" || path.empty() || cwd == nullptr || std::filesystem::path(path).is_absolute()) {
-    return path;
-  }
-  return (std::filesystem::path(cwd) / path).string();
-}
-
-int UsageError(const std::string& message) {
-  // One line that says what is wrong, then where the options are (as commir-opt does):
-  // the whole option list would bury the message.
-  std::cerr << "commir-run: error: " << message << "\n"
-            << "Try 'commir-run --help' for usage.\n";
-  return kExitUsage;
-}
+int UsageError(const std::string& message) { return commir::UsageError("commir-run", message); }
 
 }  // namespace
 

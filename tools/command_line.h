@@ -1,0 +1,21 @@
+// What the command-line drivers (commir-run, commir-search) share about their arguments.
+#ifndef COMMIR_TOOLS_COMMAND_LINE_H_
+#define COMMIR_TOOLS_COMMAND_LINE_H_
+
+#include <string>
+
+namespace commir {
+
+// `path` relative to where the user ran the command, also under `bazel run` (which runs
+// the binary elsewhere and names the user's directory in BUILD_WORKING_DIRECTORY). "-"
+// (standard input), empty and absolute paths are returned as they are.
+std::string ResolvePath(const std::string& path);
+
+// Prints "TOOL: error: MESSAGE" and "Try 'TOOL --help' for usage." to stderr and returns
+// the bad-usage exit status. One line says what is wrong, then where the options are: the
+// whole option list would bury the message.
+int UsageError(const std::string& tool, const std::string& message);
+
+}  // namespace commir
+
+#endif  // COMMIR_TOOLS_COMMAND_LINE_H_
