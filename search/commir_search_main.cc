@@ -170,8 +170,8 @@ int Main(int argc, char** argv) {
   if (!r.quiet) {
     r.options.progress = [](const SearchProgress& p) {
       std::cerr << absl::StrFormat(
-          "commir-search: mesh %d of %d, %d layouts, %d candidates, %.1f s\n", p.meshes_done + 1,
-          p.meshes, p.layouts, p.candidates, p.seconds);
+          "commir-search: mesh %d of %d, %d of %d layouts, %.1f s\n", p.mesh + 1, p.meshes,
+          p.layouts_done, p.layouts, p.seconds);
     };
   }
   absl::StatusOr<SearchResult> result = Search(**module, r.options);

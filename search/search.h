@@ -71,10 +71,10 @@ struct SearchStats {
 };
 
 struct SearchProgress {
-  int64_t meshes_done = 0;
+  int64_t mesh = 0;  // the mesh being searched (0-based), of `meshes`
   int64_t meshes = 0;
+  int64_t layouts_done = 0;
   int64_t layouts = 0;
-  int64_t candidates = 0;
   double seconds = 0;
 };
 
@@ -86,6 +86,9 @@ struct SearchOptions {
   std::optional<int64_t> max_memory_bytes;
   int max_mesh_axes = 3;
   int max_classes_per_axis = 3;
+  // Worker threads evaluating layouts (0: one per hardware thread). The result does not
+  // depend on it.
+  int threads = 0;
   // How many ranked candidates to keep (0: all).
   int top = 10;
   VerifyMode verify = VerifyMode::kTop;

@@ -97,6 +97,15 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(Fingerprint(*a), Fingerprint(*b));
+  // Layouts are evaluated in parallel and merged in enumeration order.
+  options.threads = 1;
+  absl::StatusOr<SearchResult> serial = Search(*m, options);
+  options.threads = 3;
+  absl::StatusOr<SearchResult> parallel = Search(*m, options);
+  ASSERT_TRUE(serial.ok() && parallel.ok());
+  EXPECT_EQ(Fingerprint(*serial), Fingerprint(*a));
+  EXPECT_EQ(Fingerprint(*parallel), Fingerprint(*a));
+  EXPECT_EQ(serial->stats.duplicates, parallel->stats.duplicates);
   EXPECT_GT(a->stats.duplicates, 0);
   EXPECT_EQ(static_cast<int64_t>(a->ranked.size()), a->stats.candidates);
   absl::flat_hash_set<std::string> programs;

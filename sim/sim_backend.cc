@@ -234,18 +234,21 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunCollective(
     int64_t stream = context.streams[i];
     // Every member of a group sees the same collective; a shift's peers differ per member.
     std::pair<const Operation*, int64_t> key(&op, is_shift ? member : context.group[0]);
+    // Loops run a collective many times: its cost (and whether a copy engine moves it)
+    // is worked out once.
     auto it = collective_seconds_.find(key);
     if (it == collective_seconds_.end()) {
       absl::StatusOr<CollectiveEstimate> estimate =
           EstimateCollectiveOp(hw_, op, function_, member, gpus_per_node_);
       if (!estimate.ok()) return estimate.status();
-      it = collective_seconds_.emplace(key, estimate->seconds).first;
+      it = collective_seconds_.emplace(key, CollectiveCost{estimate->seconds, UsesCopyEngine(op, member)})
+               .first;
     }
-    double end = start + it->second;
+    double end = start + it->second.seconds;
     Clock(member, stream) = end;
-    if (it->second > 0) {
+    if (it->second.seconds > 0) {
       Record(member, stream, op, start, end, /*is_communication=*/true);
-      if (!UsesCopyEngine(op, member)) sm_communication_[member].push_back({start, end, stream});
+      if (!it->second.copy_engine) sm_communication_[member].push_back({start, end, stream});
     }
     Type type = op.result(0)->type();
     results.push_back(MakeValue(member, type.element_type(), type.dims(), end));

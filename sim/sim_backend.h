@@ -146,8 +146,13 @@ class SimBackend : public runtime::Backend {
   std::vector<absl::flat_hash_map<int64_t, double>> clocks_;
   std::vector<double> finish_;
   absl::flat_hash_map<const Operation*, OpModel> op_models_;
-  // A collective's time for a group, keyed by the op and the group's first device.
-  absl::flat_hash_map<std::pair<const Operation*, int64_t>, double> collective_seconds_;
+  // A collective's time for a group (and whether a copy engine moves it), keyed by the op
+  // and the group's first device (each member for a shift).
+  struct CollectiveCost {
+    double seconds = 0;
+    bool copy_engine = false;  // UsesCopyEngine for this member
+  };
+  absl::flat_hash_map<std::pair<const Operation*, int64_t>, CollectiveCost> collective_seconds_;
   // Per device, the SM-using communication kernels issued so far (start, end, stream).
   struct Interval {
     double start, end;
