@@ -2,16 +2,17 @@
 # CommIR demo (the README's main job): builds the tools, shows how the Megatron MLP is
 # partitioned over 4 devices and what it communicates, then runs the shared examples
 # on the cpu backend (every device simulated in one process) and checks each against
-# the single-device program, and finally rewrites some of them with the overlap
-# schedules (ring and pipelined collective matmul, ring and Ulysses attention) and
-# checks those too.
+# the single-device program, rewrites some of them with the overlap schedules (ring
+# and pipelined collective matmul, ring and Ulysses attention) and checks those too,
+# and finally lets commir-search find the fastest way to run the transformer block on 8
+# devices and checks what it writes.
 #   ./scripts/demo.sh
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./scripts/setup.sh
-bazel build //:commir-opt //:commir-run
+bazel build //:commir-opt //:commir-run //:commir-search
 
 lower='propagate-sharding,lower-to-spmd,canonicalize,cse,dce'
 out="$(mktemp -d "${TMPDIR:-/tmp}/commir-demo.XXXXXX")"
@@ -43,5 +44,12 @@ step ../../bazel-bin/commir-run "${out}/attention_ring.commir" --check-against=a
 step ../../bazel-bin/commir-opt attention.commir -o "${out}/attention_ulysses.commir" \
   --pass-pipeline="${lower},ulysses-attention,cse,schedule-report"
 step ../../bazel-bin/commir-run "${out}/attention_ulysses.commir" --check-against=attention.commir
+
+# The search: every mesh of 8 devices, every layout the block's ops allow (its written
+# layouts pin the sequence, heads and FFN splits), every schedule; the best five are
+# proven on the cpu mesh, and the best program is checked once more here.
+step ../../bazel-bin/commir-search transformer_block.commir --devices=8 --top=5 --quiet \
+  -o "${out}/block_best.commir"
+step ../../bazel-bin/commir-run "${out}/block_best.commir" --check-against=transformer_block.commir
 echo
 echo "demo: every program matched its single-device reference."
