@@ -84,8 +84,7 @@ class Enumerator {
     for (size_t s = 0; s < sets_.size(); ++s) {
       ++stats_.assignments;
       const ClassSet& set = sets_[s];
-      bool repeated = std::find(chosen_.begin(), chosen_.end(), s) != chosen_.end();
-      if (repeated || SplitsOneTensorTwice(set) || !Divisible(set, mesh_.sizes[axis])) {
+      if (SplitsOneTensorTwice(set) || !Divisible(set, mesh_.sizes[axis])) {
         ++stats_.rejected;
         continue;
       }

@@ -7,15 +7,16 @@
 // heads, the FFN and, with sequence parallelism, the sequence of the residual stream),
 // up to `max_classes_per_axis`. Assignments are dropped when:
 //  - an axis splits nothing (its devices would only repeat each other's work);
-//  - two axes split the same set of classes (one axis of their combined size does that,
-//    and the coarser mesh is enumerated too);
 //  - one argument or result would be split over the same axis twice;
 //  - a class's size is not divisible by its axes' combined size;
 //  - a class the input program splits (pinned) is left whole;
 //  - a dimension the input declares zigzag (`4096@sp zigzag`, kept zigzag whenever it is
 //    split, as the data loader provides it) does not divide into 2n chunks.
-// Assignments that give the same argument and result layouts are one candidate (they
-// differ only in classes that appear nowhere in the signature).
+// Two axes may split the same classes (a sequence over (a, b)): the layout is the one a
+// single axis of their size gives, but the schedules can then treat the axes apart (USP:
+// Ulysses over b inside a ring over a). Assignments that give the same argument and result
+// layouts are one candidate (they differ only in classes that appear nowhere in the
+// signature).
 #ifndef COMMIR_SEARCH_LAYOUT_SPACE_H_
 #define COMMIR_SEARCH_LAYOUT_SPACE_H_
 
