@@ -274,29 +274,11 @@ def signature(text):
     return " ".join(match.group(1).split()) if match else "?"
 
 
-# Searches limited to meshes of fewer axes (--max-mesh-axes), and why (printed in the
-# table's preamble).
-MAX_MESH_AXES = {("block", 64): 2}
-MAX_MESH_AXES_WHY = (
-    "the full space (16 meshes, nine of them of three axes) had not finished after "
-    "13 minutes on the shared 2-core VM, while its 6 meshes of one and two axes took "
-    "235 s. That space is a subset of the full one: the full search's best can only be "
-    "as fast or faster.")
-
-
-def limited_space(name, devices):
-    axes = MAX_MESH_AXES.get((name, devices))
-    return f"; **meshes of at most {axes} axes** (`--max-mesh-axes={axes}`, see MAX_MESH_AXES)" \
-        if axes else ""
-
-
-def search(tools, workdir, name, program, devices, verify, cache, timeout, max_axes=3):
+def search(tools, workdir, name, program, devices, verify, cache, timeout):
     """commir-search's best candidate: its figures, recipe and the search's statistics;
     {"timed_out": seconds} when it did not finish within the timeout."""
     flags = [f"--devices={devices}", "--format=json", "--top=1", f"--verify={verify}",
              "--hardware=h100-sxm", "--gpus-per-node=8", "--quiet"]
-    if max_axes != 3:
-        flags.append(f"--max-mesh-axes={max_axes}")
     key = hashlib.sha256("\n".join([program] + flags).encode()).hexdigest()[:16]
     cached = os.path.join(cache, f"{name}.{key}.json") if cache else None
     cached_timeout = os.path.join(cache, f"{name}.{key}.timeout{timeout}.json") if cache else None
@@ -435,8 +417,7 @@ def print_report(rows, args, check_rows):
             details.append(f"    - laid out: `{best['signature']}`")
             details.append(f"    - space: {stats['meshes']} meshes, {stats['layouts']} layouts, "
                            f"{stats['schedules_tried']} schedules, {stats['duplicates_merged']} "
-                           f"duplicates merged, {stats['candidates']} candidates"
-                           + limited_space(row["name"], row["devices"]))
+                           f"duplicates merged, {stats['candidates']} candidates")
         for name in BASELINES:
             result = row["baselines"].get(name)
             if result is None:
@@ -450,11 +431,7 @@ def print_report(rows, args, check_rows):
     if check_rows is not None:
         check_rows.extend(table[2:] + details + findings(rows).splitlines()[2:])
         return
-    limits = "".join(f"\n\n**The {name} on {devices} GPUs was searched over meshes of at most "
-                     f"{axes} axes only** (`--max-mesh-axes={axes}`): {MAX_MESH_AXES_WHY}"
-                     for (name, devices), axes in MAX_MESH_AXES.items())
-    print(PREAMBLE.format(devices=" ".join(str(d) for d in args.devices), verify=args.verify,
-                          limits=limits))
+    print(PREAMBLE.format(devices=" ".join(str(d) for d in args.devices), verify=args.verify))
     print("\n".join(table))
     print(COLUMNS)
     print("## Recipes\n")
@@ -480,7 +457,7 @@ GPUs per node, one node per 8 GPUs), not a measurement. The search ran with
 `--verify={verify}`: its verifier runs the full-size program on the cpu mesh (it does not
 shrink it yet), which took 84 s for one candidate of the attention at sequence 8k on 8
 GPUs and is out of reach at these sizes, so this table does not verify its candidates.
-Search times are wall times on a 2-core VM shared with other jobs.{limits}
+Search times are wall times on a 2-core VM shared with other jobs.
 """
 
 COLUMNS = """
@@ -593,8 +570,7 @@ def main():
                     rows.append({
                         "name": name, "devices": devices, "sizes": sizes,
                         "search": search(args, workdir, tag, program, devices, args.verify,
-                                         args.cache, args.search_timeout,
-                                         MAX_MESH_AXES.get((name, devices), 3)),
+                                         args.cache, args.search_timeout),
                         "baselines": {b: baseline(args, workdir, f"{tag}.{i}", make(devices))
                                       for i, (b, make) in enumerate(baselines.items())},
                     })
