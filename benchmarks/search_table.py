@@ -274,14 +274,23 @@ def signature(text):
     return " ".join(match.group(1).split()) if match else "?"
 
 
+def file_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def search(tools, workdir, name, program, devices, verify, cache, timeout):
     """commir-search's best candidate: its figures, recipe and the search's statistics;
     {"timed_out": seconds} when it did not finish within the timeout."""
     flags = [f"--devices={devices}", "--format=json", "--top=1", f"--verify={verify}",
              "--hardware=h100-sxm", "--gpus-per-node=8", "--quiet"]
-    key = hashlib.sha256("\n".join([program] + flags).encode()).hexdigest()[:16]
-    cached = os.path.join(cache, f"{name}.{key}.json") if cache else None
-    cached_timeout = os.path.join(cache, f"{name}.{key}.timeout{timeout}.json") if cache else None
+    cached = cached_timeout = None
+    if cache:
+        # The binary is part of the key: a rebuilt search must not reuse an old answer.
+        key = hashlib.sha256("\n".join([program, file_digest(tools.commir_search)] + flags)
+                             .encode()).hexdigest()[:16]
+        cached = os.path.join(cache, f"{name}.{key}.json")
+        cached_timeout = os.path.join(cache, f"{name}.{key}.timeout{timeout}.json")
     if cached and os.path.exists(cached):
         with open(cached, encoding="utf-8") as f:
             report, laid_out = json.load(f)
