@@ -89,6 +89,25 @@ Tensors RunAttention(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
+Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
+  const AttentionGradOp view(op);
+  AttentionOptions options;
+  options.causal = view.causal();
+  options.scale = view.scale(t[AttentionGradOp::kQ]->dim(3));
+  if (!indices.empty()) options.q_pos = indices[0];
+  if (indices.size() > 1) options.k_pos = indices[1];
+  absl::StatusOr<AttentionGradResult> result =
+      AttentionGrad(*t[AttentionGradOp::kQ], *t[AttentionGradOp::kK], *t[AttentionGradOp::kV],
+                    *t[AttentionGradOp::kO], *t[AttentionGradOp::kLse],
+                    *t[AttentionGradOp::kDout], options);
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->dq));
+  out.push_back(std::move(result->dk));
+  out.push_back(std::move(result->dv));
+  return out;
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -160,6 +179,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kLayerNorm, RunLayerNorm);
   table.Register(OpKind::kRmsNorm, RunRmsNorm);
   table.Register(OpKind::kAttention, RunAttention);
+  table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

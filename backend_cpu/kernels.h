@@ -126,6 +126,23 @@ struct AttentionResult {
 absl::StatusOr<AttentionResult> Attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionOptions& options);
 
+struct AttentionGradResult {
+  Tensor dq;  // q's type and shape
+  Tensor dk;  // k's
+  Tensor dv;  // v's
+};
+
+// The gradients of Attention's output with respect to q, k and v given the output
+// gradient `dout` (attention_grad.cc): o and dout [B, H, Sq, Dv] in q's type, lse the
+// forward's f32 [B, H, Sq], the same options as the forward. The probabilities are
+// rebuilt per block of queries from the recomputed scores and lse (renormalised per row,
+// so lse's f32 rounding does not show); dk and dv sum over the query heads of each kv
+// head's group. Computed in f32 (f64 when q is f64); a query that sees no key adds nothing.
+absl::StatusOr<AttentionGradResult> AttentionGrad(const Tensor& q, const Tensor& k,
+                                                  const Tensor& v, const Tensor& o,
+                                                  const Tensor& lse, const Tensor& dout,
+                                                  const AttentionOptions& options);
+
 // ---------------------------------------------------------------------------------------
 // Layout (layout.cc): element-preserving, any element type.
 

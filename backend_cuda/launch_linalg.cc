@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "backend_cuda/gemm_batch.h"
 #include "backend_cuda/kernels/attention.h"
+#include "backend_cuda/kernels/attention_grad.h"
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/kernels/reduce.h"
 #include "backend_cuda/launchers.h"
@@ -184,6 +185,46 @@ Results LaunchAttention(const LaunchContext& ctx) {
   });
 }
 
+Results LaunchAttentionGrad(const LaunchContext& ctx) {
+  const AttentionGradOp view(ctx.op);
+  const Tensor& q = ctx.operand(AttentionGradOp::kQ);
+  const Tensor& key = ctx.operand(AttentionGradOp::kK);
+  const Tensor& v = ctx.operand(AttentionGradOp::kV);
+  if (q.rank() != 4 || key.rank() != 4 || v.rank() != 4) {
+    return absl::InvalidArgumentError("attention_grad: q, k and v must be rank 4");
+  }
+  k::KAttentionGradArgs args;
+  args.dtype = q.element_type();
+  args.batch = q.dim(0);
+  args.heads = q.dim(1);
+  args.sq = q.dim(2);
+  args.d = q.dim(3);
+  args.kv_heads = key.dim(1);
+  args.skv = key.dim(2);
+  args.dv = v.dim(3);
+  if (args.kv_heads == 0 ? args.heads != 0 : args.heads % args.kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention_grad: %d query heads are not a multiple of %d kv heads", args.heads,
+        args.kv_heads));
+  }
+  args.causal = view.causal();
+  args.scale = view.scale(args.d);
+  args.q_pos = !ctx.indices.empty() ? ctx.indices[0] : args.skv - args.sq;
+  args.k_pos = ctx.indices.size() > 1 ? ctx.indices[1] : 0;
+  args.q = ctx.in[AttentionGradOp::kQ];
+  args.k = ctx.in[AttentionGradOp::kK];
+  args.v = ctx.in[AttentionGradOp::kV];
+  args.o = ctx.in[AttentionGradOp::kO];
+  args.lse = static_cast<const float*>(ctx.in[AttentionGradOp::kLse]);
+  args.dout = ctx.in[AttentionGradOp::kDout];
+  return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
+    args.dq = out[0];
+    args.dk = out[1];
+    args.dv_out = out[2];
+    return ctx.Check(k::LaunchAttentionGrad(args, ctx.stream));
+  });
+}
+
 }  // namespace
 
 void RegisterLinalgLaunchers(TensorLauncherTable& table) {
@@ -193,6 +234,7 @@ void RegisterLinalgLaunchers(TensorLauncherTable& table) {
   table.Register(OpKind::kLayerNorm, LaunchLayerNorm);
   table.Register(OpKind::kRmsNorm, LaunchRmsNorm);
   table.Register(OpKind::kAttention, LaunchAttention);
+  table.Register(OpKind::kAttentionGrad, LaunchAttentionGrad);
 }
 
 }  // namespace commir::cuda

@@ -50,6 +50,36 @@ class AttentionOp {
   const Operation& op_;
 };
 
+// attention_grad(q, k, v, o, lse, dout[, q_pos[, k_pos]]) -> dq, dk, dv: attention's
+// backward, with attention's attributes and index operands after its three extra ones.
+class AttentionGradOp {
+ public:
+  enum OperandIndex { kQ = 0, kK = 1, kV = 2, kO = 3, kLse = 4, kDout = 5, kQPos = 6, kKPos = 7 };
+
+  explicit AttentionGradOp(const Operation& op) : op_(op) {
+    COMMIR_CHECK(op.Is(OpKind::kAttentionGrad), "AttentionGradOp views an attention_grad op");
+  }
+
+  Value* q() const { return op_.operand(kQ); }
+  Value* k() const { return op_.operand(kK); }
+  Value* v() const { return op_.operand(kV); }
+  Value* o() const { return op_.operand(kO); }
+  Value* lse() const { return op_.operand(kLse); }
+  Value* dout() const { return op_.operand(kDout); }
+  // Null when not written.
+  Value* q_pos() const { return op_.num_operands() > kQPos ? op_.operand(kQPos) : nullptr; }
+  Value* k_pos() const { return op_.num_operands() > kKPos ? op_.operand(kKPos) : nullptr; }
+  bool causal() const { return op_.BoolAttr("causal"); }
+  // As AttentionOp::scale.
+  double scale(int64_t head_dim) const {
+    if (const Attribute* written = op_.attrs().Find("scale")) return written->number_value();
+    return AttentionOp::DefaultScale(head_dim);
+  }
+
+ private:
+  const Operation& op_;
+};
+
 }  // namespace commir
 
 #endif  // COMMIR_COMMIR_ATTENTION_OP_H_

@@ -121,6 +121,14 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   EXPECT_EQ(Build(g, OpKind::kAttention, {q, kv, kv}, Attrs({{"causal", Attribute::Bool(true)}})),
             "f32[2, 8, 16, 32]");
   EXPECT_EQ(Build(g, OpKind::kAttention, {q, kv, kv}, {}, {}, 2), "f32[2, 8, 16, 32], f32[2, 8, 16]");
+  {
+    Value* lse = Make(g, T({2, 8, 16}));
+    EXPECT_EQ(Build(g, OpKind::kAttentionGrad, {q, kv, kv, q, lse, q}, {}, {}, 3),
+              "f32[2, 8, 16, 32], f32[2, 2, 64, 32], f32[2, 2, 64, 32]");
+    // lse in the wrong type: the verifier's message.
+    EXPECT_EQ(Build(g, OpKind::kAttentionGrad, {q, kv, kv, q, q, q}, {}, {}, 3),
+              "attention_grad: lse must be f32[2, 8, 16] (attention's lse for these q, k and v), got f32[2, 8, 16, 32]");
+  }
   EXPECT_EQ(Build(g, OpKind::kReshape, {x}, {}, {T({2, 16})}), "f32[2, 16]");
   EXPECT_EQ(Build(g, OpKind::kTranspose, {x}, Attrs({{"perm", Attribute::IntList({1, 0})}})),
             "f32[8, 4]");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/op_cost.h"
 #include "sim/collective_time.h"
@@ -98,9 +99,13 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
     return MatmulTime(hw, op.operand(0)->type().element_type(), batch, out[out.size() - 2],
                       out.back(), cost.flops, cost.bytes_accessed);
   }
-  if (op.Is(OpKind::kAttention)) {
+  // attention_grad is priced like the forward kernel over its own (2.5x) FLOPs: a flash
+  // backward walks the same query tiles with five GEMMs instead of two.
+  if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
     const std::vector<int64_t>& q = op.operand(0)->type().dims();
-    if (q.size() != 4) return absl::InvalidArgumentError("attention q must have rank 4");
+    if (q.size() != 4) {
+      return absl::InvalidArgumentError(absl::StrCat(op.def().name, " q must have rank 4"));
+    }
     double tiles = static_cast<double>(q[0]) * static_cast<double>(q[1]) *
                    CeilDiv(static_cast<double>(q[2]), kAttentionQueryTile);
     return AttentionTime(hw, op.operand(0)->type().element_type(), tiles, cost.flops,

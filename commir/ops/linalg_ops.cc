@@ -1,4 +1,6 @@
 // matmul and attention.
+#include <array>
+
 #include "commir/attention_op.h"
 #include "commir/ops/op_helpers.h"
 
@@ -63,8 +65,10 @@ OpCost MatmulCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {2.0 * batch * dims->m * dims->n * dims->k, StreamingBytes(sig, results), 0};
 }
 
-absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
-  Type types[3];
+// q, k and v of attention and attention_grad (operands 0..2) checked against each
+// other, and the index operands from `first_position` on; returns the three types.
+absl::StatusOr<std::array<Type, 3>> AttentionOperands(const OpSignature& sig, size_t first_position) {
+  std::array<Type, 3> types;
   const char* roles[3] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<Type> t = TensorOperand(sig, i, roles[i]);
@@ -73,9 +77,9 @@ absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
     if (absl::Status s = RequireFloat(*t, roles[i]); !s.ok()) return s;
     types[i] = *t;
   }
-  for (size_t i = AttentionOp::kQPos; i < sig.operand_types.size(); ++i) {
+  for (size_t i = first_position; i < sig.operand_types.size(); ++i) {
     if (absl::Status s = IndexOperand(sig, static_cast<int>(i),
-                                      i == AttentionOp::kQPos ? "q_pos" : "k_pos");
+                                      i == first_position ? "q_pos" : "k_pos");
         !s.ok()) {
       return s;
     }
@@ -94,9 +98,45 @@ absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
   if (k[1] == 0 || q[1] % k[1] != 0) {
     return OpError("the %d query heads are not divisible by the %d key/value heads", q[1], k[1]);
   }
-  std::vector<Type> results{Type::Tensor(types[0].element_type(), {q[0], q[1], q[2], v[3]})};
+  return types;
+}
+
+absl::StatusOr<std::vector<Type>> InferAttention(const OpSignature& sig) {
+  absl::StatusOr<std::array<Type, 3>> types = AttentionOperands(sig, AttentionOp::kQPos);
+  if (!types.ok()) return types.status();
+  const auto& q = (*types)[0].dims();
+  const auto& v = (*types)[2].dims();
+  std::vector<Type> results{Type::Tensor((*types)[0].element_type(), {q[0], q[1], q[2], v[3]})};
   if (sig.num_results == 2) results.push_back(Type::Tensor(ElementType::kF32, {q[0], q[1], q[2]}));
   return results;
+}
+
+// attention_grad(q, k, v, o, lse, dout[, q_pos[, k_pos]]) -> dq, dk, dv: o and dout are
+// attention's output [B, H, Sq, Dv] in q's type, lse its f32 [B, H, Sq].
+absl::StatusOr<std::vector<Type>> InferAttentionGrad(const OpSignature& sig) {
+  absl::StatusOr<std::array<Type, 3>> types = AttentionOperands(sig, AttentionGradOp::kQPos);
+  if (!types.ok()) return types.status();
+  const auto& q = (*types)[0].dims();
+  const auto& v = (*types)[2].dims();
+  const Type output = Type::Tensor((*types)[0].element_type(), {q[0], q[1], q[2], v[3]});
+  const Type lse = Type::Tensor(ElementType::kF32, {q[0], q[1], q[2]});
+  const struct {
+    int index;
+    const char* role;
+    Type expected;
+  } checks[] = {{AttentionGradOp::kO, "o", output},
+                {AttentionGradOp::kLse, "lse", lse},
+                {AttentionGradOp::kDout, "dout", output}};
+  for (const auto& check : checks) {
+    absl::StatusOr<Type> t = TensorOperand(sig, check.index, check.role);
+    if (!t.ok()) return t.status();
+    if (t->element_type() != check.expected.element_type() || t->dims() != check.expected.dims()) {
+      return OpError("%s must be %s (attention's %s for these q, k and v), got %s", check.role,
+                     check.expected.ToString(),
+                     check.index == AttentionGradOp::kLse ? "lse" : "output", t->ToString());
+    }
+  }
+  return std::vector<Type>{(*types)[0], (*types)[1], (*types)[2]};
 }
 
 OpCost AttentionCost(const OpSignature& sig, absl::Span<const Type> results) {
@@ -107,6 +147,18 @@ OpCost AttentionCost(const OpSignature& sig, absl::Span<const Type> results) {
   // A causal mask skips about half the score blocks when queries and keys align.
   if (GetOpDef(OpKind::kAttention).BoolAttr(sig.attrs, "causal") && q[2] == k[2]) pairs *= 0.5;
   return {2.0 * pairs * (q[3] + v[3]), StreamingBytes(sig, results), 0};
+}
+
+// The flash backward recomputes the scores (q k^T) and computes dout v^T, dv = p^T dout,
+// dq = ds k and dk = ds^T q: five GEMMs against the forward's two, 2.5x its FLOPs when
+// the head dims are equal.
+OpCost AttentionGradCost(const OpSignature& sig, absl::Span<const Type> results) {
+  const auto& q = sig.operand_types[0].dims();
+  const auto& k = sig.operand_types[1].dims();
+  const auto& v = sig.operand_types[2].dims();
+  double pairs = static_cast<double>(q[0]) * q[1] * q[2] * k[2];
+  if (GetOpDef(OpKind::kAttentionGrad).BoolAttr(sig.attrs, "causal") && q[2] == k[2]) pairs *= 0.5;
+  return {2.0 * pairs * (3.0 * q[3] + 2.0 * v[3]), StreamingBytes(sig, results), 0};
 }
 
 }  // namespace
@@ -139,6 +191,22 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       },
       .infer = InferAttention,
       .cost = AttentionCost,
+  });
+  ops.push_back(OpDef{
+      .kind = OpKind::kAttentionGrad,
+      .name = "attention_grad",
+      .summary = "attention's backward: dq, dk, dv from q, k, v, o, lse and dout, scores recomputed",
+      .min_operands = 6,
+      .max_operands = 8,
+      .min_results = 3,
+      .max_results = 3,
+      .attrs = {
+          {.name = "causal", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
+          // Absent: 1 / sqrt(head dim), as for attention.
+          {.name = "scale", .kind = AttrKind::kNumber},
+      },
+      .infer = InferAttentionGrad,
+      .cost = AttentionGradCost,
   });
 }
 

@@ -181,7 +181,51 @@ absl::StatusOr<Value*> OwnKeyValueHeadIndex(const DecompositionInput& in, const 
   return e.CreateValue(OpKind::kDiv, {index, Operand::Literal(static_cast<double>(per), Type::Index())});
 }
 
+// The position of this device's first query when attention's (or attention_grad's)
+// query sequence (operand 0, dim 2) is split over `axes`: the written q_pos (or the
+// default Skv - Sq of the global sizes) plus the device's rank times its local queries.
+absl::StatusOr<Value*> LocalQueryPosition(const DecompositionInput& in, const AxisList& axes,
+                                          const Operand* written_q_pos) {
+  OpBuilder& e = in.emitter;
+  int64_t local_queries = in.operands[0].value->type().dims()[2];
+  int64_t queries = in.global_operand_types[0].dims()[2];
+  int64_t keys = in.global_operand_types[1].dims()[2];
+  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
+  Value* offset = rank;
+  if (local_queries != 1) {
+    COMMIR_ASSIGN_OR_RETURN(
+        offset, e.CreateValue(OpKind::kMul, {rank, Operand::Literal(static_cast<double>(local_queries),
+                                                               Type::Index())}));
+  }
+  Value* q_pos = offset;
+  if (written_q_pos != nullptr) {
+    COMMIR_ASSIGN_OR_RETURN(q_pos, e.CreateValue(OpKind::kAdd, {*written_q_pos, offset}));
+  } else if (keys != queries) {
+    COMMIR_ASSIGN_OR_RETURN(
+        q_pos, e.CreateValue(OpKind::kAdd, {offset, Operand::Literal(static_cast<double>(keys - queries),
+                                                                Type::Index())}));
+  }
+  q_pos->set_name("q_pos");
+  return q_pos;
+}
+
 }  // namespace
+
+DecompositionResult DecomposeAttentionGrad(const DecompositionInput& in) {
+  const Operation& op = in.op;
+  const AxisList& axes = FirstOperandDimAxes(in, 2);
+  if (axes.empty() || !op.BoolAttr("causal")) return std::nullopt;
+  const AttentionGradOp view(op);
+  std::vector<Operand> local(in.operands.begin(), in.operands.begin() + AttentionGradOp::kQPos);
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* q_pos,
+      LocalQueryPosition(in, axes, view.q_pos() != nullptr ? &in.operands[AttentionGradOp::kQPos] : nullptr));
+  local.push_back(q_pos);
+  if (view.k_pos() != nullptr) local.push_back(in.operands[AttentionGradOp::kKPos]);
+  COMMIR_ASSIGN_OR_RETURN(Operation * grad,
+                          in.emitter.Create(OpKind::kAttentionGrad, local, op.attrs(), {}, op.num_results()));
+  return grad->results();
+}
 
 DecompositionResult DecomposeAttention(const DecompositionInput& in) {
   const Operation& op = in.op;
@@ -214,26 +258,10 @@ DecompositionResult DecomposeAttention(const DecompositionInput& in) {
     }
   }
   absl::Span<const Operand> operands = narrowed;
-  int64_t local_queries = operands[0].value->type().dims()[2];
-  int64_t queries = in.global_operand_types[0].dims()[2];
-  int64_t keys = in.global_operand_types[1].dims()[2];
-  COMMIR_ASSIGN_OR_RETURN(Value* rank, e.CreateValue(OpKind::kRank, {}, AxisAttrs(axes)));
-  Value* offset = rank;
-  if (local_queries != 1) {
-    COMMIR_ASSIGN_OR_RETURN(
-        offset, e.CreateValue(OpKind::kMul, {rank, Operand::Literal(static_cast<double>(local_queries),
-                                                               Type::Index())}));
-  }
-  Value* q_pos = offset;
   const AttentionOp view(op);
-  if (view.q_pos() != nullptr) {
-    COMMIR_ASSIGN_OR_RETURN(q_pos, e.CreateValue(OpKind::kAdd, {operands[AttentionOp::kQPos], offset}));
-  } else if (keys != queries) {
-    COMMIR_ASSIGN_OR_RETURN(
-        q_pos, e.CreateValue(OpKind::kAdd, {offset, Operand::Literal(static_cast<double>(keys - queries),
-                                                                Type::Index())}));
-  }
-  q_pos->set_name("q_pos");
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* q_pos,
+      LocalQueryPosition(in, axes, view.q_pos() != nullptr ? &operands[AttentionOp::kQPos] : nullptr));
   std::vector<Operand> local = {operands[AttentionOp::kQ], operands[AttentionOp::kK],
                                 operands[AttentionOp::kV], q_pos};
   if (view.k_pos() != nullptr) local.push_back(operands[AttentionOp::kKPos]);

@@ -55,6 +55,9 @@ DecompositionResult DecomposeMean(const DecompositionInput& input);
 // positions. Query heads split over a mesh wider than the key/value heads: each device
 // slices the one key/value head its query heads use (Megatron's replicated kv heads).
 DecompositionResult DecomposeAttention(const DecompositionInput& input);
+// attention_grad, causal, with a split query sequence: as attention, each device's
+// queries at their true positions (dk and dv come out partial over those axes).
+DecompositionResult DecomposeAttentionGrad(const DecompositionInput& input);
 // slice: the local slice of each device's block (its `size` is the local one).
 DecompositionResult DecomposeSlice(const DecompositionInput& input);
 // reshard: the operand, already laid out as the strategy needs; nothing is emitted.

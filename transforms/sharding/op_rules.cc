@@ -135,7 +135,16 @@ Layout NaturalResultLayout(const OpRule& rule, const Strategy& s, int i, const M
   for (const std::vector<int>& dim : t.dims) layout.dims.push_back(DimAxes(s, dim));
   AxisList partial = s.partial;
   AxisList max_partial;
+  // A reducing factor makes partial only the results it is summed out of: attention_grad's
+  // query sequence stays split in dq but is summed out of dk and dv.
+  auto in_result = [&](int f) {
+    for (const std::vector<int>& dim : t.dims) {
+      if (std::find(dim.begin(), dim.end(), f) != dim.end()) return true;
+    }
+    return false;
+  };
   for (int f = 0; f < rule.num_factors(); ++f) {
+    if (in_result(f)) continue;
     if (rule.kinds[f] == FactorKind::kSum) {
       partial.insert(partial.end(), s.factors[f].begin(), s.factors[f].end());
     } else if (rule.kinds[f] == FactorKind::kMax) {

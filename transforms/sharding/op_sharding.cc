@@ -25,6 +25,7 @@ ShardingTable BuildTable() {
   table[OpKind::kRmsNorm] = {.rule = NormRule, .decompose = DecomposeNorm,
                              .stats_all_reduces = 1};  // mean square
   table[OpKind::kAttention] = {.rule = AttentionRule, .decompose = DecomposeAttention};
+  table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};
   table[OpKind::kSlice] = {.rule = SliceRule, .decompose = DecomposeSlice};

@@ -1,5 +1,7 @@
 #include "transforms/sharding/rule_builders.h"
 
+#include "commir/attention_op.h"
+
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -254,6 +256,33 @@ OpRule AttentionRule(const Operation& op) {
   for (int i = 3; i < op.num_operands(); ++i) rule.operands.push_back(NonTensor());
   rule.results.push_back({true, {{b}, {hkv, group}, {sq}, {dv}}});
   if (op.num_results() == 2) rule.results.push_back({true, {{b}, {hkv, group}, {sq}}});
+  return rule;
+}
+
+OpRule AttentionGradRule(const Operation& op) {
+  OpRule rule;
+  const std::vector<int64_t>& q = op.operand(AttentionGradOp::kQ)->type().dims();
+  const std::vector<int64_t>& k = op.operand(AttentionGradOp::kK)->type().dims();
+  const std::vector<int64_t>& v = op.operand(AttentionGradOp::kV)->type().dims();
+  int64_t kv_heads = k[1];
+  int b = rule.AddFactor(q[0], FactorKind::kPass);
+  int hkv = rule.AddFactor(kv_heads, FactorKind::kPass);
+  // The query heads of a kv head's group and the query sequence are summed out of dk and
+  // dv (each device's queries add their share) but stay split in dq, o, lse and dout.
+  int group = rule.AddFactor(kv_heads == 0 ? 1 : q[1] / kv_heads, FactorKind::kSum);
+  int sq = rule.AddFactor(q[2], FactorKind::kSum);
+  // Every query needs every key (and the whole rows of its scores), and each head dim
+  // whole for its dot products.
+  int skv = rule.AddFactor(k[2], FactorKind::kReplicate);
+  int d = rule.AddFactor(q[3], FactorKind::kReplicate);
+  int dv = rule.AddFactor(v[3], FactorKind::kReplicate);
+  const TensorFactors queries{true, {{b}, {hkv, group}, {sq}, {d}}};
+  const TensorFactors keys{true, {{b}, {hkv}, {skv}, {d}}};
+  const TensorFactors values{true, {{b}, {hkv}, {skv}, {dv}}};
+  const TensorFactors outputs{true, {{b}, {hkv, group}, {sq}, {dv}}};
+  rule.operands = {queries, keys, values, outputs, {true, {{b}, {hkv, group}, {sq}}}, outputs};
+  for (int i = AttentionGradOp::kQPos; i < op.num_operands(); ++i) rule.operands.push_back(NonTensor());
+  rule.results = {queries, keys, values};
   return rule;
 }
 

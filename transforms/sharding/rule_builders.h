@@ -24,6 +24,10 @@ OpRule NormRule(const Operation& op);
 // heads (a multiple of them), the query heads split alone and the key/value heads are
 // kept whole on every device (DecomposeAttention keeps each device's own).
 OpRule AttentionRule(const Operation& op);
+// attention_grad: batch and kv heads split freely; the query heads of a group and the
+// query sequence split dq and leave dk, dv partial (summed); the kv sequence and the
+// head dims whole.
+OpRule AttentionGradRule(const Operation& op);
 OpRule ReshapeRule(const Operation& op);
 OpRule TransposeRule(const Operation& op);
 OpRule SliceRule(const Operation& op);
