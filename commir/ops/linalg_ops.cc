@@ -1,6 +1,7 @@
 // matmul and attention.
 #include "commir/attention_op.h"
 #include "commir/ops/op_helpers.h"
+#include "commir/ops/vjp_rules.h"
 
 namespace commir::ops {
 namespace {
@@ -124,6 +125,7 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       },
       .infer = InferMatmul,
       .cost = MatmulCost,
+      .vjp = MatmulVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kAttention,
@@ -139,6 +141,7 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       },
       .infer = InferAttention,
       .cost = AttentionCost,
+      .vjp = AttentionVjp,
   });
 }
 
