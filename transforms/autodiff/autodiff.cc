@@ -88,7 +88,6 @@ class GradientBuilder {
   }
 
   absl::Status Error(Location loc, std::string message) {
-    message = absl::StrCat("autodiff: ", message);
     if (diagnostics_ != nullptr) diagnostics_->Error(loc, message);
     return absl::FailedPreconditionError(message);
   }
