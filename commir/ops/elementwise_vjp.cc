@@ -27,17 +27,25 @@ Value* UnaryDerivativeTimes(OpBuilder& b, const Operation& op, Value* g) {
   Operand x = PrimalAs(b, op, 0, et);
   Value* y = ResultAs(b, op, 0, et);
   switch (op.kind()) {
-    case OpKind::kNeg: return b.Op(OpKind::kNeg, {g});
-    case OpKind::kAbs: return b.Op(OpKind::kSelect, {Cmp(b, x, Literal(0, et), "ge"), g,
-                                                     b.Op(OpKind::kNeg, {g})});
-    case OpKind::kExp: return Mul(b, g, y);
-    case OpKind::kLog: return Div(b, g, x);
-    case OpKind::kSqrt: return Div(b, g, Mul(b, y, Literal(2, et)));
+    case OpKind::kNeg:
+      return b.Op(OpKind::kNeg, {g});
+    case OpKind::kAbs:
+      return b.Op(OpKind::kSelect, {Cmp(b, x, Literal(0, et), "ge"), g, b.Op(OpKind::kNeg, {g})});
+    case OpKind::kExp:
+      return Mul(b, g, y);
+    case OpKind::kLog:
+      return Div(b, g, x);
+    case OpKind::kSqrt:
+      return Div(b, g, Mul(b, y, Literal(2, et)));
     // y = x^-1/2, dy/dx = -y / (2x).
-    case OpKind::kRsqrt: return Mul(b, g, Div(b, Mul(b, y, Literal(-0.5, et)), x));
-    case OpKind::kTanh: return Mul(b, g, Sub(b, Literal(1, et), Mul(b, y, y)));
-    case OpKind::kSigmoid: return Mul(b, g, Mul(b, y, Sub(b, Literal(1, et), y)));
-    case OpKind::kRelu: return SelectOrZero(b, Cmp(b, x, Literal(0, et), "gt"), g);
+    case OpKind::kRsqrt:
+      return Mul(b, g, Div(b, Mul(b, y, Literal(-0.5, et)), x));
+    case OpKind::kTanh:
+      return Mul(b, g, Sub(b, Literal(1, et), Mul(b, y, y)));
+    case OpKind::kSigmoid:
+      return Mul(b, g, Mul(b, y, Sub(b, Literal(1, et), y)));
+    case OpKind::kRelu:
+      return SelectOrZero(b, Cmp(b, x, Literal(0, et), "gt"), g);
     case OpKind::kSilu: {
       // y = x s, s = sigmoid(x): dy/dx = s (1 + x (1 - s)).
       Value* s = b.Op(OpKind::kSigmoid, {x});
@@ -51,11 +59,12 @@ Value* UnaryDerivativeTimes(OpBuilder& b, const Operation& op, Value* g) {
         const double c = std::sqrt(2.0 / M_PI);
         const double a = 0.044715;
         Value* x2 = Mul(b, x, x);
-        Value* t = b.Op(OpKind::kTanh, {Mul(b, Literal(c, et), Add(b, x, Mul(b, Literal(a, et),
-                                                                          Mul(b, x2, x))))});
+        Value* t = b.Op(OpKind::kTanh,
+                        {Mul(b, Literal(c, et), Add(b, x, Mul(b, Literal(a, et), Mul(b, x2, x))))});
         Value* first = Mul(b, Literal(0.5, et), Add(b, Literal(1, et), t));
-        Value* dt = Mul(b, Sub(b, Literal(1, et), Mul(b, t, t)),
-                        Mul(b, Literal(c, et), Add(b, Literal(1, et), Mul(b, Literal(3 * a, et), x2))));
+        Value* dt =
+            Mul(b, Sub(b, Literal(1, et), Mul(b, t, t)),
+                Mul(b, Literal(c, et), Add(b, Literal(1, et), Mul(b, Literal(3 * a, et), x2))));
         return Mul(b, g, Add(b, first, Mul(b, Mul(b, Literal(0.5, et), x), dt)));
       }
       // y = x Phi(x): dy/dx = Phi(x) + x phi(x). There is no erf op, so Phi(x) is read
@@ -67,7 +76,8 @@ Value* UnaryDerivativeTimes(OpBuilder& b, const Operation& op, Value* g) {
                        b.Op(OpKind::kExp, {Mul(b, Literal(-0.5, et), Mul(b, x, x))}));
       return Mul(b, g, Add(b, phi_cdf, Mul(b, x, pdf)));
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -80,8 +90,8 @@ absl::StatusOr<std::vector<Value*>> UnaryVjp(OpBuilder& b, const VjpArgs& args) 
 // gradient type of grad-type=f32).
 absl::StatusOr<std::vector<Value*>> ConvertVjp(OpBuilder& b, const VjpArgs& args) {
   Value* g = args.result_cotangents[0];
-  return Finish(
-      b, {b.Convert(g, CotangentElementType(args.op.operand(0)->type(), args.grad_type))});
+  return Finish(b,
+                {b.Convert(g, CotangentElementType(args.op.operand(0)->type(), args.grad_type))});
 }
 
 // The cotangent of operand `i` unless it is a literal, summed back to its shape.
@@ -99,9 +109,18 @@ absl::StatusOr<std::vector<Value*>> BinaryVjp(OpBuilder& b, const VjpArgs& args)
   Value* dx = nullptr;
   Value* dy = nullptr;
   switch (op.kind()) {
-    case OpKind::kAdd: dx = g; dy = g; break;
-    case OpKind::kSub: dx = g; dy = b.Op(OpKind::kNeg, {g}); break;
-    case OpKind::kMul: dx = Mul(b, g, y); dy = Mul(b, g, x); break;
+    case OpKind::kAdd:
+      dx = g;
+      dy = g;
+      break;
+    case OpKind::kSub:
+      dx = g;
+      dy = b.Op(OpKind::kNeg, {g});
+      break;
+    case OpKind::kMul:
+      dx = Mul(b, g, y);
+      dy = Mul(b, g, x);
+      break;
     case OpKind::kDiv: {
       dx = Div(b, g, y);
       // d(x/y)/dy = -(x/y)/y.
@@ -129,7 +148,8 @@ absl::StatusOr<std::vector<Value*>> BinaryVjp(OpBuilder& b, const VjpArgs& args)
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return Finish(b, {ToOperand(b, op, 0, dx), ToOperand(b, op, 1, dy)});
 }
@@ -147,27 +167,42 @@ absl::StatusOr<std::vector<Value*>> SelectVjp(OpBuilder& b, const VjpArgs& args)
 
 VjpRule ElementwiseVjpRule(OpKind kind) {
   switch (kind) {
-    case OpKind::kNeg: return UnaryVjp;
-    case OpKind::kAbs: return UnaryVjp;
-    case OpKind::kExp: return UnaryVjp;
-    case OpKind::kLog: return UnaryVjp;
-    case OpKind::kSqrt: return UnaryVjp;
-    case OpKind::kRsqrt: return UnaryVjp;
-    case OpKind::kTanh: return UnaryVjp;
-    case OpKind::kSigmoid: return UnaryVjp;
-    case OpKind::kRelu: return UnaryVjp;
-    case OpKind::kSilu: return UnaryVjp;
-    case OpKind::kGelu: return UnaryVjp;
-    case OpKind::kConvert: return ConvertVjp;
+    case OpKind::kNeg:
+      return UnaryVjp;
+    case OpKind::kAbs:
+      return UnaryVjp;
+    case OpKind::kExp:
+      return UnaryVjp;
+    case OpKind::kLog:
+      return UnaryVjp;
+    case OpKind::kSqrt:
+      return UnaryVjp;
+    case OpKind::kRsqrt:
+      return UnaryVjp;
+    case OpKind::kTanh:
+      return UnaryVjp;
+    case OpKind::kSigmoid:
+      return UnaryVjp;
+    case OpKind::kRelu:
+      return UnaryVjp;
+    case OpKind::kSilu:
+      return UnaryVjp;
+    case OpKind::kGelu:
+      return UnaryVjp;
+    case OpKind::kConvert:
+      return ConvertVjp;
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
     case OpKind::kDiv:
     case OpKind::kMax:
     case OpKind::kMin:
-    case OpKind::kPow: return BinaryVjp;
-    case OpKind::kSelect: return SelectVjp;
-    default: return nullptr;
+    case OpKind::kPow:
+      return BinaryVjp;
+    case OpKind::kSelect:
+      return SelectVjp;
+    default:
+      return nullptr;
   }
 }
 

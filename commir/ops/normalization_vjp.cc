@@ -35,12 +35,12 @@ absl::StatusOr<std::vector<Value*>> ReduceVjp(OpBuilder& b, const VjpArgs& args)
   }
   Value* g_full = BroadcastTo(b, ReshapeTo(b, g, kept_dims), x_dims);
   switch (op.kind()) {
-    case OpKind::kReduceSum: return Finish(b, {g_full});
+    case OpKind::kReduceSum:
+      return Finish(b, {g_full});
     case OpKind::kReduceMean:
       return Finish(b, {Mul(b, g_full, Literal(1.0 / static_cast<double>(count), et))});
     default: {
-      Value* y_full =
-          BroadcastTo(b, ReshapeTo(b, ResultAs(b, op, 0, et), kept_dims), x_dims);
+      Value* y_full = BroadcastTo(b, ReshapeTo(b, ResultAs(b, op, 0, et), kept_dims), x_dims);
       AttrDict eq;
       eq.Set("cmp", Attribute::Ident("eq"));
       Value* is_max = b.Op(OpKind::kCompare, {PrimalAs(b, op, 0, et), y_full}, std::move(eq));
@@ -88,13 +88,15 @@ absl::StatusOr<std::vector<Value*>> LayerNormVjp(OpBuilder& b, const VjpArgs& ar
   Value* w = b.Convert(op.operand(1), et);
   Value* centered = Sub(b, x, MeanKeep(b, x, {last}));
   Value* var = MeanKeep(b, Mul(b, centered, centered), {last});
-  Value* rstd = b.Op(OpKind::kRsqrt, {b.Op(OpKind::kAdd, {var, Literal(op.NumberAttr("eps"), et)})});
+  Value* rstd =
+      b.Op(OpKind::kRsqrt, {b.Op(OpKind::kAdd, {var, Literal(op.NumberAttr("eps"), et)})});
   Value* xhat = Mul(b, centered, rstd);
   Value* dxhat = Mul(b, g, w);
-  Value* dx = Mul(b, rstd, Sub(b, Sub(b, dxhat, MeanKeep(b, dxhat, {last})),
-                               Mul(b, xhat, MeanKeep(b, Mul(b, dxhat, xhat), {last}))));
-  return Finish(b, {dx, FeatureSum(b, Mul(b, g, xhat), x_dims[last]),
-                    FeatureSum(b, g, x_dims[last])});
+  Value* dx = Mul(b, rstd,
+                  Sub(b, Sub(b, dxhat, MeanKeep(b, dxhat, {last})),
+                      Mul(b, xhat, MeanKeep(b, Mul(b, dxhat, xhat), {last}))));
+  return Finish(b,
+                {dx, FeatureSum(b, Mul(b, g, xhat), x_dims[last]), FeatureSum(b, g, x_dims[last])});
 }
 
 // rmsnorm: r = rsqrt(mean(x^2) + eps), xhat = x r, y = xhat w. With dxhat = g w:

@@ -28,8 +28,8 @@ class GradientBuilder {
 
   absl::StatusOr<Function*> Build() {
     if (source_.is_spmd()) {
-      return Error(source_.loc(), "only global functions are differentiated, @" +
-                                      source_.name() + " is spmd");
+      return Error(source_.loc(),
+                   "only global functions are differentiated, @" + source_.name() + " is spmd");
     }
     const std::string name = source_.name() + "_grad";
     if (module_.FindFunction(name) != nullptr) {
@@ -44,7 +44,8 @@ class GradientBuilder {
     grad_ = grad.get();
     for (int i = 0; i < source_.body()->num_arguments(); ++i) {
       Value* arg = source_.body()->argument(i);
-      grad_->AddArgument(source_.arg_types()[i], arg->name(), arg->loc(), source_.arg_type_locs()[i]);
+      grad_->AddArgument(source_.arg_types()[i], arg->name(), arg->loc(),
+                         source_.arg_type_locs()[i]);
     }
     for (Type t : source_.result_types()) grad_->AddResult(t);
     for (int r : seeded_results_) {
@@ -106,9 +107,8 @@ class GradientBuilder {
         if (body->argument(i)->name() == wanted) found = i;
       }
       if (found < 0) {
-        return Error(source_.loc(),
-                     absl::StrFormat("wrt names %%%s, which @%s has no argument of", wanted,
-                                     source_.name()));
+        return Error(source_.loc(), absl::StrFormat("wrt names %%%s, which @%s has no argument of",
+                                                    wanted, source_.name()));
       }
       Value* arg = body->argument(found);
       if (!IsFloatTensor(arg->type())) {
@@ -125,12 +125,12 @@ class GradientBuilder {
     const std::vector<Type>& results = source_.result_types();
     if (!options_.seed_cotangents) {
       if (results.empty() || !IsFloatTensor(results[0]) || results[0].rank() != 0) {
-        return Error(source_.loc(),
-                     absl::StrFormat("@%s's first result must be a float scalar (the loss) to "
-                                     "differentiate it; got %s (seed=cotangents takes output "
-                                     "cotangents instead)",
-                                     source_.name(),
-                                     results.empty() ? "no result" : results[0].ToString()));
+        return Error(
+            source_.loc(),
+            absl::StrFormat("@%s's first result must be a float scalar (the loss) to "
+                            "differentiate it; got %s (seed=cotangents takes output "
+                            "cotangents instead)",
+                            source_.name(), results.empty() ? "no result" : results[0].ToString()));
       }
       seeded_results_.push_back(0);
       return absl::OkStatus();
@@ -150,7 +150,8 @@ class GradientBuilder {
     for (Operation* op : *source_.body()) {
       if (op->def().Has(kTerminator)) break;
       if (op->num_regions() > 0) {
-        return Error(op->loc(), absl::StrFormat("'%s' with a body is not differentiated", op->name()));
+        return Error(op->loc(),
+                     absl::StrFormat("'%s' with a body is not differentiated", op->name()));
       }
       std::vector<Type> types;
       for (Value* r : op->results()) types.push_back(r->type());
@@ -203,10 +204,10 @@ class GradientBuilder {
     for (size_t i = 0; i < seeded_results_.size(); ++i) {
       Value* v = ret->operand(seeded_results_[i]);
       if (!active_.contains(v)) continue;
-      Value* seed = options_.seed_cotangents
-                        ? grad_->body()->argument(source_.body()->num_arguments() +
-                                                  static_cast<int>(i))
-                        : ops::Filled(b, 1, CotangentType(v->type()), {});
+      Value* seed =
+          options_.seed_cotangents
+              ? grad_->body()->argument(source_.body()->num_arguments() + static_cast<int>(i))
+              : ops::Filled(b, 1, CotangentType(v->type()), {});
       Accumulate(b, v, seed);
     }
     return b.ok() ? absl::OkStatus()
@@ -256,7 +257,8 @@ class GradientBuilder {
       VjpArgs args{copy, result_cts, options_.grad_type};
       absl::StatusOr<std::vector<Value*>> operand_cts = op.def().vjp(b, args);
       if (!operand_cts.ok()) {
-        return Error(op.loc(), absl::StrFormat("'%s': %s", op.name(), operand_cts.status().message()));
+        return Error(op.loc(),
+                     absl::StrFormat("'%s': %s", op.name(), operand_cts.status().message()));
       }
       for (int i = 0; i < op.num_operands(); ++i) {
         Value* v = op.operand(i);
@@ -264,15 +266,16 @@ class GradientBuilder {
         if (ct == nullptr || !active_.contains(v) || !needed_.contains(v)) continue;
         ct = b.Convert(ct, CotangentType(v->type()));
         if (ct != nullptr && ct->type().dims() != v->type().dims()) {
-          return Error(op.loc(), absl::StrFormat("internal: the rule of '%s' gave operand %d a "
-                                                 "cotangent %s for %s",
-                                                 op.name(), i, ct->type().ToString(),
-                                                 v->type().ToString()));
+          return Error(op.loc(),
+                       absl::StrFormat("internal: the rule of '%s' gave operand %d a "
+                                       "cotangent %s for %s",
+                                       op.name(), i, ct->type().ToString(), v->type().ToString()));
         }
         Accumulate(b, v, ct);
       }
       if (!b.ok()) {
-        return Error(op.loc(), absl::StrFormat("internal: '%s': %s", op.name(), b.status().message()));
+        return Error(op.loc(),
+                     absl::StrFormat("internal: '%s': %s", op.name(), b.status().message()));
       }
     }
     return absl::OkStatus();
@@ -303,7 +306,8 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
 
 absl::Status AutodiffPass::Run(Module& module) {
   AutodiffOptions ad;
-  for (absl::string_view name : absl::StrSplit(options().GetString("wrt"), ',', absl::SkipWhitespace())) {
+  for (absl::string_view name :
+       absl::StrSplit(options().GetString("wrt"), ',', absl::SkipWhitespace())) {
     name = absl::StripAsciiWhitespace(name);
     absl::ConsumePrefix(&name, "%");
     ad.wrt.emplace_back(name);

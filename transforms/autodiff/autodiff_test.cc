@@ -1,5 +1,7 @@
 // The autodiff pass: what it refuses (with located errors), what it prunes, the
 // vector-Jacobian product of seed=cotangents and a bf16 forward with f32 gradients.
+#include "transforms/autodiff/autodiff.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,10 +12,9 @@
 #include "commir/verifier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "transforms/autodiff/autodiff.h"
+#include "testing/spmd_check.h"
 #include "transforms/autodiff/gradient_check.h"
 #include "transforms/test_util.h"
-#include "testing/spmd_check.h"
 
 namespace commir {
 namespace {
@@ -38,7 +39,8 @@ Refusal Refuse(const std::string& text, AutodiffOptions options = {}) {
 }
 
 TEST(AutodiffRefusesTest, AttentionUntilItsGradientOpLands) {
-  Refusal r = Refuse(R"(func @f(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]) -> f32[] {
+  Refusal r =
+      Refuse(R"(func @f(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]) -> f32[] {
   %o = attention(%q, %k, %v)
   %loss = reduce_sum(%o) {dims = [0, 1, 2, 3]}
   return %loss
@@ -100,7 +102,8 @@ func @f_grad(%x: f32[4]) -> f32[] {
 // Only values that depend on a differentiated argument get backward work: with wrt=w,
 // the activations' cotangent is needed, x's is not, so the backward has one matmul.
 TEST(AutodiffTest, PrunesWorkForUndifferentiatedValues) {
-  std::unique_ptr<Module> module = testing::ParseForTest(R"(func @f(%x: f32[8, 4], %w: f32[4, 2]) -> f32[] {
+  std::unique_ptr<Module> module =
+      testing::ParseForTest(R"(func @f(%x: f32[8, 4], %w: f32[4, 2]) -> f32[] {
   %e = exp(%x)
   %y = matmul(%e, %w)
   %loss = reduce_sum(%y) {dims = [0, 1]}
@@ -170,7 +173,8 @@ TEST(AutodiffTest, CotangentSeedIsAVectorJacobianProduct) {
 // precision of the forward values; without grad-type they are bf16.
 TEST(AutodiffTest, Bf16ForwardWithF32Gradients) {
   auto program = [](const std::string& et) {
-    return "func @f(%x: " + et + "[8, 16], %w: " + et + "[16, 4]) -> f32[] {\n"
+    return "func @f(%x: " + et + "[8, 16], %w: " + et +
+           "[16, 4]) -> f32[] {\n"
            "  %h = matmul(%x, %w)\n"
            "  %a = gelu(%h)\n"
            "  %a32 = convert(%a) : f32[8, 4]\n"

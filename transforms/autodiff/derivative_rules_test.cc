@@ -31,9 +31,10 @@ struct RuleCase {
 void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.name; }
 
 std::string Program(const RuleCase& c) {
-  const int rank = c.result_type.find("[]") != std::string::npos
-                       ? 0
-                       : static_cast<int>(std::count(c.result_type.begin(), c.result_type.end(), ',')) + 1;
+  const int rank =
+      c.result_type.find("[]") != std::string::npos
+          ? 0
+          : static_cast<int>(std::count(c.result_type.begin(), c.result_type.end(), ',')) + 1;
   std::vector<int> dims;
   for (int d = 0; d < rank; ++d) dims.push_back(d);
   return absl::StrCat("func @f(", c.args, ", %c: ", c.result_type, ") -> f64[] {\n", c.body,
@@ -76,8 +77,16 @@ std::vector<RuleCase> Cases() {
     return RuleCase{op, x34, absl::StrCat("  %r = ", op, "(%x)"), "f64[3, 4]", "x", lo, hi};
   };
   std::vector<RuleCase> cases = {
-      unary("neg"), unary("abs"), unary("exp"), unary("log", 0.5, 2), unary("sqrt", 0.5, 2),
-      unary("rsqrt", 0.5, 2), unary("tanh"), unary("sigmoid"), unary("relu"), unary("silu"),
+      unary("neg"),
+      unary("abs"),
+      unary("exp"),
+      unary("log", 0.5, 2),
+      unary("sqrt", 0.5, 2),
+      unary("rsqrt", 0.5, 2),
+      unary("tanh"),
+      unary("sigmoid"),
+      unary("relu"),
+      unary("silu"),
       unary("gelu"),
       {"gelu_tanh", x34, "  %r = gelu(%x) {approximate = tanh}", "f64[3, 4]", "x"},
       // The f32 round trip's rounding noise is about 1e-7 of x: a coarse step keeps it
@@ -126,8 +135,8 @@ std::vector<RuleCase> Cases() {
       {"concat", "%x: f64[3, 4], %y: f64[3, 2]", "  %r = concat(%x, %y) {dim = 1}", "f64[3, 6]",
        "x,y"},
       {"broadcast", "%x: f64[3, 1]", "  %r = broadcast(%x) : f64[2, 3, 4]", "f64[2, 3, 4]", "x"},
-      {"full_gets_no_gradient", x34,
-       "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)", "f64[3, 4]", "x"},
+      {"full_gets_no_gradient", x34, "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)",
+       "f64[3, 4]", "x"},
   };
   return cases;
 }

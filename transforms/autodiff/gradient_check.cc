@@ -61,8 +61,8 @@ absl::StatusOr<double> MaxGradientError(const Function& function, const Function
       const double error = std::abs(grad.GetAsDouble(i) - numeric) / (1 + std::abs(numeric));
       if (!(error <= worst)) {  // also catches NaN
         worst = std::isnan(error) ? INFINITY : error;
-        *report = absl::StrFormat("argument %d element %d: analytic %.10g, numeric %.10g",
-                                  wrt[w], i, grad.GetAsDouble(i), numeric);
+        *report = absl::StrFormat("argument %d element %d: analytic %.10g, numeric %.10g", wrt[w],
+                                  i, grad.GetAsDouble(i), numeric);
       }
     }
   }
