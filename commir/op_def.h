@@ -20,6 +20,28 @@
 namespace commir {
 
 class Mesh;
+class OpBuilder;
+class Operation;
+class Value;
+
+// What a derivative rule (OpDef::vjp) is given besides the builder.
+struct VjpArgs {
+  const Operation& op;
+  // One per result of `op`; null for a result that gets no cotangent (attention's lse
+  // when only its output is used). At least one is set.
+  absl::Span<Value* const> result_cotangents;
+  // The element type of every float cotangent (autodiff's `grad-type=f32`: a bf16
+  // forward with f32 gradients); unset: each cotangent has its value's element type.
+  std::optional<ElementType> grad_type;
+};
+
+// A reverse-mode derivative rule: emits, with the builder (positioned after the forward
+// ops), the vector-Jacobian product of `op` and returns one cotangent per regular operand,
+// null for an operand that gets none (a number literal, a predicate, a non-float value).
+// Rules compute in their cotangents' element type, converting the forward values they
+// read. A rule that cannot differentiate its op returns an error naming why; the pass
+// adds the op's location.
+using VjpRule = absl::StatusOr<std::vector<Value*>> (*)(OpBuilder& b, const VjpArgs& args);
 
 enum class OpKind : uint8_t {
   // Elementwise unary.
@@ -112,6 +134,9 @@ struct OpDef {
   // The reduction a reducing op computes (reduce_sum ... reduce_mean by kind; all_reduce
   // and reduce_scatter by their `reduce` attribute); null for every other op.
   ReductionFn (*reduction_fn)(const AttrDict& attrs) = nullptr;
+  // The op's derivative rule; null for ops that are not differentiable (compare, the
+  // spmd ops, terminators) or have no operands to differentiate (full).
+  VjpRule vjp = nullptr;
 
   bool Has(OpTrait trait) const { return (traits & trait) != 0; }
   const AttrSpec* FindAttr(absl::string_view name) const;

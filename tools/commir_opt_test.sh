@@ -187,7 +187,7 @@ expect_file_equals "$TMP/limited/kept.commir" "previous"
 expect_status 2 "$OPT" --frobnicate "$TMP/good.commir"
 expect_grep "$TMP/err" "commir-opt: error: unknown option '--frobnicate'"
 expect_status 2 "$OPT" --pass-pipeline=cse,frobnicate "$TMP/good.commir"
-expect_grep "$TMP/err" "unknown pass 'frobnicate'; valid passes: canonicalize, "
+expect_grep "$TMP/err" "unknown pass 'frobnicate'; valid passes: autodiff, canonicalize, "
 for pass in cse dce; do expect_grep "$TMP/err" ", $pass"; done
 expect_status 2 "$OPT" '--pass-pipeline=canonicalize{max-rewrites=x}' "$TMP/good.commir"
 expect_grep "$TMP/err" "valid options of 'canonicalize'"

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commir/check.h"
+#include "transforms/autodiff/autodiff.h"
 #include "transforms/canonicalize.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
@@ -21,6 +22,23 @@ namespace {
 
 std::vector<PassInfo> BuildRegistry() {
   std::vector<PassInfo> passes = {
+      {"autodiff",
+       "Add @f_grad to each global function @f: its results and the gradients of its first "
+       "(scalar) result, or a vector-Jacobian product",
+       {{"func", PassOptionType::kString, "",
+         "The function to differentiate, e.g. @mlp (empty: every global function)"},
+        {"wrt", PassOptionType::kString, "",
+         "Arguments to differentiate with respect to, e.g. \"w1,w2\" (empty: every float "
+         "argument)"},
+        {"seed", PassOptionType::kEnum, "loss",
+         "loss: the gradient of the first result, a float scalar; cotangents: a VJP taking "
+         "one cotangent argument per float result",
+         {"loss", "cotangents"}},
+        {"grad-type", PassOptionType::kEnum, "same",
+         "Element type of every gradient: same (each value's own) or f32/f64 (e.g. bf16 "
+         "forward, f32 gradients)",
+         {"same", "f32", "f64"}}},
+       MakePass<AutodiffPass>},
       {"canonicalize",
        "Fold constants and simplify algebraic identities, to a fixed point",
        {{"fold-constants", PassOptionType::kBool, "true",

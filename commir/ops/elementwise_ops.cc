@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "commir/ops/op_helpers.h"
+#include "commir/ops/vjp_rules.h"
 
 namespace commir::ops {
 namespace {
@@ -224,6 +225,7 @@ OpDef Unary(OpKind kind, absl::string_view name, absl::string_view summary,
       .infer = infer,
       .cost = UnaryCost,
       .elementwise_fn = fn,
+      .vjp = ElementwiseVjpRule(kind),
   };
 }
 
@@ -240,6 +242,7 @@ OpDef Binary(OpKind kind, absl::string_view name, absl::string_view summary,
       .infer = infer,
       .cost = UnaryCost,
       .elementwise_fn = fn,
+      .vjp = ElementwiseVjpRule(kind),
   };
 }
 
@@ -320,6 +323,7 @@ void AppendElementwiseOps(std::vector<OpDef>& ops) {
       .infer = InferSelect,
       .cost = UnaryCost,
       .elementwise_fn = Computes<ElementwiseFn::kSelect>,
+      .vjp = ElementwiseVjpRule(OpKind::kSelect),
   });
 
   ops.push_back(OpDef{

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "commir/ops/op_helpers.h"
+#include "commir/ops/vjp_rules.h"
 
 namespace commir::ops {
 namespace {
@@ -135,6 +136,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       .traits = kResultTypeRequired,
       .infer = InferReshape,
       .cost = FreeCost,
+      .vjp = ReshapeVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kTranspose,
@@ -145,6 +147,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       .attrs = {{.name = "perm", .kind = AttrKind::kIntList, .required = true}},
       .infer = InferTranspose,
       .cost = CopyCost,
+      .vjp = TransposeVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kSlice,
@@ -158,6 +161,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       },
       .infer = InferSlice,
       .cost = CopyCost,
+      .vjp = SliceVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kConcat,
@@ -168,6 +172,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       .attrs = {{.name = "dim", .kind = AttrKind::kInt, .required = true}},
       .infer = InferConcat,
       .cost = CopyCost,
+      .vjp = ConcatVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kBroadcast,
@@ -178,6 +183,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       .traits = kResultTypeRequired,
       .infer = InferBroadcast,
       .cost = CopyCost,
+      .vjp = BroadcastVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kReshard,
@@ -188,6 +194,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops) {
       .traits = kResultTypeRequired | kGlobalOnly,
       .infer = InferReshard,
       .cost = FreeCost,
+      .vjp = ReshardVjp,
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include "commir/attention_op.h"
 #include "commir/ops/op_helpers.h"
+#include "commir/ops/vjp_rules.h"
 
 namespace commir::ops {
 namespace {
@@ -176,6 +177,7 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       },
       .infer = InferMatmul,
       .cost = MatmulCost,
+      .vjp = MatmulVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kAttention,
@@ -191,6 +193,7 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
       },
       .infer = InferAttention,
       .cost = AttentionCost,
+      .vjp = AttentionVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kAttentionGrad,

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "commir/ops/op_helpers.h"
+#include "commir/ops/vjp_rules.h"
 
 namespace commir::ops {
 namespace {
@@ -108,6 +109,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .infer = InferReduce<OpKind::kReduceSum>,
       .cost = ReduceCost,
       .reduction_fn = Reduces<ReductionFn::kSum>,
+      .vjp = ReduceVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kReduceMax,
@@ -119,6 +121,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .infer = InferReduce<OpKind::kReduceMax>,
       .cost = ReduceCost,
       .reduction_fn = Reduces<ReductionFn::kMax>,
+      .vjp = ReduceVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kReduceMean,
@@ -130,6 +133,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .infer = InferReduce<OpKind::kReduceMean>,
       .cost = ReduceCost,
       .reduction_fn = Reduces<ReductionFn::kMean>,
+      .vjp = ReduceVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kSoftmax,
@@ -140,6 +144,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       .attrs = {{.name = "dim", .kind = AttrKind::kInt, .default_value = Attribute::Int(-1)}},
       .infer = InferSoftmax,
       .cost = NormCost,
+      .vjp = SoftmaxVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kLayerNorm,
@@ -152,6 +157,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       },
       .infer = InferNorm,
       .cost = NormCost,
+      .vjp = LayerNormVjp,
   });
   ops.push_back(OpDef{
       .kind = OpKind::kRmsNorm,
@@ -164,6 +170,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops) {
       },
       .infer = InferNorm,
       .cost = NormCost,
+      .vjp = RmsNormVjp,
   });
 }
 

@@ -1,0 +1,338 @@
+#include "transforms/autodiff/autodiff.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "commir/builder.h"
+#include "commir/ops/vjp_helpers.h"
+#include "transforms/dce.h"
+
+namespace commir {
+namespace {
+
+bool IsFloatTensor(Type type) { return !type.is_index() && IsFloatType(type.element_type()); }
+
+// Builds one gradient function.
+class GradientBuilder {
+ public:
+  GradientBuilder(Module& module, const Function& function, const AutodiffOptions& options,
+                  DiagnosticEngine* diagnostics)
+      : module_(module), source_(function), options_(options), diagnostics_(diagnostics) {}
+
+  absl::StatusOr<Function*> Build() {
+    if (source_.is_spmd()) {
+      return Error(source_.loc(),
+                   "only global functions are differentiated, @" + source_.name() + " is spmd");
+    }
+    const std::string name = source_.name() + "_grad";
+    if (module_.FindFunction(name) != nullptr) {
+      return Error(source_.loc(), absl::StrCat("@", name, " exists already"));
+    }
+    if (absl::Status s = PickArguments(); !s.ok()) return s;
+    if (absl::Status s = CheckSeeds(); !s.ok()) return s;
+
+    auto grad = std::make_unique<Function>(name, /*is_spmd=*/false, source_.loc());
+    grad->set_mesh_name(source_.mesh_name(), source_.mesh_name_loc());
+    grad->set_mesh(source_.mesh());
+    grad_ = grad.get();
+    for (int i = 0; i < source_.body()->num_arguments(); ++i) {
+      Value* arg = source_.body()->argument(i);
+      grad_->AddArgument(source_.arg_types()[i], arg->name(), arg->loc(),
+                         source_.arg_type_locs()[i]);
+    }
+    for (Type t : source_.result_types()) grad_->AddResult(t);
+    for (int r : seeded_results_) {
+      if (!options_.seed_cotangents) break;
+      Type t = source_.result_types()[r];
+      grad_->AddArgument(t.WithElementType(CotangentType(t)), absl::StrCat("d_result", r));
+    }
+    for (int a : wrt_) {
+      Type t = source_.arg_types()[a];
+      grad_->AddResult(t.WithElementType(CotangentType(t)));
+    }
+    grad_->RefreshArgumentTypes();
+    for (int i = 0; i < source_.body()->num_arguments(); ++i) {
+      map_[source_.body()->argument(i)] = grad_->body()->argument(i);
+    }
+    OpBuilder b(grad_);
+    if (absl::Status s = CloneForward(b); !s.ok()) return s;
+    Analyze();
+    if (absl::Status s = Seed(b); !s.ok()) return s;
+    if (absl::Status s = Backward(b); !s.ok()) return s;
+
+    std::vector<Value*> results;
+    for (Value* v : source_.body()->terminator()->operands()) results.push_back(map_.at(v));
+    for (int a : wrt_) {
+      Value* arg = source_.body()->argument(a);
+      Value* ct = Cotangent(arg);
+      if (ct == nullptr) ct = ops::Filled(b, 0, CotangentType(arg->type()), arg->type().dims());
+      results.push_back(ct);
+    }
+    if (!b.ok()) return Error(source_.loc(), absl::StrCat("internal: ", b.status().message()));
+    b.Return(results);
+    // Rules emit every operand's cotangent; those of operands that carry no gradient
+    // (and forward ops nothing returns) go here.
+    EliminateDeadCode(*grad_);
+    return module_.InsertFunctionAfter(&source_, std::move(grad));
+  }
+
+ private:
+  ElementType CotangentType(Type t) const {
+    return ops::CotangentElementType(t, options_.grad_type);
+  }
+
+  absl::Status Error(Location loc, std::string message) {
+    if (diagnostics_ != nullptr) diagnostics_->Error(loc, message);
+    return absl::FailedPreconditionError(message);
+  }
+
+  absl::Status PickArguments() {
+    const Block* body = source_.body();
+    if (options_.wrt.empty()) {
+      for (int i = 0; i < body->num_arguments(); ++i) {
+        if (IsFloatTensor(body->argument(i)->type())) wrt_.push_back(i);
+      }
+      return absl::OkStatus();
+    }
+    for (const std::string& wanted : options_.wrt) {
+      int found = -1;
+      for (int i = 0; i < body->num_arguments(); ++i) {
+        if (body->argument(i)->name() == wanted) found = i;
+      }
+      if (found < 0) {
+        return Error(source_.loc(), absl::StrFormat("wrt names %%%s, which @%s has no argument of",
+                                                    wanted, source_.name()));
+      }
+      Value* arg = body->argument(found);
+      if (!IsFloatTensor(arg->type())) {
+        return Error(arg->loc(), absl::StrFormat("cannot differentiate with respect to %%%s: %s is "
+                                                 "not a float tensor",
+                                                 wanted, arg->type().ToString()));
+      }
+      wrt_.push_back(found);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckSeeds() {
+    const std::vector<Type>& results = source_.result_types();
+    if (!options_.seed_cotangents) {
+      if (results.empty() || !IsFloatTensor(results[0]) || results[0].rank() != 0) {
+        return Error(
+            source_.loc(),
+            absl::StrFormat("@%s's first result must be a float scalar (the loss) to "
+                            "differentiate it; got %s (seed=cotangents takes output "
+                            "cotangents instead)",
+                            source_.name(), results.empty() ? "no result" : results[0].ToString()));
+      }
+      seeded_results_.push_back(0);
+      return absl::OkStatus();
+    }
+    for (int r = 0; r < static_cast<int>(results.size()); ++r) {
+      if (IsFloatTensor(results[r])) seeded_results_.push_back(r);
+    }
+    if (seeded_results_.empty()) {
+      return Error(source_.loc(), absl::StrFormat("@%s has no float result to take a cotangent of",
+                                                  source_.name()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies @f's ops (not its return) into @f_grad.
+  absl::Status CloneForward(OpBuilder& b) {
+    for (Operation* op : *source_.body()) {
+      if (op->def().Has(kTerminator)) break;
+      if (op->num_regions() > 0) {
+        return Error(op->loc(),
+                     absl::StrFormat("'%s' with a body is not differentiated", op->name()));
+      }
+      std::vector<Type> types;
+      for (Value* r : op->results()) types.push_back(r->type());
+      std::unique_ptr<Operation> copy =
+          Operation::Create(op->def(), {}, types, op->attrs(), 0, op->loc());
+      for (Value* v : op->operands()) {
+        if (v->is_literal()) {
+          copy->AddLiteralOperand(v->literal_value(), v->type());
+        } else {
+          copy->AddOperand(map_.at(v));
+        }
+      }
+      copy->set_type_loc(op->type_loc());
+      Operation* inserted = grad_->body()->Append(std::move(copy));
+      for (int r = 0; r < op->num_results(); ++r) {
+        inserted->result(r)->set_name(op->result(r)->name());
+        inserted->result(r)->set_loc(op->result(r)->loc());
+        map_[op->result(r)] = inserted->result(r);
+      }
+      forward_.push_back(op);
+    }
+    return absl::OkStatus();
+  }
+
+  // Active: depends on a differentiated argument through float values. Needed: leads
+  // to a seeded result (through any value, so integer detours are caught).
+  void Analyze() {
+    for (int a : wrt_) active_.insert(source_.body()->argument(a));
+    for (const Operation* op : forward_) {
+      bool any = false;
+      for (Value* v : op->operands()) any |= active_.contains(v);
+      if (!any) continue;
+      for (Value* r : op->results()) {
+        if (IsFloatTensor(r->type())) active_.insert(r);
+      }
+      active_ops_.insert(op);
+    }
+    const Operation* ret = source_.body()->terminator();
+    for (int r : seeded_results_) needed_.insert(ret->operand(r));
+    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
+      bool any = false;
+      for (Value* r : (*it)->results()) any |= needed_.contains(r);
+      if (!any) continue;
+      for (Value* v : (*it)->operands()) needed_.insert(v);
+    }
+  }
+
+  absl::Status Seed(OpBuilder& b) {
+    const Operation* ret = source_.body()->terminator();
+    for (size_t i = 0; i < seeded_results_.size(); ++i) {
+      Value* v = ret->operand(seeded_results_[i]);
+      if (!active_.contains(v)) continue;
+      Value* seed =
+          options_.seed_cotangents
+              ? grad_->body()->argument(source_.body()->num_arguments() + static_cast<int>(i))
+              : ops::Filled(b, 1, CotangentType(v->type()), {});
+      Accumulate(b, v, seed);
+    }
+    return b.ok() ? absl::OkStatus()
+                  : Error(source_.loc(), absl::StrCat("internal: ", b.status().message()));
+  }
+
+  Value* Cotangent(const Value* v) const {
+    auto it = cotangents_.find(v);
+    return it == cotangents_.end() ? nullptr : it->second;
+  }
+
+  void Accumulate(OpBuilder& b, const Value* v, Value* ct) {
+    Value*& slot = cotangents_[v];
+    slot = slot == nullptr ? ct : b.Op(OpKind::kAdd, {slot, ct});
+  }
+
+  absl::Status Backward(OpBuilder& b) {
+    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
+      const Operation& op = **it;
+      if (!active_ops_.contains(&op)) continue;
+      std::vector<Value*> result_cts;
+      bool any = false;
+      for (Value* r : op.results()) {
+        Value* ct = active_.contains(r) && needed_.contains(r) ? Cotangent(r) : nullptr;
+        result_cts.push_back(ct);
+        any |= ct != nullptr;
+      }
+      if (!any) {
+        // An integer result computed from a differentiated value and leading to the
+        // loss: the gradient would have to pass through it.
+        for (Value* r : op.results()) {
+          if (needed_.contains(r) && !IsFloatTensor(r->type()) && !r->type().is_index() &&
+              r->type().element_type() != ElementType::kI1) {
+            return Error(op.loc(), absl::StrFormat("the gradient cannot flow through '%s', whose "
+                                                   "result %s is an integer",
+                                                   op.name(), r->type().ToString()));
+          }
+        }
+        continue;
+      }
+      if (op.def().vjp == nullptr) {
+        return Error(op.loc(), absl::StrFormat("'%s' is not differentiable", op.name()));
+      }
+      // The rule reads the forward op of @f_grad (its operands and results there).
+      const Operation& copy = *map_.at(op.result(0))->defining_op();
+      b.set_loc(op.loc());
+      VjpArgs args{copy, result_cts, options_.grad_type};
+      absl::StatusOr<std::vector<Value*>> operand_cts = op.def().vjp(b, args);
+      if (!operand_cts.ok()) {
+        return Error(op.loc(),
+                     absl::StrFormat("'%s': %s", op.name(), operand_cts.status().message()));
+      }
+      for (int i = 0; i < op.num_operands(); ++i) {
+        Value* v = op.operand(i);
+        Value* ct = i < static_cast<int>(operand_cts->size()) ? (*operand_cts)[i] : nullptr;
+        if (ct == nullptr || !active_.contains(v) || !needed_.contains(v)) continue;
+        ct = b.Convert(ct, CotangentType(v->type()));
+        if (ct != nullptr && ct->type().dims() != v->type().dims()) {
+          return Error(op.loc(),
+                       absl::StrFormat("internal: the rule of '%s' gave operand %d a "
+                                       "cotangent %s for %s",
+                                       op.name(), i, ct->type().ToString(), v->type().ToString()));
+        }
+        Accumulate(b, v, ct);
+      }
+      if (!b.ok()) {
+        return Error(op.loc(),
+                     absl::StrFormat("internal: '%s': %s", op.name(), b.status().message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Module& module_;
+  const Function& source_;
+  const AutodiffOptions& options_;
+  DiagnosticEngine* diagnostics_;
+  Function* grad_ = nullptr;
+  std::vector<int> wrt_;
+  std::vector<int> seeded_results_;
+  std::vector<const Operation*> forward_;
+  absl::flat_hash_map<const Value*, Value*> map_;
+  absl::flat_hash_set<const Value*> active_;
+  absl::flat_hash_set<const Operation*> active_ops_;
+  absl::flat_hash_set<const Value*> needed_;
+  absl::flat_hash_map<const Value*, Value*> cotangents_;
+};
+
+}  // namespace
+
+absl::StatusOr<Function*> Differentiate(Module& module, const Function& function,
+                                        const AutodiffOptions& options,
+                                        DiagnosticEngine* diagnostics) {
+  return GradientBuilder(module, function, options, diagnostics).Build();
+}
+
+absl::Status AutodiffPass::Run(Module& module) {
+  AutodiffOptions ad;
+  for (absl::string_view name :
+       absl::StrSplit(options().GetString("wrt"), ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    absl::ConsumePrefix(&name, "%");
+    ad.wrt.emplace_back(name);
+  }
+  ad.seed_cotangents = options().GetString("seed") == "cotangents";
+  const std::string& grad_type = options().GetString("grad-type");
+  if (grad_type != "same") ad.grad_type = ParseElementType(grad_type);
+
+  std::string only = options().GetString("func");
+  absl::string_view only_view = only;
+  absl::ConsumePrefix(&only_view, "@");
+  std::vector<Function*> picked;
+  for (Function* f : module.functions()) {
+    if (only_view.empty() ? !f->is_spmd() : f->name() == only_view) picked.push_back(f);
+  }
+  if (!only_view.empty() && picked.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("autodiff: func names @", only_view, ", which the module does not define"));
+  }
+  for (Function* f : picked) {
+    absl::StatusOr<Function*> grad = Differentiate(module, *f, ad, &diagnostics());
+    if (!grad.ok()) return grad.status();
+  }
+  AddToStatistic("functions", "Gradient functions added", static_cast<int64_t>(picked.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace commir

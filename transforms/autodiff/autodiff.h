@@ -1,0 +1,54 @@
+// autodiff: reverse-mode differentiation of global functions.
+//
+// For `func @f(args...) -> (r0, r1, ...)` it adds, right after @f (which stays),
+//   seed=loss:       func @f_grad(args...) -> (r0, r1, ..., d r0/d a for each a in wrt)
+//                    r0 must be a float scalar (the loss);
+//   seed=cotangents: func @f_grad(args..., c0, c1, ...) -> (r0, ..., sum_i c_i . d r_i/d a)
+//                    one cotangent argument per float result (a vector-Jacobian product).
+// The gradient function recomputes @f's forward ops, then walks them backwards calling each
+// op's derivative rule (OpDef::vjp, in the op definitions). Only ops that both depend on a
+// differentiated argument and lead to a seeded result get backward work. An argument that
+// the seeded results do not depend on gets a zero gradient.
+//
+// Refused, with an error at the op or argument: an op on that path with no derivative rule
+// (or whose rule refuses, like attention until attention_grad lands), a gradient that
+// would have to flow through an integer value, an integer argument named in `wrt`, a
+// non-scalar first result with seed=loss, spmd functions, and an existing @f_grad.
+#ifndef COMMIR_TRANSFORMS_AUTODIFF_AUTODIFF_H_
+#define COMMIR_TRANSFORMS_AUTODIFF_AUTODIFF_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "commir/diagnostics.h"
+#include "commir/ir.h"
+#include "transforms/pass.h"
+
+namespace commir {
+
+struct AutodiffOptions {
+  // Argument names (without '%') to differentiate with respect to; empty: every float
+  // argument.
+  std::vector<std::string> wrt;
+  // false: seed the first result with 1 (it must be a float scalar); true: take one
+  // cotangent argument per float result.
+  bool seed_cotangents = false;
+  // The element type of every gradient (bf16 forward, f32 gradients); unset: each
+  // gradient has its value's element type.
+  std::optional<ElementType> grad_type;
+};
+
+// Adds @<function>_grad to `module` (after `function`) and returns it. Errors are also
+// reported at their location to `diagnostics` when it is not null.
+absl::StatusOr<Function*> Differentiate(Module& module, const Function& function,
+                                        const AutodiffOptions& options,
+                                        DiagnosticEngine* diagnostics = nullptr);
+
+// Options: func (a function name, empty: every global function), wrt, seed, grad-type.
+COMMIR_DECLARE_PASS(AutodiffPass);
+
+}  // namespace commir
+
+#endif  // COMMIR_TRANSFORMS_AUTODIFF_AUTODIFF_H_

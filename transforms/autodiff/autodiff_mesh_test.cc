@@ -1,0 +1,144 @@
+// Gradient functions are global functions like any other: the partitioner lowers them,
+// and on 2, 4 and 8-device meshes they compute the single-device gradient.
+#include <cmath>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "commir/printer.h"
+#include "gtest/gtest.h"
+#include "testing/spmd_check.h"
+#include "transforms/autodiff/autodiff.h"
+#include "transforms/test_util.h"
+
+namespace commir {
+namespace {
+
+struct MeshCase {
+  std::string mesh;  // "dp=2, tp=4"
+  std::string dp;    // the data axis as written in a type ("" for none)
+  std::string tp;
+};
+
+// The shared Megatron MLP (sequence-parallel activations, tensor-parallel weights) with
+// the mean square of its output as the loss.
+std::string Mlp(const MeshCase& m) {
+  return absl::StrReplaceAll(R"(mesh @m(MESH)
+func @mlp(%x: f32[32TP, 16], %w1: f32[16, 64TP], %w2: f32[64TP, 16]) -> (f32[], f32[32TP, 16]) {
+  %h = matmul(%x, %w1) : f32[32, 64TP]
+  %a = gelu(%h)
+  %y = matmul(%a, %w2) : f32[32TP, 16]
+  %sq = mul(%y, %y)
+  %loss = reduce_mean(%sq) {dims = [0, 1]}
+  return %loss, %y
+}
+)",
+                             {{"MESH", m.mesh}, {"TP", m.tp}});
+}
+
+// A pre-norm block without attention: data-parallel tokens, tensor-parallel MLP.
+std::string PreNormBlock(const MeshCase& m) {
+  return absl::StrReplaceAll(R"(mesh @m(MESH)
+func @block(%x: f32[16DP, 32], %g: f32[32], %w1: f32[32, 64TP], %w2: f32[64TP, 32]) -> f32[] {
+  %n = rmsnorm(%x, %g)
+  %h = matmul(%n, %w1)
+  %a = silu(%h)
+  %o = matmul(%a, %w2)
+  %y = add(%x, %o)
+  %s = softmax(%y)
+  %sq = mul(%s, %y)
+  %loss = reduce_mean(%sq) {dims = [0, 1]}
+  return %loss
+}
+)",
+                             {{"MESH", m.mesh}, {"DP", m.dp}, {"TP", m.tp}});
+}
+
+// The MLP with bf16 activations and weights and an f32 loss, differentiated with f32
+// gradients (grad-type=f32).
+std::string MlpBf16(const MeshCase& m) {
+  return absl::StrReplaceAll(R"(mesh @m(MESH)
+func @mlp(%x: bf16[32DP, 16], %w1: bf16[16, 64TP], %w2: bf16[64TP, 16]) -> f32[] {
+  %h = matmul(%x, %w1)
+  %a = gelu(%h)
+  %y = matmul(%a, %w2)
+  %y32 = convert(%y) : f32[32, 16]
+  %sq = mul(%y32, %y32)
+  %loss = reduce_mean(%sq) {dims = [0, 1]}
+  return %loss
+}
+)",
+                             {{"MESH", m.mesh}, {"DP", m.dp}, {"TP", m.tp}});
+}
+
+class GradientOnMeshTest : public ::testing::TestWithParam<MeshCase> {};
+
+void PrintTo(const MeshCase& m, std::ostream* os) { *os << m.mesh; }
+
+void ExpectGradientPartitions(const std::string& text, const std::string& function) {
+  std::unique_ptr<Module> module = testing::ParseForTest(text);
+  ASSERT_NE(module, nullptr);
+  absl::StatusOr<Function*> grad =
+      Differentiate(*module, *module->FindFunction(function), AutodiffOptions{});
+  ASSERT_TRUE(grad.ok()) << grad.status();
+  const std::string with_grad = PrintModule(*module);
+  absl::StatusOr<sharding::SpmdCheck> check =
+      sharding::CheckPartitioned(with_grad, function + "_grad", /*seed=*/5);
+  ASSERT_TRUE(check.ok()) << check.status() << "\n" << with_grad;
+  EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
+}
+
+TEST_P(GradientOnMeshTest, MlpGradientMatchesOneDevice) {
+  ExpectGradientPartitions(Mlp(GetParam()), "mlp");
+}
+
+TEST_P(GradientOnMeshTest, PreNormBlockGradientMatchesOneDevice) {
+  ExpectGradientPartitions(PreNormBlock(GetParam()), "block");
+}
+
+// A bf16 forward rounds its partial sums at other points once partitioned, so the
+// gradients agree to bf16's precision (rel_l2 under 1e-2), not f32's.
+TEST_P(GradientOnMeshTest, Bf16MlpWithF32GradientsMatchesOneDevice) {
+  AutodiffOptions options;
+  options.grad_type = ElementType::kF32;
+  std::unique_ptr<Module> reference = testing::ParseForTest(MlpBf16(GetParam()));
+  std::unique_ptr<Module> lowered = testing::ParseForTest(MlpBf16(GetParam()));
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(lowered, nullptr);
+  ASSERT_TRUE(Differentiate(*reference, *reference->FindFunction("mlp"), options).ok());
+  ASSERT_TRUE(Differentiate(*lowered, *lowered->FindFunction("mlp"), options).ok());
+  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*lowered).ok());
+  const Function& one = *reference->FindFunction("mlp_grad");
+  const Function& many = *lowered->FindFunction("mlp_grad");
+  ASSERT_TRUE(many.is_spmd());
+  const std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(one, 11);
+  absl::StatusOr<std::vector<runtime::Tensor>> want = sharding::RunWithGlobalInputs(one, inputs);
+  absl::StatusOr<std::vector<runtime::Tensor>> got = sharding::RunWithGlobalInputs(many, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 4u);
+  for (size_t r = 0; r < got->size(); ++r) {
+    EXPECT_EQ((*got)[r].element_type(), ElementType::kF32);
+    std::vector<double> g = (*got)[r].ToDouble();
+    std::vector<double> w = (*want)[r].ToDouble();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      num += (g[i] - w[i]) * (g[i] - w[i]);
+      den += w[i] * w[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-2) << "result " << r << "\n" << PrintFunction(many);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, GradientOnMeshTest,
+    ::testing::Values(MeshCase{"tp=2", "", "@tp"}, MeshCase{"dp=2, tp=2", "@dp", "@tp"},
+                      MeshCase{"dp=2, tp=4", "@dp", "@tp"}),
+    [](const ::testing::TestParamInfo<MeshCase>& info) {
+      return absl::StrCat("devices", info.index == 0 ? 2 : info.index == 1 ? 4 : 8);
+    });
+
+}  // namespace
+}  // namespace commir

@@ -1,0 +1,72 @@
+#include "transforms/autodiff/gradient_check.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "testing/spmd_check.h"
+
+namespace commir::testing {
+
+std::vector<runtime::Tensor> UniformInputs(const Function& function, double lo, double hi,
+                                           uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<runtime::Tensor> inputs;
+  for (Type t : function.arg_types()) {
+    runtime::Tensor tensor(t.element_type(), t.dims());
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetFromDouble(i, dist(rng));
+    inputs.push_back(std::move(tensor));
+  }
+  return inputs;
+}
+
+namespace {
+
+absl::StatusOr<double> Loss(const Function& function, const std::vector<runtime::Tensor>& inputs) {
+  absl::StatusOr<std::vector<runtime::Tensor>> results =
+      sharding::RunWithGlobalInputs(function, inputs);
+  if (!results.ok()) return results.status();
+  return (*results)[0].GetAsDouble(0);
+}
+
+}  // namespace
+
+absl::StatusOr<double> MaxGradientError(const Function& function, const Function& gradient,
+                                        const std::vector<int>& wrt,
+                                        const std::vector<runtime::Tensor>& inputs, double h,
+                                        std::string* report) {
+  absl::StatusOr<std::vector<runtime::Tensor>> analytic =
+      sharding::RunWithGlobalInputs(gradient, inputs);
+  if (!analytic.ok()) return analytic.status();
+  const size_t first_gradient = function.result_types().size();
+  if (analytic->size() != first_gradient + wrt.size()) {
+    return absl::InternalError("the gradient function returns the wrong number of results");
+  }
+  double worst = 0;
+  for (size_t w = 0; w < wrt.size(); ++w) {
+    const runtime::Tensor& grad = (*analytic)[first_gradient + w];
+    for (int64_t i = 0; i < inputs[wrt[w]].num_elements(); ++i) {
+      std::vector<runtime::Tensor> plus = inputs;
+      std::vector<runtime::Tensor> minus = inputs;
+      const double x = inputs[wrt[w]].GetAsDouble(i);
+      plus[wrt[w]].SetFromDouble(i, x + h);
+      minus[wrt[w]].SetFromDouble(i, x - h);
+      absl::StatusOr<double> up = Loss(function, plus);
+      absl::StatusOr<double> down = Loss(function, minus);
+      if (!up.ok()) return up.status();
+      if (!down.ok()) return down.status();
+      const double numeric = (*up - *down) / (2 * h);
+      const double error = std::abs(grad.GetAsDouble(i) - numeric) / (1 + std::abs(numeric));
+      if (!(error <= worst)) {  // also catches NaN
+        worst = std::isnan(error) ? INFINITY : error;
+        *report = absl::StrFormat("argument %d element %d: analytic %.10g, numeric %.10g", wrt[w],
+                                  i, grad.GetAsDouble(i), numeric);
+      }
+    }
+  }
+  return worst;
+}
+
+}  // namespace commir::testing
