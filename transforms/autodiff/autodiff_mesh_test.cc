@@ -56,6 +56,29 @@ func @block(%x: f32[16DP, 32], %g: f32[32], %w1: f32[32, 64TP], %w2: f32[64TP, 3
                              {{"MESH", m.mesh}, {"DP", m.dp}, {"TP", m.tp}});
 }
 
+// Causal GQA attention with its projections: data-parallel batch, tensor-parallel heads
+// (4 query heads over 2 kv heads), so attention_grad runs on each device's heads.
+std::string AttentionLayer(const MeshCase& m) {
+  return absl::StrReplaceAll(R"(mesh @m(MESH)
+func @attn(%x: f32[2DP, 8, 16], %wq: f32[16, 16TP], %wk: f32[16, 8TP], %wv: f32[16, 8TP]) -> f32[] {
+  %q = matmul(%x, %wq)
+  %k = matmul(%x, %wk)
+  %v = matmul(%x, %wv)
+  %q4 = reshape(%q) : f32[2, 8, 4, 4]
+  %k4 = reshape(%k) : f32[2, 8, 2, 4]
+  %v4 = reshape(%v) : f32[2, 8, 2, 4]
+  %qh = transpose(%q4) {perm = [0, 2, 1, 3]}
+  %kh = transpose(%k4) {perm = [0, 2, 1, 3]}
+  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}
+  %o = attention(%qh, %kh, %vh) {causal}
+  %sq = mul(%o, %o)
+  %loss = reduce_mean(%sq) {dims = [0, 1, 2, 3]}
+  return %loss
+}
+)",
+                             {{"MESH", m.mesh}, {"DP", m.dp}, {"TP", m.tp}});
+}
+
 // The MLP with bf16 activations and weights and an f32 loss, differentiated with f32
 // gradients (grad-type=f32).
 std::string MlpBf16(const MeshCase& m) {
@@ -96,6 +119,10 @@ TEST_P(GradientOnMeshTest, MlpGradientMatchesOneDevice) {
 
 TEST_P(GradientOnMeshTest, PreNormBlockGradientMatchesOneDevice) {
   ExpectGradientPartitions(PreNormBlock(GetParam()), "block");
+}
+
+TEST_P(GradientOnMeshTest, AttentionLayerGradientMatchesOneDevice) {
+  ExpectGradientPartitions(AttentionLayer(GetParam()), "attn");
 }
 
 // A bf16 forward rounds its partial sums at other points once partitioned, so the

@@ -135,6 +135,14 @@ std::vector<RuleCase> Cases() {
       {"concat", "%x: f64[3, 4], %y: f64[3, 2]", "  %r = concat(%x, %y) {dim = 1}", "f64[3, 6]",
        "x,y"},
       {"broadcast", "%x: f64[3, 1]", "  %r = broadcast(%x) : f64[2, 3, 4]", "f64[2, 3, 4]", "x"},
+      // Through attention_grad: plain, causal with GQA (4 query heads over 2 kv heads), and
+      // an attention that returns lse (its o and lse are reused, not recomputed).
+      {"attention", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 5, 4], %v: f64[1, 2, 5, 3]",
+       "  %r = attention(%q, %k, %v)", "f64[1, 2, 3, 3]", "q,k,v"},
+      {"attention_causal_gqa", "%q: f64[1, 4, 4, 4], %k: f64[1, 2, 4, 4], %v: f64[1, 2, 4, 4]",
+       "  %r = attention(%q, %k, %v) {causal, scale = 0.3}", "f64[1, 4, 4, 4]", "q,k,v"},
+      {"attention_with_lse", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 3, 4], %v: f64[1, 2, 3, 4]",
+       "  %r, %lse = attention(%q, %k, %v) {causal}", "f64[1, 2, 3, 4]", "q,k,v"},
       {"full_gets_no_gradient", x34, "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)",
        "f64[3, 4]", "x"},
   };
