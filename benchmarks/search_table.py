@@ -497,7 +497,7 @@ NOTES = """
   to reduce, so such plans are cheap here. The **attention/seq** rows pin the premise of
   ring attention, Ulysses and USP (the sequence arrives split) and compare like with like.
 - The search's space holds the baselines' meshes, schedules and, for the sequence-split
-  baselines, their layouts (USP's 2-D attention excepted), so it should never be slower
+  baselines, their layouts (USP's sequence over two axes included), so it should never be slower
   than the best baseline; where it is, Findings says so with both recipes.
 """
 
