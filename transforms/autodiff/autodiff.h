@@ -11,7 +11,7 @@
 // the seeded results do not depend on gets a zero gradient.
 //
 // Refused, with an error at the op or argument: an op on that path with no derivative rule
-// (or whose rule refuses, like attention until attention_grad lands), a gradient that
+// (or whose rule refuses, like a gradient through attention's lse), a gradient that
 // would have to flow through an integer value, an integer argument named in `wrt`, a
 // non-scalar first result with seed=loss, spmd functions, and an existing @f_grad.
 #ifndef COMMIR_TRANSFORMS_AUTODIFF_AUTODIFF_H_

@@ -1,7 +1,9 @@
 // Gradient functions are global functions like any other: the partitioner lowers them,
 // and on 2, 4 and 8-device meshes they compute the single-device gradient.
 #include <cmath>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -166,6 +168,38 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<MeshCase>& info) {
       return absl::StrCat("devices", info.index == 0 ? 2 : info.index == 1 ? 4 : 8);
     });
+
+}  // namespace
+}  // namespace commir
+
+namespace commir {
+namespace {
+
+// The shared examples' gradient functions (vector-Jacobian products: they return tensors)
+// on their own meshes, with the layouts written on them, against one device.
+class SharedExampleGradientTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SharedExampleGradientTest, PartitionedGradientMatchesOneDevice) {
+  std::ifstream in("testdata/examples/" + GetParam() + ".commir");
+  ASSERT_TRUE(in) << GetParam();
+  std::stringstream text;
+  text << in.rdbuf();
+  std::unique_ptr<Module> module = testing::ParseForTest(text.str());
+  ASSERT_NE(module, nullptr);
+  const std::string function = module->functions().front()->name();
+  AutodiffOptions options;
+  options.seed_cotangents = true;
+  absl::StatusOr<Function*> grad = Differentiate(*module, *module->FindFunction(function), options);
+  ASSERT_TRUE(grad.ok()) << grad.status();
+  absl::StatusOr<sharding::SpmdCheck> check =
+      sharding::CheckPartitioned(PrintModule(*module), function + "_grad", /*seed=*/3);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, SharedExampleGradientTest,
+                         ::testing::Values("mlp", "transformer_block", "attention",
+                                           "ag_matmul_global4"));
 
 }  // namespace
 }  // namespace commir
