@@ -178,8 +178,7 @@ class LayoutEvaluator {
           continue;
         }
         ++out.schedules_tried;
-        Consider(layout, global_text, schedule,
-                 search::Run(attention_text, matmul.empty() ? "" : matmul), out);
+        Consider(layout, global_text, schedule, search::Run(attention_text, matmul), out);
       }
     }
     return out;

@@ -62,13 +62,6 @@ absl::StatusOr<std::vector<Value*>> SoftmaxVjp(OpBuilder& b, const VjpArgs& args
 
 namespace {
 
-// The leading dims of a rank-`rank` tensor: what a norm's weight gradient sums over.
-std::vector<int64_t> LeadingDims(int64_t rank) {
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d + 1 < rank; ++d) dims.push_back(d);
-  return dims;
-}
-
 // Weight (and bias) cotangent: `per_element` summed over every dim but the last.
 Value* FeatureSum(OpBuilder& b, Value* per_element, int64_t feature_count) {
   return SumToShape(b, per_element, {feature_count});
