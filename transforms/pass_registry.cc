@@ -5,6 +5,7 @@
 
 #include "commir/check.h"
 #include "transforms/autodiff/autodiff.h"
+#include "transforms/autodiff/training_step.h"
 #include "transforms/canonicalize.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
@@ -104,6 +105,20 @@ std::vector<PassInfo> BuildRegistry() {
          "Mesh axes of the k/v gather to ring over, e.g. sp or \"dp,sp\": the leading axes "
          "of the gather; the rest stay gathered in each step (empty: every axis)"}},
        MakePass<schedules::RingAttentionPass>},
+      {"training-step",
+       "Add @f_step to each global function @f: one SGD step returning the loss (@f's "
+       "first result) and each trained param p - lr * dloss/dp",
+       {{"func", PassOptionType::kString, "",
+         "The function, e.g. @block (empty: every global function)"},
+        {"params", PassOptionType::kString, "",
+         "The trained arguments, e.g. \"w1,w2\" (required); their new values follow the "
+         "loss in argument order"},
+        {"lr", PassOptionType::kString, "0.05", "The learning rate"},
+        {"grad-type", PassOptionType::kEnum, "same",
+         "Element type of the gradients and the update: same (each param's own) or f32/f64 "
+         "(an f32 update of bf16 params, rounded back)",
+         {"same", "f32", "f64"}}},
+       MakePass<TrainingStepPass>},
       {"ulysses-attention",
        "Replace all-gathered k/v of sequence-parallel attention by all_to_all to a head split "
        "and back",
