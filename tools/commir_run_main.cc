@@ -28,7 +28,7 @@ constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backen
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
                   [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
                   [--hardware=NAME|FILE.json] [--gpus-per-node=N] [--format=text|json]
-                  [--max-memory=SIZE]
+                  [--max-memory=SIZE] [--steps=N]
 
 Runs a CommIR function on the devices of its mesh and prints a summary of each result.
   --func=@name          the function to run (default: the module's only function)
@@ -52,6 +52,10 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
                         within SECONDS of waiting (default 300; 0 waits forever)
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
+  --steps=N             run a training-step function N times (the training-step pass
+                        makes them): it returns (loss, p1', ..., pK') and result i+1
+                        feeds argument i in the next step; prints each step's loss, and
+                        with --check or --check-against the reference's beside it
   --hardware=H          sim: h100-sxm (default), h200, a100-sxm-80g, or a JSON file
                         describing your cluster (sim/examples/ has one)
   --gpus-per-node=N     sim: devices go onto nodes of N GPUs in row-major order
@@ -138,6 +142,10 @@ int CommirRunMain(int argc, char** argv) {
       request.rtol = rtol;
     } else if (flag_value("--bench")) {
       if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
+    } else if (flag_value("--steps")) {
+      if (!absl::SimpleAtoi(value, &request.steps) || request.steps <= 0) {
+        return UsageError(absl::StrCat("--steps needs a positive integer, got '", value, "'"));
+      }
     } else if (flag_value("--hardware")) {
       if (value.empty()) return UsageError("--hardware needs a name or a file");
       const bool is_file = absl::EndsWith(value, ".json") || absl::StrContains(value, "/");
@@ -169,6 +177,11 @@ int CommirRunMain(int argc, char** argv) {
   if (sim_flags && request.backend != "sim") {
     return UsageError("--hardware, --gpus-per-node, --format and --max-memory go with "
                       "--backend=sim");
+  }
+  if (request.steps > 0 &&
+      (request.backend == "sim" || request.bench > 0 || !request.trace.empty())) {
+    return UsageError("--steps runs and compares a training loop; it does not go with "
+                      "--backend=sim, --bench or --trace");
   }
   if (request.check && !request.check_against.empty()) {
     return UsageError("--check and --check-against both choose the reference; give one");

@@ -25,6 +25,9 @@ struct RunRequest {
   std::string check_against;
   std::optional<double> rtol;
   int bench = 0;
+  // --steps: run a training-step function this many times, feeding its new params back
+  // (tools/step_loop.h); 0: run once.
+  int steps = 0;
   std::string trace;
   bool allow_nonfinite = false;
   // Bound on each wait for the device in seconds (--timeout); 0: unbounded. A hung

@@ -35,6 +35,7 @@
 #include "tools/output_file.h"
 #include "tools/program_loader.h"
 #include "tools/sim_session.h"
+#include "tools/step_loop.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -579,6 +580,91 @@ int ReportResults(const RunRequest& request, const SessionProgram& program,
   return SummarizeOrCompare(request, program, names, inputs, results, *session.report, err);
 }
 
+// ---- --steps ------------------------------------------------------------------------
+
+// The step function's losses, one line per step, then its final results; with a
+// reference, the reference's losses beside them and every step's loss and the final
+// params compared.
+int ReportSteps(const RunRequest& request, const SessionProgram& program,
+                const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
+                int num_params, const StepTrace& trace, std::ostream& report, std::ostream& err) {
+  if (program.reference == nullptr) {
+    for (size_t i = 0; i < trace.losses.size(); ++i) {
+      report << FormatStepLine(static_cast<int>(i) + 1, trace.losses[i], std::nullopt, 0) << "\n";
+    }
+    for (size_t r = 0; r < trace.final_results.size(); ++r) {
+      report << absl::StrFormat("%s  %s  %s\n", names[r], trace.final_results[r].DebugTypeString(),
+                                Summarize(trace.final_results[r]));
+    }
+    return kExitSuccess;
+  }
+  const LoadedModule& reference_module =
+      program.reference == program.function ? program.loaded : program.reference_module;
+  absl::StatusOr<int> reference_params = SteppedParamCount(*program.reference);
+  if (!reference_params.ok() || *reference_params != num_params) {
+    return Report(err, {kExitInvalidInput,
+                        absl::StrFormat("%s: error: the reference @%s is not a step function "
+                                        "updating the same %d params%s",
+                                        reference_module.path, program.reference->name(),
+                                        num_params,
+                                        reference_params.ok()
+                                            ? ""
+                                            : absl::StrCat(": ", reference_params.status().message()))});
+  }
+  StepTrace expected;
+  StepRunner on_one_device = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    return RunOnCpu(reference_module, *program.reference, in, out, nullptr);
+  };
+  if (auto f = RunSteps(request.steps, num_params, inputs, on_one_device,
+                        request.allow_nonfinite, expected)) {
+    return Report(err, *f);
+  }
+  const double loss_tolerance =
+      request.rtol.value_or(runtime::DefaultTolerance(expected.final_results[0].element_type()));
+  bool all_pass = true;
+  for (size_t i = 0; i < trace.losses.size(); ++i) {
+    report << FormatStepLine(static_cast<int>(i) + 1, trace.losses[i], expected.losses[i],
+                             loss_tolerance)
+           << "\n";
+    all_pass &= LossesAgree(trace.losses[i], expected.losses[i], loss_tolerance);
+  }
+  for (size_t r = 1; r < trace.final_results.size(); ++r) {
+    const Tensor& want = expected.final_results[r];
+    double tolerance = request.rtol.value_or(runtime::DefaultTolerance(want.element_type()));
+    runtime::Comparison comparison =
+        runtime::CompareWithReference(names[r], trace.final_results[r], want, tolerance);
+    report << runtime::FormatComparison(comparison) << "\n";
+    all_pass &= comparison.pass;
+  }
+  return all_pass ? kExitSuccess : kExitInvalidInput;
+}
+
+// --steps=N: runs the step function N times on the target (tools/step_loop.h).
+int RunTrainingSteps(const RunRequest& request, const SessionProgram& program,
+                     const SessionTarget& session, const std::vector<Tensor>& inputs,
+                     std::ostream& err) {
+  absl::StatusOr<int> num_params = SteppedParamCount(*program.function);
+  if (!num_params.ok()) {
+    return Report(err, {kExitInvalidInput, absl::StrCat(program.loaded.path, ": error: ",
+                                                        num_params.status().message())});
+  }
+  StepTrace trace;
+  StepRunner on_target = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    return RunOn(session.target, *program.run_module, *program.run_function, in, out, nullptr);
+  };
+  if (auto f = RunSteps(request.steps, *num_params, inputs, on_target, request.allow_nonfinite,
+                        trace)) {
+    return Report(err, *f);
+  }
+  const std::vector<std::string> names = ResultNames(*program.function);
+  if (auto f = CheckNonFinite(request, names, trace.final_results)) return Report(err, *f);
+  if (!request.output_dir.empty() && session.reporter()) {
+    if (auto f = WriteOutputDir(request.output_dir, trace.final_results)) return Report(err, *f);
+  }
+  if (!session.reporter()) return kExitSuccess;
+  return ReportSteps(request, program, names, inputs, *num_params, trace, *session.report, err);
+}
+
 }  // namespace
 
 static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std::ostream& err) {
@@ -591,6 +677,7 @@ static int RunSessionUnguarded(const RunRequest& request, std::ostream& out, std
   if (auto f = ChooseWhatRuns(request, program)) return Report(err, *f);
   SessionTarget session;
   if (auto f = SetUpTarget(request, *program.run_function, out, session)) return Report(err, *f);
+  if (request.steps > 0) return RunTrainingSteps(request, program, session, inputs, err);
   std::vector<Tensor> results;
   if (auto f = Execute(request, program, session, inputs, results)) return Report(err, *f);
   return ReportResults(request, program, session, inputs, results, err);

@@ -1,0 +1,89 @@
+#include "tools/step_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace commir {
+
+absl::StatusOr<int> SteppedParamCount(const Function& function) {
+  const std::vector<Type>& results = function.result_types();
+  const std::vector<Type>& args = function.arg_types();
+  if (results.empty() || results[0].is_index() || !IsFloatType(results[0].element_type()) ||
+      results[0].rank() != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--steps: @%s's first result must be the loss, a float scalar; got %s (make a "
+        "step function with the training-step pass)",
+        function.name(), results.empty() ? "no result" : results[0].ToString()));
+  }
+  const int num_params = static_cast<int>(results.size()) - 1;
+  if (num_params == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--steps: @%s returns only the loss; a step function returns the "
+                        "new value of each trained argument after it",
+                        function.name()));
+  }
+  if (num_params > static_cast<int>(args.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--steps: @%s returns %d values after the loss but takes only %d arguments to feed "
+        "them back into",
+        function.name(), num_params, args.size()));
+  }
+  for (int i = 0; i < num_params; ++i) {
+    if (results[i + 1].is_index() || args[i].is_index() ||
+        !results[i + 1].SameShapeAndElementType(args[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--steps: @%s's result %d (%s) feeds argument %d (%s) in the next step, but "
+          "their shapes or element types differ: results 1..%d must match the first %d "
+          "arguments",
+          function.name(), i + 1, results[i + 1].ToString(), i, args[i].ToString(),
+          num_params, num_params));
+    }
+  }
+  return num_params;
+}
+
+std::optional<Failure> RunSteps(int steps, int num_params, std::vector<runtime::Tensor> inputs,
+                                const StepRunner& run, bool allow_nonfinite, StepTrace& trace) {
+  for (int step = 1; step <= steps; ++step) {
+    std::vector<runtime::Tensor> results;
+    if (auto f = run(inputs, results)) return f;
+    const double loss = results[0].ToDouble()[0];
+    if (!std::isfinite(loss) && !allow_nonfinite) {
+      return Failure{kExitInvalidInput,
+                     absl::StrFormat("error: step %d: the loss is %g (lower the learning "
+                                     "rate, or pass --allow-nonfinite)",
+                                     step, loss)};
+    }
+    trace.losses.push_back(loss);
+    for (int i = 0; i < num_params; ++i) inputs[i] = std::move(results[i + 1]);
+    if (step == steps) {
+      // The params moved into `inputs` are the final ones; the loss stays in results.
+      for (int i = 0; i < num_params; ++i) results[i + 1] = inputs[i];
+      trace.final_results = std::move(results);
+    }
+  }
+  return std::nullopt;
+}
+
+bool LossesAgree(double actual, double expected, double tolerance) {
+  if (!std::isfinite(actual) || !std::isfinite(expected)) {
+    return std::isnan(actual) ? std::isnan(expected) : actual == expected;
+  }
+  return std::abs(actual - expected) <= tolerance * std::max(std::abs(expected), 1e-30);
+}
+
+std::string FormatStepLine(int step, double loss, std::optional<double> reference,
+                           double tolerance) {
+  std::string line = absl::StrFormat("step %d loss %.6f", step, loss);
+  if (reference.has_value()) {
+    const double diff = std::abs(loss - *reference) / std::max(std::abs(*reference), 1e-30);
+    absl::StrAppendFormat(&line, "  reference %.6f  rel_diff %.1e  %s", *reference, diff,
+                          LossesAgree(loss, *reference, tolerance) ? "PASS" : "FAIL");
+  }
+  return line;
+}
+
+}  // namespace commir

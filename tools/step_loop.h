@@ -1,0 +1,51 @@
+// commir-run --steps=N: a training-step function (the training-step pass makes them) run
+// N times, each run's new params fed back as the next run's arguments.
+//
+// The feedback rule: a step function returns (loss, p1', ..., pK') with the loss a float
+// scalar and K >= 1; result i+1 feeds argument i, so it must have argument i's shape and
+// element type (its first K arguments are the trained params; the rest, the batch, stay).
+// Every other signature is refused with a message that says which result broke the rule.
+#ifndef COMMIR_TOOLS_STEP_LOOP_H_
+#define COMMIR_TOOLS_STEP_LOOP_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "commir/ir.h"
+#include "runtime/tensor.h"
+#include "tools/program_loader.h"
+
+namespace commir {
+
+// K, the number of params `function` updates, or why it is not a step function.
+absl::StatusOr<int> SteppedParamCount(const Function& function);
+
+// One run of the step function: inputs in, results out (a failure carries its exit code).
+using StepRunner = std::function<std::optional<Failure>(const std::vector<runtime::Tensor>&,
+                                                        std::vector<runtime::Tensor>&)>;
+
+struct StepTrace {
+  std::vector<double> losses;                  // one per step
+  std::vector<runtime::Tensor> final_results;  // the last step's results
+};
+
+// Runs `run` `steps` times from `inputs`, feeding results 1..num_params into arguments
+// 0..num_params-1. A loss that is not finite stops the loop with a failure (exit 1)
+// unless `allow_nonfinite`: a diverged run has no curve left to compare.
+std::optional<Failure> RunSteps(int steps, int num_params, std::vector<runtime::Tensor> inputs,
+                                const StepRunner& run, bool allow_nonfinite, StepTrace& trace);
+
+// Whether two losses agree: |actual - expected| <= tolerance * max(|expected|, 1e-30).
+bool LossesAgree(double actual, double expected, double tolerance);
+
+// "step 3 loss 0.812340", or with a reference
+// "step 3 loss 0.812340  reference 0.812340  rel_diff 1.2e-08  PASS".
+std::string FormatStepLine(int step, double loss, std::optional<double> reference,
+                           double tolerance);
+
+}  // namespace commir
+
+#endif  // COMMIR_TOOLS_STEP_LOOP_H_
