@@ -120,7 +120,8 @@ TEST(CommirRunStepsTest, RefusesAFunctionThatReturnsOnlyTheLoss) {
 }
 
 TEST(CommirRunStepsTest, RefusesAResultThatDoesNotMatchItsArgument) {
-  const std::string program = WriteProgram("mismatch.commir", R"(func @f(%w: f32[4], %x: f32[2]) -> (f32[], f32[2]) {
+  const std::string program =
+      WriteProgram("mismatch.commir", R"(func @f(%w: f32[4], %x: f32[2]) -> (f32[], f32[2]) {
   %loss = reduce_sum(%w) {dims = [0]}
   return %loss, %x
 }
@@ -131,7 +132,8 @@ TEST(CommirRunStepsTest, RefusesAResultThatDoesNotMatchItsArgument) {
 }
 
 TEST(CommirRunStepsTest, RefusesALossThatIsNotAScalar) {
-  const std::string program = WriteProgram("vector_loss.commir", R"(func @f(%w: f32[4]) -> (f32[4], f32[4]) {
+  const std::string program =
+      WriteProgram("vector_loss.commir", R"(func @f(%w: f32[4]) -> (f32[4], f32[4]) {
   return %w, %w
 }
 )");
@@ -142,9 +144,10 @@ TEST(CommirRunStepsTest, RefusesALossThatIsNotAScalar) {
 
 TEST(CommirRunStepsTest, BadStepFlagsAreUsageErrors) {
   const std::string program = WriteProgram("step_usage.commir", Step("0.5"));
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{program, "--steps=0"}, {program, "--steps=two"},
-        {program, "--steps=2", "--bench=3"}, {program, "--steps=2", "--backend=sim"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{program, "--steps=0"},
+                                               {program, "--steps=two"},
+                                               {program, "--steps=2", "--bench=3"},
+                                               {program, "--steps=2", "--backend=sim"}}) {
     testing::SubprocessResult run = RunTool(args);
     EXPECT_EQ(run.exit_code, 2) << args.back() << "\n" << run;
     EXPECT_THAT(run.err, HasSubstr("--steps")) << run;

@@ -602,14 +602,13 @@ int ReportSteps(const RunRequest& request, const SessionProgram& program,
       program.reference == program.function ? program.loaded : program.reference_module;
   absl::StatusOr<int> reference_params = SteppedParamCount(*program.reference);
   if (!reference_params.ok() || *reference_params != num_params) {
+    const std::string why =
+        reference_params.ok() ? "" : absl::StrCat(": ", reference_params.status().message());
     return Report(err, {kExitInvalidInput,
                         absl::StrFormat("%s: error: the reference @%s is not a step function "
                                         "updating the same %d params%s",
                                         reference_module.path, program.reference->name(),
-                                        num_params,
-                                        reference_params.ok()
-                                            ? ""
-                                            : absl::StrCat(": ", reference_params.status().message()))});
+                                        num_params, why)});
   }
   StepTrace expected;
   StepRunner on_one_device = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {

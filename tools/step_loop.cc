@@ -38,8 +38,8 @@ absl::StatusOr<int> SteppedParamCount(const Function& function) {
           "--steps: @%s's result %d (%s) feeds argument %d (%s) in the next step, but "
           "their shapes or element types differ: results 1..%d must match the first %d "
           "arguments",
-          function.name(), i + 1, results[i + 1].ToString(), i, args[i].ToString(),
-          num_params, num_params));
+          function.name(), i + 1, results[i + 1].ToString(), i, args[i].ToString(), num_params,
+          num_params));
     }
   }
   return num_params;

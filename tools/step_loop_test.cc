@@ -27,7 +27,8 @@ absl::StatusOr<int> ParamCount(const std::string& signature) {
 }
 
 TEST(SteppedParamCountTest, CountsTheResultsAfterTheLoss) {
-  absl::StatusOr<int> k = ParamCount(R"(func @s(%a: f32[2], %b: bf16[3, 4], %x: f32[5]) -> (f32[], f32[2], bf16[3, 4]) {
+  absl::StatusOr<int> k =
+      ParamCount(R"(func @s(%a: f32[2], %b: bf16[3, 4], %x: f32[5]) -> (f32[], f32[2], bf16[3, 4]) {
   %loss = reduce_sum(%x) {dims = [0]}
   return %loss, %a, %b
 })");

@@ -48,8 +48,7 @@ absl::StatusOr<std::vector<int>> ParamIndices(const Function& function,
                                    function.name()));
     }
     if (std::find(indices.begin(), indices.end(), found) != indices.end()) {
-      return Error(diagnostics, function.loc(),
-                   absl::StrFormat("params names %%%s twice", name));
+      return Error(diagnostics, function.loc(), absl::StrFormat("params names %%%s twice", name));
     }
     indices.push_back(found);
   }
@@ -131,9 +130,9 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
   for (size_t i = 0; i < params->size(); ++i) {
     Value* param = step->body()->argument((*params)[i]);
     const ElementType update_type = gradients[i]->type().element_type();
-    Value* scaled = b.Op(OpKind::kMul, {gradients[i], OpBuilder::Operand::Literal(
-                                                          options.learning_rate,
-                                                          Type::Scalar(update_type))});
+    Value* scaled =
+        b.Op(OpKind::kMul, {gradients[i], OpBuilder::Operand::Literal(options.learning_rate,
+                                                                      Type::Scalar(update_type))});
     Value* updated = b.Op(OpKind::kSub, {b.Convert(param, update_type), scaled});
     Value* next = b.Convert(updated, param->type().element_type());
     if (next != nullptr) next->set_name(FreshName(*step, "new_" + param->name()));
@@ -173,15 +172,14 @@ absl::Status TrainingStepPass::Run(Module& module) {
     if (only_view.empty() ? !f->is_spmd() : f->name() == only_view) picked.push_back(f);
   }
   if (!only_view.empty() && picked.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "training-step: func names @", only_view, ", which the module does not define"));
+    return absl::FailedPreconditionError(absl::StrCat("training-step: func names @", only_view,
+                                                      ", which the module does not define"));
   }
   for (Function* f : picked) {
     absl::StatusOr<Function*> built = BuildTrainingStep(module, *f, step, &diagnostics());
     if (!built.ok()) return built.status();
   }
-  AddToStatistic("functions", "Training step functions added",
-                 static_cast<int64_t>(picked.size()));
+  AddToStatistic("functions", "Training step functions added", static_cast<int64_t>(picked.size()));
   return absl::OkStatus();
 }
 

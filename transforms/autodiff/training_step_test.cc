@@ -76,8 +76,10 @@ TEST(TrainingStepTest, UpdatesEachParamByMinusLearningRateTimesItsGradient) {
 
   const Function& step = *module->FindFunction("mlp_step");
   const std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(step, 7);
-  absl::StatusOr<std::vector<runtime::Tensor>> stepped = sharding::RunWithGlobalInputs(step, inputs);
-  absl::StatusOr<std::vector<runtime::Tensor>> grads = sharding::RunWithGlobalInputs(**grad, inputs);
+  absl::StatusOr<std::vector<runtime::Tensor>> stepped =
+      sharding::RunWithGlobalInputs(step, inputs);
+  absl::StatusOr<std::vector<runtime::Tensor>> grads =
+      sharding::RunWithGlobalInputs(**grad, inputs);
   ASSERT_TRUE(stepped.ok()) << stepped.status();
   ASSERT_TRUE(grads.ok()) << grads.status();
   ASSERT_EQ(stepped->size(), 3u);
@@ -101,7 +103,8 @@ TEST(TrainingStepTest, Bf16ParamsGetAnF32UpdateRoundedBack) {
   ASSERT_NE(module, nullptr);
   TrainingStepOptions options = Sgd(0.1);
   options.grad_type = ElementType::kF32;
-  absl::StatusOr<Function*> step = BuildTrainingStep(*module, *module->FindFunction("mlp"), options);
+  absl::StatusOr<Function*> step =
+      BuildTrainingStep(*module, *module->FindFunction("mlp"), options);
   ASSERT_TRUE(step.ok()) << step.status();
   const std::string text = PrintFunction(**step);
   EXPECT_THAT(text, HasSubstr("-> (f32[], bf16[8, 16], bf16[16, 8])")) << text;
