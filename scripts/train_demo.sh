@@ -17,6 +17,10 @@
 #   block_step_2x4.commir   @block_step partitioned over the 2x4 mesh and scheduled
 set -euo pipefail
 
+# OUT_DIR and the tools are taken relative to where the script was started.
+out_arg="${1:+$(realpath -m "$1")}"
+[[ -n "${COMMIR_OPT:-}" ]] && COMMIR_OPT="$(realpath "${COMMIR_OPT}")"
+[[ -n "${COMMIR_RUN:-}" ]] && COMMIR_RUN="$(realpath "${COMMIR_RUN}")"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 steps="${STEPS:-30}"
 if [[ -z "${COMMIR_OPT:-}" || -z "${COMMIR_RUN:-}" ]]; then
@@ -24,8 +28,8 @@ if [[ -z "${COMMIR_OPT:-}" || -z "${COMMIR_RUN:-}" ]]; then
 fi
 opt="${COMMIR_OPT:-bazel-bin/commir-opt}"
 run="${COMMIR_RUN:-bazel-bin/commir-run}"
-if [[ $# -ge 1 ]]; then
-  out="$1"
+if [[ -n "${out_arg}" ]]; then
+  out="${out_arg}"
   mkdir -p "${out}"
 else
   out="$(mktemp -d "${TMPDIR:-/tmp}/commir-train.XXXXXX")"

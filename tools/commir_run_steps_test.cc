@@ -44,9 +44,13 @@ func @step(%w: f32[4@tp], %t: f32[4@tp]) -> (f32[], f32[4@tp]) {
 )");
 }
 
-std::string WriteProgram(const std::string& name, const std::string& text) {
+std::string TempPath(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name).string();
+  return (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name).string();
+}
+
+std::string WriteProgram(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
   std::ofstream(path) << text;
   return path;
 }
@@ -73,7 +77,9 @@ std::vector<double> Losses(const std::string& out) {
 
 TEST(CommirRunStepsTest, FeedsTheNewParamsBackSoTheLossShrinksByTheKnownFactor) {
   const std::string program = WriteProgram("step.commir", Step("0.5"));
-  testing::SubprocessResult run = RunTool({program, "--steps=4", "--seed=3"});
+  const std::string out_dir = TempPath("final_params");
+  testing::SubprocessResult run =
+      RunTool({program, "--steps=4", "--seed=3", absl::StrCat("--output-dir=", out_dir)});
   ASSERT_EQ(run.exit_code, 0) << run;
   const std::vector<double> losses = Losses(run.out);
   ASSERT_EQ(losses.size(), 4u) << run.out;
@@ -81,8 +87,11 @@ TEST(CommirRunStepsTest, FeedsTheNewParamsBackSoTheLossShrinksByTheKnownFactor) 
   for (int i = 1; i < 4; ++i) {
     EXPECT_NEAR(losses[i] / losses[i - 1], 0.75 * 0.75, 1e-4) << run.out;
   }
-  // The final params are summarized like any result.
+  // The final params are summarized like any result, and --output-dir writes the last
+  // step's results.
   EXPECT_THAT(run.out, HasSubstr("%new_w  f32[4]")) << run.out;
+  EXPECT_TRUE(std::filesystem::exists(out_dir + "/result0.npy"));
+  EXPECT_TRUE(std::filesystem::exists(out_dir + "/result1.npy"));
 }
 
 TEST(CommirRunStepsTest, CheckComparesEveryStepsLossAndTheFinalParams) {
