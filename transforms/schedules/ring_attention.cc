@@ -17,6 +17,7 @@
 #include "commir/type.h"
 #include "transforms/schedules/attention_match.h"
 #include "transforms/schedules/counted_loop.h"
+#include "transforms/schedules/ring_attention_grad.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/zigzag.h"
 
@@ -512,7 +513,17 @@ absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes,
     absl::Status status;
     for (const GatheredAttention& match :
          FindGatheredAttention(*function, axes, GatherEnd::kLeading, skipped)) {
-      status = Ring(*function, match).Run(zigzag, &rewritten, skipped);
+      if (!match.is_grad()) {
+        status = Ring(*function, match).Run(zigzag, &rewritten, skipped);
+      } else {
+        if (zigzag && match.attention->BoolAttr("causal") && skipped != nullptr) {
+          skipped->push_back(absl::StrFormat(
+              "@%s: attention_grad at %d:%d: zigzag is not applied to attention_grad; "
+              "contiguous ring used", function->name(), match.attention->loc().line,
+              match.attention->loc().col));
+        }
+        status = RingAttentionGrad(*function, match, &rewritten);
+      }
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);
