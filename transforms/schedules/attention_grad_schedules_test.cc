@@ -88,21 +88,46 @@ TEST(RingAttentionGradTest, GqaUnequalLengthsAndBf16MatchOneDevice) {
   }
 }
 
-// zigzag=true keeps the contiguous ring for the backward and says so in a remark.
-TEST(RingAttentionGradTest, ZigzagFallsBackToTheContiguousRing) {
-  AttentionCase c{.devices = 4, .heads = 4, .kv_heads = 2, .queries = 32, .keys = 32, .head_dim = 8};
+// zigzag=true on causal attention: the backward ring in the zigzag layout (four chunk
+// pairs a step) matches one device, with GQA and bf16, permuting in q, o, lse, dout, k,
+// v and out dq, dk, dv (the forward's o and lse exchanges back to contiguous cancel
+// against the backward's into zigzag); with the layout declared, no permutation at all.
+TEST(RingAttentionGradTest, ZigzagMatchesOneDevice) {
+  for (int64_t n : {2, 4, 8}) {
+    for (int64_t kv_heads : {4, 2}) {
+      for (bool declared : {false, true}) {
+        AttentionCase c{.devices = n, .heads = 4, .kv_heads = kv_heads, .queries = 32,
+                        .keys = 32, .head_dim = 8, .zigzag_layout = declared};
+        std::string ir = ExpectMatches(c, "ring-attention{zigzag=true}");
+        const int steps = n == 2 ? 2 : 3;
+        EXPECT_EQ(CountLines(ir, "= attention_grad("), 4 * steps) << ir;
+        EXPECT_EQ(CountLines(ir, "all_gather("), 0) << ir;
+        EXPECT_EQ(CountLines(ir, "reduce_scatter("), 0) << ir;
+        EXPECT_TRUE(AllOnSideStream(ir, "all_to_all(")) << ir;
+        if (declared) EXPECT_EQ(CountLines(ir, "all_to_all("), 0) << ir;
+      }
+    }
+  }
+  AttentionCase bf16{.devices = 4, .dtype = "bf16", .heads = 4, .kv_heads = 2, .queries = 32,
+                     .keys = 32, .head_dim = 8};
+  ExpectMatches(bf16, "ring-attention{zigzag=true}");
+}
+
+// An odd group cannot take the zigzag layout: the contiguous ring, with a remark.
+TEST(RingAttentionGradTest, ZigzagOnAnOddGroupFallsBackWithARemark) {
+  AttentionCase c{.devices = 3, .heads = 4, .kv_heads = 2, .queries = 48, .keys = 48, .head_dim = 8};
   std::string ir = ExpectMatches(c, "ring-attention{zigzag=true}");
   EXPECT_EQ(CountLines(ir, "= attention_grad("), 3) << ir;
-
   std::unique_ptr<Module> module = commir::testing::ParseForTest(GlobalAttentionGrad(c));
   ASSERT_NE(module, nullptr);
   ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*module).ok());
   std::vector<std::string> skipped;
   int rewritten = 0;
   ASSERT_TRUE(RingAttention(*module, /*zigzag=*/true, {}, &skipped, &rewritten).ok());
-  ASSERT_EQ(skipped.size(), 1u);
-  EXPECT_NE(skipped[0].find("attention_grad at"), std::string::npos) << skipped[0];
-  EXPECT_NE(skipped[0].find("contiguous ring used"), std::string::npos) << skipped[0];
+  // The forward's remark, then the backward's.
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[1].find("@attn_grad: attention_grad at"), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[1].find("zigzag needs an even group"), std::string::npos) << skipped[1];
   // The forward, and the backward with its two reduce_scatters.
   EXPECT_EQ(rewritten, 4);
 }

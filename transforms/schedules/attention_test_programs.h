@@ -55,11 +55,12 @@ inline std::string GlobalAttention(const AttentionCase& c) {
 
 // @attn_grad on mesh @m(<mesh_axes>): the forward (with lse) and attention_grad of the
 // case's attention, q, k, v and the output gradient %do split along the sequence over
-// <axes>; returns dq, dk, dv. (c.lse and c.zigzag_layout are not used.)
+// <axes> (declared zigzag with c.zigzag_layout); returns dq, dk, dv. (c.lse is not used.)
 inline std::string GlobalAttentionGradOnMesh(const AttentionCase& c, absl::string_view mesh_axes,
                                              absl::string_view axes) {
-  std::string q = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.heads, c.queries, axes, c.head_dim);
-  std::string kv = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.kv_heads, c.keys, axes, c.head_dim);
+  std::string split = absl::StrCat(axes, c.zigzag_layout ? " zigzag" : "");
+  std::string q = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
   std::string attrs = c.causal ? " {causal}" : "";
   return absl::StrCat("mesh @m(", mesh_axes, ")\n\nfunc @attn_grad(%q: ", q, ", %k: ", kv,
                       ", %v: ", kv, ", %do: ", q, ") -> (", q, ", ", kv, ", ", kv, ") {\n",

@@ -1,14 +1,19 @@
 #include "transforms/schedules/ring_attention_grad.h"
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commir/attention_op.h"
 #include "commir/type.h"
 #include "transforms/schedules/counted_loop.h"
+#include "transforms/schedules/ring_zigzag.h"
 #include "transforms/sharding/layout.h"
 
 namespace commir::schedules {
@@ -19,7 +24,17 @@ namespace {
 constexpr int64_t kCommStream = 1;
 constexpr int64_t kOuterCommStream = 2;
 
-// One block's gradients, in the accumulators' type.
+// What a step pairs with a key block: queries (or a zigzag chunk of them) with their
+// output, output gradient in the weights' type, floored global lse and position.
+struct QueryPart {
+  Value* q = nullptr;
+  Value* o = nullptr;
+  Value* dout_c = nullptr;
+  Value* lse_floor = nullptr;
+  Value* q_pos = nullptr;
+};
+
+// One block's gradients.
 struct BlockGrad {
   Value* dq = nullptr;
   Value* dk = nullptr;
@@ -48,17 +63,60 @@ class RingGrad {
     block_ = k_->type().dims()[2] * match.rest_size;
   }
 
-  absl::Status Run(std::vector<Operation*>* rewritten) {
+  absl::Status Run(bool zigzag, std::vector<Operation*>* rewritten,
+                   std::vector<std::string>* skipped) {
+    const int64_t queries = q_->type().dims()[2];
     if (causal_) {
       rank_ = FindOrMakeTopLevelRank(e_, op_, match_.axes);
       // attention_grad's default q_pos (keys - queries) counts in the gathered keys.
-      if (q_pos_ == nullptr) q_pos_ = e_.IndexConstant(n_ * block_ - q_->type().dims()[2], "q_pos");
+      if (q_pos_ == nullptr) q_pos_ = e_.IndexConstant(n_ * block_ - queries, "q_pos");
+    }
+    bool zigzag_ok = false;
+    std::optional<Operand> query_base;
+    if (zigzag && causal_) {
+      query_base = QueryBase(AttentionGradOp(*op_).q_pos(), match_.axes, queries);
+      std::string refusal = ZigzagRefusal(query_base, queries);
+      zigzag_ok = refusal.empty();
+      if (!zigzag_ok && skipped != nullptr) {
+        skipped->push_back(absl::StrFormat("@%s: attention_grad at %d:%d: zigzag %s; contiguous "
+                                           "ring used", function_.name(), op_->loc().line,
+                                           op_->loc().col, refusal));
+      }
+    }
+    if (zigzag_ok) {
+      // Every per-query operand and k, v into the zigzag layout; the ring below is the
+      // same, its blocks two chunks each (Step pairs them).
+      zz_.emplace(e_, rank_, n_, match_.axes);
+      const int64_t q_chunk = queries / 2;
+      const int64_t kv_chunk = block_ / 2;
+      q_ = zz_->ZigzagOf(q_, q_chunk, "q_zz");
+      o_ = zz_->ZigzagOf(o_, q_chunk, "o_zz");
+      lse_ = zz_->ZigzagOf(lse_, q_chunk, "lse_zz");
+      dout_ = zz_->ZigzagOf(dout_, q_chunk, "dout_zz");
+      k_ = zz_->ZigzagOf(k_, kv_chunk, "k_zz");
+      v_ = zz_->ZigzagOf(v_, kv_chunk, "v_zz");
     }
     // The global lse floored (see the header), and dout, in the weights' type.
     Value* lse = e_.Convert(lse_, compute_type_);
-    lse_floor_ = e_.Op(OpKind::kMax, {lse, Operand::Literal(-1e30, Type::Scalar(compute_type_))},
-                       {}, std::nullopt, "lse_floor");
-    dout_c_ = e_.Convert(dout_, compute_type_);
+    Value* lse_floor = e_.Op(OpKind::kMax,
+                             {lse, Operand::Literal(-1e30, Type::Scalar(compute_type_))}, {},
+                             std::nullopt, "lse_floor");
+    Value* dout_c = e_.Convert(dout_, compute_type_);
+    if (!zigzag_ok) {
+      queries_ = {QueryPart{q_, o_, dout_c, lse_floor, q_pos_}};
+    } else {
+      const int64_t c = queries / 2;
+      Value* rank_pos = ChunkPosition(e_, rank_, c, *query_base, "q_pos_lo");
+      Value* mirror_pos = ChunkPosition(e_, zz_->MirrorRank(), c, *query_base, "q_pos_hi");
+      for (int h = 0; h < 2; ++h) {
+        const char* half = h == 0 ? "_lo" : "_hi";
+        queries_.push_back(QueryPart{SequenceSlice(e_, q_, h * c, c, absl::StrCat("q", half)),
+                                     SequenceSlice(e_, o_, h * c, c, absl::StrCat("o", half)),
+                                     SequenceSlice(e_, dout_c, h * c, c, ""),
+                                     SequenceSlice(e_, lse_floor, h * c, c, ""),
+                                     h == 0 ? rank_pos : mirror_pos});
+      }
+    }
 
     // Step 0: the device's own block; the next k/v travel meanwhile.
     Value* kb = Shift(e_, k_, "k_step1");
@@ -101,7 +159,16 @@ class RingGrad {
                         e_.Convert(dv_home, element_type_)};
     if (!e_.ok()) return Failed(e_.status());
     Value* replaced[] = {op_->result(0), match_.dk_scatter->result(0), match_.dv_scatter->result(0)};
+    if (zz_.has_value()) {
+      // Back to the contiguous layout, or straight into a zigzag result's exchange.
+      const int64_t chunks[] = {q_->type().dims()[2] / 2, block_ / 2, block_ / 2};
+      for (int i = 0; i < 3; ++i) {
+        results[i] = zz_->ContiguousFor(replaced[i], results[i], chunks[i], rewritten);
+      }
+      if (!e_.ok()) return Failed(e_.status());
+    }
     for (int i = 0; i < 3; ++i) {
+      if (results[i] == nullptr) continue;  // every use took the zigzag value
       results[i]->set_name(replaced[i]->name());
       replaced[i]->ReplaceAllUsesWith(results[i]);
     }
@@ -160,37 +227,110 @@ class RingGrad {
     return e.Op(OpKind::kAdd, {offset, k_base_}, {}, std::nullopt, "k_pos");
   }
 
-  // The queries' gradients against one k/v block (from device `source`; null when not
-  // causal), exact with the global lse (see the header), in the accumulators' type.
-  BlockGrad Step(OpBuilder& e, Value* k_block, Value* v_block, Value* source) {
-    Value* k = RestGathered(e, k_block, "k_rest");
-    Value* v = RestGathered(e, v_block, "v_rest");
+  // Why the backward cannot take the zigzag layout, or "" when it can (as the forward).
+  std::string ZigzagRefusal(const std::optional<Operand>& query_base, int64_t queries) const {
+    if (!match_.rest.empty()) {
+      return absl::StrFormat("needs the ring to take every gathered axis (left gathered: %s)",
+                             absl::StrJoin(match_.rest, ", "));
+    }
+    if (!query_base.has_value()) {
+      return absl::StrFormat("needs q_pos = base + rank(%s) * %d",
+                             absl::StrJoin(match_.axes, ", "), queries);
+    }
+    if (n_ % 2 != 0 || queries % 2 != 0 || block_ % 2 != 0) {
+      return absl::StrFormat("needs an even group and even local lengths (group %d, %d queries, "
+                             "%d keys)", n_, queries, block_);
+    }
+    return "";
+  }
+
+  // Position of the first key or query of chunk `chunk` (an index value) of `length`:
+  // chunk * length + base.
+  static Value* ChunkPosition(OpBuilder& e, Value* chunk, int64_t length,
+                              const std::optional<Operand>& base, const std::string& name) {
+    Value* offset = length == 1 ? chunk : e.Op(OpKind::kMul, {chunk, IndexLiteral(length)});
+    if (!base.has_value() || (base->value == nullptr && base->literal == 0)) {
+      if (offset != nullptr && !name.empty()) offset->set_name(name);
+      return offset;
+    }
+    return e.Op(OpKind::kAdd, {offset, *base}, {}, std::nullopt, name);
+  }
+
+  std::optional<Operand> KeyBase() const {
+    if (k_base_ == nullptr) return std::nullopt;
+    return Operand(k_base_);
+  }
+
+  // The gradients of one query part against keys `k`, `v` at `k_pos` (null when not
+  // causal), exact with the global lse (see the header), in the kernel's types.
+  BlockGrad Pair(OpBuilder& e, const QueryPart& part, Value* k, Value* v, Value* k_pos) {
     std::vector<Operand> positions;
-    if (causal_) positions = {q_pos_, KeyPosition(e, source)};
-    std::vector<Operand> forward = {q_, k, v};
+    if (causal_) positions = {part.q_pos, k_pos};
+    std::vector<Operand> forward = {part.q, k, v};
     forward.insert(forward.end(), positions.begin(), positions.end());
     std::vector<Value*> recomputed = e.Ops(OpKind::kAttention, forward, attrs_, 2, {"", "lse_blk"});
     if (!e.ok()) return {};
     // w = exp(lse_blk - lse): the block's share of each row's probability mass.
-    Value* log_w = e.Op(OpKind::kSub, {e.Convert(recomputed[1], compute_type_), lse_floor_});
+    Value* log_w = e.Op(OpKind::kSub, {e.Convert(recomputed[1], compute_type_), part.lse_floor});
     Value* w = e.Op(OpKind::kExp, {log_w}, {}, std::nullopt, "w_blk");
     if (!e.ok()) return {};
     std::vector<int64_t> column = w->type().dims();
     column.push_back(1);
     Value* w4 = e.Op(OpKind::kReshape, {w}, {}, Type::Tensor(compute_type_, column));
-    Value* dout_w = e.Convert(e.Op(OpKind::kMul, {dout_c_, w4}), element_type_);
+    Value* dout_w = e.Convert(e.Op(OpKind::kMul, {part.dout_c, w4}), element_type_);
     // The block's own lse makes the step's attention_grad consistent (its lse is its
     // keys' log-sum-exp, as the global one is for the whole op), which the kernel's
     // renormalisation does not need but a ring over the step's rest axes does: it
     // weights the step's sub-blocks against this lse.
-    std::vector<Operand> backward = {q_, k, v, o_, recomputed[1], dout_w};
+    std::vector<Operand> backward = {part.q, k, v, part.o, recomputed[1], dout_w};
     backward.insert(backward.end(), positions.begin(), positions.end());
     std::vector<Value*> g =
         e.Ops(OpKind::kAttentionGrad, backward, attrs_, 3, {"dq_blk", "dk_blk", "dv_blk"});
     if (!e.ok()) return {};
-    return {e.Convert(g[0], compute_type_),
-            e.Convert(RestScattered(e, g[1], "dk_rest"), compute_type_),
-            e.Convert(RestScattered(e, g[2], "dv_rest"), compute_type_)};
+    return {g[0], g[1], g[2]};
+  }
+
+  // The queries' gradients against one k/v block (from device `source`; null when not
+  // causal), in the accumulators' type. Contiguous: one pair, the block gathered over the
+  // rest axes and its dk/dv reduce-scattered back. Zigzag: the two query chunks against
+  // the block's two key chunks (four pairs, two of them fully masked after the first
+  // step, which the kernels skip), each gradient concatenated back into the layout.
+  BlockGrad Step(OpBuilder& e, Value* k_block, Value* v_block, Value* source) {
+    if (!zz_.has_value()) {
+      Value* k = RestGathered(e, k_block, "k_rest");
+      Value* v = RestGathered(e, v_block, "v_rest");
+      BlockGrad g = Pair(e, queries_[0], k, v, causal_ ? KeyPosition(e, source) : nullptr);
+      if (!e.ok()) return {};
+      return {e.Convert(g.dq, compute_type_),
+              e.Convert(RestScattered(e, g.dk, "dk_rest"), compute_type_),
+              e.Convert(RestScattered(e, g.dv, "dv_rest"), compute_type_)};
+    }
+    const int64_t chunk = block_ / 2;
+    std::array<Value*, 2> k = {SequenceSlice(e, k_block, 0, chunk, "k_lo"),
+                               SequenceSlice(e, k_block, chunk, chunk, "k_hi")};
+    std::array<Value*, 2> v = {SequenceSlice(e, v_block, 0, chunk, "v_lo"),
+                               SequenceSlice(e, v_block, chunk, chunk, "v_hi")};
+    Value* mirror =
+        source == rank_ ? zz_->MirrorRank() : e.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), source});
+    std::array<Value*, 2> k_pos = {ChunkPosition(e, source, chunk, KeyBase(), "k_pos_lo"),
+                                   ChunkPosition(e, mirror, chunk, KeyBase(), "k_pos_hi")};
+    std::array<Value*, 2> dq = {nullptr, nullptr}, dk = {nullptr, nullptr}, dv = {nullptr, nullptr};
+    auto add = [&](Value*& sum, Value* x) {
+      x = e.Convert(x, compute_type_);
+      sum = sum == nullptr ? x : e.Op(OpKind::kAdd, {sum, x});
+    };
+    for (int h = 0; h < 2; ++h) {
+      for (int g = 0; g < 2; ++g) {
+        BlockGrad pair = Pair(e, queries_[h], k[g], v[g], k_pos[g]);
+        if (!e.ok()) return {};
+        add(dq[h], pair.dq);
+        add(dk[g], pair.dk);
+        add(dv[g], pair.dv);
+      }
+    }
+    return {e.Op(OpKind::kConcat, {dq[0], dq[1]}, DimAttrs(2)),
+            e.Op(OpKind::kConcat, {dk[0], dk[1]}, DimAttrs(2)),
+            e.Op(OpKind::kConcat, {dv[0], dv[1]}, DimAttrs(2))};
   }
 
   Function& function_;
@@ -207,8 +347,10 @@ class RingGrad {
   Value* k_ = nullptr;
   Value* v_ = nullptr;
   Value* rank_ = nullptr;
-  Value* lse_floor_ = nullptr;
-  Value* dout_c_ = nullptr;
+  // The query operands a step pairs with each key block: one, or the two zigzag chunks.
+  std::vector<QueryPart> queries_;
+  // The zigzag layout's permutations (zigzag rings only).
+  std::optional<ZigzagPermutation> zz_;
   bool causal_ = false;
   ElementType element_type_ = ElementType::kF32;
   ElementType compute_type_ = ElementType::kF32;
@@ -218,9 +360,10 @@ class RingGrad {
 
 }  // namespace
 
-absl::Status RingAttentionGrad(Function& function, const GatheredAttention& match,
-                               std::vector<Operation*>* rewritten) {
-  return RingGrad(function, match).Run(rewritten);
+absl::Status RingAttentionGrad(Function& function, const GatheredAttention& match, bool zigzag,
+                               std::vector<Operation*>* rewritten,
+                               std::vector<std::string>* skipped) {
+  return RingGrad(function, match).Run(zigzag, rewritten, skipped);
 }
 
 }  // namespace commir::schedules

@@ -30,13 +30,20 @@
 // decomposes it the same way, weighting its sub-blocks against lse_blk.
 //
 // Causal blocks wholly in the queries' future cost no GEMM in either kernel (both skip
-// rows that see no key), as in the forward. The contiguous layout only: zigzag is not
-// applied to attention_grad (a remark says so), and GQA, q_pos/k_pos and axes= (a ring
-// over the leading axes: each step gathers the held blocks over the other axes and
-// reduce-scatters its dk/dv over them again) work as in the forward.
+// rows that see no key), as in the forward. GQA, q_pos/k_pos and axes= (a ring over the
+// leading axes: each step gathers the held blocks over the other axes and reduce-scatters
+// its dk/dv over them again) work as in the forward.
+//
+// zigzag=true (causal, the same conditions as the forward's; else the contiguous ring and
+// a remark): q, o, lse, dout, k and v are permuted into the zigzag layout (ring_zigzag.h;
+// nothing when the function declares it), each step pairs the two query chunks with the
+// block's two key chunks (four block backwards, two of them fully masked after the first
+// step), the travelling dk/dv accumulators hold both key chunks, and dq, dk, dv are
+// permuted back (or handed to a zigzag result's exchange as they are).
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_GRAD_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_GRAD_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,8 +55,11 @@ namespace commir::schedules {
 // Rewrites the matched attention_grad (match.is_grad()) of `function` into a ring.
 // Appends the ops it replaced (the attention_grad and the dk/dv reduce_scatters, their
 // results now unused) to `rewritten` for EraseWithDeadProducers.
-absl::Status RingAttentionGrad(Function& function, const GatheredAttention& match,
-                               std::vector<Operation*>* rewritten);
+// zigzag: causal backward in the zigzag layout when it applies (as the forward's); why
+// not is appended to `skipped` when given.
+absl::Status RingAttentionGrad(Function& function, const GatheredAttention& match, bool zigzag,
+                               std::vector<Operation*>* rewritten,
+                               std::vector<std::string>* skipped);
 
 }  // namespace commir::schedules
 
