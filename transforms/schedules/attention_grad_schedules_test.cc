@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "commir/printer.h"
 #include "gtest/gtest.h"
 #include "testing/spmd_check.h"
@@ -183,8 +184,8 @@ TEST(UlyssesAttentionGradTest, GqaBf16AndTwoDimensionalMeshes) {
   }
 }
 
-// dk used other than by one reduce_scatter (here returned partial-summed by hand through
-// an all_reduce): the schedules leave the backward alone and say why.
+// dk used other than by one summing reduce_scatter (here summed whole by an all_reduce,
+// or reduce-scattered by max): the schedules leave the backward alone and say why.
 TEST(AttentionGradScheduleTest, LeavesUnscatteredGradientsAloneWithARemark) {
   constexpr char kProgram[] = R"(mesh @m(sp=2)
 
@@ -197,19 +198,29 @@ spmd func @g(%q: f32[1, 2, 8@sp, 4], %k: f32[1, 2, 8@sp, 4], %v: f32[1, 2, 8@sp,
   return %dq, %dk_sum, %dv_sum
 }
 )";
-  for (bool ring : {true, false}) {
-    std::unique_ptr<Module> module = commir::testing::ParseForTest(kProgram);
-    ASSERT_NE(module, nullptr);
-    std::vector<std::string> skipped;
-    int rewritten = 0;
-    absl::Status status = ring ? RingAttention(*module, false, {}, &skipped, &rewritten)
-                               : UlyssesAttention(*module, {}, &skipped, &rewritten);
-    ASSERT_TRUE(status.ok()) << status;
-    EXPECT_EQ(rewritten, 0);
-    ASSERT_EQ(skipped.size(), 1u);
-    EXPECT_EQ(skipped[0],
-              "@g: attention_grad at 6:19: dk and dv are not each reduce-scattered along the "
-              "sequence over (sp)");
+  // The same with dk/dv reduce-scattered by max: not their gradient either.
+  std::string max_scatter = absl::StrReplaceAll(
+      kProgram, {{"all_reduce(%dk) {axis = sp} : f32[1, 2, 8, 4]",
+                  "reduce_scatter(%dk) {axis = sp, dim = 2, reduce = max} : f32[1, 2, 4, 4]"},
+                 {"all_reduce(%dv) {axis = sp} : f32[1, 2, 8, 4]",
+                  "reduce_scatter(%dv) {axis = sp, dim = 2, reduce = max} : f32[1, 2, 4, 4]"},
+                 {"f32[1, 2, 8, 4], f32[1, 2, 8, 4]) on", "f32[1, 2, 8@sp, 4], f32[1, 2, 8@sp, 4]) on"}});
+  ASSERT_EQ(CountLines(max_scatter, "reduce = max"), 2) << max_scatter;
+  for (const std::string& text : {std::string(kProgram), max_scatter}) {
+    for (bool ring : {true, false}) {
+      std::unique_ptr<Module> module = commir::testing::ParseForTest(text);
+      ASSERT_NE(module, nullptr);
+      std::vector<std::string> skipped;
+      int rewritten = 0;
+      absl::Status status = ring ? RingAttention(*module, false, {}, &skipped, &rewritten)
+                                 : UlyssesAttention(*module, {}, &skipped, &rewritten);
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(rewritten, 0);
+      ASSERT_EQ(skipped.size(), 1u);
+      EXPECT_EQ(skipped[0],
+                "@g: attention_grad at 6:19: dk and dv are not each reduce-scattered along the "
+                "sequence over (sp)");
+    }
   }
 }
 

@@ -60,13 +60,14 @@ AxisSplit SplitGatherAxes(const AxisList& gathered, const AxisList& chosen, Gath
   return {acting, rest, ""};
 }
 
-// The single user of `value` when it is a reduce_scatter along the sequence (dim 2) over
-// exactly `axes` on the main stream, else null.
+// The single user of `value` when it is a summing reduce_scatter along the sequence
+// (dim 2) over exactly `axes` on the main stream, else null.
 Operation* SequenceScatter(const Value* value, const AxisList& axes) {
   if (value->users().size() != 1) return nullptr;
   Operation* user = value->users().front();
   if (!user->Is(OpKind::kReduceScatter) || user->stream_operand() != nullptr ||
-      user->operand(0) != value || user->attrs().GetInt("dim", -1) != 2) {
+      user->operand(0) != value || user->attrs().GetInt("dim", -1) != 2 ||
+      GetOpDef(OpKind::kReduceScatter).EnumAttr(user->attrs(), "reduce") != "sum") {
     return nullptr;
   }
   const Attribute* axis = user->attrs().Find("axis");
