@@ -39,6 +39,20 @@ Value* RepeatHeads(OpBuilder& e, Value* x, int64_t times, const std::string& nam
   return e.Op(OpKind::kReshape, {e2}, {}, merged, name);
 }
 
+// `x` in the head split over `axes`: all_to_all {split_dim = 1, concat_dim = 2}, or, when
+// `x` is itself the sequence-split result of such a head split (the forward's o and lse
+// coming back from a Ulysses attention), that head-split value: the two exchanges are
+// inverses and cost nothing.
+Value* ToHeads(OpBuilder& e, Value* x, const AxisList& axes, const std::string& name) {
+  Operation* def = x->kind() == Value::Kind::kResult ? x->defining_op() : nullptr;
+  if (def != nullptr && def->Is(OpKind::kAllToAll) && def->attrs().GetInt("split_dim", -1) == 2 &&
+      def->attrs().GetInt("concat_dim", -1) == 1 && def->attrs().Find("axis") != nullptr &&
+      def->attrs().Find("axis")->axes() == axes) {
+    return def->operand(0);
+  }
+  return e.Op(OpKind::kAllToAll, {x}, AllToAllAttrs(axes, 1, 2), std::nullopt, name);
+}
+
 // Sums dk or dv of the repeated kv heads back onto their kv head (RepeatHeads' adjoint):
 // [B, Hkv * times, S, D] -> [B, Hkv, S, D].
 Value* SumRepeatedHeads(OpBuilder& e, Value* x, int64_t times, const std::string& name) {
@@ -110,9 +124,9 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
     // The backward's per-query operands follow the queries to the head split (lse has
     // no head dim of its own: [B, H, S] splits dim 1 and concatenates dim 2 the same way).
     const AttentionGradOp view(*attention);
-    operands.push_back(e.Op(OpKind::kAllToAll, {view.o()}, to_heads, std::nullopt, "o_heads"));
-    operands.push_back(e.Op(OpKind::kAllToAll, {view.lse()}, to_heads, std::nullopt, "lse_heads"));
-    operands.push_back(e.Op(OpKind::kAllToAll, {view.dout()}, to_heads, std::nullopt, "dout_heads"));
+    operands.push_back(ToHeads(e, view.o(), match.axes, "o_heads"));
+    operands.push_back(ToHeads(e, view.lse(), match.axes, "lse_heads"));
+    operands.push_back(ToHeads(e, view.dout(), match.axes, "dout_heads"));
   }
   if (!match.rest.empty()) {
     // Axes left gathered: the devices of a rest group hold consecutive chunks of the
