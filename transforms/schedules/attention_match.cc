@@ -60,6 +60,20 @@ AxisSplit SplitGatherAxes(const AxisList& gathered, const AxisList& chosen, Gath
   return {acting, rest, ""};
 }
 
+// The single user of `value` when it is a summing reduce_scatter along the sequence
+// (dim 2) over exactly `axes` on the main stream, else null.
+Operation* SequenceScatter(const Value* value, const AxisList& axes) {
+  if (value->users().size() != 1) return nullptr;
+  Operation* user = value->users().front();
+  if (!user->Is(OpKind::kReduceScatter) || user->stream_operand() != nullptr ||
+      user->operand(0) != value || user->attrs().GetInt("dim", -1) != 2 ||
+      GetOpDef(OpKind::kReduceScatter).EnumAttr(user->attrs(), "reduce") != "sum") {
+    return nullptr;
+  }
+  const Attribute* axis = user->attrs().Find("axis");
+  return axis != nullptr && axis->axes() == axes ? user : nullptr;
+}
+
 }  // namespace
 
 std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
@@ -70,7 +84,8 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
   const Mesh& mesh = *function.mesh();
   auto skip = [&](const Operation* op, const std::string& why) {
     if (skipped == nullptr) return;
-    skipped->push_back(absl::StrFormat("@%s: attention at %d:%d: %s", function.name(),
+    skipped->push_back(absl::StrFormat("@%s: %s at %d:%d: %s", function.name(),
+                                       op->Is(OpKind::kAttentionGrad) ? "attention_grad" : "attention",
                                        op->loc().line, op->loc().col, why));
   };
   for (const std::string& axis : chosen) {
@@ -84,12 +99,26 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
   }
   // Post-order: the attentions in a loop body come before the loop, all in program order.
   WalkOps(function.body(), [&](Operation* op) {
-    if (!op->Is(OpKind::kAttention) || op->stream_operand() != nullptr) return;
+    const bool grad = op->Is(OpKind::kAttentionGrad);
+    if ((!op->Is(OpKind::kAttention) && !grad) || op->stream_operand() != nullptr) return;
     Operation* k = SequenceGather(op->operand(1));
     Operation* v = SequenceGather(op->operand(2));
     if (k == nullptr || v == nullptr) return;
     AxisList gathered = k->attrs().Find("axis")->axes();
     if (v->attrs().Find("axis")->axes() != gathered) return;
+    Operation* dk_scatter = nullptr;
+    Operation* dv_scatter = nullptr;
+    if (grad) {
+      // The schedules hand each device its own keys' gradient, which is what these
+      // scatters give; other uses of the summed-over-queries dk/dv have no such form.
+      dk_scatter = SequenceScatter(op->result(1), gathered);
+      dv_scatter = SequenceScatter(op->result(2), gathered);
+      if (dk_scatter == nullptr || dv_scatter == nullptr) {
+        skip(op, absl::StrFormat("dk and dv are not each reduce-scattered along the sequence "
+                                 "over (%s)", absl::StrJoin(gathered, ", ")));
+        return;
+      }
+    }
     AxisSplit split = SplitGatherAxes(gathered, chosen, end);
     if (!split.why_not.empty()) {
       skip(op, split.why_not);
@@ -100,7 +129,8 @@ std::vector<GatheredAttention> FindGatheredAttention(const Function& function,
       skip(op, absl::StrFormat("axes (%s) have one device", absl::StrJoin(split.acting, ", ")));
       return;
     }
-    found.push_back({op, k, v, split.acting, n, split.rest, mesh.GroupSize(split.rest)});
+    found.push_back({op, k, v, split.acting, n, split.rest, mesh.GroupSize(split.rest), dk_scatter,
+                     dv_scatter});
   });
   return found;
 }

@@ -1,6 +1,9 @@
 // What ring-attention and ulysses-attention rewrite: an attention op of a spmd function
 // whose keys and values are all_gathers along the sequence (dim 2) over one axis group,
-// the form lower-to-spmd gives sequence-parallel attention.
+// the form lower-to-spmd gives sequence-parallel attention; or an attention_grad op
+// with such gathered keys and values whose dk and dv each feed exactly one
+// reduce_scatter along the sequence over the same axes (the form lower-to-spmd gives the
+// backward: every device's queries contribute to every key's gradient).
 //
 // axes= (2-D attention): a schedule may act on some of the gather's axes only and leave
 // the rest gathered. Which ones it may take follows from block order: in a gather over
@@ -30,6 +33,7 @@
 namespace commir::schedules {
 
 struct GatheredAttention {
+  // An attention or an attention_grad op (is_grad()).
   Operation* attention = nullptr;
   // The all_gathers that make attention's k and v; their operands are the local blocks.
   Operation* k_gather = nullptr;
@@ -41,12 +45,18 @@ struct GatheredAttention {
   // their group size (1 when the schedule takes every axis).
   AxisList rest;
   int64_t rest_size = 1;
+  // attention_grad only: the reduce_scatters of dk and dv (over the gather's axes, along
+  // the sequence) that a schedule replaces.
+  Operation* dk_scatter = nullptr;
+  Operation* dv_scatter = nullptr;
+
+  bool is_grad() const { return attention->Is(OpKind::kAttentionGrad); }
 };
 
 // Which end of a gather's axis list a schedule may take (see above).
 enum class GatherEnd { kLeading, kTrailing };
 
-// The matching attention ops of `function`, in program order, nested loop bodies
+// The matching attention and attention_grad ops of `function`, in program order, nested loop bodies
 // included (the steps a ring over other axes left). `chosen` empty: every gather axis.
 // Otherwise the schedule takes exactly the chosen axes of each gather, which must be
 // the `end` of its axis list; an attention whose gather does not allow that is skipped

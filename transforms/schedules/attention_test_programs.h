@@ -53,6 +53,27 @@ inline std::string GlobalAttention(const AttentionCase& c) {
   return GlobalAttentionOnMesh(c, absl::StrCat("sp=", c.devices), "sp");
 }
 
+// @attn_grad on mesh @m(<mesh_axes>): the forward (with lse) and attention_grad of the
+// case's attention, q, k, v and the output gradient %do split along the sequence over
+// <axes> (declared zigzag with c.zigzag_layout); returns dq, dk, dv. (c.lse is not used.)
+inline std::string GlobalAttentionGradOnMesh(const AttentionCase& c, absl::string_view mesh_axes,
+                                             absl::string_view axes) {
+  std::string split = absl::StrCat(axes, c.zigzag_layout ? " zigzag" : "");
+  std::string q = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.heads, c.queries, split, c.head_dim);
+  std::string kv = absl::StrFormat("%s[1, %d, %d@%s, %d]", c.dtype, c.kv_heads, c.keys, split, c.head_dim);
+  std::string attrs = c.causal ? " {causal}" : "";
+  return absl::StrCat("mesh @m(", mesh_axes, ")\n\nfunc @attn_grad(%q: ", q, ", %k: ", kv,
+                      ", %v: ", kv, ", %do: ", q, ") -> (", q, ", ", kv, ", ", kv, ") {\n",
+                      "  %o, %lse = attention(%q, %k, %v)", attrs, "\n",
+                      "  %dq, %dk, %dv = attention_grad(%q, %k, %v, %o, %lse, %do)", attrs, "\n",
+                      "  return %dq, %dk, %dv\n}\n");
+}
+
+// @attn_grad on mesh @m(sp=devices), the sequence split over sp.
+inline std::string GlobalAttentionGrad(const AttentionCase& c) {
+  return GlobalAttentionGradOnMesh(c, absl::StrCat("sp=", c.devices), "sp");
+}
+
 // How many printed lines contain `needle`.
 inline int CountLines(absl::string_view text, absl::string_view needle) {
   int count = 0;

@@ -17,6 +17,8 @@
 #include "commir/type.h"
 #include "transforms/schedules/attention_match.h"
 #include "transforms/schedules/counted_loop.h"
+#include "transforms/schedules/ring_attention_grad.h"
+#include "transforms/schedules/ring_zigzag.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/zigzag.h"
 
@@ -277,93 +279,6 @@ class Ring {
 
   // ---- Zigzag layout: device r holds chunks r and 2n-1-r of 2n. ------------------------
 
-  // Static slice of `x` along the sequence (dim 2): [start, start + size).
-  Value* SeqSlice(OpBuilder& e, Value* x, int64_t start, int64_t size, const std::string& name) {
-    if (x == nullptr) return nullptr;
-    std::vector<int64_t> starts(x->type().rank(), 0), sizes = x->type().dims();
-    starts[2] = start;
-    sizes[2] = size;
-    return e.Op(OpKind::kSlice, {x}, SliceAttrs(starts, sizes), std::nullopt, name);
-  }
-
-  // The device that holds chunk j (an index value) in the zigzag layout:
-  // j < n ? j : 2n-1-j, as j + (j div n) * (2n-1-2j).
-  Value* ZigzagOwner(Value* j) {
-    Value* upper = e_.Op(OpKind::kDiv, {j, IndexLiteral(n_)});
-    Value* twice = e_.Op(OpKind::kMul, {j, IndexLiteral(2)});
-    Value* mirror = e_.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), twice});
-    Value* jump = e_.Op(OpKind::kMul, {upper, mirror});
-    return e_.Op(OpKind::kAdd, {j, jump});
-  }
-
-  // 2n-1-r: the chunk a device holds in the second half of the sequence.
-  Value* MirrorRank() {
-    if (mirror_rank_ == nullptr) {
-      mirror_rank_ = e_.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), rank_}, {}, std::nullopt, "mirror");
-    }
-    return mirror_rank_;
-  }
-
-  // slot * chunk, made once per (slot, chunk) for the permutations of q, k, v and o.
-  Value* Offset(Value* slot, int64_t chunk) {
-    Value*& offset = offsets_[{slot, chunk}];
-    if (offset == nullptr) offset = e_.Op(OpKind::kMul, {slot, IndexLiteral(chunk)});
-    return offset;
-  }
-
-  // Writes two chunks of `chunk` elements into a zero buffer of n slots at the slots
-  // `slot_a` and `slot_b` (index values), exchanges the buffers with one all_to_all (slot j
-  // goes to device j), and reads the received slots `from_a` and `from_b` back into one
-  // value [a, b]: a permutation of chunks in which each device sends one chunk to each of
-  // at most two others.
-  Value* Exchange(Value* a, Value* b, Value* slot_a, Value* slot_b, Value* from_a, Value* from_b,
-                  int64_t chunk, const std::string& name) {
-    if (!e_.ok()) return nullptr;
-    std::vector<int64_t> dims = a->type().dims();
-    dims[2] = n_ * chunk;
-    AttrDict zero;
-    zero.Set("value", Attribute::Float(0.0));
-    Value* buffer = e_.Op(OpKind::kFull, {}, std::move(zero), a->type().WithDims(dims));
-    buffer = e_.Op(OpKind::kDynamicUpdateSlice, {buffer, a, Offset(slot_a, chunk)}, DimAttrs(2));
-    buffer = e_.Op(OpKind::kDynamicUpdateSlice, {buffer, b, Offset(slot_b, chunk)}, DimAttrs(2));
-    AttrDict a2a = CollectiveAttrs(match_.axes, kCommStream);
-    a2a.Set("split_dim", Attribute::Int(2));
-    a2a.Set("concat_dim", Attribute::Int(2));
-    Value* received = e_.Op(OpKind::kAllToAll, {buffer}, std::move(a2a));
-    AttrDict take = DimAttrs(2);
-    take.Set("size", Attribute::Int(chunk));
-    Value* got_a = e_.Op(OpKind::kDynamicSlice, {received, Offset(from_a, chunk)}, take);
-    Value* got_b = e_.Op(OpKind::kDynamicSlice, {received, Offset(from_b, chunk)}, take);
-    return e_.Op(OpKind::kConcat, {got_a, got_b}, DimAttrs(2), std::nullopt, name);
-  }
-
-  // Contiguous block r (chunks 2r, 2r+1) -> zigzag (chunks r, 2n-1-r): chunk 2r goes to
-  // device owner(2r), chunk 2r+1 to owner(2r+1); chunk r comes from device r div 2,
-  // chunk 2n-1-r from device (2n-1-r) div 2.
-  Value* ToZigzag(Value* x, int64_t chunk, const std::string& name) {
-    if (half_rank_ == nullptr) ZigzagIndices();
-    Value* first = SeqSlice(e_, x, 0, chunk, "");
-    Value* second = SeqSlice(e_, x, chunk, chunk, "");
-    return Exchange(first, second, owner_even_, owner_odd_, half_rank_, half_mirror_, chunk, name);
-  }
-
-  // Zigzag (chunks r, 2n-1-r) -> contiguous block r (chunks 2r, 2r+1): the inverse.
-  Value* FromZigzag(Value* x, int64_t chunk, const std::string& name) {
-    Value* first = SeqSlice(e_, x, 0, chunk, "");
-    Value* second = SeqSlice(e_, x, chunk, chunk, "");
-    return Exchange(first, second, half_rank_, half_mirror_, owner_even_, owner_odd_, chunk, name);
-  }
-
-  // The device indices both permutations use, computed once.
-  void ZigzagIndices() {
-    Value* even = e_.Op(OpKind::kMul, {rank_, IndexLiteral(2)});
-    Value* odd = e_.Op(OpKind::kAdd, {even, IndexLiteral(1)});
-    owner_even_ = ZigzagOwner(even);
-    owner_odd_ = ZigzagOwner(odd);
-    half_rank_ = e_.Op(OpKind::kDiv, {rank_, IndexLiteral(2)});
-    half_mirror_ = e_.Op(OpKind::kDiv, {MirrorRank(), IndexLiteral(2)});
-  }
-
   // One ring step in the zigzag layout: the local query chunks (a: chunk r, b: chunk
   // 2n-1-r) against the two key chunks of the block from device `source`, merged into
   // `acc` (empty on the first step). Of the four chunk pairs two are fully masked on
@@ -371,10 +286,10 @@ class Ring {
   void ZigzagStep(OpBuilder& e, Value* k_block, Value* v_block, Value* source,
                   std::array<Partial, 2>& acc, bool first) {
     int64_t chunk = block_ / 2;
-    std::array<Value*, 2> k = {SeqSlice(e, k_block, 0, chunk, "k_lo"), SeqSlice(e, k_block, chunk, chunk, "k_hi")};
-    std::array<Value*, 2> v = {SeqSlice(e, v_block, 0, chunk, "v_lo"), SeqSlice(e, v_block, chunk, chunk, "v_hi")};
+    std::array<Value*, 2> k = {SequenceSlice(e, k_block, 0, chunk, "k_lo"), SequenceSlice(e, k_block, chunk, chunk, "k_hi")};
+    std::array<Value*, 2> v = {SequenceSlice(e, v_block, 0, chunk, "v_lo"), SequenceSlice(e, v_block, chunk, chunk, "v_hi")};
     Value* mirror =
-        source == rank_ ? MirrorRank() : e.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), source});
+        source == rank_ ? zz_->MirrorRank() : e.Op(OpKind::kSub, {IndexLiteral(2 * n_ - 1), source});
     std::array<Value*, 2> k_pos = {ChunkPosition(e, source, chunk, KeyBase(), "k_pos_lo"),
                                    ChunkPosition(e, mirror, chunk, KeyBase(), "k_pos_hi")};
     for (int h = 0; h < 2; ++h) {
@@ -389,12 +304,13 @@ class Ring {
                  std::vector<Operation*>* rewritten) {
     int64_t q_chunk = queries_ / 2;
     int64_t kv_chunk = block_ / 2;
-    Value* q = ZigzagOf(q_, q_chunk, "q_zz");
-    Value* k = ZigzagOf(k_, kv_chunk, "k_zz");
-    Value* v = ZigzagOf(v_, kv_chunk, "v_zz");
-    q_half_ = {SeqSlice(e_, q, 0, q_chunk, "q_lo"), SeqSlice(e_, q, q_chunk, q_chunk, "q_hi")};
+    zz_.emplace(e_, rank_, n_, match_.axes);
+    Value* q = zz_->ZigzagOf(q_, q_chunk, "q_zz");
+    Value* k = zz_->ZigzagOf(k_, kv_chunk, "k_zz");
+    Value* v = zz_->ZigzagOf(v_, kv_chunk, "v_zz");
+    q_half_ = {SequenceSlice(e_, q, 0, q_chunk, "q_lo"), SequenceSlice(e_, q, q_chunk, q_chunk, "q_hi")};
     q_pos_half_ = {ChunkPosition(e_, rank_, q_chunk, query_base, "q_pos_lo"),
-                   ChunkPosition(e_, MirrorRank(), q_chunk, query_base, "q_pos_hi")};
+                   ChunkPosition(e_, zz_->MirrorRank(), q_chunk, query_base, "q_pos_hi")};
     std::array<Partial, 2> acc;
     ZigzagStep(e_, k, v, rank_, acc, /*first=*/true);
     Value* kb = Shift(e_, k, "k_step1");
@@ -419,62 +335,13 @@ class Ring {
     }
     ZigzagStep(e_, kb, vb, LastSource(e_), acc, false);
     Value* o = e_.Op(OpKind::kConcat, {acc[0].o, acc[1].o}, DimAttrs(2));
-    out = ContiguousFor(attention_->result(0), e_.Convert(o, element_type_), q_chunk, rewritten);
+    out = zz_->ContiguousFor(attention_->result(0), e_.Convert(o, element_type_), q_chunk, rewritten);
     lse_out = nullptr;
     if (attention_->num_results() == 2) {
       Value* lse = e_.Op(OpKind::kConcat, {acc[0].lse, acc[1].lse}, DimAttrs(2));
-      lse_out = ContiguousFor(attention_->result(1), e_.Convert(lse, ElementType::kF32), q_chunk,
+      lse_out = zz_->ContiguousFor(attention_->result(1), e_.Convert(lse, ElementType::kF32), q_chunk,
                               rewritten);
     }
-  }
-
-  // `x` (a contiguous block) in the zigzag layout. When lower-to-spmd made `x` from a
-  // zigzag value (a function that declares the zigzag layout), that value itself: the
-  // two permutations cancel and cost nothing.
-  Value* ZigzagOf(Value* x, int64_t chunk, const std::string& name) {
-    std::optional<sharding::ZigzagExchange> exchange =
-        sharding::MatchZigzagExchange(x, 2, match_.axes, sharding::ZigzagDirection::kToContiguous);
-    if (exchange.has_value()) return exchange->source;
-    return ToZigzag(x, chunk, name);
-  }
-
-  // The attention result `result` replaced by `zigzag` (the ring's result, in the zigzag
-  // layout): a later exchange of `result` into the zigzag layout (what lower-to-spmd
-  // emits for a zigzag result) takes `zigzag` directly and is erased; other users get
-  // `zigzag` permuted back to contiguous. Returns what replaces `result`'s remaining
-  // uses, or null when none is left.
-  Value* ContiguousFor(Value* result, Value* zigzag, int64_t chunk,
-                       std::vector<Operation*>* rewritten) {
-    if (!e_.ok()) return nullptr;
-    std::vector<const Operation*> exchange_chunks;
-    // Users are copied: replacing uses edits the list.
-    std::vector<Operation*> users(result->users().begin(), result->users().end());
-    for (Operation* user : users) {
-      if (!user->Is(OpKind::kSlice)) continue;
-      // The exchange's result is the concat the chunks finally feed; look at the ops
-      // after the user for it (the exchange is emitted in one run after the attention).
-      for (Operation* op = user->next(); op != nullptr; op = op->next()) {
-        if (!op->Is(OpKind::kConcat)) continue;
-        std::optional<sharding::ZigzagExchange> exchange = sharding::MatchZigzagExchange(
-            op->result(0), 2, match_.axes, sharding::ZigzagDirection::kToZigzag);
-        if (!exchange.has_value() || exchange->source != result) continue;
-        zigzag->set_name(op->result(0)->name());
-        op->result(0)->ReplaceAllUsesWith(zigzag);
-        rewritten->push_back(op);
-        exchange_chunks.push_back(exchange->chunks[0]);
-        exchange_chunks.push_back(exchange->chunks[1]);
-        break;
-      }
-      if (!exchange_chunks.empty()) break;
-    }
-    bool other_users = false;
-    for (Operation* user : result->users()) {
-      other_users |= std::find(exchange_chunks.begin(), exchange_chunks.end(), user) ==
-                     exchange_chunks.end();
-    }
-    if (!other_users) return nullptr;
-    if (half_rank_ == nullptr) ZigzagIndices();
-    return FromZigzag(zigzag, chunk, "");
   }
 
   Function& function_;
@@ -487,12 +354,8 @@ class Ring {
   Value* v_ = nullptr;
   Value* k_base_ = nullptr;
   Value* rank_ = nullptr;
-  Value* mirror_rank_ = nullptr;
-  absl::flat_hash_map<std::pair<Value*, int64_t>, Value*> offsets_;
-  Value* owner_even_ = nullptr;
-  Value* owner_odd_ = nullptr;
-  Value* half_rank_ = nullptr;
-  Value* half_mirror_ = nullptr;
+  // The zigzag layout's permutations (zigzag rings only).
+  std::optional<ZigzagPermutation> zz_;
   bool causal_ = false;
   ElementType element_type_ = ElementType::kF32;
   ElementType compute_type_ = ElementType::kF32;
@@ -512,7 +375,8 @@ absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes,
     absl::Status status;
     for (const GatheredAttention& match :
          FindGatheredAttention(*function, axes, GatherEnd::kLeading, skipped)) {
-      status = Ring(*function, match).Run(zigzag, &rewritten, skipped);
+      status = match.is_grad() ? RingAttentionGrad(*function, match, zigzag, &rewritten, skipped)
+                               : Ring(*function, match).Run(zigzag, &rewritten, skipped);
       if (!status.ok()) break;
     }
     EraseWithDeadProducers(rewritten);

@@ -39,6 +39,9 @@
 // k_pos + source * super-block). Its shifts go on stream 2 and step 0's are issued before
 // step 0, so that a ring over the other axes in each step (a second pass, on stream 1:
 // the double ring) runs beside the outer transfer. Zigzag needs every axis.
+//
+// attention_grad (a sequence-split backward: gathered k/v, dk/dv reduce-scattered) gets
+// a ring too, k/v travelling with their dk/dv accumulators: ring_attention_grad.h.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_RING_ATTENTION_H_
 

@@ -235,7 +235,7 @@ class Simulator {
 
   void Count(const Operation& op) {
     if (op.Is(OpKind::kMatmul)) ++counters_.gemms;
-    if (op.Is(OpKind::kAttention)) ++counters_.attentions;
+    if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) ++counters_.attentions;
     if (!op.def().Has(kCollective)) return;
     if (op.Is(OpKind::kShift)) {
       ++counters_.shifts;

@@ -20,6 +20,14 @@
 // each device then holds the contiguous chunk rank(rest) of the sequence for its heads;
 // the attention reads all_gathers over the other (leading) axes of k and v, and its
 // queries sit at base + rank(rest) * chunk, so a ring over the rest can follow (USP).
+//
+// attention_grad whose dk and dv are reduce-scattered along the sequence (the lowered
+// backward; attention_match.h) is rewritten the same way: q, k, v, o, lse and dout go to
+// the head split, one attention_grad runs over the whole sequence, and dq, dk, dv come
+// back, the repeated kv heads' dk/dv summed onto their kv head. With axes left gathered,
+// dk/dv are first reduce-scattered over them (each device keeps its sequence chunk). An
+// o, lse or dout that is the all_to_all back from a head split over the same axes (a
+// Ulysses forward's result) is taken before that exchange: the round trip costs nothing.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_ULYSSES_ATTENTION_H_
 
