@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "commir/diagnostics.h"
@@ -43,22 +44,58 @@ int64_t DeviceBytes(Type type, const LayerLayout& layout) {
   return elements * ElementTypeByteWidth(type.element_type());
 }
 
-struct ForwardValues {
+struct SavedValues {
   int64_t all_bytes = 0;
   int64_t attention_bytes = 0;
 };
 
-ForwardValues MeasureValues(const Function& forward, const LayerLayout& layout) {
-  ForwardValues v;
+// What the backward reads from the forward, measured on the partitioned programs: the
+// gradient function recomputes the forward under the forward's value names (the
+// partitioner keeps a result's name), so a value of @layer_grad named like a value of
+// @layer, or the layer input, that an op outside the forward uses is an activation the
+// layer keeps for its backward. Values only the forward uses are transient.
+SavedValues MeasureSaved(const Function& forward, const Function& gradient,
+                         const LayerLayout& layout) {
+  absl::flat_hash_set<std::string> forward_names;
   WalkOps(forward.body(), [&](Operation* op) {
-    if (op->Is(OpKind::kReturn)) return;
+    for (Value* result : op->results()) forward_names.insert(result->name());
+  });
+  forward_names.erase("");
+  auto is_backward = [&](const Operation* op) {
+    if (op->Is(OpKind::kReturn)) return true;  // a forward value returned as a gradient
     for (Value* result : op->results()) {
-      const int64_t bytes = DeviceBytes(result->type(), layout);
-      v.all_bytes += bytes;
-      if (op->Is(OpKind::kAttention)) v.attention_bytes += bytes;
+      if (forward_names.contains(result->name())) return false;
+    }
+    return true;
+  };
+  SavedValues saved;
+  auto visit = [&](Value* value, bool attention) {
+    for (const Operation* user : value->users()) {
+      if (!is_backward(user)) continue;
+      const int64_t bytes = DeviceBytes(value->type(), layout);
+      saved.all_bytes += bytes;
+      if (attention) saved.attention_bytes += bytes;
+      return;
+    }
+  };
+  // The attention's output and its reshaped and transposed views (the output
+  // projection's input): what selective recomputation re-runs the attention to get.
+  absl::flat_hash_set<const Value*> attention_outputs;
+  auto from_attention = [&](const Operation* op) {
+    if (op->Is(OpKind::kAttention)) return true;
+    return (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) &&
+           attention_outputs.contains(op->operand(0));
+  };
+  visit(gradient.body()->argument(0), false);
+  WalkOps(gradient.body(), [&](Operation* op) {
+    if (is_backward(op)) return;
+    const bool attention = from_attention(op);
+    for (Value* result : op->results()) {
+      if (attention) attention_outputs.insert(result);
+      visit(result, attention);
     }
   });
-  return v;
+  return saved;
 }
 
 double MaxExposed(const sim::Prediction& p) {
@@ -115,9 +152,9 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
     }
   }
-  const ForwardValues values = MeasureValues(*forward, layout);
-  cost.activation_bytes = values.all_bytes;
-  cost.selective_saved_bytes = values.attention_bytes;
+  const SavedValues saved = MeasureSaved(*forward, *gradient, layout);
+  cost.activation_bytes = saved.all_bytes;
+  cost.selective_saved_bytes = saved.attention_bytes;
   cost.input_bytes = DeviceBytes(forward->arg_types()[0], layout);
   return cost;
 }

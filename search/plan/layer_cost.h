@@ -10,13 +10,15 @@
 //    recomputed layer's backward is @layer_grad's whole time.
 //  * selective_recompute_s: the attention kernels' time in the forward timeline (device
 //    0), what Megatron-LM's selective recomputation re-runs (its "core attention").
-//  * activation_bytes: per device, the bytes of every value the partitioned forward
-//    computes (collectives' results included), which autodiff's backward reads: what a
-//    layer holds for its backward without recomputation. An upper bound on what
-//    PyTorch keeps (it frees some, e.g. a GELU's output when the matmul saves its input).
-//  * selective_saved_bytes: the attention ops' results, recomputed under selective
-//    recomputation from q, k, v (kept). With a fused attention kernel the s^2 scores of
-//    Korthikanti et al. are never stored, so this is all selective recomputation saves.
+//  * activation_bytes: per device, the forward values the gradient function's backward
+//    ops read (the layer input included): what a layer keeps for its backward without
+//    recomputation. Measured on the partitioned programs, so gathered copies that the
+//    backward reads count (a PyTorch implementation may re-gather instead).
+//  * selective_saved_bytes: of those, the attention's output and its reshaped or
+//    transposed views (the output projection's input), which selective recomputation
+//    re-runs the attention (from the kept q, k, v) to get. With a fused attention kernel
+//    the s^2 scores of Korthikanti et al. are never stored (attention_grad recomputes
+//    them inside the backward already), so this is all selective recomputation saves.
 //  * input_bytes: per device, the layer input (the residual stream): what full
 //    recomputation keeps, and what a pipeline stage sends its neighbour per micro-batch.
 //
