@@ -123,8 +123,8 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
                                          : TransformerLayerProgram(model, layout);
   if (!text.ok()) return fail(text.status());
   const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
-  std::string pipeline = absl::StrCat("autodiff{func=", name, ",seed=cotangents},",
-                                      sharding::kDefaultSpmdPipeline);
+  std::string pipeline =
+      absl::StrCat("autodiff{func=", name, ",seed=cotangents},", sharding::kDefaultSpmdPipeline);
   if (!options.schedule.empty()) absl::StrAppend(&pipeline, ",", options.schedule);
   absl::StatusOr<std::unique_ptr<Module>> module = ParseAndRun(*text, pipeline);
   if (!module.ok()) return fail(module.status());
@@ -162,8 +162,8 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
 LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
                         const sim::HardwareSpec& hardware) {
   LayerCost cost;
-  const int64_t tokens = layout.micro_batch * model.sequence / layout.cp /
-                         (layout.sequence_parallel ? layout.tp : 1);
+  const int64_t tokens =
+      layout.micro_batch * model.sequence / layout.cp / (layout.sequence_parallel ? layout.tp : 1);
   const int64_t bytes = tokens * model.hidden * ElementTypeByteWidth(model.dtype);
   // A row read and the output written; the backward's scatter-add reads the output's
   // gradient and updates the rows.
@@ -177,10 +177,10 @@ LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
 
 absl::StatusOr<LayerCost> LayerCostCache::Get(const ModelSpec& model, LayerKind kind,
                                               const LayerLayout& layout) {
-  const std::string key = absl::StrCat(
-      FormatModelSpec(model), "|", static_cast<int>(kind), "|", layout.tp, ",", layout.cp, ",",
-      layout.sequence_parallel, ",", layout.micro_batch, "|", options_.predict.hardware.name,
-      ",", options_.predict.gpus_per_node, "|", options_.schedule);
+  const std::string key = absl::StrCat(FormatModelSpec(model), "|", static_cast<int>(kind), "|",
+                                       layout.tp, ",", layout.cp, ",", layout.sequence_parallel,
+                                       ",", layout.micro_batch, "|", options_.predict.hardware.name,
+                                       ",", options_.predict.gpus_per_node, "|", options_.schedule);
   {
     absl::MutexLock lock(&mutex_);
     auto it = cache_.find(key);

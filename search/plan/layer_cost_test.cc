@@ -34,7 +34,7 @@ TEST(LayerCostTest, OneDeviceLayerTimeIsItsFlopsAtAboutGemmSpeed) {
   const double gemm_flops = 2.0 * (LayerParameters(m) - 2 * m.hidden) * m.sequence;
   EXPECT_GT(c.forward_flops, gemm_flops);
   const double peak = H100().predict.hardware.peak_flops_bf16;
-  EXPECT_GT(c.forward_s, gemm_flops / peak);        // never faster than the peak
+  EXPECT_GT(c.forward_s, gemm_flops / peak);           // never faster than the peak
   EXPECT_LT(c.forward_s, 3 * c.forward_flops / peak);  // nor far from it on big GEMMs
   // The backward does about twice the forward's work.
   EXPECT_GT(c.backward_s, 1.5 * c.forward_s);
@@ -96,7 +96,8 @@ TEST(LayerCostTest, HeadAndGptLayersAreMeasured) {
   EXPECT_GT(head.forward_s, 0);
   EXPECT_GT(head.backward_s, 0);
   // The logits' matmul alone: 2 x tokens x hidden x padded vocabulary / tp at most peak.
-  const double flops = 2.0 * 2 * gpt.sequence * gpt.hidden * PaddedVocabulary(gpt.vocabulary, 2) / 2;
+  const double flops =
+      2.0 * 2 * gpt.sequence * gpt.hidden * PaddedVocabulary(gpt.vocabulary, 2) / 2;
   EXPECT_GT(head.forward_s, flops / H100().predict.hardware.peak_flops_bf16);
 }
 

@@ -40,7 +40,8 @@ Axes MakeAxes(const LayerLayout& l) {
   }
   a.residual = a.cp;
   if (l.sequence_parallel) a.residual.insert(a.residual.end(), a.tp.begin(), a.tp.end());
-  if (!mesh_axes.empty()) a.mesh = absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
+  if (!mesh_axes.empty())
+    a.mesh = absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
   return a;
 }
 
@@ -57,8 +58,8 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   }
   const int64_t seq_split = l.cp * (l.sequence_parallel ? l.tp : 1);
   if (m.sequence % seq_split != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the sequence ", m.sequence,
-                                                   " does not split into ", seq_split));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the sequence ", m.sequence, " does not split into ", seq_split));
   }
   return Validate(m);
 }
@@ -119,10 +120,8 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const La
       "  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}\n",
       "  %oh = attention(%qh, %kh, %vh) {causal}\n",
       "  %ot = transpose(%oh) {perm = [0, 2, 1, 3]}\n",
-      "  %o = reshape(%ot) : ", type({B, seq_cp, q_cols}), "\n",
-      "  %y = matmul(%o, %wo) : ", x, "\n",
-      "  %r = add(%x, %y)\n",
-      "  %h2 = ", norm2, " : ", gathered, "\n");
+      "  %o = reshape(%ot) : ", type({B, seq_cp, q_cols}), "\n", "  %y = matmul(%o, %wo) : ", x,
+      "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", gathered, "\n");
   if (gpt) {
     absl::StrAppend(&body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
                     "  %a = gelu(%u)\n");
@@ -133,8 +132,7 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const La
   }
   absl::StrAppend(&body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
                   "  return %out\n");
-  return absl::StrCat(a.mesh, "func @", kLayerFunction, "(", args, ") -> ", x, " {\n", body,
-                      "}\n");
+  return absl::StrCat(a.mesh, "func @", kLayerFunction, "(", args, ") -> ", x, " {\n", body, "}\n");
 }
 
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
@@ -143,19 +141,19 @@ absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l
   const bool gpt = m.architecture == Architecture::kGpt;
   const std::string t(ElementTypeName(m.dtype));
   const int64_t vocab = PaddedVocabulary(m.vocabulary, l.tp);
-  const std::string x = absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.residual),
-                                     ", ", m.hidden, "]");
+  const std::string x =
+      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.residual), ", ", m.hidden, "]");
   const std::string gathered =
       absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", m.hidden, "]");
-  const std::string logits = absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp),
-                                          ", ", Dim(vocab, a.tp), "]");
+  const std::string logits =
+      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", Dim(vocab, a.tp), "]");
   const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
   std::string args = absl::StrCat("%x: ", x, ", %g: ", vec);
   if (gpt) absl::StrAppend(&args, ", %b: ", vec);
   absl::StrAppend(&args, ", %wout: ", t, "[", m.hidden, ", ", Dim(vocab, a.tp), "]");
   return absl::StrCat(a.mesh, "func @", kHeadFunction, "(", args, ") -> ", logits, " {\n",
-                      "  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ",
-                      gathered, "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
+                      "  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ", gathered,
+                      "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
                       "  %p = softmax(%l) : ", logits, "\n", "  return %p\n}\n");
 }
 

@@ -29,10 +29,10 @@ enum class Recompute { kNone, kSelective, kFull };
 
 // One pipeline rank's layers, per device and micro-batch.
 struct StageFootprint {
-  int64_t parameters_per_device = 0;  // after tp (embeddings included on their ranks)
-  int64_t activation_bytes = 0;       // all its layers, no recomputation
-  int64_t selective_saved_bytes = 0;  // all its layers: what selective drops
-  int64_t input_bytes = 0;            // all its layers' inputs: what full keeps
+  int64_t parameters_per_device = 0;           // after tp (embeddings included on their ranks)
+  int64_t activation_bytes = 0;                // all its layers, no recomputation
+  int64_t selective_saved_bytes = 0;           // all its layers: what selective drops
+  int64_t input_bytes = 0;                     // all its layers' inputs: what full keeps
   int64_t largest_layer_activation_bytes = 0;  // full's working set
 };
 

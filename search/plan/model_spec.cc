@@ -79,8 +79,7 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
     } else if (value == "llama") {
       m.architecture = Architecture::kLlama;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("arch=", value, ": expected gpt or llama"));
+      return absl::InvalidArgumentError(absl::StrCat("arch=", value, ": expected gpt or llama"));
     }
     return absl::OkStatus();
   }
@@ -94,17 +93,17 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
     return absl::OkStatus();
   }
   const absl::flat_hash_map<absl::string_view, int64_t ModelSpec::*> sizes = {
-      {"layers", &ModelSpec::layers},   {"hidden", &ModelSpec::hidden},
-      {"heads", &ModelSpec::heads},     {"kv_heads", &ModelSpec::kv_heads},
-      {"ffn", &ModelSpec::ffn},         {"seq", &ModelSpec::sequence},
+      {"layers", &ModelSpec::layers},    {"hidden", &ModelSpec::hidden},
+      {"heads", &ModelSpec::heads},      {"kv_heads", &ModelSpec::kv_heads},
+      {"ffn", &ModelSpec::ffn},          {"seq", &ModelSpec::sequence},
       {"vocab", &ModelSpec::vocabulary}, {"global_batch", &ModelSpec::global_batch},
   };
   auto it = sizes.find(key);
   if (it == sizes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown key '", key,
-        "' (expected name, arch, layers, hidden, heads, kv_heads, ffn, seq, vocab, "
-        "global_batch, dtype)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown key '", key,
+                     "' (expected name, arch, layers, hidden, heads, kv_heads, ffn, seq, vocab, "
+                     "global_batch, dtype)"));
   }
   int64_t number = 0;
   if (!absl::SimpleAtoi(value, &number) || number <= 0) {
@@ -166,24 +165,30 @@ absl::StatusOr<ModelSpec> Preset(absl::string_view name) {
   for (const ModelSpec& m : Presets()) {
     if (m.name == name) return m;
   }
-  return absl::NotFoundError(absl::StrCat("no model preset '", name, "' (presets: ",
-                                          absl::StrJoin(PresetNames(), ", "), ")"));
+  return absl::NotFoundError(absl::StrCat("no model preset '", name,
+                                          "' (presets: ", absl::StrJoin(PresetNames(), ", "), ")"));
 }
 
 absl::Status Validate(const ModelSpec& m) {
-  for (auto [key, v] : std::vector<std::pair<const char*, int64_t>>{
-           {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
-           {"kv_heads", m.kv_heads}, {"ffn", m.ffn}, {"seq", m.sequence},
-           {"vocab", m.vocabulary}, {"global_batch", m.global_batch}}) {
-    if (v <= 0) return absl::InvalidArgumentError(absl::StrCat("model: ", key, " must be set and positive"));
+  for (auto [key, v] :
+       std::vector<std::pair<const char*, int64_t>>{{"layers", m.layers},
+                                                    {"hidden", m.hidden},
+                                                    {"heads", m.heads},
+                                                    {"kv_heads", m.kv_heads},
+                                                    {"ffn", m.ffn},
+                                                    {"seq", m.sequence},
+                                                    {"vocab", m.vocabulary},
+                                                    {"global_batch", m.global_batch}}) {
+    if (v <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("model: ", key, " must be set and positive"));
   }
   if (m.hidden % m.heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model: heads (", m.heads,
-                                                   ") must divide hidden (", m.hidden, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: heads (", m.heads, ") must divide hidden (", m.hidden, ")"));
   }
   if (m.heads % m.kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: kv_heads (", m.kv_heads, ") must divide heads (", m.heads, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: kv_heads (", m.kv_heads, ") must divide heads (", m.heads, ")"));
   }
   return absl::OkStatus();
 }
@@ -204,8 +209,8 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(absl::StripAsciiWhitespace(parts[i]), absl::MaxSplits('=', 1));
     if (!absl::StrContains(parts[i], '=')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model: '", parts[i], "' is not key=value (only the first item may name a preset)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model: '", parts[i], "' is not key=value (only the first item may name a preset)"));
     }
     if (absl::Status s = SetField(m, absl::StripAsciiWhitespace(kv.first),
                                   absl::StripAsciiWhitespace(kv.second));
@@ -220,12 +225,11 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
 }
 
 std::string FormatModelSpec(const ModelSpec& m) {
-  return absl::StrCat("name=", m.name,
-                      ",arch=", m.architecture == Architecture::kGpt ? "gpt" : "llama",
-                      ",layers=", m.layers, ",hidden=", m.hidden, ",heads=", m.heads,
-                      ",kv_heads=", m.kv_heads, ",ffn=", m.ffn, ",seq=", m.sequence,
-                      ",vocab=", m.vocabulary, ",global_batch=", m.global_batch,
-                      ",dtype=", ElementTypeName(m.dtype));
+  return absl::StrCat(
+      "name=", m.name, ",arch=", m.architecture == Architecture::kGpt ? "gpt" : "llama",
+      ",layers=", m.layers, ",hidden=", m.hidden, ",heads=", m.heads, ",kv_heads=", m.kv_heads,
+      ",ffn=", m.ffn, ",seq=", m.sequence, ",vocab=", m.vocabulary,
+      ",global_batch=", m.global_batch, ",dtype=", ElementTypeName(m.dtype));
 }
 
 }  // namespace commir::search::plan

@@ -17,12 +17,10 @@ struct Published {
 };
 
 TEST(ModelSpecTest, PresetParameterCountsMatchPublishedTotals) {
-  for (const Published& p : {Published{"gpt3-1.3b", 1.3e9, 0.03},
-                             Published{"gpt3-13b", 13.0e9, 0.03},
-                             Published{"gpt3-175b", 175.0e9, 0.01},
-                             Published{"llama3-8b", 8.03e9, 0.002},
-                             Published{"llama3-70b", 70.6e9, 0.002},
-                             Published{"llama3-405b", 405.9e9, 0.002}}) {
+  for (const Published& p :
+       {Published{"gpt3-1.3b", 1.3e9, 0.03}, Published{"gpt3-13b", 13.0e9, 0.03},
+        Published{"gpt3-175b", 175.0e9, 0.01}, Published{"llama3-8b", 8.03e9, 0.002},
+        Published{"llama3-70b", 70.6e9, 0.002}, Published{"llama3-405b", 405.9e9, 0.002}}) {
     absl::StatusOr<ModelSpec> m = Preset(p.name);
     ASSERT_TRUE(m.ok()) << m.status();
     const double total = static_cast<double>(TotalParameters(*m));
@@ -40,8 +38,7 @@ TEST(ModelSpecTest, ModelFlopsMatchNarayananFormulaForGpt) {
   // Narayanan et al. 2021 (Megatron-LM at scale), eq. 3:
   // 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
   ModelSpec m = *Preset("gpt3-175b");
-  const double B = m.global_batch, s = m.sequence, l = m.layers, h = m.hidden,
-               V = m.vocabulary;
+  const double B = m.global_batch, s = m.sequence, l = m.layers, h = m.hidden, V = m.vocabulary;
   const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
   EXPECT_NEAR(ModelFlopsPerIteration(m) / expected, 1.0, 1e-12);
 }

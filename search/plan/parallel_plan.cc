@@ -29,8 +29,7 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
     return absl::InvalidArgumentError(absl::StrCat("plan ", DescribePlan(p), ": ", why...));
   };
   if (absl::Status s = Validate(model); !s.ok()) return s;
-  if (p.tp < 1 || p.cp < 1 || p.pp < 1 || p.dp < 1 || p.virtual_stages < 1 ||
-      p.micro_batch < 1) {
+  if (p.tp < 1 || p.cp < 1 || p.pp < 1 || p.dp < 1 || p.virtual_stages < 1 || p.micro_batch < 1) {
     return refuse("every size must be at least 1");
   }
   if (p.sequence_parallel && p.tp == 1) return refuse("sequence parallelism needs tp > 1");
@@ -39,8 +38,8 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
                   " is not a multiple of micro-batch x dp = ", p.micro_batch * p.dp);
   }
   if (model.layers % (p.pp * p.virtual_stages) != 0) {
-    return refuse("the ", model.layers, " layers do not split evenly into pp x v = ",
-                  p.pp * p.virtual_stages, " chunks");
+    return refuse("the ", model.layers,
+                  " layers do not split evenly into pp x v = ", p.pp * p.virtual_stages, " chunks");
   }
   if (p.virtual_stages > 1 && p.pp == 1) return refuse("interleaving needs pp > 1");
   if (p.virtual_stages > 1 && Microbatches(model, p) % p.pp != 0) {

@@ -22,20 +22,20 @@ absl::Status CheckConfig(const std::vector<StageCost>& stages, const PipelineCon
     return absl::InvalidArgumentError("pipeline: interleaving (v > 1) needs more than one stage");
   }
   if (c.virtual_stages > 1 && c.microbatches % p != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline: the interleaved schedule needs the micro-batches (", c.microbatches,
-        ") to be a multiple of the pipeline size (", p, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: the interleaved schedule needs the micro-batches (", c.microbatches,
+                     ") to be a multiple of the pipeline size (", p, ")"));
   }
   if (c.zero_stage < 0 || c.zero_stage > 3) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline: ZeRO stage ", c.zero_stage,
-                                                   " (expected 0, 1, 2 or 3)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: ZeRO stage ", c.zero_stage, " (expected 0, 1, 2 or 3)"));
   }
   if (c.boundary_bytes < 0 || c.grad_bytes_per_param < 0 || c.param_bytes_per_param < 0) {
     return absl::InvalidArgumentError("pipeline: negative bytes");
   }
   for (const StageCost& s : stages) {
-    if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.recompute_s >= 0 &&
-          s.exposed_tp_comm_s >= 0 && s.parameters_per_device >= 0)) {
+    if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.recompute_s >= 0 && s.exposed_tp_comm_s >= 0 &&
+          s.parameters_per_device >= 0)) {
       return absl::InvalidArgumentError("pipeline: a stage has a negative or NaN cost");
     }
   }
@@ -91,8 +91,7 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
 }  // namespace
 
 absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
-                                              const PipelineConfig& c,
-                                              const sim::HardwareSpec& hw,
+                                              const PipelineConfig& c, const sim::HardwareSpec& hw,
                                               int64_t gpus_per_node) {
   if (absl::Status s = CheckConfig(stages, c); !s.ok()) return s;
   const int64_t p = static_cast<int64_t>(stages.size());
@@ -102,16 +101,16 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
 
   PipelineTime out;
   if (p > 1) {
-    absl::StatusOr<double> hop = Collective(hw, sim::CollectiveKind::kSendRecv,
-                                            static_cast<double>(c.boundary_bytes), {0, stride},
-                                            gpus_per_node);
+    absl::StatusOr<double> hop =
+        Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
+                   {0, stride}, gpus_per_node);
     if (!hop.ok()) return hop.status();
     out.p2p_s = *hop;
     if (c.virtual_stages > 1) {
       // Interleaving also sends from the last rank back to the first (the next chunk).
-      absl::StatusOr<double> wrap = Collective(
-          hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
-          {0, (p - 1) * stride}, gpus_per_node);
+      absl::StatusOr<double> wrap =
+          Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
+                     {0, (p - 1) * stride}, gpus_per_node);
       if (!wrap.ok()) return wrap.status();
       out.p2p_s = std::max(out.p2p_s, *wrap);
     }

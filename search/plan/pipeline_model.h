@@ -42,10 +42,10 @@ namespace commir::search::plan {
 // One pipeline rank's costs per micro-batch, over all its chunks.
 struct StageCost {
   double forward_s = 0;
-  double backward_s = 0;             // the backward alone
-  double recompute_s = 0;            // re-run forwards, added to the backward
-  double exposed_tp_comm_s = 0;      // tensor/context-parallel communication in the above
-  int64_t parameters_per_device = 0; // this rank's parameters on one device (after tp)
+  double backward_s = 0;              // the backward alone
+  double recompute_s = 0;             // re-run forwards, added to the backward
+  double exposed_tp_comm_s = 0;       // tensor/context-parallel communication in the above
+  int64_t parameters_per_device = 0;  // this rank's parameters on one device (after tp)
 };
 
 struct PipelineConfig {
@@ -63,11 +63,11 @@ struct PipelineConfig {
 };
 
 struct TimeBreakdown {
-  double compute_s = 0;        // the critical rank's forward and backward compute
-  double recompute_s = 0;      // its recomputation
-  double exposed_comm_s = 0;   // tp/cp inside layers, p2p hops, data-parallel
-  double bubble_s = 0;         // pipeline warm-up and cool-down
-  double total_s = 0;          // the iteration: the sum of the above
+  double compute_s = 0;       // the critical rank's forward and backward compute
+  double recompute_s = 0;     // its recomputation
+  double exposed_comm_s = 0;  // tp/cp inside layers, p2p hops, data-parallel
+  double bubble_s = 0;        // pipeline warm-up and cool-down
+  double total_s = 0;         // the iteration: the sum of the above
 };
 
 struct PipelineTime {

@@ -80,9 +80,9 @@ TEST(PipelineModelTest, HopsCrossNvlinkOrTheNetwork) {
   c.tp = 8;  // each rank is a node: hops go over InfiniBand
   const PipelineTime across = Predict(Equal(4, 1e-3, 2e-3), c);
   EXPECT_GT(across.p2p_s, 2 * inside.p2p_s);
-  EXPECT_NEAR(across.breakdown.compute_s + across.breakdown.exposed_comm_s +
-                  across.breakdown.bubble_s,
-              across.breakdown.total_s, 1e-12);
+  EXPECT_NEAR(
+      across.breakdown.compute_s + across.breakdown.exposed_comm_s + across.breakdown.bubble_s,
+      across.breakdown.total_s, 1e-12);
 }
 
 TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
@@ -95,10 +95,10 @@ TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
   c.microbatches = 4;
   c.overlap_dp_comm = false;
   const PipelineTime alone = Predict({s}, c);
-  const double all_reduce = sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
-                                                    4.0 * s.parameters_per_device,
-                                                    sim::SingleNodeGroup(8))
-                                ->seconds;
+  const double all_reduce =
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
+                              4.0 * s.parameters_per_device, sim::SingleNodeGroup(8))
+          ->seconds;
   EXPECT_NEAR(alone.dp_exposed_s, all_reduce, 1e-12);
   EXPECT_NEAR(alone.breakdown.total_s, 4 * 3e-3 + all_reduce, 1e-12);
   c.overlap_dp_comm = true;

@@ -25,10 +25,10 @@ namespace commir::search::plan {
 
 struct PlanCost {
   PipelineTime time;
-  std::vector<StageCost> stages;       // per pipeline rank, per micro-batch
-  std::vector<StageMemory> memory;     // per pipeline rank
-  double peak_memory_bytes = 0;        // the most of any rank
-  bool fits = true;                    // every rank within the HBM capacity
+  std::vector<StageCost> stages;    // per pipeline rank, per micro-batch
+  std::vector<StageMemory> memory;  // per pipeline rank
+  double peak_memory_bytes = 0;     // the most of any rank
+  bool fits = true;                 // every rank within the HBM capacity
   double tokens_per_second = 0;
   double model_flops_utilization = 0;  // model FLOPs / (time x GPUs x bf16 peak)
 };

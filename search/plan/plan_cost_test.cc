@@ -47,8 +47,8 @@ ParallelPlan Plan(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch) {
 
 TEST_F(PlanCostTest, Gpt13bOnFourGpusIsPlausibleForEveryStandardSplit) {
   const ModelSpec m = *Preset("gpt3-1.3b");
-  for (const ParallelPlan& p : {Plan(1, 1, 4, 4), Plan(2, 1, 2, 4), Plan(4, 1, 1, 4),
-                                Plan(1, 4, 1, 4), Plan(2, 2, 1, 2)}) {
+  for (const ParallelPlan& p :
+       {Plan(1, 1, 4, 4), Plan(2, 1, 2, 4), Plan(4, 1, 1, 4), Plan(1, 4, 1, 4), Plan(2, 2, 1, 2)}) {
     const PlanCost c = Cost(m, p);
     EXPECT_TRUE(c.fits) << DescribePlan(p);
     EXPECT_GT(c.model_flops_utilization, 0.2) << DescribePlan(p);
