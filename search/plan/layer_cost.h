@@ -80,6 +80,7 @@ class LayerCostCache {
   explicit LayerCostCache(LayerCostOptions options) : options_(std::move(options)) {}
   absl::StatusOr<LayerCost> Get(const ModelSpec& model, LayerKind kind, const LayerLayout& layout);
   int64_t measured() const;  // programs predicted so far (cache misses)
+  const LayerCostOptions& options() const { return options_; }
 
  private:
   LayerCostOptions options_;

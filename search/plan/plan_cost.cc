@@ -20,9 +20,10 @@ int64_t TableParametersPerDevice(const ModelSpec& m, int64_t tp) {
 }  // namespace
 
 absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
-                                  LayerCostCache& layers, const sim::HardwareSpec& hardware,
-                                  const PlanCostOptions& options) {
+                                  LayerCostCache& layers, const PlanCostOptions& options) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
+  const sim::HardwareSpec& hardware = layers.options().predict.hardware;
+  const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
   const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
   absl::StatusOr<LayerCost> layer = layers.Get(model, LayerKind::kTransformer, layout);
   if (!layer.ok()) return layer.status();
@@ -82,8 +83,7 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
   pc.boundary_bytes = layer->input_bytes;
   pc.grad_bytes_per_param = options.grad_bytes_per_param;
   pc.overlap_dp_comm = options.overlap_dp_comm;
-  absl::StatusOr<PipelineTime> time =
-      PredictIteration(out.stages, pc, hardware, options.gpus_per_node);
+  absl::StatusOr<PipelineTime> time = PredictIteration(out.stages, pc, hardware, gpus_per_node);
   if (!time.ok()) return time.status();
   out.time = *time;
 

@@ -34,16 +34,15 @@ struct PlanCost {
 };
 
 struct PlanCostOptions {
-  int64_t gpus_per_node = 8;
   double grad_bytes_per_param = 4;  // fp32 main gradients, Megatron-LM's default
   bool overlap_dp_comm = true;
 };
 
-// Errors when CheckPlan refuses the plan or a layer cannot be measured. `layers` must
-// have been made with the hardware the plan is costed on.
+// Errors when CheckPlan refuses the plan or a layer cannot be measured. The hardware
+// and the GPUs per node are the layer cache's (its PredictOptions), so that the layers
+// and the pipeline and data-parallel transfers are costed on one cluster.
 absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
-                                  LayerCostCache& layers, const sim::HardwareSpec& hardware,
-                                  const PlanCostOptions& options = {});
+                                  LayerCostCache& layers, const PlanCostOptions& options = {});
 
 }  // namespace commir::search::plan
 

@@ -23,7 +23,7 @@ class PlanCostTest : public ::testing::Test {
     return o;
   }
   PlanCost Cost(const ModelSpec& m, const ParallelPlan& p) {
-    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers_, H100());
+    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers_);
     EXPECT_TRUE(c.ok()) << DescribePlan(p) << ": " << c.status();
     if (!c.ok()) return PlanCost{};
     std::printf("%-55s %8.1f ms  MFU %4.1f%%  peak %6.1f GB  bubble %4.1f%%\n",
@@ -115,8 +115,21 @@ TEST_F(PlanCostTest, ZeroShardsStateAndLlama70bNeedsModelParallelism) {
   EXPECT_GT(fits.model_flops_utilization, 0.1);
 }
 
+TEST_F(PlanCostTest, TheCachesClusterPlacesTheStages) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  const ParallelPlan p = Plan(2, 2, 1, 2);
+  LayerCostOptions small_nodes = Options();
+  small_nodes.predict.gpus_per_node = 2;  // each pipeline rank is a node of its own
+  LayerCostCache layers(small_nodes);
+  absl::StatusOr<PlanCost> across = CostPlan(m, p, layers);
+  ASSERT_TRUE(across.ok()) << across.status();
+  const PlanCost inside = Cost(m, p);
+  EXPECT_GT(across->time.p2p_s, inside.time.p2p_s);
+  EXPECT_GT(across->time.breakdown.total_s, inside.time.breakdown.total_s);
+}
+
 TEST_F(PlanCostTest, RefusesInvalidPlans) {
-  absl::StatusOr<PlanCost> c = CostPlan(*Preset("gpt3-1.3b"), Plan(1, 5, 1, 1), layers_, H100());
+  absl::StatusOr<PlanCost> c = CostPlan(*Preset("gpt3-1.3b"), Plan(1, 5, 1, 1), layers_);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("do not split evenly"), std::string::npos);
 }
