@@ -41,7 +41,7 @@ struct MemoryConfig {
   int64_t stage = 0;           // s, 0-based
   int64_t virtual_stages = 1;  // v
   int64_t microbatches = 1;    // m
-  int64_t dp = 1;
+  int64_t dp = 1;              // the ZeRO sharding degree: dp x cp (cp ranks hold the same weights)
   int zero_stage = 0;
   Recompute recompute = Recompute::kNone;
   double weight_bytes_per_param = 2;

@@ -57,9 +57,12 @@ absl::StatusOr<double> Collective(const sim::HardwareSpec& hw, sim::CollectiveKi
 absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
                                            const PipelineConfig& c, const sim::HardwareSpec& hw,
                                            int64_t gpus_per_node) {
-  if (c.dp == 1) return 0.0;
+  // Context-parallel ranks hold the same weights as data-parallel ones, so gradients are
+  // reduced over dp x cp: the devices of the rank that share a tp index (Megatron-LM's
+  // data-parallel-with-context-parallel group).
+  if (c.dp * c.cp == 1) return 0.0;
   std::vector<int64_t> group;
-  for (int64_t k = 0; k < c.dp; ++k) group.push_back(first_device + k * c.tp * c.cp);
+  for (int64_t k = 0; k < c.dp * c.cp; ++k) group.push_back(first_device + k * c.tp);
   const double grads = c.grad_bytes_per_param * s.parameters_per_device;
   const double params = c.param_bytes_per_param * s.parameters_per_device;
   const double backward_window = c.overlap_dp_comm ? s.backward_s + s.recompute_s : 0;

@@ -20,7 +20,8 @@
 // node, the network otherwise. Ranks are ordered as Megatron-LM orders them: tp fastest,
 // then cp, then dp, then pp, so stage s's first device is s x tp x cp x dp.
 //
-// Data parallelism (per rank, over dp, the sim's ring collectives): ZeRO 0 all-reduces
+// Data parallelism (per rank, over dp x cp, since context-parallel ranks hold the same
+// weights; the sim's ring collectives): ZeRO 0 all-reduces
 // the gradients; ZeRO 1 and 2 reduce-scatter them and all-gather the updated bf16
 // parameters; ZeRO 3 also all-gathers each micro-batch's parameters before its forward
 // and its backward. The gradient reduction overlaps the last micro-batch's backward,

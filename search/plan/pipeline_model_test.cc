@@ -107,6 +107,24 @@ TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
   EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
 }
 
+TEST(PipelineModelTest, ContextParallelRanksReduceGradientsToo) {
+  StageCost s;
+  s.forward_s = 1e-3;
+  s.backward_s = 2e-3;
+  s.parameters_per_device = 100'000'000;
+  PipelineConfig c;
+  c.tp = 2;
+  c.cp = 2;  // dp = 1: the two cp ranks of each tp index still hold the same weights
+  c.overlap_dp_comm = false;
+  const double all_reduce =
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
+                              4.0 * s.parameters_per_device, sim::SingleNodeGroup(2))
+          ->seconds;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce, 1e-12);
+  c.cp = 1;
+  EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
+}
+
 TEST(PipelineModelTest, ZeroThreeGathersParametersEveryMicroBatch) {
   StageCost s;
   s.forward_s = 1e-4;

@@ -93,7 +93,7 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     mc.stage = s;
     mc.virtual_stages = plan.virtual_stages;
     mc.microbatches = microbatches;
-    mc.dp = plan.dp;
+    mc.dp = plan.dp * plan.cp;  // the distributed optimizer shards over dp x cp
     mc.zero_stage = plan.zero_stage;
     mc.recompute = plan.recompute;
     mc.grad_bytes_per_param = options.grad_bytes_per_param;

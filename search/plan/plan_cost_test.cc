@@ -105,6 +105,16 @@ TEST_F(PlanCostTest, ZeroShardsStateAndLlama70bNeedsModelParallelism) {
   const PlanCost zero1 = Cost(gpt, p);
   EXPECT_NEAR(zero1.memory[0].optimizer * 4, zero0.memory[0].optimizer, 1);
   EXPECT_EQ(zero1.memory[0].weights, zero0.memory[0].weights);
+  ParallelPlan cp = Plan(2, 1, 1, 4);
+  cp.cp = 2;
+  cp.zero_stage = 1;  // the distributed optimizer shards over dp x cp
+  const PlanCost sharded = Cost(gpt, cp);
+  EXPECT_NEAR(sharded.memory[0].optimizer * 2, 12.0 * sharded.stages[0].parameters_per_device, 1);
+  PlanCostOptions no_overlap;
+  no_overlap.overlap_dp_comm = false;  // the gradients' reduce-scatter over the cp pair shows
+  absl::StatusOr<PlanCost> exposed = CostPlan(gpt, cp, layers_, no_overlap);
+  ASSERT_TRUE(exposed.ok()) << exposed.status();
+  EXPECT_GT(exposed->time.dp_exposed_s, 0);
 
   const ModelSpec llama = *Preset("llama3-70b");
   EXPECT_FALSE(Cost(llama, Plan(1, 1, 8, 1)).fits);  // 70B x 18 bytes on every GPU
