@@ -75,7 +75,7 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
         "memory than the plan's ZeRO 2 accounting");
   }
   if (plan.zero_stage == 3) flag("--use-torch-fsdp2");
-  if (plan.dp > 1) flag("--overlap-grad-reduce");
+  if (plan.dp * plan.cp > 1) flag("--overlap-grad-reduce");  // gradients reduce over dp x cp
   out.notes.push_back(absl::StrCat("data-parallel size ", plan.dp,
                                    " follows from the world size: launch ", plan.gpus(),
                                    " processes"));
