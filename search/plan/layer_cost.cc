@@ -1,0 +1,201 @@
+#include "search/plan/layer_cost.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "commir/diagnostics.h"
+#include "commir/element_type.h"
+#include "commir/ir.h"
+#include "parser/parser.h"
+#include "transforms/pass_manager.h"
+#include "transforms/pass_registry.h"
+#include "transforms/pipeline.h"
+#include "transforms/sharding/lower.h"
+
+namespace commir::search::plan {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Module>> ParseAndRun(const std::string& text,
+                                                    const std::string& pipeline) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(text, diagnostics);
+  if (module == nullptr) return diagnostics.ToStatus("layer.commir", text);
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(pipeline, RegisteredPasses());
+  if (!passes.ok()) return passes.status();
+  PassManager manager;
+  manager.AddPasses(*std::move(passes));
+  if (absl::Status s = manager.Run(*module, diagnostics); !s.ok()) return s;
+  return module;
+}
+
+// Bytes one device holds of `type`: spmd bodies carry per-device types, but a type that
+// still names axes (a signature's) is divided by their sizes.
+int64_t DeviceBytes(Type type, const LayerLayout& layout) {
+  if (!type.is_tensor()) return 0;
+  int64_t elements = type.num_elements();
+  for (const AxisList& axes : type.dim_axes()) {
+    for (const std::string& axis : axes) elements /= axis == "tp" ? layout.tp : layout.cp;
+  }
+  return elements * ElementTypeByteWidth(type.element_type());
+}
+
+struct SavedValues {
+  int64_t all_bytes = 0;
+  int64_t attention_bytes = 0;
+};
+
+// What the backward reads from the forward, measured on the partitioned programs: the
+// gradient function recomputes the forward under the forward's value names (the
+// partitioner keeps a result's name), so a value of @layer_grad named like a value of
+// @layer, or the layer input, that an op outside the forward uses is an activation the
+// layer keeps for its backward. Values only the forward uses are transient.
+SavedValues MeasureSaved(const Function& forward, const Function& gradient,
+                         const LayerLayout& layout) {
+  absl::flat_hash_set<std::string> forward_names;
+  WalkOps(forward.body(), [&](Operation* op) {
+    for (Value* result : op->results()) forward_names.insert(result->name());
+  });
+  forward_names.erase("");
+  auto is_backward = [&](const Operation* op) {
+    if (op->Is(OpKind::kReturn)) return true;  // a forward value returned as a gradient
+    for (Value* result : op->results()) {
+      if (forward_names.contains(result->name())) return false;
+    }
+    return true;
+  };
+  SavedValues saved;
+  auto visit = [&](Value* value, bool attention) {
+    for (const Operation* user : value->users()) {
+      if (!is_backward(user)) continue;
+      const int64_t bytes = DeviceBytes(value->type(), layout);
+      saved.all_bytes += bytes;
+      if (attention) saved.attention_bytes += bytes;
+      return;
+    }
+  };
+  // The attention's output and its reshaped and transposed views (the output
+  // projection's input): what selective recomputation re-runs the attention to get.
+  absl::flat_hash_set<const Value*> attention_outputs;
+  auto from_attention = [&](const Operation* op) {
+    if (op->Is(OpKind::kAttention)) return true;
+    return (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) &&
+           attention_outputs.contains(op->operand(0));
+  };
+  visit(gradient.body()->argument(0), false);
+  WalkOps(gradient.body(), [&](Operation* op) {
+    if (is_backward(op)) return;
+    const bool attention = from_attention(op);
+    for (Value* result : op->results()) {
+      if (attention) attention_outputs.insert(result);
+      visit(result, attention);
+    }
+  });
+  return saved;
+}
+
+double MaxExposed(const sim::Prediction& p) {
+  double most = 0;
+  for (const sim::DevicePrediction& d : p.devices) most = std::max(most, d.exposed_communication_s);
+  return most;
+}
+
+std::string Describe(LayerKind kind, const LayerLayout& l) {
+  return absl::StrCat(kind == LayerKind::kHead ? "head" : "layer", " (tp=", l.tp, ", cp=", l.cp,
+                      l.sequence_parallel ? ", sp" : "", ", micro-batch ", l.micro_batch, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
+                                           const LayerLayout& layout,
+                                           const LayerCostOptions& options) {
+  const std::string what = Describe(kind, layout);
+  auto fail = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  };
+  absl::StatusOr<std::string> text = kind == LayerKind::kHead
+                                         ? HeadProgram(model, layout)
+                                         : TransformerLayerProgram(model, layout);
+  if (!text.ok()) return fail(text.status());
+  const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
+  std::string pipeline =
+      absl::StrCat("autodiff{func=", name, ",seed=cotangents},", sharding::kDefaultSpmdPipeline);
+  if (!options.schedule.empty()) absl::StrAppend(&pipeline, ",", options.schedule);
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseAndRun(*text, pipeline);
+  if (!module.ok()) return fail(module.status());
+  const Function* forward = (*module)->FindFunction(name);
+  const Function* gradient = (*module)->FindFunction(absl::StrCat(name, "_grad"));
+  if (forward == nullptr || gradient == nullptr) {
+    return fail(absl::InternalError("the forward or gradient function is missing"));
+  }
+  sim::PredictOptions predict = options.predict;
+  predict.record_timeline = true;
+  absl::StatusOr<sim::Prediction> f = sim::Predict(*forward, predict);
+  if (!f.ok()) return fail(f.status());
+  predict.record_timeline = false;
+  absl::StatusOr<sim::Prediction> g = sim::Predict(*gradient, predict);
+  if (!g.ok()) return fail(g.status());
+
+  LayerCost cost;
+  cost.forward_s = f->time_s;
+  cost.backward_s = std::max(0.0, g->time_s - f->time_s);
+  cost.forward_exposed_comm_s = MaxExposed(*f);
+  cost.backward_exposed_comm_s = std::max(0.0, MaxExposed(*g) - cost.forward_exposed_comm_s);
+  cost.forward_flops = f->total_flops;
+  for (const sim::TimelineEvent& e : f->timeline) {
+    if (e.device == 0 && e.op == "attention") {
+      cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
+    }
+  }
+  const SavedValues saved = MeasureSaved(*forward, *gradient, layout);
+  cost.activation_bytes = saved.all_bytes;
+  cost.selective_saved_bytes = saved.attention_bytes;
+  cost.input_bytes = DeviceBytes(forward->arg_types()[0], layout);
+  return cost;
+}
+
+LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
+                        const sim::HardwareSpec& hardware) {
+  LayerCost cost;
+  const int64_t tokens =
+      layout.micro_batch * model.sequence / layout.cp / (layout.sequence_parallel ? layout.tp : 1);
+  const int64_t bytes = tokens * model.hidden * ElementTypeByteWidth(model.dtype);
+  // A row read and the output written; the backward's scatter-add reads the output's
+  // gradient and updates the rows.
+  const double move_s = hardware.hbm_bandwidth > 0 ? 2.0 * bytes / hardware.hbm_bandwidth : 0;
+  cost.forward_s = move_s + hardware.kernel_launch_overhead_s;
+  cost.backward_s = move_s + hardware.kernel_launch_overhead_s;
+  cost.activation_bytes = 0;  // the lookup's backward needs only the token ids
+  cost.input_bytes = bytes;   // what the first stage sends on, like any layer output
+  return cost;
+}
+
+absl::StatusOr<LayerCost> LayerCostCache::Get(const ModelSpec& model, LayerKind kind,
+                                              const LayerLayout& layout) {
+  const std::string key = absl::StrCat(FormatModelSpec(model), "|", static_cast<int>(kind), "|",
+                                       layout.tp, ",", layout.cp, ",", layout.sequence_parallel,
+                                       ",", layout.micro_batch, "|", options_.predict.hardware.name,
+                                       ",", options_.predict.gpus_per_node, "|", options_.schedule);
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  // Measured outside the lock: two threads may measure the same key once each, which
+  // gives the same answer; holding the lock would serialise every measurement.
+  absl::StatusOr<LayerCost> cost = MeasureLayerCost(model, kind, layout, options_);
+  absl::MutexLock lock(&mutex_);
+  return cache_.try_emplace(key, std::move(cost)).first->second;
+}
+
+int64_t LayerCostCache::measured() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int64_t>(cache_.size());
+}
+
+}  // namespace commir::search::plan

@@ -1,0 +1,93 @@
+// Per-layer costs for the plan search (issue 15), measured by the sim on the layer's
+// real CommIR program (layer_program.h): the program for one micro-batch on the tp x cp
+// mesh, its gradient by `autodiff{seed=cotangents}`, both partitioned by the spmd
+// pipeline (propagate-sharding, lower-to-spmd, canonicalize, cse, dce) and an optional
+// schedule (e.g. the operator search's best), then predicted by sim::Predict.
+//
+//  * forward_s: @layer's predicted time (the slowest device).
+//  * backward_s: @layer_grad's time minus forward_s. The gradient function recomputes
+//    the forward before its backward ops, so this is the backward alone; a fully
+//    recomputed layer's backward is @layer_grad's whole time.
+//  * selective_recompute_s: the attention kernels' time in the forward timeline (device
+//    0), what Megatron-LM's selective recomputation re-runs (its "core attention").
+//  * activation_bytes: per device, the forward values the gradient function's backward
+//    ops read (the layer input included): what a layer keeps for its backward without
+//    recomputation. Measured on the partitioned programs, so gathered copies that the
+//    backward reads count (a PyTorch implementation may re-gather instead).
+//  * selective_saved_bytes: of those, the attention's output and its reshaped or
+//    transposed views (the output projection's input), which selective recomputation
+//    re-runs the attention (from the kept q, k, v) to get. With a fused attention kernel
+//    the s^2 scores of Korthikanti et al. are never stored (attention_grad recomputes
+//    them inside the backward already), so this is all selective recomputation saves.
+//  * input_bytes: per device, the layer input (the residual stream): what full
+//    recomputation keeps, and what a pipeline stage sends its neighbour per micro-batch.
+//
+// The embedding lookup has no op yet (no gather): EmbeddingCost is an approximation
+// from its bytes at the HBM bandwidth (a row read and a write per token, the backward's
+// scatter-add the same), documented as such.
+#ifndef COMMIR_SEARCH_PLAN_LAYER_COST_H_
+#define COMMIR_SEARCH_PLAN_LAYER_COST_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "search/plan/layer_program.h"
+#include "search/plan/model_spec.h"
+#include "sim/predict.h"
+
+namespace commir::search::plan {
+
+struct LayerCost {
+  double forward_s = 0;
+  double backward_s = 0;
+  double forward_exposed_comm_s = 0;   // the slowest device's, within forward_s
+  double backward_exposed_comm_s = 0;  // the gradient function's less the forward's
+  double selective_recompute_s = 0;
+  int64_t activation_bytes = 0;
+  int64_t selective_saved_bytes = 0;
+  int64_t input_bytes = 0;
+  double forward_flops = 0;  // over the layer's devices
+};
+
+enum class LayerKind { kTransformer, kHead };
+
+struct LayerCostOptions {
+  sim::PredictOptions predict;
+  // Passes run after the spmd pipeline (e.g. "collective-matmul{...}"); empty: plain
+  // collectives.
+  std::string schedule;
+};
+
+// Measures one layer's cost (no cache). Errors are the generator's, a pass's or the
+// sim's, prefixed with the layer and layout.
+absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
+                                           const LayerLayout& layout,
+                                           const LayerCostOptions& options);
+
+// The embedding lookup's approximate cost (see above).
+LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
+                        const sim::HardwareSpec& hardware);
+
+// MeasureLayerCost with a cache keyed by the model's sizes, the kind, the layout, the
+// hardware's name and the schedule: a plan search asks for the same few layers many
+// times. Thread-safe.
+class LayerCostCache {
+ public:
+  explicit LayerCostCache(LayerCostOptions options) : options_(std::move(options)) {}
+  absl::StatusOr<LayerCost> Get(const ModelSpec& model, LayerKind kind, const LayerLayout& layout);
+  int64_t measured() const;  // programs predicted so far (cache misses)
+  const LayerCostOptions& options() const { return options_; }
+
+ private:
+  LayerCostOptions options_;
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, absl::StatusOr<LayerCost>> cache_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_LAYER_COST_H_

@@ -1,0 +1,59 @@
+// The CommIR programs whose predicted times are the plan's layer costs (issue 15: "costs
+// come from real partitioned and scheduled CommIR programs"): one transformer layer and
+// the output head of a model, for one micro-batch, laid out Megatron-style on a mesh of
+// the tensor-parallel and context-parallel groups.
+//
+// Layouts: the residual stream [micro_batch, seq, hidden] has its sequence split over cp
+// and, with sequence parallelism, over tp too; inside the attention and MLP blocks the
+// sequence is gathered over tp (cp keeps it split), heads, key/value heads and the FFN
+// columns are split over tp, and the output projections reduce(-scatter) back to the
+// residual layout. These layouts are written on the intermediate values so that
+// propagate-sharding does not pick cheaper-looking but non-Megatron layouts (gathering
+// weights). Key/value heads that tp does not divide stay whole (replicated), as
+// Megatron-LM does when tp exceeds the query groups. The vocabulary is padded to a
+// multiple of 128 x tp, as Megatron-LM's --make-vocab-size-divisible-by does.
+//
+// Not in the programs (documented approximations): bias adds of GPT's projections (an
+// elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
+// gather op yet; layer_cost.h costs it from its bytes).
+#ifndef COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_
+#define COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "search/plan/model_spec.h"
+
+namespace commir::search::plan {
+
+struct LayerLayout {
+  int64_t tp = 1;
+  int64_t cp = 1;
+  bool sequence_parallel = false;  // split the residual stream's sequence over tp
+  int64_t micro_batch = 1;
+
+  int64_t devices() const { return tp * cp; }
+};
+
+// The name of the generated global function in each program.
+inline constexpr char kLayerFunction[] = "layer";
+inline constexpr char kHeadFunction[] = "head";
+
+// A module with a mesh (none when tp = cp = 1) and @layer(x, weights...) -> x'.
+// Errors when tp does not divide the heads and FFN, or cp the sequence (or
+// tp x cp with sequence parallelism).
+absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& model,
+                                                    const LayerLayout& layout);
+
+// @head(x, norm scale, output embedding) -> softmax over the (padded) vocabulary split
+// over tp: the final norm, the logits and their normalisation (the cross-entropy's
+// exponentials; the loss's gather of the label is not modelled).
+absl::StatusOr<std::string> HeadProgram(const ModelSpec& model, const LayerLayout& layout);
+
+// The vocabulary padded as Megatron-LM does for this tp.
+int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_

@@ -1,0 +1,99 @@
+#include "search/plan/megatron_args.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace commir::search::plan {
+
+absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan) {
+  if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
+  if (plan.zero_stage == 3 && plan.pp > 1) {
+    return absl::InvalidArgumentError(
+        "ZeRO 3 is torch FSDP2 in Megatron-LM (--use-torch-fsdp2), which does not support "
+        "pipeline parallelism (pp > 1)");
+  }
+  MegatronArgs out;
+  auto flag = [&](absl::string_view name) { out.args.emplace_back(name); };
+  auto value = [&](absl::string_view name, auto v) {
+    out.args.emplace_back(name);
+    out.args.push_back(absl::StrCat(v));
+  };
+  // The model.
+  value("--num-layers", model.layers);
+  value("--hidden-size", model.hidden);
+  value("--ffn-hidden-size", model.ffn);
+  value("--num-attention-heads", model.heads);
+  if (model.kv_heads != model.heads) {
+    flag("--group-query-attention");
+    value("--num-query-groups", model.kv_heads);
+  }
+  value("--seq-length", model.sequence);
+  value("--max-position-embeddings", model.sequence);
+  if (model.architecture == Architecture::kLlama) {
+    flag("--swiglu");
+    value("--normalization", "RMSNorm");
+    value("--position-embedding-type", "rope");
+    flag("--untie-embeddings-and-output-weights");
+    flag("--disable-bias-linear");
+  }
+  if (model.dtype == ElementType::kBF16) flag("--bf16");
+  if (model.dtype == ElementType::kF16) flag("--fp16");
+  // The parallel plan.
+  value("--tensor-model-parallel-size", plan.tp);
+  value("--pipeline-model-parallel-size", plan.pp);
+  value("--context-parallel-size", plan.cp);
+  if (plan.sequence_parallel) flag("--sequence-parallel");
+  if (plan.virtual_stages > 1) {
+    value("--num-layers-per-virtual-pipeline-stage",
+          model.layers / (plan.pp * plan.virtual_stages));
+  }
+  value("--micro-batch-size", plan.micro_batch);
+  value("--global-batch-size", model.global_batch);
+  switch (plan.recompute) {
+    case Recompute::kNone:
+      break;
+    case Recompute::kSelective:
+      value("--recompute-granularity", "selective");
+      break;
+    case Recompute::kFull:
+      // Every layer recomputed from its input: the memory model's "full".
+      value("--recompute-granularity", "full");
+      value("--recompute-method", "uniform");
+      value("--recompute-num-layers", 1);
+      break;
+  }
+  if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+    flag("--use-distributed-optimizer");
+    flag("--overlap-param-gather");
+  }
+  if (plan.zero_stage == 2) {
+    out.notes.push_back(
+        "ZeRO 2: Megatron-LM's distributed optimizer shards the optimizer state and "
+        "reduce-scatters gradients but keeps a full gradient buffer, so it needs more "
+        "memory than the plan's ZeRO 2 accounting");
+  }
+  if (plan.zero_stage == 3) flag("--use-torch-fsdp2");
+  if (plan.dp * plan.cp > 1) flag("--overlap-grad-reduce");  // gradients reduce over dp x cp
+  out.notes.push_back(absl::StrCat("data-parallel size ", plan.dp,
+                                   " follows from the world size: launch ", plan.gpus(),
+                                   " processes"));
+  return out;
+}
+
+std::string FormatMegatronArgs(const MegatronArgs& args) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < args.args.size(); ++i) {
+    std::string line = args.args[i];
+    if (i + 1 < args.args.size() && !absl::StartsWith(args.args[i + 1], "--")) {
+      absl::StrAppend(&line, " ", args.args[++i]);
+    }
+    lines.push_back(std::move(line));
+  }
+  std::string text = absl::StrJoin(lines, " \\\n");
+  for (const std::string& note : args.notes) absl::StrAppend(&text, "\n# ", note);
+  return text;
+}
+
+}  // namespace commir::search::plan

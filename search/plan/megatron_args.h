@@ -1,0 +1,40 @@
+// A plan written as Megatron-LM launch arguments (issue 15: "so it runs on the training
+// engine people already use"). Flag names follow Megatron-LM's
+// megatron/training/arguments.py: the parallel sizes, --sequence-parallel,
+// --micro-batch-size/--global-batch-size, --num-layers-per-virtual-pipeline-stage,
+// --recompute-granularity/--recompute-method/--recompute-num-layers,
+// --use-distributed-optimizer with --overlap-grad-reduce/--overlap-param-gather, and
+// the model's shape (GQA, SwiGLU, RMSNorm, rotary positions and untied embeddings for
+// Llama).
+//
+// ZeRO stages map as Megatron-LM offers them: 0 plain data parallelism, 1 the
+// distributed optimizer; 2 has no Megatron-LM flag of its own (its distributed optimizer
+// reduce-scatters gradients but keeps the full gradient buffer), so it is written as the
+// distributed optimizer with a note; 3 is torch FSDP2 (--use-torch-fsdp2), which
+// Megatron-LM does not support with pipeline parallelism, so pp > 1 is refused.
+#ifndef COMMIR_SEARCH_PLAN_MEGATRON_ARGS_H_
+#define COMMIR_SEARCH_PLAN_MEGATRON_ARGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+
+namespace commir::search::plan {
+
+struct MegatronArgs {
+  std::vector<std::string> args;   // "--tensor-model-parallel-size", "4", ... in order
+  std::vector<std::string> notes;  // where Megatron-LM runs the plan differently
+};
+
+// Errors when CheckPlan refuses the plan or Megatron-LM cannot express it.
+absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan);
+
+// One flag (with its value) per line, joined by " \\\n", for a launch script.
+std::string FormatMegatronArgs(const MegatronArgs& args);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_MEGATRON_ARGS_H_

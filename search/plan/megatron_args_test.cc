@@ -1,0 +1,109 @@
+#include "search/plan/megatron_args.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+
+namespace commir::search::plan {
+namespace {
+
+TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
+  const ModelSpec m = *Preset("llama3-70b");
+  ParallelPlan p;
+  p.tp = 8;
+  p.pp = 4;
+  p.virtual_stages = 5;
+  p.dp = 16;
+  p.cp = 2;
+  p.sequence_parallel = true;
+  p.micro_batch = 1;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kSelective;
+  ASSERT_TRUE(CheckPlan(m, p).ok()) << CheckPlan(m, p);
+  EXPECT_EQ(Microbatches(m, p), 32);
+  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(FormatMegatronArgs(*args),
+            "--num-layers 80 \\\n--hidden-size 8192 \\\n--ffn-hidden-size 28672 \\\n"
+            "--num-attention-heads 64 \\\n--group-query-attention \\\n"
+            "--num-query-groups 8 \\\n--seq-length 8192 \\\n"
+            "--max-position-embeddings 8192 \\\n--swiglu \\\n--normalization RMSNorm \\\n"
+            "--position-embedding-type rope \\\n--untie-embeddings-and-output-weights \\\n"
+            "--disable-bias-linear \\\n--bf16 \\\n--tensor-model-parallel-size 8 \\\n"
+            "--pipeline-model-parallel-size 4 \\\n--context-parallel-size 2 \\\n"
+            "--sequence-parallel \\\n--num-layers-per-virtual-pipeline-stage 4 \\\n"
+            "--micro-batch-size 1 \\\n--global-batch-size 512 \\\n"
+            "--recompute-granularity selective \\\n--use-distributed-optimizer \\\n"
+            "--overlap-param-gather \\\n--overlap-grad-reduce\n"
+            "# data-parallel size 16 follows from the world size: launch 1024 processes");
+}
+
+TEST(MegatronArgsTest, GptFullRecomputeAndZeroStages) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  ParallelPlan p;
+  p.dp = 4;
+  p.micro_batch = 4;
+  p.recompute = Recompute::kFull;
+  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p);
+  ASSERT_TRUE(args.ok()) << args.status();
+  const std::string text = FormatMegatronArgs(*args);
+  EXPECT_NE(text.find("--recompute-granularity full \\\n--recompute-method uniform \\\n"
+                      "--recompute-num-layers 1"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("--swiglu"), std::string::npos);  // GPT: GELU, LayerNorm, biases
+  EXPECT_EQ(text.find("--group-query-attention"), std::string::npos);
+  EXPECT_EQ(text.find("--use-distributed-optimizer"), std::string::npos);  // ZeRO 0
+  p.zero_stage = 2;
+  args = ToMegatronArgs(m, p);
+  ASSERT_TRUE(args.ok());
+  EXPECT_NE(FormatMegatronArgs(*args).find("--use-distributed-optimizer"), std::string::npos);
+  EXPECT_NE(FormatMegatronArgs(*args).find("# ZeRO 2:"), std::string::npos);
+  p.zero_stage = 3;
+  args = ToMegatronArgs(m, p);
+  ASSERT_TRUE(args.ok());
+  EXPECT_NE(FormatMegatronArgs(*args).find("--use-torch-fsdp2"), std::string::npos);
+  p.pp = 2;  // FSDP2 with pipelining: Megatron-LM cannot
+  args = ToMegatronArgs(m, p);
+  ASSERT_FALSE(args.ok());
+  EXPECT_NE(args.status().message().find("FSDP2"), std::string::npos);
+}
+
+TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
+  const ModelSpec m = *Preset("llama3-8b");
+  auto error = [&](ParallelPlan p) {
+    absl::Status s = CheckPlan(m, p);
+    return s.ok() ? std::string("accepted") : std::string(s.message());
+  };
+  ParallelPlan p;
+  p.dp = 8;
+  EXPECT_EQ(error(p), "accepted");
+  ParallelPlan bad = p;
+  bad.sequence_parallel = true;
+  EXPECT_NE(error(bad).find("sequence parallelism needs tp > 1"), std::string::npos);
+  bad = p;
+  bad.dp = 3;
+  EXPECT_NE(error(bad).find("not a multiple of micro-batch x dp"), std::string::npos);
+  bad = p;
+  bad.pp = 5;
+  EXPECT_NE(error(bad).find("do not split evenly"), std::string::npos);
+  bad = p;
+  bad.virtual_stages = 2;
+  EXPECT_NE(error(bad).find("interleaving needs pp > 1"), std::string::npos);
+  bad = p;
+  bad.tp = 3;
+  EXPECT_NE(error(bad).find("tp does not divide"), std::string::npos);
+  bad = p;
+  bad.cp = 3;
+  EXPECT_NE(error(bad).find("does not split into 3"), std::string::npos);
+  bad = p;
+  bad.zero_stage = 4;
+  EXPECT_NE(error(bad).find("ZeRO stage"), std::string::npos);
+  EXPECT_FALSE(ToMegatronArgs(m, bad).ok());
+  EXPECT_EQ(DescribePlan(p), "tp=1 cp=1 pp=1 dp=8 mb=1 zero=0 recompute=none");
+}
+
+}  // namespace
+}  // namespace commir::search::plan

@@ -1,0 +1,67 @@
+// A whole-model description for the plan search (issue 15): the sizes of a decoder-only
+// transformer and its training batch, with presets for published models and a small
+// text form ("llama3-8b", "llama3-8b,seq=4096,global_batch=512" or every field spelled
+// out). The layer programs (layer_program.h) are generated from it.
+#ifndef COMMIR_SEARCH_PLAN_MODEL_SPEC_H_
+#define COMMIR_SEARCH_PLAN_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "commir/element_type.h"
+
+namespace commir::search::plan {
+
+// GPT: LayerNorm with bias, GELU MLP of two matrices, biases on every projection,
+// learned positions, input and output embeddings tied. Llama: RMSNorm, SwiGLU MLP of
+// three matrices, no biases, rotary positions (no weights), untied output embedding.
+enum class Architecture { kGpt, kLlama };
+
+struct ModelSpec {
+  std::string name;
+  Architecture architecture = Architecture::kLlama;
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;  // == heads: multi-head attention; fewer: grouped-query
+  int64_t ffn = 0;       // the MLP's inner width
+  int64_t sequence = 0;
+  int64_t vocabulary = 0;
+  int64_t global_batch = 0;  // sequences per iteration
+  ElementType dtype = ElementType::kBF16;
+
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+// Parameters of one transformer layer, of the embeddings (input, positions and the
+// untied output) and of the whole model.
+int64_t LayerParameters(const ModelSpec& model);
+int64_t EmbeddingParameters(const ModelSpec& model);
+int64_t TotalParameters(const ModelSpec& model);
+
+// Model FLOPs of one iteration's forward and backward (no recomputation), the MFU
+// numerator: 6 x parameters' matmul FLOPs per token plus the attention scores (causal
+// attention's FLOPs counted in full, as Megatron-LM's papers do).
+double ModelFlopsPerIteration(const ModelSpec& model);
+
+// The preset names: gpt3-1.3b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b, llama3-405b.
+std::vector<std::string> PresetNames();
+absl::StatusOr<ModelSpec> Preset(absl::string_view name);
+
+// "PRESET[,key=value...]" or "key=value,..." with keys name, arch (gpt|llama), layers,
+// hidden, heads, kv_heads, ffn, seq, vocab, global_batch, dtype (bf16|f16|f32). Errors
+// name the bad key or value; the result is validated (Validate).
+absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text);
+
+// Positive sizes, heads dividing hidden, kv_heads dividing heads, a float dtype.
+absl::Status Validate(const ModelSpec& model);
+
+// The spec in ParseModelSpec's form (every key).
+std::string FormatModelSpec(const ModelSpec& model);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_MODEL_SPEC_H_

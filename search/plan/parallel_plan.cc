@@ -1,0 +1,67 @@
+#include "search/plan/parallel_plan.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace commir::search::plan {
+namespace {
+
+absl::string_view RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "none";
+}
+
+}  // namespace
+
+int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan) {
+  const int64_t per_step = plan.micro_batch * plan.dp;
+  return per_step > 0 ? model.global_batch / per_step : 0;
+}
+
+absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
+  auto refuse = [&](auto&&... why) {
+    return absl::InvalidArgumentError(absl::StrCat("plan ", DescribePlan(p), ": ", why...));
+  };
+  if (absl::Status s = Validate(model); !s.ok()) return s;
+  if (p.tp < 1 || p.cp < 1 || p.pp < 1 || p.dp < 1 || p.virtual_stages < 1 || p.micro_batch < 1) {
+    return refuse("every size must be at least 1");
+  }
+  if (p.sequence_parallel && p.tp == 1) return refuse("sequence parallelism needs tp > 1");
+  if (model.global_batch % (p.micro_batch * p.dp) != 0) {
+    return refuse("the global batch ", model.global_batch,
+                  " is not a multiple of micro-batch x dp = ", p.micro_batch * p.dp);
+  }
+  if (model.layers % (p.pp * p.virtual_stages) != 0) {
+    return refuse("the ", model.layers,
+                  " layers do not split evenly into pp x v = ", p.pp * p.virtual_stages, " chunks");
+  }
+  if (p.virtual_stages > 1 && p.pp == 1) return refuse("interleaving needs pp > 1");
+  if (p.virtual_stages > 1 && Microbatches(model, p) % p.pp != 0) {
+    return refuse("interleaving needs the ", Microbatches(model, p),
+                  " micro-batches to be a multiple of pp");
+  }
+  if (model.heads % p.tp != 0 || model.ffn % p.tp != 0) {
+    return refuse("tp does not divide the ", model.heads, " heads and the FFN ", model.ffn);
+  }
+  const int64_t seq_split = p.cp * (p.sequence_parallel ? p.tp : 1);
+  if (model.sequence % seq_split != 0) {
+    return refuse("the sequence ", model.sequence, " does not split into ", seq_split);
+  }
+  if (p.zero_stage < 0 || p.zero_stage > 3) return refuse("ZeRO stage must be 0..3");
+  return absl::OkStatus();
+}
+
+std::string DescribePlan(const ParallelPlan& p) {
+  return absl::StrCat("tp=", p.tp, " cp=", p.cp, " pp=", p.pp,
+                      p.virtual_stages > 1 ? absl::StrCat(" (v=", p.virtual_stages, ")") : "",
+                      " dp=", p.dp, p.sequence_parallel ? " sp" : "", " mb=", p.micro_batch,
+                      " zero=", p.zero_stage, " recompute=", RecomputeName(p.recompute));
+}
+
+}  // namespace commir::search::plan

@@ -1,0 +1,44 @@
+// One whole-model training plan (issue 15): how the GPUs split the model and the batch.
+// The search (to come) enumerates these; megatron_args.h prints one for Megatron-LM.
+#ifndef COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_
+#define COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "search/plan/memory_model.h"
+#include "search/plan/model_spec.h"
+
+namespace commir::search::plan {
+
+struct ParallelPlan {
+  int64_t tp = 1;
+  int64_t cp = 1;
+  int64_t pp = 1;
+  int64_t dp = 1;
+  bool sequence_parallel = false;
+  int64_t virtual_stages = 1;  // model chunks per pipeline rank (interleaved 1F1B)
+  int64_t micro_batch = 1;     // sequences per micro-batch
+  int zero_stage = 0;
+  Recompute recompute = Recompute::kNone;
+
+  int64_t gpus() const { return tp * cp * pp * dp; }
+};
+
+// Micro-batches per data-parallel replica and iteration: global batch / (micro-batch x dp).
+int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
+
+// Whether the plan can train the model: sizes at least 1, sequence parallelism only with
+// tp > 1, the global batch a multiple of micro-batch x dp, the layers a multiple of
+// pp x v (even stages; uneven assignment is the search's to add), interleaving only with
+// pp > 1 and micro-batches a multiple of pp, tp dividing the heads and FFN, cp (x tp with
+// sequence parallelism) the sequence, ZeRO 0..3. The error says which rule fails.
+absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
+
+// "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective".
+std::string DescribePlan(const ParallelPlan& plan);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_

@@ -1,0 +1,151 @@
+#include "search/plan/pipeline_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "sim/collective_time.h"
+#include "sim/placement.h"
+
+namespace commir::search::plan {
+namespace {
+
+absl::Status CheckConfig(const std::vector<StageCost>& stages, const PipelineConfig& c) {
+  if (stages.empty()) return absl::InvalidArgumentError("pipeline: no stage");
+  const int64_t p = static_cast<int64_t>(stages.size());
+  if (c.tp < 1 || c.cp < 1 || c.dp < 1 || c.virtual_stages < 1 || c.microbatches < 1) {
+    return absl::InvalidArgumentError(
+        "pipeline: tp, cp, dp, virtual stages and micro-batches must be at least 1");
+  }
+  if (c.virtual_stages > 1 && p == 1) {
+    return absl::InvalidArgumentError("pipeline: interleaving (v > 1) needs more than one stage");
+  }
+  if (c.virtual_stages > 1 && c.microbatches % p != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: the interleaved schedule needs the micro-batches (", c.microbatches,
+                     ") to be a multiple of the pipeline size (", p, ")"));
+  }
+  if (c.zero_stage < 0 || c.zero_stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: ZeRO stage ", c.zero_stage, " (expected 0, 1, 2 or 3)"));
+  }
+  if (c.boundary_bytes < 0 || c.grad_bytes_per_param < 0 || c.param_bytes_per_param < 0) {
+    return absl::InvalidArgumentError("pipeline: negative bytes");
+  }
+  for (const StageCost& s : stages) {
+    if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.recompute_s >= 0 && s.exposed_tp_comm_s >= 0 &&
+          s.parameters_per_device >= 0)) {
+      return absl::InvalidArgumentError("pipeline: a stage has a negative or NaN cost");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Collective(const sim::HardwareSpec& hw, sim::CollectiveKind kind,
+                                  double bytes, const std::vector<int64_t>& devices,
+                                  int64_t gpus_per_node) {
+  if (devices.size() < 2 || bytes <= 0) return 0.0;
+  absl::StatusOr<sim::GroupPlacement> group = sim::PlaceGroup(devices, gpus_per_node);
+  if (!group.ok()) return group.status();
+  absl::StatusOr<sim::CollectiveEstimate> e = sim::EstimateCollective(hw, kind, bytes, *group);
+  if (!e.ok()) return e.status();
+  return e->seconds;
+}
+
+// The exposed data-parallel time of one rank.
+absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
+                                           const PipelineConfig& c, const sim::HardwareSpec& hw,
+                                           int64_t gpus_per_node) {
+  // Context-parallel ranks hold the same weights as data-parallel ones, so gradients are
+  // reduced over dp x cp: the devices of the rank that share a tp index (Megatron-LM's
+  // data-parallel-with-context-parallel group).
+  if (c.dp * c.cp == 1) return 0.0;
+  std::vector<int64_t> group;
+  for (int64_t k = 0; k < c.dp * c.cp; ++k) group.push_back(first_device + k * c.tp);
+  const double grads = c.grad_bytes_per_param * s.parameters_per_device;
+  const double params = c.param_bytes_per_param * s.parameters_per_device;
+  const double backward_window = c.overlap_dp_comm ? s.backward_s + s.recompute_s : 0;
+  const double forward_window = c.overlap_dp_comm ? s.forward_s : 0;
+  double exposed = 0;
+  if (c.zero_stage == 0) {
+    absl::StatusOr<double> t =
+        Collective(hw, sim::CollectiveKind::kAllReduce, grads, group, gpus_per_node);
+    if (!t.ok()) return t.status();
+    return std::max(0.0, *t - backward_window);
+  }
+  absl::StatusOr<double> reduce =
+      Collective(hw, sim::CollectiveKind::kReduceScatter, grads, group, gpus_per_node);
+  if (!reduce.ok()) return reduce.status();
+  absl::StatusOr<double> gather =
+      Collective(hw, sim::CollectiveKind::kAllGather, params, group, gpus_per_node);
+  if (!gather.ok()) return gather.status();
+  exposed += std::max(0.0, *reduce - backward_window) + std::max(0.0, *gather - forward_window);
+  if (c.zero_stage == 3) {
+    // Each micro-batch gathers the parameters for its forward and again for its
+    // backward, prefetched under the micro-batches' compute.
+    const double m = static_cast<double>(c.microbatches);
+    const double compute = m * (s.forward_s + s.backward_s + s.recompute_s);
+    exposed += std::max(0.0, 2 * m * *gather - (c.overlap_dp_comm ? compute : 0));
+  }
+  return exposed;
+}
+
+}  // namespace
+
+absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
+                                              const PipelineConfig& c, const sim::HardwareSpec& hw,
+                                              int64_t gpus_per_node) {
+  if (absl::Status s = CheckConfig(stages, c); !s.ok()) return s;
+  const int64_t p = static_cast<int64_t>(stages.size());
+  const double m = static_cast<double>(c.microbatches);
+  const double v = static_cast<double>(c.virtual_stages);
+  const int64_t stride = c.tp * c.cp * c.dp;  // devices per pipeline rank
+
+  PipelineTime out;
+  if (p > 1) {
+    absl::StatusOr<double> hop =
+        Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
+                   {0, stride}, gpus_per_node);
+    if (!hop.ok()) return hop.status();
+    out.p2p_s = *hop;
+    if (c.virtual_stages > 1) {
+      // Interleaving also sends from the last rank back to the first (the next chunk).
+      absl::StatusOr<double> wrap =
+          Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
+                     {0, (p - 1) * stride}, gpus_per_node);
+      if (!wrap.ok()) return wrap.status();
+      out.p2p_s = std::max(out.p2p_s, *wrap);
+    }
+  }
+  const double hops = p > 1 ? 2.0 * (static_cast<double>(p) * v - 1) * out.p2p_s : 0;
+
+  size_t critical = 0;
+  double sum = 0;
+  auto per_microbatch = [](const StageCost& s) {
+    return s.forward_s + s.backward_s + s.recompute_s;
+  };
+  for (size_t i = 0; i < stages.size(); ++i) {
+    sum += per_microbatch(stages[i]);
+    if (per_microbatch(stages[i]) > per_microbatch(stages[critical])) critical = i;
+    absl::StatusOr<double> dp =
+        DataParallelExposed(stages[i], static_cast<int64_t>(i) * stride, c, hw, gpus_per_node);
+    if (!dp.ok()) return dp.status();
+    out.dp_exposed_s = std::max(out.dp_exposed_s, *dp);
+  }
+  const StageCost& cs = stages[critical];
+  const double slowest = per_microbatch(cs);
+  const double bubble = (sum - slowest) / v;
+  out.pipeline_s = m * slowest + bubble + hops;
+
+  TimeBreakdown& b = out.breakdown;
+  b.compute_s = m * (cs.forward_s + cs.backward_s - cs.exposed_tp_comm_s);
+  b.recompute_s = m * cs.recompute_s;
+  b.exposed_comm_s = m * cs.exposed_tp_comm_s + hops + out.dp_exposed_s;
+  b.bubble_s = bubble;
+  b.total_s = out.pipeline_s + out.dp_exposed_s;
+  out.bubble_fraction = b.total_s > 0 ? b.bubble_s / b.total_s : 0;
+  return out;
+}
+
+}  // namespace commir::search::plan

@@ -1,0 +1,92 @@
+// Iteration time of a pipelined, data-parallel training step (issue 15) from per-stage
+// costs: 1F1B and interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale
+// Language Model Training on GPU Clusters Using Megatron-LM", section 2.2), the
+// point-to-point transfers between stages and the data-parallel gradient reduction.
+//
+// Per micro-batch, pipeline rank s spends F_s in forward and B_s in backward (its
+// recomputation included) over all its model chunks. With m micro-batches, p ranks and
+// v chunks per rank (v = 1: plain 1F1B):
+//
+//   pipeline = m x max_s(F_s + B_s)                       steady state of the slowest rank
+//            + (sum_s(F_s + B_s) - max_s(F_s + B_s)) / v  warm-up and cool-down (bubble)
+//            + 2 x (p x v - 1) x t_p2p                    the first forward's and the last
+//                                                         backward's hops between stages
+//
+// For equal stages the bubble is (p-1)(F+B)/v: a fraction (p-1)/(m+p-1) of the time
+// with v = 1, and interleaving divides it by v. Steady-state transfers are taken as
+// hidden behind the other micro-batches' compute (Megatron-LM overlaps them).
+// t_p2p is one send/recv of a micro-batch's boundary activations costed by the sim's
+// collective model (sim/collective_time.h): NVLink when the neighbouring stages share a
+// node, the network otherwise. Ranks are ordered as Megatron-LM orders them: tp fastest,
+// then cp, then dp, then pp, so stage s's first device is s x tp x cp x dp.
+//
+// Data parallelism (per rank, over dp x cp, since context-parallel ranks hold the same
+// weights; the sim's ring collectives): ZeRO 0 all-reduces
+// the gradients; ZeRO 1 and 2 reduce-scatter them and all-gather the updated bf16
+// parameters; ZeRO 3 also all-gathers each micro-batch's parameters before its forward
+// and its backward. The gradient reduction overlaps the last micro-batch's backward,
+// the parameter all-gather the next iteration's first forward (Megatron-LM's
+// --overlap-grad-reduce and --overlap-param-gather), and ZeRO 3's gathers the
+// micro-batches' compute; what does not fit is exposed. The iteration adds the most
+// exposed data-parallel time of any rank (a bound: ranks finish at different times).
+#ifndef COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
+#define COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/hardware.h"
+
+namespace commir::search::plan {
+
+// One pipeline rank's costs per micro-batch, over all its chunks.
+struct StageCost {
+  double forward_s = 0;
+  double backward_s = 0;              // the backward alone
+  double recompute_s = 0;             // re-run forwards, added to the backward
+  double exposed_tp_comm_s = 0;       // tensor/context-parallel communication in the above
+  int64_t parameters_per_device = 0;  // this rank's parameters on one device (after tp)
+};
+
+struct PipelineConfig {
+  int64_t tp = 1;
+  int64_t cp = 1;
+  int64_t dp = 1;
+  int64_t virtual_stages = 1;  // v: model chunks per pipeline rank
+  int64_t microbatches = 1;    // m, per data-parallel replica and iteration
+  int zero_stage = 0;          // 0..3
+  // Bytes of one micro-batch's activations crossing a stage boundary, per device.
+  int64_t boundary_bytes = 0;
+  double grad_bytes_per_param = 4;   // fp32 main gradients (Megatron-LM's default)
+  double param_bytes_per_param = 2;  // bf16 parameters gathered by ZeRO
+  bool overlap_dp_comm = true;
+};
+
+struct TimeBreakdown {
+  double compute_s = 0;       // the critical rank's forward and backward compute
+  double recompute_s = 0;     // its recomputation
+  double exposed_comm_s = 0;  // tp/cp inside layers, p2p hops, data-parallel
+  double bubble_s = 0;        // pipeline warm-up and cool-down
+  double total_s = 0;         // the iteration: the sum of the above
+};
+
+struct PipelineTime {
+  TimeBreakdown breakdown;
+  double pipeline_s = 0;       // without the data-parallel tail
+  double p2p_s = 0;            // one boundary transfer
+  double dp_exposed_s = 0;     // the most exposed data-parallel time of any rank
+  double bubble_fraction = 0;  // bubble_s / total_s
+};
+
+// `stages` has one entry per pipeline rank (p = stages.size()). Errors on no stage,
+// sizes below 1, v > 1 with p = 1, m not a multiple of p with v > 1 (Megatron-LM's
+// interleaved schedule requires it), a ZeRO stage outside 0..3, negative costs.
+absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
+                                              const PipelineConfig& config,
+                                              const sim::HardwareSpec& hardware,
+                                              int64_t gpus_per_node);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_

@@ -1,0 +1,159 @@
+#include "search/plan/pipeline_model.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sim/collective_time.h"
+#include "sim/hardware.h"
+#include "sim/placement.h"
+
+namespace commir::search::plan {
+namespace {
+
+const sim::HardwareSpec& H100() { return *sim::FindBuiltinHardware("h100-sxm"); }
+
+std::vector<StageCost> Equal(int64_t p, double f, double b) {
+  StageCost s;
+  s.forward_s = f;
+  s.backward_s = b;
+  return std::vector<StageCost>(p, s);
+}
+
+PipelineTime Predict(const std::vector<StageCost>& stages, const PipelineConfig& c) {
+  absl::StatusOr<PipelineTime> t = PredictIteration(stages, c, H100(), 8);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : PipelineTime{};
+}
+
+TEST(PipelineModelTest, OneFOneBBubbleFractionIsPMinusOneOverMPlusPMinusOne) {
+  for (int64_t p : {2, 4, 8}) {
+    for (int64_t m : {1, 4, 16, 64}) {
+      PipelineConfig c;
+      c.microbatches = m;
+      const PipelineTime t = Predict(Equal(p, 1e-3, 2e-3), c);
+      EXPECT_NEAR(t.bubble_fraction, (p - 1.0) / (m + p - 1.0), 1e-12) << p << " " << m;
+      EXPECT_NEAR(t.breakdown.total_s, (m + p - 1) * 3e-3, 1e-12);
+    }
+  }
+}
+
+TEST(PipelineModelTest, InterleavingDividesTheBubbleByV) {
+  PipelineConfig c;
+  c.microbatches = 8;
+  const double plain = Predict(Equal(4, 1e-3, 2e-3), c).breakdown.bubble_s;
+  EXPECT_NEAR(plain, 3 * 3e-3, 1e-12);
+  for (int64_t v : {2, 3, 4}) {
+    c.virtual_stages = v;
+    const PipelineTime t = Predict(Equal(4, 1e-3, 2e-3), c);
+    EXPECT_NEAR(t.breakdown.bubble_s, plain / v, 1e-12) << v;
+    EXPECT_NEAR(t.bubble_fraction, 3.0 / (v * 8 + 3.0), 1e-12) << v;
+  }
+}
+
+TEST(PipelineModelTest, SlowestStageSetsTheSteadyStateAndBreakdownAddsUp) {
+  std::vector<StageCost> stages = Equal(3, 1e-3, 2e-3);
+  stages[1].recompute_s = 1e-3;
+  stages[1].exposed_tp_comm_s = 0.5e-3;
+  PipelineConfig c;
+  c.microbatches = 10;
+  const PipelineTime t = Predict(stages, c);
+  // 10 x 4 ms on the slowest rank, and the other two ranks' 3 ms each as the bubble.
+  EXPECT_NEAR(t.pipeline_s, 10 * 4e-3 + 6e-3, 1e-12);
+  const TimeBreakdown& b = t.breakdown;
+  EXPECT_NEAR(b.recompute_s, 10e-3, 1e-12);
+  EXPECT_NEAR(b.compute_s, 10 * 2.5e-3, 1e-12);
+  EXPECT_NEAR(b.exposed_comm_s, 10 * 0.5e-3, 1e-12);
+  EXPECT_NEAR(b.compute_s + b.recompute_s + b.exposed_comm_s + b.bubble_s, b.total_s, 1e-12);
+}
+
+TEST(PipelineModelTest, HopsCrossNvlinkOrTheNetwork) {
+  PipelineConfig c;
+  c.microbatches = 4;
+  c.boundary_bytes = 64 << 20;
+  c.tp = 2;  // 4 ranks of 2 devices: one node
+  const PipelineTime inside = Predict(Equal(4, 1e-3, 2e-3), c);
+  const double hop = sim::EstimateCollective(H100(), sim::CollectiveKind::kSendRecv,
+                                             c.boundary_bytes, sim::SingleNodeGroup(2))
+                         ->seconds;
+  EXPECT_NEAR(inside.p2p_s, hop, 1e-15);
+  EXPECT_NEAR(inside.pipeline_s, 7 * 3e-3 + 2 * 3 * hop, 1e-12);
+  c.tp = 8;  // each rank is a node: hops go over InfiniBand
+  const PipelineTime across = Predict(Equal(4, 1e-3, 2e-3), c);
+  EXPECT_GT(across.p2p_s, 2 * inside.p2p_s);
+  EXPECT_NEAR(
+      across.breakdown.compute_s + across.breakdown.exposed_comm_s + across.breakdown.bubble_s,
+      across.breakdown.total_s, 1e-12);
+}
+
+TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
+  StageCost s;
+  s.forward_s = 1e-3;
+  s.backward_s = 2e-3;
+  s.parameters_per_device = 500'000'000;
+  PipelineConfig c;
+  c.dp = 8;
+  c.microbatches = 4;
+  c.overlap_dp_comm = false;
+  const PipelineTime alone = Predict({s}, c);
+  const double all_reduce =
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
+                              4.0 * s.parameters_per_device, sim::SingleNodeGroup(8))
+          ->seconds;
+  EXPECT_NEAR(alone.dp_exposed_s, all_reduce, 1e-12);
+  EXPECT_NEAR(alone.breakdown.total_s, 4 * 3e-3 + all_reduce, 1e-12);
+  c.overlap_dp_comm = true;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce - 2e-3, 1e-12);
+  s.backward_s = 10;  // a long backward hides it all
+  EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
+}
+
+TEST(PipelineModelTest, ContextParallelRanksReduceGradientsToo) {
+  StageCost s;
+  s.forward_s = 1e-3;
+  s.backward_s = 2e-3;
+  s.parameters_per_device = 100'000'000;
+  PipelineConfig c;
+  c.tp = 2;
+  c.cp = 2;  // dp = 1: the two cp ranks of each tp index still hold the same weights
+  c.overlap_dp_comm = false;
+  const double all_reduce =
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
+                              4.0 * s.parameters_per_device, sim::SingleNodeGroup(2))
+          ->seconds;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce, 1e-12);
+  c.cp = 1;
+  EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
+}
+
+TEST(PipelineModelTest, ZeroThreeGathersParametersEveryMicroBatch) {
+  StageCost s;
+  s.forward_s = 1e-4;
+  s.backward_s = 2e-4;
+  s.parameters_per_device = 100'000'000;
+  PipelineConfig c;
+  c.dp = 16;  // two nodes: the network
+  c.microbatches = 8;
+  c.zero_stage = 1;
+  const double one = Predict({s}, c).dp_exposed_s;
+  c.zero_stage = 3;
+  EXPECT_GT(Predict({s}, c).dp_exposed_s, one);
+}
+
+TEST(PipelineModelTest, RefusesBadConfigurations) {
+  PipelineConfig c;
+  EXPECT_FALSE(PredictIteration({}, c, H100(), 8).ok());
+  c.virtual_stages = 2;
+  EXPECT_FALSE(PredictIteration(Equal(1, 1, 1), c, H100(), 8).ok());
+  c.microbatches = 6;
+  absl::StatusOr<PipelineTime> t = PredictIteration(Equal(4, 1, 1), c, H100(), 8);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("multiple of the pipeline size"), std::string::npos);
+  c = PipelineConfig{};
+  c.zero_stage = 4;
+  EXPECT_FALSE(PredictIteration(Equal(2, 1, 1), c, H100(), 8).ok());
+  c.zero_stage = 0;
+  EXPECT_FALSE(PredictIteration(Equal(2, -1, 1), c, H100(), 8).ok());
+}
+
+}  // namespace
+}  // namespace commir::search::plan

@@ -1,0 +1,118 @@
+#include "search/plan/plan_cost.h"
+
+#include <algorithm>
+
+#include "search/plan/layer_program.h"
+
+namespace commir::search::plan {
+namespace {
+
+// Parameters of one layer on one device: the matrices split over tp, norms replicated.
+int64_t LayerParametersPerDevice(const ModelSpec& m, int64_t tp) {
+  const int64_t norms = (m.architecture == Architecture::kGpt ? 4 : 2) * m.hidden;
+  return (LayerParameters(m) - norms) / tp + norms;
+}
+
+int64_t TableParametersPerDevice(const ModelSpec& m, int64_t tp) {
+  return PaddedVocabulary(m.vocabulary, tp) * m.hidden / tp;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
+                                  LayerCostCache& layers, const PlanCostOptions& options) {
+  if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
+  const sim::HardwareSpec& hardware = layers.options().predict.hardware;
+  const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
+  const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
+  absl::StatusOr<LayerCost> layer = layers.Get(model, LayerKind::kTransformer, layout);
+  if (!layer.ok()) return layer.status();
+  absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
+  if (!head.ok()) return head.status();
+  const LayerCost embedding = EmbeddingCost(model, layout, hardware);
+  const int64_t n = model.layers / plan.pp;
+  const int64_t microbatches = Microbatches(model, plan);
+
+  PlanCost out;
+  std::vector<StageFootprint> footprints;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    StageCost c;
+    c.forward_s = n * layer->forward_s;
+    c.backward_s = n * layer->backward_s;
+    c.exposed_tp_comm_s = n * (layer->forward_exposed_comm_s + layer->backward_exposed_comm_s);
+    if (plan.recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
+    if (plan.recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
+    c.parameters_per_device = n * LayerParametersPerDevice(model, plan.tp);
+    StageFootprint f;
+    f.activation_bytes = n * layer->activation_bytes;
+    f.selective_saved_bytes = n * layer->selective_saved_bytes;
+    f.input_bytes = n * layer->input_bytes;
+    f.largest_layer_activation_bytes = layer->activation_bytes;
+    if (s == 0) {
+      c.forward_s += embedding.forward_s;
+      c.backward_s += embedding.backward_s;
+      c.parameters_per_device += TableParametersPerDevice(model, plan.tp);
+      if (model.architecture == Architecture::kGpt) {
+        c.parameters_per_device += model.sequence * model.hidden;  // learned positions
+      }
+    }
+    if (s == plan.pp - 1) {
+      c.forward_s += head->forward_s;
+      c.backward_s += head->backward_s;
+      c.exposed_tp_comm_s += head->forward_exposed_comm_s + head->backward_exposed_comm_s;
+      c.parameters_per_device += model.hidden;  // the final norm
+      // Llama's untied output table; GPT's tied table again when it is on another rank.
+      if (model.architecture == Architecture::kLlama || plan.pp > 1) {
+        c.parameters_per_device += TableParametersPerDevice(model, plan.tp);
+      }
+      // The head's activations stay whatever the recomputation (it is not recomputed).
+      f.activation_bytes += head->activation_bytes;
+      f.input_bytes += head->activation_bytes;
+    }
+    out.stages.push_back(c);
+    footprints.push_back(f);
+  }
+
+  PipelineConfig pc;
+  pc.tp = plan.tp;
+  pc.cp = plan.cp;
+  pc.dp = plan.dp;
+  pc.virtual_stages = plan.virtual_stages;
+  pc.microbatches = microbatches;
+  pc.zero_stage = plan.zero_stage;
+  pc.boundary_bytes = layer->input_bytes;
+  pc.grad_bytes_per_param = options.grad_bytes_per_param;
+  pc.overlap_dp_comm = options.overlap_dp_comm;
+  absl::StatusOr<PipelineTime> time = PredictIteration(out.stages, pc, hardware, gpus_per_node);
+  if (!time.ok()) return time.status();
+  out.time = *time;
+
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    MemoryConfig mc;
+    mc.pipeline_size = plan.pp;
+    mc.stage = s;
+    mc.virtual_stages = plan.virtual_stages;
+    mc.microbatches = microbatches;
+    mc.dp = plan.dp * plan.cp;  // the distributed optimizer shards over dp x cp
+    mc.zero_stage = plan.zero_stage;
+    mc.recompute = plan.recompute;
+    mc.grad_bytes_per_param = options.grad_bytes_per_param;
+    mc.hbm_capacity_bytes = hardware.hbm_capacity;
+    footprints[s].parameters_per_device = out.stages[s].parameters_per_device;
+    absl::StatusOr<StageMemory> memory = StageMemoryUse(footprints[s], mc);
+    if (!memory.ok()) return memory.status();
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, memory->total);
+    out.fits = out.fits && memory->fits;
+    out.memory.push_back(*memory);
+  }
+
+  const double seconds = out.time.breakdown.total_s;
+  if (seconds > 0) {
+    out.tokens_per_second = static_cast<double>(model.global_batch) * model.sequence / seconds;
+    const double peak = static_cast<double>(plan.gpus()) * hardware.peak_flops_bf16;
+    if (peak > 0) out.model_flops_utilization = ModelFlopsPerIteration(model) / seconds / peak;
+  }
+  return out;
+}
+
+}  // namespace commir::search::plan

@@ -1,0 +1,49 @@
+// The cost of one whole-model plan (issue 15): the layer costs measured on CommIR
+// programs (layer_cost.h) assembled into pipeline ranks, then the iteration time
+// (pipeline_model.h), the memory of every rank (memory_model.h), throughput and model
+// FLOPs utilisation. What the plan search ranks; the search loop itself is to come.
+//
+// Ranks hold layers / pp layers each (even stages); rank 0 adds the embedding lookup, the
+// last rank the output head (and for GPT's tied embedding a copy of the table, as
+// Megatron-LM keeps one on the last stage). Recomputation per plan: selective re-runs
+// each layer's attention in its backward, full re-runs each layer's forward (the head is
+// never recomputed).
+#ifndef COMMIR_SEARCH_PLAN_PLAN_COST_H_
+#define COMMIR_SEARCH_PLAN_PLAN_COST_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/memory_model.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/pipeline_model.h"
+
+namespace commir::search::plan {
+
+struct PlanCost {
+  PipelineTime time;
+  std::vector<StageCost> stages;    // per pipeline rank, per micro-batch
+  std::vector<StageMemory> memory;  // per pipeline rank
+  double peak_memory_bytes = 0;     // the most of any rank
+  bool fits = true;                 // every rank within the HBM capacity
+  double tokens_per_second = 0;
+  double model_flops_utilization = 0;  // model FLOPs / (time x GPUs x bf16 peak)
+};
+
+struct PlanCostOptions {
+  double grad_bytes_per_param = 4;  // fp32 main gradients, Megatron-LM's default
+  bool overlap_dp_comm = true;
+};
+
+// Errors when CheckPlan refuses the plan or a layer cannot be measured. The hardware
+// and the GPUs per node are the layer cache's (its PredictOptions), so that the layers
+// and the pipeline and data-parallel transfers are costed on one cluster.
+absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
+                                  LayerCostCache& layers, const PlanCostOptions& options = {});
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_PLAN_COST_H_

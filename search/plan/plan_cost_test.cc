@@ -1,0 +1,148 @@
+#include "search/plan/plan_cost.h"
+
+#include <cstdio>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "sim/hardware.h"
+
+namespace commir::search::plan {
+namespace {
+
+const sim::HardwareSpec& H100() { return *sim::FindBuiltinHardware("h100-sxm"); }
+
+class PlanCostTest : public ::testing::Test {
+ protected:
+  PlanCostTest() : layers_(Options()) {}
+  static LayerCostOptions Options() {
+    LayerCostOptions o;
+    o.predict.hardware = H100();
+    return o;
+  }
+  PlanCost Cost(const ModelSpec& m, const ParallelPlan& p) {
+    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers_);
+    EXPECT_TRUE(c.ok()) << DescribePlan(p) << ": " << c.status();
+    if (!c.ok()) return PlanCost{};
+    std::printf("%-55s %8.1f ms  MFU %4.1f%%  peak %6.1f GB  bubble %4.1f%%\n",
+                DescribePlan(p).c_str(), c->time.breakdown.total_s * 1e3,
+                100 * c->model_flops_utilization, c->peak_memory_bytes / 1e9,
+                100 * c->time.bubble_fraction);
+    return *c;
+  }
+  LayerCostCache layers_;
+};
+
+ParallelPlan Plan(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch) {
+  ParallelPlan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.sequence_parallel = tp > 1;
+  p.micro_batch = micro_batch;
+  return p;
+}
+
+TEST_F(PlanCostTest, Gpt13bOnFourGpusIsPlausibleForEveryStandardSplit) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  for (const ParallelPlan& p :
+       {Plan(1, 1, 4, 4), Plan(2, 1, 2, 4), Plan(4, 1, 1, 4), Plan(1, 4, 1, 4), Plan(2, 2, 1, 2)}) {
+    const PlanCost c = Cost(m, p);
+    EXPECT_TRUE(c.fits) << DescribePlan(p);
+    EXPECT_GT(c.model_flops_utilization, 0.2) << DescribePlan(p);
+    EXPECT_LT(c.model_flops_utilization, 0.8) << DescribePlan(p);
+    const TimeBreakdown& b = c.time.breakdown;
+    EXPECT_NEAR(b.compute_s + b.recompute_s + b.exposed_comm_s + b.bubble_s, b.total_s,
+                1e-9 * b.total_s);
+    EXPECT_NEAR(c.tokens_per_second, m.global_batch * m.sequence / b.total_s, 1e-6);
+    EXPECT_EQ(c.memory.size(), static_cast<size_t>(p.pp));
+  }
+  // Pure data parallelism suits a 1.3B model on one node better than pure tensor
+  // parallelism (whose activation collectives are exposed).
+  EXPECT_LT(Cost(m, Plan(1, 1, 4, 4)).time.breakdown.total_s,
+            Cost(m, Plan(4, 1, 1, 4)).time.breakdown.total_s);
+  EXPECT_EQ(layers_.measured(), 2 * 4);  // a layer and a head per (tp, micro-batch) layout
+}
+
+TEST_F(PlanCostTest, PipelineBubbleFollowsTheSchedule) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  const ParallelPlan p = Plan(1, 4, 1, 4);  // 128 micro-batches of 4
+  const PlanCost c = Cost(m, p);
+  const double m_count = 128, pp = 4;
+  // Ranks differ by the embedding and the head, so the 1F1B figure holds roughly.
+  EXPECT_NEAR(c.time.bubble_fraction, (pp - 1) / (m_count + pp - 1), 0.01);
+  EXPECT_GT(c.memory[0].activations, 3 * c.memory[3].activations * 0.9);
+  ParallelPlan interleaved = p;
+  interleaved.virtual_stages = 2;
+  const PlanCost ci = Cost(m, interleaved);
+  EXPECT_LT(ci.time.breakdown.bubble_s, c.time.breakdown.bubble_s);
+  EXPECT_GT(ci.memory[0].activations, c.memory[0].activations);
+}
+
+TEST_F(PlanCostTest, RecomputationTradesTimeForMemory) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  ParallelPlan p = Plan(2, 1, 2, 8);
+  const PlanCost none = Cost(m, p);
+  p.recompute = Recompute::kSelective;
+  const PlanCost selective = Cost(m, p);
+  p.recompute = Recompute::kFull;
+  const PlanCost full = Cost(m, p);
+  EXPECT_EQ(none.time.breakdown.recompute_s, 0);
+  EXPECT_GT(selective.time.breakdown.recompute_s, 0);
+  EXPECT_GT(full.time.breakdown.recompute_s, selective.time.breakdown.recompute_s);
+  EXPECT_LT(selective.memory[0].activations, none.memory[0].activations);
+  EXPECT_LT(full.memory[0].activations, selective.memory[0].activations);
+  EXPECT_GT(full.time.breakdown.total_s, none.time.breakdown.total_s);
+}
+
+TEST_F(PlanCostTest, ZeroShardsStateAndLlama70bNeedsModelParallelism) {
+  const ModelSpec gpt = *Preset("gpt3-1.3b");
+  ParallelPlan p = Plan(1, 1, 4, 4);
+  const PlanCost zero0 = Cost(gpt, p);
+  p.zero_stage = 1;
+  const PlanCost zero1 = Cost(gpt, p);
+  EXPECT_NEAR(zero1.memory[0].optimizer * 4, zero0.memory[0].optimizer, 1);
+  EXPECT_EQ(zero1.memory[0].weights, zero0.memory[0].weights);
+  ParallelPlan cp = Plan(2, 1, 1, 4);
+  cp.cp = 2;
+  cp.zero_stage = 1;  // the distributed optimizer shards over dp x cp
+  const PlanCost sharded = Cost(gpt, cp);
+  EXPECT_NEAR(sharded.memory[0].optimizer * 2, 12.0 * sharded.stages[0].parameters_per_device, 1);
+  PlanCostOptions no_overlap;
+  no_overlap.overlap_dp_comm = false;  // the gradients' reduce-scatter over the cp pair shows
+  absl::StatusOr<PlanCost> exposed = CostPlan(gpt, cp, layers_, no_overlap);
+  ASSERT_TRUE(exposed.ok()) << exposed.status();
+  EXPECT_GT(exposed->time.dp_exposed_s, 0);
+
+  const ModelSpec llama = *Preset("llama3-70b");
+  EXPECT_FALSE(Cost(llama, Plan(1, 1, 8, 1)).fits);  // 70B x 18 bytes on every GPU
+  ParallelPlan big = Plan(8, 8, 1, 1);
+  big.recompute = Recompute::kFull;
+  const PlanCost fits = Cost(llama, big);
+  EXPECT_TRUE(fits.fits) << fits.peak_memory_bytes;
+  EXPECT_GT(fits.model_flops_utilization, 0.1);
+}
+
+TEST_F(PlanCostTest, TheCachesClusterPlacesTheStages) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  const ParallelPlan p = Plan(2, 2, 1, 2);
+  LayerCostOptions small_nodes = Options();
+  small_nodes.predict.gpus_per_node = 2;  // each pipeline rank is a node of its own
+  LayerCostCache layers(small_nodes);
+  absl::StatusOr<PlanCost> across = CostPlan(m, p, layers);
+  ASSERT_TRUE(across.ok()) << across.status();
+  const PlanCost inside = Cost(m, p);
+  EXPECT_GT(across->time.p2p_s, inside.time.p2p_s);
+  EXPECT_GT(across->time.breakdown.total_s, inside.time.breakdown.total_s);
+}
+
+TEST_F(PlanCostTest, RefusesInvalidPlans) {
+  absl::StatusOr<PlanCost> c = CostPlan(*Preset("gpt3-1.3b"), Plan(1, 5, 1, 1), layers_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("do not split evenly"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace commir::search::plan
