@@ -381,6 +381,18 @@ absl::Status AutodiffPass::Run(Module& module) {
         absl::StrCat("autodiff: func names @", only_view, ", which the module does not define"));
   }
   for (Function* f : picked) {
+    if (ad.remat == RematPolicy::kBlocks && ad.remat_at.empty()) {
+      const int64_t blocks = static_cast<int64_t>(FindResidualBlocks(*f).blocks.size());
+      AddToStatistic("remat-blocks", "Residual blocks recomputed in the backward", blocks);
+      if (blocks == 0) {
+        // Said, not failed: the gradient is right, it only keeps what it would keep anyway.
+        Remark(absl::StrFormat("remat=blocks found no pre-norm residual block in @%s (a value "
+                               "feeding a norm and a residual add of that norm's branch): "
+                               "nothing is recomputed",
+                               f->name()),
+               f->loc());
+      }
+    }
     absl::StatusOr<Function*> grad = Differentiate(module, *f, ad, &diagnostics());
     if (!grad.ok()) return grad.status();
   }
