@@ -167,6 +167,14 @@ absl::Status ValidateAttributes(const OpDef& def, const AttrDict& attrs, bool in
       }
       continue;
     }
+    if (key == kRematAttr) {
+      // Marks an op autodiff{remat=...} recomputed in the backward (the block it
+      // recomputes): CSE then keeps it apart from its forward twin.
+      if (!value.is_int() || value.int_value() < 0) {
+        return ops::OpError("'%s' must be a non-negative integer (a block index)", kRematAttr);
+      }
+      continue;
+    }
     const AttrSpec* spec = def.FindAttr(key);
     if (spec == nullptr) {
       std::vector<absl::string_view> known;

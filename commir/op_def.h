@@ -169,8 +169,13 @@ const OpDef& GetOpDef(OpKind kind);
 // Every op, in OpKind order.
 const std::vector<const OpDef*>& AllOpDefs();
 
+// The attribute autodiff{remat=...} puts on the forward ops it recomputes in the backward,
+// `remat = B` (B: the index of the recomputed block). Valid on every op; passes that
+// compare attributes (CSE) therefore never merge a recomputed op with its forward twin.
+inline constexpr char kRematAttr[] = "remat";
+
 // Checks `attrs` against the op's schema (unknown keys, kinds, enum values, required
-// keys); `stream` is accepted on every op of a spmd function.
+// keys); `stream` is accepted on every op of a spmd function, `remat` on every op.
 absl::Status ValidateAttributes(const OpDef& def, const AttrDict& attrs, bool in_spmd);
 
 // Runs the op's inference and reconciles it with written result types: a written

@@ -38,7 +38,14 @@ std::vector<PassInfo> BuildRegistry() {
         {"grad-type", PassOptionType::kEnum, "same",
          "Element type of every gradient: same (each value's own) or f32/f64 (e.g. bf16 "
          "forward, f32 gradients)",
-         {"same", "f32", "f64"}}},
+         {"same", "f32", "f64"}},
+        {"remat", PassOptionType::kEnum, "none",
+         "Activation recomputation: none (keep every forward value the backward reads) or "
+         "blocks (the backward recomputes each pre-norm residual block's inside)",
+         {"none", "blocks"}},
+        {"remat-at", PassOptionType::kString, "",
+         "Checkpoint values instead of remat=blocks, e.g. \"%r1,%y\": the backward "
+         "recomputes what lies between them"}},
        MakePass<AutodiffPass>},
       {"canonicalize",
        "Fold constants and simplify algebraic identities, to a fixed point",

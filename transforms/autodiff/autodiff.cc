@@ -62,8 +62,9 @@ class GradientBuilder {
       map_[source_.body()->argument(i)] = grad_->body()->argument(i);
     }
     OpBuilder b(grad_);
-    if (absl::Status s = CloneForward(b); !s.ok()) return s;
+    if (absl::Status s = CloneForward(); !s.ok()) return s;
     Analyze();
+    if (absl::Status s = FindBlocks(); !s.ok()) return s;
     if (absl::Status s = Seed(b); !s.ok()) return s;
     if (absl::Status s = Backward(b); !s.ok()) return s;
 
@@ -145,35 +146,76 @@ class GradientBuilder {
     return absl::OkStatus();
   }
 
+  // Appends a copy of `op` to @f_grad, reading each operand's copy from `copies` if
+  // there, else from the forward's (map_), and records its results in `copies`.
+  Operation* AppendCopy(const Operation& op, AttrDict attrs,
+                        absl::flat_hash_map<const Value*, Value*>& copies) {
+    std::vector<Type> types;
+    for (Value* r : op.results()) types.push_back(r->type());
+    std::unique_ptr<Operation> copy =
+        Operation::Create(op.def(), {}, types, std::move(attrs), 0, op.loc());
+    for (Value* v : op.operands()) {
+      if (v->is_literal()) {
+        copy->AddLiteralOperand(v->literal_value(), v->type());
+      } else {
+        auto it = copies.find(v);
+        copy->AddOperand(it != copies.end() ? it->second : map_.at(v));
+      }
+    }
+    copy->set_type_loc(op.type_loc());
+    Operation* inserted = grad_->body()->Append(std::move(copy));
+    for (int r = 0; r < op.num_results(); ++r) {
+      inserted->result(r)->set_name(op.result(r)->name());
+      inserted->result(r)->set_loc(op.result(r)->loc());
+      copies[op.result(r)] = inserted->result(r);
+    }
+    return inserted;
+  }
+
   // Copies @f's ops (not its return) into @f_grad.
-  absl::Status CloneForward(OpBuilder& b) {
+  absl::Status CloneForward() {
     for (Operation* op : *source_.body()) {
       if (op->def().Has(kTerminator)) break;
       if (op->num_regions() > 0) {
         return Error(op->loc(),
                      absl::StrFormat("'%s' with a body is not differentiated", op->name()));
       }
-      std::vector<Type> types;
-      for (Value* r : op->results()) types.push_back(r->type());
-      std::unique_ptr<Operation> copy =
-          Operation::Create(op->def(), {}, types, op->attrs(), 0, op->loc());
-      for (Value* v : op->operands()) {
-        if (v->is_literal()) {
-          copy->AddLiteralOperand(v->literal_value(), v->type());
-        } else {
-          copy->AddOperand(map_.at(v));
-        }
-      }
-      copy->set_type_loc(op->type_loc());
-      Operation* inserted = grad_->body()->Append(std::move(copy));
-      for (int r = 0; r < op->num_results(); ++r) {
-        inserted->result(r)->set_name(op->result(r)->name());
-        inserted->result(r)->set_loc(op->result(r)->loc());
-        map_[op->result(r)] = inserted->result(r);
-      }
+      AppendCopy(*op, op->attrs(), map_);
       forward_.push_back(op);
     }
     return absl::OkStatus();
+  }
+
+  absl::Status FindBlocks() {
+    if (!options_.remat_at.empty()) {
+      if (options_.remat != RematPolicy::kNone) {
+        return Error(source_.loc(), "give remat=blocks or remat-at, not both");
+      }
+      absl::StatusOr<RematBlocks> blocks = FindCheckpointBlocks(source_, options_.remat_at);
+      if (!blocks.ok()) return Error(source_.loc(), std::string(blocks.status().message()));
+      remat_ = *std::move(blocks);
+    } else if (options_.remat == RematPolicy::kBlocks) {
+      remat_ = FindResidualBlocks(source_);
+    }
+    recomputed_.resize(remat_.blocks.size());
+    return absl::OkStatus();
+  }
+
+  // The copy of forward op `op` whose operands and results its derivative rule reads:
+  // the forward's, or, for an op of a remat block, its recomputation, emitted here (at
+  // the block's first backward op) when the block has none yet.
+  const Operation& RuleCopy(const Operation& op) {
+    auto owner = remat_.owner.find(&op);
+    if (owner == remat_.owner.end()) return *map_.at(op.result(0))->defining_op();
+    absl::flat_hash_map<const Value*, Value*>& copies = recomputed_[owner->second];
+    if (copies.empty()) {
+      for (const Operation* inside : remat_.blocks[owner->second]) {
+        AttrDict attrs = inside->attrs();
+        attrs.Set(kRematAttr, Attribute::Int(owner->second));
+        AppendCopy(*inside, std::move(attrs), copies);
+      }
+    }
+    return *copies.at(op.result(0))->defining_op();
   }
 
   // Active: depends on a differentiated argument through float values. Needed: leads
@@ -252,7 +294,7 @@ class GradientBuilder {
         return Error(op.loc(), absl::StrFormat("'%s' is not differentiable", op.name()));
       }
       // The rule reads the forward op of @f_grad (its operands and results there).
-      const Operation& copy = *map_.at(op.result(0))->defining_op();
+      const Operation& copy = RuleCopy(op);
       b.set_loc(op.loc());
       VjpArgs args{copy, result_cts, options_.grad_type};
       absl::StatusOr<std::vector<Value*>> operand_cts = op.def().vjp(b, args);
@@ -294,6 +336,10 @@ class GradientBuilder {
   absl::flat_hash_set<const Operation*> active_ops_;
   absl::flat_hash_set<const Value*> needed_;
   absl::flat_hash_map<const Value*, Value*> cotangents_;
+  RematBlocks remat_;
+  // Per remat block, its recomputed values by the forward value they recompute (empty
+  // until the block's backward starts).
+  std::vector<absl::flat_hash_map<const Value*, Value*>> recomputed_;
 };
 
 }  // namespace
@@ -315,6 +361,13 @@ absl::Status AutodiffPass::Run(Module& module) {
   ad.seed_cotangents = options().GetString("seed") == "cotangents";
   const std::string& grad_type = options().GetString("grad-type");
   if (grad_type != "same") ad.grad_type = ParseElementType(grad_type);
+  if (options().GetString("remat") == "blocks") ad.remat = RematPolicy::kBlocks;
+  for (absl::string_view name :
+       absl::StrSplit(options().GetString("remat-at"), absl::ByAnyChar(", "),
+                      absl::SkipWhitespace())) {
+    absl::ConsumePrefix(&name, "%");
+    ad.remat_at.emplace_back(name);
+  }
 
   std::string only = options().GetString("func");
   absl::string_view only_view = only;
@@ -328,6 +381,18 @@ absl::Status AutodiffPass::Run(Module& module) {
         absl::StrCat("autodiff: func names @", only_view, ", which the module does not define"));
   }
   for (Function* f : picked) {
+    if (ad.remat == RematPolicy::kBlocks && ad.remat_at.empty()) {
+      const int64_t blocks = static_cast<int64_t>(FindResidualBlocks(*f).blocks.size());
+      AddToStatistic("remat-blocks", "Residual blocks recomputed in the backward", blocks);
+      if (blocks == 0) {
+        // Said, not failed: the gradient is right, it only keeps what it would keep anyway.
+        Remark(absl::StrFormat("remat=blocks found no pre-norm residual block in @%s (a value "
+                               "feeding a norm and a residual add of that norm's branch): "
+                               "nothing is recomputed",
+                               f->name()),
+               f->loc());
+      }
+    }
     absl::StatusOr<Function*> grad = Differentiate(module, *f, ad, &diagnostics());
     if (!grad.ok()) return grad.status();
   }

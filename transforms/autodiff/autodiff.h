@@ -10,6 +10,10 @@
 // differentiated argument and lead to a seeded result get backward work. An argument that
 // the seeded results do not depend on gets a zero gradient.
 //
+// With remat (see remat.h) the backward of each block first recomputes the block's
+// inside from its checkpoints, as ops marked `remat = B`, so the forward keeps only the
+// checkpoints and what lies outside blocks.
+//
 // Refused, with an error at the op or argument: an op on that path with no derivative rule
 // (or whose rule refuses, like a gradient through attention's lse), a gradient that
 // would have to flow through an integer value, an integer argument named in `wrt`, a
@@ -24,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
+#include "transforms/autodiff/remat.h"
 #include "transforms/pass.h"
 
 namespace commir {
@@ -38,6 +43,11 @@ struct AutodiffOptions {
   // The element type of every gradient (bf16 forward, f32 gradients); unset: each
   // gradient has its value's element type.
   std::optional<ElementType> grad_type;
+  // Activation recomputation (transforms/autodiff/remat.h): kBlocks recomputes each
+  // pre-norm residual block's inside in the backward; `remat_at` (value names without
+  // '%') checkpoints at those values instead. Giving both is an error.
+  RematPolicy remat = RematPolicy::kNone;
+  std::vector<std::string> remat_at;
 };
 
 // Adds @<function>_grad to `module` (after `function`) and returns it. Errors are also
@@ -46,7 +56,8 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
                                         const AutodiffOptions& options,
                                         DiagnosticEngine* diagnostics = nullptr);
 
-// Options: func (a function name, empty: every global function), wrt, seed, grad-type.
+// Options: func (a function name, empty: every global function), wrt, seed, grad-type,
+// remat (none, blocks), remat-at (value names).
 COMMIR_DECLARE_PASS(AutodiffPass);
 
 }  // namespace commir

@@ -85,12 +85,25 @@ class Lowering {
     return !old_ops.empty() && op == old_ops.back();
   }
 
+  // Every per-device op emitted for a recomputed op (its decomposition, the reshards of
+  // its operands) is a recomputed op too: without the mark, CSE would merge such an op
+  // with its forward twin and undo autodiff{remat=...}.
+  static void StampRemat(const Operation& op, Operation* before, Operation* old_return) {
+    const Attribute* remat = op.attrs().Find(kRematAttr);
+    if (remat == nullptr) return;
+    for (Operation* e = before->next(); e != old_return; e = e->next()) {
+      e->mutable_attrs().Set(kRematAttr, *remat);
+    }
+  }
+
   absl::Status LowerBody(OpBuilder& emitter, const std::vector<Operation*>& old_ops,
                          const std::vector<OpRule>& rules, Operation* old_return) {
     for (size_t k = 0; k < old_ops.size(); ++k) {
+      Operation* before = old_return->prev();
       if (absl::Status s = LowerOp(emitter, *old_ops[k], rules[k], sharing_[k]); !s.ok()) {
         return Error(old_ops[k], s);
       }
+      StampRemat(*old_ops[k], before, old_return);
     }
     emitter.set_loc(old_return->loc());
     std::vector<Operand> returned;
