@@ -75,6 +75,29 @@ bool AvailableBefore(const Value* v, const Block* block,
   return it != order.end() && it->second < position;
 }
 
+// Whether every user of `m.gather` other than its matched matmuls comes after the first
+// of those (where a schedule puts its loop) in `block`, or inside an op that does: then
+// the whole gathered value the schedule can assemble is defined before them all.
+bool OtherUsersFollow(const GatherMatch& m, const Block* block,
+                      const absl::flat_hash_map<const Operation*, int>& order) {
+  const int first = order.at(m.uses.front().matmul);
+  absl::flat_hash_set<const Operation*> matched;
+  for (const GatherUse& u : m.uses) matched.insert(u.matmul);
+  bool any = false;
+  for (const Operation* user : m.gather->result(0)->users()) {
+    if (matched.contains(user)) continue;
+    any = true;
+    const Operation* at = user;  // the user, or the op of `block` it is nested in
+    while (at != nullptr && at->parent_block() != block) {
+      const Block* parent = at->parent_block();
+      at = parent == nullptr ? nullptr : parent->parent_op();
+    }
+    auto it = at == nullptr ? order.end() : order.find(at);
+    if (it == order.end() || it->second <= first) return false;
+  }
+  return any;
+}
+
 void MatchBlock(Block* block, const Mesh* mesh, CollectiveMatmulMatches& out) {
   absl::flat_hash_map<const Operation*, int> order;
   int index = 0;
@@ -119,7 +142,10 @@ void MatchBlock(Block* block, const Mesh* mesh, CollectiveMatmulMatches& out) {
         match.uses.push_back({user, which, r, other_dim});
         claimed.insert(user);
       }
-      if (!match.uses.empty()) out.gathers.push_back(std::move(match));
+      if (!match.uses.empty()) {
+        match.assemble = OtherUsersFollow(match, block, order);
+        out.gathers.push_back(std::move(match));
+      }
       continue;
     }
     if (op->Is(OpKind::kReduceScatter) && IsCollectiveOnGroup(*op, mesh, &group)) {

@@ -13,9 +13,12 @@
 //  - matmul -> reduce_scatter{dim = r, reduce = sum|max|min} where r is a result
 //    dimension of M, N or batch, and the reduce_scatter is the matmul's only user (else
 //    the GEMM would be computed twice).
-// Users of a gather that are not rewritable matmuls keep the all_gather; matmuls whose
-// other operand is defined after the first rewritten matmul are not grouped (they keep
-// it too). Matches never cross blocks: the collective and its matmuls share a block.
+// Users of a gather that are not rewritable matmuls (in a gradient function, the weight
+// gradient X^T dY, which contracts the gathered rows) get the gathered value assembled
+// from the blocks the schedule moves anyway (GatherMatch::assemble), so the all_gather
+// goes; where one of them comes before the first rewritten matmul, the assembled value
+// would come too late, and they keep the all_gather. Matmuls whose other operand is
+// defined after the first rewritten matmul are not grouped (they are such users). Matches never cross blocks: the collective and its matmuls share a block.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
 
@@ -47,6 +50,9 @@ struct GatherMatch {
   int64_t dim = 0;              // the gathered dimension of the operand
   int64_t local = 0;            // its per-device size m (gathered size n * m)
   std::vector<GatherUse> uses;  // in block order
+  // The gather has other users, all after the first use: the schedule also writes each
+  // block it holds into the whole gathered value, for them.
+  bool assemble = false;
 };
 
 struct ScatterMatch {

@@ -82,6 +82,15 @@ class Pipeliner : public cmm::ReplacedOps {
       inits.push_back(zero);
       acc_names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
     }
+    // The whole gathered value for the gather's other users, viewed like the
+    // accumulators: chunk i holds rows [i*c, (i+1)*c) of every device's block.
+    Type whole_view = SplitDim(gather->result(0)->type(), m.dim, {n, chunks_, c});
+    if (m.assemble) {
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(whole_view),
+                                                {&whole_view, 1}, {}, base + "_init"));
+      inits.push_back(zero);
+      acc_names.push_back(base + "_acc");
+    }
     Loop loop =
         CreateLoop(first->parent_block(), first, gather->loc(), 0, chunks_, inits, acc_names);
     OpBuilder b(&function_, loop.body, nullptr);
@@ -120,11 +129,21 @@ class Pipeliner : public cmm::ReplacedOps {
                     DimAttrs(u.result_dim + 1), {}, {}, absl::StrCat(ResultName(*mm), "_next")));
       yields.push_back(acc);
     }
+    if (m.assemble) {
+      Type blocks[] = {SplitDim(gathered->type(), m.dim, {n, 1, c})};
+      COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(b, OpKind::kReshape, {gathered}, {}, blocks, {},
+                                                base + "_blocks"));
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* whole, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried.back(), view, loop.iv},
+                             DimAttrs(m.dim + 1), {}, {}, base + "_next"));
+      yields.push_back(whole);
+    }
     Yield(loop, yields);
     for (size_t k = 0; k < m.uses.size(); ++k) {
       loop.op->result(static_cast<int>(k))
           ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_all"));
     }
+    if (m.assemble) loop.op->results().back()->set_name(base + "_chunks");
     e.set_loc(first->loc());
     for (size_t k = 0; k < m.uses.size(); ++k) {
       Operation* mm = m.uses[k].matmul;
@@ -133,10 +152,17 @@ class Pipeliner : public cmm::ReplacedOps {
                                         {}, result, {}, ResultName(*mm)));
       mm->result(0)->ReplaceAllUsesWith(out);
     }
+    if (m.assemble) {
+      Type whole[] = {gather->result(0)->type()};
+      COMMIR_ASSIGN_OR_RETURN(Value* out, Emit(e, OpKind::kReshape, {loop.op->results().back()},
+                                               {}, whole, {}, base + "_all"));
+      gather->result(0)->ReplaceAllUsesWith(out);
+    }
     // Only now: `first` is the insertion point of the reshapes above.
     for (const GatherUse& u : m.uses) Add(u.matmul);
-    // Dead once the matched matmuls (one use each) go.
-    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
+    // Dead once the matched matmuls (one use each) go, and the other users read the
+    // assembled value.
+    if (gather->result(0)->users().size() == m.uses.size() || m.assemble) Add(gather);
     return absl::OkStatus();
   }
 

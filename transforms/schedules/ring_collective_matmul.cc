@@ -114,7 +114,27 @@ class Ring : public cmm::ReplacedOps {
                     {}, {}, absl::StrCat(ResultName(*mm), "_acc")));
       next.push_back(acc);
     }
+    if (m.assemble) {
+      // The whole gathered value for the gather's other users: the block in place.
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* whole, Emit(e, OpKind::kDynamicUpdateSlice, {accs.back(), blk, off},
+                             DimAttrs(m.dim), {}, {}, AssembledName(m) + "_acc"));
+      next.push_back(whole);
+    }
     return next;
+  }
+
+  static std::string AssembledName(const GatherMatch& m) {
+    return NameOr(m.gather->result(0), "gathered");
+  }
+
+  // The names of the loop-carried accumulators: one per matched matmul, and the
+  // assembled gathered value.
+  static std::vector<std::string> AccumulatorNames(const GatherMatch& m) {
+    std::vector<std::string> names;
+    for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    if (m.assemble) names.push_back(AssembledName(m) + "_acc");
+    return names;
   }
 
   absl::Status RewriteGather(const GatherMatch& m) {
@@ -134,14 +154,18 @@ class Ring : public cmm::ReplacedOps {
                                          absl::StrCat(ResultName(*u.matmul), "_init")));
       accs.push_back(zero);
     }
+    if (m.assemble) {
+      Type t = gather->result(0)->type();
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(t), {&t, 1}, {},
+                                                AssembledName(m) + "_init"));
+      accs.push_back(zero);
+    }
     absl::StatusOr<std::vector<Value*>> done;
     if (direction_ == RingDirection::kUni) {
       // Steps 0 .. n-2: send the held block on while multiplying it.
       std::vector<Value*> inits = accs;
       inits.push_back(x);
-      std::vector<std::string> names;
-      for (const GatherUse& u : m.uses)
-        names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+      std::vector<std::string> names = AccumulatorNames(m);
       names.push_back(blk_name);
       Loop loop = CreateLoop(block, first, gather->loc(), 0, n - 1, inits, names);
       OpBuilder b(&function_, loop.body, nullptr);
@@ -159,7 +183,10 @@ class Ring : public cmm::ReplacedOps {
         loop.op->result(static_cast<int>(k))
             ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
       }
-      loop.op->result(static_cast<int>(m.uses.size()))->set_name(blk_name + "_last");
+      if (m.assemble) {
+        loop.op->result(static_cast<int>(m.uses.size()))->set_name(AssembledName(m) + "_part");
+      }
+      loop.op->result(static_cast<int>(accs.size()))->set_name(blk_name + "_last");
       std::vector<Value*> after = loop.op->results();
       Value* last = after.back();
       after.pop_back();
@@ -178,8 +205,13 @@ class Ring : public cmm::ReplacedOps {
       mm->result(0)->ReplaceAllUsesWith(out);
       Add(mm);
     }
-    // Dead once the matched matmuls (one use each) go.
-    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
+    if (m.assemble) {
+      outs.back()->set_name(AssembledName(m));
+      gather->result(0)->ReplaceAllUsesWith(outs.back());
+    }
+    // Dead once the matched matmuls (one use each) go, and the other users read the
+    // assembled value.
+    if (gather->result(0)->users().size() == m.uses.size() || m.assemble) Add(gather);
     return absl::OkStatus();
   }
 
@@ -207,8 +239,7 @@ class Ring : public cmm::ReplacedOps {
     std::vector<Value*> inits = accs;
     inits.push_back(fwd);
     inits.push_back(bwd);
-    std::vector<std::string> names;
-    for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    std::vector<std::string> names = AccumulatorNames(m);
     names.push_back(fwd_name);
     names.push_back(bwd_name);
     Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), lower, upper,
@@ -232,6 +263,9 @@ class Ring : public cmm::ReplacedOps {
     for (size_t k = 0; k < m.uses.size(); ++k) {
       loop.op->result(static_cast<int>(k))
           ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
+    }
+    if (m.assemble) {
+      loop.op->result(static_cast<int>(m.uses.size()))->set_name(AssembledName(m) + "_part");
     }
     loop.op->result(static_cast<int>(accs.size()))->set_name(absl::StrCat(fwd_name, held_suffix));
     loop.op->result(static_cast<int>(accs.size()) + 1)
