@@ -253,5 +253,31 @@ TEST(BlockGradient, DataParallelWeightGradientsEndInOneAllReduceOverDp) {
   }
 }
 
+// The same step with each matrix weight's other dimension sharded over dp too (ZeRO-3,
+// FSDP): the forward all_gathers each weight over dp once (the backward reuses it) and
+// each weight gradient ends in one reduce_scatter over dp onto the weight's dp shard.
+TEST(BlockGradient, ZeroShardedWeightGradientsEndInOneReduceScatterOverDp) {
+  PartitionedGradient p = PartitionGradient(DataParallelBlock(/*zero=*/true), false);
+  ASSERT_NE(p.grad, nullptr);
+  const Function& grad = *p.grad;
+  EXPECT_EQ(CountOf(grad, "all_gather(tp)"), 4) << p.lowered;
+  EXPECT_EQ(CountOf(grad, "reduce_scatter(tp)"), 4) << p.lowered;
+  EXPECT_EQ(CountOf(grad, "all_gather(dp)"), 6) << p.lowered;
+  EXPECT_EQ(CountOf(grad, "reduce_scatter(dp)"), 6) << p.lowered;
+  EXPECT_EQ(CountOf(grad, "all_reduce(dp,tp)"), 5) << p.lowered;
+  EXPECT_EQ(Collectives(grad).size(), 25u) << p.lowered;
+  for (const char* weight : kMatrixWeights) {
+    SCOPED_TRACE(weight);
+    int arg = ArgumentIndex(grad, weight);
+    ASSERT_GE(arg, 0);
+    const Operation* op = ReturnedBy(grad, 1 + arg);
+    while (op != nullptr && op->Is(OpKind::kReshape)) op = op->operand(0)->defining_op();
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(KindAndAxes(*op), "reduce_scatter(dp)");
+    // An eighth of the weight: its tp shard, scattered over dp.
+    EXPECT_EQ(op->result(0)->type().num_elements() * 8, grad.arg_types()[arg].num_elements());
+  }
+}
+
 }  // namespace
 }  // namespace commir::sharding
