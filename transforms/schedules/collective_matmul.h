@@ -12,7 +12,10 @@
 //    give partial sums, not output blocks; see transforms/README.md).
 //  - matmul -> reduce_scatter{dim = r, reduce = sum|max|min} where r is a result
 //    dimension of M, N or batch, and the reduce_scatter is the matmul's only user (else
-//    the GEMM would be computed twice).
+//    the GEMM would be computed twice). With reduce = sum, the reduce_scatter may also
+//    read a sum (a tree of `add`s, each with that one user) of such matmuls of one type:
+//    a gradient function's dX = dQ Wq^T + dK Wk^T + dV Wv^T, Megatron's one GEMM with
+//    the fused QKV weight. Each block's addend is then the sum of the matmuls' blocks.
 // Users of a gather that are not rewritable matmuls (in a gradient function, the weight
 // gradient X^T dY, which contracts the gathered rows) get the gathered value assembled
 // from the blocks the schedule moves anyway (GatherMatch::assemble), so the all_gather
@@ -63,6 +66,14 @@ struct ScatterMatch {
   int result_dim = 0;             // the scattered dimension of the matmul result
   int64_t full = 0;               // its size R before the scatter (R / n after)
   int operand_dim[2] = {-1, -1};  // per matmul operand, the dimension indexing result_dim
+  // Further matmuls added to `matmul` before the scatter, each with its operand_dim, and
+  // the adds that sum them (erased with the matmuls).
+  struct Term {
+    Operation* matmul = nullptr;
+    int operand_dim[2] = {-1, -1};
+  };
+  std::vector<Term> more;
+  std::vector<Operation*> adds;
 };
 
 // The rewritable gathers and scatters of `function`'s blocks, in program order. A matmul

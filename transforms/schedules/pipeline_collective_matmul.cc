@@ -1,5 +1,6 @@
 #include "transforms/schedules/pipeline_collective_matmul.h"
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -167,19 +168,24 @@ class Pipeliner : public cmm::ReplacedOps {
   }
 
   absl::Status RewriteScatter(const ScatterMatch& m) {
-    Operation* mm = m.matmul;
     Operation* scatter = m.scatter;
     const int64_t n = m.group, c = m.full / (n * chunks_);
     OpBuilder e(&function_, scatter->parent_block(), scatter);
     e.set_loc(scatter->loc());
-    Value* views[2] = {nullptr, nullptr};
-    for (int w = 0; w < 2; ++w) {
-      if (m.operand_dim[w] < 0) continue;
-      Value* v = mm->operand(w);
-      Type view[] = {SplitDim(v->type(), m.operand_dim[w], {n, chunks_, c})};
-      COMMIR_ASSIGN_OR_RETURN(
-          Value* r, Emit(e, OpKind::kReshape, {v}, {}, view, {}, absl::StrCat(v->name(), "_chunks")));
-      views[w] = r;
+    // Every summed matmul (most often just one), with loop-invariant chunk views of its
+    // operands that index the scattered dimension.
+    std::vector<ScatterMatch::Term> terms = {{m.matmul, {m.operand_dim[0], m.operand_dim[1]}}};
+    terms.insert(terms.end(), m.more.begin(), m.more.end());
+    std::vector<std::array<Value*, 2>> views(terms.size(), {nullptr, nullptr});
+    for (size_t t = 0; t < terms.size(); ++t) {
+      for (int w = 0; w < 2; ++w) {
+        if (terms[t].operand_dim[w] < 0) continue;
+        Value* v = terms[t].matmul->operand(w);
+        Type view[] = {SplitDim(v->type(), terms[t].operand_dim[w], {n, chunks_, c})};
+        COMMIR_ASSIGN_OR_RETURN(Value* r, Emit(e, OpKind::kReshape, {v}, {}, view, {},
+                                               absl::StrCat(v->name(), "_chunks")));
+        views[t][w] = r;
+      }
     }
     Type out_type = scatter->result(0)->type();
     const std::string name = scatter->result(0)->name();
@@ -192,21 +198,34 @@ class Pipeliner : public cmm::ReplacedOps {
     OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
-    Value* operands[2] = {mm->operand(0), mm->operand(1)};
-    for (int w = 0; w < 2; ++w) {
-      if (views[w] == nullptr) continue;
-      Value* v = mm->operand(w);
-      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, views[w], m.operand_dim[w] + 1, 1, loop.iv, stream,
-                                           absl::StrCat(v->name(), "_slice")));
-      Type flat[] = {WithDim(v->type(), m.operand_dim[w], n * c)};
+    const std::string mm_name =
+        m.matmul->result(0)->name().empty() ? "p" : m.matmul->result(0)->name();
+    Value* part = nullptr;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      Operation* mm = terms[t].matmul;
+      Value* operands[2] = {mm->operand(0), mm->operand(1)};
+      for (int w = 0; w < 2; ++w) {
+        if (views[t][w] == nullptr) continue;
+        Value* v = mm->operand(w);
+        COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, views[t][w], terms[t].operand_dim[w] + 1, 1,
+                                                    loop.iv, stream, absl::StrCat(v->name(), "_slice")));
+        Type flat[] = {WithDim(v->type(), terms[t].operand_dim[w], n * c)};
+        COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream,
+                                               absl::StrCat(v->name(), "_chunk")));
+        operands[w] = f;
+      }
       COMMIR_ASSIGN_OR_RETURN(
-          Value* f, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream, absl::StrCat(v->name(), "_chunk")));
-      operands[w] = f;
+          Value* term, EmitMatmul(b, *mm, operands[0], operands[1],
+                                  WithDim(mm->result(0)->type(), m.result_dim, n * c), stream,
+                                  absl::StrCat(mm_name, t == 0 ? "_chunk" : "_term")));
+      if (part == nullptr) {
+        part = term;
+      } else {
+        // A sum of matmuls (the fused QKV input gradient): the chunk's sum.
+        COMMIR_ASSIGN_OR_RETURN(part, Emit(b, OpKind::kAdd, {part, term}, {}, {}, stream,
+                                           absl::StrCat(mm_name, "_chunk")));
+      }
     }
-    const std::string mm_name = mm->result(0)->name().empty() ? "p" : mm->result(0)->name();
-    COMMIR_ASSIGN_OR_RETURN(Value* part, EmitMatmul(b, *mm, operands[0], operands[1],
-                                             WithDim(mm->result(0)->type(), m.result_dim, n * c),
-                                             stream, absl::StrCat(mm_name, "_chunk")));
     AttrDict rs_attrs = scatter->attrs();
     COMMIR_ASSIGN_OR_RETURN(Value* rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {},
                                      CollectiveStream(stream), absl::StrCat(mm_name, "_chunk_rs")));
@@ -220,7 +239,8 @@ class Pipeliner : public cmm::ReplacedOps {
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
     Add(scatter);
-    Add(mm);
+    for (Operation* add : m.adds) Add(add);
+    for (const ScatterMatch::Term& t : terms) Add(t.matmul);
     return absl::OkStatus();
   }
 

@@ -362,15 +362,32 @@ class Ring : public cmm::ReplacedOps {
   // A half-block addend (`size` = half the block) starts `extra` rows into the block.
   absl::StatusOr<Value*> Addend(OpBuilder& e, const ScatterMatch& m, Value* blk,
                                 const std::string& name, int64_t size = 0, int64_t extra = 0) {
-    Operation* mm = m.matmul;
     const int64_t block = m.full / m.group;
     if (size == 0) size = block;
     COMMIR_ASSIGN_OR_RETURN(Value* start, ScaleIndex(e, blk, block, name + "_off"));
     COMMIR_ASSIGN_OR_RETURN(Value* off, AddConstant(e, start, extra, name + "_off_half"));
+    const bool summed = !m.more.empty();
+    COMMIR_ASSIGN_OR_RETURN(Value* addend, TermAddend(e, m, m.matmul, m.operand_dim, off, size,
+                                                      summed ? name + "_term" : name));
+    // A sum of matmuls: the sum of their blocks.
+    for (size_t t = 0; t < m.more.size(); ++t) {
+      COMMIR_ASSIGN_OR_RETURN(Value* term, TermAddend(e, m, m.more[t].matmul, m.more[t].operand_dim,
+                                                      off, size, name + "_term"));
+      const bool last = t + 1 == m.more.size();
+      COMMIR_ASSIGN_OR_RETURN(addend, Emit(e, OpKind::kAdd, {addend, term}, {}, {}, {},
+                                           last ? name : name + "_sum"));
+    }
+    return addend;
+  }
+
+  // Matmul `mm`'s rows [off, off + size) of the scattered dimension.
+  absl::StatusOr<Value*> TermAddend(OpBuilder& e, const ScatterMatch& m, Operation* mm,
+                                    const int (&operand_dim)[2], Value* off, int64_t size,
+                                    const std::string& name) {
     Value* operands[2] = {mm->operand(0), mm->operand(1)};
     for (int w = 0; w < 2; ++w) {
-      if (m.operand_dim[w] < 0) continue;
-      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, operands[w], m.operand_dim[w], size, off, {},
+      if (operand_dim[w] < 0) continue;
+      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, operands[w], operand_dim[w], size, off, {},
                                            absl::StrCat(NameOr(operands[w], "x"), "_blk")));
       operands[w] = sl;
     }
@@ -421,9 +438,10 @@ class Ring : public cmm::ReplacedOps {
     }
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
-    Operation* mm = m.matmul;
     Add(scatter);
-    Add(mm);
+    for (Operation* add : m.adds) Add(add);
+    Add(m.matmul);
+    for (const ScatterMatch::Term& t : m.more) Add(t.matmul);
     return absl::OkStatus();
   }
 
