@@ -93,8 +93,9 @@ TEST(BackwardCollectiveMatmul, AnEarlierUserKeepsTheAllGather) {
 }
 
 // The shared transformer block's gradient function (tp=4): every schedule keeps its
-// communication at the unscheduled plan's bytes, rewrites each all_gather and
-// reduce_scatter (forward and backward), and computes the one-device gradients.
+// communication at the unscheduled plan's bytes and rewrites each all_gather and
+// reduce_scatter (forward and backward); the 4-chunk pipeline and the bidirectional ring
+// are run against one device.
 TEST(BackwardCollectiveMatmul, SharedBlockGradientScheduledMatchesOneDevice) {
   std::ifstream in("testdata/examples/transformer_block.commir");
   ASSERT_TRUE(in) << "cannot read testdata/examples/transformer_block.commir";
@@ -107,13 +108,34 @@ TEST(BackwardCollectiveMatmul, SharedBlockGradientScheduledMatchesOneDevice) {
   ASSERT_TRUE(Differentiate(*module, *module->FindFunction("block"), options).ok());
   const std::string with_grad = PrintModule(*module);
 
-  absl::StatusOr<sharding::SpmdCheck> plain = sharding::CheckSpmd(with_grad, "block_grad", {});
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  const Collectives unscheduled = Count(*plain->module->FindFunction("block_grad"));
+  // The unscheduled plan, lowered only (running it is gradient_partition_test's job).
+  std::unique_ptr<Module> plain = testing::ParseForTest(with_grad);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*plain).ok());
+  const Collectives unscheduled = Count(*plain->FindFunction("block_grad"));
   EXPECT_EQ(unscheduled.all_gathers, 4);
   EXPECT_EQ(unscheduled.reduce_scatters, 4);
 
+  // Every schedule, lowered and rewritten only.
   for (const char* schedule : kSchedules) {
+    SCOPED_TRACE(schedule);
+    std::unique_ptr<Module> scheduled = testing::ParseForTest(with_grad);
+    ASSERT_NE(scheduled, nullptr);
+    ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*scheduled).ok());
+    ASSERT_TRUE(sharding::ApplyPassPipeline(schedule, *scheduled).ok());
+    const Function& grad = *scheduled->FindFunction("block_grad");
+    EXPECT_DOUBLE_EQ(Count(grad).bytes, unscheduled.bytes);
+    int top_level = 0;
+    for (const Operation* op : *grad.body()) {
+      top_level += op->Is(OpKind::kAllGather) || op->Is(OpKind::kReduceScatter);
+    }
+    EXPECT_EQ(top_level, 0);
+  }
+
+  // Two of them run (each run of the block costs seconds under ASan); the other two run
+  // on the small programs above and in collective_matmul_test.
+  for (const char* schedule :
+       {"pipeline-collective-matmul{chunks=4,streams=2}", "ring-collective-matmul{direction=bi}"}) {
     SCOPED_TRACE(schedule);
     absl::StatusOr<sharding::SpmdCheck> check =
         sharding::CheckSpmd(with_grad, "block_grad", {.seed = 5, .pipeline = schedule});
