@@ -40,11 +40,15 @@ def comm_reports(opt):
 
 
 def table_rows(path):
-    """The table's rows as dicts keyed by its header cells."""
+    """The first table's rows as dicts keyed by its header cells."""
     rows, header = [], None
     with open(path) as table:
         for line in table:
-            if not line.startswith("|") or line.startswith("|---"):
+            if not line.startswith("|"):
+                if header is not None:
+                    break  # the end of the first table
+                continue
+            if line.startswith("|---"):
                 continue
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if header is None:
