@@ -241,6 +241,16 @@ TEST(BlockGradient, DataParallelWeightGradientsEndInOneAllReduceOverDp) {
   // The loss and the four layernorm weights' gradients.
   EXPECT_EQ(CountOf(grad, "all_reduce(dp,tp)"), 5) << p.lowered;
   EXPECT_EQ(Collectives(grad).size(), 19u) << p.lowered;
+  // Bytes per device (ring formulas, comm_report.h). tp: each all_gather and
+  // reduce_scatter moves 3/4 of one [64, 32] f32 activation of the device's batch
+  // element, 6144 bytes. dp: all_reduce sends 2 (n-1)/n = 1 x each device's tp shards of
+  // the weight gradients, 2048 floats (3 x 32x32/4 + 32x32/4 + 2 x 32x64/4). (dp, tp):
+  // 2 x 7/8 of the four layernorm weights' gradients (32 floats each) and of the loss.
+  FunctionCommReport report = ComputeCommReport(grad);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kAllGather), 4 * 6144.0);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kReduceScatter), 4 * 6144.0);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kAllReduce),
+                   2048 * 4.0 + 2 * 7 / 8.0 * (4 * 32 * 4 + 4));
   for (const char* weight : kMatrixWeights) {
     SCOPED_TRACE(weight);
     int arg = ArgumentIndex(grad, weight);
@@ -266,6 +276,13 @@ TEST(BlockGradient, ZeroShardedWeightGradientsEndInOneReduceScatterOverDp) {
   EXPECT_EQ(CountOf(grad, "reduce_scatter(dp)"), 6) << p.lowered;
   EXPECT_EQ(CountOf(grad, "all_reduce(dp,tp)"), 5) << p.lowered;
   EXPECT_EQ(Collectives(grad).size(), 25u) << p.lowered;
+  // Bytes per device: the tp collectives as above; over dp (n = 2) each weight's
+  // all_gather and its gradient's reduce_scatter move half of its tp shard, 2048 floats
+  // in all; the (dp, tp) all_reduces as above.
+  FunctionCommReport report = ComputeCommReport(grad);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kAllGather), 4 * 6144.0 + 2048 * 4 / 2.0);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kReduceScatter), 4 * 6144.0 + 2048 * 4 / 2.0);
+  EXPECT_DOUBLE_EQ(BytesOf(report, OpKind::kAllReduce), 2 * 7 / 8.0 * (4 * 32 * 4 + 4));
   for (const char* weight : kMatrixWeights) {
     SCOPED_TRACE(weight);
     int arg = ArgumentIndex(grad, weight);
