@@ -283,11 +283,18 @@ class Propagator {
     }
   }
 
-  // Explains the ops that define a value named in options_.explain. Run after the last
-  // round: every layout a query reads was set before its op's turn in the last forward
-  // round and not changed since, so the query (and so the choice) is the one made there.
+  // Explains the ops that define a value named in options_.explain, as the kept plan's
+  // last forward round chose them. Every layout a query reads was set before its op's
+  // turn in that round and not changed since; the layouts values are already available
+  // in (earlier users' reshards) were not all made yet at that turn, so they are made
+  // again here in program order, as that round made them, and each op is explained
+  // from the query it saw (explaining from the finished round showed an op's own gather
+  // as already made, at no cost).
   void Explain(PropagationReport& report) {
     if (options_.explain.empty()) return;
+    for (auto& [value, info] : info_) info.available.clear();
+    const double plan_cost = plan_cost_;
+    const bool moved_argument = moved_argument_;
     for (size_t k = 0; k < ops_.size(); ++k) {
       const Operation& op = *ops_[k];
       bool named = false;
@@ -298,11 +305,15 @@ class Propagator {
           report.explained_names.insert(name);
         }
       }
-      if (!named) continue;
       StrategyQuery query = Query(k);
-      report.explanations.push_back(
-          {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
+      if (named) {
+        report.explanations.push_back(
+            {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
+      }
+      RecordReshards(op, query, ChooseStrategy(query));
     }
+    plan_cost_ = plan_cost;
+    moved_argument_ = moved_argument;
   }
 
   void Forward() {
