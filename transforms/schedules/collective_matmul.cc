@@ -75,6 +75,58 @@ bool AvailableBefore(const Value* v, const Block* block,
   return it != order.end() && it->second < position;
 }
 
+// Whether every user of `m.gather` other than its matched matmuls comes after the first
+// of those (where a schedule puts its loop) in `block`, or inside an op that does: then
+// the whole gathered value the schedule can assemble is defined before them all.
+bool OtherUsersFollow(const GatherMatch& m, const Block* block,
+                      const absl::flat_hash_map<const Operation*, int>& order) {
+  const int first = order.at(m.uses.front().matmul);
+  absl::flat_hash_set<const Operation*> matched;
+  for (const GatherUse& u : m.uses) matched.insert(u.matmul);
+  bool any = false;
+  for (const Operation* user : m.gather->result(0)->users()) {
+    if (matched.contains(user)) continue;
+    any = true;
+    const Operation* at = user;  // the user, or the op of `block` it is nested in
+    while (at != nullptr && at->parent_block() != block) {
+      const Block* parent = at->parent_block();
+      at = parent == nullptr ? nullptr : parent->parent_op();
+    }
+    auto it = at == nullptr ? order.end() : order.find(at);
+    if (it == order.end() || it->second <= first) return false;
+  }
+  return any;
+}
+
+// Whether `v` is a matmul of `block` that only the scatter reads (through `adds`), or,
+// when `sum`, an add of two such values of its own type read once; collects the matmuls
+// (in operand order) and the adds.
+bool SummedMatmuls(Value* v, const Block* block,
+                   const absl::flat_hash_set<const Operation*>& claimed, bool sum,
+                   std::vector<Operation*>& matmuls, std::vector<Operation*>& adds) {
+  Operation* def = v->defining_op();
+  if (def == nullptr || def->parent_block() != block || v->users().size() != 1 ||
+      def->stream_operand() != nullptr || def->attrs().Has("stream")) {
+    return false;
+  }
+  if (def->Is(OpKind::kMatmul)) {
+    if (claimed.contains(def)) return false;
+    matmuls.push_back(def);
+    return true;
+  }
+  if (!sum || !def->Is(OpKind::kAdd) || def->num_operands() != 2) return false;
+  for (Value* operand : def->operands()) {
+    if (operand->is_literal() || operand->type() != v->type()) return false;
+  }
+  if (def->operand(0) == def->operand(1)) return false;  // x + x: one value, two reads
+  if (!SummedMatmuls(def->operand(0), block, claimed, sum, matmuls, adds) ||
+      !SummedMatmuls(def->operand(1), block, claimed, sum, matmuls, adds)) {
+    return false;
+  }
+  adds.push_back(def);
+  return true;
+}
+
 void MatchBlock(Block* block, const Mesh* mesh, CollectiveMatmulMatches& out) {
   absl::flat_hash_map<const Operation*, int> order;
   int index = 0;
@@ -119,16 +171,17 @@ void MatchBlock(Block* block, const Mesh* mesh, CollectiveMatmulMatches& out) {
         match.uses.push_back({user, which, r, other_dim});
         claimed.insert(user);
       }
-      if (!match.uses.empty()) out.gathers.push_back(std::move(match));
+      if (!match.uses.empty()) {
+        match.assemble = OtherUsersFollow(match, block, order);
+        out.gathers.push_back(std::move(match));
+      }
       continue;
     }
     if (op->Is(OpKind::kReduceScatter) && IsCollectiveOnGroup(*op, mesh, &group)) {
-      Operation* mm = op->operand(0)->defining_op();
-      if (mm == nullptr || !mm->Is(OpKind::kMatmul) || mm->parent_block() != block ||
-          claimed.contains(mm) || mm->result(0)->users().size() != 1 ||
-          mm->stream_operand() != nullptr || mm->attrs().Has("stream")) {
-        continue;
-      }
+      std::vector<Operation*> matmuls, adds;
+      const bool sum = op->def().reduction_fn(op->attrs()) == ReductionFn::kSum;
+      if (!SummedMatmuls(op->operand(0), block, claimed, sum, matmuls, adds)) continue;
+      Operation* mm = matmuls.front();
       ScatterMatch match;
       match.matmul = mm;
       match.scatter = op;
@@ -138,11 +191,23 @@ void MatchBlock(Block* block, const Mesh* mesh, CollectiveMatmulMatches& out) {
       if (dim < 0) dim += mm->result(0)->type().rank();
       match.result_dim = static_cast<int>(dim);
       match.full = mm->result(0)->type().dims()[dim];
-      for (int w = 0; w < 2; ++w) match.operand_dim[w] = OperandDimOf(*mm, w, match.result_dim);
-      // A batch dimension broadcast in both operands cannot be split.
-      if (match.operand_dim[0] < 0 && match.operand_dim[1] < 0) continue;
-      claimed.insert(mm);
-      out.scatters.push_back(match);
+      bool splittable = true;
+      for (Operation* term : matmuls) {
+        ScatterMatch::Term t{term, {-1, -1}};
+        for (int w = 0; w < 2; ++w) t.operand_dim[w] = OperandDimOf(*term, w, match.result_dim);
+        // A batch dimension broadcast in both operands cannot be split.
+        splittable &= t.operand_dim[0] >= 0 || t.operand_dim[1] >= 0;
+        if (term == mm) {
+          match.operand_dim[0] = t.operand_dim[0];
+          match.operand_dim[1] = t.operand_dim[1];
+        } else {
+          match.more.push_back(t);
+        }
+      }
+      if (!splittable) continue;
+      match.adds = std::move(adds);
+      for (Operation* term : matmuls) claimed.insert(term);
+      out.scatters.push_back(std::move(match));
     }
   }
 }

@@ -12,10 +12,16 @@
 //    give partial sums, not output blocks; see transforms/README.md).
 //  - matmul -> reduce_scatter{dim = r, reduce = sum|max|min} where r is a result
 //    dimension of M, N or batch, and the reduce_scatter is the matmul's only user (else
-//    the GEMM would be computed twice).
-// Users of a gather that are not rewritable matmuls keep the all_gather; matmuls whose
-// other operand is defined after the first rewritten matmul are not grouped (they keep
-// it too). Matches never cross blocks: the collective and its matmuls share a block.
+//    the GEMM would be computed twice). With reduce = sum, the reduce_scatter may also
+//    read a sum (a tree of `add`s, each with that one user) of such matmuls of one type:
+//    a gradient function's dX = dQ Wq^T + dK Wk^T + dV Wv^T, Megatron's one GEMM with
+//    the fused QKV weight. Each block's addend is then the sum of the matmuls' blocks.
+// Users of a gather that are not rewritable matmuls (in a gradient function, the weight
+// gradient X^T dY, which contracts the gathered rows) get the gathered value assembled
+// from the blocks the schedule moves anyway (GatherMatch::assemble), so the all_gather
+// goes; where one of them comes before the first rewritten matmul, the assembled value
+// would come too late, and they keep the all_gather. Matmuls whose other operand is
+// defined after the first rewritten matmul are not grouped (they are such users). Matches never cross blocks: the collective and its matmuls share a block.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_COLLECTIVE_MATMUL_H_
 
@@ -47,6 +53,9 @@ struct GatherMatch {
   int64_t dim = 0;              // the gathered dimension of the operand
   int64_t local = 0;            // its per-device size m (gathered size n * m)
   std::vector<GatherUse> uses;  // in block order
+  // The gather has other users, all after the first use: the schedule also writes each
+  // block it holds into the whole gathered value, for them.
+  bool assemble = false;
 };
 
 struct ScatterMatch {
@@ -57,6 +66,14 @@ struct ScatterMatch {
   int result_dim = 0;             // the scattered dimension of the matmul result
   int64_t full = 0;               // its size R before the scatter (R / n after)
   int operand_dim[2] = {-1, -1};  // per matmul operand, the dimension indexing result_dim
+  // Further matmuls added to `matmul` before the scatter, each with its operand_dim, and
+  // the adds that sum them (erased with the matmuls).
+  struct Term {
+    Operation* matmul = nullptr;
+    int operand_dim[2] = {-1, -1};
+  };
+  std::vector<Term> more;
+  std::vector<Operation*> adds;
 };
 
 // The rewritable gathers and scatters of `function`'s blocks, in program order. A matmul

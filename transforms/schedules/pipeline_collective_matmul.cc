@@ -1,5 +1,6 @@
 #include "transforms/schedules/pipeline_collective_matmul.h"
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,15 @@ class Pipeliner : public cmm::ReplacedOps {
       inits.push_back(zero);
       acc_names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
     }
+    // The whole gathered value for the gather's other users, viewed like the
+    // accumulators: chunk i holds rows [i*c, (i+1)*c) of every device's block.
+    Type whole_view = SplitDim(gather->result(0)->type(), m.dim, {n, chunks_, c});
+    if (m.assemble) {
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(whole_view),
+                                                {&whole_view, 1}, {}, base + "_init"));
+      inits.push_back(zero);
+      acc_names.push_back(base + "_acc");
+    }
     Loop loop =
         CreateLoop(first->parent_block(), first, gather->loc(), 0, chunks_, inits, acc_names);
     OpBuilder b(&function_, loop.body, nullptr);
@@ -120,11 +130,21 @@ class Pipeliner : public cmm::ReplacedOps {
                     DimAttrs(u.result_dim + 1), {}, {}, absl::StrCat(ResultName(*mm), "_next")));
       yields.push_back(acc);
     }
+    if (m.assemble) {
+      Type blocks[] = {SplitDim(gathered->type(), m.dim, {n, 1, c})};
+      COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(b, OpKind::kReshape, {gathered}, {}, blocks, {},
+                                                base + "_blocks"));
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* whole, Emit(b, OpKind::kDynamicUpdateSlice, {loop.carried.back(), view, loop.iv},
+                             DimAttrs(m.dim + 1), {}, {}, base + "_next"));
+      yields.push_back(whole);
+    }
     Yield(loop, yields);
     for (size_t k = 0; k < m.uses.size(); ++k) {
       loop.op->result(static_cast<int>(k))
           ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_all"));
     }
+    if (m.assemble) loop.op->results().back()->set_name(base + "_chunks");
     e.set_loc(first->loc());
     for (size_t k = 0; k < m.uses.size(); ++k) {
       Operation* mm = m.uses[k].matmul;
@@ -133,27 +153,39 @@ class Pipeliner : public cmm::ReplacedOps {
                                         {}, result, {}, ResultName(*mm)));
       mm->result(0)->ReplaceAllUsesWith(out);
     }
+    if (m.assemble) {
+      Type whole[] = {gather->result(0)->type()};
+      COMMIR_ASSIGN_OR_RETURN(Value* out, Emit(e, OpKind::kReshape, {loop.op->results().back()},
+                                               {}, whole, {}, base + "_all"));
+      gather->result(0)->ReplaceAllUsesWith(out);
+    }
     // Only now: `first` is the insertion point of the reshapes above.
     for (const GatherUse& u : m.uses) Add(u.matmul);
-    // Dead once the matched matmuls (one use each) go.
-    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
+    // Dead once the matched matmuls (one use each) go, and the other users read the
+    // assembled value.
+    if (gather->result(0)->users().size() == m.uses.size() || m.assemble) Add(gather);
     return absl::OkStatus();
   }
 
   absl::Status RewriteScatter(const ScatterMatch& m) {
-    Operation* mm = m.matmul;
     Operation* scatter = m.scatter;
     const int64_t n = m.group, c = m.full / (n * chunks_);
     OpBuilder e(&function_, scatter->parent_block(), scatter);
     e.set_loc(scatter->loc());
-    Value* views[2] = {nullptr, nullptr};
-    for (int w = 0; w < 2; ++w) {
-      if (m.operand_dim[w] < 0) continue;
-      Value* v = mm->operand(w);
-      Type view[] = {SplitDim(v->type(), m.operand_dim[w], {n, chunks_, c})};
-      COMMIR_ASSIGN_OR_RETURN(
-          Value* r, Emit(e, OpKind::kReshape, {v}, {}, view, {}, absl::StrCat(v->name(), "_chunks")));
-      views[w] = r;
+    // Every summed matmul (most often just one), with loop-invariant chunk views of its
+    // operands that index the scattered dimension.
+    std::vector<ScatterMatch::Term> terms = {{m.matmul, {m.operand_dim[0], m.operand_dim[1]}}};
+    terms.insert(terms.end(), m.more.begin(), m.more.end());
+    std::vector<std::array<Value*, 2>> views(terms.size(), {nullptr, nullptr});
+    for (size_t t = 0; t < terms.size(); ++t) {
+      for (int w = 0; w < 2; ++w) {
+        if (terms[t].operand_dim[w] < 0) continue;
+        Value* v = terms[t].matmul->operand(w);
+        Type view[] = {SplitDim(v->type(), terms[t].operand_dim[w], {n, chunks_, c})};
+        COMMIR_ASSIGN_OR_RETURN(Value* r, Emit(e, OpKind::kReshape, {v}, {}, view, {},
+                                               absl::StrCat(v->name(), "_chunks")));
+        views[t][w] = r;
+      }
     }
     Type out_type = scatter->result(0)->type();
     const std::string name = scatter->result(0)->name();
@@ -166,21 +198,34 @@ class Pipeliner : public cmm::ReplacedOps {
     OpBuilder b(&function_, loop.body, nullptr);
     b.set_loc(scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(StreamChoice stream, ChunkStream(b, loop.iv));
-    Value* operands[2] = {mm->operand(0), mm->operand(1)};
-    for (int w = 0; w < 2; ++w) {
-      if (views[w] == nullptr) continue;
-      Value* v = mm->operand(w);
-      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, views[w], m.operand_dim[w] + 1, 1, loop.iv, stream,
-                                           absl::StrCat(v->name(), "_slice")));
-      Type flat[] = {WithDim(v->type(), m.operand_dim[w], n * c)};
+    const std::string mm_name =
+        m.matmul->result(0)->name().empty() ? "p" : m.matmul->result(0)->name();
+    Value* part = nullptr;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      Operation* mm = terms[t].matmul;
+      Value* operands[2] = {mm->operand(0), mm->operand(1)};
+      for (int w = 0; w < 2; ++w) {
+        if (views[t][w] == nullptr) continue;
+        Value* v = mm->operand(w);
+        COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(b, views[t][w], terms[t].operand_dim[w] + 1, 1,
+                                                    loop.iv, stream, absl::StrCat(v->name(), "_slice")));
+        Type flat[] = {WithDim(v->type(), terms[t].operand_dim[w], n * c)};
+        COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream,
+                                               absl::StrCat(v->name(), "_chunk")));
+        operands[w] = f;
+      }
       COMMIR_ASSIGN_OR_RETURN(
-          Value* f, Emit(b, OpKind::kReshape, {sl}, {}, flat, stream, absl::StrCat(v->name(), "_chunk")));
-      operands[w] = f;
+          Value* term, EmitMatmul(b, *mm, operands[0], operands[1],
+                                  WithDim(mm->result(0)->type(), m.result_dim, n * c), stream,
+                                  absl::StrCat(mm_name, t == 0 ? "_chunk" : "_term")));
+      if (part == nullptr) {
+        part = term;
+      } else {
+        // A sum of matmuls (the fused QKV input gradient): the chunk's sum.
+        COMMIR_ASSIGN_OR_RETURN(part, Emit(b, OpKind::kAdd, {part, term}, {}, {}, stream,
+                                           absl::StrCat(mm_name, "_chunk")));
+      }
     }
-    const std::string mm_name = mm->result(0)->name().empty() ? "p" : mm->result(0)->name();
-    COMMIR_ASSIGN_OR_RETURN(Value* part, EmitMatmul(b, *mm, operands[0], operands[1],
-                                             WithDim(mm->result(0)->type(), m.result_dim, n * c),
-                                             stream, absl::StrCat(mm_name, "_chunk")));
     AttrDict rs_attrs = scatter->attrs();
     COMMIR_ASSIGN_OR_RETURN(Value* rs, Emit(b, OpKind::kReduceScatter, {part}, rs_attrs, {},
                                      CollectiveStream(stream), absl::StrCat(mm_name, "_chunk_rs")));
@@ -194,7 +239,8 @@ class Pipeliner : public cmm::ReplacedOps {
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
     Add(scatter);
-    Add(mm);
+    for (Operation* add : m.adds) Add(add);
+    for (const ScatterMatch::Term& t : terms) Add(t.matmul);
     return absl::OkStatus();
   }
 

@@ -114,7 +114,27 @@ class Ring : public cmm::ReplacedOps {
                     {}, {}, absl::StrCat(ResultName(*mm), "_acc")));
       next.push_back(acc);
     }
+    if (m.assemble) {
+      // The whole gathered value for the gather's other users: the block in place.
+      COMMIR_ASSIGN_OR_RETURN(
+          Value* whole, Emit(e, OpKind::kDynamicUpdateSlice, {accs.back(), blk, off},
+                             DimAttrs(m.dim), {}, {}, AssembledName(m) + "_acc"));
+      next.push_back(whole);
+    }
     return next;
+  }
+
+  static std::string AssembledName(const GatherMatch& m) {
+    return NameOr(m.gather->result(0), "gathered");
+  }
+
+  // The names of the loop-carried accumulators: one per matched matmul, and the
+  // assembled gathered value.
+  static std::vector<std::string> AccumulatorNames(const GatherMatch& m) {
+    std::vector<std::string> names;
+    for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    if (m.assemble) names.push_back(AssembledName(m) + "_acc");
+    return names;
   }
 
   absl::Status RewriteGather(const GatherMatch& m) {
@@ -134,14 +154,18 @@ class Ring : public cmm::ReplacedOps {
                                          absl::StrCat(ResultName(*u.matmul), "_init")));
       accs.push_back(zero);
     }
+    if (m.assemble) {
+      Type t = gather->result(0)->type();
+      COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(t), {&t, 1}, {},
+                                                AssembledName(m) + "_init"));
+      accs.push_back(zero);
+    }
     absl::StatusOr<std::vector<Value*>> done;
     if (direction_ == RingDirection::kUni) {
       // Steps 0 .. n-2: send the held block on while multiplying it.
       std::vector<Value*> inits = accs;
       inits.push_back(x);
-      std::vector<std::string> names;
-      for (const GatherUse& u : m.uses)
-        names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+      std::vector<std::string> names = AccumulatorNames(m);
       names.push_back(blk_name);
       Loop loop = CreateLoop(block, first, gather->loc(), 0, n - 1, inits, names);
       OpBuilder b(&function_, loop.body, nullptr);
@@ -159,7 +183,10 @@ class Ring : public cmm::ReplacedOps {
         loop.op->result(static_cast<int>(k))
             ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
       }
-      loop.op->result(static_cast<int>(m.uses.size()))->set_name(blk_name + "_last");
+      if (m.assemble) {
+        loop.op->result(static_cast<int>(m.uses.size()))->set_name(AssembledName(m) + "_part");
+      }
+      loop.op->result(static_cast<int>(accs.size()))->set_name(blk_name + "_last");
       std::vector<Value*> after = loop.op->results();
       Value* last = after.back();
       after.pop_back();
@@ -178,8 +205,13 @@ class Ring : public cmm::ReplacedOps {
       mm->result(0)->ReplaceAllUsesWith(out);
       Add(mm);
     }
-    // Dead once the matched matmuls (one use each) go.
-    if (gather->result(0)->users().size() == m.uses.size()) Add(gather);
+    if (m.assemble) {
+      outs.back()->set_name(AssembledName(m));
+      gather->result(0)->ReplaceAllUsesWith(outs.back());
+    }
+    // Dead once the matched matmuls (one use each) go, and the other users read the
+    // assembled value.
+    if (gather->result(0)->users().size() == m.uses.size() || m.assemble) Add(gather);
     return absl::OkStatus();
   }
 
@@ -207,8 +239,7 @@ class Ring : public cmm::ReplacedOps {
     std::vector<Value*> inits = accs;
     inits.push_back(fwd);
     inits.push_back(bwd);
-    std::vector<std::string> names;
-    for (const GatherUse& u : m.uses) names.push_back(absl::StrCat(ResultName(*u.matmul), "_acc"));
+    std::vector<std::string> names = AccumulatorNames(m);
     names.push_back(fwd_name);
     names.push_back(bwd_name);
     Loop loop = CreateLoop(BlockOf(m), m.uses.front().matmul, m.gather->loc(), lower, upper,
@@ -232,6 +263,9 @@ class Ring : public cmm::ReplacedOps {
     for (size_t k = 0; k < m.uses.size(); ++k) {
       loop.op->result(static_cast<int>(k))
           ->set_name(absl::StrCat(ResultName(*m.uses[k].matmul), "_part"));
+    }
+    if (m.assemble) {
+      loop.op->result(static_cast<int>(m.uses.size()))->set_name(AssembledName(m) + "_part");
     }
     loop.op->result(static_cast<int>(accs.size()))->set_name(absl::StrCat(fwd_name, held_suffix));
     loop.op->result(static_cast<int>(accs.size()) + 1)
@@ -328,15 +362,32 @@ class Ring : public cmm::ReplacedOps {
   // A half-block addend (`size` = half the block) starts `extra` rows into the block.
   absl::StatusOr<Value*> Addend(OpBuilder& e, const ScatterMatch& m, Value* blk,
                                 const std::string& name, int64_t size = 0, int64_t extra = 0) {
-    Operation* mm = m.matmul;
     const int64_t block = m.full / m.group;
     if (size == 0) size = block;
     COMMIR_ASSIGN_OR_RETURN(Value* start, ScaleIndex(e, blk, block, name + "_off"));
     COMMIR_ASSIGN_OR_RETURN(Value* off, AddConstant(e, start, extra, name + "_off_half"));
+    const bool summed = !m.more.empty();
+    COMMIR_ASSIGN_OR_RETURN(Value* addend, TermAddend(e, m, m.matmul, m.operand_dim, off, size,
+                                                      summed ? name + "_term" : name));
+    // A sum of matmuls: the sum of their blocks.
+    for (size_t t = 0; t < m.more.size(); ++t) {
+      COMMIR_ASSIGN_OR_RETURN(Value* term, TermAddend(e, m, m.more[t].matmul, m.more[t].operand_dim,
+                                                      off, size, name + "_term"));
+      const bool last = t + 1 == m.more.size();
+      COMMIR_ASSIGN_OR_RETURN(addend, Emit(e, OpKind::kAdd, {addend, term}, {}, {}, {},
+                                           last ? name : name + "_sum"));
+    }
+    return addend;
+  }
+
+  // Matmul `mm`'s rows [off, off + size) of the scattered dimension.
+  absl::StatusOr<Value*> TermAddend(OpBuilder& e, const ScatterMatch& m, Operation* mm,
+                                    const int (&operand_dim)[2], Value* off, int64_t size,
+                                    const std::string& name) {
     Value* operands[2] = {mm->operand(0), mm->operand(1)};
     for (int w = 0; w < 2; ++w) {
-      if (m.operand_dim[w] < 0) continue;
-      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, operands[w], m.operand_dim[w], size, off, {},
+      if (operand_dim[w] < 0) continue;
+      COMMIR_ASSIGN_OR_RETURN(Value* sl, SliceDim(e, operands[w], operand_dim[w], size, off, {},
                                            absl::StrCat(NameOr(operands[w], "x"), "_blk")));
       operands[w] = sl;
     }
@@ -387,9 +438,10 @@ class Ring : public cmm::ReplacedOps {
     }
     result->set_name(name);
     scatter->result(0)->ReplaceAllUsesWith(result);
-    Operation* mm = m.matmul;
     Add(scatter);
-    Add(mm);
+    for (Operation* add : m.adds) Add(add);
+    Add(m.matmul);
+    for (const ScatterMatch::Term& t : m.more) Add(t.matmul);
     return absl::OkStatus();
   }
 

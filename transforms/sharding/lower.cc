@@ -11,6 +11,7 @@
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
 #include "transforms/sharding/op_sharding.h"
+#include "transforms/sharding/sum_scatter.h"
 #include "transforms/sharding/zigzag.h"
 
 namespace commir::sharding {
@@ -399,7 +400,10 @@ absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics) {
   if (!function.mesh()->IsWellFormed()) {
     return absl::FailedPreconditionError(absl::StrCat("@", function.name(), ": invalid mesh"));
   }
-  return Lowering(function, diagnostics).Run();
+  if (absl::Status s = Lowering(function, diagnostics).Run(); !s.ok()) return s;
+  // A weight gradient summed over a data-parallel batch for a weight sharded over the
+  // same axis: ZeRO's reduce_scatter rather than all_to_all + sum (sum_scatter.h).
+  return FoldAllToAllIntoSums(function).status();
 }
 
 absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics) {

@@ -30,7 +30,9 @@
 //       keep each device's block contiguous);
 //     - reshard: nothing beyond step 2;
 //  4. the op's per-device result is resharded to the result's layout.
-// Finally each returned value is resharded to the declared result layout. The function
+// Finally each returned value is resharded to the declared result layout, and an
+// all_to_all whose only user sums over its concatenated dimension becomes a local sum and
+// a reduce_scatter (sum_scatter.h: ZeRO's weight-gradient reduce_scatter). The function
 // is rewritten in place (same Function object, name, signature and position in the
 // module), so callers holding it keep a valid pointer.
 //

@@ -243,15 +243,19 @@ bool CheaperChoice(const Choice& a, const Choice& b) {
 
 std::vector<std::vector<int>> SharingUsers(absl::Span<Operation* const> ops) {
   std::vector<std::vector<int>> sharing(ops.size());
-  // (value, op kind, operand position) -> users seen so far, walking backwards.
-  absl::flat_hash_map<std::tuple<const Value*, OpKind, int>, int> later;
+  // (value, op kind, operand position, attributes) -> users seen so far, walking
+  // backwards. The attributes are part of the key: a matmul reading a weight as is and
+  // one reading it transposed (the forward projection and the backward dX = dY W^T of a
+  // gradient function) need different layouts of it, so neither reuses the other's
+  // reshard.
+  absl::flat_hash_map<std::tuple<const Value*, OpKind, int, AttrDict>, int> later;
   for (size_t k = ops.size(); k-- > 0;) {
     const Operation& op = *ops[k];
     sharing[k].resize(op.num_operands(), 1);
     for (int i = 0; i < op.num_operands(); ++i) {
       const Value* v = op.operand(i);
       if (v->is_literal()) continue;
-      int& seen = later[{v, op.kind(), i}];
+      int& seen = later[{v, op.kind(), i, op.attrs()}];
       sharing[k][i] = 1 + seen;
       // An op reading the value twice at one position is not possible; at two positions
       // these are two different keys.

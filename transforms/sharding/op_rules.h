@@ -163,9 +163,10 @@ enum class CandidateOrigin {
 };
 
 // For each op of `ops` (one block, in program order) and each of its operands: 1 + the
-// number of later ops in `ops` of the same kind that read the same value at the same
-// operand position (the k and v projections after the q projection of one normed
-// activation; the up projection after the gate one). Such users need the value in the
+// number of later ops in `ops` of the same kind and attributes that read the same value
+// at the same operand position (the k and v projections after the q projection of one
+// normed activation; the up projection after the gate one; not the backward's
+// transposed matmul after the forward's). Such users need the value in the
 // same layout whenever their other operands are laid out alike, so a reshard the first
 // one makes serves them all. Linear in the number of operands.
 std::vector<std::vector<int>> SharingUsers(absl::Span<Operation* const> ops);

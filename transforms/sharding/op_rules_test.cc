@@ -388,6 +388,34 @@ func @f(%h: f32[4, 4], %a: f32[4, 4], %b: f32[4, 4]) -> f32[4, 4] {
   EXPECT_EQ(sharing[3], (std::vector<int>{1, 1}));
 }
 
+// A gradient function reads each weight twice at the same position: the forward's
+// matmul(x, W) and the backward's dX = matmul(dY, W){transpose_b}. They need different
+// layouts of W, so neither is counted as sharing the other's reshard (counted, the
+// forward's row-parallel GEMM saw gathering W_o at half price and chose it over the
+// reduce_scatter).
+TEST(SharingUsers, AMatmulReadingTheOperandTransposedDoesNotShare) {
+  std::unique_ptr<Module> m = testing::ParseForTest(R"(mesh @m(tp=2)
+func @f(%x: f32[4, 4], %w: f32[4, 4], %dy: f32[4, 4]) -> f32[4, 4] {
+  %y = matmul(%x, %w)
+  %dx = matmul(%dy, %w) {transpose_b}
+  %z = matmul(%dy, %w)
+  %s = add(%dx, %z)
+  return %s
+}
+)");
+  ASSERT_NE(m, nullptr);
+  std::vector<Operation*> ops;
+  for (Operation* op : *m->functions()[0]->body()) {
+    if (!op->Is(OpKind::kReturn)) ops.push_back(op);
+  }
+  std::vector<std::vector<int>> sharing = SharingUsers(ops);
+  ASSERT_EQ(sharing.size(), 4u);
+  EXPECT_EQ(sharing[0], (std::vector<int>{1, 2}));  // %z reads %w as %y does, not %dx
+  // %z reads %dy at position 0 too, but untransposed: counted apart (conservative).
+  EXPECT_EQ(sharing[1], (std::vector<int>{1, 1}));
+  EXPECT_EQ(sharing[2], (std::vector<int>{1, 1}));
+}
+
 // ---- Layout ops --------------------------------------------------------------------
 
 TEST(ReshapeRule, SplittingASplitDimKeepsTheSplitOnItsMajorPart) {

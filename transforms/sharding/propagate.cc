@@ -98,16 +98,17 @@ class Propagator {
     // plans' total costs can. The cheaper wins (the first on a tie).
     double cost = Solve(/*pin_arguments=*/false);
     if (moved_argument_) {
-      std::vector<std::pair<const Value*, Layout>> free_plan;
-      for (auto& [value, info] : info_) {
-        if (!info.fixed) free_plan.emplace_back(value, std::move(info.layout));
-      }
+      absl::flat_hash_map<const Value*, Info> free_plan = info_;
       ForgetFreeLayouts();
       double pinned_cost = Solve(/*pin_arguments=*/true);
-      if (!(pinned_cost < cost - 1e-9 * std::max(1.0, cost))) {
-        for (auto& [value, layout] : free_plan) info_[value].layout = std::move(layout);
+      if (Cheaper(pinned_cost, cost)) {
+        cost = pinned_cost;
+      } else {
+        info_ = std::move(free_plan);
+        pin_arguments_ = false;
       }
     }
+    Refine(cost);
     if (options_.report != nullptr) Explain(*options_.report);
     for (Operation* op : ops_) {
       for (Value* result : op->results()) {
@@ -145,6 +146,12 @@ class Propagator {
       Backward();
       Forward();
     }
+    return PlanCost();
+  }
+
+  // The cost of the reshards of the plan the last Forward chose, those at the return
+  // included.
+  double PlanCost() {
     double cost = plan_cost_;
     if (ret_ != nullptr) {
       for (int i = 0; i < ret_->num_operands(); ++i) {
@@ -157,15 +164,37 @@ class Propagator {
     return cost;
   }
 
+  static bool Cheaper(double a, double b) { return a < b - 1e-9 * std::max(1.0, b); }
+
+  // One more round from the chosen plan, kept only when its reshards cost less than
+  // `cost` (the plan's). The first backward pass knows no layout but the given ones, so
+  // a gather a late user needs is voted all the way up to where a value is made: in a
+  // gradient function, the all_gather before the attention's output projection
+  // backward (dY W_o) pulls the layernorm backward above it onto whole rows, so the
+  // partial dX of the MLP's up projection is all_reduced instead of reduce_scattered
+  // onto the sequence split that the layernorm's saved statistics have. The second
+  // backward pass sees those layouts and votes for the sequence split, as Megatron-SP
+  // does. Forward-only programs rarely change (a second round lowered the
+  // communication of one of 2000 random programs).
+  void Refine(double cost) {
+    if (options_.iterations > 1) return;  // rounds asked for explicitly: all were run
+    absl::flat_hash_map<const Value*, Info> chosen = info_;
+    Backward();
+    Forward();
+    if (!Cheaper(PlanCost(), cost)) info_ = std::move(chosen);
+  }
+
   // Back to the state before the first Solve: only the given layouts are known.
   void ForgetFreeLayouts() {
     for (auto& [value, info] : info_) {
+      // The reshards the other plan made of given values (a gathered cotangent) are
+      // not made in this one: a stale entry would make them look free to its votes.
+      info.available.clear();
       if (info.fixed) continue;
       info.layout = Layout();
       info.decided = false;
       info.preferred.reset();
       info.strength = -1;
-      info.available.clear();
     }
   }
 
@@ -254,11 +283,18 @@ class Propagator {
     }
   }
 
-  // Explains the ops that define a value named in options_.explain. Run after the last
-  // round: every layout a query reads was set before its op's turn in the last forward
-  // round and not changed since, so the query (and so the choice) is the one made there.
+  // Explains the ops that define a value named in options_.explain, as the kept plan's
+  // last forward round chose them. Every layout a query reads was set before its op's
+  // turn in that round and not changed since; the layouts values are already available
+  // in (earlier users' reshards) were not all made yet at that turn, so they are made
+  // again here in program order, as that round made them, and each op is explained
+  // from the query it saw (explaining from the finished round showed an op's own gather
+  // as already made, at no cost).
   void Explain(PropagationReport& report) {
     if (options_.explain.empty()) return;
+    for (auto& [value, info] : info_) info.available.clear();
+    const double plan_cost = plan_cost_;
+    const bool moved_argument = moved_argument_;
     for (size_t k = 0; k < ops_.size(); ++k) {
       const Operation& op = *ops_[k];
       bool named = false;
@@ -269,11 +305,15 @@ class Propagator {
           report.explained_names.insert(name);
         }
       }
-      if (!named) continue;
       StrategyQuery query = Query(k);
-      report.explanations.push_back(
-          {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
+      if (named) {
+        report.explanations.push_back(
+            {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
+      }
+      RecordReshards(op, query, ChooseStrategy(query));
     }
+    plan_cost_ = plan_cost;
+    moved_argument_ = moved_argument;
   }
 
   void Forward() {

@@ -37,10 +37,19 @@
 //     are laid out for it) is made too, and the one whose reshards cost less in total
 //     wins (the first on a tie): op-by-op choices cannot see that gathering one weight
 //     to save one reduce_scatter forces the key/value projections to gather everything.
+//  4. Then one more backward and forward round is tried from the chosen plan (unless
+//     `iterations` asked for more rounds) and kept only if its reshards cost less. The
+//     first backward pass knows only the given layouts, so a gather a late user needs
+//     is voted all the way up to where a value is made; in a gradient function that
+//     pulled the layernorm backward onto whole rows and all_reduced the partial input
+//     gradient of the MLP's up projection, where Megatron-SP reduce_scatters it onto the
+//     sequence split (the second backward pass sees the split the statistics have).
 // Strategies are compared by their communication cost (bytes per device plus a latency
 // per collective, layout.h), then per-device work, then candidate order (op_rules.h),
-// so results are deterministic. One round is the default: on 2000 random programs a
-// second round lowered the communication of one.
+// so results are deterministic. One round is the default (`iterations`), plus the
+// refining round of step 4 when it pays: on 2000 random forward programs a second round
+// lowered the communication of one; on gradient functions it finds Megatron-SP's
+// backward (transforms/sharding/gradient_partition_test.cc).
 #ifndef COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 #define COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 

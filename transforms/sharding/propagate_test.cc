@@ -247,8 +247,29 @@ TEST(PropagateShardingPass, ExplainsTheChoiceForEachNamedValueAtItsOp) {
   // The explained winner gives the layout %y ends up with (pending its reduce_scatter).
   EXPECT_THAT(remarks[1].message,
               HasSubstr("gives [-, -] partial(tp); comm 1146880, work 81920  <- chosen"));
-  EXPECT_THAT(remarks[1].message, HasSubstr("chosen: candidate 1 (fewest reshards of pinned operands)"));
+  // The plan that keeps the weights where they are costs no less here, so the first
+  // (free) plan is kept, and it is the one explained.
+  EXPECT_THAT(remarks[1].message, HasSubstr("chosen: candidate 1 (least communication)"));
   EXPECT_EQ(TypeOf(printed, "y"), "f32[256@tp, 128]");
+}
+
+// The explanation is of the query the op saw in the forward round: the gather this op
+// itself makes is not yet available there (explained from the finished round, it was,
+// and the choice was shown at no cost).
+TEST(PropagateShardingPass, ExplainsAGatherAtItsCostNotAsAlreadyMade) {
+  constexpr char kMerge[] = R"(mesh @m(tp=2)
+func @f(%x: f32[8, 4@tp]) -> f32[32] {
+  %r = reshape(%x) : f32[32]
+  %s = exp(%r)
+  return %s
+}
+)";
+  std::vector<PassRemark> remarks;
+  ASSERT_TRUE(RunExplaining(kMerge, "%r", &remarks).ok());
+  ASSERT_EQ(remarks.size(), 1u);
+  // The all_gather of 8 x 4 floats over 2 devices: 64 bytes plus one collective's latency.
+  EXPECT_THAT(remarks[0].message,
+              HasSubstr("needs %x [-, -]; gives [-]; comm 1048640, work 64  <- chosen"));
 }
 
 TEST(PropagateShardingPass, ExplainsOnceWhateverTheRoundsWithTheLayoutKept) {
