@@ -33,8 +33,8 @@ absl::StatusOr<std::vector<Value*>> MatmulVjp(OpBuilder& b, const VjpArgs& args)
 
 // Attention's backward is one flash-style op: attention_grad(q, k, v, o, lse, dout
 // [, q_pos, k_pos]) -> dq, dk, dv recomputes the scores from lse instead of keeping them.
-// The forward's o and lse are reused when the op returns lse; otherwise the forward is
-// run again with lse (the recompute flash attention's backward does anyway). A gradient
+// The forward's o and lse are reused when the op returns lse (autodiff's copy of a
+// differentiated attention always does); otherwise the forward is run again with lse. A gradient
 // through lse itself (a program that uses lse beyond the merge of partial results) is
 // refused: attention_grad takes only the output's cotangent.
 absl::StatusOr<std::vector<Value*>> AttentionVjp(OpBuilder& b, const VjpArgs& args) {

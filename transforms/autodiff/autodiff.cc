@@ -1,6 +1,7 @@
 #include "transforms/autodiff/autodiff.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -63,7 +64,6 @@ class GradientBuilder {
     }
     OpBuilder b(grad_);
     if (absl::Status s = CloneForward(); !s.ok()) return s;
-    Analyze();
     if (absl::Status s = FindBlocks(); !s.ok()) return s;
     if (absl::Status s = Seed(b); !s.ok()) return s;
     if (absl::Status s = Backward(b); !s.ok()) return s;
@@ -152,6 +152,7 @@ class GradientBuilder {
                         absl::flat_hash_map<const Value*, Value*>& copies) {
     std::vector<Type> types;
     for (Value* r : op.results()) types.push_back(r->type());
+    if (std::optional<Type> lse = LseToAdd(op)) types.push_back(*lse);
     std::unique_ptr<Operation> copy =
         Operation::Create(op.def(), {}, types, std::move(attrs), 0, op.loc());
     for (Value* v : op.operands()) {
@@ -172,7 +173,8 @@ class GradientBuilder {
     return inserted;
   }
 
-  // Copies @f's ops (not its return) into @f_grad.
+  // Copies @f's ops (not its return) into @f_grad, after finding which of them the
+  // backward differentiates (Analyze).
   absl::Status CloneForward() {
     for (Operation* op : *source_.body()) {
       if (op->def().Has(kTerminator)) break;
@@ -180,10 +182,28 @@ class GradientBuilder {
         return Error(op->loc(),
                      absl::StrFormat("'%s' with a body is not differentiated", op->name()));
       }
-      AppendCopy(*op, op->attrs(), map_);
       forward_.push_back(op);
     }
+    Analyze();
+    for (const Operation* op : forward_) AppendCopy(*op, op->attrs(), map_);
     return absl::OkStatus();
+  }
+
+  // A differentiated attention that returns no lse is copied returning its lse too
+  // (this is its type): attention_grad reads it, and otherwise attention's rule would run
+  // the forward a second time just to get it.
+  std::optional<Type> LseToAdd(const Operation& op) const {
+    if (op.def().kind != OpKind::kAttention || op.num_results() != 1 ||
+        !active_ops_.contains(&op) || !needed_.contains(op.result(0))) {
+      return std::nullopt;
+    }
+    std::vector<Type> operand_types;
+    for (Value* v : op.operands()) operand_types.push_back(v->type());
+    OpSignature sig{operand_types, op.attrs(), {}, /*num_results=*/2, grad_->mesh(), false};
+    absl::StatusOr<std::vector<Type>> types = InferResultTypes(op.def(), sig);
+    // Should inference refuse, the rule recomputes the lse itself.
+    if (!types.ok() || types->size() != 2) return std::nullopt;
+    return (*types)[1];
   }
 
   absl::Status FindBlocks() {
