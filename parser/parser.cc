@@ -759,6 +759,16 @@ class Parser {
       return false;
     }
     Advance();
+    // `call @f(...)`: the callee is written as a symbol before the operands.
+    AttrDict attrs;
+    if (def->kind == OpKind::kCall) {
+      if (!Cur().Is(TokenKind::kSymbol)) {
+        Expect(TokenKind::kSymbol, "the called function's name like @f after 'call'");
+        return false;
+      }
+      attrs.Set("callee", Attribute::Ident(std::string(Cur().text)));
+      Advance();
+    }
     if (!Cur().Is(TokenKind::kLParen)) {  // (the message is built only when needed)
       Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"));
       return false;
@@ -773,7 +783,6 @@ class Parser {
       operands.push_back(operand);
     }
     Advance();  // ')'
-    AttrDict attrs;
     Value* stream = nullptr;
     if (Cur().Is(TokenKind::kLBrace) && !ParseAttributes(attrs, stream)) return false;
     TypeList annotated;
