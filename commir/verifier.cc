@@ -285,17 +285,19 @@ class FunctionVerifier {
 
   // `what` (an operand or result of a call) against the callee's declared `declared`
   // type. In a spmd function values are per-device: they must be exactly the callee's
-  // local types. In a global function shape and element type must match, and a layout
-  // written on the caller's value must be the callee's (an unwritten one is free, as
-  // everywhere in global functions). An empty message means they agree.
+  // local types. In a global function shape and element type must match, and where both
+  // the caller's value and the callee's signature write a layout, it must be the same
+  // (an unwritten one is free, as everywhere in global functions: a layer written
+  // without layouts takes whatever the model gives it). An empty message means they
+  // agree.
   std::string CallTypeMismatch(Type actual, Type declared, const Function& callee) {
     if (actual.is_null() || declared.is_null()) return "";
     if (!ValidateLayout(declared, callee.mesh()).ok()) return "";  // reported at the callee
     if (function_.is_spmd()) {
       Type local = LocalType(declared, callee.mesh());
       if (actual == local) return "";
-      return absl::StrFormat("each device passes %s (its part of %s), got %s", local.ToString(),
-                             declared.ToString(), actual.ToString());
+      return absl::StrFormat("per device %s (the part of %s) is expected, got %s",
+                             local.ToString(), declared.ToString(), actual.ToString());
     }
     bool same_index = actual.is_index() && declared.is_index();
     if (!same_index && (actual.is_index() != declared.is_index() ||
@@ -303,7 +305,7 @@ class FunctionVerifier {
       return absl::StrFormat("%s does not match the declared %s", actual.ToString(),
                              declared.ToString());
     }
-    if (actual.is_tensor() && actual.has_sharding() &&
+    if (actual.is_tensor() && actual.has_sharding() && declared.has_sharding() &&
         actual.WithZigzag(-1) != declared.WithZigzag(-1)) {
       return absl::StrFormat("layout %s differs from the declared %s", actual.ToString(),
                              declared.ToString());
