@@ -2,7 +2,9 @@
 // is called four times runs with --func=@top on the 2-device cpu mesh (partitioned by the
 // default pipeline, which inlines the calls) and passes --check against its
 // single-device run, which runs the calls in the interpreter; its results are the bytes
-// of the hand-copied model's; and the sim predicts it the same time and FLOPs.
+// of the hand-copied model's; and the sim predicts it the same time and FLOPs. A spmd
+// layer called in a loop body (tools/testdata/calls_spmd.commir) runs as written, calls
+// in the interpreter, with the results and predictions of the loop written out.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +28,7 @@ using ToolResult = testing::SubprocessResult;
 std::string g_binary;  // set by main()
 
 constexpr char kProgram[] = "tools/testdata/calls.commir";
+constexpr char kSpmdProgram[] = "tools/testdata/calls_spmd.commir";
 
 ToolResult RunTool(std::vector<std::string> args) {
   absl::StatusOr<ToolResult> result = testing::RunSubprocess(g_binary, args);
@@ -85,6 +88,25 @@ TEST(CommirRunCalls, SimPredictsTheCalleesOps) {
   std::vector<std::string> summary = SummaryLines(calls.out);
   ASSERT_EQ(summary.size(), 2u) << calls.out;
   EXPECT_EQ(summary, SummaryLines(copied.out));
+}
+
+TEST(CommirRunCalls, SpmdCallsInALoopRunAsTheLoopWrittenOut) {
+  std::string calls = OutputDir("spmd_calls"), inlined = OutputDir("spmd_inlined");
+  ToolResult r = RunTool({kSpmdProgram, "--func=@top", "--output-dir=" + calls});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  r = RunTool({kSpmdProgram, "--func=@top_inlined", "--output-dir=" + inlined});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::string by_calls = ReadFile(calls + "/result0.npy");
+  EXPECT_FALSE(by_calls.empty());
+  EXPECT_EQ(by_calls, ReadFile(inlined + "/result0.npy"));
+
+  ToolResult sim_calls = RunTool({kSpmdProgram, "--func=@top", "--backend=sim"});
+  ToolResult sim_inlined = RunTool({kSpmdProgram, "--func=@top_inlined", "--backend=sim"});
+  ASSERT_EQ(sim_calls.exit_code, 0) << sim_calls;
+  ASSERT_EQ(sim_inlined.exit_code, 0) << sim_inlined;
+  std::vector<std::string> summary = SummaryLines(sim_calls.out);
+  ASSERT_EQ(summary.size(), 2u) << sim_calls.out;
+  EXPECT_EQ(summary, SummaryLines(sim_inlined.out));
 }
 
 }  // namespace
