@@ -57,25 +57,27 @@ std::string Weights(int layer) {
 
 // The model with the layer called four times, or with its body copied four times.
 std::string Model(bool copied, const std::string& mesh) {
-  std::string text = absl::StrCat(mesh, "\n", kLayer, "\n",
-                                  "func @model(%x: f32[8, 16], %g: f32[4, 16], %up: f32[4, 16, 32], "
-                                  "%down: f32[4, 32, 16]) -> f32[8, 16] {\n");
+  std::string text =
+      absl::StrCat(mesh, "\n", kLayer, "\n",
+                   "func @model(%x: f32[8, 16], %g: f32[4, 16], %up: f32[4, 16, 32], "
+                   "%down: f32[4, 32, 16]) -> f32[8, 16] {\n");
   for (int l = 0; l < 4; ++l) {
     absl::StrAppend(&text, Weights(l));
     std::string in = l == 0 ? "%x" : absl::StrCat("%x", l), out = absl::StrCat("%x", l + 1);
     if (copied) {
-      absl::StrAppend(&text, absl::StrReplaceAll(R"(
+      absl::StrAppend(&text,
+                      absl::StrReplaceAll(R"(
   %nL = rmsnorm(IN, %gL)
   %hL = matmul(%nL, %uL)
   %aL = gelu(%hL)
   %ddL = matmul(%aL, %dL)
   OUT = add(IN, %ddL)
 )",
-                                                 {{"L", absl::StrCat(l)}, {"IN", in}, {"OUT", out}}));
+                                          {{"L", absl::StrCat(l)}, {"IN", in}, {"OUT", out}}));
     } else {
-      absl::StrAppend(&text, "  ", out, " = call @layer(", in,
-                      absl::StrReplaceAll(", %gL, %uL, %dL) : f32[8, 16]\n",
-                                          {{"L", absl::StrCat(l)}}));
+      absl::StrAppend(
+          &text, "  ", out, " = call @layer(", in,
+          absl::StrReplaceAll(", %gL, %uL, %dL) : f32[8, 16]\n", {{"L", absl::StrCat(l)}}));
     }
   }
   absl::StrAppend(&text, "  return %x4\n}\n");
@@ -92,7 +94,8 @@ std::vector<Tensor> Inputs(const Function& function) {
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < function.arg_types().size(); ++i) {
     Type t = function.arg_types()[i];
-    inputs.push_back(runtime::RandomGlobalTensor(11, static_cast<int>(i), t.element_type(), t.dims()));
+    inputs.push_back(
+        runtime::RandomGlobalTensor(11, static_cast<int>(i), t.element_type(), t.dims()));
   }
   return inputs;
 }
@@ -127,10 +130,9 @@ TEST(CallExecutionTest, PartitionedModelWithCallsMatchesOneDevice) {
     SCOPED_TRACE(mesh);
     // Tensor-parallel weights (up split by columns, down by rows) and, on the 2-D mesh,
     // the batch split over dp.
-    std::string text = absl::StrReplaceAll(
-        Model(false, mesh),
-        {{"%up: f32[4, 16, 32]", "%up: f32[4, 16, 32@tp]"},
-         {"%down: f32[4, 32, 16]", "%down: f32[4, 32@tp, 16]"}});
+    std::string text = absl::StrReplaceAll(Model(false, mesh),
+                                           {{"%up: f32[4, 16, 32]", "%up: f32[4, 16, 32@tp]"},
+                                            {"%down: f32[4, 32, 16]", "%down: f32[4, 32@tp, 16]"}});
     if (absl::string_view(mesh).find("dp") != absl::string_view::npos) {
       text = absl::StrReplaceAll(text, {{"@model(%x: f32[8, 16]", "@model(%x: f32[8@dp, 16]"}});
     }
@@ -197,9 +199,9 @@ TEST(CallExecutionTest, SpmdCallInALoopEqualsItsInlinedLoop) {
 
 TEST(CallExecutionTest, UnverifiedRecursionIsAnErrorNotACrash) {
   DiagnosticEngine diagnostics;
-  std::unique_ptr<Module> module = ParseModule(
-      "func @f(%x: f32[4]) -> f32[4] {\n  %y = call @f(%x) : f32[4]\n  return %y\n}\n",
-      diagnostics, ParseOptions{.verify = false});
+  std::unique_ptr<Module> module =
+      ParseModule("func @f(%x: f32[4]) -> f32[4] {\n  %y = call @f(%x) : f32[4]\n  return %y\n}\n",
+                  diagnostics, ParseOptions{.verify = false});
   ASSERT_NE(module, nullptr);
   CpuBackend backend;
   runtime::Interpreter interpreter(*module->FindFunction("f"), backend);

@@ -123,17 +123,18 @@ TEST(CallVerifierTest, RecursionIsReportedAtTheCallThatClosesTheCycle) {
 }
 
 TEST(CallVerifierTest, CalleeIsASymbolAndResultTypesAreWritten) {
-  EXPECT_THAT(Diags(WithLayers("func @top(%x: f32[4, 8], %s: f32[8]) -> () {\n"
-                               "  %a = call layer(%x, %s) : f32[4, 8]\n"
-                               "  %b = call @layer(%x, %s)\n"
-                               "  %c = call @layer(%x, %s) {callee = layer} : f32[4, 8]\n"
-                               "  return\n"
-                               "}\n")),
-              ElementsAre("11:13: error: expected the called function's name like @f after "
-                          "'call', got 'layer'",
-                          "12:8: error: 'call' needs its result types written (': T' or ': (T0, "
-                          "T1)')",
-                          "13:28: error: the callee is written 'call @f(...)', not as an attribute"));
+  EXPECT_THAT(
+      Diags(WithLayers("func @top(%x: f32[4, 8], %s: f32[8]) -> () {\n"
+                       "  %a = call layer(%x, %s) : f32[4, 8]\n"
+                       "  %b = call @layer(%x, %s)\n"
+                       "  %c = call @layer(%x, %s) {callee = layer} : f32[4, 8]\n"
+                       "  return\n"
+                       "}\n")),
+      ElementsAre("11:13: error: expected the called function's name like @f after "
+                  "'call', got 'layer'",
+                  "12:8: error: 'call' needs its result types written (': T' or ': (T0, "
+                  "T1)')",
+                  "13:28: error: the callee is written 'call @f(...)', not as an attribute"));
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/subprocess.h"

@@ -50,8 +50,7 @@ Operation* CloneOp(const Operation& op, Block* block, Operation* position, Value
 // `value` resharded to `declared` before `position` when a global function's signature
 // declares a layout `value` lacks (a zigzag layout exists only in signatures: left to
 // the caller).
-Value* ToDeclaredLayout(Value* value, Type declared, bool spmd, Block* block,
-                        Operation* position) {
+Value* ToDeclaredLayout(Value* value, Type declared, bool spmd, Block* block, Operation* position) {
   if (spmd || !declared.is_tensor() || !declared.has_sharding() || declared.zigzag_dim() >= 0 ||
       value->type() == declared) {
     return value;
