@@ -87,6 +87,9 @@ absl::Status InlineCall(Operation* call) {
   for (int r = 0; r < call->num_results(); ++r) {
     Value* mapped = map.at(ret->operand(r));
     Value* returned = ToDeclaredLayout(mapped, callee->result_types()[r], spmd, block, call);
+    // A layout written on the call's result is a constraint too (it may write one the
+    // callee's signature leaves free).
+    returned = ToDeclaredLayout(returned, call->result(r)->type(), spmd, block, call);
     // A value made by the inlining takes the call result's name; a value of the caller
     // passed straight through keeps its own.
     if (returned != mapped || ret->operand(r)->kind() == Value::Kind::kResult) {

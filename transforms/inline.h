@@ -8,7 +8,8 @@
 // call result's name (the printer makes the copies' other names unique). In a global
 // caller, the layouts the callee's signature declares stay requests: where a declared
 // argument or result layout differs from the value's, a `reshard` to it is inserted, as
-// the callee would have received or returned it. Calls inside a callee are inlined too,
+// the callee would have received or returned it; so is a layout written on the call's
+// result (a sharding constraint, as on any op's result). Calls inside a callee are inlined too,
 // innermost last (the verifier has ruled out recursion).
 #ifndef COMMIR_TRANSFORMS_INLINE_H_
 #define COMMIR_TRANSFORMS_INLINE_H_
