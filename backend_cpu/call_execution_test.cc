@@ -197,6 +197,46 @@ TEST(CallExecutionTest, SpmdCallInALoopEqualsItsInlinedLoop) {
   EXPECT_FALSE(by_calls[0].BitwiseEqual(inputs[0]));
 }
 
+// Nested calls (a block calling a linear layer, called twice) and a callee with two
+// results, one of them an argument passed through.
+constexpr char kNested[] = R"(
+func @linear(%x: f32[4, 8], %w: f32[8, 8]) -> f32[4, 8] {
+  %h = matmul(%x, %w)
+  return %h
+}
+
+func @block(%x: f32[4, 8], %w: f32[8, 8]) -> (f32[4, 8], f32[4, 8]) {
+  %h = call @linear(%x, %w) : f32[4, 8]
+  %y = tanh(%h)
+  return %y, %x
+}
+
+func @model(%x: f32[4, 8], %w: f32[8, 8]) -> f32[4, 8] {
+  %a, %a_in = call @block(%x, %w) : (f32[4, 8], f32[4, 8])
+  %b, %b_in = call @block(%a, %w) : (f32[4, 8], f32[4, 8])
+  %s = add(%b, %a_in)
+  %o = sub(%s, %b_in)
+  return %o
+}
+)";
+
+TEST(CallExecutionTest, NestedCallsEqualTheirInlinedFunction) {
+  std::unique_ptr<Module> calls = Parse(kNested);
+  std::unique_ptr<Module> inlined = Parse(kNested);
+  ASSERT_NE(calls, nullptr);
+  ASSERT_NE(inlined, nullptr);
+  absl::StatusOr<int64_t> count = InlineCalls(*inlined->FindFunction("model"));
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 4);  // two blocks, then the linear layer of each
+  EXPECT_FALSE(HasCalls(*inlined->FindFunction("model")));
+  std::vector<Tensor> inputs = Inputs(*calls->FindFunction("model"));
+  std::vector<Tensor> by_calls = RunGlobal(*calls->FindFunction("model"), inputs);
+  std::vector<Tensor> by_inlining = RunGlobal(*inlined->FindFunction("model"), inputs);
+  ASSERT_EQ(by_calls.size(), 1u);
+  ASSERT_EQ(by_inlining.size(), 1u);
+  EXPECT_TRUE(by_calls[0].BitwiseEqual(by_inlining[0]));
+}
+
 TEST(CallExecutionTest, UnverifiedRecursionIsAnErrorNotACrash) {
   DiagnosticEngine diagnostics;
   std::unique_ptr<Module> module =
