@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "commir/ir.h"
 #include "commir/op_def.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace commir {
@@ -174,6 +175,13 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
                   Attrs({{"lower", Attribute::Int(0)}, {"upper", Attribute::Int(4)}}), {}, 2),
             "f32[8, 12], index");
   EXPECT_EQ(Build(s, OpKind::kYield, {l}, {}, {}, 0), "");
+  // A call's result types are the written ones (the verifier checks them against the
+  // callee, which the op's definition does not see).
+  AttrDict callee = Attrs({{"callee", Attribute::Ident("layer")}});
+  EXPECT_EQ(Build(g, OpKind::kCall, {x}, callee, {T({4, 8}), T({2})}, 2), "f32[4, 8], f32[2]");
+  EXPECT_EQ(Build(g, OpKind::kCall, {x}, callee, {}, 0), "");
+  EXPECT_TRUE(absl::StrContains(Build(g, OpKind::kCall, {x}, callee),
+                                "'call' needs its result types written"));
 
   for (const OpDef* def : AllOpDefs()) {
     EXPECT_TRUE(built_.count(def->kind)) << "no builder test for '" << def->name << "'";

@@ -190,7 +190,9 @@ class DotPrinter {
       absl::StrAppend(&head, op.name(), operands.empty() ? "" : " ",
                       absl::StrJoin(operands, ", "));
     } else {
-      absl::StrAppend(&head, op.name(), "(", absl::StrJoin(operands, ", "), ")");
+      std::string callee = op.Is(OpKind::kCall) ? absl::StrCat(" @", op.attrs().GetIdent("callee", ""))
+                                                : "";
+      absl::StrAppend(&head, op.name(), callee, "(", absl::StrJoin(operands, ", "), ")");
     }
     std::string attrs = Attributes(op);
     if (!attrs.empty()) absl::StrAppend(&head, "\n", attrs);

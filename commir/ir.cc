@@ -320,12 +320,14 @@ Mesh* Module::AddMesh(std::unique_ptr<Mesh> mesh) {
 }
 
 Function* Module::AddFunction(std::unique_ptr<Function> function) {
+  function->module_ = this;
   functions_.push_back(std::move(function));
   decls_.push_back({nullptr, functions_.back().get()});
   return functions_.back().get();
 }
 
 Function* Module::InsertFunctionAfter(const Function* after, std::unique_ptr<Function> function) {
+  function->module_ = this;
   functions_.push_back(std::move(function));
   Function* added = functions_.back().get();
   auto it = std::find_if(decls_.begin(), decls_.end(),

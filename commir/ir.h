@@ -27,6 +27,7 @@ namespace commir {
 
 class Block;
 class Function;
+class Module;
 class Operation;
 
 class Value {
@@ -327,9 +328,15 @@ class Function {
 
   Block* body() const { return body_.get(); }
 
+  // The module that holds the function (null until it is added to one): where a
+  // `call` in its body finds its callee.
+  Module* module() const { return module_; }
+
  private:
+  friend class Module;
   std::string name_;
   bool is_spmd_;
+  Module* module_ = nullptr;
   Location loc_;
   std::string mesh_name_;
   Location mesh_name_loc_;

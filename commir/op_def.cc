@@ -105,6 +105,7 @@ const Registry& GetRegistry() {
     ops::AppendLayoutOps(r->defs);
     ops::AppendSpmdOps(r->defs);
     ops::AppendTerminatorOps(r->defs);
+    ops::AppendCallOps(r->defs);
     std::sort(r->defs.begin(), r->defs.end(),
               [](const OpDef& a, const OpDef& b) { return a.kind < b.kind; });
     for (size_t i = 0; i < r->defs.size(); ++i) {
@@ -126,6 +127,7 @@ absl::string_view AttrKindName(AttrKind kind) {
     case AttrKind::kEnum: return "one of";
     case AttrKind::kIntList: return "a list of integers";
     case AttrKind::kAxes: return "a mesh axis or an axis group like (dp, tp)";
+    case AttrKind::kSymbol: return "a function name";
   }
   return "";
 }
@@ -142,6 +144,7 @@ bool AttrMatchesKind(const AttrSpec& spec, const Attribute& value) {
     case AttrKind::kIntList: return value.int_list().has_value();
     case AttrKind::kAxes:
       return value.kind() == Attribute::Kind::kIdent || value.kind() == Attribute::Kind::kAxes;
+    case AttrKind::kSymbol: return value.kind() == Attribute::Kind::kIdent;
   }
   return false;
 }

@@ -56,6 +56,8 @@ enum class OpKind : uint8_t {
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,
+  // Calls of another function of the module (global from global, spmd from spmd).
+  kCall,
   // Terminators.
   kReturn, kYield,
 };
@@ -67,6 +69,7 @@ enum class AttrKind {
   kEnum,     // one of `enum_values`, written as a bare identifier
   kIntList,  // [1, 2]
   kAxes,     // a mesh axis `tp` or an axis group `(dp, tp)`
+  kSymbol,   // a function name, held as an identifier (call's callee, written `call @f(...)`)
 };
 
 struct AttrSpec {

@@ -19,12 +19,12 @@
 namespace commir {
 
 // Ops the interpreter carries out itself, so no backend sees them: terminators, loops,
-// and the ops whose values are always `index` (rank, and rem, which takes index
+// calls (the interpreter runs the callee's body), and the ops whose values are always `index` (rank, and rem, which takes index
 // operands only). Index uses of the other arithmetic ops are the interpreter's too, but
 // their tensor uses need a kernel.
 inline bool RunsInInterpreterOnly(const OpDef& def) {
-  return def.Has(kTerminator) || def.Has(kHasRegion) || def.kind == OpKind::kRank ||
-         def.kind == OpKind::kRem;
+  return def.Has(kTerminator) || def.Has(kHasRegion) || def.kind == OpKind::kCall ||
+         def.kind == OpKind::kRank || def.kind == OpKind::kRem;
 }
 
 // What Backend::RunOp must handle: every op that is neither interpreter-only nor a

@@ -228,6 +228,11 @@ class Printer {
       return;
     }
     out_.append(op.name().data(), op.name().size());
+    if (op.Is(OpKind::kCall)) {
+      // `call @f(...)`: the callee is printed as a symbol, not in the attributes.
+      out_ += " @";
+      if (const Attribute* callee = op.attrs().Find("callee")) out_ += callee->string_value();
+    }
     if (op.def().Has(kTerminator)) {
       for (int i = 0; i < op.num_operands(); ++i) {
         out_ += i == 0 ? " " : ", ";
@@ -306,6 +311,8 @@ std::vector<std::string> AttributeEntries(const Operation& op, bool skip_loop_bo
   };
   if (!skip_loop_bounds) {
     for (const AttrSpec& spec : op.def().attrs) {
+      // A symbol (call's callee) is printed in the op's own syntax, `call @f(...)`.
+      if (spec.kind == AttrKind::kSymbol) continue;
       if (const Attribute* value = op.attrs().Find(spec.name)) append(spec.name, *value);
     }
   }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -279,6 +280,90 @@ class FunctionVerifier {
       return;
     }
     if (op->Is(OpKind::kFor)) VerifyForOp(op);
+    if (op->Is(OpKind::kCall)) VerifyCallOp(op);
+  }
+
+  // `what` (an operand or result of a call) against the callee's declared `declared`
+  // type. In a spmd function values are per-device: they must be exactly the callee's
+  // local types. In a global function shape and element type must match, and where both
+  // the caller's value and the callee's signature write a layout, it must be the same
+  // (an unwritten one is free, as everywhere in global functions: a layer written
+  // without layouts takes whatever the model gives it). An empty message means they
+  // agree.
+  std::string CallTypeMismatch(Type actual, Type declared, const Function& callee) {
+    if (actual.is_null() || declared.is_null()) return "";
+    if (!ValidateLayout(declared, callee.mesh()).ok()) return "";  // reported at the callee
+    if (function_.is_spmd()) {
+      Type local = LocalType(declared, callee.mesh());
+      if (actual == local) return "";
+      return absl::StrFormat("per device %s (the part of %s) is expected, got %s",
+                             local.ToString(), declared.ToString(), actual.ToString());
+    }
+    bool same_index = actual.is_index() && declared.is_index();
+    if (!same_index && (actual.is_index() != declared.is_index() ||
+                        !actual.SameShapeAndElementType(declared))) {
+      return absl::StrFormat("%s does not match the declared %s", actual.ToString(),
+                             declared.ToString());
+    }
+    if (actual.is_tensor() && actual.has_sharding() && declared.has_sharding() &&
+        actual.WithZigzag(-1) != declared.WithZigzag(-1)) {
+      return absl::StrFormat("layout %s differs from the declared %s", actual.ToString(),
+                             declared.ToString());
+    }
+    return "";
+  }
+
+  // The callee exists, is of the caller's kind and mesh, and the operands and results
+  // agree with its signature. Recursion is checked over the whole module (VerifyCalls).
+  void VerifyCallOp(Operation* op) {
+    const std::string& name = op->attrs().Find("callee")->string_value();
+    const Module* module = function_.module();
+    const Function* callee = module == nullptr ? nullptr : module->FindFunction(name);
+    if (callee == nullptr) {
+      Error(op->loc(), absl::StrFormat("call of unknown function @%s", name));
+      return;
+    }
+    if (callee->is_spmd() != function_.is_spmd()) {
+      Error(op->loc(), absl::StrFormat("%s function @%s cannot call %s function @%s",
+                                       function_.is_spmd() ? "spmd" : "global", function_.name(),
+                                       callee->is_spmd() ? "spmd" : "global", name));
+      return;
+    }
+    if (callee->mesh() != function_.mesh()) {
+      auto mesh_name = [](const Function& f) {
+        return f.mesh() == nullptr ? std::string("no mesh") : absl::StrCat("mesh @", f.mesh()->name());
+      };
+      Error(op->loc(), absl::StrFormat("@%s runs on %s but @%s calls it on %s", name,
+                                       mesh_name(*callee), function_.name(), mesh_name(function_)));
+      return;
+    }
+    const std::vector<Type>& params = callee->arg_types();
+    const std::vector<Type>& results = callee->result_types();
+    if (op->num_operands() != static_cast<int>(params.size())) {
+      Error(op->loc(), absl::StrFormat("@%s takes %d argument%s, the call passes %d", name,
+                                       params.size(), params.size() == 1 ? "" : "s",
+                                       op->num_operands()));
+      return;
+    }
+    if (op->num_results() != static_cast<int>(results.size())) {
+      Error(op->loc(), absl::StrFormat("@%s returns %d result%s, the call names %d", name,
+                                       results.size(), results.size() == 1 ? "" : "s",
+                                       op->num_results()));
+      return;
+    }
+    for (int i = 0; i < op->num_operands(); ++i) {
+      std::string mismatch = CallTypeMismatch(op->operand(i)->type(), params[i], *callee);
+      if (!mismatch.empty()) {
+        Error(op->loc(), absl::StrFormat("argument %d of @%s: %s", i, name, mismatch));
+      }
+    }
+    Location type_loc = op->type_loc().known() ? op->type_loc() : op->loc();
+    for (int i = 0; i < op->num_results(); ++i) {
+      std::string mismatch = CallTypeMismatch(op->result(i)->type(), results[i], *callee);
+      if (!mismatch.empty()) {
+        Error(type_loc, absl::StrFormat("result %d of @%s: %s", i, name, mismatch));
+      }
+    }
   }
 
   Function& function_;
@@ -319,6 +404,60 @@ void VerifyMeshes(Module& module, DiagnosticEngine& diagnostics) {
   }
 }
 
+// Reports each cycle of calls once, at the call that closes it (a depth-first search
+// over the call graph, from the functions in declaration order). Calls of unknown
+// functions are reported by the function's verifier.
+class CallCycleFinder {
+ public:
+  CallCycleFinder(const Module& module, DiagnosticEngine& diagnostics)
+      : module_(module), diagnostics_(diagnostics) {}
+
+  void Run() {
+    for (Function* function : module_.functions()) Visit(function);
+  }
+
+ private:
+  enum class State { kUnvisited, kOnPath, kDone };
+
+  void Visit(const Function* function) {
+    State& state = state_[function];
+    if (state != State::kUnvisited) return;
+    state = State::kOnPath;
+    path_.push_back(function);
+    std::vector<Operation*> calls;
+    WalkOps(function->body(), [&](Operation* op) {
+      if (op->Is(OpKind::kCall)) calls.push_back(op);
+    });
+    for (Operation* call : calls) {
+      const Attribute* name = call->attrs().Find("callee");
+      if (name == nullptr || name->kind() != Attribute::Kind::kIdent) continue;
+      const Function* callee = module_.FindFunction(name->string_value());
+      if (callee == nullptr) continue;
+      if (state_[callee] == State::kOnPath) {
+        std::string cycle;
+        bool in_cycle = false;
+        for (const Function* f : path_) {
+          in_cycle |= f == callee;
+          if (in_cycle) absl::StrAppend(&cycle, "@", f->name(), " -> ");
+        }
+        absl::StrAppend(&cycle, "@", callee->name());
+        diagnostics_.Error(call->loc(), absl::StrFormat("recursive call: %s (calls may not form "
+                                                        "a cycle)",
+                                                        cycle));
+        continue;
+      }
+      Visit(callee);
+    }
+    path_.pop_back();
+    state_[function] = State::kDone;
+  }
+
+  const Module& module_;
+  DiagnosticEngine& diagnostics_;
+  absl::flat_hash_map<const Function*, State> state_;
+  std::vector<const Function*> path_;
+};
+
 }  // namespace
 
 void VerifyModule(Module& module, DiagnosticEngine& diagnostics) {
@@ -343,6 +482,7 @@ void VerifyModule(Module& module, DiagnosticEngine& diagnostics) {
     if (function->mesh() != nullptr && !function->mesh()->IsWellFormed()) continue;
     FunctionVerifier(*function, diagnostics).Run();
   }
+  CallCycleFinder(module, diagnostics).Run();
 }
 
 absl::Status VerifyModule(Module& module) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -759,6 +760,16 @@ class Parser {
       return false;
     }
     Advance();
+    // `call @f(...)`: the callee is written as a symbol before the operands.
+    std::optional<Attribute> callee;
+    if (def->kind == OpKind::kCall) {
+      if (!Cur().Is(TokenKind::kSymbol)) {
+        Expect(TokenKind::kSymbol, "the called function's name like @f after 'call'");
+        return false;
+      }
+      callee = Attribute::Ident(std::string(Cur().text));
+      Advance();
+    }
     if (!Cur().Is(TokenKind::kLParen)) {  // (the message is built only when needed)
       Expect(TokenKind::kLParen, absl::StrCat("'(' after '", def->name, "'"));
       return false;
@@ -775,7 +786,15 @@ class Parser {
     Advance();  // ')'
     AttrDict attrs;
     Value* stream = nullptr;
+    Location attrs_loc = Cur().loc;
     if (Cur().Is(TokenKind::kLBrace) && !ParseAttributes(attrs, stream)) return false;
+    if (callee.has_value()) {
+      if (attrs.Has("callee")) {
+        Error(attrs_loc, "the callee is written 'call @f(...)', not as an attribute");
+        return false;
+      }
+      attrs.Set("callee", *std::move(callee));
+    }
     TypeList annotated;
     Location type_loc;
     if (ConsumeIf(TokenKind::kColon) && !ParseTypeList(annotated, type_loc)) return false;

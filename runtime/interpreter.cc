@@ -181,7 +181,8 @@ absl::Status Interpreter::RunBlock(const Block& block, Env& env) {
     if (op->def().Has(kTerminator)) break;
     double start = events_ != nullptr ? NowMicros() : 0;
     if (absl::Status s = RunOp(*op, env); !s.ok()) return s;
-    if (events_ != nullptr && !op->Is(OpKind::kFor)) {
+    // A loop's or call's ops report their own events.
+    if (events_ != nullptr && !op->Is(OpKind::kFor) && !op->Is(OpKind::kCall)) {
       double end = NowMicros();
       // Lockstep execution: the op ran for every local device within [start, end];
       // attribute an equal share to each so per-device traces show the op's cost.
@@ -211,6 +212,7 @@ absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
     }
   }
   if (op.Is(OpKind::kFor)) return RunFor(op, env);
+  if (op.Is(OpKind::kCall)) return RunCall(op, env);
   // rank, index constants and index arithmetic are scalar control values that the
   // interpreter computes itself.
   if (IsIndexArithmetic(op)) return RunIndexOp(op, env);
@@ -298,6 +300,51 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   }
   for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::RunCall(const Operation& op, Env& env) {
+  const std::string& name = op.attrs().Find("callee")->string_value();
+  const Module* module = function_.module();
+  const Function* callee = module == nullptr ? nullptr : module->FindFunction(name);
+  if (callee == nullptr) {
+    return Fail(op, local_.front(), absl::StrFormat("no function @%s in the module", name));
+  }
+  const Block& body = *callee->body();
+  if (callee->is_spmd() != function_.is_spmd() || callee->mesh() != function_.mesh() ||
+      body.num_arguments() != op.num_operands() ||
+      body.terminator() == nullptr || body.terminator()->num_operands() != op.num_results()) {
+    return Fail(op, local_.front(),
+                absl::StrFormat("@%s does not fit the call (the program was not verified)", name));
+  }
+  if (call_depth_ >= kMaxCallDepth) {
+    return Fail(op, local_.front(),
+                absl::StrFormat("calls nest more than %d deep (recursion?)", kMaxCallDepth));
+  }
+  std::unique_ptr<Interpreter>& child = callees_[callee];
+  if (child == nullptr) child = std::make_unique<Interpreter>(*callee, backend_);
+  child->local_ = local_;
+  child->is_local_ = is_local_;
+  child->events_ = events_;
+  child->start_time_us_ = start_time_us_;
+  child->call_depth_ = call_depth_ + 1;
+  Env callee_env(num_devices_);
+  for (int64_t d : local_) {
+    for (int i = 0; i < op.num_operands(); ++i) {
+      callee_env[d][body.argument(i)] = Lookup(env, d, op.operand(i));
+    }
+  }
+  if (absl::Status s = child->RunBlock(body, callee_env); !s.ok()) {
+    error_location_ = child->error_location_;
+    return s;
+  }
+  const Operation* ret = body.terminator();
+  for (int64_t d : local_) {
+    for (int r = 0; r < op.num_results(); ++r) {
+      env[d][op.result(r)] = Lookup(callee_env, d, ret->operand(r));
+    }
+    callee_env[d].clear();
   }
   return absl::OkStatus();
 }

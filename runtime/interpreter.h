@@ -77,6 +77,9 @@ class Interpreter {
   absl::Status RunBlock(const Block& block, Env& env);
   absl::Status RunOp(const Operation& op, Env& env);
   absl::Status RunFor(const Operation& op, Env& env);
+  // Runs the callee's body on the same devices, with the call's operands as its
+  // arguments (an interpreter per callee, made once, keeps the callee's liveness).
+  absl::Status RunCall(const Operation& op, Env& env);
   absl::Status RunIndexOp(const Operation& op, Env& env);
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
@@ -98,6 +101,11 @@ class Interpreter {
   Location error_location_;
   std::vector<OpEvent>* events_ = nullptr;
   double start_time_us_ = 0;
+  // How deeply calls nest here: the verifier rejects recursion, and this bound turns an
+  // unverified recursive program into an error rather than a stack overflow.
+  static constexpr int kMaxCallDepth = 256;
+  int call_depth_ = 0;
+  absl::flat_hash_map<const Function*, std::unique_ptr<Interpreter>> callees_;
 };
 
 }  // namespace commir::runtime

@@ -13,9 +13,33 @@ namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
+// Calls nest at most this deep here; deeper (only an unverified, recursive program)
+// counts the callee as nothing more, and the interpreter refuses to run it.
+constexpr int kMaxCallDepth = 64;
+
+uint64_t BlockPeak(const Block& block, const Liveness& liveness, int call_depth);
+
+// What a call adds while its callee runs: the callee's peak less its arguments, which
+// are the call's operands and already live in the caller.
+uint64_t CallPeak(const Operation& call, int call_depth) {
+  const Attribute* name = call.attrs().Find("callee");
+  const Function* caller = call.parent_function();
+  const Module* module = caller == nullptr ? nullptr : caller->module();
+  const Function* callee =
+      name == nullptr || module == nullptr ? nullptr : module->FindFunction(name->string_value());
+  if (callee == nullptr || call_depth >= kMaxCallDepth) return 0;
+  Liveness liveness(*callee);
+  uint64_t peak = BlockPeak(*callee->body(), liveness, call_depth + 1);
+  uint64_t args = 0;
+  for (const Value* arg : callee->body()->arguments()) {
+    args = SaturatingAdd(args, TypeBytes(arg->type()));
+  }
+  return peak - std::min(peak, args);
+}
+
 // The peak bytes of `block`'s own values (arguments included) and what its ops nest,
 // while it runs once.
-uint64_t BlockPeak(const Block& block, const Liveness& liveness) {
+uint64_t BlockPeak(const Block& block, const Liveness& liveness, int call_depth) {
   uint64_t live = 0;
   for (const Value* arg : block.arguments()) live = SaturatingAdd(live, TypeBytes(arg->type()));
   uint64_t peak = live;
@@ -30,7 +54,10 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness) {
       // The loop holds its carried values (results-sized) besides the body's values,
       // whose arguments are the previous iteration's carried values.
       during = std::max(during, SaturatingAdd(SaturatingAdd(live, results),
-                                              BlockPeak(*op->region(r), liveness)));
+                                              BlockPeak(*op->region(r), liveness, call_depth)));
+    }
+    if (op->Is(OpKind::kCall)) {
+      during = std::max(during, SaturatingAdd(live, CallPeak(*op, call_depth)));
     }
     peak = std::max(peak, during);
     live = SaturatingAdd(live, results);
@@ -64,7 +91,7 @@ uint64_t TotalBytes(absl::Span<const Type> types) {
 
 uint64_t PeakLiveBytesPerDevice(const Function& function) {
   Liveness liveness(function);
-  return BlockPeak(*function.body(), liveness);
+  return BlockPeak(*function.body(), liveness, 0);
 }
 
 uint64_t PhysicalMemoryBytes() {

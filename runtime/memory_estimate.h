@@ -25,7 +25,8 @@ uint64_t SaturatingMul(uint64_t a, uint64_t b);
 // The most bytes of tensors one device holds at any point of a run of `function`: its
 // arguments, then each op's results while its operands are still held, with every value
 // released after its last use. A loop adds its body's peak and its carried values to
-// what is live around it. Saturated at the largest uint64.
+// what is live around it, and a call its callee's peak beyond the call's operands.
+// Saturated at the largest uint64.
 uint64_t PeakLiveBytesPerDevice(const Function& function);
 
 // Physical memory of this machine in bytes (0 if unknown).

@@ -63,6 +63,26 @@ TEST(PeakLiveBytes, LoopsAddTheirBodyToWhatIsLiveAround) {
   EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 5 * kTile);
 }
 
+TEST(PeakLiveBytes, CallsAddTheirCalleesPeakBeyondTheOperands) {
+  // @layer peaks at three tiles (%a, %b and %c), one of which is its argument; @top
+  // holds %x and %y when it calls it: 2 + (3 - 1) = 4 tiles.
+  std::unique_ptr<Module> module = Parse(
+      "func @top(%x: f32[256, 256], %y: f32[256, 256]) -> f32[256, 256] {\n"
+      "  %c = call @layer(%x) : f32[256, 256]\n"
+      "  %d = add(%c, %y)\n"
+      "  return %d\n"
+      "}\n"
+      "func @layer(%x: f32[256, 256]) -> f32[256, 256] {\n"
+      "  %a = neg(%x)\n"
+      "  %b = neg(%a)\n"
+      "  %c = add(%a, %b)\n"
+      "  return %c\n"
+      "}\n");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("layer")), 3 * kTile);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("top")), 4 * kTile);
+}
+
 TEST(PeakLiveBytes, HugeTensorsSaturateInsteadOfWrapping) {
   std::unique_ptr<Module> module = Parse(
       "func @f() -> f32[1000000, 1000000] {\n"

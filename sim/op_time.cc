@@ -81,7 +81,8 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
         op.def().name));
   }
   switch (op.kind()) {
-    case OpKind::kFor:  // its body's ops are timed one by one
+    case OpKind::kFor:   // its body's ops are timed one by one
+    case OpKind::kCall:  // so are its callee's
     case OpKind::kReturn:
     case OpKind::kYield:
     case OpKind::kRank:

@@ -9,6 +9,7 @@
 #include "transforms/canonicalize.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
+#include "transforms/inline.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
 #include "transforms/schedules/ring_attention.h"
 #include "transforms/schedules/ring_collective_matmul.h"
@@ -62,6 +63,10 @@ std::vector<PassInfo> BuildRegistry() {
        "Erase unused ops, dead loops and loop-carried values nothing reads",
        {},
        MakePass<DcePass>},
+      {"inline",
+       "Replace every call by a copy of its callee's body (the callees stay in the module)",
+       {},
+       MakePass<InlinePass>},
       {"propagate-sharding",
        "Complete the layout of every value of global functions from arguments, results and "
        "annotations",

@@ -60,6 +60,7 @@ void AppendNormalizationOps(std::vector<OpDef>& ops);
 void AppendLayoutOps(std::vector<OpDef>& ops);
 void AppendSpmdOps(std::vector<OpDef>& ops);
 void AppendTerminatorOps(std::vector<OpDef>& ops);
+void AppendCallOps(std::vector<OpDef>& ops);
 
 }  // namespace commir::ops
 

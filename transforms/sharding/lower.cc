@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "commir/status_macros.h"
+#include "transforms/inline.h"
 #include "transforms/sharding/decompositions.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
@@ -397,6 +398,13 @@ class Lowering {
 
 absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics) {
   if (function.is_spmd() || function.mesh() == nullptr) return absl::OkStatus();
+  if (HasCalls(function)) {
+    // The partitioner sees one function at a time; the module-level entry inlines.
+    std::string message = absl::StrCat("@", function.name(),
+                                       " has calls: run 'inline' before partitioning it");
+    if (diagnostics != nullptr) diagnostics->Error(function.loc(), message);
+    return absl::FailedPreconditionError(message);
+  }
   if (!function.mesh()->IsWellFormed()) {
     return absl::FailedPreconditionError(absl::StrCat("@", function.name(), ": invalid mesh"));
   }
@@ -407,6 +415,10 @@ absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics) {
 }
 
 absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics) {
+  // Calls are expanded first: each function is then partitioned whole.
+  if (absl::StatusOr<int64_t> inlined = InlineCalls(module); !inlined.ok()) {
+    return inlined.status();
+  }
   for (Function* function : module.functions()) {
     if (absl::Status s = LowerToSpmd(*function, diagnostics); !s.ok()) return s;
   }

@@ -40,7 +40,10 @@ const OpSharding& ElementwiseSharding() {
   return sharding;
 }
 
-bool NeedsSharding(const OpDef& def) { return !def.Has(kSpmdOnly) && !def.Has(kTerminator); }
+// A call needs none: propagation and partitioning inline calls first.
+bool NeedsSharding(const OpDef& def) {
+  return !def.Has(kSpmdOnly) && !def.Has(kTerminator) && def.kind != OpKind::kCall;
+}
 
 const OpSharding* Lookup(const ShardingTable& table, OpKind kind) {
   if (!NeedsSharding(GetOpDef(kind))) return nullptr;  // never in a global function

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "transforms/inline.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
 #include "transforms/sharding/strategy_explanation.h"
@@ -425,6 +426,10 @@ const Function* GlobalFunctionWithArgument(const Module& module, absl::string_vi
 }  // namespace
 
 absl::Status PropagateShardingPass::Run(Module& module) {
+  // Propagation sees one function at a time: calls are expanded first.
+  if (absl::StatusOr<int64_t> inlined = InlineCalls(module); !inlined.ok()) {
+    return inlined.status();
+  }
   PropagationOptions propagation;
   PropagationReport report;
   propagation.report = &report;
