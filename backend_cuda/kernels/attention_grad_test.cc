@@ -41,7 +41,7 @@ struct GradCase {
 
 // GQA, causal masks with default and explicit positions (rows that see no key), more
 // queries than the cpu kernel's block, unequal head dims, empty key sets, and partial_keys
-// (the lse used as is) on the cpu kernel's word.
+// (the lse used as is), each against the cpu kernel under the same options.
 const std::vector<GradCase> kCases = {
     {"plain", 2, 4, 4, 17, 30, 16, 16},
     {"gqa causal", 2, 8, 2, 32, 32, 32, 32, true},
