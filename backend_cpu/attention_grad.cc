@@ -129,9 +129,13 @@ AttentionGradResult ComputeAttentionGrad(const GradShape& s, const Tensor& q_t, 
           } else {
             for (int64_t j = 0; j < visible; ++j) p_row[j] = std::exp(p_row[j] - row_lse);
             // The lse arrives in f32: dividing by the row's sum removes its rounding (a
-            // per-row factor), so an f64 gradient is exact to f64.
-            const T sum = PairwiseSum(p_row, visible);
-            for (int64_t j = 0; j < visible; ++j) p_row[j] /= sum;
+            // per-row factor), so an f64 gradient is exact to f64. Not with partial keys:
+            // their lse also counts keys this call does not see, so the row's sum is
+            // below 1 by exactly those keys' share.
+            if (!options.partial_keys) {
+              const T sum = PairwiseSum(p_row, visible);
+              for (int64_t j = 0; j < visible; ++j) p_row[j] /= sum;
+            }
           }
           // ds = p * (dp - rowsum(dout * o)) * scale: the softmax's backward, then the
           // scale's.

@@ -94,6 +94,7 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   AttentionOptions options;
   options.causal = view.causal();
   options.scale = view.scale(t[AttentionGradOp::kQ]->dim(3));
+  options.partial_keys = view.partial_keys();
   if (!indices.empty()) options.q_pos = indices[0];
   if (indices.size() > 1) options.k_pos = indices[1];
   absl::StatusOr<AttentionGradResult> result =

@@ -109,6 +109,9 @@ struct AttentionOptions {
   std::optional<int64_t> q_pos;
   // Position of key 0.
   int64_t k_pos = 0;
+  // AttentionGrad only (attention_grad's `partial_keys`): lse normalises over a superset
+  // of the given keys, so the rebuilt probabilities are used without renormalising.
+  bool partial_keys = false;
 };
 
 struct AttentionResult {
@@ -136,7 +139,9 @@ struct AttentionGradResult {
 // gradient `dout` (attention_grad.cc): o and dout [B, H, Sq, Dv] in q's type, lse the
 // forward's f32 [B, H, Sq], the same options as the forward. The probabilities are
 // rebuilt per block of queries from the recomputed scores and lse (renormalised per row,
-// so lse's f32 rounding does not show); dk and dv sum over the query heads of each kv
+// so lse's f32 rounding does not show, unless options.partial_keys: then lse is a
+// superset's normaliser, p = exp(s - lse) is used as is and the gradients are the given
+// keys' exact share of that softmax's); dk and dv sum over the query heads of each kv
 // head's group. Computed in f32 (f64 when q is f64); a query that sees no key adds nothing.
 absl::StatusOr<AttentionGradResult> AttentionGrad(const Tensor& q, const Tensor& k,
                                                   const Tensor& v, const Tensor& o,

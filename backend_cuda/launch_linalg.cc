@@ -208,6 +208,7 @@ Results LaunchAttentionGrad(const LaunchContext& ctx) {
         args.kv_heads));
   }
   args.causal = view.causal();
+  args.partial_keys = view.partial_keys();
   args.scale = view.scale(args.d);
   args.q_pos = !ctx.indices.empty() ? ctx.indices[0] : args.skv - args.sq;
   args.k_pos = ctx.indices.size() > 1 ? ctx.indices[1] : 0;

@@ -70,6 +70,9 @@ class AttentionGradOp {
   Value* q_pos() const { return op_.num_operands() > kQPos ? op_.operand(kQPos) : nullptr; }
   Value* k_pos() const { return op_.num_operands() > kKPos ? op_.operand(kKPos) : nullptr; }
   bool causal() const { return op_.BoolAttr("causal"); }
+  // lse is the softmax normaliser over a superset of k's keys: p = exp(s - lse) is that
+  // block's share, used without renormalising its rows (docs/language.md).
+  bool partial_keys() const { return op_.BoolAttr("partial_keys"); }
   // As AttentionOp::scale.
   double scale(int64_t head_dim) const {
     if (const Attribute* written = op_.attrs().Find("scale")) return written->number_value();

@@ -1,6 +1,7 @@
 // Attention's backward (attention_grad.h). Three passes, each thread owning the rows it
 // writes so no atomics are needed: (1) per query row, the corrected log-sum-exp (lse plus
-// the log of the row's probability sum) and delta = dout . o; (2) per query row, dq;
+// the log of the row's probability sum; lse itself under partial_keys, whose rows sum to
+// the given keys' share only) and delta = dout . o; (2) per query row, dq;
 // (3) per key row, dk and dv over every query of the kv head's group. (4) rounds the
 // compute-type accumulators into the results' type.
 #include "backend_cuda/kernels/attention_grad.h"
@@ -21,6 +22,7 @@ struct GradProblem {
   int64_t batch, heads, kv_heads, sq, skv, d, dv, group;
   double scale;
   bool causal;
+  bool partial_keys;  // lse used as is: no per-row renormalisation
   int64_t diag;  // q_pos - k_pos, clamped on the host so VisibleKeys stays exact
 };
 
@@ -51,6 +53,11 @@ __global__ void RowStatsKernel(const T* q, const T* k, const T* o, const float* 
        row += int64_t{gridDim.x} * blockDim.x) {
     const int64_t visible = VisibleKeys(p, row % p.sq);
     const C given = static_cast<C>(lse[row]);
+    delta[row] = Dot<T, C>(dout + row * p.dv, o + row * p.dv, p.dv);
+    if (p.partial_keys) {
+      row_lse[row] = visible > 0 && !isinf(given) ? given : -Infinity<C>();
+      continue;
+    }
     const T* kb = k + KvBlock(p, row) * p.d;
     C sum = 0;
     if (visible > 0 && !isinf(given)) {
@@ -60,7 +67,6 @@ __global__ void RowStatsKernel(const T* q, const T* k, const T* o, const float* 
     }
     // No probability for this row: -inf makes every exp() below 0.
     row_lse[row] = sum > C{0} ? given + DLog(sum) : -Infinity<C>();
-    delta[row] = Dot<T, C>(dout + row * p.dv, o + row * p.dv, p.dv);
   }
 }
 
@@ -196,6 +202,7 @@ cudaError_t LaunchAttentionGrad(const KAttentionGradArgs& a, cudaStream_t stream
   p.group = a.heads / a.kv_heads;
   p.scale = a.scale;
   p.causal = a.causal;
+  p.partial_keys = a.partial_keys;
   const __int128 diag = static_cast<__int128>(a.q_pos) - a.k_pos;
   p.diag = static_cast<int64_t>(
       std::clamp(diag, -(static_cast<__int128>(a.sq) + 1), static_cast<__int128>(a.skv)));

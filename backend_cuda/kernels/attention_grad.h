@@ -24,12 +24,15 @@ struct KAttentionGradArgs {
   int64_t batch = 0, heads = 0, kv_heads = 0, sq = 0, skv = 0, d = 0, dv = 0;
   double scale = 1.0;  // resolved by the executor, as for attention
   bool causal = false;
+  // lse normalises over a superset of these keys (attention_grad's partial_keys): the
+  // probabilities exp(s - lse) are used without renormalising their rows.
+  bool partial_keys = false;
   int64_t q_pos = 0;  // resolved by the executor (default skv - sq)
   int64_t k_pos = 0;
 };
 
 // The cpu kernel's definition (backend_cpu/kernels.h, AttentionGrad): probabilities from
-// the recomputed scores and lse, renormalised per row; ds = p (dp - rowsum(dout o)) scale;
+// the recomputed scores and lse, renormalised per row (unless partial_keys); ds = p (dp - rowsum(dout o)) scale;
 // dq = ds k, dk = ds^T q and dv = p^T dout summed over each kv head's query heads. A
 // straightforward kernel (one thread per query row for dq, per key row for dk and dv,
 // scores recomputed by each), accumulating in f32 (f64 for f64) in stream-ordered scratch.

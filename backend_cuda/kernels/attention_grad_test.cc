@@ -35,16 +35,22 @@ struct GradCase {
   std::optional<int64_t> q_pos = std::nullopt;
   int64_t k_pos = 0;
   std::optional<double> scale = std::nullopt;
+  // lse used as is (attention_grad's partial_keys): the rows of p are not renormalised.
+  bool partial_keys = false;
 };
 
 // GQA, causal masks with default and explicit positions (rows that see no key), more
-// queries than the cpu kernel's block, unequal head dims, empty key sets.
+// queries than the cpu kernel's block, unequal head dims, empty key sets, and partial_keys
+// (the lse used as is), each against the cpu kernel under the same options.
 const std::vector<GradCase> kCases = {
     {"plain", 2, 4, 4, 17, 30, 16, 16},
     {"gqa causal", 2, 8, 2, 32, 32, 32, 32, true},
     {"causal sq>skv (rows see nothing)", 1, 2, 1, 20, 9, 8, 8, true},
     {"explicit positions", 1, 2, 2, 70, 90, 16, 24, true, 90, 100, 0.3},
     {"no keys", 1, 2, 1, 5, 0, 8, 8},
+    {"partial keys gqa causal", 2, 8, 2, 32, 32, 32, 32, true, std::nullopt, 0, std::nullopt,
+     true},
+    {"partial keys positions", 1, 2, 2, 70, 90, 16, 24, true, 90, 100, 0.3, true},
 };
 
 TEST(AttentionGradKernelTest, MatchesCpuKernel) {
@@ -64,7 +70,10 @@ TEST(AttentionGradKernelTest, MatchesCpuKernel) {
       options.k_pos = c.k_pos;
       const auto forward = cpu::Attention(q, k, v, options);
       ASSERT_TRUE(forward.ok()) << forward.status();
-      const auto want = cpu::AttentionGrad(q, k, v, forward->output, forward->lse, dout, options);
+      cpu::AttentionOptions grad_options = options;
+      grad_options.partial_keys = c.partial_keys;
+      const auto want =
+          cpu::AttentionGrad(q, k, v, forward->output, forward->lse, dout, grad_options);
       ASSERT_TRUE(want.ok()) << want.status();
 
       DeviceBuffer d_q = Upload(q), d_k = Upload(k), d_v = Upload(v), d_o = Upload(forward->output),
@@ -91,6 +100,7 @@ TEST(AttentionGradKernelTest, MatchesCpuKernel) {
       args.dv = c.dv;
       args.scale = c.scale.value_or(1.0 / std::sqrt(static_cast<double>(c.d)));
       args.causal = c.causal;
+      args.partial_keys = c.partial_keys;
       args.q_pos = c.q_pos.value_or(c.skv - c.sq);
       args.k_pos = c.k_pos;
       COMMIR_ASSERT_CUDA_OK(LaunchAttentionGrad(args, nullptr));

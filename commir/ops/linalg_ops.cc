@@ -207,6 +207,11 @@ void AppendLinalgOps(std::vector<OpDef>& ops) {
           {.name = "causal", .kind = AttrKind::kBool, .default_value = Attribute::Bool(false)},
           // Absent: 1 / sqrt(head dim), as for attention.
           {.name = "scale", .kind = AttrKind::kNumber},
+          // lse normalises over a superset of the given keys (the global lse of a block
+          // of keys, as a ring's step has it): p = exp(scale q k^T - lse) is used as is,
+          // not renormalised per row, so the results are that block's exact share.
+          {.name = "partial_keys", .kind = AttrKind::kBool,
+           .default_value = Attribute::Bool(false)},
       },
       .infer = InferAttentionGrad,
       .cost = AttentionGradCost,

@@ -25,12 +25,12 @@ constexpr int64_t kCommStream = 1;
 constexpr int64_t kOuterCommStream = 2;
 
 // What a step pairs with a key block: queries (or a zigzag chunk of them) with their
-// output, output gradient in the weights' type, floored global lse and position.
+// output, output gradient, global lse and position.
 struct QueryPart {
   Value* q = nullptr;
   Value* o = nullptr;
-  Value* dout_c = nullptr;
-  Value* lse_floor = nullptr;
+  Value* dout = nullptr;
+  Value* lse = nullptr;
   Value* q_pos = nullptr;
 };
 
@@ -60,6 +60,8 @@ class RingGrad {
     compute_type_ = element_type_ == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
     attrs_ = op_->attrs();
     attrs_.Erase("stream");
+    // Every step's lse is the global one (see the header).
+    attrs_.Set("partial_keys", Attribute::Bool(true));
     block_ = k_->type().dims()[2] * match.rest_size;
   }
 
@@ -96,14 +98,8 @@ class RingGrad {
       k_ = zz_->ZigzagOf(k_, kv_chunk, "k_zz");
       v_ = zz_->ZigzagOf(v_, kv_chunk, "v_zz");
     }
-    // The global lse floored (see the header), and dout, in the weights' type.
-    Value* lse = e_.Convert(lse_, compute_type_);
-    Value* lse_floor = e_.Op(OpKind::kMax,
-                             {lse, Operand::Literal(-1e30, Type::Scalar(compute_type_))}, {},
-                             std::nullopt, "lse_floor");
-    Value* dout_c = e_.Convert(dout_, compute_type_);
     if (!zigzag_ok) {
-      queries_ = {QueryPart{q_, o_, dout_c, lse_floor, q_pos_}};
+      queries_ = {QueryPart{q_, o_, dout_, lse_, q_pos_}};
     } else {
       const int64_t c = queries / 2;
       Value* rank_pos = ChunkPosition(e_, rank_, c, *query_base, "q_pos_lo");
@@ -112,8 +108,8 @@ class RingGrad {
         const char* half = h == 0 ? "_lo" : "_hi";
         queries_.push_back(QueryPart{SequenceSlice(e_, q_, h * c, c, absl::StrCat("q", half)),
                                      SequenceSlice(e_, o_, h * c, c, absl::StrCat("o", half)),
-                                     SequenceSlice(e_, dout_c, h * c, c, ""),
-                                     SequenceSlice(e_, lse_floor, h * c, c, ""),
+                                     SequenceSlice(e_, dout_, h * c, c, absl::StrCat("dout", half)),
+                                     SequenceSlice(e_, lse_, h * c, c, absl::StrCat("lse", half)),
                                      h == 0 ? rank_pos : mirror_pos});
       }
     }
@@ -262,27 +258,12 @@ class RingGrad {
   }
 
   // The gradients of one query part against keys `k`, `v` at `k_pos` (null when not
-  // causal), exact with the global lse (see the header), in the kernel's types.
+  // causal): attention_grad{partial_keys} with the global lse, the block's exact share
+  // (see the header), in the kernel's types.
   BlockGrad Pair(OpBuilder& e, const QueryPart& part, Value* k, Value* v, Value* k_pos) {
     std::vector<Operand> positions;
     if (causal_) positions = {part.q_pos, k_pos};
-    std::vector<Operand> forward = {part.q, k, v};
-    forward.insert(forward.end(), positions.begin(), positions.end());
-    std::vector<Value*> recomputed = e.Ops(OpKind::kAttention, forward, attrs_, 2, {"", "lse_blk"});
-    if (!e.ok()) return {};
-    // w = exp(lse_blk - lse): the block's share of each row's probability mass.
-    Value* log_w = e.Op(OpKind::kSub, {e.Convert(recomputed[1], compute_type_), part.lse_floor});
-    Value* w = e.Op(OpKind::kExp, {log_w}, {}, std::nullopt, "w_blk");
-    if (!e.ok()) return {};
-    std::vector<int64_t> column = w->type().dims();
-    column.push_back(1);
-    Value* w4 = e.Op(OpKind::kReshape, {w}, {}, Type::Tensor(compute_type_, column));
-    Value* dout_w = e.Convert(e.Op(OpKind::kMul, {part.dout_c, w4}), element_type_);
-    // The block's own lse makes the step's attention_grad consistent (its lse is its
-    // keys' log-sum-exp, as the global one is for the whole op), which the kernel's
-    // renormalisation does not need but a ring over the step's rest axes does: it
-    // weights the step's sub-blocks against this lse.
-    std::vector<Operand> backward = {part.q, k, v, part.o, recomputed[1], dout_w};
+    std::vector<Operand> backward = {part.q, k, v, part.o, part.lse, part.dout};
     backward.insert(backward.end(), positions.begin(), positions.end());
     std::vector<Value*> g =
         e.Ops(OpKind::kAttentionGrad, backward, attrs_, 3, {"dq_blk", "dk_blk", "dv_blk"});

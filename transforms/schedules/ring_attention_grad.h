@@ -17,20 +17,18 @@
 // its n partial gradients without n roundings, and convert back at the end.
 //
 // The block computation. The backward of a block needs p = exp(scale q k^T - lse) with
-// the forward's global lse. attention_grad renormalises each row of p to sum 1 over the
-// keys it is given (docs/language.md), which for a block of keys is the block's own
-// softmax p_blk = p / w, w = exp(lse_blk - lse). So each step recomputes the block's
-// lse_blk with an `attention` call and passes dout * w as the output gradient: then
-// dv = p_blk^T (w dout) = p^T dout and ds = p_blk (w dp - rowsum(w dout o)) scale =
-// p (dp - rowsum(dout o)) scale, the exact block gradients with the global o. The
-// recompute costs the forward's two GEMMs per block on top of the backward's five. A row
-// with no visible key anywhere (lse = -inf) gets w = exp(lse_blk - max(lse, -1e30)) = 0.
-// The step's attention_grad gets lse_blk as its lse, so it is itself a consistent
-// backward of its keys and a ring over the axes a step leaves gathered (the double ring)
-// decomposes it the same way, weighting its sub-blocks against lse_blk.
+// the forward's global lse, as flash-attention's ring backward has it: for the block's
+// keys that p is exactly their share of each row's softmax, and delta = rowsum(dout * o)
+// with the global o is the same for every block, so dq, dk and dv of the block are exact
+// partial sums. Each step therefore runs one attention_grad{partial_keys} (which uses
+// p as is instead of renormalising its rows over the given keys; docs/language.md) on the
+// held block with the global o, lse and dout: the backward's five GEMMs and nothing else.
+// A row with no visible key anywhere (lse = -inf) gets p = 0 in every block. A ring over
+// the axes a step leaves gathered (the double ring) decomposes that attention_grad the
+// same way: its lse is the global one too.
 //
-// Causal blocks wholly in the queries' future cost no GEMM in either kernel (both skip
-// rows that see no key), as in the forward. GQA, q_pos/k_pos and axes= (a ring over the
+// Causal blocks wholly in the queries' future cost no GEMM (the kernel skips rows that
+// see no key), as in the forward. GQA, q_pos/k_pos and axes= (a ring over the
 // leading axes: each step gathers the held blocks over the other axes and reduce-scatters
 // its dk/dv over them again) work as in the forward.
 //

@@ -8,8 +8,8 @@
 //   ring-bytes   bytes those shifts send: the ring's link time in bytes (a
 //                bidirectional ring of half-blocks sends half of uni's)
 //   gemms        matmuls executed
-//   attentions   attention and attention_grad ops executed (a ring runs one per block
-//                it visits; a backward ring two: the block's lse is recomputed)
+//   attentions   attention and attention_grad ops executed (a ring, forward or
+//                backward, runs one per block it visits)
 //   bytes        bytes each device sends (the ops' OpDef cost formulas, as comm-report)
 //   peak-extra   the most bytes live at once beyond the arguments and the buffers that
 //                end up returned: a liveness simulation of the program in execution
