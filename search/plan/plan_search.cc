@@ -31,13 +31,14 @@ std::vector<int> ZeroStages(const ParallelPlan& p) {
   return {0, 1, 2, 3};
 }
 
-// Keeps the `top` fastest plans; ties keep the one found first, so the ranking does not
-// depend on anything but the enumeration order.
+// Keeps the `top` fastest plans; ties go to the smaller peak memory, then to the plan
+// found first, so the ranking depends on nothing but the enumeration order.
 class TopPlans {
  public:
   explicit TopPlans(int top) : top_(top) {}
   void Offer(RankedPlan plan) {
-    Entry e{plan.cost.time.breakdown.total_s, next_++, std::move(plan)};
+    Entry e{plan.cost.time.breakdown.total_s, plan.cost.peak_memory_bytes, next_++,
+            std::move(plan)};
     heap_.push_back(std::move(e));
     std::push_heap(heap_.begin(), heap_.end(), Slower);
     if (static_cast<int>(heap_.size()) > top_) {
@@ -47,7 +48,7 @@ class TopPlans {
   }
   // Whether a plan taking at least `seconds` could still enter the ranking.
   bool CouldEnter(double seconds) const {
-    return static_cast<int>(heap_.size()) < top_ || seconds < heap_.front().seconds;
+    return static_cast<int>(heap_.size()) < top_ || seconds <= heap_.front().seconds;
   }
   std::vector<RankedPlan> Sorted() && {
     std::sort(heap_.begin(), heap_.end(), Slower);
@@ -59,12 +60,15 @@ class TopPlans {
  private:
   struct Entry {
     double seconds;
+    double peak_memory_bytes;
     int64_t order;
     RankedPlan plan;
   };
-  // The heap's front is the slowest (the last found among equals).
+  // The heap's front is the slowest; among equally fast plans the one needing the most
+  // memory (ZeRO stages often tie on time), then the last found.
   static bool Slower(const Entry& a, const Entry& b) {
-    return std::tie(a.seconds, a.order) < std::tie(b.seconds, b.order);
+    return std::tie(a.seconds, a.peak_memory_bytes, a.order) <
+           std::tie(b.seconds, b.peak_memory_bytes, b.order);
   }
   int top_;
   int64_t next_ = 0;
