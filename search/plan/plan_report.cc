@@ -42,13 +42,13 @@ void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenari
     absl::StrAppend(&out, "no plan fits\n");
     return;
   }
-  absl::StrAppendFormat(&out, "\n%4s  %-52s %11s %11s %6s %11s %11s %11s %11s %8s\n", "rank",
+  absl::StrAppendFormat(&out, "\n%4s  %-58s %11s %11s %6s %11s %11s %11s %11s %8s\n", "rank",
                         "plan (* standard setting)", "time/iter", "tokens/s", "MFU", "compute",
                         "exp. comm", "bubble", "recompute", "peak GB");
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const RankedPlan& p = r.ranked[i];
     const TimeBreakdown& b = p.cost.time.breakdown;
-    absl::StrAppendFormat(&out, "%4d  %-52s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s\n",
+    absl::StrAppendFormat(&out, "%4d  %-58s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s\n",
                           i + 1, absl::StrCat(p.standard ? "* " : "  ", DescribePlan(p.plan)),
                           Ms(b.total_s), p.cost.tokens_per_second,
                           100 * p.cost.model_flops_utilization, Ms(b.compute_s),
@@ -132,15 +132,15 @@ std::string FormatPlanTable(const ModelSpec& model, int64_t gpus,
     AppendScenarioTable(model, gpus, scenarios[i], out);
   }
   if (scenarios.size() > 1) {
-    absl::StrAppendFormat(&out, "\n== hardware what-if: the best plan on each ==\n%-36s %-52s %11s %11s %6s\n",
+    absl::StrAppendFormat(&out, "\n== hardware what-if: the best plan on each ==\n%-36s %-58s %11s %11s %6s\n",
                           "cluster", "plan", "time/iter", "tokens/s", "MFU");
     for (const PlanScenario& s : scenarios) {
       if (s.result.ranked.empty()) {
-        absl::StrAppendFormat(&out, "%-36s %-52s\n", s.label, "no plan fits");
+        absl::StrAppendFormat(&out, "%-36s %-58s\n", s.label, "no plan fits");
         continue;
       }
       const RankedPlan& p = s.result.ranked.front();
-      absl::StrAppendFormat(&out, "%-36s %-52s %11s %11.0f %5.1f%%\n", s.label,
+      absl::StrAppendFormat(&out, "%-36s %-58s %11s %11.0f %5.1f%%\n", s.label,
                             DescribePlan(p.plan), Ms(p.cost.time.breakdown.total_s),
                             p.cost.tokens_per_second, 100 * p.cost.model_flops_utilization);
     }
