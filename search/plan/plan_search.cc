@@ -99,7 +99,7 @@ std::vector<Group> EnumerateGroups(const ModelSpec& m, const PlanSearchOptions& 
       if (cp > o.max_context_parallel) continue;
       if (m.sequence % (cp * (tp > 1 ? tp : 1)) != 0) continue;
       for (int64_t pp : Divisors(o.gpus / (tp * cp))) {
-        if (m.layers % pp != 0) continue;
+        if (pp > m.layers) continue;
         const int64_t dp = o.gpus / (tp * cp * pp);
         for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2) {
           if (m.global_batch % (mb * dp) != 0) continue;
@@ -149,7 +149,7 @@ double GroupBound(const ModelSpec& m, const Group& g, LayerCostCache& layers) {
       layers.Get(m, LayerKind::kTransformer, LayerLayout{g.tp, g.cp, g.tp > 1, g.micro_batch});
   if (!layer.ok()) return 0;
   const double microbatches = static_cast<double>(m.global_batch) / (g.micro_batch * g.dp);
-  return microbatches * static_cast<double>(m.layers / g.pp) *
+  return microbatches * static_cast<double>(m.layers) / static_cast<double>(g.pp) *
          (layer->forward_s + layer->backward_s);
 }
 
@@ -165,6 +165,26 @@ std::vector<ParallelPlan> GroupPlans(const ModelSpec& m, const Group& g,
     for (int zero : ZeroStages(p)) {
       p.zero_stage = zero;
       if (CheckPlan(m, p).ok()) out.push_back(p);
+    }
+  }
+  if (g.pp < 2) return out;
+  // Uneven stages: first and last ranks of e - kUnevenSlack .. e layers, the others
+  // even (an all-even split is tried above).
+  const int64_t e = (m.layers + g.pp - 1) / g.pp;
+  for (int64_t first = std::max<int64_t>(1, e - kUnevenSlack); first <= e; ++first) {
+    for (int64_t last = std::max<int64_t>(1, e - kUnevenSlack); last <= e; ++last) {
+      ParallelPlan p = base;
+      p.first_stage_layers = first;
+      p.last_stage_layers = last;
+      if (!CheckPlan(m, p).ok()) continue;
+      const std::vector<int64_t> layers = LayersPerStage(m, p);
+      if (std::all_of(layers.begin(), layers.end(), [&](int64_t n) { return n == layers[0]; })) {
+        continue;  // the even split
+      }
+      for (int zero : ZeroStages(p)) {
+        p.zero_stage = zero;
+        out.push_back(p);
+      }
     }
   }
   return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "search/plan/layer_cost.h"
@@ -35,7 +36,9 @@ void ExpectSound(const ModelSpec& m, const PlanSearchResult& r, LayerCostCache& 
     EXPECT_TRUE(again->fits) << DescribePlan(p.plan);
     for (const StageMemory& s : again->memory) EXPECT_LE(s.total, hbm) << DescribePlan(p.plan);
     EXPECT_DOUBLE_EQ(Seconds(*again), Seconds(p.cost)) << DescribePlan(p.plan);
-    if (i > 0) EXPECT_LE(Seconds(r.ranked[i - 1].cost), Seconds(p.cost));
+    if (i > 0) {
+      EXPECT_LE(Seconds(r.ranked[i - 1].cost), Seconds(p.cost));
+    }
   }
   if (r.best_standard) {
     ASSERT_FALSE(r.ranked.empty());
@@ -52,13 +55,24 @@ double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostC
       for (int64_t pp = 1; pp <= n; ++pp) {
         if (n % (tp * cp * pp) != 0) continue;
         const int64_t dp = n / (tp * cp * pp);
+        // Uneven splits as documented: 0 (even) or e - kUnevenSlack .. e on each end.
+        std::vector<int64_t> ends = {0};
+        const int64_t e = (m.layers + pp - 1) / pp;
+        for (int64_t k = std::max<int64_t>(1, e - kUnevenSlack); pp > 1 && k <= e; ++k) {
+          ends.push_back(k);
+        }
         for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2)
           for (int64_t v = 1; v <= o.max_virtual_stages; ++v)
             for (int zero = 0; zero <= 3; ++zero)
-              for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+              for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+                for (int64_t first : ends)
+                  for (int64_t last : ends) {
                 if (zero > 0 && dp * cp == 1) continue;
                 if (zero == 3 && pp > 1) continue;
+                if ((first == 0) != (last == 0)) continue;  // the search sets both or neither
                 ParallelPlan p;
+                p.first_stage_layers = first;
+                p.last_stage_layers = last;
                 p.tp = tp;
                 p.cp = cp;
                 p.pp = pp;
@@ -128,6 +142,36 @@ TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
       }
     }
   }
+}
+
+// 30 layers do not split over 4 pipeline ranks evenly: only uneven splits give pp = 4, and with every plan kept (no bound) the search reports them.
+TEST(PlanSearchTest, UnevenStagesLetPipelinesNotDivideTheLayers) {
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b,layers=30,global_batch=8");
+  LayerCostCache layers(On(0));
+  PlanSearchOptions o;
+  o.gpus = 4;
+  o.top = 100000;
+  o.max_micro_batch = 1;
+  o.max_context_parallel = 1;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pruned_bound, 0);
+  int pp4 = 0;
+  for (const RankedPlan& p : r->ranked) {
+    if (p.plan.pp != 4) continue;
+    ++pp4;
+    EXPECT_TRUE(p.plan.uneven()) << DescribePlan(p.plan);
+    const std::vector<int64_t> split = LayersPerStage(m, p.plan);
+    int64_t sum = 0;
+    for (int64_t n : split) sum += n;
+    EXPECT_EQ(sum, 30);
+    for (int64_t end : {split.front(), split.back()}) {  // ceil(30 / 4) = 8, less up to 2
+      EXPECT_GE(end, 8 - kUnevenSlack);
+      EXPECT_LE(end, 8);
+    }
+  }
+  EXPECT_GT(pp4, 0);
+  ExpectSound(m, *r, layers);
 }
 
 TEST(PlanSearchTest, PlansThatDoNotFitAreDroppedAndCounted) {
