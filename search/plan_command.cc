@@ -198,9 +198,10 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
           return absl::InvalidArgumentError(absl::StrCat("--sweep: '", v, "' is not a bandwidth in GB/s"));
         }
         // Point-to-point copies scale with the links.
-        const double scale = gbps * 1e9 / c.hardware.nvlink_bandwidth_per_direction;
+        if (c.hardware.nvlink_bandwidth_per_direction > 0) {
+          c.hardware.p2p_bandwidth *= gbps * 1e9 / c.hardware.nvlink_bandwidth_per_direction;
+        }
         c.hardware.nvlink_bandwidth_per_direction = gbps * 1e9;
-        c.hardware.p2p_bandwidth *= scale;
       }
       out.push_back(std::move(c));
     }

@@ -120,7 +120,7 @@ TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
   const ModelSpec base = *ParseModelSpec(
       "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
       "vocab=32000,global_batch=16");
-  for (double hbm_gb : {2.0, 4.0, 80.0}) {
+  for (double hbm_gb : {2.0, 80.0}) {  // 2 GB: some plans drop; 80: every plan fits
     for (int64_t gpus : {1, 2, 4, 8}) {
       LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
       PlanSearchOptions o;
