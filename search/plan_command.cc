@@ -27,7 +27,8 @@
 namespace commir::search {
 namespace {
 
-constexpr char kUsage[] = R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
+constexpr char kUsage[] =
+    R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
                      [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
                      [--threads=N] [--quiet]
 
@@ -126,7 +127,8 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
       if (!ParseCount(value, 1, n) || n > 1024) return UsageError("--threads needs 1 to 1024");
       r.threads = static_cast<int>(n);
     } else if (flag("--format")) {
-      if (value != "table" && value != "json") return UsageError("--format is table or json with --plan");
+      if (value != "table" && value != "json")
+        return UsageError("--format is table or json with --plan");
       r.format = std::string(value);
     } else if (arg == "--quiet") {
       r.quiet = true;
@@ -174,7 +176,8 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
   std::vector<Cluster> out;
   for (const std::string& name : r.hardware) {
     absl::StatusOr<sim::HardwareSpec> hw = sim::LoadHardware(name);
-    if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("--hardware: ", hw.status().message()));
+    if (!hw.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--hardware: ", hw.status().message()));
     const int64_t per_node = r.gpus_per_node > 0 ? r.gpus_per_node : hw->gpus_per_node;
     if (r.sweep_param.empty()) {
       out.push_back({hw->name, *hw, per_node});
@@ -189,13 +192,15 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
       } else if (r.sweep_param == "hbm") {
         absl::StatusOr<std::optional<int64_t>> bytes = ParseMemorySize(v);
         if (!bytes.ok() || !bytes->has_value() || **bytes <= 0) {
-          return absl::InvalidArgumentError(absl::StrCat("--sweep: '", v, "' is not a memory size"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("--sweep: '", v, "' is not a memory size"));
         }
         c.hardware.hbm_capacity = static_cast<double>(**bytes);
       } else {
         double gbps = 0;
         if (!absl::SimpleAtod(v, &gbps) || !(gbps > 0)) {
-          return absl::InvalidArgumentError(absl::StrCat("--sweep: '", v, "' is not a bandwidth in GB/s"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("--sweep: '", v, "' is not a bandwidth in GB/s"));
         }
         // Point-to-point copies scale with the links.
         if (c.hardware.nvlink_bandwidth_per_direction > 0) {
@@ -241,21 +246,22 @@ int PlanSearchMain(int argc, char** argv) {
     if (!result.ok()) return InputError(std::string(result.status().message()));
     if (!r.quiet) {
       std::cerr << absl::StrFormat(
-          "commir-search: %s on %d x %s: %d plans costed, %d layer programs, %.2f s\n",
-          model->name, r.gpus, c.label, result->costed, result->layer_programs, result->seconds);
+          "commir-search: %s on %d x %s: %d plans costed, %d layer programs, %.2f s\n", model->name,
+          r.gpus, c.label, result->costed, result->layer_programs, result->seconds);
     }
     any_fits = any_fits || !result->ranked.empty();
     scenarios.push_back({c.label, c.gpus_per_node, c.hardware.hbm_capacity, *std::move(result)});
   }
   if (!any_fits) {
     const plan::PlanSearchResult& last = scenarios.back().result;
-    return InputError(absl::StrFormat(
-        "no plan of %s on %d GPUs fits in HBM (%d plans costed, %d dropped)", model->name, r.gpus,
-        last.costed, last.dropped_memory));
+    return InputError(
+        absl::StrFormat("no plan of %s on %d GPUs fits in HBM (%d plans costed, %d dropped)",
+                        model->name, r.gpus, last.costed, last.dropped_memory));
   }
   const std::string report = r.format == "json" ? plan::FormatPlanJson(*model, r.gpus, scenarios)
                                                 : plan::FormatPlanTable(*model, r.gpus, scenarios);
-  if (absl::Status s = WriteStandardOutput(report); !s.ok()) return InputError(std::string(s.message()));
+  if (absl::Status s = WriteStandardOutput(report); !s.ok())
+    return InputError(std::string(s.message()));
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
   return 0;
 }

@@ -24,12 +24,11 @@ std::string Ms(double seconds) { return absl::StrFormat("%.1f ms", seconds * 1e3
 std::string Gb(double bytes) { return absl::StrFormat("%.2f", bytes / 1e9); }
 
 std::string Counts(const PlanSearchResult& r) {
-  return absl::StrCat(r.costed, " plans costed (", r.standard_tried,
-                      " standard Megatron-LM settings), ", r.dropped_memory,
-                      " dropped (do not fit in HBM), ", r.pruned_dominated + r.pruned_bound,
-                      " pruned (", r.pruned_dominated, " by a lighter recomputation that fits, ",
-                      r.pruned_bound, " by the time bound); ", r.layer_programs,
-                      " layer programs measured");
+  return absl::StrCat(
+      r.costed, " plans costed (", r.standard_tried, " standard Megatron-LM settings), ",
+      r.dropped_memory, " dropped (do not fit in HBM), ", r.pruned_dominated + r.pruned_bound,
+      " pruned (", r.pruned_dominated, " by a lighter recomputation that fits, ", r.pruned_bound,
+      " by the time bound); ", r.layer_programs, " layer programs measured");
 }
 
 void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenario& s,
@@ -48,12 +47,11 @@ void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenari
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const RankedPlan& p = r.ranked[i];
     const TimeBreakdown& b = p.cost.time.breakdown;
-    absl::StrAppendFormat(&out, "%4d  %-58s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s\n",
-                          i + 1, absl::StrCat(p.standard ? "* " : "  ", DescribePlan(p.plan)),
-                          Ms(b.total_s), p.cost.tokens_per_second,
-                          100 * p.cost.model_flops_utilization, Ms(b.compute_s),
-                          Ms(b.exposed_comm_s), Ms(b.bubble_s), Ms(b.recompute_s),
-                          Gb(p.cost.peak_memory_bytes));
+    absl::StrAppendFormat(
+        &out, "%4d  %-58s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s\n", i + 1,
+        absl::StrCat(p.standard ? "* " : "  ", DescribePlan(p.plan)), Ms(b.total_s),
+        p.cost.tokens_per_second, 100 * p.cost.model_flops_utilization, Ms(b.compute_s),
+        Ms(b.exposed_comm_s), Ms(b.bubble_s), Ms(b.recompute_s), Gb(p.cost.peak_memory_bytes));
   }
   const RankedPlan& best = r.ranked.front();
   const double best_s = best.cost.time.breakdown.total_s;
@@ -132,8 +130,9 @@ std::string FormatPlanTable(const ModelSpec& model, int64_t gpus,
     AppendScenarioTable(model, gpus, scenarios[i], out);
   }
   if (scenarios.size() > 1) {
-    absl::StrAppendFormat(&out, "\n== hardware what-if: the best plan on each ==\n%-36s %-58s %11s %11s %6s\n",
-                          "cluster", "plan", "time/iter", "tokens/s", "MFU");
+    absl::StrAppendFormat(
+        &out, "\n== hardware what-if: the best plan on each ==\n%-36s %-58s %11s %11s %6s\n",
+        "cluster", "plan", "time/iter", "tokens/s", "MFU");
     for (const PlanScenario& s : scenarios) {
       if (s.result.ranked.empty()) {
         absl::StrAppendFormat(&out, "%-36s %-58s\n", s.label, "no plan fits");

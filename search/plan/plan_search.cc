@@ -264,7 +264,8 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
 
   // Cheapest groups first, so the bound prunes as early as it can.
   std::vector<std::pair<double, size_t>> order;
-  for (size_t i = 0; i < groups.size(); ++i) order.push_back({GroupBound(model, groups[i], layers), i});
+  for (size_t i = 0; i < groups.size(); ++i)
+    order.push_back({GroupBound(model, groups[i], layers), i});
   std::sort(order.begin(), order.end());
   for (const auto& [bound, i] : order) {
     std::vector<ParallelPlan> plans = GroupPlans(model, groups[i], options);
@@ -282,8 +283,7 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
 
   result.ranked = std::move(top).Sorted();
   result.layer_programs = layers.measured() - measured_before;
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

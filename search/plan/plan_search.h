@@ -44,10 +44,10 @@ inline constexpr int64_t kUnevenSlack = 2;
 
 struct PlanSearchOptions {
   int64_t gpus = 0;
-  int top = 10;                     // plans to report (at least 1)
-  int threads = 0;                  // layer-measuring workers; 0: the hardware's cores
-  int64_t max_micro_batch = 8;      // powers of two up to this
-  int64_t max_virtual_stages = 8;   // interleaving v up to this
+  int top = 10;                    // plans to report (at least 1)
+  int threads = 0;                 // layer-measuring workers; 0: the hardware's cores
+  int64_t max_micro_batch = 8;     // powers of two up to this
+  int64_t max_virtual_stages = 8;  // interleaving v up to this
   int64_t max_context_parallel = 8;
   PlanCostOptions cost;
 };

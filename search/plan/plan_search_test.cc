@@ -67,25 +67,25 @@ double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostC
               for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
                 for (int64_t first : ends)
                   for (int64_t last : ends) {
-                if (zero > 0 && dp * cp == 1) continue;
-                if (zero == 3 && pp > 1) continue;
-                if ((first == 0) != (last == 0)) continue;  // the search sets both or neither
-                ParallelPlan p;
-                p.first_stage_layers = first;
-                p.last_stage_layers = last;
-                p.tp = tp;
-                p.cp = cp;
-                p.pp = pp;
-                p.dp = dp;
-                p.sequence_parallel = tp > 1;
-                p.micro_batch = mb;
-                p.virtual_stages = v;
-                p.zero_stage = zero;
-                p.recompute = r;
-                if (!CheckPlan(m, p).ok()) continue;
-                absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
-                if (c.ok() && c->fits) best = std::min(best, Seconds(*c));
-              }
+                    if (zero > 0 && dp * cp == 1) continue;
+                    if (zero == 3 && pp > 1) continue;
+                    if ((first == 0) != (last == 0)) continue;  // the search sets both or neither
+                    ParallelPlan p;
+                    p.first_stage_layers = first;
+                    p.last_stage_layers = last;
+                    p.tp = tp;
+                    p.cp = cp;
+                    p.pp = pp;
+                    p.dp = dp;
+                    p.sequence_parallel = tp > 1;
+                    p.micro_batch = mb;
+                    p.virtual_stages = v;
+                    p.zero_stage = zero;
+                    p.recompute = r;
+                    if (!CheckPlan(m, p).ok()) continue;
+                    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
+                    if (c.ok() && c->fits) best = std::min(best, Seconds(*c));
+                  }
       }
   return best;
 }
@@ -144,7 +144,8 @@ TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
   }
 }
 
-// 30 layers do not split over 4 pipeline ranks evenly: only uneven splits give pp = 4, and with every plan kept (no bound) the search reports them.
+// 30 layers do not split over 4 pipeline ranks evenly: only uneven splits give pp = 4, and with
+// every plan kept (no bound) the search reports them.
 TEST(PlanSearchTest, UnevenStagesLetPipelinesNotDivideTheLayers) {
   const ModelSpec m = *ParseModelSpec("gpt3-1.3b,layers=30,global_batch=8");
   LayerCostCache layers(On(0));
