@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "parser/parser.h"
+#include "search/plan_command.h"
 #include "search/recipe_verifier.h"
 #include "search/search.h"
 #include "search/search_report.h"
@@ -29,6 +30,7 @@ constexpr char kUsage[] = R"(usage: commir-search FILE|- [--devices=N] [--func=@
                      [--gpus-per-node=N] [--max-memory=SIZE] [--top=N] [-o FILE]
                      [--emit=spmd|global] [--format=table|json|csv] [--verify=all|top|none]
                      [--max-mesh-axes=1..3] [--quiet]
+       commir-search --plan MODEL --gpus=N [...]   (see commir-search --plan x --help)
 
 Finds the fastest ways to run a global function on N devices: every mesh of N devices
 (up to three axes), every layout of the function's arguments and results on it (the
@@ -142,6 +144,7 @@ int ParseArgs(int argc, char** argv, Request& r) {
 }
 
 int Main(int argc, char** argv) {
+  if (WantsPlanSearch(argc, argv)) return PlanSearchMain(argc, argv);
   Request r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
 

@@ -45,6 +45,11 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   value("--pipeline-model-parallel-size", plan.pp);
   value("--context-parallel-size", plan.cp);
   if (plan.sequence_parallel) flag("--sequence-parallel");
+  if (plan.first_stage_layers > 0) {
+    value("--decoder-first-pipeline-num-layers", plan.first_stage_layers);
+  }
+  if (plan.last_stage_layers > 0)
+    value("--decoder-last-pipeline-num-layers", plan.last_stage_layers);
   if (plan.virtual_stages > 1) {
     value("--num-layers-per-virtual-pipeline-stage",
           model.layers / (plan.pp * plan.virtual_stages));

@@ -2,6 +2,7 @@
 // engine people already use"). Flag names follow Megatron-LM's
 // megatron/training/arguments.py: the parallel sizes, --sequence-parallel,
 // --micro-batch-size/--global-batch-size, --num-layers-per-virtual-pipeline-stage,
+// --decoder-first/last-pipeline-num-layers (uneven stages),
 // --recompute-granularity/--recompute-method/--recompute-num-layers,
 // --use-distributed-optimizer with --overlap-grad-reduce/--overlap-param-gather, and
 // the model's shape (GQA, SwiGLU, RMSNorm, rotary positions and untied embeddings for

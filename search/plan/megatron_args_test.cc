@@ -1,6 +1,8 @@
 #include "search/plan/megatron_args.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "search/plan/model_spec.h"
@@ -98,6 +100,35 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
   bad = p;
   bad.cp = 3;
   EXPECT_NE(error(bad).find("does not split into 3"), std::string::npos);
+  ParallelPlan pipelined = p;
+  pipelined.pp = 4;
+  pipelined.dp = 2;
+  pipelined.first_stage_layers = 7;
+  pipelined.last_stage_layers = 7;  // 32 layers: 7 + 9 + 9 + 7
+  EXPECT_EQ(error(pipelined), "accepted");
+  EXPECT_EQ(LayersPerStage(m, pipelined), (std::vector<int64_t>{7, 9, 9, 7}));
+  EXPECT_EQ(DescribePlan(pipelined),
+            "tp=1 cp=1 pp=4 dp=2 mb=1 zero=0 recompute=none first=7 last=7");
+  const std::vector<std::string> args = ToMegatronArgs(m, pipelined)->args;
+  auto after = [&](const std::string& flag) {
+    auto it = std::find(args.begin(), args.end(), flag);
+    return it == args.end() || it + 1 == args.end() ? std::string("absent") : *(it + 1);
+  };
+  EXPECT_EQ(after("--decoder-first-pipeline-num-layers"), "7");
+  EXPECT_EQ(after("--decoder-last-pipeline-num-layers"), "7");
+  bad = pipelined;
+  bad.last_stage_layers = 8;  // 17 left for 2 ranks
+  EXPECT_NE(error(bad).find("do not split evenly over the other 2 stages"), std::string::npos);
+  bad = pipelined;
+  bad.virtual_stages = 2;
+  EXPECT_NE(error(bad).find("not combined with interleaving"), std::string::npos);
+  bad = p;
+  bad.first_stage_layers = 4;
+  EXPECT_NE(error(bad).find("uneven stages need pp > 1"), std::string::npos);
+  bad = pipelined;
+  bad.pp = 2;
+  bad.dp = 4;
+  EXPECT_NE(error(bad).find("hold 14 of the 32 layers"), std::string::npos);
   bad = p;
   bad.zero_stage = 4;
   EXPECT_NE(error(bad).find("ZeRO stage"), std::string::npos);

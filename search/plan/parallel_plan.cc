@@ -37,7 +37,24 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
     return refuse("the global batch ", model.global_batch,
                   " is not a multiple of micro-batch x dp = ", p.micro_batch * p.dp);
   }
-  if (model.layers % (p.pp * p.virtual_stages) != 0) {
+  if (p.uneven()) {
+    if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
+      return refuse("stage layer counts must be positive (0: an even share)");
+    }
+    if (p.pp < 2) return refuse("uneven stages need pp > 1");
+    if (p.virtual_stages > 1) return refuse("uneven stages are not combined with interleaving");
+    const int64_t set = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
+    const int64_t others = p.pp - set;
+    const int64_t rest = model.layers - p.first_stage_layers - p.last_stage_layers;
+    if (others == 0 && rest != 0) {
+      return refuse("the first and last stages hold ", model.layers - rest, " of the ",
+                    model.layers, " layers");
+    }
+    if (others > 0 && (rest < others || rest % others != 0)) {
+      return refuse("the other ", rest, " layers do not split evenly over the other ", others,
+                    " stages");
+    }
+  } else if (model.layers % (p.pp * p.virtual_stages) != 0) {
     return refuse("the ", model.layers,
                   " layers do not split evenly into pp x v = ", p.pp * p.virtual_stages, " chunks");
   }
@@ -57,11 +74,25 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
   return absl::OkStatus();
 }
 
+std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& p) {
+  if (p.pp < 1) return {};
+  if (!p.uneven()) return std::vector<int64_t>(p.pp, model.layers / p.pp);
+  const int64_t set = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
+  const int64_t others = p.pp - set;
+  const int64_t rest = model.layers - p.first_stage_layers - p.last_stage_layers;
+  std::vector<int64_t> out(p.pp, others > 0 ? rest / others : 0);
+  if (p.first_stage_layers > 0) out.front() = p.first_stage_layers;
+  if (p.last_stage_layers > 0) out.back() = p.last_stage_layers;
+  return out;
+}
+
 std::string DescribePlan(const ParallelPlan& p) {
   return absl::StrCat("tp=", p.tp, " cp=", p.cp, " pp=", p.pp,
                       p.virtual_stages > 1 ? absl::StrCat(" (v=", p.virtual_stages, ")") : "",
                       " dp=", p.dp, p.sequence_parallel ? " sp" : "", " mb=", p.micro_batch,
-                      " zero=", p.zero_stage, " recompute=", RecomputeName(p.recompute));
+                      " zero=", p.zero_stage, " recompute=", RecomputeName(p.recompute),
+                      p.first_stage_layers > 0 ? absl::StrCat(" first=", p.first_stage_layers) : "",
+                      p.last_stage_layers > 0 ? absl::StrCat(" last=", p.last_stage_layers) : "");
 }
 
 }  // namespace commir::search::plan

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "search/plan/memory_model.h"
@@ -22,7 +23,14 @@ struct ParallelPlan {
   int64_t micro_batch = 1;     // sequences per micro-batch
   int zero_stage = 0;
   Recompute recompute = Recompute::kNone;
+  // Uneven pipelines (v = 1): the first and the last rank's layers, the rest split evenly
+  // over the other ranks; 0: an even share. The first rank also embeds and the last runs
+  // the head, and the first holds the most micro-batches in flight, so lighter ends can
+  // balance both time and memory. Megatron-LM's --decoder-first/last-pipeline-num-layers.
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
 
+  bool uneven() const { return first_stage_layers != 0 || last_stage_layers != 0; }
   int64_t gpus() const { return tp * cp * pp * dp; }
 };
 
@@ -31,12 +39,17 @@ int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
 
 // Whether the plan can train the model: sizes at least 1, sequence parallelism only with
 // tp > 1, the global batch a multiple of micro-batch x dp, the layers a multiple of
-// pp x v (even stages; uneven assignment is the search's to add), interleaving only with
+// pp x v (or, with uneven stages, the rest a multiple of the other ranks, v = 1,
+// pp > 1), interleaving only with
 // pp > 1 and micro-batches a multiple of pp, tp dividing the heads and FFN, cp (x tp with
 // sequence parallelism) the sequence, ZeRO 0..3. The error says which rule fails.
 absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
 
-// "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective".
+// Transformer layers on each pipeline rank (the plan must pass CheckPlan).
+std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& plan);
+
+// "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " first=N last=M"
+// for uneven stages.
 std::string DescribePlan(const ParallelPlan& plan);
 
 }  // namespace commir::search::plan

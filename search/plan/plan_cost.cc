@@ -30,12 +30,13 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
   absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
   if (!head.ok()) return head.status();
   const LayerCost embedding = EmbeddingCost(model, layout, hardware);
-  const int64_t n = model.layers / plan.pp;
+  const std::vector<int64_t> stage_layers = LayersPerStage(model, plan);
   const int64_t microbatches = Microbatches(model, plan);
 
   PlanCost out;
   std::vector<StageFootprint> footprints;
   for (int64_t s = 0; s < plan.pp; ++s) {
+    const int64_t n = stage_layers[s];
     StageCost c;
     c.forward_s = n * layer->forward_s;
     c.backward_s = n * layer->backward_s;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "search/plan/layer_cost.h"
@@ -136,6 +137,27 @@ TEST_F(PlanCostTest, TheCachesClusterPlacesTheStages) {
   const PlanCost inside = Cost(m, p);
   EXPECT_GT(across->time.p2p_s, inside.time.p2p_s);
   EXPECT_GT(across->time.breakdown.total_s, inside.time.breakdown.total_s);
+}
+
+// GPT-3 1.3B's 24 layers over 4 ranks as 5 + 7 + 7 + 5: the ends' compute drops by two
+// layers' (the embedding and head stay), the middle ranks' grows by one, and the first
+// rank's activations (it holds the most micro-batches) shrink.
+TEST_F(PlanCostTest, UnevenStagesMoveLayersOffTheEnds) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  const ParallelPlan even = Plan(1, 4, 1, 4);
+  ParallelPlan uneven = even;
+  uneven.first_stage_layers = 5;
+  uneven.last_stage_layers = 5;
+  EXPECT_EQ(LayersPerStage(m, uneven), (std::vector<int64_t>{5, 7, 7, 5}));
+  const PlanCost a = Cost(m, even);
+  const PlanCost b = Cost(m, uneven);
+  const double layer_f = a.stages[1].forward_s / 6;
+  EXPECT_NEAR(b.stages[0].forward_s, a.stages[0].forward_s - layer_f, 1e-9);
+  EXPECT_NEAR(b.stages[1].forward_s, a.stages[1].forward_s + layer_f, 1e-9);
+  EXPECT_NEAR(b.stages[3].forward_s, a.stages[3].forward_s - layer_f, 1e-9);
+  EXPECT_LT(b.memory[0].activations, a.memory[0].activations);
+  EXPECT_GT(b.memory[1].activations, a.memory[1].activations);
+  EXPECT_LT(b.stages[0].parameters_per_device, a.stages[0].parameters_per_device);
 }
 
 TEST_F(PlanCostTest, RefusesInvalidPlans) {

@@ -1,0 +1,86 @@
+// The whole-model plan search (issue 15): every way to split a model's training over N
+// GPUs that Megatron-LM can run, costed by plan_cost.h, the plans that do not fit in HBM
+// dropped and counted, the rest ranked by iteration time.
+//
+// The space: tp x cp x pp x dp = GPUs with tp within a node and dividing the heads and the
+// FFN (sequence parallelism always on with tp > 1, as Megatron-LM advises), cp up to
+// max_context_parallel, interleaving v (dividing the layers per stage), micro-batches of
+// 1, 2, 4, ... up to max_micro_batch sequences, ZeRO 0..3 (3 only without pipelining, as
+// Megatron-LM runs it as FSDP2; 1..3 only when dp x cp > 1, where they shard anything),
+// recomputation none, selective, full, and with pp > 1 (v = 1) uneven stages: the first
+// and last ranks hold e - kUnevenSlack .. e layers each (e = ceil(layers / pp)) and the
+// others split the rest evenly (which also lets pp not divide the layers).
+//
+// Why it is fast: a plan's layer costs depend only on (tp, cp, sp, micro-batch), so the
+// distinct layer programs are collected first and measured once each (on worker
+// threads); everything after is arithmetic. Two prunes on top, both exact:
+//  * dominance: recomputation only adds time, so once a lighter recomputation fits, the
+//    heavier ones of the same plan are never costed;
+//  * a bound: every plan of a (tp, cp, pp, dp, micro-batch) group takes at least
+//    m x (layers / pp) x (F + B) of one layer (the slowest rank's steady state: some rank
+//    holds at least layers / pp layers, even or not), so a group
+//    whose bound is no faster than the top-K-th plan found is skipped.
+//
+// The floor: Megatron-LM's standard settings (tp in 1, 2, 4, 8 within a node, every pp,
+// cp = 1, micro-batch 1, no interleaving, the distributed optimizer when dp > 1, the
+// lightest recomputation that fits) are costed first and seed the ranking, so the search
+// never reports a best plan slower than the best standard setting it tried.
+#ifndef COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
+#define COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/plan_cost.h"
+
+namespace commir::search::plan {
+
+inline constexpr int64_t kUnevenSlack = 2;
+
+struct PlanSearchOptions {
+  int64_t gpus = 0;
+  int top = 10;                    // plans to report (at least 1)
+  int threads = 0;                 // layer-measuring workers; 0: the hardware's cores
+  int64_t max_micro_batch = 8;     // powers of two up to this
+  int64_t max_virtual_stages = 8;  // interleaving v up to this
+  int64_t max_context_parallel = 8;
+  PlanCostOptions cost;
+};
+
+struct RankedPlan {
+  ParallelPlan plan;
+  PlanCost cost;
+  bool standard = false;  // one of Megatron-LM's standard settings
+};
+
+struct PlanSearchResult {
+  std::vector<RankedPlan> ranked;           // fastest first, every one fits
+  std::optional<RankedPlan> best_standard;  // the fastest standard setting that fits
+  int64_t standard_tried = 0;               // standard settings costed
+  int64_t costed = 0;                       // plans costed (standard ones included)
+  int64_t dropped_memory = 0;               // costed plans that do not fit in HBM
+  int64_t pruned_dominated = 0;             // heavier recomputation of a plan that fits
+  int64_t pruned_bound = 0;                 // plans of groups the time bound skipped
+  int64_t layer_programs = 0;               // distinct layer programs measured
+  double seconds = 0;
+};
+
+// Searches on the layer cache's hardware and GPUs per node. Errors on a bad model, fewer
+// than one GPU, top < 1, or a layer program that cannot be measured.
+absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
+                                             const PlanSearchOptions& options,
+                                             LayerCostCache& layers);
+
+// Megatron-LM's standard settings for the model on `gpus` GPUs (see above), with no
+// recomputation (the search tries heavier ones when they do not fit).
+std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
+                                        int64_t gpus_per_node);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_

@@ -1,0 +1,222 @@
+#include "search/plan/plan_search.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/plan_cost.h"
+#include "sim/hardware.h"
+
+namespace commir::search::plan {
+namespace {
+
+LayerCostOptions On(double hbm_bytes, int gpus_per_node = 8) {
+  LayerCostOptions o;
+  o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  if (hbm_bytes > 0) o.predict.hardware.hbm_capacity = hbm_bytes;
+  o.predict.gpus_per_node = gpus_per_node;
+  return o;
+}
+
+double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
+
+// The properties of the issue on one result: every plan fits by the model's own
+// accounting (costed again here), the ranking is sorted, and the best is no slower than
+// the best standard setting tried.
+void ExpectSound(const ModelSpec& m, const PlanSearchResult& r, LayerCostCache& layers) {
+  const double hbm = layers.options().predict.hardware.hbm_capacity;
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const RankedPlan& p = r.ranked[i];
+    absl::StatusOr<PlanCost> again = CostPlan(m, p.plan, layers);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(again->fits) << DescribePlan(p.plan);
+    for (const StageMemory& s : again->memory) EXPECT_LE(s.total, hbm) << DescribePlan(p.plan);
+    EXPECT_DOUBLE_EQ(Seconds(*again), Seconds(p.cost)) << DescribePlan(p.plan);
+    if (i > 0) {
+      EXPECT_LE(Seconds(r.ranked[i - 1].cost), Seconds(p.cost));
+    }
+  }
+  if (r.best_standard) {
+    ASSERT_FALSE(r.ranked.empty());
+    EXPECT_LE(Seconds(r.ranked.front().cost), Seconds(r.best_standard->cost));
+  }
+}
+
+// Every plan of the documented space, costed without pruning: the fastest that fits.
+double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostCache& layers) {
+  double best = std::numeric_limits<double>::infinity();
+  const int64_t n = o.gpus;
+  for (int64_t tp = 1; tp <= std::min<int64_t>(n, layers.options().predict.gpus_per_node); ++tp)
+    for (int64_t cp = 1; cp <= std::min(n, o.max_context_parallel); ++cp)
+      for (int64_t pp = 1; pp <= n; ++pp) {
+        if (n % (tp * cp * pp) != 0) continue;
+        const int64_t dp = n / (tp * cp * pp);
+        // Uneven splits as documented: 0 (even) or e - kUnevenSlack .. e on each end.
+        std::vector<int64_t> ends = {0};
+        const int64_t e = (m.layers + pp - 1) / pp;
+        for (int64_t k = std::max<int64_t>(1, e - kUnevenSlack); pp > 1 && k <= e; ++k) {
+          ends.push_back(k);
+        }
+        for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2)
+          for (int64_t v = 1; v <= o.max_virtual_stages; ++v)
+            for (int zero = 0; zero <= 3; ++zero)
+              for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+                for (int64_t first : ends)
+                  for (int64_t last : ends) {
+                    if (zero > 0 && dp * cp == 1) continue;
+                    if (zero == 3 && pp > 1) continue;
+                    if ((first == 0) != (last == 0)) continue;  // the search sets both or neither
+                    ParallelPlan p;
+                    p.first_stage_layers = first;
+                    p.last_stage_layers = last;
+                    p.tp = tp;
+                    p.cp = cp;
+                    p.pp = pp;
+                    p.dp = dp;
+                    p.sequence_parallel = tp > 1;
+                    p.micro_batch = mb;
+                    p.virtual_stages = v;
+                    p.zero_stage = zero;
+                    p.recompute = r;
+                    if (!CheckPlan(m, p).ok()) continue;
+                    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
+                    if (c.ok() && c->fits) best = std::min(best, Seconds(*c));
+                  }
+      }
+  return best;
+}
+
+TEST(PlanSearchTest, Gpt13bOnFourGpusMeasuresFewLayersAndBeatsTheStandardSettings) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  LayerCostCache layers(On(0));
+  PlanSearchOptions o;
+  o.gpus = 4;
+  o.top = 5;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ranked.size(), 5u);
+  ASSERT_TRUE(r->best_standard.has_value());
+  EXPECT_GT(r->standard_tried, 3);
+  ExpectSound(m, *r, layers);
+  // Two programs (layer and head) per distinct (tp, cp, micro-batch), not per plan.
+  EXPECT_EQ(r->layer_programs % 2, 0);
+  EXPECT_LT(r->layer_programs, r->costed);
+  EXPECT_GT(r->pruned_bound + r->pruned_dominated, 0);
+  for (const RankedPlan& p : r->ranked) EXPECT_EQ(p.plan.gpus(), 4);
+  // The same search again measures nothing new.
+  absl::StatusOr<PlanSearchResult> again = SearchPlans(m, o, layers);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->layer_programs, 0);
+  EXPECT_EQ(DescribePlan(again->ranked.front().plan), DescribePlan(r->ranked.front().plan));
+}
+
+// The prunes are exact: on small models over several GPU counts and HBM sizes (small
+// enough that plans are dropped), the search's best is the brute force's best.
+TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
+  const ModelSpec base = *ParseModelSpec(
+      "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
+      "vocab=32000,global_batch=16");
+  for (double hbm_gb : {2.0, 80.0}) {  // 2 GB: some plans drop; 80: every plan fits
+    for (int64_t gpus : {1, 2, 4, 8}) {
+      LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
+      PlanSearchOptions o;
+      o.gpus = gpus;
+      o.top = 3;
+      o.max_micro_batch = 4;
+      o.max_virtual_stages = 4;
+      o.max_context_parallel = 2;
+      absl::StatusOr<PlanSearchResult> r = SearchPlans(base, o, layers);
+      ASSERT_TRUE(r.ok()) << r.status();
+      SCOPED_TRACE(testing::Message() << gpus << " GPUs, " << hbm_gb << " GB");
+      ExpectSound(base, *r, layers);
+      const double brute = BruteForceBest(base, o, layers);
+      if (r->ranked.empty()) {
+        EXPECT_EQ(brute, std::numeric_limits<double>::infinity());
+        EXPECT_EQ(r->dropped_memory, r->costed);
+      } else {
+        EXPECT_DOUBLE_EQ(Seconds(r->ranked.front().cost), brute);
+      }
+    }
+  }
+}
+
+// 30 layers do not split over 4 pipeline ranks evenly: only uneven splits give pp = 4, and with
+// every plan kept (no bound) the search reports them.
+TEST(PlanSearchTest, UnevenStagesLetPipelinesNotDivideTheLayers) {
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b,layers=30,global_batch=8");
+  LayerCostCache layers(On(0));
+  PlanSearchOptions o;
+  o.gpus = 4;
+  o.top = 100000;
+  o.max_micro_batch = 1;
+  o.max_context_parallel = 1;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pruned_bound, 0);
+  int pp4 = 0;
+  for (const RankedPlan& p : r->ranked) {
+    if (p.plan.pp != 4) continue;
+    ++pp4;
+    EXPECT_TRUE(p.plan.uneven()) << DescribePlan(p.plan);
+    const std::vector<int64_t> split = LayersPerStage(m, p.plan);
+    int64_t sum = 0;
+    for (int64_t n : split) sum += n;
+    EXPECT_EQ(sum, 30);
+    for (int64_t end : {split.front(), split.back()}) {  // ceil(30 / 4) = 8, less up to 2
+      EXPECT_GE(end, 8 - kUnevenSlack);
+      EXPECT_LE(end, 8);
+    }
+  }
+  EXPECT_GT(pp4, 0);
+  ExpectSound(m, *r, layers);
+}
+
+TEST(PlanSearchTest, PlansThatDoNotFitAreDroppedAndCounted) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  LayerCostCache layers(On(1e9));  // 1 GB: not even the weights fit
+  PlanSearchOptions o;
+  o.gpus = 2;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ranked.empty());
+  EXPECT_FALSE(r->best_standard.has_value());
+  EXPECT_GT(r->dropped_memory, 0);
+  EXPECT_EQ(r->dropped_memory, r->costed);
+}
+
+TEST(PlanSearchTest, StandardSettingsAreMegatronsDefaults) {
+  const ModelSpec m = *Preset("llama3-70b");
+  for (const ParallelPlan& p : StandardPlans(m, 64, 8)) {
+    EXPECT_LE(p.tp, 8);
+    EXPECT_EQ(p.cp, 1);
+    EXPECT_EQ(p.micro_batch, 1);
+    EXPECT_EQ(p.virtual_stages, 1);
+    EXPECT_EQ(p.sequence_parallel, p.tp > 1);
+    EXPECT_EQ(p.zero_stage, p.dp > 1 ? 1 : 0);
+    EXPECT_EQ(p.gpus(), 64);
+    EXPECT_TRUE(CheckPlan(m, p).ok()) << DescribePlan(p);
+  }
+  EXPECT_FALSE(StandardPlans(m, 64, 8).empty());
+}
+
+TEST(PlanSearchTest, RefusesBadRequests) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  LayerCostCache layers(On(0));
+  PlanSearchOptions o;
+  o.gpus = 0;
+  EXPECT_FALSE(SearchPlans(m, o, layers).ok());
+  o.gpus = 4;
+  o.top = 0;
+  EXPECT_FALSE(SearchPlans(m, o, layers).ok());
+  o.top = 1;
+  ModelSpec bad = m;
+  bad.heads = 0;
+  EXPECT_FALSE(SearchPlans(bad, o, layers).ok());
+}
+
+}  // namespace
+}  // namespace commir::search::plan

@@ -1,0 +1,269 @@
+#include "search/plan_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/plan_report.h"
+#include "search/plan/plan_search.h"
+#include "sim/hardware.h"
+#include "tools/command_line.h"
+#include "tools/exit_codes.h"
+#include "tools/output_file.h"
+#include "tools/sim_session.h"
+
+namespace commir::search {
+namespace {
+
+constexpr char kUsage[] =
+    R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
+                     [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
+                     [--threads=N] [--quiet]
+
+Searches how to train a whole model on N GPUs: tensor, context, pipeline (interleaved)
+and data parallelism, micro-batch size, ZeRO stage and recomputation, each plan costed
+from its layers' partitioned CommIR programs by the sim; plans that do not fit in HBM
+are dropped and counted. Prints the best plans with iteration time, tokens/s, MFU, the
+time breakdown and memory, the best standard Megatron-LM setting, and the best plan as
+Megatron-LM arguments.
+  MODEL               a preset (gpt3-1.3b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b,
+                      llama3-405b), the text form (llama3-8b,seq=4096,global_batch=64 or
+                      every key), or a file holding the text form (// comments allowed)
+  --gpus=N            GPUs to train on
+  --hardware=H,...    h100-sxm (default), h200, a100-sxm-80g or JSON cluster files; several
+                      for a what-if (each with its best plan)
+  --gpus-per-node=N   GPUs per node (default: the hardware's)
+  --sweep=P=V,...     a what-if over one parameter of the (single) hardware:
+                      nvlink-bandwidth (GB/s per direction), hbm (80GiB, 141GB, ...) or
+                      gpus-per-node
+  --top=K             plans to report per cluster (default 5)
+  --format=F          table (default) or json
+  --threads=N         workers measuring layer programs (default: the machine's cores)
+  --quiet             no summary line on stderr
+Exit status: 0 success; 1 bad model, hardware or value, or no plan fits; 2 bad usage.
+)";
+
+int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
+
+int InputError(const std::string& message) {
+  std::cerr << "commir-search: error: " << message << "\n";
+  return kExitInvalidInput;
+}
+
+struct PlanRequest {
+  std::string model;
+  int64_t gpus = 0;
+  std::vector<std::string> hardware = {"h100-sxm"};
+  int64_t gpus_per_node = 0;
+  std::string sweep_param;
+  std::vector<std::string> sweep_values;
+  int top = 5;
+  int threads = 0;
+  std::string format = "table";
+  bool quiet = false;
+};
+
+bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
+  return absl::SimpleAtoi(text, &out) && out >= min && out <= (int64_t{1} << 30);
+}
+
+int ParseArgs(int argc, char** argv, PlanRequest& r) {
+  bool have_model = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    absl::string_view value;
+    auto flag = [&](absl::string_view name) {
+      absl::string_view a = arg;
+      if (!absl::ConsumePrefix(&a, name) || !absl::ConsumePrefix(&a, "=")) return false;
+      value = a;
+      return true;
+    };
+    int64_t n = 0;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--plan" || flag("--plan")) {
+      if (have_model) return UsageError("--plan takes one model");
+      if (arg == "--plan") {
+        if (i + 1 >= argc) return UsageError("--plan needs a model");
+        value = argv[++i];
+      }
+      r.model = std::string(value);
+      have_model = true;
+    } else if (flag("--gpus")) {
+      if (!ParseCount(value, 1, n)) return UsageError("--gpus needs a positive count");
+      r.gpus = n;
+    } else if (flag("--hardware")) {
+      r.hardware = absl::StrSplit(value, ',', absl::SkipEmpty());
+      if (r.hardware.empty()) return UsageError("--hardware needs a name or a file");
+    } else if (flag("--gpus-per-node")) {
+      if (!ParseCount(value, 1, n)) return UsageError("--gpus-per-node needs a positive count");
+      r.gpus_per_node = n;
+    } else if (flag("--sweep")) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
+      r.sweep_param = kv.first;
+      r.sweep_values = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
+      if (r.sweep_param != "nvlink-bandwidth" && r.sweep_param != "hbm" &&
+          r.sweep_param != "gpus-per-node") {
+        return UsageError("--sweep is nvlink-bandwidth=..., hbm=... or gpus-per-node=...");
+      }
+      if (r.sweep_values.empty()) return UsageError("--sweep needs values: --sweep=PARAM=V1,V2");
+    } else if (flag("--top")) {
+      if (!ParseCount(value, 1, n)) return UsageError("--top needs a count >= 1");
+      r.top = static_cast<int>(n);
+    } else if (flag("--threads")) {
+      if (!ParseCount(value, 1, n) || n > 1024) return UsageError("--threads needs 1 to 1024");
+      r.threads = static_cast<int>(n);
+    } else if (flag("--format")) {
+      if (value != "table" && value != "json")
+        return UsageError("--format is table or json with --plan");
+      r.format = std::string(value);
+    } else if (arg == "--quiet") {
+      r.quiet = true;
+    } else {
+      return UsageError(absl::StrCat("'", arg, "' is not an option of --plan"));
+    }
+  }
+  if (!have_model) return UsageError("--plan needs a model");
+  if (r.gpus == 0) return UsageError("--plan needs --gpus=N");
+  if (!r.sweep_param.empty() && r.hardware.size() > 1) {
+    return UsageError("--sweep varies one hardware: give one --hardware");
+  }
+  return -1;
+}
+
+// The model: a file of the text form when one exists at that path, else the text itself.
+absl::StatusOr<plan::ModelSpec> LoadModel(const std::string& arg) {
+  const std::string path = ResolvePath(arg);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return plan::ParseModelSpec(arg);
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", arg, "'"));
+  std::vector<std::string> parts;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || absl::StartsWith(l, "//")) continue;
+    parts.emplace_back(l);
+  }
+  absl::StatusOr<plan::ModelSpec> model = plan::ParseModelSpec(absl::StrJoin(parts, ","));
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(arg, ": ", model.status().message()));
+  }
+  return model;
+}
+
+struct Cluster {
+  std::string label;
+  sim::HardwareSpec hardware;
+  int64_t gpus_per_node = 8;
+};
+
+// One cluster per --hardware, or one per --sweep value.
+absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
+  std::vector<Cluster> out;
+  for (const std::string& name : r.hardware) {
+    absl::StatusOr<sim::HardwareSpec> hw = sim::LoadHardware(name);
+    if (!hw.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--hardware: ", hw.status().message()));
+    const int64_t per_node = r.gpus_per_node > 0 ? r.gpus_per_node : hw->gpus_per_node;
+    if (r.sweep_param.empty()) {
+      out.push_back({hw->name, *hw, per_node});
+      continue;
+    }
+    for (const std::string& v : r.sweep_values) {
+      Cluster c{absl::StrCat(hw->name, " ", r.sweep_param, "=", v), *hw, per_node};
+      if (r.sweep_param == "gpus-per-node") {
+        if (!ParseCount(v, 1, c.gpus_per_node)) {
+          return absl::InvalidArgumentError(absl::StrCat("--sweep: '", v, "' is not a GPU count"));
+        }
+      } else if (r.sweep_param == "hbm") {
+        absl::StatusOr<std::optional<int64_t>> bytes = ParseMemorySize(v);
+        if (!bytes.ok() || !bytes->has_value() || **bytes <= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--sweep: '", v, "' is not a memory size"));
+        }
+        c.hardware.hbm_capacity = static_cast<double>(**bytes);
+      } else {
+        double gbps = 0;
+        if (!absl::SimpleAtod(v, &gbps) || !(gbps > 0)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--sweep: '", v, "' is not a bandwidth in GB/s"));
+        }
+        // Point-to-point copies scale with the links.
+        if (c.hardware.nvlink_bandwidth_per_direction > 0) {
+          c.hardware.p2p_bandwidth *= gbps * 1e9 / c.hardware.nvlink_bandwidth_per_direction;
+        }
+        c.hardware.nvlink_bandwidth_per_direction = gbps * 1e9;
+      }
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool WantsPlanSearch(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (absl::string_view(argv[i]) == "--plan" || absl::StartsWith(argv[i], "--plan=")) return true;
+  }
+  return false;
+}
+
+int PlanSearchMain(int argc, char** argv) {
+  PlanRequest r;
+  if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
+  absl::StatusOr<plan::ModelSpec> model = LoadModel(r.model);
+  if (!model.ok()) return InputError(absl::StrCat("--plan: ", model.status().message()));
+  absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
+  if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
+
+  std::vector<plan::PlanScenario> scenarios;
+  bool any_fits = false;
+  for (const Cluster& c : *clusters) {
+    plan::LayerCostOptions layer_options;
+    layer_options.predict.hardware = c.hardware;
+    layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
+    plan::LayerCostCache layers(layer_options);
+    plan::PlanSearchOptions options;
+    options.gpus = r.gpus;
+    options.top = r.top;
+    options.threads = r.threads;
+    absl::StatusOr<plan::PlanSearchResult> result = plan::SearchPlans(*model, options, layers);
+    if (!result.ok()) return InputError(std::string(result.status().message()));
+    if (!r.quiet) {
+      std::cerr << absl::StrFormat(
+          "commir-search: %s on %d x %s: %d plans costed, %d layer programs, %.2f s\n", model->name,
+          r.gpus, c.label, result->costed, result->layer_programs, result->seconds);
+    }
+    any_fits = any_fits || !result->ranked.empty();
+    scenarios.push_back({c.label, c.gpus_per_node, c.hardware.hbm_capacity, *std::move(result)});
+  }
+  if (!any_fits) {
+    const plan::PlanSearchResult& last = scenarios.back().result;
+    return InputError(
+        absl::StrFormat("no plan of %s on %d GPUs fits in HBM (%d plans costed, %d dropped)",
+                        model->name, r.gpus, last.costed, last.dropped_memory));
+  }
+  const std::string report = r.format == "json" ? plan::FormatPlanJson(*model, r.gpus, scenarios)
+                                                : plan::FormatPlanTable(*model, r.gpus, scenarios);
+  if (absl::Status s = WriteStandardOutput(report); !s.ok())
+    return InputError(std::string(s.message()));
+  if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
+  return 0;
+}
+
+}  // namespace commir::search
