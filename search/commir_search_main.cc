@@ -70,40 +70,31 @@ struct Request {
   SearchOptions options;
 };
 
-bool ParseInt(absl::string_view text, int64_t min, int64_t max, int64_t& out) {
-  return absl::SimpleAtoi(text, &out) && out >= min && out <= max;
-}
-
 // Returns -1 when the arguments are good, else the exit status.
 int ParseArgs(int argc, char** argv, Request& r) {
   bool have_input = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     absl::string_view value;
-    auto flag = [&](absl::string_view name) {
-      absl::string_view a = arg;
-      if (!absl::ConsumePrefix(&a, name) || !absl::ConsumePrefix(&a, "=")) return false;
-      value = a;
-      return true;
-    };
+    auto flag = [&](absl::string_view name) { return FlagValue(arg, name, value); };
     int64_t n = 0;
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
     } else if (flag("--devices")) {
-      if (!ParseInt(value, 1, 1 << 20, n)) return UsageError("--devices needs a count from 1 to 1048576");
+      if (!ParseIntInRange(value, 1, 1 << 20, n)) return UsageError("--devices needs a count from 1 to 1048576");
       r.options.devices = n;
     } else if (flag("--func")) {
       r.options.function = std::string(absl::StripPrefix(value, "@"));
     } else if (flag("--hardware")) {
       r.hardware = std::string(value);
     } else if (flag("--gpus-per-node")) {
-      if (!ParseInt(value, 1, 1 << 20, n)) return UsageError("--gpus-per-node needs a positive count");
+      if (!ParseIntInRange(value, 1, 1 << 20, n)) return UsageError("--gpus-per-node needs a positive count");
       r.gpus_per_node = n;
     } else if (flag("--max-memory")) {
       r.max_memory = std::string(value);
     } else if (flag("--top")) {
-      if (!ParseInt(value, 0, 1 << 30, n)) return UsageError("--top needs a count >= 0");
+      if (!ParseIntInRange(value, 0, 1 << 30, n)) return UsageError("--top needs a count >= 0");
       r.options.top = static_cast<int>(n);
     } else if (arg == "-o") {
       if (i + 1 >= argc) return UsageError("-o needs a file");
@@ -127,7 +118,7 @@ int ParseArgs(int argc, char** argv, Request& r) {
         return UsageError("--verify is all, top or none");
       }
     } else if (flag("--max-mesh-axes")) {
-      if (!ParseInt(value, 1, 3, n)) return UsageError("--max-mesh-axes is 1, 2 or 3");
+      if (!ParseIntInRange(value, 1, 3, n)) return UsageError("--max-mesh-axes is 1, 2 or 3");
       r.options.max_mesh_axes = static_cast<int>(n);
     } else if (arg == "--quiet") {
       r.quiet = true;

@@ -76,7 +76,7 @@ struct PlanRequest {
 };
 
 bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
-  return absl::SimpleAtoi(text, &out) && out >= min && out <= (int64_t{1} << 30);
+  return ParseIntInRange(text, min, int64_t{1} << 30, out);
 }
 
 int ParseArgs(int argc, char** argv, PlanRequest& r) {
@@ -84,12 +84,7 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     absl::string_view value;
-    auto flag = [&](absl::string_view name) {
-      absl::string_view a = arg;
-      if (!absl::ConsumePrefix(&a, name) || !absl::ConsumePrefix(&a, "=")) return false;
-      value = a;
-      return true;
-    };
+    auto flag = [&](absl::string_view name) { return FlagValue(arg, name, value); };
     int64_t n = 0;
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;

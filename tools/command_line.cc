@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "tools/exit_codes.h"
 
 namespace commir {
@@ -20,6 +22,16 @@ int UsageError(const std::string& tool, const std::string& message) {
   std::cerr << tool << ": error: " << message << "\n"
             << "Try '" << tool << " --help' for usage.\n";
   return kExitUsage;
+}
+
+bool FlagValue(absl::string_view arg, absl::string_view name, absl::string_view& value) {
+  if (!absl::ConsumePrefix(&arg, name) || !absl::ConsumePrefix(&arg, "=")) return false;
+  value = arg;
+  return true;
+}
+
+bool ParseIntInRange(absl::string_view text, int64_t min, int64_t max, int64_t& out) {
+  return absl::SimpleAtoi(text, &out) && out >= min && out <= max;
 }
 
 }  // namespace commir

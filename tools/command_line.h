@@ -2,7 +2,10 @@
 #ifndef COMMIR_TOOLS_COMMAND_LINE_H_
 #define COMMIR_TOOLS_COMMAND_LINE_H_
 
+#include <cstdint>
 #include <string>
+
+#include "absl/strings/string_view.h"
 
 namespace commir {
 
@@ -15,6 +18,12 @@ std::string ResolvePath(const std::string& path);
 // the bad-usage exit status. One line says what is wrong, then where the options are: the
 // whole option list would bury the message.
 int UsageError(const std::string& tool, const std::string& message);
+
+// Whether `arg` is `NAME=VALUE` for this NAME (e.g. "--top"); if so sets `value` to VALUE.
+bool FlagValue(absl::string_view arg, absl::string_view name, absl::string_view& value);
+
+// Parses a decimal integer in [min, max] into `out`; false (and `out` unspecified) otherwise.
+bool ParseIntInRange(absl::string_view text, int64_t min, int64_t max, int64_t& out);
 
 }  // namespace commir
 
