@@ -36,7 +36,8 @@ absl::Status CheckConfig(const std::vector<StageCost>& stages, const PipelineCon
   for (const StageCost& s : stages) {
     if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.recompute_s >= 0 && s.exposed_tp_comm_s >= 0 &&
           s.parameters_per_device >= 0 && s.layers >= 1)) {
-      return absl::InvalidArgumentError("pipeline: a stage has a negative or NaN cost, or no layer");
+      return absl::InvalidArgumentError(
+          "pipeline: a stage has a negative or NaN cost, or no layer");
     }
   }
   return absl::OkStatus();

@@ -132,8 +132,8 @@ TEST(PipelineModelTest, ZeroOneAndTwoChainTheReduceScatterAndTheParameterGather)
       sim::EstimateCollective(H100(), sim::CollectiveKind::kReduceScatter, 4e8, node)->seconds;
   const double gather =  // one layer's bf16 parameters: 200 MB
       sim::EstimateCollective(H100(), sim::CollectiveKind::kAllGather, 2e8, node)->seconds;
-  const double expected = reduce + 3 * std::max(0.0, reduce - 2e-3) + gather +
-                          3 * std::max(0.0, gather - 1e-3);
+  const double expected =
+      reduce + 3 * std::max(0.0, reduce - 2e-3) + gather + 3 * std::max(0.0, gather - 1e-3);
   for (int zero : {1, 2}) {
     c.zero_stage = zero;
     EXPECT_NEAR(Predict({s}, c).dp_exposed_s, expected, 1e-12) << zero;
@@ -160,7 +160,7 @@ TEST(PipelineModelTest, ContextParallelRanksReduceGradientsToo) {
 
 TEST(PipelineModelTest, ZeroThreeGathersEachLayerEveryMicroBatchLikeFsdp) {
   StageCost s;
-  s.forward_s = 2e-3;  // 1 ms a layer
+  s.forward_s = 2e-3;   // 1 ms a layer
   s.backward_s = 4e-3;  // 2 ms a layer
   s.parameters_per_device = 200'000'000;
   s.layers = 2;
