@@ -1,10 +1,9 @@
 #!/bin/bash
 # benchmarks/plan_mfu_table.md cannot drift from benchmarks/plan_mfu_table.py and
-# commir-search: regenerates two quick rows (one data-parallel, one pipelined; each is a whole search, about 10 s under ASan)
-# and fails
-# unless each is in the checked-in file as printed. Then checks that every published row
-# has its predicted cells, and that a failing tool is an error with a message (exit 1),
-# not a traceback or a partial table.
+# commir-search: regenerates two quick rows (one data-parallel, one pipelined; each is a
+# whole search, about 10 s under ASan) and fails unless each is in the checked-in file as
+# printed. Then checks that every published row has its predicted cells, and that a
+# failing tool is an error with a message (exit 1), not a traceback or a partial table.
 # Usage: plan_mfu_table_test.sh COMMIR_SEARCH
 set -u
 SEARCH="$1"
