@@ -16,6 +16,8 @@
 #include "absl/strings/strip.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/plan_cost.h"
 #include "search/plan/plan_report.h"
 #include "search/plan/plan_search.h"
 #include "sim/hardware.h"
@@ -30,7 +32,7 @@ namespace {
 constexpr char kUsage[] =
     R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
                      [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
-                     [--threads=N] [--quiet]
+                     [--threads=N] [--quiet] [--plan-eval=PLAN]
 
 Searches how to train a whole model on N GPUs: tensor, context, pipeline (interleaved)
 and data parallelism, micro-batch size, ZeRO stage and recomputation, each plan costed
@@ -52,6 +54,10 @@ Megatron-LM arguments.
   --format=F          table (default) or json
   --threads=N         workers measuring layer programs (default: the machine's cores)
   --quiet             no summary line on stderr
+  --plan-eval=PLAN    also cost one given plan (tp=8,pp=8,dp=12,sp,mb=1,zero=1,
+                      recompute=selective; keys tp cp pp v dp sp mb zero recompute first
+                      last) on the (single) cluster; a last line gives its time and MFU
+                      and the search's best plan's gain over it (table format only)
 Exit status: 0 success; 1 bad model, hardware or value, or no plan fits; 2 bad usage.
 )";
 
@@ -73,6 +79,7 @@ struct PlanRequest {
   int threads = 0;
   std::string format = "table";
   bool quiet = false;
+  std::string plan_eval;  // a plan to cost beside the search (ParsePlan's form)
 };
 
 bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
@@ -125,6 +132,9 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
       if (value != "table" && value != "json")
         return UsageError("--format is table or json with --plan");
       r.format = std::string(value);
+    } else if (flag("--plan-eval")) {
+      if (value.empty()) return UsageError("--plan-eval needs a plan: --plan-eval=tp=8,pp=8,dp=12");
+      r.plan_eval = std::string(value);
     } else if (arg == "--quiet") {
       r.quiet = true;
     } else {
@@ -136,7 +146,42 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
   if (!r.sweep_param.empty() && r.hardware.size() > 1) {
     return UsageError("--sweep varies one hardware: give one --hardware");
   }
+  if (!r.plan_eval.empty() && (r.hardware.size() > 1 || !r.sweep_param.empty())) {
+    return UsageError("--plan-eval costs its plan on one cluster: give one --hardware, no --sweep");
+  }
+  if (!r.plan_eval.empty() && r.format != "table") {
+    return UsageError("--plan-eval reports in the table format only");
+  }
   return -1;
+}
+
+// "given plan ..." : the given plan's cost beside the search's best on the same cluster.
+absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int64_t gpus,
+                                              const std::string& text,
+                                              const plan::PlanSearchResult& result,
+                                              plan::LayerCostCache& layers) {
+  absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(text);
+  if (!given.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", given.status().message()));
+  if (given->gpus() != gpus) {
+    return absl::InvalidArgumentError(absl::StrCat("--plan-eval: the plan uses ", given->gpus(),
+                                                   " GPUs (tp x cp x pp x dp), not --gpus=", gpus));
+  }
+  absl::StatusOr<plan::PlanCost> cost = plan::CostPlan(model, *given, layers);
+  if (!cost.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", cost.status().message()));
+  const double seconds = cost->time.breakdown.total_s;
+  std::string line = absl::StrFormat(
+      "given plan: %s, %.1f ms, MFU %.1f%%, peak %.2f GB, %s", plan::DescribePlan(*given),
+      seconds * 1e3, cost->model_flops_utilization * 100, cost->peak_memory_bytes / 1e9,
+      cost->fits ? "fits" : "does not fit");
+  if (!result.ranked.empty() && seconds > 0) {
+    const plan::RankedPlan& best = result.ranked.front();
+    absl::StrAppendFormat(&line, "; best plan: %s, MFU %.1f%% (%.2fx)",
+                          plan::DescribePlan(best.plan), best.cost.model_flops_utilization * 100,
+                          seconds / best.cost.time.breakdown.total_s);
+  }
+  return absl::StrCat(line, "\n");
 }
 
 // The model: a file of the text form when one exists at that path, else the text itself.
@@ -227,6 +272,7 @@ int PlanSearchMain(int argc, char** argv) {
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
   std::vector<plan::PlanScenario> scenarios;
+  std::string given_line;
   bool any_fits = false;
   for (const Cluster& c : *clusters) {
     plan::LayerCostOptions layer_options;
@@ -244,6 +290,12 @@ int PlanSearchMain(int argc, char** argv) {
           "commir-search: %s on %d x %s: %d plans costed, %d layer programs, %.2f s\n", model->name,
           r.gpus, c.label, result->costed, result->layer_programs, result->seconds);
     }
+    if (!r.plan_eval.empty()) {
+      absl::StatusOr<std::string> line =
+          EvaluateGivenPlan(*model, r.gpus, r.plan_eval, *result, layers);
+      if (!line.ok()) return InputError(std::string(line.status().message()));
+      given_line = *line;
+    }
     any_fits = any_fits || !result->ranked.empty();
     scenarios.push_back({c.label, c.gpus_per_node, c.hardware.hbm_capacity, *std::move(result)});
   }
@@ -255,7 +307,8 @@ int PlanSearchMain(int argc, char** argv) {
   }
   const std::string report = r.format == "json" ? plan::FormatPlanJson(*model, r.gpus, scenarios)
                                                 : plan::FormatPlanTable(*model, r.gpus, scenarios);
-  if (absl::Status s = WriteStandardOutput(report); !s.ok())
+  if (absl::Status s = WriteStandardOutput(report + (given_line.empty() ? "" : "\n" + given_line));
+      !s.ok())
     return InputError(std::string(s.message()));
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
   return 0;

@@ -1,6 +1,9 @@
 #include "search/plan/parallel_plan.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace commir::search::plan {
 namespace {
@@ -93,6 +96,64 @@ std::string DescribePlan(const ParallelPlan& p) {
                       " zero=", p.zero_stage, " recompute=", RecomputeName(p.recompute),
                       p.first_stage_layers > 0 ? absl::StrCat(" first=", p.first_stage_layers) : "",
                       p.last_stage_layers > 0 ? absl::StrCat(" last=", p.last_stage_layers) : "");
+}
+
+absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
+  ParallelPlan p;
+  bool any = false;
+  for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    any = true;
+    // DescribePlan writes interleaving as "(v=2)".
+    absl::ConsumePrefix(&item, "(");
+    absl::ConsumeSuffix(&item, ")");
+    if (item == "sp") {
+      p.sequence_parallel = true;
+      continue;
+    }
+    const std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const absl::string_view key = kv.first;
+    const absl::string_view value = kv.second;
+    if (key == "recompute") {
+      if (value == "none") {
+        p.recompute = Recompute::kNone;
+      } else if (value == "selective") {
+        p.recompute = Recompute::kSelective;
+      } else if (value == "full") {
+        p.recompute = Recompute::kFull;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan: recompute is none, selective or full, not '", value, "'"));
+      }
+      continue;
+    }
+    int64_t* field = nullptr;
+    int64_t zero = 0;
+    if (key == "tp") field = &p.tp;
+    if (key == "cp") field = &p.cp;
+    if (key == "pp") field = &p.pp;
+    if (key == "v") field = &p.virtual_stages;
+    if (key == "dp") field = &p.dp;
+    if (key == "mb") field = &p.micro_batch;
+    if (key == "first") field = &p.first_stage_layers;
+    if (key == "last") field = &p.last_stage_layers;
+    if (key == "zero") field = &zero;
+    if (field == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: unknown key '", key,
+                       "' (tp, cp, pp, v, dp, sp, mb, zero, recompute, first, last)"));
+    }
+    if (!absl::SimpleAtoi(value, field) || *field < 0 || *field > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: ", key, " needs a count, not '", value, "'"));
+    }
+    if (key == "zero") {
+      if (zero > 3) return absl::InvalidArgumentError("plan: zero is 0, 1, 2 or 3");
+      p.zero_stage = static_cast<int>(zero);
+    }
+  }
+  if (!any) return absl::InvalidArgumentError("plan: empty (e.g. tp=8,pp=8,dp=12,mb=1)");
+  return p;
 }
 
 }  // namespace commir::search::plan

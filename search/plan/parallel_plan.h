@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "search/plan/memory_model.h"
 #include "search/plan/model_spec.h"
 
@@ -51,6 +53,14 @@ std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& 
 // "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " first=N last=M"
 // for uneven stages.
 std::string DescribePlan(const ParallelPlan& plan);
+
+// The inverse of DescribePlan, for costing a given plan (`commir-search --plan-eval`):
+// "tp=8,pp=8,dp=12,sp,mb=1,zero=1,recompute=selective" -- keys tp, cp, pp, v, dp, mb,
+// zero, recompute (none|selective|full), first, last, and the word sp; separated by commas
+// or spaces, in any order; an omitted key keeps ParallelPlan's default, and "(v=N)" as
+// DescribePlan writes it is taken too. Errors name the bad key or value; the plan's rules
+// are CheckPlan's, not checked here.
+absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text);
 
 }  // namespace commir::search::plan
 

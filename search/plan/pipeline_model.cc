@@ -35,8 +35,9 @@ absl::Status CheckConfig(const std::vector<StageCost>& stages, const PipelineCon
   }
   for (const StageCost& s : stages) {
     if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.recompute_s >= 0 && s.exposed_tp_comm_s >= 0 &&
-          s.parameters_per_device >= 0)) {
-      return absl::InvalidArgumentError("pipeline: a stage has a negative or NaN cost");
+          s.parameters_per_device >= 0 && s.layers >= 1)) {
+      return absl::InvalidArgumentError(
+          "pipeline: a stage has a negative or NaN cost, or no layer");
     }
   }
   return absl::OkStatus();
@@ -53,42 +54,47 @@ absl::StatusOr<double> Collective(const sim::HardwareSpec& hw, sim::CollectiveKi
   return e->seconds;
 }
 
-// The exposed data-parallel time of one rank.
+// Layer i's transfer runs under layer i+1's compute; the last transfer has nothing left to
+// hide behind. `comm` and `compute` are per layer.
+double Chain(double comm, double compute, int64_t layers) {
+  return comm + static_cast<double>(layers - 1) * std::max(0.0, comm - compute);
+}
+
+// The exposed data-parallel time of one rank (the model in pipeline_model.h).
 absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
                                            const PipelineConfig& c, const sim::HardwareSpec& hw,
                                            int64_t gpus_per_node) {
   // Context-parallel ranks hold the same weights as data-parallel ones, so gradients are
   // reduced over dp x cp: the devices of the rank that share a tp index (Megatron-LM's
   // data-parallel-with-context-parallel group).
-  if (c.dp * c.cp == 1) return 0.0;
+  if (c.dp * c.cp == 1 || s.parameters_per_device == 0) return 0.0;
   std::vector<int64_t> group;
   for (int64_t k = 0; k < c.dp * c.cp; ++k) group.push_back(first_device + k * c.tp);
-  const double grads = c.grad_bytes_per_param * s.parameters_per_device;
-  const double params = c.param_bytes_per_param * s.parameters_per_device;
-  const double backward_window = c.overlap_dp_comm ? s.backward_s + s.recompute_s : 0;
-  const double forward_window = c.overlap_dp_comm ? s.forward_s : 0;
-  double exposed = 0;
+  // Without overlap the collectives run whole, once each; with it, one per layer.
+  const int64_t units = c.overlap_dp_comm ? s.layers : 1;
+  const double per_unit = static_cast<double>(s.parameters_per_device) / units;
+  auto collective = [&](sim::CollectiveKind kind, double bytes_per_param) {
+    return Collective(hw, kind, bytes_per_param * per_unit, group, gpus_per_node);
+  };
+  const double forward = c.overlap_dp_comm ? s.forward_s / units : 0;
+  const double backward = c.overlap_dp_comm ? (s.backward_s + s.recompute_s) / units : 0;
   if (c.zero_stage == 0) {
-    absl::StatusOr<double> t =
-        Collective(hw, sim::CollectiveKind::kAllReduce, grads, group, gpus_per_node);
-    if (!t.ok()) return t.status();
-    return std::max(0.0, *t - backward_window);
+    absl::StatusOr<double> reduce =
+        collective(sim::CollectiveKind::kAllReduce, c.grad_bytes_per_param);
+    if (!reduce.ok()) return reduce.status();
+    return Chain(*reduce, backward, units);
   }
   absl::StatusOr<double> reduce =
-      Collective(hw, sim::CollectiveKind::kReduceScatter, grads, group, gpus_per_node);
+      collective(sim::CollectiveKind::kReduceScatter, c.grad_bytes_per_param);
   if (!reduce.ok()) return reduce.status();
   absl::StatusOr<double> gather =
-      Collective(hw, sim::CollectiveKind::kAllGather, params, group, gpus_per_node);
+      collective(sim::CollectiveKind::kAllGather, c.param_bytes_per_param);
   if (!gather.ok()) return gather.status();
-  exposed += std::max(0.0, *reduce - backward_window) + std::max(0.0, *gather - forward_window);
-  if (c.zero_stage == 3) {
-    // Each micro-batch gathers the parameters for its forward and again for its
-    // backward, prefetched under the micro-batches' compute.
-    const double m = static_cast<double>(c.microbatches);
-    const double compute = m * (s.forward_s + s.backward_s + s.recompute_s);
-    exposed += std::max(0.0, 2 * m * *gather - (c.overlap_dp_comm ? compute : 0));
-  }
-  return exposed;
+  if (c.zero_stage < 3) return Chain(*reduce, backward, units) + Chain(*gather, forward, units);
+  // ZeRO 3: every micro-batch gathers each layer for its forward, again for its backward,
+  // and reduce-scatters its gradients; the backward's gather and reduction share the links.
+  const double m = static_cast<double>(c.microbatches);
+  return m * (Chain(*gather, forward, units) + Chain(*gather + *reduce, backward, units));
 }
 
 }  // namespace

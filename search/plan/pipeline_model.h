@@ -21,14 +21,26 @@
 // then cp, then dp, then pp, so stage s's first device is s x tp x cp x dp.
 //
 // Data parallelism (per rank, over dp x cp, since context-parallel ranks hold the same
-// weights; the sim's ring collectives): ZeRO 0 all-reduces
-// the gradients; ZeRO 1 and 2 reduce-scatter them and all-gather the updated bf16
-// parameters; ZeRO 3 also all-gathers each micro-batch's parameters before its forward
-// and its backward. The gradient reduction overlaps the last micro-batch's backward,
-// the parameter all-gather the next iteration's first forward (Megatron-LM's
-// --overlap-grad-reduce and --overlap-param-gather), and ZeRO 3's gathers the
-// micro-batches' compute; what does not fit is exposed. The iteration adds the most
-// exposed data-parallel time of any rank (a bound: ranks finish at different times).
+// weights; the sim's ring collectives, on NVLink when the group is inside a node and the
+// network when it spans nodes). Communication is issued layer by layer, as Megatron-LM's
+// buckets and FSDP's units are, so it overlaps compute per layer, not as one block: with L
+// layers on the rank and comm c, compute t per layer, a chain where layer i's transfer
+// runs under layer i+1's compute exposes
+//
+//   chain(c, t) = c + (L - 1) x max(0, c - t)      (the unhidden end, then what spills)
+//
+// ZeRO 0 all-reduces the gradients, ZeRO 1 and 2 reduce-scatter them, under the last
+// micro-batch's backward: chain(reduction, backward). ZeRO 1 and 2 then all-gather the
+// updated bf16 parameters under the next iteration's first forward: chain(gather, forward)
+// (Megatron-LM's --overlap-grad-reduce and --overlap-param-gather). ZeRO 3 keeps no whole
+// parameters: every micro-batch gathers each layer before its forward and again before its
+// backward, and reduce-scatters each layer's gradients after it (FSDP), so it exposes
+//
+//   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward))
+//
+// The iteration adds the most exposed data-parallel time of any rank (a bound: ranks
+// finish at different times; ZeRO 3's per-micro-batch part is exact with one stage, the
+// only way the search uses it). Without overlap every collective is whole and exposed.
 #ifndef COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
 #define COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
 
@@ -47,6 +59,8 @@ struct StageCost {
   double recompute_s = 0;             // re-run forwards, added to the backward
   double exposed_tp_comm_s = 0;       // tensor/context-parallel communication in the above
   int64_t parameters_per_device = 0;  // this rank's parameters on one device (after tp)
+  // The units its data-parallel communication is issued in (its layers): see chain() above.
+  int64_t layers = 1;
 };
 
 struct PipelineConfig {

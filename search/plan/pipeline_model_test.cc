@@ -1,5 +1,6 @@
 #include "search/plan/pipeline_model.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -101,10 +102,42 @@ TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
           ->seconds;
   EXPECT_NEAR(alone.dp_exposed_s, all_reduce, 1e-12);
   EXPECT_NEAR(alone.breakdown.total_s, 4 * 3e-3 + all_reduce, 1e-12);
+  // Overlapped, the reduction goes layer by layer under the backward of the layer before:
+  // with one layer nothing hides it; with 4, each quarter-size all-reduce runs under a
+  // 0.5 ms layer backward and only the last one and what spills past the others show.
   c.overlap_dp_comm = true;
-  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce - 2e-3, 1e-12);
-  s.backward_s = 10;  // a long backward hides it all
-  EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce, 1e-12);
+  s.layers = 4;
+  const double quarter =
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
+                              4.0 * s.parameters_per_device / 4, sim::SingleNodeGroup(8))
+          ->seconds;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, quarter + 3 * std::max(0.0, quarter - 0.5e-3), 1e-12);
+  s.backward_s = 10;  // a long backward hides all but the last layer's reduction
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, quarter, 1e-12);
+}
+
+TEST(PipelineModelTest, ZeroOneAndTwoChainTheReduceScatterAndTheParameterGather) {
+  StageCost s;
+  s.forward_s = 4e-3;  // 1 ms a layer
+  s.backward_s = 6e-3;
+  s.recompute_s = 2e-3;  // 2 ms a layer with the backward
+  s.parameters_per_device = 400'000'000;
+  s.layers = 4;
+  PipelineConfig c;
+  c.dp = 8;
+  c.microbatches = 4;
+  const sim::GroupPlacement node = sim::SingleNodeGroup(8);
+  const double reduce =  // one layer's fp32 gradients: 400 MB
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kReduceScatter, 4e8, node)->seconds;
+  const double gather =  // one layer's bf16 parameters: 200 MB
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllGather, 2e8, node)->seconds;
+  const double expected =
+      reduce + 3 * std::max(0.0, reduce - 2e-3) + gather + 3 * std::max(0.0, gather - 1e-3);
+  for (int zero : {1, 2}) {
+    c.zero_stage = zero;
+    EXPECT_NEAR(Predict({s}, c).dp_exposed_s, expected, 1e-12) << zero;
+  }
 }
 
 TEST(PipelineModelTest, ContextParallelRanksReduceGradientsToo) {
@@ -125,18 +158,37 @@ TEST(PipelineModelTest, ContextParallelRanksReduceGradientsToo) {
   EXPECT_EQ(Predict({s}, c).dp_exposed_s, 0);
 }
 
-TEST(PipelineModelTest, ZeroThreeGathersParametersEveryMicroBatch) {
+TEST(PipelineModelTest, ZeroThreeGathersEachLayerEveryMicroBatchLikeFsdp) {
   StageCost s;
-  s.forward_s = 1e-4;
-  s.backward_s = 2e-4;
-  s.parameters_per_device = 100'000'000;
+  s.forward_s = 2e-3;   // 1 ms a layer
+  s.backward_s = 4e-3;  // 2 ms a layer
+  s.parameters_per_device = 200'000'000;
+  s.layers = 2;
   PipelineConfig c;
   c.dp = 16;  // two nodes: the network
   c.microbatches = 8;
-  c.zero_stage = 1;
-  const double one = Predict({s}, c).dp_exposed_s;
   c.zero_stage = 3;
-  EXPECT_GT(Predict({s}, c).dp_exposed_s, one);
+  sim::GroupPlacement nodes;  // 16 devices over 2 nodes of 8, as Megatron-LM places dp
+  nodes = *sim::PlaceGroup({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 8);
+  const double gather =  // one layer's bf16 parameters: 200 MB
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kAllGather, 2e8, nodes)->seconds;
+  const double reduce =  // one layer's fp32 gradients: 400 MB
+      sim::EstimateCollective(H100(), sim::CollectiveKind::kReduceScatter, 4e8, nodes)->seconds;
+  // Per micro-batch: the first gather, the second spilling past layer one's forward; in
+  // the backward each layer's gather and reduction, the second's spilling past 2 ms.
+  const double per_microbatch = gather + std::max(0.0, gather - 1e-3) + (gather + reduce) +
+                                std::max(0.0, gather + reduce - 2e-3);
+  const PipelineTime t = Predict({s}, c);
+  EXPECT_NEAR(t.dp_exposed_s, 8 * per_microbatch, 1e-12);
+  EXPECT_NEAR(t.breakdown.total_s, 8 * 6e-3 + 8 * per_microbatch, 1e-12);
+  // Over the network ZeRO 3 costs more than ZeRO 1, which moves the state once an iteration.
+  const double three = t.dp_exposed_s;
+  c.zero_stage = 1;
+  EXPECT_GT(three, 4 * Predict({s}, c).dp_exposed_s);
+  // Inside one node the same gathers are cheaper.
+  c.zero_stage = 3;
+  c.dp = 8;
+  EXPECT_LT(Predict({s}, c).dp_exposed_s, three);
 }
 
 TEST(PipelineModelTest, RefusesBadConfigurations) {
@@ -153,6 +205,9 @@ TEST(PipelineModelTest, RefusesBadConfigurations) {
   EXPECT_FALSE(PredictIteration(Equal(2, 1, 1), c, H100(), 8).ok());
   c.zero_stage = 0;
   EXPECT_FALSE(PredictIteration(Equal(2, -1, 1), c, H100(), 8).ok());
+  std::vector<StageCost> no_layer = Equal(1, 1, 1);
+  no_layer[0].layers = 0;
+  EXPECT_FALSE(PredictIteration(no_layer, c, H100(), 8).ok());
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     if (plan.recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
     if (plan.recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
     c.parameters_per_device = n * LayerParametersPerDevice(model, plan.tp);
+    // Data-parallel communication goes layer by layer (the embedding and head ride with
+    // the first and last layer's share: a rank with no layer still sends them as one unit).
+    c.layers = std::max<int64_t>(1, n);
     StageFootprint f;
     f.activation_bytes = n * layer->activation_bytes;
     f.selective_saved_bytes = n * layer->selective_saved_bytes;

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Prints the plan search's predicted MFU for published Megatron-LM runs beside the
+published figures (issue 15), with the error of each row and the plan the search prefers.
+
+Each row is one published configuration: a GPT model (vocabulary 51,200, sequence 2,048),
+a GPU count, its tensor/pipeline/data parallel sizes, global batch, recomputation and
+sequence parallelism. For each the script runs
+
+    commir-search --plan MODEL --gpus=N --hardware=a100-sxm-80g --top=1 --quiet \\
+                  --plan-eval=tp=..,pp=..,dp=..,mb=1,zero=0,recompute=..
+
+and reads its last line: the given plan's predicted MFU, and the search's best plan on
+the same cluster with its predicted gain (given plan's time / best plan's time).
+
+MFU here is model FLOPs (forward and backward, 3 passes, no recomputation) per second
+over the GPUs' bf16 peak (A100: 312 TFLOP/s). Narayanan et al. count the recomputed
+forward too (4 passes), so their figures are scaled by 3/4 to compare; Korthikanti et al.
+report MFU directly. All predictions are the sim's (sim/), not measurements.
+
+Usage:
+    benchmarks/plan_mfu_table.py --commir-search bazel-bin/commir-search [--rows ID ...]
+    benchmarks/plan_mfu_table.py ... --check benchmarks/plan_mfu_table.md
+        regenerates the selected rows and fails unless each is in the file as printed
+
+Exit status: 0 on success, 1 if the tool fails, its output cannot be read, or --check
+finds a difference.
+"""
+import argparse
+import re
+import subprocess
+import sys
+
+A100_PEAK_TFLOPS = 312.0
+
+# (id, source, params label, heads, hidden, layers, tp, pp, gpus, global batch,
+#  recompute, sequence parallel, published TFLOP/s per GPU or None, published MFU %)
+# sc21: Narayanan et al., SC'21, Table 1 (full recomputation, no sequence parallelism;
+#       published MFU = their % of peak x 3/4, their FLOPs counting the recomputation).
+# mlsys23: Korthikanti et al., MLSys'23, selective recomputation + sequence parallelism.
+ROWS = [
+    ("sc21-1.7b", "sc21", "1.7B", 24, 2304, 24, 1, 1, 32, 512, "full", False, 137, None),
+    ("sc21-3.6b", "sc21", "3.6B", 32, 3072, 30, 2, 1, 64, 512, "full", False, 138, None),
+    ("sc21-7.5b", "sc21", "7.5B", 32, 4096, 36, 4, 1, 128, 512, "full", False, 142, None),
+    ("sc21-18.4b", "sc21", "18.4B", 48, 6144, 40, 8, 1, 256, 1024, "full", False, 135, None),
+    ("sc21-39.1b", "sc21", "39.1B", 64, 8192, 48, 8, 2, 512, 1536, "full", False, 138, None),
+    ("sc21-76.1b", "sc21", "76.1B", 80, 10240, 60, 8, 4, 1024, 1792, "full", False, 140, None),
+    ("sc21-145.6b", "sc21", "145.6B", 96, 12288, 80, 8, 8, 1536, 2304, "full", False, 148, None),
+    ("sc21-310.1b", "sc21", "310.1B", 128, 16384, 96, 8, 16, 1920, 2160, "full", False, 155, None),
+    ("sc21-529.6b", "sc21", "529.6B", 128, 20480, 105, 8, 35, 2520, 2520, "full", False, 163, None),
+    ("sc21-1008b", "sc21", "1008B", 160, 25600, 128, 8, 64, 3072, 3072, "full", False, 163, None),
+    ("mlsys23-22b", "mlsys23", "22B", 64, 6144, 48, 8, 1, 8, 4, "selective", True, None, 41.5),
+    ("mlsys23-175b", "mlsys23", "175B", 96, 12288, 96, 8, 8, 64, 64, "selective", True, None, 51.4),
+    ("mlsys23-530b", "mlsys23", "530B", 128, 20480, 105, 8, 35, 280, 280, "selective", True, None, 56.0),
+    ("mlsys23-1t", "mlsys23", "1T", 160, 25600, 128, 8, 64, 512, 512, "selective", True, None, 56.3),
+]
+
+GIVEN = re.compile(
+    r"^given plan: (?P<plan>.*?), (?P<ms>[0-9.]+) ms, MFU (?P<mfu>[0-9.]+)%, "
+    r"peak (?P<gb>[0-9.]+) GB, (?P<fits>fits|does not fit)"
+    r"(?:; best plan: (?P<best>.*), MFU (?P<best_mfu>[0-9.]+)% \((?P<gain>[0-9.]+)x\))?$")
+
+HEADER = ("| row | model | GPUs | published setting | published TFLOP/s/GPU | published MFU "
+          "| predicted MFU | error (points) | search's plan | its MFU | predicted gain |")
+RULE = "|---|---|---|---|---|---|---|---|---|---|---|"
+
+
+class ToolError(Exception):
+    pass
+
+
+def model_text(row):
+    rid, _, label, heads, hidden, layers, _, _, _, batch = row[:10]
+    return (f"name=gpt-{label.lower()},arch=gpt,layers={layers},hidden={hidden},heads={heads},"
+            f"kv_heads={heads},ffn={4 * hidden},seq=2048,vocab=51200,global_batch={batch}")
+
+
+def plan_text(row):
+    tp, pp, gpus, recompute, sp = row[6], row[7], row[8], row[10], row[11]
+    dp = gpus // (tp * pp)
+    return f"tp={tp},pp={pp},dp={dp},mb=1,zero=0,recompute={recompute}" + (",sp" if sp else "")
+
+
+def published_mfu(row):
+    tflops, mfu = row[12], row[13]
+    if mfu is not None:
+        return mfu
+    return tflops * 0.75 / A100_PEAK_TFLOPS * 100
+
+
+def run_row(search, row):
+    cmd = [search, "--plan", model_text(row), f"--gpus={row[8]}", "--hardware=a100-sxm-80g",
+           "--top=1", "--quiet", f"--plan-eval={plan_text(row)}"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except OSError as e:
+        raise ToolError(f"cannot run {search}: {e}")
+    if done.returncode != 0:
+        raise ToolError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[:400]}")
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    m = GIVEN.match(last)
+    if not m:
+        raise ToolError(f"{row[0]}: no 'given plan' line in commir-search's output: {last[:200]!r}")
+    return m
+
+
+def format_row(row, m):
+    rid, source, label = row[0], row[1], row[2]
+    tp, pp, gpus = row[6], row[7], row[8]
+    setting = (f"tp={tp} pp={pp} dp={gpus // (tp * pp)} batch={row[9]} "
+               f"recompute={row[10]}" + (" sp" if row[11] else ""))
+    pub = published_mfu(row)
+    pub_tflops = f"{row[12]}" if row[12] is not None else "-"
+    predicted = float(m["mfu"])
+    note = "" if m["fits"] == "fits" else " (does not fit by our memory model)"
+    best = m["best"] or "none fits"
+    best_mfu = f"{float(m['best_mfu']):.1f}%" if m["best_mfu"] else "-"
+    gain = f"{float(m['gain']):.2f}x" if m["gain"] else "-"
+    return (f"| {rid} | GPT {label} | {gpus} | {setting} | {pub_tflops} | {pub:.1f}% | "
+            f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commir-search", required=True)
+    ap.add_argument("--rows", nargs="+", help="row ids (default: all)")
+    ap.add_argument("--check", help="fail unless each generated row is in this file")
+    args = ap.parse_args()
+    rows = ROWS
+    if args.rows:
+        known = {r[0] for r in ROWS}
+        unknown = [r for r in args.rows if r not in known]
+        if unknown:
+            print(f"plan_mfu_table.py: unknown rows {unknown}; known: {sorted(known)}", file=sys.stderr)
+            return 1
+        rows = [r for r in ROWS if r[0] in args.rows]
+    lines = []
+    try:
+        for row in rows:
+            lines.append(format_row(row, run_row(args.commir_search, row)))
+    except ToolError as e:
+        print(f"plan_mfu_table.py: error: {e}", file=sys.stderr)
+        return 1
+    if args.check:
+        with open(args.check) as f:
+            checked_in = set(f.read().splitlines())
+        missing = [l for l in lines if l not in checked_in]
+        for l in missing:
+            print(f"not in {args.check}: {l}", file=sys.stderr)
+        return 1 if missing else 0
+    print(HEADER)
+    print(RULE)
+    for l in lines:
+        print(l)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
