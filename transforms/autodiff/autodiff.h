@@ -15,7 +15,7 @@
 // checkpoints and what lies outside blocks.
 //
 // Refused, with an error at the op or argument: an op on that path with no derivative rule
-// (or whose rule refuses, like a gradient through attention's lse), a gradient that
+// (or whose rule refuses), a gradient that
 // would have to flow through an integer value, an integer argument named in `wrt`, a
 // non-scalar first result with seed=loss, spmd functions, and an existing @f_grad.
 #ifndef COMMIR_TRANSFORMS_AUTODIFF_AUTODIFF_H_

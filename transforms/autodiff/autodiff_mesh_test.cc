@@ -81,6 +81,17 @@ func @attn(%x: f32[2DP, 8, 16], %wq: f32[16, 16TP], %wk: f32[16, 8TP], %wv: f32[
                              {{"MESH", m.mesh}, {"DP", m.dp}, {"TP", m.tp}});
 }
 
+// The attention layer with a z-loss on attention's lse added to the loss, so the gradient
+// also flows through lse (attention_grad's extra column).
+std::string AttentionLayerWithLseLoss(const MeshCase& m) {
+  return absl::StrReplaceAll(
+      AttentionLayer(m),
+      {{"  %o = attention(%qh, %kh, %vh) {causal}", "  %o, %lse = attention(%qh, %kh, %vh) {causal}"},
+       {"  %loss = reduce_mean(%sq) {dims = [0, 1, 2, 3]}",
+        "  %ol = reduce_mean(%sq) {dims = [0, 1, 2, 3]}\n  %z = mul(%lse, %lse)\n"
+        "  %zl = reduce_mean(%z) {dims = [0, 1, 2]}\n  %loss = add(%ol, %zl)"}});
+}
+
 // The MLP with bf16 activations and weights and an f32 loss, differentiated with f32
 // gradients (grad-type=f32).
 std::string MlpBf16(const MeshCase& m) {
@@ -125,6 +136,10 @@ TEST_P(GradientOnMeshTest, PreNormBlockGradientMatchesOneDevice) {
 
 TEST_P(GradientOnMeshTest, AttentionLayerGradientMatchesOneDevice) {
   ExpectGradientPartitions(AttentionLayer(GetParam()), "attn");
+}
+
+TEST_P(GradientOnMeshTest, AttentionLayerWithLseLossGradientMatchesOneDevice) {
+  ExpectGradientPartitions(AttentionLayerWithLseLoss(GetParam()), "attn");
 }
 
 // A bf16 forward rounds its partial sums at other points once partitioned, so the

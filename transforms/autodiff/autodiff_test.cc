@@ -38,17 +38,6 @@ Refusal Refuse(const std::string& text, AutodiffOptions options = {}) {
   return {sorted[0].message, sorted[0].loc.line};
 }
 
-TEST(AutodiffRefusesTest, AGradientThroughAttentionsLse) {
-  Refusal r =
-      Refuse(R"(func @f(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]) -> f32[] {
-  %o, %lse = attention(%q, %k, %v)
-  %loss = reduce_sum(%lse) {dims = [0, 1, 2]}
-  return %loss
-})");
-  EXPECT_THAT(r.message, HasSubstr("gradient through attention's lse"));
-  EXPECT_EQ(r.line, 2);
-}
-
 TEST(AutodiffRefusesTest, IntegerArgumentNamedInWrt) {
   AutodiffOptions options;
   options.wrt = {"n"};

@@ -143,6 +143,17 @@ std::vector<RuleCase> Cases() {
        "  %r = attention(%q, %k, %v) {causal, scale = 0.3}", "f64[1, 4, 4, 4]", "q,k,v"},
       {"attention_with_lse", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 3, 4], %v: f64[1, 2, 3, 4]",
        "  %r, %lse = attention(%q, %k, %v) {causal}", "f64[1, 2, 3, 4]", "q,k,v"},
+      // Through lse (f32, so a coarse step as for convert): lse alone, and o times lse
+      // (causal, GQA), where attention_grad gets dout and dlse in one call.
+      {"attention_lse", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 5, 4], %v: f64[1, 2, 5, 3]",
+       "  %o, %l = attention(%q, %k, %v)\n  %r = convert(%l) : f64[1, 2, 3]", "f64[1, 2, 3]",
+       "q,k,v", -2, 2, 1e-2, 1e-4},
+      {"attention_o_times_lse_causal_gqa",
+       "%q: f64[1, 4, 4, 4], %k: f64[1, 2, 4, 4], %v: f64[1, 2, 4, 3]",
+       "  %o, %l = attention(%q, %k, %v) {causal, scale = 0.3}\n"
+       "  %l64 = convert(%l) : f64[1, 4, 4]\n  %l4 = reshape(%l64) : f64[1, 4, 4, 1]\n"
+       "  %lb = broadcast(%l4) : f64[1, 4, 4, 3]\n  %r = mul(%o, %lb)",
+       "f64[1, 4, 4, 3]", "q,k,v", -2, 2, 1e-2, 1e-4},
       {"full_gets_no_gradient", x34, "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)",
        "f64[3, 4]", "x"},
   };
