@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "commir/builder.h"
 #include "commir/ops/vjp_helpers.h"
+#include "transforms/autodiff/pass_options.h"
 #include "transforms/dce.h"
 
 namespace commir {
@@ -372,12 +373,7 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
 
 absl::Status AutodiffPass::Run(Module& module) {
   AutodiffOptions ad;
-  for (absl::string_view name :
-       absl::StrSplit(options().GetString("wrt"), ',', absl::SkipWhitespace())) {
-    name = absl::StripAsciiWhitespace(name);
-    absl::ConsumePrefix(&name, "%");
-    ad.wrt.emplace_back(name);
-  }
+  ad.wrt = ValueNameList(options().GetString("wrt"));
   ad.seed_cotangents = options().GetString("seed") == "cotangents";
   const std::string& grad_type = options().GetString("grad-type");
   if (grad_type != "same") ad.grad_type = ParseElementType(grad_type);
@@ -389,18 +385,10 @@ absl::Status AutodiffPass::Run(Module& module) {
     ad.remat_at.emplace_back(name);
   }
 
-  std::string only = options().GetString("func");
-  absl::string_view only_view = only;
-  absl::ConsumePrefix(&only_view, "@");
-  std::vector<Function*> picked;
-  for (Function* f : module.functions()) {
-    if (only_view.empty() ? !f->is_spmd() : f->name() == only_view) picked.push_back(f);
-  }
-  if (!only_view.empty() && picked.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("autodiff: func names @", only_view, ", which the module does not define"));
-  }
-  for (Function* f : picked) {
+  absl::StatusOr<std::vector<Function*>> picked =
+      PickFunctions(module, options().GetString("func"), "autodiff");
+  if (!picked.ok()) return picked.status();
+  for (Function* f : *picked) {
     if (ad.remat == RematPolicy::kBlocks && ad.remat_at.empty()) {
       const int64_t blocks = static_cast<int64_t>(FindResidualBlocks(*f).blocks.size());
       AddToStatistic("remat-blocks", "Residual blocks recomputed in the backward", blocks);
@@ -416,7 +404,7 @@ absl::Status AutodiffPass::Run(Module& module) {
     absl::StatusOr<Function*> grad = Differentiate(module, *f, ad, &diagnostics());
     if (!grad.ok()) return grad.status();
   }
-  AddToStatistic("functions", "Gradient functions added", static_cast<int64_t>(picked.size()));
+  AddToStatistic("functions", "Gradient functions added", static_cast<int64_t>(picked->size()));
   return absl::OkStatus();
 }
 

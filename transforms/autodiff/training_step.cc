@@ -11,10 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "commir/builder.h"
 #include "transforms/autodiff/autodiff.h"
+#include "transforms/autodiff/pass_options.h"
 #include "transforms/dce.h"
 
 namespace commir {
@@ -150,12 +149,7 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
 
 absl::Status TrainingStepPass::Run(Module& module) {
   TrainingStepOptions step;
-  for (absl::string_view name :
-       absl::StrSplit(options().GetString("params"), ',', absl::SkipWhitespace())) {
-    name = absl::StripAsciiWhitespace(name);
-    absl::ConsumePrefix(&name, "%");
-    step.params.emplace_back(name);
-  }
+  step.params = ValueNameList(options().GetString("params"));
   const std::string& lr = options().GetString("lr");
   if (!absl::SimpleAtod(lr, &step.learning_rate) || !std::isfinite(step.learning_rate)) {
     return absl::InvalidArgumentError(
@@ -164,22 +158,14 @@ absl::Status TrainingStepPass::Run(Module& module) {
   const std::string& grad_type = options().GetString("grad-type");
   if (grad_type != "same") step.grad_type = ParseElementType(grad_type);
 
-  std::string only = options().GetString("func");
-  absl::string_view only_view = only;
-  absl::ConsumePrefix(&only_view, "@");
-  std::vector<Function*> picked;
-  for (Function* f : module.functions()) {
-    if (only_view.empty() ? !f->is_spmd() : f->name() == only_view) picked.push_back(f);
-  }
-  if (!only_view.empty() && picked.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("training-step: func names @", only_view,
-                                                      ", which the module does not define"));
-  }
-  for (Function* f : picked) {
+  absl::StatusOr<std::vector<Function*>> picked =
+      PickFunctions(module, options().GetString("func"), "training-step");
+  if (!picked.ok()) return picked.status();
+  for (Function* f : *picked) {
     absl::StatusOr<Function*> built = BuildTrainingStep(module, *f, step, &diagnostics());
     if (!built.ok()) return built.status();
   }
-  AddToStatistic("functions", "Training step functions added", static_cast<int64_t>(picked.size()));
+  AddToStatistic("functions", "Training step functions added", static_cast<int64_t>(picked->size()));
   return absl::OkStatus();
 }
 
