@@ -1,0 +1,54 @@
+#include "search/plan/pipeline_schedule.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace commir::search::plan {
+namespace {
+
+// Megatron-LM's get_model_chunk_id and microbatch of virtual step k.
+PipelineStep InterleavedStep(int64_t pp, int64_t v, int64_t rank, int64_t k, bool forward) {
+  const int64_t in_group = k % (pp * v);
+  int64_t local_chunk = in_group / pp;
+  if (!forward) local_chunk = v - 1 - local_chunk;
+  return {forward, local_chunk * pp + rank, k / (pp * v) * pp + k % pp};
+}
+
+}  // namespace
+
+std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microbatches,
+                                           int64_t rank) {
+  const int64_t total = microbatches * v;
+  int64_t warmup = 0;
+  if (v == 1) {
+    warmup = std::min(pp - rank - 1, microbatches);
+  } else {
+    warmup = microbatches == pp ? total : std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
+  }
+  auto step = [&](int64_t k, bool forward) {
+    if (v == 1) return PipelineStep{forward, rank, k};
+    return InterleavedStep(pp, v, rank, k, forward);
+  };
+  std::vector<PipelineStep> steps;
+  steps.reserve(2 * total);
+  for (int64_t k = 0; k < warmup; ++k) steps.push_back(step(k, true));
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    steps.push_back(step(warmup + i, true));
+    steps.push_back(step(i, false));
+  }
+  for (int64_t k = total - warmup; k < total; ++k) steps.push_back(step(k, false));
+  return steps;
+}
+
+std::string DescribeSchedule(const std::vector<PipelineStep>& steps, int64_t v) {
+  std::string out;
+  for (const PipelineStep& s : steps) {
+    if (!out.empty()) out += ' ';
+    absl::StrAppend(&out, s.forward ? "F" : "B", s.microbatch);
+    if (v > 1) absl::StrAppend(&out, ".", s.chunk);
+  }
+  return out;
+}
+
+}  // namespace commir::search::plan

@@ -1,0 +1,35 @@
+// The order in which each pipeline rank runs its forward and backward passes in one
+// training iteration: 1F1B (PipeDream-Flush, Megatron-LM's default) and, with v model
+// chunks per rank, Megatron-LM's interleaved 1F1B (Narayanan et al., SC'21), as in
+// megatron/core/pipeline_parallel/schedules.py. plan_check.h executes these orders on
+// the cpu mesh.
+#ifndef COMMIR_SEARCH_PLAN_PIPELINE_SCHEDULE_H_
+#define COMMIR_SEARCH_PLAN_PIPELINE_SCHEDULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace commir::search::plan {
+
+struct PipelineStep {
+  bool forward = true;
+  int64_t chunk = 0;        // model chunk in model order, 0 .. pp x v - 1 (rank = chunk % pp)
+  int64_t microbatch = 0;   // 0 .. microbatches - 1
+};
+
+// Rank `rank`'s steps: warm-up forwards, then one forward and one backward alternately
+// (steady state), then the remaining backwards (cool-down). With v = 1 the warm-up is
+// pp - rank - 1 forwards; with v > 1 it is (pp - rank - 1) x 2 + (v - 1) x pp (every
+// step when the micro-batches equal pp), micro-batches taken pp at a time per chunk,
+// chunks in forward order for forwards and reverse order for backwards; v > 1 needs
+// microbatches to be a multiple of pp. Chunk c of the model lives on rank c % pp.
+std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microbatches,
+                                           int64_t rank);
+
+// "F0 F1 B0 ..." with the chunk after a dot when v > 1 ("F3.1").
+std::string DescribeSchedule(const std::vector<PipelineStep>& steps, int64_t v);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_PIPELINE_SCHEDULE_H_

@@ -1,0 +1,606 @@
+#include "search/plan/plan_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "backend_cpu/cpu_backend.h"
+#include "commir/diagnostics.h"
+#include "commir/ir.h"
+#include "parser/parser.h"
+#include "runtime/global_run.h"
+#include "runtime/tensor.h"
+#include "search/plan/layer_program.h"
+#include "search/plan/pipeline_schedule.h"
+#include "transforms/pass_manager.h"
+#include "transforms/pass_registry.h"
+#include "transforms/pipeline.h"
+#include "transforms/sharding/lower.h"
+
+namespace commir::search::plan {
+namespace {
+
+using runtime::Tensor;
+
+constexpr char kStageFunction[] = "stage";
+
+// ---- The programs --------------------------------------------------------------------
+
+struct Arg {
+  std::string name;  // without '%'
+  std::string type;
+};
+
+struct Signature {
+  std::vector<Arg> args;
+  std::string result;
+};
+
+// The signature of `func @name(...)` in a generated program's text: the layer programs
+// write one argument per "%name: type", so ", %" separates them (types hold no '%').
+absl::StatusOr<Signature> ReadSignature(const std::string& text, absl::string_view name) {
+  const std::string open = absl::StrCat("func @", name, "(");
+  const size_t start = text.find(open);
+  const size_t arrow = start == std::string::npos ? start : text.find(") -> ", start);
+  const size_t brace = arrow == std::string::npos ? arrow : text.find(" {\n", arrow);
+  if (brace == std::string::npos) {
+    return absl::InternalError(absl::StrCat("no signature of @", name, " in the generated program"));
+  }
+  Signature sig;
+  const std::string args = text.substr(start + open.size(), arrow - start - open.size());
+  for (absl::string_view a : absl::StrSplit(args, ", %")) {
+    absl::ConsumePrefix(&a, "%");
+    std::pair<std::string, std::string> kv = absl::StrSplit(a, absl::MaxSplits(": ", 1));
+    sig.args.push_back({kv.first, kv.second});
+  }
+  sig.result = text.substr(arrow + 5, brace - arrow - 5);
+  return sig;
+}
+
+// A model chunk as one module: @layer, @head (when the chunk ends the model) and
+// @stage(x, layer 0's weights, ..., head weights) calling them, inlined, differentiated
+// and partitioned; @stage and @stage_grad are what runs.
+struct StageProgram {
+  std::unique_ptr<Module> module;
+  const Function* forward = nullptr;
+  const Function* gradient = nullptr;
+  int64_t weight_args = 0;  // arguments after x
+};
+
+absl::StatusOr<StageProgram> BuildStage(const ModelSpec& model, const LayerLayout& layout,
+                                        int64_t layers, bool head, Recompute recompute) {
+  if (layers == 0 && !head) {
+    return absl::InvalidArgumentError("a pipeline chunk has no layers and no head");
+  }
+  absl::StatusOr<std::string> layer_text = TransformerLayerProgram(model, layout);
+  if (!layer_text.ok()) return layer_text.status();
+  absl::StatusOr<Signature> layer_sig = ReadSignature(*layer_text, kLayerFunction);
+  if (!layer_sig.ok()) return layer_sig.status();
+  std::string text = *layer_text;
+  Signature head_sig;
+  if (head) {
+    absl::StatusOr<std::string> head_text = HeadProgram(model, layout);
+    if (!head_text.ok()) return head_text.status();
+    absl::StatusOr<Signature> sig = ReadSignature(*head_text, kHeadFunction);
+    if (!sig.ok()) return sig.status();
+    head_sig = *std::move(sig);
+    // The head's program repeats the mesh declaration; the module has one.
+    absl::StrAppend(&text, "\n", head_text->substr(head_text->find("func @")));
+  }
+  std::vector<std::string> params = {absl::StrCat("%x: ", layer_sig->args[0].type)};
+  std::string body;
+  std::string current = "%x";
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<std::string> operands = {current};
+    for (size_t i = 1; i < layer_sig->args.size(); ++i) {
+      const Arg& a = layer_sig->args[i];
+      params.push_back(absl::StrCat("%l", l, "_", a.name, ": ", a.type));
+      operands.push_back(absl::StrCat("%l", l, "_", a.name));
+    }
+    const std::string out = absl::StrCat("%stage_x", l + 1);
+    absl::StrAppend(&body, "  ", out, " = call @", kLayerFunction, "(",
+                    absl::StrJoin(operands, ", "), ") : ", layer_sig->result, "\n");
+    current = out;
+  }
+  std::string result = layer_sig->result;
+  if (head) {
+    std::vector<std::string> operands = {current};
+    for (size_t i = 1; i < head_sig.args.size(); ++i) {
+      const Arg& a = head_sig.args[i];
+      params.push_back(absl::StrCat("%head_", a.name, ": ", a.type));
+      operands.push_back(absl::StrCat("%head_", a.name));
+    }
+    absl::StrAppend(&body, "  %stage_probs = call @", kHeadFunction, "(",
+                    absl::StrJoin(operands, ", "), ") : ", head_sig.result, "\n");
+    current = "%stage_probs";
+    result = head_sig.result;
+  }
+  absl::StrAppend(&text, "\nfunc @", kStageFunction, "(", absl::StrJoin(params, ", "), ") -> ",
+                  result, " {\n", body, "  return ", current, "\n}\n");
+
+  DiagnosticEngine diagnostics;
+  StageProgram stage;
+  stage.module = ParseModule(text, diagnostics);
+  if (stage.module == nullptr) return diagnostics.ToStatus("stage.commir", text);
+  const std::string pipeline = absl::StrCat(
+      "inline,autodiff{func=", kStageFunction, ",seed=cotangents",
+      recompute == Recompute::kFull ? ",remat=blocks" : "", "},", sharding::kDefaultSpmdPipeline);
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(pipeline, RegisteredPasses());
+  if (!passes.ok()) return passes.status();
+  PassManager manager;
+  manager.AddPasses(*std::move(passes));
+  if (absl::Status s = manager.Run(*stage.module, diagnostics); !s.ok()) return s;
+  stage.forward = stage.module->FindFunction(kStageFunction);
+  stage.gradient = stage.module->FindFunction(absl::StrCat(kStageFunction, "_grad"));
+  if (stage.forward == nullptr || stage.gradient == nullptr) {
+    return absl::InternalError("the stage's forward or gradient function is missing");
+  }
+  stage.weight_args = static_cast<int64_t>(params.size()) - 1;
+  return stage;
+}
+
+// ---- Tensors ---------------------------------------------------------------------------
+
+// Uniform in [-1, 1) from (seed, stream, index): splitmix64, so every tensor's values
+// depend only on where it is, not on the order tensors are made.
+float Uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xBF58476D1CE4E5B9ull + index + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+// Small weights so that the softmax stays well-conditioned: norm gains near 1, biases
+// near 0, matrices uniform with a 1/sqrt(fan-in) scale.
+Tensor MakeWeight(const std::string& name, const std::vector<int64_t>& dims, uint64_t seed,
+                  uint64_t stream) {
+  Tensor t(ElementType::kF32, dims);
+  float* data = t.data<float>();
+  const double scale = dims.size() >= 2 ? 1.0 / std::sqrt(static_cast<double>(dims[0])) : 0.1;
+  const double offset = dims.size() == 1 && !name.empty() && name[0] == 'g' ? 1.0 : 0.0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    data[i] = static_cast<float>(offset + scale * Uniform(seed, stream, i));
+  }
+  return t;
+}
+
+Tensor MakeUniform(const std::vector<int64_t>& dims, uint64_t seed, uint64_t stream) {
+  Tensor t(ElementType::kF32, dims);
+  float* data = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) data[i] = Uniform(seed, stream, i);
+  return t;
+}
+
+int64_t RowElements(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.num_elements() / t.dim(0); }
+
+Tensor SliceBatch(const Tensor& t, int64_t start, int64_t count) {
+  std::vector<int64_t> dims = t.shape();
+  dims[0] = count;
+  Tensor out(t.element_type(), dims);
+  const int64_t row = RowElements(t);
+  std::memcpy(out.data<float>(), t.data<float>() + start * row, count * row * sizeof(float));
+  return out;
+}
+
+void PutBatch(Tensor& dst, const Tensor& src, int64_t start) {
+  const int64_t row = RowElements(dst);
+  std::memcpy(dst.data<float>() + start * row, src.data<float>(), src.num_elements() * sizeof(float));
+}
+
+void AddInto(Tensor& acc, const Tensor& t) {
+  float* a = acc.data<float>();
+  const float* b = t.data<float>();
+  for (int64_t i = 0; i < acc.num_elements(); ++i) a[i] += b[i];
+}
+
+Tensor ZerosLike(const Tensor& t) { return Tensor(ElementType::kF32, t.shape()); }
+
+absl::Status CheckShape(const Tensor& actual, const Tensor& expected, absl::string_view what) {
+  if (actual.element_type() != ElementType::kF32 || actual.shape() != expected.shape()) {
+    return absl::InternalError(absl::StrCat(what, " has shape [",
+                                            absl::StrJoin(actual.shape(), ", "), "], expected [",
+                                            absl::StrJoin(expected.shape(), ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+// ---- The model's weights and the reference ---------------------------------------------
+
+struct Weights {
+  std::vector<std::vector<Tensor>> layers;  // per layer, in @layer's argument order
+  std::vector<Tensor> head;                 // in @head's argument order
+};
+
+struct Gradients {
+  Tensor output;
+  Tensor input_grad;
+  std::vector<std::vector<Tensor>> layers;
+  std::vector<Tensor> head;
+};
+
+// The weights from the reference module's @layer and @head signatures (global shapes).
+absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uint64_t seed) {
+  const Function* layer = reference.FindFunction(kLayerFunction);
+  const Function* head = reference.FindFunction(kHeadFunction);
+  if (layer == nullptr || head == nullptr) return absl::InternalError("@layer or @head missing");
+  Weights w;
+  uint64_t stream = 1000;
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<Tensor> tensors;
+    for (int i = 1; i < static_cast<int>(layer->arg_types().size()); ++i) {
+      tensors.push_back(MakeWeight(layer->body()->argument(i)->name(),
+                                   layer->arg_types()[i].dims(), seed, stream++));
+    }
+    w.layers.push_back(std::move(tensors));
+  }
+  for (int i = 1; i < static_cast<int>(head->arg_types().size()); ++i) {
+    w.head.push_back(
+        MakeWeight(head->body()->argument(i)->name(), head->arg_types()[i].dims(), seed, stream++));
+  }
+  return w;
+}
+
+// The arguments of a chunk's functions: x, then its layers' weights, then the head's.
+std::vector<Tensor> StageInputs(const Tensor& x, const Weights& w, int64_t first_layer,
+                                int64_t layers, bool head) {
+  std::vector<Tensor> in = {x};
+  for (int64_t l = first_layer; l < first_layer + layers; ++l) {
+    for (const Tensor& t : w.layers[l]) in.push_back(t);
+  }
+  if (head) {
+    for (const Tensor& t : w.head) in.push_back(t);
+  }
+  return in;
+}
+
+absl::StatusOr<std::vector<Tensor>> Run(const Function& f, const std::vector<Tensor>& inputs,
+                                        absl::string_view what) {
+  cpu::CpuBackend backend;
+  absl::StatusOr<std::vector<Tensor>> out = runtime::RunWithGlobalTensors(f, backend, inputs);
+  if (!out.ok()) {
+    return absl::Status(out.status().code(), absl::StrCat(what, ": ", out.status().message()));
+  }
+  return out;
+}
+
+// Splits @stage_grad's results (y, dx, d weights...) into `into` (accumulating the
+// weight gradients of layers first_layer.. and of the head).
+absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64_t first_layer,
+                           int64_t layers, bool head, bool accumulate, Gradients& into,
+                           Tensor& input_grad) {
+  size_t expected = 2;
+  for (int64_t l = first_layer; l < first_layer + layers; ++l) expected += w.layers[l].size();
+  if (head) expected += w.head.size();
+  if (results.size() != expected) {
+    return absl::InternalError(
+        absl::StrCat("the gradient function returned ", results.size(), " results, not ", expected));
+  }
+  input_grad = std::move(results[1]);
+  size_t next = 2;
+  auto take = [&](const Tensor& weight, Tensor& acc) -> absl::Status {
+    Tensor& g = results[next++];
+    if (absl::Status s = CheckShape(g, weight, "a weight gradient"); !s.ok()) return s;
+    if (accumulate) AddInto(acc, g);
+    return absl::OkStatus();
+  };
+  for (int64_t l = first_layer; l < first_layer + layers; ++l) {
+    for (size_t i = 0; i < w.layers[l].size(); ++i) {
+      if (absl::Status s = take(w.layers[l][i], into.layers[l][i]); !s.ok()) return s;
+    }
+  }
+  if (head) {
+    for (size_t i = 0; i < w.head.size(); ++i) {
+      if (absl::Status s = take(w.head[i], into.head[i]); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+Gradients ZeroGradients(const Weights& w) {
+  Gradients g;
+  for (const std::vector<Tensor>& layer : w.layers) {
+    std::vector<Tensor> zeros;
+    for (const Tensor& t : layer) zeros.push_back(ZerosLike(t));
+    g.layers.push_back(std::move(zeros));
+  }
+  for (const Tensor& t : w.head) g.head.push_back(ZerosLike(t));
+  return g;
+}
+
+// ---- The pipelined run -------------------------------------------------------------------
+
+struct Chunk {
+  int64_t first_layer = 0;
+  int64_t layers = 0;
+  bool head = false;
+  const StageProgram* program = nullptr;
+};
+
+// Per (chunk, micro-batch): what the 1F1B steps hand each other.
+struct Slot {
+  Tensor input;        // the chunk's input, kept from its forward for its backward
+  Tensor output;       // its forward output, until the next chunk takes it
+  Tensor cotangent;    // its output's cotangent, from the next chunk's backward
+  bool forward_done = false;
+  bool has_cotangent = false;
+};
+
+// One data-parallel replica's iteration: micro-batches `x`'s rows mb at a time, in each
+// rank's 1F1B order; writes the replica's output and input gradient rows and accumulates
+// its weight gradients.
+absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
+                        const Tensor& x, const Tensor& cotangent, int64_t micro_batch,
+                        const Weights& w, bool drop_last_gradient, Gradients& grads,
+                        std::vector<std::string>* schedules) {
+  const int64_t c_count = static_cast<int64_t>(chunks.size());
+  const int64_t m = x.dim(0) / micro_batch;
+  std::vector<std::vector<Slot>> slots(c_count, std::vector<Slot>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    slots.back()[j].cotangent = SliceBatch(cotangent, j * micro_batch, micro_batch);
+    slots.back()[j].has_cotangent = true;
+  }
+  std::vector<std::vector<PipelineStep>> steps(pp);
+  for (int64_t r = 0; r < pp; ++r) {
+    steps[r] = OneFOneBSchedule(pp, v, m, r);
+    if (schedules != nullptr) schedules->push_back(DescribeSchedule(steps[r], v));
+  }
+  std::vector<size_t> position(pp, 0);
+  auto ready = [&](const PipelineStep& s) {
+    if (s.forward) return s.chunk == 0 || slots[s.chunk - 1][s.microbatch].forward_done;
+    return slots[s.chunk][s.microbatch].forward_done &&
+           slots[s.chunk][s.microbatch].has_cotangent;
+  };
+  auto execute = [&](const PipelineStep& s) -> absl::Status {
+    const Chunk& chunk = chunks[s.chunk];
+    Slot& slot = slots[s.chunk][s.microbatch];
+    const std::string what = absl::StrCat(s.forward ? "forward" : "backward", " of chunk ",
+                                          s.chunk, ", micro-batch ", s.microbatch);
+    if (s.forward) {
+      slot.input = s.chunk == 0 ? SliceBatch(x, s.microbatch * micro_batch, micro_batch)
+                                : std::move(slots[s.chunk - 1][s.microbatch].output);
+      absl::StatusOr<std::vector<Tensor>> out =
+          Run(*chunk.program->forward,
+              StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head), what);
+      if (!out.ok()) return out.status();
+      if (out->size() != 1) return absl::InternalError(absl::StrCat(what, ": not one result"));
+      slot.output = std::move((*out)[0]);
+      slot.forward_done = true;
+      return absl::OkStatus();
+    }
+    std::vector<Tensor> inputs =
+        StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head);
+    inputs.push_back(std::move(slot.cotangent));
+    absl::StatusOr<std::vector<Tensor>> out = Run(*chunk.program->gradient, inputs, what);
+    if (!out.ok()) return out.status();
+    const bool accumulate = !(drop_last_gradient && s.microbatch == m - 1);
+    Tensor input_grad;
+    if (absl::Status st = TakeGradients(*out, w, chunk.first_layer, chunk.layers, chunk.head,
+                                        accumulate, grads, input_grad);
+        !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat(what, ": ", st.message()));
+    }
+    if (s.chunk == c_count - 1) PutBatch(grads.output, (*out)[0], s.microbatch * micro_batch);
+    if (s.chunk == 0) {
+      PutBatch(grads.input_grad, input_grad, s.microbatch * micro_batch);
+    } else {
+      Slot& previous = slots[s.chunk - 1][s.microbatch];
+      previous.cotangent = std::move(input_grad);
+      previous.has_cotangent = true;
+    }
+    slot.input = Tensor();
+    return absl::OkStatus();
+  };
+  // Round-robin over the ranks, one step each per round when its inputs have arrived
+  // (as blocking receives would have it); a round without progress is a schedule that
+  // could never finish.
+  for (;;) {
+    bool done = true, progressed = false;
+    for (int64_t r = 0; r < pp; ++r) {
+      if (position[r] >= steps[r].size()) continue;
+      done = false;
+      const PipelineStep& s = steps[r][position[r]];
+      if (!ready(s)) continue;
+      if (absl::Status st = execute(s); !st.ok()) return st;
+      ++position[r];
+      progressed = true;
+    }
+    if (done) return absl::OkStatus();
+    if (!progressed) return absl::InternalError("the pipeline schedule stalls");
+  }
+}
+
+// ---- Comparison ---------------------------------------------------------------------------
+
+TensorGroupCheck Compare(const std::string& name, const std::vector<const Tensor*>& actual,
+                         const std::vector<const Tensor*>& expected, double tolerance) {
+  TensorGroupCheck g;
+  g.name = name;
+  g.tensors = static_cast<int64_t>(actual.size());
+  bool finite = true;
+  for (size_t t = 0; t < actual.size(); ++t) {
+    const float* a = actual[t]->data<float>();
+    const float* e = expected[t]->data<float>();
+    g.elements += actual[t]->num_elements();
+    for (int64_t i = 0; i < actual[t]->num_elements(); ++i) {
+      if (!std::isfinite(a[i]) || !std::isfinite(e[i])) finite = false;
+      g.max_abs_error = std::max(g.max_abs_error, std::fabs(static_cast<double>(a[i]) - e[i]));
+      g.max_reference = std::max(g.max_reference, std::fabs(static_cast<double>(e[i])));
+    }
+  }
+  g.max_rel_error = g.max_reference > 0 ? g.max_abs_error / g.max_reference : g.max_abs_error;
+  g.pass = finite && g.max_rel_error <= tolerance;
+  return g;
+}
+
+int64_t CheckElements(const ModelSpec& m) {
+  const int64_t tokens = m.global_batch * m.sequence;
+  return m.layers * LayerParameters(m) + m.hidden * (2 + m.vocabulary) +
+         tokens * (m.hidden * (m.layers + 2) + m.ffn + m.vocabulary) +
+         m.global_batch * m.heads * m.sequence * m.sequence;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const ParallelPlan& plan,
+                                                   const PlanCheckOptions& options) {
+  if (absl::Status s = CheckPlan(given, plan); !s.ok()) return s;
+  ModelSpec model = given;
+  model.dtype = ElementType::kF32;
+  // Padded for the plan's tp, so that the reference (tp = 1) pads to the same width.
+  model.vocabulary = PaddedVocabulary(given.vocabulary, plan.tp);
+  if (plan.gpus() > options.max_devices) {
+    return absl::InvalidArgumentError(absl::StrCat("the cpu check runs at most ",
+                                                   options.max_devices, " devices; the plan uses ",
+                                                   plan.gpus()));
+  }
+  if (const int64_t elements = CheckElements(model); elements > options.max_elements) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is too big for the cpu check: %d elements (weights and activations over the "
+        "global batch) exceed the limit of %d",
+        given.name.empty() ? "the model" : given.name, elements, options.max_elements));
+  }
+
+  const int64_t pp = plan.pp, v = plan.virtual_stages, chunk_count = pp * v;
+  std::vector<int64_t> chunk_layers;
+  if (v == 1) {
+    chunk_layers = LayersPerStage(model, plan);
+  } else {
+    chunk_layers.assign(chunk_count, model.layers / chunk_count);
+  }
+  std::vector<Chunk> chunks(chunk_count);
+  for (int64_t c = 0, first = 0; c < chunk_count; ++c) {
+    chunks[c].first_layer = first;
+    chunks[c].layers = chunk_layers[c];
+    chunks[c].head = c == chunk_count - 1;
+    first += chunk_layers[c];
+  }
+  if (options.fault == PlanCheckFault::kSwapFirstStages) {
+    if (chunk_count < 2 || chunks[0].layers != chunks[1].layers) {
+      return absl::FailedPreconditionError(
+          "swapping the first stages needs two chunks of the same layer count");
+    }
+    std::swap(chunks[0].first_layer, chunks[1].first_layer);
+  }
+
+  // The reference: every layer, then the head, over the whole batch on one device.
+  absl::StatusOr<StageProgram> reference =
+      BuildStage(model, LayerLayout{1, 1, false, model.global_batch}, model.layers, true,
+                 plan.recompute);
+  if (!reference.ok()) {
+    return absl::Status(reference.status().code(),
+                        absl::StrCat("the reference program: ", reference.status().message()));
+  }
+  absl::StatusOr<Weights> weights = MakeWeights(*reference->module, model.layers, options.seed);
+  if (!weights.ok()) return weights.status();
+  const Tensor x = MakeUniform({model.global_batch, model.sequence, model.hidden}, options.seed, 1);
+  const Tensor cotangent = MakeUniform(
+      {model.global_batch, model.sequence, model.vocabulary}, options.seed, 2);
+
+  Gradients expected = ZeroGradients(*weights);
+  {
+    std::vector<Tensor> inputs = StageInputs(x, *weights, 0, model.layers, true);
+    inputs.push_back(cotangent);
+    absl::StatusOr<std::vector<Tensor>> out = Run(*reference->gradient, inputs, "the reference");
+    if (!out.ok()) return out.status();
+    expected.output = (*out)[0];
+    if (absl::Status s = TakeGradients(*out, *weights, 0, model.layers, true, true, expected,
+                                       expected.input_grad);
+        !s.ok()) {
+      return s;
+    }
+  }
+
+  // The plan's chunk programs, one per distinct (layers, head).
+  const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
+  std::vector<std::unique_ptr<StageProgram>> programs;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    for (size_t earlier = 0; earlier < c; ++earlier) {
+      if (chunks[earlier].layers == chunks[c].layers && chunks[earlier].head == chunks[c].head) {
+        chunks[c].program = chunks[earlier].program;
+        break;
+      }
+    }
+    if (chunks[c].program != nullptr) continue;
+    absl::StatusOr<StageProgram> built =
+        BuildStage(model, layout, chunks[c].layers, chunks[c].head, plan.recompute);
+    if (!built.ok()) {
+      return absl::Status(built.status().code(),
+                          absl::StrCat("the program of a stage with ", chunks[c].layers,
+                                       " layers: ", built.status().message()));
+    }
+    programs.push_back(std::make_unique<StageProgram>(*std::move(built)));
+    chunks[c].program = programs.back().get();
+  }
+
+  // Each data-parallel replica on its rows; gradients summed over replicas in order.
+  const int64_t rows = model.global_batch / plan.dp;
+  Gradients actual = ZeroGradients(*weights);
+  actual.output = ZerosLike(expected.output);
+  actual.input_grad = ZerosLike(expected.input_grad);
+  PlanCheckResult result;
+  for (int64_t r = 0; r < plan.dp; ++r) {
+    Gradients replica = ZeroGradients(*weights);
+    replica.output = SliceBatch(actual.output, 0, rows);
+    replica.input_grad = SliceBatch(actual.input_grad, 0, rows);
+    absl::Status s = RunReplica(
+        chunks, pp, v, SliceBatch(x, r * rows, rows), SliceBatch(cotangent, r * rows, rows),
+        plan.micro_batch, *weights, options.fault == PlanCheckFault::kDropMicrobatchGradient && r == 0,
+        replica, r == 0 ? &result.rank_schedules : nullptr);
+    if (!s.ok()) return s;
+    PutBatch(actual.output, replica.output, r * rows);
+    PutBatch(actual.input_grad, replica.input_grad, r * rows);
+    for (size_t l = 0; l < actual.layers.size(); ++l) {
+      for (size_t i = 0; i < actual.layers[l].size(); ++i) {
+        AddInto(actual.layers[l][i], replica.layers[l][i]);
+      }
+    }
+    for (size_t i = 0; i < actual.head.size(); ++i) AddInto(actual.head[i], replica.head[i]);
+  }
+
+  result.tolerance = options.tolerance;
+  result.devices = plan.gpus();
+  result.microbatches = Microbatches(model, plan);
+  result.chunks = chunk_count;
+  auto group = [&](const std::string& name, const std::vector<Tensor>& a,
+                   const std::vector<Tensor>& e) {
+    std::vector<const Tensor*> pa, pe;
+    for (const Tensor& t : a) pa.push_back(&t);
+    for (const Tensor& t : e) pe.push_back(&t);
+    result.groups.push_back(Compare(name, pa, pe, options.tolerance));
+  };
+  group("output", {actual.output}, {expected.output});
+  group("input gradient", {actual.input_grad}, {expected.input_grad});
+  for (size_t l = 0; l < actual.layers.size(); ++l) {
+    group(absl::StrCat("layer ", l, " weight gradients"), actual.layers[l], expected.layers[l]);
+  }
+  group("head weight gradients", actual.head, expected.head);
+  result.pass = std::all_of(result.groups.begin(), result.groups.end(),
+                            [](const TensorGroupCheck& g) { return g.pass; });
+  return result;
+}
+
+std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& plan) {
+  std::string out;
+  for (const TensorGroupCheck& g : result.groups) {
+    absl::StrAppendFormat(&out, "%-26s %2d tensors  max_abs=%.2e  max_rel=%.2e  %s\n", g.name,
+                          g.tensors, g.max_abs_error, g.max_rel_error, g.pass ? "PASS" : "FAIL");
+  }
+  absl::StrAppendFormat(&out,
+                        "%s: %s on the cpu mesh (%d devices, %d chunks, %d micro-batches per "
+                        "replica) %s one device (f32, tolerance %.0e)\n",
+                        result.pass ? "PASS" : "FAIL", DescribePlan(plan), result.devices,
+                        result.chunks, result.microbatches,
+                        result.pass ? "matches" : "does not match", result.tolerance);
+  return out;
+}
+
+}  // namespace commir::search::plan
