@@ -14,6 +14,7 @@
 #include "backend_cpu/cpu_backend.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
+#include "commir/op_def.h"
 #include "parser/parser.h"
 #include "runtime/global_run.h"
 #include "runtime/tensor.h"
@@ -540,13 +541,18 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     programs.push_back(std::make_unique<StageProgram>(*std::move(built)));
     chunks[c].program = programs.back().get();
   }
+  PlanCheckResult result;
+  for (const std::unique_ptr<StageProgram>& p : programs) {
+    WalkOps(p->gradient->body(), [&](Operation* op) {
+      if (op->attrs().Has(kRematAttr)) ++result.recomputed_ops;
+    });
+  }
 
   // Each data-parallel replica on its rows; gradients summed over replicas in order.
   const int64_t rows = model.global_batch / plan.dp;
   Gradients actual = ZeroGradients(*weights);
   actual.output = ZerosLike(expected.output);
   actual.input_grad = ZerosLike(expected.input_grad);
-  PlanCheckResult result;
   for (int64_t r = 0; r < plan.dp; ++r) {
     Gradients replica = ZeroGradients(*weights);
     replica.output = SliceBatch(actual.output, 0, rows);

@@ -75,6 +75,9 @@ struct PlanCheckResult {
   int64_t devices = 0;        // tp x cp x pp x dp
   int64_t microbatches = 0;   // per replica
   int64_t chunks = 0;         // pp x v
+  // Ops the plan's gradient functions recompute (marked `remat`), summed over the
+  // distinct chunk programs: > 0 exactly when full recomputation found the blocks.
+  int64_t recomputed_ops = 0;
   // Each pipeline rank's steps as executed (DescribeSchedule), rank 0 first.
   std::vector<std::string> rank_schedules;
 };

@@ -106,8 +106,10 @@ TEST(PlanCheck, SeveralMicroBatchesOfTwo) {
 }
 
 TEST(PlanCheck, FullRecomputation) {
-  ExpectMatches(Check(kLlama, "tp=2,pp=2,mb=2,recompute=full"), 4,
-                "tp=2,pp=2,mb=2,recompute=full");
+  const PlanCheckResult full = Check(kLlama, "tp=2,pp=2,mb=2,recompute=full");
+  ExpectMatches(full, 4, "tp=2,pp=2,mb=2,recompute=full");
+  EXPECT_GT(full.recomputed_ops, 0);  // the inlined layers' blocks were found
+  EXPECT_EQ(Check(kLlama, "tp=2,pp=2,mb=2").recomputed_ops, 0);
 }
 
 TEST(PlanCheck, EightDevices) {
