@@ -5,7 +5,8 @@
 # the single-device program, rewrites some of them with the overlap schedules (ring
 # and pipelined collective matmul, ring and Ulysses attention) and checks those too,
 # and finally lets commir-search find the fastest way to run the transformer block on 8
-# devices and checks what it writes, and trains a transformer block for 30 SGD steps on
+# devices and checks what it writes, checks a pipelined whole-model plan's training
+# step on the cpu mesh (commir-search --plan --check), and trains a transformer block for 30 SGD steps on
 # a 2x4 mesh (scripts/train_demo.sh).
 #   ./scripts/demo.sh
 set -euo pipefail
@@ -52,6 +53,13 @@ step ../../bazel-bin/commir-run "${out}/attention_ulysses.commir" --check-agains
 step ../../bazel-bin/commir-search transformer_block.commir --devices=8 --top=5 --quiet \
   -o "${out}/block_best.commir"
 step ../../bazel-bin/commir-run "${out}/block_best.commir" --check-against=transformer_block.commir
+
+# The whole-model plan search on a tiny Llama, and a pipelined plan's training step
+# (tp=2 with sequence parallelism, 2 pipeline stages in 1F1B order, 2 data-parallel
+# replicas: 8 cpu devices) run on the cpu mesh and compared with one device.
+step ../../bazel-bin/commir-search --quiet --top=3 --gpus=8 --check \
+  --plan=llama3-8b,layers=4,hidden=64,heads=4,kv_heads=2,ffn=128,seq=16,vocab=256,global_batch=8 \
+  --plan-eval=tp=2,sp,pp=2,dp=2,mb=1
 
 # Training: a pre-norm block's SGD step as one function, partitioned over a 2x4 mesh
 # with the ring schedule on forward and backward, its loss curve beside one device's.

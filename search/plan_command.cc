@@ -17,6 +17,7 @@
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
+#include "search/plan/plan_check.h"
 #include "search/plan/plan_cost.h"
 #include "search/plan/plan_report.h"
 #include "search/plan/plan_search.h"
@@ -32,7 +33,7 @@ namespace {
 constexpr char kUsage[] =
     R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
                      [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
-                     [--threads=N] [--quiet] [--plan-eval=PLAN]
+                     [--threads=N] [--quiet] [--plan-eval=PLAN] [--check]
 
 Searches how to train a whole model on N GPUs: tensor, context, pipeline (interleaved)
 and data parallelism, micro-batch size, ZeRO stage and recomputation, each plan costed
@@ -58,7 +59,12 @@ Megatron-LM arguments.
                       recompute=selective; keys tp cp pp v dp sp mb zero recompute first
                       last) on the (single) cluster; a last line gives its time and MFU
                       and the search's best plan's gain over it (table format only)
-Exit status: 0 success; 1 bad model, hardware or value, or no plan fits; 2 bad usage.
+  --check             run the best plan's (with --plan-eval, the given plan's) training
+                      step on the cpu mesh, pipeline stages included, and compare it with
+                      one device in f32: a line per tensor group and a verdict (table
+                      format only; small models: a few million elements at most)
+Exit status: 0 success; 1 bad model, hardware or value, no plan fits, or the --check
+fails (a mismatch, or a model too big for it); 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
@@ -80,6 +86,7 @@ struct PlanRequest {
   std::string format = "table";
   bool quiet = false;
   std::string plan_eval;  // a plan to cost beside the search (ParsePlan's form)
+  bool check = false;     // run the plan on the cpu mesh against one device
 };
 
 bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
@@ -137,6 +144,8 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
       r.plan_eval = std::string(value);
     } else if (arg == "--quiet") {
       r.quiet = true;
+    } else if (arg == "--check") {
+      r.check = true;
     } else {
       return UsageError(absl::StrCat("'", arg, "' is not an option of --plan"));
     }
@@ -152,6 +161,10 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
   if (!r.plan_eval.empty() && r.format != "table") {
     return UsageError("--plan-eval reports in the table format only");
   }
+  if (r.check && (r.hardware.size() > 1 || !r.sweep_param.empty())) {
+    return UsageError("--check runs one cluster's best plan: give one --hardware, no --sweep");
+  }
+  if (r.check && r.format != "table") return UsageError("--check reports in the table format only");
   return -1;
 }
 
@@ -307,10 +320,29 @@ int PlanSearchMain(int argc, char** argv) {
   }
   const std::string report = r.format == "json" ? plan::FormatPlanJson(*model, r.gpus, scenarios)
                                                 : plan::FormatPlanTable(*model, r.gpus, scenarios);
-  if (absl::Status s = WriteStandardOutput(report + (given_line.empty() ? "" : "\n" + given_line));
+  std::string check_text;
+  bool check_failed = false;
+  if (r.check) {
+    // The given plan was parsed and costed above, so it parses here.
+    const plan::ParallelPlan checked = r.plan_eval.empty()
+                                           ? scenarios.back().result.ranked.front().plan
+                                           : *plan::ParsePlan(r.plan_eval);
+    absl::StatusOr<plan::PlanCheckResult> result = plan::CheckPlanOnCpuMesh(*model, checked);
+    if (!result.ok()) return InputError(absl::StrCat("--check: ", result.status().message()));
+    check_text = absl::StrCat("\ncpu-mesh check of ", plan::DescribePlan(checked), ":\n",
+                              plan::FormatPlanCheck(*result, checked));
+    check_failed = !result->pass;
+  }
+  if (absl::Status s = WriteStandardOutput(report + (given_line.empty() ? "" : "\n" + given_line) +
+                                           check_text);
       !s.ok())
     return InputError(std::string(s.message()));
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
+  if (check_failed) {
+    std::cerr << "commir-search: error: the plan's training step on the cpu mesh does not match "
+                 "one device\n";
+    return kExitInvalidInput;
+  }
   return 0;
 }
 

@@ -600,11 +600,15 @@ std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& p
     absl::StrAppendFormat(&out, "%-26s %2d tensors  max_abs=%.2e  max_rel=%.2e  %s\n", g.name,
                           g.tensors, g.max_abs_error, g.max_rel_error, g.pass ? "PASS" : "FAIL");
   }
-  absl::StrAppendFormat(&out,
-                        "%s: %s on the cpu mesh (%d devices, %d chunks, %d micro-batches per "
-                        "replica) %s one device (f32, tolerance %.0e)\n",
-                        result.pass ? "PASS" : "FAIL", DescribePlan(plan), result.devices,
-                        result.chunks, result.microbatches,
+  auto count = [](int64_t n, absl::string_view one, absl::string_view many) {
+    return absl::StrCat(n, " ", n == 1 ? one : many);
+  };
+  absl::StrAppendFormat(&out, "%s: %s on the cpu mesh (%s, %s, %s per replica) %s one device "
+                        "(f32, tolerance %.0e)\n",
+                        result.pass ? "PASS" : "FAIL", DescribePlan(plan),
+                        count(result.devices, "device", "devices"),
+                        count(result.chunks, "model chunk", "model chunks"),
+                        count(result.microbatches, "micro-batch", "micro-batches"),
                         result.pass ? "matches" : "does not match", result.tolerance);
   return out;
 }

@@ -86,8 +86,9 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& model, const
                                                    const PlanCheckOptions& options = {});
 
 // One line per group and a verdict line:
-//   "output                    max_abs=1.19e-07  max_rel=2.01e-06  PASS"
-//   "PASS: tp=2 ... matches one device (8 devices, 4 micro-batches per replica)"
+//   "output                      1 tensors  max_abs=1.19e-07  max_rel=2.01e-06  PASS"
+//   "PASS: tp=2 ... on the cpu mesh (8 devices, 2 model chunks, 4 micro-batches per
+//    replica) matches one device (f32, tolerance 1e-04)"
 std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& plan);
 
 }  // namespace commir::search::plan
