@@ -333,8 +333,8 @@ int PlanSearchMain(int argc, char** argv) {
                               plan::FormatPlanCheck(*result, checked));
     check_failed = !result->pass;
   }
-  if (absl::Status s = WriteStandardOutput(report + (given_line.empty() ? "" : "\n" + given_line) +
-                                           check_text);
+  if (absl::Status s =
+          WriteStandardOutput(report + (given_line.empty() ? "" : "\n" + given_line) + check_text);
       !s.ok())
     return InputError(std::string(s.message()));
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));

@@ -14,8 +14,8 @@ namespace commir::search::plan {
 
 struct PipelineStep {
   bool forward = true;
-  int64_t chunk = 0;        // model chunk in model order, 0 .. pp x v - 1 (rank = chunk % pp)
-  int64_t microbatch = 0;   // 0 .. microbatches - 1
+  int64_t chunk = 0;       // model chunk in model order, 0 .. pp x v - 1 (rank = chunk % pp)
+  int64_t microbatch = 0;  // 0 .. microbatches - 1
 };
 
 // Rank `rank`'s steps: warm-up forwards, then one forward and one backward alternately

@@ -24,11 +24,13 @@ TEST(OneFOneB, WarmUpSteadyStateCoolDown) {
 // with (2 - 0 - 1) x 2 + (2 - 1) x 2 = 4 forwards, chunks taken pp micro-batches at a
 // time, backwards in reverse chunk order.
 TEST(OneFOneB, InterleavedFollowsMegatron) {
-  EXPECT_EQ(Order(2, 2, 4, 0), "F0.0 F1.0 F0.2 F1.2 F2.0 B0.2 F3.0 B1.2 F2.2 B0.0 F3.2 B1.0 "
-                               "B2.2 B3.2 B2.0 B3.0");
+  EXPECT_EQ(Order(2, 2, 4, 0),
+            "F0.0 F1.0 F0.2 F1.2 F2.0 B0.2 F3.0 B1.2 F2.2 B0.0 F3.2 B1.0 "
+            "B2.2 B3.2 B2.0 B3.0");
   // Rank 1 warms up with 2: (2 - 1 - 1) x 2 + (2 - 1) x 2.
-  EXPECT_EQ(Order(2, 2, 4, 1), "F0.1 F1.1 F0.3 B0.3 F1.3 B1.3 F2.1 B0.1 F3.1 B1.1 F2.3 B2.3 "
-                               "F3.3 B3.3 B2.1 B3.1");
+  EXPECT_EQ(Order(2, 2, 4, 1),
+            "F0.1 F1.1 F0.3 B0.3 F1.3 B1.3 F2.1 B0.1 F3.1 B1.1 F2.3 B2.3 "
+            "F3.3 B3.3 B2.1 B3.1");
 }
 
 // Every (chunk, micro-batch) runs forward once and backward once, its forward first, on

@@ -52,7 +52,8 @@ absl::StatusOr<Signature> ReadSignature(const std::string& text, absl::string_vi
   const size_t arrow = start == std::string::npos ? start : text.find(") -> ", start);
   const size_t brace = arrow == std::string::npos ? arrow : text.find(" {\n", arrow);
   if (brace == std::string::npos) {
-    return absl::InternalError(absl::StrCat("no signature of @", name, " in the generated program"));
+    return absl::InternalError(
+        absl::StrCat("no signature of @", name, " in the generated program"));
   }
   Signature sig;
   const std::string args = text.substr(start + open.size(), arrow - start - open.size());
@@ -194,7 +195,8 @@ Tensor SliceBatch(const Tensor& t, int64_t start, int64_t count) {
 
 void PutBatch(Tensor& dst, const Tensor& src, int64_t start) {
   const int64_t row = RowElements(dst);
-  std::memcpy(dst.data<float>() + start * row, src.data<float>(), src.num_elements() * sizeof(float));
+  std::memcpy(dst.data<float>() + start * row, src.data<float>(),
+              src.num_elements() * sizeof(float));
 }
 
 void AddInto(Tensor& acc, const Tensor& t) {
@@ -238,8 +240,8 @@ absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uin
   for (int64_t l = 0; l < layers; ++l) {
     std::vector<Tensor> tensors;
     for (int i = 1; i < static_cast<int>(layer->arg_types().size()); ++i) {
-      tensors.push_back(MakeWeight(layer->body()->argument(i)->name(),
-                                   layer->arg_types()[i].dims(), seed, stream++));
+      tensors.push_back(MakeWeight(layer->body()->argument(i)->name(), layer->arg_types()[i].dims(),
+                                   seed, stream++));
     }
     w.layers.push_back(std::move(tensors));
   }
@@ -282,8 +284,8 @@ absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64
   for (int64_t l = first_layer; l < first_layer + layers; ++l) expected += w.layers[l].size();
   if (head) expected += w.head.size();
   if (results.size() != expected) {
-    return absl::InternalError(
-        absl::StrCat("the gradient function returned ", results.size(), " results, not ", expected));
+    return absl::InternalError(absl::StrCat("the gradient function returned ", results.size(),
+                                            " results, not ", expected));
   }
   input_grad = std::move(results[1]);
   size_t next = 2;
@@ -328,9 +330,9 @@ struct Chunk {
 
 // Per (chunk, micro-batch): what the 1F1B steps hand each other.
 struct Slot {
-  Tensor input;        // the chunk's input, kept from its forward for its backward
-  Tensor output;       // its forward output, until the next chunk takes it
-  Tensor cotangent;    // its output's cotangent, from the next chunk's backward
+  Tensor input;      // the chunk's input, kept from its forward for its backward
+  Tensor output;     // its forward output, until the next chunk takes it
+  Tensor cotangent;  // its output's cotangent, from the next chunk's backward
   bool forward_done = false;
   bool has_cotangent = false;
 };
@@ -338,9 +340,9 @@ struct Slot {
 // One data-parallel replica's iteration: micro-batches `x`'s rows mb at a time, in each
 // rank's 1F1B order; writes the replica's output and input gradient rows and accumulates
 // its weight gradients.
-absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
-                        const Tensor& x, const Tensor& cotangent, int64_t micro_batch,
-                        const Weights& w, bool drop_last_gradient, Gradients& grads,
+absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v, const Tensor& x,
+                        const Tensor& cotangent, int64_t micro_batch, const Weights& w,
+                        bool drop_last_gradient, Gradients& grads,
                         std::vector<std::string>* schedules) {
   const int64_t c_count = static_cast<int64_t>(chunks.size());
   const int64_t m = x.dim(0) / micro_batch;
@@ -357,14 +359,13 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
   std::vector<size_t> position(pp, 0);
   auto ready = [&](const PipelineStep& s) {
     if (s.forward) return s.chunk == 0 || slots[s.chunk - 1][s.microbatch].forward_done;
-    return slots[s.chunk][s.microbatch].forward_done &&
-           slots[s.chunk][s.microbatch].has_cotangent;
+    return slots[s.chunk][s.microbatch].forward_done && slots[s.chunk][s.microbatch].has_cotangent;
   };
   auto execute = [&](const PipelineStep& s) -> absl::Status {
     const Chunk& chunk = chunks[s.chunk];
     Slot& slot = slots[s.chunk][s.microbatch];
-    const std::string what = absl::StrCat(s.forward ? "forward" : "backward", " of chunk ",
-                                          s.chunk, ", micro-batch ", s.microbatch);
+    const std::string what = absl::StrCat(s.forward ? "forward" : "backward", " of chunk ", s.chunk,
+                                          ", micro-batch ", s.microbatch);
     if (s.forward) {
       slot.input = s.chunk == 0 ? SliceBatch(x, s.microbatch * micro_batch, micro_batch)
                                 : std::move(slots[s.chunk - 1][s.microbatch].output);
@@ -442,11 +443,13 @@ TensorGroupCheck Compare(const std::string& name, const std::vector<const Tensor
   return g;
 }
 
-int64_t CheckElements(const ModelSpec& m) {
-  const int64_t tokens = m.global_batch * m.sequence;
-  return m.layers * LayerParameters(m) + m.hidden * (2 + m.vocabulary) +
-         tokens * (m.hidden * (m.layers + 2) + m.ffn + m.vocabulary) +
-         m.global_batch * m.heads * m.sequence * m.sequence;
+// In double: a preset's count (or a typo's) must not overflow on the way to the refusal.
+double CheckElements(const ModelSpec& m) {
+  const double tokens = static_cast<double>(m.global_batch) * m.sequence;
+  return static_cast<double>(m.layers) * LayerParameters(m) +
+         static_cast<double>(m.hidden) * (2 + m.vocabulary) +
+         tokens * (static_cast<double>(m.hidden) * (m.layers + 2) + m.ffn + m.vocabulary) +
+         tokens * m.heads * m.sequence;
 }
 
 }  // namespace
@@ -463,9 +466,9 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
                                                    options.max_devices, " devices; the plan uses ",
                                                    plan.gpus()));
   }
-  if (const int64_t elements = CheckElements(model); elements > options.max_elements) {
+  if (const double elements = CheckElements(model); elements > options.max_elements) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s is too big for the cpu check: %d elements (weights and activations over the "
+        "%s is too big for the cpu check: %.0f elements (weights and activations over the "
         "global batch) exceed the limit of %d",
         given.name.empty() ? "the model" : given.name, elements, options.max_elements));
   }
@@ -493,9 +496,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   }
 
   // The reference: every layer, then the head, over the whole batch on one device.
-  absl::StatusOr<StageProgram> reference =
-      BuildStage(model, LayerLayout{1, 1, false, model.global_batch}, model.layers, true,
-                 plan.recompute);
+  absl::StatusOr<StageProgram> reference = BuildStage(
+      model, LayerLayout{1, 1, false, model.global_batch}, model.layers, true, plan.recompute);
   if (!reference.ok()) {
     return absl::Status(reference.status().code(),
                         absl::StrCat("the reference program: ", reference.status().message()));
@@ -503,8 +505,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   absl::StatusOr<Weights> weights = MakeWeights(*reference->module, model.layers, options.seed);
   if (!weights.ok()) return weights.status();
   const Tensor x = MakeUniform({model.global_batch, model.sequence, model.hidden}, options.seed, 1);
-  const Tensor cotangent = MakeUniform(
-      {model.global_batch, model.sequence, model.vocabulary}, options.seed, 2);
+  const Tensor cotangent =
+      MakeUniform({model.global_batch, model.sequence, model.vocabulary}, options.seed, 2);
 
   Gradients expected = ZeroGradients(*weights);
   {
@@ -557,10 +559,10 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     Gradients replica = ZeroGradients(*weights);
     replica.output = SliceBatch(actual.output, 0, rows);
     replica.input_grad = SliceBatch(actual.input_grad, 0, rows);
-    absl::Status s = RunReplica(
-        chunks, pp, v, SliceBatch(x, r * rows, rows), SliceBatch(cotangent, r * rows, rows),
-        plan.micro_batch, *weights, options.fault == PlanCheckFault::kDropMicrobatchGradient && r == 0,
-        replica, r == 0 ? &result.rank_schedules : nullptr);
+    absl::Status s = RunReplica(chunks, pp, v, SliceBatch(x, r * rows, rows),
+                                SliceBatch(cotangent, r * rows, rows), plan.micro_batch, *weights,
+                                options.fault == PlanCheckFault::kDropMicrobatchGradient && r == 0,
+                                replica, r == 0 ? &result.rank_schedules : nullptr);
     if (!s.ok()) return s;
     PutBatch(actual.output, replica.output, r * rows);
     PutBatch(actual.input_grad, replica.input_grad, r * rows);
@@ -603,7 +605,8 @@ std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& p
   auto count = [](int64_t n, absl::string_view one, absl::string_view many) {
     return absl::StrCat(n, " ", n == 1 ? one : many);
   };
-  absl::StrAppendFormat(&out, "%s: %s on the cpu mesh (%s, %s, %s per replica) %s one device "
+  absl::StrAppendFormat(&out,
+                        "%s: %s on the cpu mesh (%s, %s, %s per replica) %s one device "
                         "(f32, tolerance %.0e)\n",
                         result.pass ? "PASS" : "FAIL", DescribePlan(plan),
                         count(result.devices, "device", "devices"),

@@ -72,9 +72,9 @@ struct PlanCheckResult {
   std::vector<TensorGroupCheck> groups;
   bool pass = false;
   double tolerance = 0;
-  int64_t devices = 0;        // tp x cp x pp x dp
-  int64_t microbatches = 0;   // per replica
-  int64_t chunks = 0;         // pp x v
+  int64_t devices = 0;       // tp x cp x pp x dp
+  int64_t microbatches = 0;  // per replica
+  int64_t chunks = 0;        // pp x v
   // Ops the plan's gradient functions recompute (marked `remat`), summed over the
   // distinct chunk programs: > 0 exactly when full recomputation found the blocks.
   int64_t recomputed_ops = 0;
