@@ -41,6 +41,18 @@ std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microb
   return steps;
 }
 
+std::vector<PipelineStep> AllForwardAllBackwardSchedule(int64_t pp, int64_t v, int64_t microbatches,
+                                                        int64_t rank) {
+  std::vector<PipelineStep> steps;
+  for (int64_t i = 0; i < v; ++i) {
+    for (int64_t j = 0; j < microbatches; ++j) steps.push_back({true, i * pp + rank, j});
+  }
+  for (int64_t i = v - 1; i >= 0; --i) {
+    for (int64_t j = 0; j < microbatches; ++j) steps.push_back({false, i * pp + rank, j});
+  }
+  return steps;
+}
+
 std::string DescribeSchedule(const std::vector<PipelineStep>& steps, int64_t v) {
   std::string out;
   for (const PipelineStep& s : steps) {

@@ -27,6 +27,12 @@ struct PipelineStep {
 std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microbatches,
                                            int64_t rank);
 
+// GPipe's order: every forward of the rank's chunks (in model order, micro-batches in
+// order), then every backward (chunks in reverse). Numerically the same step as 1F1B up
+// to rounding; plan_check runs it to show that the order does not matter.
+std::vector<PipelineStep> AllForwardAllBackwardSchedule(int64_t pp, int64_t v, int64_t microbatches,
+                                                        int64_t rank);
+
 // "F0 F1 B0 ..." with the chunk after a dot when v > 1 ("F3.1").
 std::string DescribeSchedule(const std::vector<PipelineStep>& steps, int64_t v);
 

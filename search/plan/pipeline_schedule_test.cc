@@ -33,6 +33,12 @@ TEST(OneFOneB, InterleavedFollowsMegatron) {
             "F3.3 B3.3 B2.1 B3.1");
 }
 
+TEST(AllForwardAllBackward, ForwardsThenBackwardsInReverseChunkOrder) {
+  EXPECT_EQ(DescribeSchedule(AllForwardAllBackwardSchedule(2, 1, 3, 1), 1), "F0 F1 F2 B0 B1 B2");
+  EXPECT_EQ(DescribeSchedule(AllForwardAllBackwardSchedule(2, 2, 2, 0), 2),
+            "F0.0 F1.0 F0.2 F1.2 B0.2 B1.2 B0.0 B1.0");
+}
+
 // Every (chunk, micro-batch) runs forward once and backward once, its forward first, on
 // the rank that holds the chunk.
 TEST(OneFOneB, EveryStepOnceForwardBeforeBackward) {

@@ -340,10 +340,10 @@ struct Slot {
 // One data-parallel replica's iteration: micro-batches `x`'s rows mb at a time, in each
 // rank's 1F1B order; writes the replica's output and input gradient rows and accumulates
 // its weight gradients.
-absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v, const Tensor& x,
-                        const Tensor& cotangent, int64_t micro_batch, const Weights& w,
-                        bool drop_last_gradient, Gradients& grads,
-                        std::vector<std::string>* schedules) {
+absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
+                        PipelineOrder order, const Tensor& x, const Tensor& cotangent,
+                        int64_t micro_batch, const Weights& w, bool drop_last_gradient,
+                        Gradients& grads, std::vector<std::string>* schedules) {
   const int64_t c_count = static_cast<int64_t>(chunks.size());
   const int64_t m = x.dim(0) / micro_batch;
   std::vector<std::vector<Slot>> slots(c_count, std::vector<Slot>(m));
@@ -353,7 +353,8 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
   }
   std::vector<std::vector<PipelineStep>> steps(pp);
   for (int64_t r = 0; r < pp; ++r) {
-    steps[r] = OneFOneBSchedule(pp, v, m, r);
+    steps[r] = order == PipelineOrder::kOneFOneB ? OneFOneBSchedule(pp, v, m, r)
+                                                 : AllForwardAllBackwardSchedule(pp, v, m, r);
     if (schedules != nullptr) schedules->push_back(DescribeSchedule(steps[r], v));
   }
   std::vector<size_t> position(pp, 0);
@@ -559,7 +560,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     Gradients replica = ZeroGradients(*weights);
     replica.output = SliceBatch(actual.output, 0, rows);
     replica.input_grad = SliceBatch(actual.input_grad, 0, rows);
-    absl::Status s = RunReplica(chunks, pp, v, SliceBatch(x, r * rows, rows),
+    absl::Status s = RunReplica(chunks, pp, v, options.order, SliceBatch(x, r * rows, rows),
                                 SliceBatch(cotangent, r * rows, rows), plan.micro_batch, *weights,
                                 options.fault == PlanCheckFault::kDropMicrobatchGradient && r == 0,
                                 replica, r == 0 ? &result.rank_schedules : nullptr);

@@ -44,6 +44,11 @@ enum class PlanCheckFault {
   kSwapFirstStages,
 };
 
+// The order each rank runs its steps in (pipeline_schedule.h): 1F1B as Megatron-LM does,
+// or GPipe's all forwards then all backwards; the check passes either way, since the
+// order changes only the rounding of the gradient sums.
+enum class PipelineOrder { kOneFOneB, kAllForwardAllBackward };
+
 struct PlanCheckOptions {
   // Pass when every group's max |actual - reference| / max |reference| is at most this.
   double tolerance = 1e-4;
@@ -53,6 +58,7 @@ struct PlanCheckOptions {
   int64_t max_devices = 64;
   // Seeds the weights, the input and the output cotangent.
   uint64_t seed = 1;
+  PipelineOrder order = PipelineOrder::kOneFOneB;
   PlanCheckFault fault = PlanCheckFault::kNone;
 };
 

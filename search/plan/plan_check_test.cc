@@ -118,6 +118,23 @@ TEST(PlanCheck, EightDevices) {
   EXPECT_EQ(r.devices, 8);
 }
 
+// GPipe's order (every forward, then every backward) matches one device as 1F1B does:
+// the order changes only the rounding.
+TEST(PlanCheck, OrderDoesNotMatter) {
+  PlanCheckOptions gpipe;
+  gpipe.order = PipelineOrder::kAllForwardAllBackward;
+  const PlanCheckResult r = Check(kLlama, "pp=2,v=2,mb=2", gpipe);
+  ExpectMatches(r, 4, "pp=2,v=2,mb=2");
+  ASSERT_EQ(r.rank_schedules.size(), 2u);
+  EXPECT_EQ(r.rank_schedules[0],
+            "F0.0 F1.0 F2.0 F3.0 F0.2 F1.2 F2.2 F3.2 B0.2 B1.2 B2.2 B3.2 B0.0 B1.0 B2.0 B3.0");
+  const PlanCheckResult one_f_one_b = Check(kLlama, "pp=2,v=2,mb=2");
+  EXPECT_NE(r.rank_schedules, one_f_one_b.rank_schedules);
+  for (size_t i = 0; i < r.groups.size(); ++i) {
+    EXPECT_EQ(r.groups[i].max_reference, one_f_one_b.groups[i].max_reference);
+  }
+}
+
 // A lost micro-batch leaves the forward and the input gradient right and every weight
 // gradient wrong.
 TEST(PlanCheck, DroppedMicrobatchGradientIsAMismatch) {
