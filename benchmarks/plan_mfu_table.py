@@ -7,7 +7,7 @@ a GPU count, its tensor/pipeline/data parallel sizes, global batch, recomputatio
 sequence parallelism. For each the script runs
 
     commir-search --plan MODEL --gpus=N --hardware=a100-sxm-80g --top=1 --quiet \\
-                  --plan-eval=tp=..,pp=..,dp=..,mb=1,zero=0,recompute=..
+                  --layer-schedule=none --plan-eval=tp=..,pp=..,dp=..,mb=1,zero=0,recompute=..
 
 and reads its last line: the given plan's predicted MFU, and the search's best plan on
 the same cluster with its predicted gain (given plan's time / best plan's time).
@@ -89,7 +89,11 @@ def published_mfu(row):
 
 def run_row(search, row):
     cmd = [search, "--plan", model_text(row), f"--gpus={row[8]}", "--hardware=a100-sxm-80g",
-           "--top=1", "--quiet", f"--plan-eval={plan_text(row)}"]
+           "--top=1", "--quiet", f"--plan-eval={plan_text(row)}",
+           # The published runs used Megatron-LM's plain collectives (no tensor-parallel
+           # communication overlap, no context parallelism), so the given plans and the
+           # search's alternatives are costed with plain collectives too.
+           "--layer-schedule=none"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except OSError as e:

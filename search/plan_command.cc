@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "search/plan/layer_cost.h"
+#include "search/plan/layer_schedule.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_check.h"
@@ -34,6 +35,7 @@ constexpr char kUsage[] =
     R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
                      [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
                      [--threads=N] [--quiet] [--plan-eval=PLAN] [--check]
+                     [--layer-schedule=none|search|PIPELINE]
 
 Searches how to train a whole model on N GPUs: tensor, context, pipeline (interleaved)
 and data parallelism, micro-batch size, ZeRO stage and recomputation, each plan costed
@@ -63,6 +65,11 @@ Megatron-LM arguments.
                       step on the cpu mesh, pipeline stages included, and compare it with
                       one device in f32: a line per tensor group and a verdict (table
                       format only; small models: a few million elements at most)
+  --layer-schedule=S  the communication schedule each layer program is costed with:
+                      search (default: the operator search's attention and
+                      collective-matmul schedules, the fastest predicted per layer), none
+                      (plain collectives) or a pass pipeline applied to every layer that
+                      accepts it (e.g. ring-attention,ring-collective-matmul)
 Exit status: 0 success; 1 bad model, hardware or value, no plan fits, or the --check
 fails (a mismatch, or a model too big for it); 2 bad usage.
 )";
@@ -87,6 +94,7 @@ struct PlanRequest {
   bool quiet = false;
   std::string plan_eval;  // a plan to cost beside the search (ParsePlan's form)
   bool check = false;     // run the plan on the cpu mesh against one device
+  plan::LayerSchedule layer_schedule = plan::LayerSchedule::Search();
 };
 
 bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
@@ -142,6 +150,12 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
     } else if (flag("--plan-eval")) {
       if (value.empty()) return UsageError("--plan-eval needs a plan: --plan-eval=tp=8,pp=8,dp=12");
       r.plan_eval = std::string(value);
+    } else if (flag("--layer-schedule")) {
+      absl::StatusOr<plan::LayerSchedule> schedule = plan::ParseLayerSchedule(value);
+      if (!schedule.ok()) {
+        return UsageError(absl::StrCat("--layer-schedule: ", schedule.status().message()));
+      }
+      r.layer_schedule = *std::move(schedule);
     } else if (arg == "--quiet") {
       r.quiet = true;
     } else if (arg == "--check") {
@@ -291,6 +305,7 @@ int PlanSearchMain(int argc, char** argv) {
     plan::LayerCostOptions layer_options;
     layer_options.predict.hardware = c.hardware;
     layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
+    layer_options.schedule = r.layer_schedule;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
     options.gpus = r.gpus;

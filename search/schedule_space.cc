@@ -5,9 +5,12 @@
 namespace commir::search {
 
 std::vector<std::string> AttentionSchedules(const MeshShape& mesh) {
+  return AttentionSchedules(mesh.axis_names());
+}
+
+std::vector<std::string> AttentionSchedules(const std::vector<std::string>& axes) {
   std::vector<std::string> schedules = {"", "ring-attention", "ring-attention{zigzag=true}",
                                         "ulysses-attention"};
-  std::vector<std::string> axes = mesh.axis_names();
   if (axes.size() < 2) return schedules;
   // On one axis of a sequence split over several: the other axes stay gathered.
   for (const std::string& axis : axes) {

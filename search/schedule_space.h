@@ -18,6 +18,9 @@ namespace commir::search {
 // minor) USP's hybrid `ulysses-attention{axes=minor},ring-attention{axes=major}` and the
 // double ring `ring-attention{axes=major},ring-attention{axes=minor}`.
 std::vector<std::string> AttentionSchedules(const MeshShape& mesh);
+// The same for a mesh whose axes have these names, major first (the plan search's layer
+// programs name theirs cp and tp).
+std::vector<std::string> AttentionSchedules(const std::vector<std::string>& axes);
 
 // Pass-pipeline texts for the all_gather+matmul and matmul+reduce_scatter pairs: "",
 // pipelined chunks x streams, and the uni- and bidirectional rings.

@@ -1,8 +1,20 @@
 // Per-layer costs for the plan search (issue 15), measured by the sim on the layer's
 // real CommIR program (layer_program.h): the program for one micro-batch on the tp x cp
 // mesh, its gradient by `autodiff{seed=cotangents}`, both partitioned by the spmd
-// pipeline (propagate-sharding, lower-to-spmd, canonicalize, cse, dce) and an optional
-// schedule (e.g. the operator search's best), then predicted by sim::Predict.
+// pipeline (propagate-sharding, lower-to-spmd, canonicalize, cse, dce) and a
+// communication schedule (layer_schedule.h), then predicted by sim::Predict.
+//
+// The schedule (LayerCostOptions::schedule): by default the best of the operator
+// search's space (LayerSchedules). The layer is partitioned once and each schedule runs
+// on a copy of the partitioned module, forward and gradient functions alike; the one
+// with the least predicted forward + backward time is kept, ties to the earlier in
+// enumeration (plain collectives first). Chosen greedily: the best attention schedule
+// first, then the best collective-matmul schedule composed after it (the whole product
+// took the Llama-3 70B search on 1,024 GPUs to 14 s; see layer_cost.cc). A schedule a
+// pass refuses (or the sim cannot predict) is skipped and counted; one that prints like
+// an earlier program (nothing to rewrite) is not predicted again. A fixed schedule is
+// applied where its passes accept the program; where they refuse it the layer keeps
+// plain collectives (the refusal is counted).
 //
 //  * forward_s: @layer's predicted time (the slowest device).
 //  * backward_s: @layer_grad's time minus forward_s. The gradient function recomputes
@@ -36,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "search/plan/layer_program.h"
+#include "search/plan/layer_schedule.h"
 #include "search/plan/model_spec.h"
 #include "sim/predict.h"
 
@@ -51,19 +64,23 @@ struct LayerCost {
   int64_t selective_saved_bytes = 0;
   int64_t input_bytes = 0;
   double forward_flops = 0;  // over the layer's devices
+  // The schedule passes the layer was costed with ("" for plain collectives), as
+  // commir-opt takes them after the spmd pipeline.
+  std::string schedule;
+  int64_t programs_predicted = 0;  // distinct (scheduled) programs predicted, plain included
+  int64_t schedules_skipped = 0;   // compositions a pass refused or the sim could not predict
 };
 
 enum class LayerKind { kTransformer, kHead };
 
 struct LayerCostOptions {
   sim::PredictOptions predict;
-  // Passes run after the spmd pipeline (e.g. "collective-matmul{...}"); empty: plain
-  // collectives.
-  std::string schedule;
+  LayerSchedule schedule = LayerSchedule::Search();
 };
 
-// Measures one layer's cost (no cache). Errors are the generator's, a pass's or the
-// sim's, prefixed with the layer and layout.
+// Measures one layer's cost (no cache). Errors are the generator's, the spmd
+// pipeline's, a fixed schedule's bad pipeline text, or the sim's on the plain program,
+// prefixed with the layer and layout.
 absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
                                            const LayerLayout& layout,
                                            const LayerCostOptions& options);
@@ -73,13 +90,17 @@ LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
                         const sim::HardwareSpec& hardware);
 
 // MeasureLayerCost with a cache keyed by the model's sizes, the kind, the layout, the
-// hardware's name and the schedule: a plan search asks for the same few layers many
-// times. Thread-safe.
+// hardware's name and the schedule mode (none, search or the fixed pipeline): a plan
+// search asks for the same few layers many times. Thread-safe.
 class LayerCostCache {
  public:
   explicit LayerCostCache(LayerCostOptions options) : options_(std::move(options)) {}
   absl::StatusOr<LayerCost> Get(const ModelSpec& model, LayerKind kind, const LayerLayout& layout);
-  int64_t measured() const;  // programs predicted so far (cache misses)
+  int64_t measured() const;  // layers measured so far (cache misses)
+  // Distinct programs predicted for them (each layer's scheduled variants included).
+  int64_t programs_predicted() const;
+  // The cache key of a layer (exposed so tests can check what it distinguishes).
+  std::string Key(const ModelSpec& model, LayerKind kind, const LayerLayout& layout) const;
   const LayerCostOptions& options() const { return options_; }
 
  private:

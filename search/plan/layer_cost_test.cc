@@ -14,9 +14,12 @@ namespace {
 // cost no more test time than small ones.
 ModelSpec Llama8b() { return *ParseModelSpec("llama3-8b,seq=4096"); }
 
+// Plain collectives: these tests check the layer programs' costs, not the schedules
+// (layer_schedule_test does).
 LayerCostOptions H100() {
   LayerCostOptions options;
   options.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  options.schedule = LayerSchedule::None();
   return options;
 }
 
@@ -108,7 +111,7 @@ TEST(LayerCostTest, ScheduleHidesCommunication) {
   const ModelSpec m = Llama8b();
   const LayerCost plain = Measure(m, LayerKind::kTransformer, {4, 1, true, 1});
   LayerCostOptions scheduled = H100();
-  scheduled.schedule = "pipeline-collective-matmul{chunks=4,streams=2}";
+  scheduled.schedule = LayerSchedule::Fixed("pipeline-collective-matmul{chunks=4,streams=2}");
   absl::StatusOr<LayerCost> overlapped =
       MeasureLayerCost(m, LayerKind::kTransformer, {4, 1, true, 1}, scheduled);
   ASSERT_TRUE(overlapped.ok()) << overlapped.status();
@@ -119,13 +122,13 @@ TEST(LayerCostTest, ScheduleHidesCommunication) {
   EXPECT_NE(overlapped->forward_s, plain.forward_s);
 
   const LayerCost gathered = Measure(m, LayerKind::kTransformer, {1, 4, false, 1});
-  scheduled.schedule = "ring-attention";
+  scheduled.schedule = LayerSchedule::Fixed("ring-attention");
   absl::StatusOr<LayerCost> ring =
       MeasureLayerCost(m, LayerKind::kTransformer, {1, 4, false, 1}, scheduled);
   ASSERT_TRUE(ring.ok()) << ring.status();
   EXPECT_LT(ring->forward_exposed_comm_s, gathered.forward_exposed_comm_s);
 
-  scheduled.schedule = "no-such-pass";
+  scheduled.schedule = LayerSchedule::Fixed("no-such-pass");
   EXPECT_FALSE(MeasureLayerCost(m, LayerKind::kTransformer, {4, 1, true, 1}, scheduled).ok());
 }
 

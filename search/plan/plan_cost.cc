@@ -34,6 +34,8 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
   const int64_t microbatches = Microbatches(model, plan);
 
   PlanCost out;
+  out.layer_schedule = layer->schedule;
+  out.head_schedule = head->schedule;
   std::vector<StageFootprint> footprints;
   for (int64_t s = 0; s < plan.pp; ++s) {
     const int64_t n = stage_layers[s];

@@ -12,6 +12,7 @@
 #define COMMIR_SEARCH_PLAN_PLAN_COST_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ struct PlanCost {
   bool fits = true;                 // every rank within the HBM capacity
   double tokens_per_second = 0;
   double model_flops_utilization = 0;  // model FLOPs / (time x GPUs x bf16 peak)
+  // The communication schedules the layers and the head were costed with (LayerCost's
+  // schedule: "" for plain collectives).
+  std::string layer_schedule;
+  std::string head_schedule;
 };
 
 struct PlanCostOptions {

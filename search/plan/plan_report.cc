@@ -20,6 +20,11 @@ const char* RecomputeName(Recompute r) {
   return "none";
 }
 
+// A layer schedule as the report shows it: "plain" for plain collectives.
+std::string ScheduleName(const std::string& schedule) {
+  return schedule.empty() ? "plain" : schedule;
+}
+
 std::string Ms(double seconds) { return absl::StrFormat("%.1f ms", seconds * 1e3); }
 std::string Gb(double bytes) { return absl::StrFormat("%.2f", bytes / 1e9); }
 
@@ -41,17 +46,18 @@ void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenari
     absl::StrAppend(&out, "no plan fits\n");
     return;
   }
-  absl::StrAppendFormat(&out, "\n%4s  %-58s %11s %11s %6s %11s %11s %11s %11s %8s\n", "rank",
+  absl::StrAppendFormat(&out, "\n%4s  %-58s %11s %11s %6s %11s %11s %11s %11s %8s  %s\n", "rank",
                         "plan (* standard setting)", "time/iter", "tokens/s", "MFU", "compute",
-                        "exp. comm", "bubble", "recompute", "peak GB");
+                        "exp. comm", "bubble", "recompute", "peak GB", "layer schedule");
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const RankedPlan& p = r.ranked[i];
     const TimeBreakdown& b = p.cost.time.breakdown;
     absl::StrAppendFormat(
-        &out, "%4d  %-58s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s\n", i + 1,
+        &out, "%4d  %-58s %11s %11.0f %5.1f%% %11s %11s %11s %11s %8s  %s\n", i + 1,
         absl::StrCat(p.standard ? "* " : "  ", DescribePlan(p.plan)), Ms(b.total_s),
         p.cost.tokens_per_second, 100 * p.cost.model_flops_utilization, Ms(b.compute_s),
-        Ms(b.exposed_comm_s), Ms(b.bubble_s), Ms(b.recompute_s), Gb(p.cost.peak_memory_bytes));
+        Ms(b.exposed_comm_s), Ms(b.bubble_s), Ms(b.recompute_s), Gb(p.cost.peak_memory_bytes),
+        ScheduleName(p.cost.layer_schedule));
   }
   const RankedPlan& best = r.ranked.front();
   const double best_s = best.cost.time.breakdown.total_s;
@@ -101,6 +107,8 @@ nlohmann::ordered_json PlanJson(const ModelSpec& model, const RankedPlan& p) {
                     {"bubble_s", b.bubble_s},
                     {"recompute_s", b.recompute_s}};
   j["peak_memory_bytes"] = p.cost.peak_memory_bytes;
+  j["layer_schedule"] = ScheduleName(p.cost.layer_schedule);
+  j["head_schedule"] = ScheduleName(p.cost.head_schedule);
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (const StageMemory& m : p.cost.memory) {
     stages.push_back({{"weights", m.weights},

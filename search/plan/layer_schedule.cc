@@ -1,0 +1,72 @@
+#include "search/plan/layer_schedule.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "search/schedule_space.h"
+#include "transforms/pass_registry.h"
+#include "transforms/pipeline.h"
+
+namespace commir::search::plan {
+
+LayerSchedule LayerSchedule::Fixed(std::string pipeline) {
+  if (pipeline.empty()) return None();
+  return {Mode::kFixed, std::move(pipeline)};
+}
+
+std::string LayerSchedule::ToString() const {
+  switch (mode) {
+    case Mode::kNone:
+      return "none";
+    case Mode::kSearch:
+      return "search";
+    case Mode::kFixed:
+      return pipeline;
+  }
+  return "none";
+}
+
+absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  if (text == "none") return LayerSchedule::None();
+  if (text == "search") return LayerSchedule::Search();
+  if (text.empty()) {
+    return absl::InvalidArgumentError("the layer schedule is none, search or a pass pipeline");
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
+      ParsePassPipeline(text, RegisteredPasses());
+  if (!passes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the layer schedule is none, search or a pass pipeline: ",
+                     passes.status().message()));
+  }
+  return LayerSchedule::Fixed(std::string(text));
+}
+
+namespace {
+
+std::vector<std::string> MeshAxes(const LayerLayout& layout) {
+  // The layer program's mesh (layer_program.cc): cp major, tp minor, axes of size 1 left out.
+  std::vector<std::string> axes;
+  if (layout.cp > 1) axes.push_back("cp");
+  if (layout.tp > 1) axes.push_back("tp");
+  return axes;
+}
+
+}  // namespace
+
+LayerScheduleSpace FullLayerSchedules(const LayerLayout& layout) {
+  if (layout.devices() == 1) return {{""}, {""}};  // one device: nothing to schedule
+  return {AttentionSchedules(MeshAxes(layout)), MatmulSchedules()};
+}
+
+LayerScheduleSpace LayerSchedules(const LayerLayout& layout) {
+  LayerScheduleSpace space = FullLayerSchedules(layout);
+  if (layout.cp == 1) space.attention = {""};
+  if (layout.tp == 1) space.matmul = {""};
+  return space;
+}
+
+}  // namespace commir::search::plan

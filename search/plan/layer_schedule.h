@@ -1,0 +1,59 @@
+// Which communication schedule a plan's layer programs are costed with (issue 15: "the
+// operator schedule search supplies each layer's best schedule").
+//
+//  * none: plain collectives, as the spmd pipeline leaves them;
+//  * search (the default): every composition of the operator search's attention and
+//    collective-matmul schedules (search/schedule_space.h) on the layout's mesh, the one
+//    with the least predicted forward + backward time chosen (layer_cost.h);
+//  * a fixed pass pipeline (e.g. "ring-attention,ring-collective-matmul"), applied to
+//    every layer it does not refuse.
+#ifndef COMMIR_SEARCH_PLAN_LAYER_SCHEDULE_H_
+#define COMMIR_SEARCH_PLAN_LAYER_SCHEDULE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "search/plan/layer_program.h"
+
+namespace commir::search::plan {
+
+struct LayerSchedule {
+  enum class Mode { kNone, kSearch, kFixed };
+  Mode mode = Mode::kSearch;
+  std::string pipeline;  // kFixed's passes (never empty: an empty one is kNone)
+
+  static LayerSchedule None() { return {Mode::kNone, ""}; }
+  static LayerSchedule Search() { return {Mode::kSearch, ""}; }
+  static LayerSchedule Fixed(std::string pipeline);
+
+  // "none", "search" or the pipeline: what --layer-schedule takes, and the layer cache's
+  // key (no pass is named "none" or "search", so the three never collide).
+  std::string ToString() const;
+};
+
+// --layer-schedule's value: "none", "search" or a pass pipeline of registered passes.
+// InvalidArgument (naming the pass or option) for anything else.
+absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text);
+
+// The schedules tried on a layer layout's programs, each list starting with "" (none).
+// Attention schedules are the operator search's for a mesh of the layout's axes (cp, tp);
+// they are left out when cp = 1, where the attention's sequence is not split and every
+// one of them either refuses the program or leaves it as it was (layer_schedule_test
+// measures this). Collective-matmul schedules are left out when tp = 1 for the same
+// reason: without tensor parallelism no all_gather feeds a matmul and no matmul feeds a
+// reduce_scatter (the k/v gathers over cp feed the attention).
+struct LayerScheduleSpace {
+  std::vector<std::string> attention;
+  std::vector<std::string> matmul;
+};
+LayerScheduleSpace LayerSchedules(const LayerLayout& layout);
+
+// Every schedule of `LayerSchedules(layout)` unpruned: the operator search's whole space
+// for the layout's mesh (what the pruning above is checked against).
+LayerScheduleSpace FullLayerSchedules(const LayerLayout& layout);
+
+}  // namespace commir::search::plan
+
+#endif  // COMMIR_SEARCH_PLAN_LAYER_SCHEDULE_H_
