@@ -137,6 +137,7 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
     absl::StatusOr<double> dp =
         DataParallelExposed(stages[i], static_cast<int64_t>(i) * stride, c, hw, gpus_per_node);
     if (!dp.ok()) return dp.status();
+    out.stage_dp_exposed_s.push_back(*dp);
     out.dp_exposed_s = std::max(out.dp_exposed_s, *dp);
   }
   const StageCost& cs = stages[critical];

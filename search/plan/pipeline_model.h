@@ -90,6 +90,7 @@ struct PipelineTime {
   double pipeline_s = 0;       // without the data-parallel tail
   double p2p_s = 0;            // one boundary transfer
   double dp_exposed_s = 0;     // the most exposed data-parallel time of any rank
+  std::vector<double> stage_dp_exposed_s;  // each rank's (the plan search weighs them)
   double bubble_fraction = 0;  // bubble_s / total_s
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -22,6 +24,122 @@ std::vector<int64_t> Divisors(int64_t n) {
 }
 
 constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr int kChoices = static_cast<int>(std::size(kRecomputes));
+
+double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
+
+// Whether `a` beats `b`: faster, then less peak memory.
+bool Better(const PlanCost& a, const PlanCost& b) {
+  return std::tie(a.time.breakdown.total_s, a.peak_memory_bytes) <
+         std::tie(b.time.breakdown.total_s, b.peak_memory_bytes);
+}
+
+// The recomputation chosen for one plan: per rank, and the best uniform one.
+struct RecomputeChoice {
+  std::optional<RankedPlan> best;          // per rank; none when some rank fits no choice
+  std::optional<RankedPlan> best_uniform;  // one recomputation for every rank
+  int64_t costed = 0;                      // CostPlan calls
+  int64_t dropped = 0;                     // of those, uniform ones that do not fit
+  int64_t pruned = 0;                      // uniform recomputations never costed
+};
+
+// Per rank, the recomputation of the fastest plan that fits. It is exact because a rank's
+// memory, its time per micro-batch T_s (forward + backward + recompute) and its exposed
+// data-parallel time D_s depend on its own choice only, and the iteration is
+//   (m - 1/v) max_s T_s + sum_s T_s / v + max_s D_s + hops.
+// A heavier choice adds some d to T_s, so at least d / v to the iteration, and takes at
+// most d (L - 1) / L off D_s (the backward hides more of the layer-by-layer reduction;
+// ZeRO 3, only with p = v = 1, at most m d (L - 1) / L against m d more). So with v = 1
+// the fastest choice that fits is best on every rank, and when recomputing nothing fits on
+// every rank, nothing heavier is costed. With v > 1 a heavier rank can pay for itself in
+// D, so the choice is exact another way: the optimum has some max T = T* and max D = D*;
+// given those as caps, every rank taking its fastest fitting choice within them is no
+// worse (max T <= T*, max D <= D*, sum T no larger), so trying every pair of caps among
+// the ranks' own values finds it.
+absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, ParallelPlan plan,
+                                                    LayerCostCache& layers,
+                                                    const PlanCostOptions& options) {
+  RecomputeChoice out;
+  plan.stage_recompute.clear();
+  std::vector<PlanCost> uniform;  // by kRecomputes' order, lightest first
+  for (int r = 0; r < kChoices; ++r) {
+    plan.recompute = kRecomputes[r];
+    absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options);
+    if (!cost.ok()) return cost.status();
+    ++out.costed;
+    if (!cost->fits) ++out.dropped;
+    if (cost->fits && !out.best_uniform) out.best_uniform = RankedPlan{plan, *cost, false};
+    const bool heavier_cannot_help = plan.virtual_stages == 1 || cost->time.dp_exposed_s == 0;
+    if (r == 0 && cost->fits && heavier_cannot_help) {
+      out.pruned = kChoices - 1;
+      out.best = out.best_uniform;
+      return out;
+    }
+    // With v > 1 a heavier uniform plan can be faster (see above).
+    if (cost->fits && out.best_uniform && Better(*cost, out.best_uniform->cost)) {
+      out.best_uniform = RankedPlan{plan, *cost, false};
+    }
+    uniform.push_back(*std::move(cost));
+  }
+  const int64_t p = plan.pp;
+  auto fits = [&](int64_t s, int r) { return uniform[r].memory[s].fits; };
+  auto time = [&](int64_t s, int r) {
+    const StageCost& c = uniform[r].stages[s];
+    return c.forward_s + c.backward_s + c.recompute_s;
+  };
+  auto dp_time = [&](int64_t s, int r) { return uniform[r].time.stage_dp_exposed_s[s]; };
+  for (int64_t s = 0; s < p; ++s) {
+    bool any = false;
+    for (int r = 0; r < kChoices; ++r) any = any || fits(s, r);
+    if (!any) return out;  // this rank does not fit even with full recomputation
+  }
+  // The candidate assignments: per cap pair (v > 1), or the fastest fitting (v = 1).
+  std::vector<double> time_caps = {std::numeric_limits<double>::infinity()};
+  std::vector<double> dp_caps = {std::numeric_limits<double>::infinity()};
+  if (plan.virtual_stages > 1) {
+    for (int64_t s = 0; s < p; ++s) {
+      for (int r = 0; r < kChoices; ++r) {
+        if (!fits(s, r)) continue;
+        time_caps.push_back(time(s, r));
+        dp_caps.push_back(dp_time(s, r));
+      }
+    }
+    for (std::vector<double>* caps : {&time_caps, &dp_caps}) {
+      std::sort(caps->begin(), caps->end());
+      caps->erase(std::unique(caps->begin(), caps->end()), caps->end());
+    }
+  }
+  absl::flat_hash_set<std::vector<Recompute>> tried;
+  for (double time_cap : time_caps) {
+    for (double dp_cap : dp_caps) {
+      std::vector<Recompute> per_rank;
+      for (int64_t s = 0; s < p; ++s) {
+        int pick = -1;  // the fastest fitting within the caps; ties to the lightest
+        for (int r = 0; r < kChoices; ++r) {
+          if (!fits(s, r) || time(s, r) > time_cap || dp_time(s, r) > dp_cap) continue;
+          if (pick < 0 || time(s, r) < time(s, pick)) pick = r;
+        }
+        if (pick < 0) break;
+        per_rank.push_back(kRecomputes[pick]);
+      }
+      if (static_cast<int64_t>(per_rank.size()) < p || !tried.insert(per_rank).second) continue;
+      ParallelPlan candidate = plan;
+      SetStageRecompute(candidate, per_rank);
+      absl::StatusOr<PlanCost> cost;
+      if (candidate.mixed_recompute()) {
+        cost = CostPlan(model, candidate, layers, options);
+        if (!cost.ok()) return cost.status();
+        ++out.costed;
+      } else {
+        cost = uniform[static_cast<int>(candidate.recompute)];  // kRecomputes is in enum order
+      }
+      if (!out.best || Better(*cost, out.best->cost)) {
+        out.best = RankedPlan{candidate, *std::move(cost), false};
+      }
+    }
+  }
+  return out;
+}
 
 // The ZeRO stages worth trying: sharding over dp x cp = 1 changes nothing, and
 // Megatron-LM runs ZeRO 3 (FSDP2) only without pipelining.
@@ -224,30 +342,30 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   TopPlans top(options.top);
   absl::flat_hash_set<std::string> standard_seen;
 
-  // Costs `plan` under each recomputation, lightest first, until one fits. Returns
-  // whether one did.
-  auto try_plan = [&](ParallelPlan plan, bool standard) -> absl::StatusOr<bool> {
-    for (size_t r = 0; r < std::size(kRecomputes); ++r) {
-      plan.recompute = kRecomputes[r];
-      absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options.cost);
-      if (!cost.ok()) return cost.status();
-      ++result.costed;
-      if (!cost->fits) {
-        ++result.dropped_memory;
-        continue;
+  // Costs `plan` with the best recomputation per rank (ChooseRecomputation) and offers
+  // it. A standard setting is offered with its best uniform recomputation (Megatron-LM
+  // takes one for every rank), and its per-rank best too when that is strictly faster.
+  // Returns whether any fitted.
+  auto try_plan = [&](const ParallelPlan& plan, bool standard) -> absl::StatusOr<bool> {
+    absl::StatusOr<RecomputeChoice> choice = ChooseRecomputation(model, plan, layers, options.cost);
+    if (!choice.ok()) return choice.status();
+    result.costed += choice->costed;
+    result.pruned_dominated += choice->pruned;
+    result.dropped_memory += choice->dropped;
+    if (!choice->best) return false;
+    if (standard && choice->best_uniform) {
+      RankedPlan uniform = *choice->best_uniform;
+      uniform.standard = true;
+      const double t = uniform.cost.time.breakdown.total_s;
+      if (!result.best_standard || t < result.best_standard->cost.time.breakdown.total_s) {
+        result.best_standard = uniform;
       }
-      result.pruned_dominated += static_cast<int64_t>(std::size(kRecomputes) - r - 1);
-      RankedPlan ranked{plan, *std::move(cost), standard};
-      if (standard) {
-        const double t = ranked.cost.time.breakdown.total_s;
-        if (!result.best_standard || t < result.best_standard->cost.time.breakdown.total_s) {
-          result.best_standard = ranked;
-        }
-      }
-      top.Offer(std::move(ranked));
+      top.Offer(std::move(uniform));
+      if (Seconds(choice->best->cost) < t) top.Offer(*std::move(choice->best));
       return true;
     }
-    return false;
+    top.Offer(*std::move(choice->best));
+    return true;
   };
 
   const std::vector<ParallelPlan> standard = StandardPlans(model, options.gpus, gpus_per_node);
@@ -270,7 +388,7 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   for (const auto& [bound, i] : order) {
     std::vector<ParallelPlan> plans = GroupPlans(model, groups[i], options);
     if (!top.CouldEnter(bound)) {
-      result.pruned_bound += static_cast<int64_t>(plans.size() * std::size(kRecomputes));
+      result.pruned_bound += static_cast<int64_t>(plans.size()) * kChoices;
       continue;
     }
     for (const ParallelPlan& p : plans) {
