@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -62,12 +63,16 @@ std::vector<std::vector<Recompute>> EveryStageRecompute(int64_t pp) {
   return out;
 }
 
-// Every plan of the documented space, costed without pruning: the fastest that fits.
-// Recomputation is enumerated per rank (every one of the 3^pp lists); `uniform_only`
-// keeps the lists with one recomputation for every rank.
-double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostCache& layers,
-                      bool uniform_only = false) {
+struct BruteForce {
   double best = std::numeric_limits<double>::infinity();
+  double best_uniform = std::numeric_limits<double>::infinity();  // one recomputation for all
+};
+
+// Every plan of the documented space, costed without pruning: the fastest that fits, with
+// recomputation enumerated per rank (every one of the 3^pp lists), and the fastest with
+// one recomputation for every rank.
+BruteForce BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostCache& layers) {
+  BruteForce out;
   const int64_t n = o.gpus;
   for (int64_t tp = 1; tp <= std::min<int64_t>(n, layers.options().predict.gpus_per_node); ++tp)
     for (int64_t cp = 1; cp <= std::min(n, o.max_context_parallel); ++cp)
@@ -102,13 +107,15 @@ double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostC
                     p.virtual_stages = v;
                     p.zero_stage = zero;
                     p.stage_recompute = per_rank;
-                    if (uniform_only && p.mixed_recompute()) continue;
                     if (!CheckPlan(m, p).ok()) continue;
                     absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
-                    if (c.ok() && c->fits) best = std::min(best, Seconds(*c));
+                    if (!c.ok() || !c->fits) continue;
+                    out.best = std::min(out.best, Seconds(*c));
+                    if (!p.mixed_recompute())
+                      out.best_uniform = std::min(out.best_uniform, Seconds(*c));
                   }
       }
-  return best;
+  return out;
 }
 
 TEST(PlanSearchTest, Gpt13bOnFourGpusMeasuresFewLayersAndBeatsTheStandardSettings) {
@@ -136,36 +143,40 @@ TEST(PlanSearchTest, Gpt13bOnFourGpusMeasuresFewLayersAndBeatsTheStandardSetting
 }
 
 // The prunes are exact: on small models over several GPU counts and HBM sizes (small
-// enough that plans are dropped), the search's best is the brute force's best.
-TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
+// enough that plans are dropped), the search's best is the brute force's best. One case per
+// (HBM, GPUs), so that the test's shards share them out (the brute force over per-rank
+// recomputation lists is the slow part under ASan).
+class PruningLosesNothingTest : public ::testing::TestWithParam<std::tuple<double, int64_t>> {};
+
+TEST_P(PruningLosesNothingTest, AndEveryPlanFits) {
   const ModelSpec base = *ParseModelSpec(
       "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
       "vocab=32000,global_batch=16");
-  // 2 GB: some plans drop; 80: every plan fits; 1.8: on 8 GPUs the best is interleaved
-  // with its ranks recomputing differently (v > 1: ChooseRecomputation's caps).
-  for (double hbm_gb : {1.8, 2.0, 80.0}) {
-    for (int64_t gpus : {1, 2, 4, 8}) {
-      LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
-      PlanSearchOptions o;
-      o.gpus = gpus;
-      o.top = 3;
-      o.max_micro_batch = 4;
-      o.max_virtual_stages = 4;
-      o.max_context_parallel = 2;
-      absl::StatusOr<PlanSearchResult> r = SearchPlans(base, o, layers);
-      ASSERT_TRUE(r.ok()) << r.status();
-      SCOPED_TRACE(testing::Message() << gpus << " GPUs, " << hbm_gb << " GB");
-      ExpectSound(base, *r, layers);
-      const double brute = BruteForceBest(base, o, layers);
-      if (r->ranked.empty()) {
-        EXPECT_EQ(brute, std::numeric_limits<double>::infinity());
-        EXPECT_EQ(r->dropped_memory, r->costed);
-      } else {
-        EXPECT_DOUBLE_EQ(Seconds(r->ranked.front().cost), brute);
-      }
-    }
+  const auto [hbm_gb, gpus] = GetParam();
+  LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
+  PlanSearchOptions o;
+  o.gpus = gpus;
+  o.top = 3;
+  o.max_micro_batch = 4;
+  o.max_virtual_stages = 4;
+  o.max_context_parallel = 2;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(base, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSound(base, *r, layers);
+  const double brute = BruteForceBest(base, o, layers).best;
+  if (r->ranked.empty()) {
+    EXPECT_EQ(brute, std::numeric_limits<double>::infinity());
+    EXPECT_EQ(r->dropped_memory, r->costed);
+  } else {
+    EXPECT_DOUBLE_EQ(Seconds(r->ranked.front().cost), brute);
   }
 }
+
+// 2 GB: some plans drop; 80: every plan fits; 1.8: on 8 GPUs the best is interleaved with
+// its ranks recomputing differently (v > 1: ChooseRecomputation's caps).
+INSTANTIATE_TEST_SUITE_P(SmallModels, PruningLosesNothingTest,
+                         testing::Combine(testing::Values(1.8, 2.0, 80.0),
+                                          testing::Values<int64_t>(1, 2, 4, 8)));
 
 // At 1 GB on 8 GPUs the first pipeline rank, holding both micro-batches in flight, needs
 // full recomputation and the second none: the per-rank plan is strictly faster than any
@@ -190,8 +201,9 @@ TEST(PlanSearchTest, RecomputationChosenPerRankBeatsEveryUniformPlan) {
   EXPECT_TRUE(best.plan.mixed_recompute()) << DescribePlan(best.plan);
   EXPECT_EQ(best.plan.RecomputeOf(0), Recompute::kFull) << DescribePlan(best.plan);
   EXPECT_EQ(best.plan.RecomputeOf(best.plan.pp - 1), Recompute::kNone) << DescribePlan(best.plan);
-  EXPECT_DOUBLE_EQ(Seconds(best.cost), BruteForceBest(m, o, layers));
-  EXPECT_LT(Seconds(best.cost), BruteForceBest(m, o, layers, /*uniform_only=*/true));
+  const BruteForce brute = BruteForceBest(m, o, layers);
+  EXPECT_DOUBLE_EQ(Seconds(best.cost), brute.best);
+  EXPECT_LT(Seconds(best.cost), brute.best_uniform);
   // The same plan with its heaviest rank's recomputation everywhere (what Megatron-LM
   // runs) fits and is slower.
   ParallelPlan uniform = best.plan;
