@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <limits>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -28,12 +27,6 @@ constexpr int kChoices = static_cast<int>(std::size(kRecomputes));
 
 double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
 
-// Whether `a` beats `b`: faster, then less peak memory.
-bool Better(const PlanCost& a, const PlanCost& b) {
-  return std::tie(a.time.breakdown.total_s, a.peak_memory_bytes) <
-         std::tie(b.time.breakdown.total_s, b.peak_memory_bytes);
-}
-
 // The recomputation chosen for one plan: per rank, and the best uniform one.
 struct RecomputeChoice {
   std::optional<RankedPlan> best;          // per rank; none when some rank fits no choice
@@ -43,19 +36,16 @@ struct RecomputeChoice {
   int64_t pruned = 0;                      // uniform recomputations never costed
 };
 
-// Per rank, the recomputation of the fastest plan that fits. It is exact because a rank's
-// memory, its time per micro-batch T_s (forward + backward + recompute) and its exposed
-// data-parallel time D_s depend on its own choice only, and the iteration is
+// Per rank, the recomputation of the fastest plan that fits: the lightest that fits on
+// each rank. It is exact because a rank's memory, its time per micro-batch T_s (forward +
+// backward + recompute) and its exposed data-parallel time D_s depend on its own choice
+// only, and the iteration is
 //   (m - 1/v) max_s T_s + sum_s T_s / v + max_s D_s + hops.
-// A heavier choice adds some d to T_s, so at least d / v to the iteration, and takes at
-// most d (L - 1) / L off D_s (the backward hides more of the layer-by-layer reduction;
-// ZeRO 3, only with p = v = 1, at most m d (L - 1) / L against m d more). So with v = 1
-// the fastest choice that fits is best on every rank, and when recomputing nothing fits on
-// every rank, nothing heavier is costed. With v > 1 a heavier rank can pay for itself in
-// D, so the choice is exact another way: the optimum has some max T = T* and max D = D*;
-// given those as caps, every rank taking its fastest fitting choice within them is no
-// worse (max T <= T*, max D <= D*, sum T no larger), so trying every pair of caps among
-// the ranks' own values finds it.
+// A heavier choice adds some d to T_s, so at least d / v to the iteration, and takes less
+// than that off D_s: the reduction chain runs over the L / v layers of the rank's first
+// chunk, each hidden by 1/L of the rank's backward, so at most (L/v - 1) d / L (ZeRO 3,
+// only with p = v = 1, at most m d (L - 1) / L against m d more). So when recomputing
+// nothing fits on every rank, nothing heavier is costed.
 absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, ParallelPlan plan,
                                                     LayerCostCache& layers,
                                                     const PlanCostOptions& options) {
@@ -67,77 +57,35 @@ absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, Para
     absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options);
     if (!cost.ok()) return cost.status();
     ++out.costed;
-    if (!cost->fits) ++out.dropped;
-    if (cost->fits && !out.best_uniform) out.best_uniform = RankedPlan{plan, *cost, false};
-    const bool heavier_cannot_help = plan.virtual_stages == 1 || cost->time.dp_exposed_s == 0;
-    if (r == 0 && cost->fits && heavier_cannot_help) {
-      out.pruned = kChoices - 1;
-      out.best = out.best_uniform;
-      return out;
-    }
-    // With v > 1 a heavier uniform plan can be faster (see above).
-    if (cost->fits && out.best_uniform && Better(*cost, out.best_uniform->cost)) {
-      out.best_uniform = RankedPlan{plan, *cost, false};
+    if (!cost->fits) {
+      ++out.dropped;
+    } else if (!out.best_uniform) {
+      out.best_uniform = RankedPlan{plan, *cost, false};  // the lightest that fits
+      if (r == 0) {
+        out.pruned = kChoices - 1;
+        out.best = out.best_uniform;
+        return out;
+      }
     }
     uniform.push_back(*std::move(cost));
   }
-  const int64_t p = plan.pp;
-  auto fits = [&](int64_t s, int r) { return uniform[r].memory[s].fits; };
-  auto time = [&](int64_t s, int r) {
-    const StageCost& c = uniform[r].stages[s];
-    return c.forward_s + c.backward_s + c.recompute_s;
-  };
-  auto dp_time = [&](int64_t s, int r) { return uniform[r].time.stage_dp_exposed_s[s]; };
-  for (int64_t s = 0; s < p; ++s) {
-    bool any = false;
-    for (int r = 0; r < kChoices; ++r) any = any || fits(s, r);
-    if (!any) return out;  // this rank does not fit even with full recomputation
+  // Each rank's lightest recomputation that fits (its memory depends on nothing else).
+  std::vector<Recompute> per_rank;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    int pick = 0;
+    while (pick < kChoices && !uniform[pick].memory[s].fits) ++pick;
+    if (pick == kChoices) return out;  // this rank does not fit even with full recomputation
+    per_rank.push_back(kRecomputes[pick]);
   }
-  // The candidate assignments: per cap pair (v > 1), or the fastest fitting (v = 1).
-  std::vector<double> time_caps = {std::numeric_limits<double>::infinity()};
-  std::vector<double> dp_caps = {std::numeric_limits<double>::infinity()};
-  if (plan.virtual_stages > 1) {
-    for (int64_t s = 0; s < p; ++s) {
-      for (int r = 0; r < kChoices; ++r) {
-        if (!fits(s, r)) continue;
-        time_caps.push_back(time(s, r));
-        dp_caps.push_back(dp_time(s, r));
-      }
-    }
-    for (std::vector<double>* caps : {&time_caps, &dp_caps}) {
-      std::sort(caps->begin(), caps->end());
-      caps->erase(std::unique(caps->begin(), caps->end()), caps->end());
-    }
+  SetStageRecompute(plan, per_rank);
+  if (!plan.mixed_recompute()) {
+    out.best = out.best_uniform;  // every rank's lightest is the same one
+    return out;
   }
-  absl::flat_hash_set<std::vector<Recompute>> tried;
-  for (double time_cap : time_caps) {
-    for (double dp_cap : dp_caps) {
-      std::vector<Recompute> per_rank;
-      for (int64_t s = 0; s < p; ++s) {
-        int pick = -1;  // the fastest fitting within the caps; ties to the lightest
-        for (int r = 0; r < kChoices; ++r) {
-          if (!fits(s, r) || time(s, r) > time_cap || dp_time(s, r) > dp_cap) continue;
-          if (pick < 0 || time(s, r) < time(s, pick)) pick = r;
-        }
-        if (pick < 0) break;
-        per_rank.push_back(kRecomputes[pick]);
-      }
-      if (static_cast<int64_t>(per_rank.size()) < p || !tried.insert(per_rank).second) continue;
-      ParallelPlan candidate = plan;
-      SetStageRecompute(candidate, per_rank);
-      absl::StatusOr<PlanCost> cost;
-      if (candidate.mixed_recompute()) {
-        cost = CostPlan(model, candidate, layers, options);
-        if (!cost.ok()) return cost.status();
-        ++out.costed;
-      } else {
-        cost = uniform[static_cast<int>(candidate.recompute)];  // kRecomputes is in enum order
-      }
-      if (!out.best || Better(*cost, out.best->cost)) {
-        out.best = RankedPlan{candidate, *std::move(cost), false};
-      }
-    }
-  }
+  absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options);
+  if (!cost.ok()) return cost.status();
+  ++out.costed;
+  out.best = RankedPlan{plan, *std::move(cost), false};
   return out;
 }
 

@@ -15,13 +15,12 @@
 // distinct layer programs are collected first and measured once each (on worker
 // threads); everything after is arithmetic. Two prunes on top, both exact:
 //  * the recomputation is chosen per rank, not enumerated (3^pp ways): a rank's memory,
-//    time and data-parallel exposure depend on its own choice only, so with v = 1 the
-//    lightest that fits on each rank is best (heavier adds d per micro-batch to the
-//    iteration and hides at most d (L-1)/L more data-parallel time), and when
-//    recomputing nothing fits on every rank the heavier ones are never costed (dominance);
-//    with v > 1, where a heavier rank can hide more than it adds (d / v), every pair of
-//    caps on max T and max D is tried (see ChooseRecomputation). A plan is dropped only
-//    when some rank fits under none;
+//    time and data-parallel exposure depend on its own choice only, so the lightest that
+//    fits on each rank is best (heavier adds d per micro-batch to a rank, at least d / v
+//    to the iteration, and hides less than d / v more data-parallel time: see
+//    ChooseRecomputation), and when recomputing nothing fits on every rank the heavier
+//    ones are never costed (dominance). A plan is dropped only when some rank fits under
+//    none;
 //  * a bound: every plan of a (tp, cp, pp, dp, micro-batch) group takes at least
 //    m x (layers / pp) x (F + B) of one layer (the slowest rank's steady state: some rank
 //    holds at least layers / pp layers, even or not), so a group

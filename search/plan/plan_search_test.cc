@@ -172,8 +172,7 @@ TEST_P(PruningLosesNothingTest, AndEveryPlanFits) {
   }
 }
 
-// 2 GB: some plans drop; 80: every plan fits; 1.8: on 8 GPUs the best is interleaved with
-// its ranks recomputing differently (v > 1: ChooseRecomputation's caps).
+// 1.8 and 2 GB: some plans drop (ranks recompute differently); 80: every plan fits.
 INSTANTIATE_TEST_SUITE_P(SmallModels, PruningLosesNothingTest,
                          testing::Combine(testing::Values(1.8, 2.0, 80.0),
                                           testing::Values<int64_t>(1, 2, 4, 8)));
