@@ -2,6 +2,8 @@
 """Prints the plan search's predicted MFU for published Megatron-LM runs beside the
 published figures (issue 15), with the error of each row and the plan the search prefers.
 
+GPT rows (A100) first, then Llama rows (H100, LLAMA_ROWS below).
+
 Each row is one published configuration: a GPT model (vocabulary 51,200, sequence 2,048),
 a GPU count, its tensor/pipeline/data parallel sizes, global batch, recomputation and
 sequence parallelism. For each the script runs
@@ -13,7 +15,7 @@ and reads its last line: the given plan's predicted MFU, and the search's best p
 the same cluster with its predicted gain (given plan's time / best plan's time).
 
 MFU here is model FLOPs (forward and backward, 3 passes, no recomputation) per second
-over the GPUs' bf16 peak (A100: 312 TFLOP/s). Narayanan et al. count the recomputed
+over the GPUs' bf16 peak (A100: 312 TFLOP/s; H100 SXM: 989 TFLOP/s). Narayanan et al. count the recomputed
 forward too (4 passes), so their figures are scaled by 3/4 to compare; Korthikanti et al.
 report MFU directly. All predictions are the sim's (sim/), not measurements.
 
@@ -31,6 +33,7 @@ import subprocess
 import sys
 
 A100_PEAK_TFLOPS = 312.0
+H100_PEAK_TFLOPS = 989.0  # sim/hardware.cc's h100-sxm bf16 peak (dense)
 
 # (id, source, params label, heads, hidden, layers, tp, pp, gpus, global batch,
 #  recompute, sequence parallel, published TFLOP/s per GPU or None, published MFU %)
@@ -52,6 +55,22 @@ ROWS = [
     ("mlsys23-175b", "mlsys23", "175B", 96, 12288, 96, 8, 8, 64, 64, "selective", True, None, 51.4),
     ("mlsys23-530b", "mlsys23", "530B", 128, 20480, 105, 8, 35, 280, 280, "selective", True, None, 56.0),
     ("mlsys23-1t", "mlsys23", "1T", 160, 25600, 128, 8, 64, 512, 512, "selective", True, None, 56.3),
+]
+
+# Llama rows: Llama 3.1 405B pre-training on H100s (Meta's 8K-context stage), as read this
+# session in https://glennklockwood.com/garden/llama-3.1 ("Hyperparameters": Pavan
+# Balaji's SC'24 slide of the Llama 3 run: GPUs, TP, CP, PP, tokens/batch 16M, TFLOPS/GPU)
+# with the 8K sequence of that stage from https://ai-papers.xuzou.cn/papers/llama3_2024
+# ("initial 8K context stage"): 16M tokens / 8,192 = 2,048 sequences. DP follows as
+# GPUs / (TP x CP x PP). Not in those sources, so our choices (said in the table's notes):
+# micro-batch 1, the distributed optimizer (zero=1; Meta shards like FSDP), no
+# recomputation, no interleaving, and 126 layers over 16 ranks as 7 + 14 x 8 + 7.
+# (id, source, label, model text, gpus, hardware, plan, published TFLOP/s per GPU)
+LLAMA_ROWS = [
+    ("meta-405b-8k-8192", "balaji-sc24", "Llama 3.1 405B", "llama3-405b,seq=8192,global_batch=2048",
+     8192, "h100-sxm", "tp=8,cp=1,pp=16,dp=64,sp,mb=1,zero=1,recompute=none,first=7,last=7", 430),
+    ("meta-405b-8k-16384", "balaji-sc24", "Llama 3.1 405B", "llama3-405b,seq=8192,global_batch=2048",
+     16384, "h100-sxm", "tp=8,cp=1,pp=16,dp=128,sp,mb=1,zero=1,recompute=none,first=7,last=7", 400),
 ]
 
 GIVEN = re.compile(
@@ -88,11 +107,15 @@ def published_mfu(row):
 
 
 def run_row(search, row):
-    cmd = [search, "--plan", model_text(row), f"--gpus={row[8]}", "--hardware=a100-sxm-80g",
-           "--top=1", "--quiet", f"--plan-eval={plan_text(row)}",
+    return run_eval(search, row[0], model_text(row), row[8], "a100-sxm-80g", plan_text(row))
+
+
+def run_eval(search, rid, model, gpus, hardware, plan):
+    cmd = [search, "--plan", model, f"--gpus={gpus}", f"--hardware={hardware}",
+           "--top=1", "--quiet", f"--plan-eval={plan}",
            # The published runs used Megatron-LM's plain collectives (no tensor-parallel
-           # communication overlap, no context parallelism), so the given plans and the
-           # search's alternatives are costed with plain collectives too.
+           # communication overlap), so the given plans and the search's alternatives are
+           # costed with plain collectives too.
            "--layer-schedule=none"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -103,7 +126,7 @@ def run_row(search, row):
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     m = GIVEN.match(last)
     if not m:
-        raise ToolError(f"{row[0]}: no 'given plan' line in commir-search's output: {last[:200]!r}")
+        raise ToolError(f"{rid}: no 'given plan' line in commir-search's output: {last[:200]!r}")
     return m
 
 
@@ -123,24 +146,43 @@ def format_row(row, m):
             f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
 
 
+def format_llama_row(row, m):
+    rid, _, label, _, gpus, _, plan, tflops = row
+    setting = plan.replace(",", " ").replace("global_batch", "batch")
+    seq_batch = dict(kv.split("=") for kv in row[3].split(",")[1:])
+    setting = f"{setting} batch={seq_batch['global_batch']} seq={seq_batch['seq']}"
+    pub = tflops / H100_PEAK_TFLOPS * 100
+    predicted = float(m["mfu"])
+    note = "" if m["fits"] == "fits" else " (does not fit by our memory model)"
+    best = m["best"] or "none fits"
+    best_mfu = f"{float(m['best_mfu']):.1f}%" if m["best_mfu"] else "-"
+    gain = f"{float(m['gain']):.2f}x" if m["gain"] else "-"
+    return (f"| {rid} | {label} | {gpus} | {setting} | {tflops} | {pub:.1f}% | "
+            f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commir-search", required=True)
     ap.add_argument("--rows", nargs="+", help="row ids (default: all)")
     ap.add_argument("--check", help="fail unless each generated row is in this file")
     args = ap.parse_args()
-    rows = ROWS
+    rows, llama_rows = ROWS, LLAMA_ROWS
     if args.rows:
-        known = {r[0] for r in ROWS}
+        known = {r[0] for r in ROWS + LLAMA_ROWS}
         unknown = [r for r in args.rows if r not in known]
         if unknown:
             print(f"plan_mfu_table.py: unknown rows {unknown}; known: {sorted(known)}", file=sys.stderr)
             return 1
         rows = [r for r in ROWS if r[0] in args.rows]
+        llama_rows = [r for r in LLAMA_ROWS if r[0] in args.rows]
     lines = []
     try:
         for row in rows:
             lines.append(format_row(row, run_row(args.commir_search, row)))
+        for row in llama_rows:
+            m = run_eval(args.commir_search, row[0], row[3], row[4], row[5], row[6])
+            lines.append(format_llama_row(row, m))
     except ToolError as e:
         print(f"plan_mfu_table.py: error: {e}", file=sys.stderr)
         return 1

@@ -56,7 +56,20 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   }
   value("--micro-batch-size", plan.micro_batch);
   value("--global-batch-size", model.global_batch);
-  switch (plan.recompute) {
+  // Megatron-LM takes one recomputation for every stage (--recompute-method block's K
+  // layers are the same K on each), so a per-rank choice runs as its heaviest rank's: it
+  // fits wherever the plan's does, but recomputes more on the lighter ranks.
+  const Recompute recompute = plan.HeaviestRecompute();
+  if (plan.mixed_recompute()) {
+    out.notes.push_back(absl::StrCat(
+        "the plan recomputes per pipeline rank (", DescribeStageRecompute(plan),
+        ", rank 0 first); Megatron-LM takes one setting for every stage, so these arguments "
+        "use the heaviest rank's (",
+        RecomputeName(recompute),
+        ") on all: it fits, but is slower than the plan's time by the lighter ranks' extra "
+        "recomputation"));
+  }
+  switch (recompute) {
     case Recompute::kNone:
       break;
     case Recompute::kSelective:

@@ -13,6 +13,10 @@
 // reduce-scatters gradients but keeps the full gradient buffer), so it is written as the
 // distributed optimizer with a note; 3 is torch FSDP2 (--use-torch-fsdp2), which
 // Megatron-LM does not support with pipeline parallelism, so pp > 1 is refused.
+//
+// Recomputation chosen per pipeline rank has no Megatron-LM flag (it takes one setting for
+// every stage): the arguments use the heaviest rank's setting and a note names the
+// per-rank choice.
 #ifndef COMMIR_SEARCH_PLAN_MEGATRON_ARGS_H_
 #define COMMIR_SEARCH_PLAN_MEGATRON_ARGS_H_
 

@@ -42,6 +42,35 @@ TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
             "# data-parallel size 16 follows from the world size: launch 1024 processes");
 }
 
+// Megatron-LM takes one recomputation for every stage: a per-rank plan is written with its
+// heaviest rank's setting and a note naming the per-rank choice.
+TEST(MegatronArgsTest, RecomputationPerRankRunsAsTheHeaviestWithANote) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  ParallelPlan p;
+  p.pp = 4;
+  SetStageRecompute(
+      p, {Recompute::kSelective, Recompute::kSelective, Recompute::kNone, Recompute::kNone});
+  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p);
+  ASSERT_TRUE(args.ok()) << args.status();
+  const std::string text = FormatMegatronArgs(*args);
+  EXPECT_NE(text.find("--recompute-granularity selective"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--recompute-method"), std::string::npos) << text;
+  EXPECT_NE(text.find("# the plan recomputes per pipeline rank (selective,selective,none,none, "
+                      "rank 0 first)"),
+            std::string::npos)
+      << text;
+  SetStageRecompute(p,
+                    {Recompute::kFull, Recompute::kSelective, Recompute::kNone, Recompute::kNone});
+  const std::string full = FormatMegatronArgs(*ToMegatronArgs(m, p));
+  EXPECT_NE(full.find("--recompute-granularity full \\\n--recompute-method uniform"),
+            std::string::npos)
+      << full;
+  EXPECT_NE(full.find("use the heaviest rank's (full) on all"), std::string::npos) << full;
+  // One recomputation for every rank: no note.
+  p.stage_recompute.clear();
+  EXPECT_EQ(FormatMegatronArgs(*ToMegatronArgs(m, p)).find("per pipeline rank"), std::string::npos);
+}
+
 TEST(MegatronArgsTest, GptFullRecomputeAndZeroStages) {
   const ModelSpec m = *Preset("gpt3-1.3b");
   ParallelPlan p;

@@ -1,12 +1,16 @@
 #include "search/plan/parallel_plan.h"
 
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace commir::search::plan {
-namespace {
 
 absl::string_view RecomputeName(Recompute r) {
   switch (r) {
@@ -20,7 +24,42 @@ absl::string_view RecomputeName(Recompute r) {
   return "none";
 }
 
-}  // namespace
+absl::StatusOr<Recompute> ParseRecompute(absl::string_view text) {
+  if (text == "none") return Recompute::kNone;
+  if (text == "selective") return Recompute::kSelective;
+  if (text == "full") return Recompute::kFull;
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan: recompute is none, selective or full, not '", text, "'"));
+}
+
+Recompute ParallelPlan::RecomputeOf(int64_t stage) const {
+  if (stage >= 0 && stage < static_cast<int64_t>(stage_recompute.size())) {
+    return stage_recompute[stage];
+  }
+  return recompute;
+}
+
+bool ParallelPlan::mixed_recompute() const {
+  for (Recompute r : stage_recompute) {
+    if (r != stage_recompute.front()) return true;
+  }
+  return false;
+}
+
+Recompute ParallelPlan::HeaviestRecompute() const {
+  Recompute out = stage_recompute.empty() ? recompute : Recompute::kNone;
+  // The enum is ordered lightest first.
+  for (Recompute r : stage_recompute) out = std::max(out, r);
+  return out;
+}
+
+void SetStageRecompute(ParallelPlan& plan, std::vector<Recompute> per_rank) {
+  plan.stage_recompute = std::move(per_rank);
+  if (!plan.mixed_recompute()) {
+    if (!plan.stage_recompute.empty()) plan.recompute = plan.stage_recompute.front();
+    plan.stage_recompute.clear();
+  }
+}
 
 int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan) {
   const int64_t per_step = plan.micro_batch * plan.dp;
@@ -74,6 +113,10 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
     return refuse("the sequence ", model.sequence, " does not split into ", seq_split);
   }
   if (p.zero_stage < 0 || p.zero_stage > 3) return refuse("ZeRO stage must be 0..3");
+  if (!p.stage_recompute.empty() && static_cast<int64_t>(p.stage_recompute.size()) != p.pp) {
+    return refuse("the recomputation names ", p.stage_recompute.size(),
+                  " ranks, not one per pipeline rank (pp = ", p.pp, ")");
+  }
   return absl::OkStatus();
 }
 
@@ -89,11 +132,23 @@ std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& 
   return out;
 }
 
+std::string DescribeStageRecompute(const ParallelPlan& p) {
+  if (p.stage_recompute.empty()) {
+    std::vector<absl::string_view> names(std::max<int64_t>(1, p.pp), RecomputeName(p.recompute));
+    return absl::StrJoin(names, ",");
+  }
+  return absl::StrJoin(p.stage_recompute, ",", [](std::string* out, Recompute r) {
+    absl::StrAppend(out, RecomputeName(r));
+  });
+}
+
 std::string DescribePlan(const ParallelPlan& p) {
+  const std::string recompute = p.stage_recompute.empty() ? std::string(RecomputeName(p.recompute))
+                                                          : DescribeStageRecompute(p);
   return absl::StrCat("tp=", p.tp, " cp=", p.cp, " pp=", p.pp,
                       p.virtual_stages > 1 ? absl::StrCat(" (v=", p.virtual_stages, ")") : "",
                       " dp=", p.dp, p.sequence_parallel ? " sp" : "", " mb=", p.micro_batch,
-                      " zero=", p.zero_stage, " recompute=", RecomputeName(p.recompute),
+                      " zero=", p.zero_stage, " recompute=", recompute,
                       p.first_stage_layers > 0 ? absl::StrCat(" first=", p.first_stage_layers) : "",
                       p.last_stage_layers > 0 ? absl::StrCat(" last=", p.last_stage_layers) : "");
 }
@@ -101,8 +156,17 @@ std::string DescribePlan(const ParallelPlan& p) {
 absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
   ParallelPlan p;
   bool any = false;
+  bool after_recompute = false;  // bare recomputation words extend recompute=...'s list
+  std::vector<Recompute> per_rank;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
     any = true;
+    if (after_recompute && !absl::StrContains(item, '=')) {
+      if (absl::StatusOr<Recompute> r = ParseRecompute(item); r.ok()) {
+        per_rank.push_back(*r);
+        continue;
+      }
+    }
+    after_recompute = false;
     // DescribePlan writes interleaving as "(v=2)".
     absl::ConsumePrefix(&item, "(");
     absl::ConsumeSuffix(&item, ")");
@@ -115,16 +179,10 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
     const absl::string_view key = kv.first;
     const absl::string_view value = kv.second;
     if (key == "recompute") {
-      if (value == "none") {
-        p.recompute = Recompute::kNone;
-      } else if (value == "selective") {
-        p.recompute = Recompute::kSelective;
-      } else if (value == "full") {
-        p.recompute = Recompute::kFull;
-      } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("plan: recompute is none, selective or full, not '", value, "'"));
-      }
+      absl::StatusOr<Recompute> r = ParseRecompute(value);
+      if (!r.ok()) return r.status();
+      per_rank = {*r};
+      after_recompute = true;
       continue;
     }
     int64_t* field = nullptr;
@@ -153,6 +211,11 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
     }
   }
   if (!any) return absl::InvalidArgumentError("plan: empty (e.g. tp=8,pp=8,dp=12,mb=1)");
+  if (per_rank.size() == 1) {
+    p.recompute = per_rank.front();
+  } else if (!per_rank.empty()) {
+    p.stage_recompute = std::move(per_rank);  // kept as written: CheckPlan checks the count
+  }
   return p;
 }
 

@@ -25,6 +25,11 @@ struct ParallelPlan {
   int64_t micro_batch = 1;     // sequences per micro-batch
   int zero_stage = 0;
   Recompute recompute = Recompute::kNone;
+  // Per pipeline rank (pp entries), or empty: `recompute` on every rank. 1F1B's first
+  // ranks hold the most micro-batches in flight, so they may need a heavier recomputation
+  // than the last; the search picks the lightest that fits per rank. When set, it wins
+  // over `recompute`.
+  std::vector<Recompute> stage_recompute;
   // Uneven pipelines (v = 1): the first and the last rank's layers, the rest split evenly
   // over the other ranks; 0: an even share. The first rank also embeds and the last runs
   // the head, and the first holds the most micro-batches in flight, so lighter ends can
@@ -33,8 +38,25 @@ struct ParallelPlan {
   int64_t last_stage_layers = 0;
 
   bool uneven() const { return first_stage_layers != 0 || last_stage_layers != 0; }
+  // Rank `stage`'s recomputation (stage_recompute's entry, or the uniform one).
+  Recompute RecomputeOf(int64_t stage) const;
+  // Whether ranks differ in recomputation.
+  bool mixed_recompute() const;
+  // The heaviest recomputation of any rank (full > selective > none).
+  Recompute HeaviestRecompute() const;
   int64_t gpus() const { return tp * cp * pp * dp; }
 };
+
+// "none", "selective", "full".
+absl::string_view RecomputeName(Recompute r);
+absl::StatusOr<Recompute> ParseRecompute(absl::string_view text);
+
+// Each rank's recomputation: "full,selective,none" (rank 0 first).
+std::string DescribeStageRecompute(const ParallelPlan& plan);
+
+// Sets one recomputation per rank; a list whose entries are all equal is stored as the
+// uniform `recompute` (so a plan has one spelling).
+void SetStageRecompute(ParallelPlan& plan, std::vector<Recompute> per_rank);
 
 // Micro-batches per data-parallel replica and iteration: global batch / (micro-batch x dp).
 int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
@@ -44,22 +66,24 @@ int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
 // pp x v (or, with uneven stages, the rest a multiple of the other ranks, v = 1,
 // pp > 1), interleaving only with
 // pp > 1 and micro-batches a multiple of pp, tp dividing the heads and FFN, cp (x tp with
-// sequence parallelism) the sequence, ZeRO 0..3. The error says which rule fails.
+// sequence parallelism) the sequence, ZeRO 0..3, a per-rank recomputation with one entry
+// per pipeline rank. The error says which rule fails.
 absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
 
 // Transformer layers on each pipeline rank (the plan must pass CheckPlan).
 std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& plan);
 
 // "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " first=N last=M"
-// for uneven stages.
+// for uneven stages; ranks that differ: "recompute=full,selective" (rank 0 first).
 std::string DescribePlan(const ParallelPlan& plan);
 
 // The inverse of DescribePlan, for costing a given plan (`commir-search --plan-eval`):
 // "tp=8,pp=8,dp=12,sp,mb=1,zero=1,recompute=selective" -- keys tp, cp, pp, v, dp, mb,
-// zero, recompute (none|selective|full), first, last, and the word sp; separated by commas
-// or spaces, in any order; an omitted key keeps ParallelPlan's default, and "(v=N)" as
-// DescribePlan writes it is taken too. Errors name the bad key or value; the plan's rules
-// are CheckPlan's, not checked here.
+// zero, recompute (none|selective|full, or one per pipeline rank: recompute=full,none,none
+// -- the words after it that name a recomputation extend the list), first, last, and the
+// word sp; separated by commas or spaces, in any order; an omitted key keeps ParallelPlan's
+// default, and "(v=N)" as DescribePlan writes it is taken too. Errors name the bad key or value;
+// the plan's rules are CheckPlan's, not checked here.
 absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text);
 
 }  // namespace commir::search::plan

@@ -1,6 +1,9 @@
 #include "search/plan/parallel_plan.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
+#include "search/plan/model_spec.h"
 
 namespace commir::search::plan {
 namespace {
@@ -43,6 +46,46 @@ TEST(ParsePlanTest, CommasAnyOrderAndDefaults) {
   EXPECT_EQ(p->recompute, Recompute::kNone);
 }
 
+TEST(ParsePlanTest, RecomputationPerRank) {
+  absl::StatusOr<ParallelPlan> p = ParsePlan("tp=8,pp=4,recompute=full,selective,none,none,sp");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->sequence_parallel);
+  EXPECT_TRUE(p->mixed_recompute());
+  EXPECT_EQ(p->RecomputeOf(0), Recompute::kFull);
+  EXPECT_EQ(p->RecomputeOf(1), Recompute::kSelective);
+  EXPECT_EQ(p->RecomputeOf(3), Recompute::kNone);
+  EXPECT_EQ(p->HeaviestRecompute(), Recompute::kFull);
+  EXPECT_EQ(DescribePlan(*p),
+            "tp=8 cp=1 pp=4 dp=1 sp mb=1 zero=0 recompute=full,selective,none,none");
+  absl::StatusOr<ParallelPlan> back = ParsePlan(DescribePlan(*p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(DescribePlan(*back), DescribePlan(*p));
+  EXPECT_EQ(DescribeStageRecompute(*p), "full,selective,none,none");
+
+  // One word still means every rank; equal entries collapse to it.
+  ParallelPlan uniform = *ParsePlan("pp=2,recompute=selective");
+  EXPECT_FALSE(uniform.mixed_recompute());
+  EXPECT_EQ(uniform.RecomputeOf(1), Recompute::kSelective);
+  EXPECT_EQ(DescribeStageRecompute(uniform), "selective,selective");
+  SetStageRecompute(uniform, {Recompute::kFull, Recompute::kFull});
+  EXPECT_TRUE(uniform.stage_recompute.empty());
+  EXPECT_EQ(uniform.recompute, Recompute::kFull);
+  SetStageRecompute(uniform, {Recompute::kFull, Recompute::kNone});
+  EXPECT_EQ(DescribePlan(uniform), "tp=1 cp=1 pp=2 dp=1 mb=1 zero=0 recompute=full,none");
+}
+
+TEST(CheckPlanTest, RecomputationNamesEveryRank) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  ParallelPlan p = *ParsePlan("pp=4,recompute=full,none");
+  absl::Status s = CheckPlan(m, p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("names 2 ranks, not one per pipeline rank (pp = 4)"),
+            std::string::npos)
+      << s;
+  p = *ParsePlan("pp=4,recompute=full,none,none,none");
+  EXPECT_TRUE(CheckPlan(m, p).ok());
+}
+
 TEST(ParsePlanTest, BadInputSaysWhat) {
   auto error = [](absl::string_view text) {
     absl::StatusOr<ParallelPlan> p = ParsePlan(text);
@@ -54,6 +97,7 @@ TEST(ParsePlanTest, BadInputSaysWhat) {
   EXPECT_NE(error("tp").find("tp needs a count"), std::string::npos);
   EXPECT_NE(error("zero=4").find("zero is 0, 1, 2 or 3"), std::string::npos);
   EXPECT_NE(error("recompute=some").find("none, selective or full"), std::string::npos);
+  EXPECT_NE(error("recompute=full,some").find("unknown key 'some'"), std::string::npos);
   EXPECT_NE(error(" , ").find("empty"), std::string::npos);
 }
 

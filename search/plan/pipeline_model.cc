@@ -78,11 +78,16 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   };
   const double forward = c.overlap_dp_comm ? s.forward_s / units : 0;
   const double backward = c.overlap_dp_comm ? (s.backward_s + s.recompute_s) / units : 0;
+  // With interleaving only the first chunk's layers are left at the end of the backward
+  // (the other chunks finish earlier in the cool-down and reduce under it), and the next
+  // iteration's first forward needs only that chunk's parameters: the chain runs over its
+  // layers / v.
+  const int64_t tail = std::max<int64_t>(1, units / c.virtual_stages);
   if (c.zero_stage == 0) {
     absl::StatusOr<double> reduce =
         collective(sim::CollectiveKind::kAllReduce, c.grad_bytes_per_param);
     if (!reduce.ok()) return reduce.status();
-    return Chain(*reduce, backward, units);
+    return Chain(*reduce, backward, tail);
   }
   absl::StatusOr<double> reduce =
       collective(sim::CollectiveKind::kReduceScatter, c.grad_bytes_per_param);
@@ -90,7 +95,7 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   absl::StatusOr<double> gather =
       collective(sim::CollectiveKind::kAllGather, c.param_bytes_per_param);
   if (!gather.ok()) return gather.status();
-  if (c.zero_stage < 3) return Chain(*reduce, backward, units) + Chain(*gather, forward, units);
+  if (c.zero_stage < 3) return Chain(*reduce, backward, tail) + Chain(*gather, forward, tail);
   // ZeRO 3: every micro-batch gathers each layer for its forward, again for its backward,
   // and reduce-scatters its gradients; the backward's gather and reduction share the links.
   const double m = static_cast<double>(c.microbatches);

@@ -29,6 +29,10 @@
 //
 //   chain(c, t) = c + (L - 1) x max(0, c - t)      (the unhidden end, then what spills)
 //
+// With interleaving over v chunks only the first chunk's L / v layers are left at the end
+// (the other chunks' last backwards finish earlier in the cool-down and reduce under it;
+// the next iteration's first forward needs only that chunk's parameters), so the chains
+// run over L / v layers.
 // ZeRO 0 all-reduces the gradients, ZeRO 1 and 2 reduce-scatter them, under the last
 // micro-batch's backward: chain(reduction, backward). ZeRO 1 and 2 then all-gather the
 // updated bf16 parameters under the next iteration's first forward: chain(gather, forward)

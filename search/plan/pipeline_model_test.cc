@@ -191,6 +191,30 @@ TEST(PipelineModelTest, ZeroThreeGathersEachLayerEveryMicroBatchLikeFsdp) {
   EXPECT_LT(Predict({s}, c).dp_exposed_s, three);
 }
 
+// With interleaving only the first chunk's layers reduce at the very end: the chain runs
+// over L / v layers. Each layer's reduction (1e8 parameters over NVLink, about a
+// millisecond) outlasts its microsecond of backward, so every layer of the chain spills.
+TEST(PipelineModelTest, InterleavedChainsRunOverTheFirstChunksLayers) {
+  PipelineConfig c;
+  c.dp = 2;
+  c.microbatches = 4;
+  std::vector<StageCost> one_layer = Equal(2, 1e-6, 1e-6);
+  for (StageCost& s : one_layer) s.parameters_per_device = 100'000'000;
+  const double comm = Predict(one_layer, c).dp_exposed_s;  // one layer's whole reduction
+  ASSERT_GT(comm, 1e-4);
+  std::vector<StageCost> eight_layers = Equal(2, 8e-6, 8e-6);
+  for (StageCost& s : eight_layers) {
+    s.parameters_per_device = 800'000'000;
+    s.layers = 8;
+  }
+  const double spill = comm - 1e-6;  // per further layer: its reduction less its backward
+  EXPECT_NEAR(Predict(eight_layers, c).dp_exposed_s, comm + 7 * spill, 1e-9);
+  c.virtual_stages = 2;
+  EXPECT_NEAR(Predict(eight_layers, c).dp_exposed_s, comm + 3 * spill, 1e-9);
+  c.virtual_stages = 4;
+  EXPECT_NEAR(Predict(eight_layers, c).dp_exposed_s, comm + 1 * spill, 1e-9);
+}
+
 TEST(PipelineModelTest, RefusesBadConfigurations) {
   PipelineConfig c;
   EXPECT_FALSE(PredictIteration({}, c, H100(), 8).ok());

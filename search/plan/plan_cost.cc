@@ -43,8 +43,11 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     c.forward_s = n * layer->forward_s;
     c.backward_s = n * layer->backward_s;
     c.exposed_tp_comm_s = n * (layer->forward_exposed_comm_s + layer->backward_exposed_comm_s);
-    if (plan.recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
-    if (plan.recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
+    // Each rank's own recomputation (ParallelPlan::stage_recompute): it sets this rank's
+    // backward time and activation memory and nothing of the other ranks'.
+    const Recompute recompute = plan.RecomputeOf(s);
+    if (recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
+    if (recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
     c.parameters_per_device = n * LayerParametersPerDevice(model, plan.tp);
     // Data-parallel communication goes layer by layer (the embedding and head ride with
     // the first and last layer's share: a rank with no layer still sends them as one unit).
@@ -101,7 +104,7 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     mc.microbatches = microbatches;
     mc.dp = plan.dp * plan.cp;  // the distributed optimizer shards over dp x cp
     mc.zero_stage = plan.zero_stage;
-    mc.recompute = plan.recompute;
+    mc.recompute = plan.RecomputeOf(s);
     mc.grad_bytes_per_param = options.grad_bytes_per_param;
     mc.hbm_capacity_bytes = hardware.hbm_capacity;
     footprints[s].parameters_per_device = out.stages[s].parameters_per_device;

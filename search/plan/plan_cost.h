@@ -3,11 +3,11 @@
 // (pipeline_model.h), the memory of every rank (memory_model.h), throughput and model
 // FLOPs utilisation. What the plan search ranks; the search loop itself is to come.
 //
-// Ranks hold layers / pp layers each, or the plan's uneven split; rank 0 adds the embedding lookup, the
-// last rank the output head (and for GPT's tied embedding a copy of the table, as
-// Megatron-LM keeps one on the last stage). Recomputation per plan: selective re-runs
-// each layer's attention in its backward, full re-runs each layer's forward (the head is
-// never recomputed).
+// Ranks hold layers / pp layers each, or the plan's uneven split; rank 0 adds the embedding lookup,
+// the last rank the output head (and for GPT's tied embedding a copy of the table, as Megatron-LM
+// keeps one on the last stage). Recomputation per rank (the plan's uniform one, or
+// stage_recompute): selective re-runs each layer's attention in its backward, full re-runs each
+// layer's forward (the head is never recomputed).
 #ifndef COMMIR_SEARCH_PLAN_PLAN_COST_H_
 #define COMMIR_SEARCH_PLAN_PLAN_COST_H_
 

@@ -98,6 +98,35 @@ TEST_F(PlanCostTest, RecomputationTradesTimeForMemory) {
   EXPECT_GT(full.time.breakdown.total_s, none.time.breakdown.total_s);
 }
 
+// Each rank is costed with its own recomputation: its memory and time per micro-batch are
+// those of the uniform plan with that recomputation, rank by rank.
+TEST_F(PlanCostTest, RecomputationPerRankCostsEachRankWithItsOwn) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  ParallelPlan p = Plan(1, 4, 1, 4);
+  const std::vector<Recompute> per_rank = {Recompute::kFull, Recompute::kSelective,
+                                           Recompute::kNone, Recompute::kNone};
+  SetStageRecompute(p, per_rank);
+  const PlanCost mixed = Cost(m, p);
+  ASSERT_EQ(mixed.memory.size(), 4u);
+  for (int64_t s = 0; s < 4; ++s) {
+    ParallelPlan uniform = Plan(1, 4, 1, 4);
+    uniform.recompute = per_rank[s];
+    const PlanCost u = Cost(m, uniform);
+    SCOPED_TRACE(s);
+    EXPECT_DOUBLE_EQ(mixed.memory[s].total, u.memory[s].total);
+    EXPECT_DOUBLE_EQ(mixed.stages[s].recompute_s, u.stages[s].recompute_s);
+    EXPECT_DOUBLE_EQ(mixed.stages[s].backward_s, u.stages[s].backward_s);
+  }
+  EXPECT_GT(mixed.stages[0].recompute_s, mixed.stages[1].recompute_s);
+  EXPECT_GT(mixed.stages[1].recompute_s, 0);
+  EXPECT_EQ(mixed.stages[2].recompute_s, 0);
+  // Between the uniform extremes in time.
+  ParallelPlan none = Plan(1, 4, 1, 4), full = Plan(1, 4, 1, 4);
+  full.recompute = Recompute::kFull;
+  EXPECT_GT(mixed.time.breakdown.total_s, Cost(m, none).time.breakdown.total_s);
+  EXPECT_LT(mixed.time.breakdown.total_s, Cost(m, full).time.breakdown.total_s);
+}
+
 TEST_F(PlanCostTest, ZeroShardsStateAndLlama70bNeedsModelParallelism) {
   const ModelSpec gpt = *Preset("gpt3-1.3b");
   ParallelPlan p = Plan(1, 1, 4, 4);

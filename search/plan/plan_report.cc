@@ -8,18 +8,6 @@
 namespace commir::search::plan {
 namespace {
 
-const char* RecomputeName(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "none";
-}
-
 // A layer schedule as the report shows it: "plain" for plain collectives.
 std::string ScheduleName(const std::string& schedule) {
   return schedule.empty() ? "plain" : schedule;
@@ -71,13 +59,14 @@ void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenari
     absl::StrAppend(&out, "\nno standard setting fits\n");
   }
   absl::StrAppend(&out, "\nplan 1, memory per pipeline stage (GB, per GPU):\n");
-  absl::StrAppendFormat(&out, "%5s %9s %9s %9s %11s %9s %9s\n", "stage", "weights", "grads",
-                        "optimizer", "activations", "total", "in flight");
+  absl::StrAppendFormat(&out, "%5s %9s %9s %9s %11s %9s %9s  %s\n", "stage", "weights", "grads",
+                        "optimizer", "activations", "total", "in flight", "recompute");
   for (size_t i = 0; i < best.cost.memory.size(); ++i) {
     const StageMemory& m = best.cost.memory[i];
-    absl::StrAppendFormat(&out, "%5d %9s %9s %9s %11s %9s %9.2f\n", i, Gb(m.weights),
+    absl::StrAppendFormat(&out, "%5d %9s %9s %9s %11s %9s %9.2f  %s\n", i, Gb(m.weights),
                           Gb(m.gradients), Gb(m.optimizer), Gb(m.activations), Gb(m.total),
-                          m.in_flight_microbatches);
+                          m.in_flight_microbatches,
+                          RecomputeName(best.plan.RecomputeOf(static_cast<int64_t>(i))));
   }
   absl::StatusOr<MegatronArgs> args = ToMegatronArgs(model, best.plan);
   absl::StrAppend(&out, "\nplan 1 as Megatron-LM arguments:\n",
@@ -97,7 +86,7 @@ nlohmann::ordered_json PlanJson(const ModelSpec& model, const RankedPlan& p) {
   j["sequence_parallel"] = p.plan.sequence_parallel;
   j["micro_batch"] = p.plan.micro_batch;
   j["zero_stage"] = p.plan.zero_stage;
-  j["recompute"] = RecomputeName(p.plan.recompute);
+  j["recompute"] = std::string(RecomputeName(p.plan.HeaviestRecompute()));  // the heaviest rank's
   const TimeBreakdown& b = p.cost.time.breakdown;
   j["iteration_s"] = b.total_s;
   j["tokens_per_second"] = p.cost.tokens_per_second;
@@ -110,12 +99,15 @@ nlohmann::ordered_json PlanJson(const ModelSpec& model, const RankedPlan& p) {
   j["layer_schedule"] = ScheduleName(p.cost.layer_schedule);
   j["head_schedule"] = ScheduleName(p.cost.head_schedule);
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  for (const StageMemory& m : p.cost.memory) {
-    stages.push_back({{"weights", m.weights},
-                      {"gradients", m.gradients},
-                      {"optimizer", m.optimizer},
-                      {"activations", m.activations},
-                      {"total", m.total}});
+  for (size_t i = 0; i < p.cost.memory.size(); ++i) {
+    const StageMemory& m = p.cost.memory[i];
+    stages.push_back(
+        {{"recompute", std::string(RecomputeName(p.plan.RecomputeOf(static_cast<int64_t>(i))))},
+         {"weights", m.weights},
+         {"gradients", m.gradients},
+         {"optimizer", m.optimizer},
+         {"activations", m.activations},
+         {"total", m.total}});
   }
   j["memory_per_stage"] = std::move(stages);
   absl::StatusOr<MegatronArgs> args = ToMegatronArgs(model, p.plan);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -22,6 +23,71 @@ std::vector<int64_t> Divisors(int64_t n) {
 }
 
 constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr int kChoices = static_cast<int>(std::size(kRecomputes));
+
+double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
+
+// The recomputation chosen for one plan: per rank, and the best uniform one.
+struct RecomputeChoice {
+  std::optional<RankedPlan> best;          // per rank; none when some rank fits no choice
+  std::optional<RankedPlan> best_uniform;  // one recomputation for every rank
+  int64_t costed = 0;                      // CostPlan calls
+  int64_t dropped = 0;                     // of those, uniform ones that do not fit
+  int64_t pruned = 0;                      // uniform recomputations never costed
+};
+
+// Per rank, the recomputation of the fastest plan that fits: the lightest that fits on
+// each rank. It is exact because a rank's memory, its time per micro-batch T_s (forward +
+// backward + recompute) and its exposed data-parallel time D_s depend on its own choice
+// only, and the iteration is
+//   (m - 1/v) max_s T_s + sum_s T_s / v + max_s D_s + hops.
+// A heavier choice adds some d to T_s, so at least d / v to the iteration, and takes less
+// than that off D_s: the reduction chain runs over the L / v layers of the rank's first
+// chunk, each hidden by 1/L of the rank's backward, so at most (L/v - 1) d / L (ZeRO 3,
+// only with p = v = 1, at most m d (L - 1) / L against m d more). So when recomputing
+// nothing fits on every rank, nothing heavier is costed.
+absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, ParallelPlan plan,
+                                                    LayerCostCache& layers,
+                                                    const PlanCostOptions& options) {
+  RecomputeChoice out;
+  plan.stage_recompute.clear();
+  std::vector<PlanCost> uniform;  // by kRecomputes' order, lightest first
+  for (int r = 0; r < kChoices; ++r) {
+    plan.recompute = kRecomputes[r];
+    absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options);
+    if (!cost.ok()) return cost.status();
+    ++out.costed;
+    if (!cost->fits) {
+      ++out.dropped;
+    } else if (!out.best_uniform) {
+      out.best_uniform = RankedPlan{plan, *cost, false};  // the lightest that fits
+      if (r == 0) {
+        out.pruned = kChoices - 1;
+        out.best = out.best_uniform;
+        return out;
+      }
+    }
+    uniform.push_back(*std::move(cost));
+  }
+  // Each rank's lightest recomputation that fits (its memory depends on nothing else).
+  std::vector<Recompute> per_rank;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    int pick = 0;
+    while (pick < kChoices && !uniform[pick].memory[s].fits) ++pick;
+    if (pick == kChoices) return out;  // this rank does not fit even with full recomputation
+    per_rank.push_back(kRecomputes[pick]);
+  }
+  SetStageRecompute(plan, per_rank);
+  if (!plan.mixed_recompute()) {
+    out.best = out.best_uniform;  // every rank's lightest is the same one
+    return out;
+  }
+  absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options);
+  if (!cost.ok()) return cost.status();
+  ++out.costed;
+  out.best = RankedPlan{plan, *std::move(cost), false};
+  return out;
+}
 
 // The ZeRO stages worth trying: sharding over dp x cp = 1 changes nothing, and
 // Megatron-LM runs ZeRO 3 (FSDP2) only without pipelining.
@@ -224,30 +290,30 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   TopPlans top(options.top);
   absl::flat_hash_set<std::string> standard_seen;
 
-  // Costs `plan` under each recomputation, lightest first, until one fits. Returns
-  // whether one did.
-  auto try_plan = [&](ParallelPlan plan, bool standard) -> absl::StatusOr<bool> {
-    for (size_t r = 0; r < std::size(kRecomputes); ++r) {
-      plan.recompute = kRecomputes[r];
-      absl::StatusOr<PlanCost> cost = CostPlan(model, plan, layers, options.cost);
-      if (!cost.ok()) return cost.status();
-      ++result.costed;
-      if (!cost->fits) {
-        ++result.dropped_memory;
-        continue;
+  // Costs `plan` with the best recomputation per rank (ChooseRecomputation) and offers
+  // it. A standard setting is offered with its best uniform recomputation (Megatron-LM
+  // takes one for every rank), and its per-rank best too when that is strictly faster.
+  // Returns whether any fitted.
+  auto try_plan = [&](const ParallelPlan& plan, bool standard) -> absl::StatusOr<bool> {
+    absl::StatusOr<RecomputeChoice> choice = ChooseRecomputation(model, plan, layers, options.cost);
+    if (!choice.ok()) return choice.status();
+    result.costed += choice->costed;
+    result.pruned_dominated += choice->pruned;
+    result.dropped_memory += choice->dropped;
+    if (!choice->best) return false;
+    if (standard && choice->best_uniform) {
+      RankedPlan uniform = *choice->best_uniform;
+      uniform.standard = true;
+      const double t = uniform.cost.time.breakdown.total_s;
+      if (!result.best_standard || t < result.best_standard->cost.time.breakdown.total_s) {
+        result.best_standard = uniform;
       }
-      result.pruned_dominated += static_cast<int64_t>(std::size(kRecomputes) - r - 1);
-      RankedPlan ranked{plan, *std::move(cost), standard};
-      if (standard) {
-        const double t = ranked.cost.time.breakdown.total_s;
-        if (!result.best_standard || t < result.best_standard->cost.time.breakdown.total_s) {
-          result.best_standard = ranked;
-        }
-      }
-      top.Offer(std::move(ranked));
+      top.Offer(std::move(uniform));
+      if (Seconds(choice->best->cost) < t) top.Offer(*std::move(choice->best));
       return true;
     }
-    return false;
+    top.Offer(*std::move(choice->best));
+    return true;
   };
 
   const std::vector<ParallelPlan> standard = StandardPlans(model, options.gpus, gpus_per_node);
@@ -270,7 +336,7 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   for (const auto& [bound, i] : order) {
     std::vector<ParallelPlan> plans = GroupPlans(model, groups[i], options);
     if (!top.CouldEnter(bound)) {
-      result.pruned_bound += static_cast<int64_t>(plans.size() * std::size(kRecomputes));
+      result.pruned_bound += static_cast<int64_t>(plans.size()) * kChoices;
       continue;
     }
     for (const ParallelPlan& p : plans) {

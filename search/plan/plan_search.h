@@ -7,15 +7,20 @@
 // max_context_parallel, interleaving v (dividing the layers per stage), micro-batches of
 // 1, 2, 4, ... up to max_micro_batch sequences, ZeRO 0..3 (3 only without pipelining, as
 // Megatron-LM runs it as FSDP2; 1..3 only when dp x cp > 1, where they shard anything),
-// recomputation none, selective, full, and with pp > 1 (v = 1) uneven stages: the first
-// and last ranks hold e - kUnevenSlack .. e layers each (e = ceil(layers / pp)) and the
-// others split the rest evenly (which also lets pp not divide the layers).
+// recomputation none, selective, full chosen per pipeline rank, and with pp > 1 (v = 1) uneven
+// stages: the first and last ranks hold e - kUnevenSlack .. e layers each (e = ceil(layers / pp))
+// and the others split the rest evenly (which also lets pp not divide the layers).
 //
 // Why it is fast: a plan's layer costs depend only on (tp, cp, sp, micro-batch), so the
 // distinct layer programs are collected first and measured once each (on worker
 // threads); everything after is arithmetic. Two prunes on top, both exact:
-//  * dominance: recomputation only adds time, so once a lighter recomputation fits, the
-//    heavier ones of the same plan are never costed;
+//  * the recomputation is chosen per rank, not enumerated (3^pp ways): a rank's memory,
+//    time and data-parallel exposure depend on its own choice only, so the lightest that
+//    fits on each rank is best (heavier adds d per micro-batch to a rank, at least d / v
+//    to the iteration, and hides less than d / v more data-parallel time: see
+//    ChooseRecomputation), and when recomputing nothing fits on every rank the heavier
+//    ones are never costed (dominance). A plan is dropped only when some rank fits under
+//    none;
 //  * a bound: every plan of a (tp, cp, pp, dp, micro-batch) group takes at least
 //    m x (layers / pp) x (F + B) of one layer (the slowest rank's steady state: some rank
 //    holds at least layers / pp layers, even or not), so a group
@@ -23,8 +28,9 @@
 //
 // The floor: Megatron-LM's standard settings (tp in 1, 2, 4, 8 within a node, every pp,
 // cp = 1, micro-batch 1, no interleaving, the distributed optimizer when dp > 1, the
-// lightest recomputation that fits) are costed first and seed the ranking, so the search
-// never reports a best plan slower than the best standard setting it tried.
+// lightest recomputation that fits, one for every rank as Megatron-LM takes it; their
+// per-rank variant is ranked too when strictly faster) are costed first and seed the ranking, so
+// the search never reports a best plan slower than the best standard setting it tried.
 #ifndef COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
 #define COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
 
@@ -62,9 +68,11 @@ struct PlanSearchResult {
   std::vector<RankedPlan> ranked;           // fastest first, every one fits
   std::optional<RankedPlan> best_standard;  // the fastest standard setting that fits
   int64_t standard_tried = 0;               // standard settings costed
-  int64_t costed = 0;                       // plans costed (standard ones included)
-  int64_t dropped_memory = 0;               // costed plans that do not fit in HBM
-  int64_t pruned_dominated = 0;             // heavier recomputation of a plan that fits
+  // Counted in plan x recomputation costings: each plan is costed with one recomputation
+  // for every rank (none, selective, full) and then with its per-rank mix when mixed.
+  int64_t costed = 0;                       // costings (standard ones included)
+  int64_t dropped_memory = 0;               // uniform costings that do not fit in HBM
+  int64_t pruned_dominated = 0;             // heavier uniform recomputations never costed
   int64_t pruned_bound = 0;                 // plans of groups the time bound skipped
   int64_t layer_programs = 0;               // distinct layer programs measured
   double seconds = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -46,9 +47,32 @@ void ExpectSound(const ModelSpec& m, const PlanSearchResult& r, LayerCostCache& 
   }
 }
 
-// Every plan of the documented space, costed without pruning: the fastest that fits.
-double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostCache& layers) {
+// Every recomputation per rank of a pp-rank plan: 3^pp lists.
+std::vector<std::vector<Recompute>> EveryStageRecompute(int64_t pp) {
+  std::vector<std::vector<Recompute>> out = {{}};
+  for (int64_t s = 0; s < pp; ++s) {
+    std::vector<std::vector<Recompute>> longer;
+    for (const std::vector<Recompute>& prefix : out) {
+      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        longer.push_back(prefix);
+        longer.back().push_back(r);
+      }
+    }
+    out = std::move(longer);
+  }
+  return out;
+}
+
+struct BruteForce {
   double best = std::numeric_limits<double>::infinity();
+  double best_uniform = std::numeric_limits<double>::infinity();  // one recomputation for all
+};
+
+// Every plan of the documented space, costed without pruning: the fastest that fits, with
+// recomputation enumerated per rank (every one of the 3^pp lists), and the fastest with
+// one recomputation for every rank.
+BruteForce BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostCache& layers) {
+  BruteForce out;
   const int64_t n = o.gpus;
   for (int64_t tp = 1; tp <= std::min<int64_t>(n, layers.options().predict.gpus_per_node); ++tp)
     for (int64_t cp = 1; cp <= std::min(n, o.max_context_parallel); ++cp)
@@ -61,10 +85,11 @@ double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostC
         for (int64_t k = std::max<int64_t>(1, e - kUnevenSlack); pp > 1 && k <= e; ++k) {
           ends.push_back(k);
         }
+        const std::vector<std::vector<Recompute>> recomputes = EveryStageRecompute(pp);
         for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2)
           for (int64_t v = 1; v <= o.max_virtual_stages; ++v)
             for (int zero = 0; zero <= 3; ++zero)
-              for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+              for (const std::vector<Recompute>& per_rank : recomputes)
                 for (int64_t first : ends)
                   for (int64_t last : ends) {
                     if (zero > 0 && dp * cp == 1) continue;
@@ -81,13 +106,16 @@ double BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerCostC
                     p.micro_batch = mb;
                     p.virtual_stages = v;
                     p.zero_stage = zero;
-                    p.recompute = r;
+                    p.stage_recompute = per_rank;
                     if (!CheckPlan(m, p).ok()) continue;
                     absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
-                    if (c.ok() && c->fits) best = std::min(best, Seconds(*c));
+                    if (!c.ok() || !c->fits) continue;
+                    out.best = std::min(out.best, Seconds(*c));
+                    if (!p.mixed_recompute())
+                      out.best_uniform = std::min(out.best_uniform, Seconds(*c));
                   }
       }
-  return best;
+  return out;
 }
 
 TEST(PlanSearchTest, Gpt13bOnFourGpusMeasuresFewLayersAndBeatsTheStandardSettings) {
@@ -115,33 +143,75 @@ TEST(PlanSearchTest, Gpt13bOnFourGpusMeasuresFewLayersAndBeatsTheStandardSetting
 }
 
 // The prunes are exact: on small models over several GPU counts and HBM sizes (small
-// enough that plans are dropped), the search's best is the brute force's best.
-TEST(PlanSearchTest, PruningLosesNothingAndEveryPlanFits) {
+// enough that plans are dropped), the search's best is the brute force's best. One case per
+// (HBM, GPUs), so that the test's shards share them out (the brute force over per-rank
+// recomputation lists is the slow part under ASan).
+class PruningLosesNothingTest : public ::testing::TestWithParam<std::tuple<double, int64_t>> {};
+
+TEST_P(PruningLosesNothingTest, AndEveryPlanFits) {
   const ModelSpec base = *ParseModelSpec(
       "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
       "vocab=32000,global_batch=16");
-  for (double hbm_gb : {2.0, 80.0}) {  // 2 GB: some plans drop; 80: every plan fits
-    for (int64_t gpus : {1, 2, 4, 8}) {
-      LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
-      PlanSearchOptions o;
-      o.gpus = gpus;
-      o.top = 3;
-      o.max_micro_batch = 4;
-      o.max_virtual_stages = 4;
-      o.max_context_parallel = 2;
-      absl::StatusOr<PlanSearchResult> r = SearchPlans(base, o, layers);
-      ASSERT_TRUE(r.ok()) << r.status();
-      SCOPED_TRACE(testing::Message() << gpus << " GPUs, " << hbm_gb << " GB");
-      ExpectSound(base, *r, layers);
-      const double brute = BruteForceBest(base, o, layers);
-      if (r->ranked.empty()) {
-        EXPECT_EQ(brute, std::numeric_limits<double>::infinity());
-        EXPECT_EQ(r->dropped_memory, r->costed);
-      } else {
-        EXPECT_DOUBLE_EQ(Seconds(r->ranked.front().cost), brute);
-      }
-    }
+  const auto [hbm_gb, gpus] = GetParam();
+  LayerCostCache layers(On(hbm_gb * 1e9, /*gpus_per_node=*/4));
+  PlanSearchOptions o;
+  o.gpus = gpus;
+  o.top = 3;
+  o.max_micro_batch = 4;
+  o.max_virtual_stages = 4;
+  o.max_context_parallel = 2;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(base, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSound(base, *r, layers);
+  const double brute = BruteForceBest(base, o, layers).best;
+  if (r->ranked.empty()) {
+    EXPECT_EQ(brute, std::numeric_limits<double>::infinity());
+    EXPECT_EQ(r->dropped_memory, r->costed);
+  } else {
+    EXPECT_DOUBLE_EQ(Seconds(r->ranked.front().cost), brute);
   }
+}
+
+// 1.8 and 2 GB: some plans drop (ranks recompute differently); 80: every plan fits.
+INSTANTIATE_TEST_SUITE_P(SmallModels, PruningLosesNothingTest,
+                         testing::Combine(testing::Values(1.8, 2.0, 80.0),
+                                          testing::Values<int64_t>(1, 2, 4, 8)));
+
+// At 1 GB on 8 GPUs the first pipeline rank, holding both micro-batches in flight, needs
+// full recomputation and the second none: the per-rank plan is strictly faster than any
+// plan with one recomputation for every rank, and the brute force over per-rank lists
+// agrees it is the best.
+TEST(PlanSearchTest, RecomputationChosenPerRankBeatsEveryUniformPlan) {
+  const ModelSpec m = *ParseModelSpec(
+      "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
+      "vocab=32000,global_batch=16");
+  LayerCostCache layers(On(1e9, /*gpus_per_node=*/4));
+  PlanSearchOptions o;
+  o.gpus = 8;
+  o.top = 3;
+  o.max_micro_batch = 4;
+  o.max_virtual_stages = 4;
+  o.max_context_parallel = 2;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->ranked.empty());
+  ExpectSound(m, *r, layers);
+  const RankedPlan& best = r->ranked.front();
+  EXPECT_TRUE(best.plan.mixed_recompute()) << DescribePlan(best.plan);
+  EXPECT_EQ(best.plan.RecomputeOf(0), Recompute::kFull) << DescribePlan(best.plan);
+  EXPECT_EQ(best.plan.RecomputeOf(best.plan.pp - 1), Recompute::kNone) << DescribePlan(best.plan);
+  const BruteForce brute = BruteForceBest(m, o, layers);
+  EXPECT_DOUBLE_EQ(Seconds(best.cost), brute.best);
+  EXPECT_LT(Seconds(best.cost), brute.best_uniform);
+  // The same plan with its heaviest rank's recomputation everywhere (what Megatron-LM
+  // runs) fits and is slower.
+  ParallelPlan uniform = best.plan;
+  uniform.stage_recompute.clear();
+  uniform.recompute = best.plan.HeaviestRecompute();
+  absl::StatusOr<PlanCost> heaviest = CostPlan(m, uniform, layers);
+  ASSERT_TRUE(heaviest.ok()) << heaviest.status();
+  EXPECT_TRUE(heaviest->fits);
+  EXPECT_GT(Seconds(*heaviest), Seconds(best.cost));
 }
 
 // 30 layers do not split over 4 pipeline ranks evenly: only uneven splits give pp = 4, and with
