@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "search/plan/layer_cost.h"
+#include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_cost.h"
@@ -254,7 +255,54 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
   return out;
 }
 
+constexpr char kEmitModelUsage[] =
+    R"(usage: commir-search --emit-model=MODEL [--micro-batch=N]
+
+Prints the model as CommIR for one micro-batch on one device: @layer and @head written
+once and a top function @model that calls @layer once per layer (each with its own
+weights) and @head once. `commir-search --plan FILE.commir,global_batch=N` searches it.
+  MODEL               a preset, the text form or a file holding it (as --plan)
+  --micro-batch=N     sequences per micro-batch (default 1)
+Exit status: 0 success; 1 bad model; 2 bad usage.
+)";
+
 }  // namespace
+
+bool WantsEmitModel(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--emit-model")) return true;
+  }
+  return false;
+}
+
+int EmitModelMain(int argc, char** argv) {
+  std::string spec;
+  int64_t micro_batch = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    absl::string_view value;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kEmitModelUsage;
+      return 0;
+    } else if (FlagValue(arg, "--emit-model", value)) {
+      if (value.empty()) return UsageError("--emit-model needs a model: --emit-model=llama3-8b");
+      if (!spec.empty()) return UsageError("--emit-model takes one model");
+      spec = std::string(value);
+    } else if (FlagValue(arg, "--micro-batch", value)) {
+      if (!ParseCount(value, 1, micro_batch)) return UsageError("--micro-batch needs a positive count");
+    } else {
+      return UsageError(absl::StrCat("'", arg, "' is not an option of --emit-model"));
+    }
+  }
+  if (spec.empty()) return UsageError("--emit-model needs a model: --emit-model=llama3-8b");
+  absl::StatusOr<plan::ModelSpec> model = LoadModel(spec);
+  if (!model.ok()) return InputError(absl::StrCat("--emit-model: ", model.status().message()));
+  absl::StatusOr<std::string> text = plan::ModelProgram(*model, micro_batch);
+  if (!text.ok()) return InputError(absl::StrCat("--emit-model: ", text.status().message()));
+  if (absl::Status s = WriteStandardOutput(*text); !s.ok()) return InputError(std::string(s.message()));
+  if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
+  return 0;
+}
 
 bool WantsPlanSearch(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

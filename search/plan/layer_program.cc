@@ -19,6 +19,7 @@ std::string Dim(int64_t n, const std::vector<std::string>& axes) {
 }
 
 struct Axes {
+  int64_t tp_size = 1;
   std::vector<std::string> tp;        // {"tp"} or {}
   std::vector<std::string> cp;        // {"cp"} or {}
   std::vector<std::string> residual;  // the residual stream's sequence
@@ -27,6 +28,7 @@ struct Axes {
 
 Axes MakeAxes(const LayerLayout& l) {
   Axes a;
+  a.tp_size = l.tp;
   std::vector<std::string> mesh_axes;
   if (l.cp > 1) {
     a.cp = {"cp"};
@@ -71,16 +73,20 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
   return (vocabulary + multiple - 1) / multiple * multiple;
 }
 
-absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const LayerLayout& l) {
-  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
-  const Axes a = MakeAxes(l);
+
+namespace {
+
+// The layer's function on the axes `a` (none: the single-device layer). One generator
+// for both, so the model written as CommIR (model_program.h) and the programs the plan
+// search costs hold the same layer.
+FunctionText LayerFunction(const ModelSpec& m, int64_t micro_batch, const Axes& a) {
   const bool gpt = m.architecture == Architecture::kGpt;
   const int64_t d = m.head_dim();
-  const bool kv_split = m.kv_heads % l.tp == 0;
+  // Key/value heads that tp does not divide stay whole (replicated).
+  const bool kv_split = m.kv_heads % a.tp_size == 0;
   const std::vector<std::string> kv_axes = kv_split ? a.tp : std::vector<std::string>{};
   const std::string t(ElementTypeName(m.dtype));
-  const std::string B = absl::StrCat(l.micro_batch);
-  const std::string S = absl::StrCat(m.sequence);
+  const std::string B = absl::StrCat(micro_batch);
   const std::string H = absl::StrCat(m.hidden);
   auto type = [&](const std::vector<std::string>& dims) {
     return absl::StrCat(t, "[", absl::StrJoin(dims, ", "), "]");
@@ -92,22 +98,29 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const La
   const std::string kv_cols = Dim(m.kv_heads * d, kv_axes);
   const std::string ffn_cols = Dim(m.ffn, a.tp);
 
-  std::string args = absl::StrCat("%x: ", x, ", %g1: ", vec);
-  if (gpt) absl::StrAppend(&args, ", %b1: ", vec);
-  absl::StrAppend(&args, ", %wq: ", type({H, q_cols}), ", %wk: ", type({H, kv_cols}),
-                  ", %wv: ", type({H, kv_cols}), ", %wo: ", type({Dim(m.heads * d, a.tp), H}),
-                  ", %g2: ", vec);
+  FunctionText f;
+  f.name = kLayerFunction;
+  f.result_type = x;
+  f.args = {{"x", x}, {"g1", vec}};
+  if (gpt) f.args.push_back({"b1", vec});
+  f.args.insert(f.args.end(), {{"wq", type({H, q_cols})},
+                               {"wk", type({H, kv_cols})},
+                               {"wv", type({H, kv_cols})},
+                               {"wo", type({Dim(m.heads * d, a.tp), H})},
+                               {"g2", vec}});
   if (gpt) {
-    absl::StrAppend(&args, ", %b2: ", vec, ", %w1: ", type({H, ffn_cols}),
-                    ", %w2: ", type({Dim(m.ffn, a.tp), H}));
+    f.args.insert(f.args.end(), {{"b2", vec},
+                                 {"w1", type({H, ffn_cols})},
+                                 {"w2", type({Dim(m.ffn, a.tp), H})}});
   } else {
-    absl::StrAppend(&args, ", %w1: ", type({H, ffn_cols}), ", %w3: ", type({H, ffn_cols}),
-                    ", %w2: ", type({Dim(m.ffn, a.tp), H}));
+    f.args.insert(f.args.end(), {{"w1", type({H, ffn_cols})},
+                                 {"w3", type({H, ffn_cols})},
+                                 {"w2", type({Dim(m.ffn, a.tp), H})}});
   }
   const std::string norm1 = gpt ? "layernorm(%x, %g1, %b1)" : "rmsnorm(%x, %g1)";
   const std::string norm2 = gpt ? "layernorm(%r, %g2, %b2)" : "rmsnorm(%r, %g2)";
   const std::string seq_cp = Dim(m.sequence, a.cp);
-  std::string body = absl::StrCat(
+  f.body = absl::StrCat(
       "  %h = ", norm1, " : ", gathered, "\n",
       "  %q = matmul(%h, %wq) : ", type({B, seq_cp, q_cols}), "\n",
       "  %k = matmul(%h, %wk) : ", type({B, seq_cp, kv_cols}), "\n",
@@ -123,38 +136,77 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const La
       "  %o = reshape(%ot) : ", type({B, seq_cp, q_cols}), "\n", "  %y = matmul(%o, %wo) : ", x,
       "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", gathered, "\n");
   if (gpt) {
-    absl::StrAppend(&body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
+    absl::StrAppend(&f.body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
                     "  %a = gelu(%u)\n");
   } else {
-    absl::StrAppend(&body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
+    absl::StrAppend(&f.body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
                     "  %w = matmul(%h2, %w3) : ", type({B, seq_cp, ffn_cols}), "\n",
                     "  %s = silu(%u)\n", "  %a = mul(%s, %w)\n");
   }
-  absl::StrAppend(&body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
+  absl::StrAppend(&f.body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
                   "  return %out\n");
-  return absl::StrCat(a.mesh, "func @", kLayerFunction, "(", args, ") -> ", x, " {\n", body, "}\n");
+  return f;
+}
+
+// The head's function on the axes `a` over a vocabulary of `vocab` (padded or not).
+FunctionText HeadFunction(const ModelSpec& m, int64_t micro_batch, const Axes& a, int64_t vocab) {
+  const bool gpt = m.architecture == Architecture::kGpt;
+  const std::string t(ElementTypeName(m.dtype));
+  const std::string x =
+      absl::StrCat(t, "[", micro_batch, ", ", Dim(m.sequence, a.residual), ", ", m.hidden, "]");
+  const std::string gathered =
+      absl::StrCat(t, "[", micro_batch, ", ", Dim(m.sequence, a.cp), ", ", m.hidden, "]");
+  const std::string logits =
+      absl::StrCat(t, "[", micro_batch, ", ", Dim(m.sequence, a.cp), ", ", Dim(vocab, a.tp), "]");
+  const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
+  FunctionText f;
+  f.name = kHeadFunction;
+  f.result_type = logits;
+  f.args = {{"x", x}, {"g", vec}};
+  if (gpt) f.args.push_back({"b", vec});
+  f.args.push_back({"wout", absl::StrCat(t, "[", m.hidden, ", ", Dim(vocab, a.tp), "]")});
+  f.body = absl::StrCat("  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ",
+                        gathered, "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
+                        "  %p = softmax(%l) : ", logits, "\n", "  return %p\n");
+  return f;
+}
+
+absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
+  if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
+  return Validate(m);
+}
+
+}  // namespace
+
+std::string FunctionText::Print() const {
+  std::vector<std::string> parts;
+  parts.reserve(args.size());
+  for (const auto& [arg, type] : args) parts.push_back(absl::StrCat("%", arg, ": ", type));
+  return absl::StrCat("func @", name, "(", absl::StrJoin(parts, ", "), ") -> ", result_type,
+                      " {\n", body, "}\n");
+}
+
+absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const LayerLayout& l) {
+  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
+  const Axes a = MakeAxes(l);
+  return absl::StrCat(a.mesh, LayerFunction(m, l.micro_batch, a).Print());
 }
 
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
   const Axes a = MakeAxes(l);
-  const bool gpt = m.architecture == Architecture::kGpt;
-  const std::string t(ElementTypeName(m.dtype));
-  const int64_t vocab = PaddedVocabulary(m.vocabulary, l.tp);
-  const std::string x =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.residual), ", ", m.hidden, "]");
-  const std::string gathered =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", m.hidden, "]");
-  const std::string logits =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", Dim(vocab, a.tp), "]");
-  const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
-  std::string args = absl::StrCat("%x: ", x, ", %g: ", vec);
-  if (gpt) absl::StrAppend(&args, ", %b: ", vec);
-  absl::StrAppend(&args, ", %wout: ", t, "[", m.hidden, ", ", Dim(vocab, a.tp), "]");
-  return absl::StrCat(a.mesh, "func @", kHeadFunction, "(", args, ") -> ", logits, " {\n",
-                      "  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ", gathered,
-                      "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
-                      "  %p = softmax(%l) : ", logits, "\n", "  return %p\n}\n");
+  return absl::StrCat(a.mesh,
+                      HeadFunction(m, l.micro_batch, a, PaddedVocabulary(m.vocabulary, l.tp)).Print());
+}
+
+absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& m, int64_t micro_batch) {
+  if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
+  return LayerFunction(m, micro_batch, Axes{});
+}
+
+absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& m, int64_t micro_batch) {
+  if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
+  return HeadFunction(m, micro_batch, Axes{}, m.vocabulary);
 }
 
 }  // namespace commir::search::plan

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "search/plan/model_spec.h"
@@ -50,6 +52,22 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& model,
 // over tp: the final norm, the logits and their normalisation (the cross-entropy's
 // exponentials; the loss's gather of the label is not modelled).
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& model, const LayerLayout& layout);
+
+// A generated function's text in parts, so that a caller can name its arguments (the
+// whole model's top function passes each layer its own weights).
+struct FunctionText {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> args;  // name (no %), type
+  std::string result_type;
+  std::string body;  // the ops, one per indented line, the return last
+  std::string Print() const;  // `func @name(%a: T, ...) -> R {...}`
+};
+
+// The single-device layer and head for one micro-batch: the same ops as the programs
+// above with no mesh and no layouts, and the head over the model's own (unpadded)
+// vocabulary. The whole model written as CommIR (model_program.h) calls these.
+absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& model, int64_t micro_batch);
+absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& model, int64_t micro_batch);
 
 // The vocabulary padded as Megatron-LM does for this tp.
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);
