@@ -17,6 +17,7 @@
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
+#include "search/plan_model_loader.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_cost.h"
 #include "search/plan/plan_report.h"
@@ -43,7 +44,11 @@ time breakdown and memory, the best standard Megatron-LM setting, and the best p
 Megatron-LM arguments.
   MODEL               a preset (gpt3-1.3b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b,
                       llama3-405b), the text form (llama3-8b,seq=4096,global_batch=64 or
-                      every key), or a file holding the text form (// comments allowed)
+                      every key), a file holding the text form (// comments allowed), or
+                      a model written as CommIR, FILE.commir,global_batch=N (a top
+                      function calling a layer function per layer and a head last, as
+                      --emit-model writes; sizes read from the IR, the search kept to
+                      its micro-batch)
   --gpus=N            GPUs to train on
   --hardware=H,...    h100-sxm (default), h200, a100-sxm-80g or JSON cluster files; several
                       for a what-if (each with its best plan)
@@ -185,27 +190,6 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
   return absl::StrCat(line, "\n");
 }
 
-// The model: a file of the text form when one exists at that path, else the text itself.
-absl::StatusOr<plan::ModelSpec> LoadModel(const std::string& arg) {
-  const std::string path = ResolvePath(arg);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return plan::ParseModelSpec(arg);
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", arg, "'"));
-  std::vector<std::string> parts;
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || absl::StartsWith(l, "//")) continue;
-    parts.emplace_back(l);
-  }
-  absl::StatusOr<plan::ModelSpec> model = plan::ParseModelSpec(absl::StrJoin(parts, ","));
-  if (!model.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(arg, ": ", model.status().message()));
-  }
-  return model;
-}
-
 struct Cluster {
   std::string label;
   sim::HardwareSpec hardware;
@@ -295,9 +279,9 @@ int EmitModelMain(int argc, char** argv) {
     }
   }
   if (spec.empty()) return UsageError("--emit-model needs a model: --emit-model=llama3-8b");
-  absl::StatusOr<plan::ModelSpec> model = LoadModel(spec);
+  absl::StatusOr<LoadedModel> model = LoadPlanModel(spec);
   if (!model.ok()) return InputError(absl::StrCat("--emit-model: ", model.status().message()));
-  absl::StatusOr<std::string> text = plan::ModelProgram(*model, micro_batch);
+  absl::StatusOr<std::string> text = plan::ModelProgram(model->spec, micro_batch);
   if (!text.ok()) return InputError(absl::StrCat("--emit-model: ", text.status().message()));
   if (absl::Status s = WriteStandardOutput(*text); !s.ok()) return InputError(std::string(s.message()));
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
@@ -314,8 +298,14 @@ bool WantsPlanSearch(int argc, char** argv) {
 int PlanSearchMain(int argc, char** argv) {
   PlanRequest r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
-  absl::StatusOr<plan::ModelSpec> model = LoadModel(r.model);
-  if (!model.ok()) return InputError(absl::StrCat("--plan: ", model.status().message()));
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
+  if (!loaded.ok()) {
+    if (absl::StrContains(loaded.status().message(), "holds no global batch")) {
+      return UsageError(absl::StrCat("--plan: ", loaded.status().message()));
+    }
+    return InputError(absl::StrCat("--plan: ", loaded.status().message()));
+  }
+  const plan::ModelSpec* model = &loaded->spec;
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
@@ -331,6 +321,7 @@ int PlanSearchMain(int argc, char** argv) {
     options.gpus = r.gpus;
     options.top = r.top;
     options.threads = r.threads;
+    options.only_micro_batch = loaded->micro_batch;  // a CommIR file's (0: any)
     absl::StatusOr<plan::PlanSearchResult> result = plan::SearchPlans(*model, options, layers);
     if (!result.ok()) return InputError(std::string(result.status().message()));
     if (!r.quiet) {
