@@ -316,6 +316,9 @@ int PlanSearchMain(int argc, char** argv) {
     plan::LayerCostOptions layer_options;
     layer_options.predict.hardware = c.hardware;
     layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
+    // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
+    layer_options.layer_function = loaded->layer_function;
+    layer_options.head_function = loaded->head_function;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
     options.gpus = r.gpus;

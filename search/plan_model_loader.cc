@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,9 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "commir/ir.h"
-#include "commir/printer.h"
 #include "parser/parser.h"
-#include "search/plan/layer_program.h"
 #include "search/plan/model_reader.h"
 #include "tools/command_line.h"
 
@@ -47,36 +44,6 @@ absl::StatusOr<plan::ModelSpec> LoadModelSpec(const std::string& arg) {
   return model;
 }
 
-// Until the plan search lays out a file's own functions, it costs the generated layer
-// and head programs of the sizes it read: so it accepts only a file whose functions are
-// exactly those (as `--emit-model` writes them), and says so otherwise rather than
-// costing other programs than the file's.
-absl::Status CheckGeneratedFunctions(const LoadedModel& m, const std::string& path) {
-  absl::StatusOr<plan::FunctionText> layer = plan::SingleDeviceLayer(m.spec, m.micro_batch);
-  if (!layer.ok()) return layer.status();
-  absl::StatusOr<plan::FunctionText> head = plan::SingleDeviceHead(m.spec, m.micro_batch);
-  if (!head.ok()) return head.status();
-  absl::StatusOr<std::unique_ptr<Module>> generated =
-      ParseModuleOrError(absl::StrCat(layer->Print(), head->Print()), "generated.commir");
-  if (!generated.ok()) return generated.status();
-  const std::string expected_layer =
-      PrintFunction(*(*generated)->FindFunction(plan::kLayerFunction));
-  const std::string expected_head = PrintFunction(*(*generated)->FindFunction(plan::kHeadFunction));
-  for (const auto& [what, written, expected] :
-       {std::tuple<const char*, const std::string*, const std::string*>{
-            "layer", &m.layer_function, &expected_layer},
-        {"head", &m.head_function, &expected_head}}) {
-    if (*written != *expected) {
-      return absl::UnimplementedError(absl::StrCat(
-          path, ": the ", what, " function is not the generated ", what, " of its sizes (",
-          plan::FormatModelSpec(m.spec), ", micro_batch=", m.micro_batch,
-          "; `commir-search --emit-model` writes it); costing a file's own, edited functions "
-          "needs the Megatron layout step, which is not done yet"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
   const size_t end = arg.find(kCommirSuffix) + kCommirSuffixSize;
   const std::string path = arg.substr(0, end);
@@ -104,7 +71,6 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
   out.micro_batch = read->micro_batch;
   out.layer_function = std::move(read->layer_function);
   out.head_function = std::move(read->head_function);
-  if (absl::Status s = CheckGeneratedFunctions(out, path); !s.ok()) return s;
   return out;
 }
 

@@ -1,7 +1,8 @@
 // `--plan FILE.commir,global_batch=N`: a file written by --emit-model searches to the
 // same ranked plans as its spec with the search kept to the file's micro-batch; the
-// errors for a missing global batch, a bad option, a file that does not parse, and
-// a file whose functions are not the generated ones (not costed as if they were).
+// errors for a missing global batch, a bad option, a file that does not parse; an
+// edited layer is costed as written (the costs change), one outside the layout rules is
+// an error.
 #include "search/plan_model_loader.h"
 
 #include <cstdlib>
@@ -44,10 +45,16 @@ std::string EmittedFile(const std::string& name, int64_t micro_batch) {
   return WriteFile(name, text.ok() ? *text : "");
 }
 
-plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch) {
+// The search as --plan runs it: on a file's own functions when it has them.
+plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch,
+                              const LoadedModel* file = nullptr) {
   plan::LayerCostOptions o;
   o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
   o.predict.gpus_per_node = 8;
+  if (file != nullptr) {
+    o.layer_function = file->layer_function;
+    o.head_function = file->head_function;
+  }
   plan::LayerCostCache layers(o);
   plan::PlanSearchOptions options;
   options.gpus = 4;
@@ -69,7 +76,7 @@ TEST(PlanModelLoader, EmittedFileSearchesLikeItsSpecAtItsMicroBatch) {
   spec->name = "tiny";
   EXPECT_EQ(plan::FormatModelSpec(loaded->spec), plan::FormatModelSpec(*spec));
 
-  const plan::PlanSearchResult by_file = Search(loaded->spec, loaded->micro_batch);
+  const plan::PlanSearchResult by_file = Search(loaded->spec, loaded->micro_batch, &*loaded);
   const plan::PlanSearchResult by_spec = Search(*spec, 2);
   ASSERT_FALSE(by_file.ranked.empty());
   ASSERT_EQ(by_file.ranked.size(), by_spec.ranked.size());
@@ -95,16 +102,45 @@ TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
   EXPECT_THAT(loaded.status().message(), HasSubstr("broken.commir:2:"));
 }
 
-TEST(PlanModelLoader, AnEditedLayerIsNotCostedAsTheGeneratedOne) {
+TEST(PlanModelLoader, AnEditedLayerIsCostedAsWritten) {
   std::ifstream in(EmittedFile("plain.commir", 1));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // An extra elementwise op in the layer's MLP (after the SwiGLU product).
   const std::string edited = absl::StrReplaceAll(
-      text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w)\n  %a = tanh(%a0)"}});
+      text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %a = tanh(%a0)"}});
   ASSERT_NE(edited, text);
-  const std::string path = WriteFile("edited.commir", edited);
-  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=16");
-  EXPECT_FALSE(loaded.ok());
-  EXPECT_THAT(loaded.status().message(), HasSubstr("not the generated layer"));
+  absl::StatusOr<LoadedModel> plain = LoadPlanModel(WriteFile("plain.commir", text) + ",global_batch=16");
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(WriteFile("edited.commir", edited) + ",global_batch=16");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(plan::FormatModelSpec(loaded->spec),
+            absl::StrReplaceAll(plan::FormatModelSpec(plain->spec), {{"name=plain", "name=edited"}}));
+  const plan::PlanSearchResult by_plain = Search(plain->spec, 1, &*plain);
+  const plan::PlanSearchResult by_edited = Search(loaded->spec, 1, &*loaded);
+  ASSERT_FALSE(by_plain.ranked.empty());
+  ASSERT_FALSE(by_edited.ranked.empty());
+  // The tanh is real work: the best plan's iteration takes longer.
+  EXPECT_GT(by_edited.ranked.front().cost.time.breakdown.total_s,
+            by_plain.ranked.front().cost.time.breakdown.total_s);
+}
+
+TEST(PlanModelLoader, ALayerOutsideTheLayoutRulesIsAnError) {
+  std::ifstream in(EmittedFile("plain2.commir", 1));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A reduction in the MLP: no Megatron rule lays it out.
+  const std::string edited = absl::StrReplaceAll(
+      text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %m = reduce_max(%a0) {dims = [2]} : bf16[1, 512]\n  %a = mul(%a0, %a0)"}});
+  ASSERT_NE(edited, text);
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(WriteFile("reduce.commir", edited) + ",global_batch=16");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  plan::LayerCostOptions o;
+  o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  o.layer_function = loaded->layer_function;
+  plan::LayerCostCache layers(o);
+  absl::StatusOr<plan::LayerCost> cost =
+      layers.Get(loaded->spec, plan::LayerKind::kTransformer, plan::LayerLayout{2, 1, true, 1});
+  EXPECT_FALSE(cost.ok());
+  EXPECT_THAT(cost.status().message(), HasSubstr("no Megatron layout rule for `reduce_max`"));
 }
 
 TEST(PlanModelLoader, SpecsAndSpecFilesStillLoad) {

@@ -43,6 +43,10 @@ class LayoutWriter {
     if (f_.arg_types().empty() || f_.arg_types()[0].rank() != 3) {
       return Error(f_.loc(), "the first argument is not the residual stream [batch, seq, hidden]");
     }
+    if (f_.arg_types()[0].dims()[0] != o_.layout.micro_batch) {
+      return Error(f_.loc(), absl::StrCat("written for micro-batch ", f_.arg_types()[0].dims()[0],
+                                          ", not ", o_.layout.micro_batch));
+    }
     Block* body = f_.body();
     Value* x = body->argument(0);
     if (absl::Status s = Set(x, Role::kResidual, SeqSplit(x->type(), residual_)); !s.ok()) return s;
@@ -65,7 +69,7 @@ class LayoutWriter {
     const std::string mesh =
         mesh_axes.empty() ? ""
                           : absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
-    return absl::StrCat(mesh, "func @", f_.name(), "(", absl::StrJoin(args, ", "), ") -> ",
+    return absl::StrCat(mesh, "func @", o_.name.empty() ? f_.name() : o_.name, "(", absl::StrJoin(args, ", "), ") -> ",
                         result_type_, " {\n", text, "}\n");
   }
 
@@ -255,14 +259,15 @@ absl::StatusOr<std::string> MegatronLayout(const Function& function,
 }
 
 absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
-                                               const std::string& function_name,
                                                const MegatronLayoutOptions& options) {
   absl::StatusOr<std::unique_ptr<Module>> module =
-      ParseModuleOrError(function_text, function_name + ".commir");
+      ParseModuleOrError(function_text, "function.commir");
   if (!module.ok()) return module.status();
-  const Function* f = (*module)->FindFunction(function_name);
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function_name));
-  return MegatronLayout(*f, options);
+  const std::vector<Function*> functions = (*module)->functions();
+  if (functions.size() != 1) {
+    return absl::InvalidArgumentError("the Megatron layout takes a module of one function");
+  }
+  return MegatronLayout(*functions[0], options);
 }
 
 }  // namespace commir::search::plan

@@ -32,19 +32,18 @@
 namespace commir::search::plan {
 
 struct MegatronLayoutOptions {
-  LayerLayout layout;
+  LayerLayout layout;      // its micro_batch must be the function's
   int64_t vocabulary = 0;  // the head's: pad and split columns of this width
+  std::string name;        // the laid-out function's name; empty: the function's own
 };
 
 // The laid-out module's text: the mesh (none when tp = cp = 1) and `function` annotated.
-// `function` must be global and unannotated; its micro-batch is its own (layout's
-// micro_batch is not used).
+// `function` must be global and unannotated, written for the layout's micro-batch.
 absl::StatusOr<std::string> MegatronLayout(const Function& function,
                                            const MegatronLayoutOptions& options);
 
-// The same from a function's text (a module holding it, e.g. a canonical print).
+// The same from a module's text holding one function (e.g. its canonical print).
 absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
-                                               const std::string& function_name,
                                                const MegatronLayoutOptions& options);
 
 }  // namespace commir::search::plan

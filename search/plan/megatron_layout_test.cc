@@ -44,14 +44,14 @@ TEST(MegatronLayout, ReproducesTheGeneratedPrograms) {
     absl::StatusOr<FunctionText> head = SingleDeviceHead(m, c.layout.micro_batch);
     ASSERT_TRUE(layer.ok() && head.ok());
     absl::StatusOr<std::string> laid_out =
-        MegatronLayoutText(layer->Print(), kLayerFunction, {c.layout});
+        MegatronLayoutText(layer->Print(), {c.layout});
     ASSERT_TRUE(laid_out.ok()) << laid_out.status();
     absl::StatusOr<std::string> expected = TransformerLayerProgram(m, c.layout);
     ASSERT_TRUE(expected.ok()) << expected.status();
     EXPECT_EQ(*laid_out, *expected);
 
     absl::StatusOr<std::string> head_laid_out =
-        MegatronLayoutText(head->Print(), kHeadFunction, {c.layout, m.vocabulary});
+        MegatronLayoutText(head->Print(), {c.layout, m.vocabulary});
     ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
     absl::StatusOr<std::string> expected_head = HeadProgram(m, c.layout);
     ASSERT_TRUE(expected_head.ok()) << expected_head.status();
@@ -66,7 +66,7 @@ TEST(MegatronLayout, AnExtraElementwiseOpIsLaidOutWithItsOperand) {
   const std::string edited =
       absl::StrReplaceAll(layer->Print(), {{"  %a = mul(%s, %w)\n", "  %a0 = mul(%s, %w)\n  %a = tanh(%a0)\n"}});
   absl::StatusOr<std::string> laid_out =
-      MegatronLayoutText(edited, kLayerFunction, {LayerLayout{4, 1, true, 1}});
+      MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
   ASSERT_TRUE(laid_out.ok()) << laid_out.status();
   EXPECT_THAT(*laid_out, HasSubstr("  %a = tanh(%a0)\n  %dn = matmul(%a, %w2) : bf16[1, 8192@tp, 4096]"));
 }
@@ -79,10 +79,22 @@ func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8] {
   return %s
 }
 )";
-  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, "layer", {LayerLayout{2, 1, false, 1}});
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
   EXPECT_FALSE(laid_out.ok());
   EXPECT_THAT(laid_out.status().message(), HasSubstr("@layer at 3:"));
   EXPECT_THAT(laid_out.status().message(), HasSubstr("a matmul neither after a norm"));
+}
+
+TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
+  const ModelSpec m = Model("gpt3-1.3b");
+  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 2);
+  ASSERT_TRUE(layer.ok());
+  absl::StatusOr<std::string> wrong = MegatronLayoutText(layer->Print(), {LayerLayout{2, 1, true, 4}});
+  EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
+  absl::StatusOr<std::string> renamed = MegatronLayoutText(
+      absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}), {LayerLayout{2, 1, true, 2}, 0, "layer"});
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(*renamed, *TransformerLayerProgram(m, LayerLayout{2, 1, true, 2}));
 }
 
 }  // namespace
