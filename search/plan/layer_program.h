@@ -3,15 +3,18 @@
 // the output head of a model, for one micro-batch, laid out Megatron-style on a mesh of
 // the tensor-parallel and context-parallel groups.
 //
-// Layouts: the residual stream [micro_batch, seq, hidden] has its sequence split over cp
-// and, with sequence parallelism, over tp too; inside the attention and MLP blocks the
-// sequence is gathered over tp (cp keeps it split), heads, key/value heads and the FFN
-// columns are split over tp, and the output projections reduce(-scatter) back to the
-// residual layout. These layouts are written on the intermediate values so that
-// propagate-sharding does not pick cheaper-looking but non-Megatron layouts (gathering
-// weights). Key/value heads that tp does not divide stay whole (replicated), as
-// Megatron-LM does when tp exceeds the query groups. The vocabulary is padded to a
-// multiple of 128 x tp, as Megatron-LM's --make-vocab-size-divisible-by does.
+// The layer and head are generated once, for one device (SingleDeviceLayer/Head, also
+// what the model written as CommIR calls: model_program.h), and laid out Megatron-style
+// by megatron_layout.h: the residual stream [micro_batch, seq, hidden] has its sequence
+// split over cp and, with sequence parallelism, over tp too; inside the attention and
+// MLP blocks the sequence is gathered over tp (cp keeps it split), heads, key/value
+// heads and the FFN columns are split over tp, and the output projections
+// reduce(-scatter) back to the residual layout. These layouts are written on the
+// intermediate values so that propagate-sharding does not pick cheaper-looking but
+// non-Megatron layouts (gathering weights). Key/value heads that tp does not divide stay
+// whole (replicated), as Megatron-LM does when tp exceeds the query groups. The
+// vocabulary is padded to a multiple of 128 x tp, as Megatron-LM's
+// --make-vocab-size-divisible-by does.
 //
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
 // elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
