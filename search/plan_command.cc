@@ -298,13 +298,13 @@ bool WantsPlanSearch(int argc, char** argv) {
 int PlanSearchMain(int argc, char** argv) {
   PlanRequest r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
-  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
-  if (!loaded.ok()) {
-    if (absl::StrContains(loaded.status().message(), "holds no global batch")) {
-      return UsageError(absl::StrCat("--plan: ", loaded.status().message()));
-    }
-    return InputError(absl::StrCat("--plan: ", loaded.status().message()));
+  if (IsCommirModel(r.model) && !absl::StrContains(r.model, ",global_batch=")) {
+    // The IR holds no global batch: bad usage, not a bad model.
+    return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
+                                   r.model, ",global_batch=N"));
   }
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
+  if (!loaded.ok()) return InputError(absl::StrCat("--plan: ", loaded.status().message()));
   const plan::ModelSpec* model = &loaded->spec;
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
