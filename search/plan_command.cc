@@ -273,7 +273,9 @@ int EmitModelMain(int argc, char** argv) {
       if (!spec.empty()) return UsageError("--emit-model takes one model");
       spec = std::string(value);
     } else if (FlagValue(arg, "--micro-batch", value)) {
-      if (!ParseCount(value, 1, micro_batch)) return UsageError("--micro-batch needs a positive count");
+      if (!ParseCount(value, 1, micro_batch)) {
+        return UsageError("--micro-batch needs a positive count");
+      }
     } else {
       return UsageError(absl::StrCat("'", arg, "' is not an option of --emit-model"));
     }
@@ -283,7 +285,9 @@ int EmitModelMain(int argc, char** argv) {
   if (!model.ok()) return InputError(absl::StrCat("--emit-model: ", model.status().message()));
   absl::StatusOr<std::string> text = plan::ModelProgram(model->spec, micro_batch);
   if (!text.ok()) return InputError(absl::StrCat("--emit-model: ", text.status().message()));
-  if (absl::Status s = WriteStandardOutput(*text); !s.ok()) return InputError(std::string(s.message()));
+  if (absl::Status s = WriteStandardOutput(*text); !s.ok()) {
+    return InputError(std::string(s.message()));
+  }
   if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
   return 0;
 }

@@ -52,8 +52,8 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
     absl::string_view value = option;
     if (!absl::ConsumePrefix(&value, "global_batch=") || !absl::SimpleAtoi(value, &global_batch) ||
         global_batch < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", option, "': a CommIR model takes one option, global_batch=N (N >= 1)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", option, "': a CommIR model takes one option, global_batch=N (N >= 1)"));
     }
   }
   if (global_batch == 0) {

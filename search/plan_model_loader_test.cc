@@ -31,8 +31,7 @@ constexpr char kSpec[] =
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name).string();
+  const std::string path = (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name).string();
   std::ofstream(path) << text;
   return path;
 }
@@ -82,7 +81,8 @@ TEST(PlanModelLoader, EmittedFileSearchesLikeItsSpecAtItsMicroBatch) {
   ASSERT_EQ(by_file.ranked.size(), by_spec.ranked.size());
   for (size_t i = 0; i < by_file.ranked.size(); ++i) {
     EXPECT_EQ(by_file.ranked[i].plan.micro_batch, 2);
-    EXPECT_EQ(plan::DescribePlan(by_file.ranked[i].plan), plan::DescribePlan(by_spec.ranked[i].plan));
+    EXPECT_EQ(plan::DescribePlan(by_file.ranked[i].plan),
+              plan::DescribePlan(by_spec.ranked[i].plan));
     EXPECT_EQ(by_file.ranked[i].cost.time.breakdown.total_s,
               by_spec.ranked[i].cost.time.breakdown.total_s);
   }
@@ -97,7 +97,8 @@ TEST(PlanModelLoader, AFileNeedsItsGlobalBatch) {
 }
 
 TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
-  const std::string path = WriteFile("broken.commir", "func @model(%x: f32[2]) -> f32[2] {\n  %y = nope(%x)\n  return %y\n}\n");
+  const std::string path = WriteFile(
+      "broken.commir", "func @model(%x: f32[2]) -> f32[2] {\n  %y = nope(%x)\n  return %y\n}\n");
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=4");
   EXPECT_THAT(loaded.status().message(), HasSubstr("broken.commir:2:"));
 }
@@ -109,12 +110,15 @@ TEST(PlanModelLoader, AnEditedLayerIsCostedAsWritten) {
   const std::string edited = absl::StrReplaceAll(
       text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %a = tanh(%a0)"}});
   ASSERT_NE(edited, text);
-  absl::StatusOr<LoadedModel> plain = LoadPlanModel(WriteFile("plain.commir", text) + ",global_batch=16");
-  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(WriteFile("edited.commir", edited) + ",global_batch=16");
+  absl::StatusOr<LoadedModel> plain =
+      LoadPlanModel(WriteFile("plain.commir", text) + ",global_batch=16");
+  absl::StatusOr<LoadedModel> loaded =
+      LoadPlanModel(WriteFile("edited.commir", edited) + ",global_batch=16");
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(plan::FormatModelSpec(loaded->spec),
-            absl::StrReplaceAll(plan::FormatModelSpec(plain->spec), {{"name=plain", "name=edited"}}));
+  EXPECT_EQ(
+      plan::FormatModelSpec(loaded->spec),
+      absl::StrReplaceAll(plan::FormatModelSpec(plain->spec), {{"name=plain", "name=edited"}}));
   const plan::PlanSearchResult by_plain = Search(plain->spec, 1, &*plain);
   const plan::PlanSearchResult by_edited = Search(loaded->spec, 1, &*loaded);
   ASSERT_FALSE(by_plain.ranked.empty());
@@ -128,10 +132,13 @@ TEST(PlanModelLoader, ALayerOutsideTheLayoutRulesIsAnError) {
   std::ifstream in(EmittedFile("plain2.commir", 1));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // A reduction in the MLP: no Megatron rule lays it out.
-  const std::string edited = absl::StrReplaceAll(
-      text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %m = reduce_max(%a0) {dims = [2]} : bf16[1, 512]\n  %a = mul(%a0, %a0)"}});
+  const std::string edited =
+      absl::StrReplaceAll(text, {{"%a = mul(%s, %w)",
+                                  "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %m = reduce_max(%a0) "
+                                  "{dims = [2]} : bf16[1, 512]\n  %a = mul(%a0, %a0)"}});
   ASSERT_NE(edited, text);
-  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(WriteFile("reduce.commir", edited) + ",global_batch=16");
+  absl::StatusOr<LoadedModel> loaded =
+      LoadPlanModel(WriteFile("reduce.commir", edited) + ",global_batch=16");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   plan::LayerCostOptions o;
   o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");

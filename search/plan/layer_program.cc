@@ -59,19 +59,16 @@ FunctionText LayerFunction(const ModelSpec& m, int64_t micro_batch) {
                                {"wo", type({m.heads * d, H})},
                                {"g2", vec}});
   if (gpt) {
-    f.args.insert(f.args.end(),
-                  {{"b2", vec}, {"w1", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
+    f.args.insert(f.args.end(), {{"b2", vec}, {"w1", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
   } else {
-    f.args.insert(f.args.end(), {{"w1", type({H, m.ffn})},
-                                 {"w3", type({H, m.ffn})},
-                                 {"w2", type({m.ffn, H})}});
+    f.args.insert(f.args.end(),
+                  {{"w1", type({H, m.ffn})}, {"w3", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
   }
   const std::string norm1 = gpt ? "layernorm(%x, %g1, %b1)" : "rmsnorm(%x, %g1)";
   const std::string norm2 = gpt ? "layernorm(%r, %g2, %b2)" : "rmsnorm(%r, %g2)";
   f.body = absl::StrCat(
-      "  %h = ", norm1, " : ", x, "\n",
-      "  %q = matmul(%h, %wq) : ", type({B, S, m.heads * d}), "\n",
-      "  %k = matmul(%h, %wk) : ", type({B, S, m.kv_heads * d}), "\n",
+      "  %h = ", norm1, " : ", x, "\n", "  %q = matmul(%h, %wq) : ", type({B, S, m.heads * d}),
+      "\n", "  %k = matmul(%h, %wk) : ", type({B, S, m.kv_heads * d}), "\n",
       "  %v = matmul(%h, %wv) : ", type({B, S, m.kv_heads * d}), "\n",
       "  %q4 = reshape(%q) : ", type({B, S, m.heads, d}), "\n",
       "  %k4 = reshape(%k) : ", type({B, S, m.kv_heads, d}), "\n",
@@ -81,10 +78,8 @@ FunctionText LayerFunction(const ModelSpec& m, int64_t micro_batch) {
       "  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}\n",
       "  %oh = attention(%qh, %kh, %vh) {causal}\n",
       "  %ot = transpose(%oh) {perm = [0, 2, 1, 3]}\n",
-      "  %o = reshape(%ot) : ", type({B, S, m.heads * d}), "\n",
-      "  %y = matmul(%o, %wo) : ", x, "\n",
-      "  %r = add(%x, %y)\n",
-      "  %h2 = ", norm2, " : ", x, "\n",
+      "  %o = reshape(%ot) : ", type({B, S, m.heads * d}), "\n", "  %y = matmul(%o, %wo) : ", x,
+      "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", x, "\n",
       "  %u = matmul(%h2, %w1) : ", type({B, S, m.ffn}), "\n");
   if (gpt) {
     absl::StrAppend(&f.body, "  %a = gelu(%u)\n");
@@ -128,8 +123,8 @@ std::string FunctionText::Print() const {
   std::vector<std::string> parts;
   parts.reserve(args.size());
   for (const auto& [arg, type] : args) parts.push_back(absl::StrCat("%", arg, ": ", type));
-  return absl::StrCat("func @", name, "(", absl::StrJoin(parts, ", "), ") -> ", result_type,
-                      " {\n", body, "}\n");
+  return absl::StrCat("func @", name, "(", absl::StrJoin(parts, ", "), ") -> ", result_type, " {\n",
+                      body, "}\n");
 }
 
 // One way to lay out a layer: the single-device function through the Megatron layout.

@@ -62,7 +62,7 @@ struct FunctionText {
   std::string name;
   std::vector<std::pair<std::string, std::string>> args;  // name (no %), type
   std::string result_type;
-  std::string body;  // the ops, one per indented line, the return last
+  std::string body;           // the ops, one per indented line, the return last
   std::string Print() const;  // `func @name(%a: T, ...) -> R {...}`
 };
 

@@ -67,10 +67,9 @@ class LayoutWriter {
     if (o_.layout.cp > 1) mesh_axes.push_back(absl::StrCat("cp=", o_.layout.cp));
     if (o_.layout.tp > 1) mesh_axes.push_back(absl::StrCat("tp=", o_.layout.tp));
     const std::string mesh =
-        mesh_axes.empty() ? ""
-                          : absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
-    return absl::StrCat(mesh, "func @", o_.name.empty() ? f_.name() : o_.name, "(", absl::StrJoin(args, ", "), ") -> ",
-                        result_type_, " {\n", text, "}\n");
+        mesh_axes.empty() ? "" : absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
+    return absl::StrCat(mesh, "func @", o_.name.empty() ? f_.name() : o_.name, "(",
+                        absl::StrJoin(args, ", "), ") -> ", result_type_, " {\n", text, "}\n");
   }
 
  private:
@@ -96,9 +95,9 @@ class LayoutWriter {
   absl::Status Set(const Value* v, Role role, Layout l) {
     for (size_t d = 0; d < l.dims.size(); ++d) {
       if (l.dims[d] % GroupSize(l.axes[d]) != 0) {
-        return Error(v->loc(), absl::StrCat("%", v->name(), "'s dimension ", d, " (", l.dims[d],
-                                            ") does not split over ", GroupSize(l.axes[d]),
-                                            " devices"));
+        return Error(v->loc(),
+                     absl::StrCat("%", v->name(), "'s dimension ", d, " (", l.dims[d],
+                                  ") does not split over ", GroupSize(l.axes[d]), " devices"));
       }
     }
     layouts_[v] = std::move(l);
@@ -163,6 +162,12 @@ class LayoutWriter {
       return Error(op.loc(), absl::StrCat("no Megatron layout rule for `", name, "`"));
     }
     const Value* out = op.result(0);
+    const bool first_laid_out = op.num_operands() > 0 && layouts_.contains(op.operand(0));
+    if (!first_laid_out && (op.Is(OpKind::kReshape) || op.Is(OpKind::kTranspose) ||
+                            op.Is(OpKind::kAttention) || op.Is(OpKind::kSoftmax))) {
+      return Error(op.loc(),
+                   absl::StrCat("`", name, "` of a value no rule has laid out (a weight?)"));
+    }
     std::vector<std::string> operands;
     for (const Value* v : op.operands()) operands.push_back(OperandText(v));
     bool typed = true;  // written with its result type
@@ -172,7 +177,8 @@ class LayoutWriter {
         return Error(op.loc(), "a norm's input is not the residual stream (not a pre-norm layer)");
       }
       for (int i = 1; i < op.num_operands(); ++i) {
-        if (IsArgument(op.operand(i))) set.Update(Set(op.operand(i), Role::kOther, Whole(op.operand(i)->type())));
+        if (IsArgument(op.operand(i)))
+          set.Update(Set(op.operand(i), Role::kOther, Whole(op.operand(i)->type())));
       }
       set.Update(Set(out, Role::kGathered, SeqSplit(out->type(), cp_)));
     } else if (op.Is(OpKind::kMatmul)) {
@@ -193,8 +199,9 @@ class LayoutWriter {
         set.Update(Set(w, Role::kOther, {{in, cols}, {tp_, {}}}));
         set.Update(Set(out, Role::kResidual, SeqSplit(out->type(), residual_)));
       } else {
-        return Error(op.loc(), "a matmul neither after a norm (column-parallel) nor of "
-                               "tp-split columns (row-parallel)");
+        return Error(op.loc(),
+                     "a matmul neither after a norm (column-parallel) nor of "
+                     "tp-split columns (row-parallel)");
       }
     } else if (op.Is(OpKind::kReshape)) {
       const Layout& in = layouts_.at(op.operand(0));
@@ -231,8 +238,8 @@ class LayoutWriter {
       return Error(op.loc(), absl::StrCat("no Megatron layout rule for `", name, "`"));
     }
     if (!set.ok()) return set;
-    std::string line = absl::StrCat("  %", out->name(), " = ", name, "(",
-                                    absl::StrJoin(operands, ", "), ")");
+    std::string line =
+        absl::StrCat("  %", out->name(), " = ", name, "(", absl::StrJoin(operands, ", "), ")");
     std::vector<std::string> attrs =
         AttributeEntries(op, false, [](const Value* v) { return v->name(); });
     if (!attrs.empty()) absl::StrAppend(&line, " {", absl::StrJoin(attrs, ", "), "}");

@@ -1,7 +1,7 @@
 // The Megatron layout step on the generator's single-device layer and head reproduces,
-// byte for byte, the laid-out programs layer_program.h wrote with its own annotations: GPT and Llama, tp x cp
-// with and without sequence parallelism, grouped-query attention with tp > kv heads, a
-// vocabulary to pad. And a function outside its rules is refused by name.
+// byte for byte, the laid-out programs layer_program.h wrote with its own annotations: GPT and
+// Llama, tp x cp with and without sequence parallelism, grouped-query attention with tp > kv heads,
+// a vocabulary to pad. And a function outside its rules is refused by name.
 #include "search/plan/megatron_layout.h"
 
 #include <fstream>
@@ -80,12 +80,12 @@ TEST(MegatronLayout, AnExtraElementwiseOpIsLaidOutWithItsOperand) {
   const ModelSpec m = Model("llama3-8b");
   absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 1);
   ASSERT_TRUE(layer.ok());
-  const std::string edited =
-      absl::StrReplaceAll(layer->Print(), {{"  %a = mul(%s, %w)\n", "  %a0 = mul(%s, %w)\n  %a = tanh(%a0)\n"}});
-  absl::StatusOr<std::string> laid_out =
-      MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
+  const std::string edited = absl::StrReplaceAll(
+      layer->Print(), {{"  %a = mul(%s, %w)\n", "  %a0 = mul(%s, %w)\n  %a = tanh(%a0)\n"}});
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
   ASSERT_TRUE(laid_out.ok()) << laid_out.status();
-  EXPECT_THAT(*laid_out, HasSubstr("  %a = tanh(%a0)\n  %dn = matmul(%a, %w2) : bf16[1, 8192@tp, 4096]"));
+  EXPECT_THAT(*laid_out,
+              HasSubstr("  %a = tanh(%a0)\n  %dn = matmul(%a, %w2) : bf16[1, 8192@tp, 4096]"));
 }
 
 TEST(MegatronLayout, AnOpOutsideTheRulesIsNamed) {
@@ -106,12 +106,27 @@ TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
   const ModelSpec m = Model("gpt3-1.3b");
   absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 2);
   ASSERT_TRUE(layer.ok());
-  absl::StatusOr<std::string> wrong = MegatronLayoutText(layer->Print(), {LayerLayout{2, 1, true, 4}});
+  absl::StatusOr<std::string> wrong =
+      MegatronLayoutText(layer->Print(), {LayerLayout{2, 1, true, 4}});
   EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
-  absl::StatusOr<std::string> renamed = MegatronLayoutText(
-      absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}), {LayerLayout{2, 1, true, 2}, 0, "layer"});
+  absl::StatusOr<std::string> renamed =
+      MegatronLayoutText(absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}),
+                         {LayerLayout{2, 1, true, 2}, 0, "layer"});
   ASSERT_TRUE(renamed.ok()) << renamed.status();
   EXPECT_EQ(*renamed, *TransformerLayerProgram(m, LayerLayout{2, 1, true, 2}));
+}
+
+TEST(MegatronLayout, AViewOfAWeightIsAnErrorNotACrash) {
+  constexpr char kText[] = R"(
+func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8, 16] {
+  %t = transpose(%w) {perm = [1, 0]}
+  %r = add(%x, %x)
+  return %r
+}
+)";
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
+  EXPECT_THAT(laid_out.status().message(),
+              HasSubstr("`transpose` of a value no rule has laid out"));
 }
 
 }  // namespace

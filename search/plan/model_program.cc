@@ -46,15 +46,15 @@ absl::StatusOr<std::string> ModelProgram(const ModelSpec& model, int64_t micro_b
   operands.insert(operands.begin(), input);
   absl::StrAppend(&body, "  %logits = call @", head->name, "(", absl::StrJoin(operands, ", "),
                   ") : ", head->result_type, "\n", "  return %logits\n");
-  const std::string text = absl::StrCat("func @", kModelFunction, "(", absl::StrJoin(args, ", "), ") -> ",
-                      head->result_type, " {\n", body, "}\n\n", layer->Print(), "\n",
-                      head->Print());
+  const std::string text =
+      absl::StrCat("func @", kModelFunction, "(", absl::StrJoin(args, ", "), ") -> ",
+                   head->result_type, " {\n", body, "}\n\n", layer->Print(), "\n", head->Print());
   // Parsed and printed back: the text verifies, and it is commir-opt's canonical form
   // (a fixed point of commir-opt; comments would not survive it).
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "model.commir");
   if (!module.ok()) {
-    return absl::InternalError(absl::StrCat("the generated model does not verify: ",
-                                            module.status().message()));
+    return absl::InternalError(
+        absl::StrCat("the generated model does not verify: ", module.status().message()));
   }
   return PrintModule(**module);
 }

@@ -22,7 +22,8 @@ namespace commir::search::plan {
 
 inline constexpr char kModelFunction[] = "model";
 
-// The module's text in commir-opt's canonical form (verified). Errors when the spec is invalid or the micro-batch below 1.
+// The module's text in commir-opt's canonical form (verified). Errors when the spec is invalid or
+// the micro-batch below 1.
 absl::StatusOr<std::string> ModelProgram(const ModelSpec& model, int64_t micro_batch);
 
 }  // namespace commir::search::plan

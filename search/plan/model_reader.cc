@@ -113,8 +113,8 @@ absl::StatusOr<LayerSizes> ReadLayer(const Function& f, absl::string_view file) 
 absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::string_view file) {
   const std::string at = Where(file, f.loc());
   if (!Unannotated(f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(at, "the head @", f.name(), " has a mesh or layouts (write it for one device)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        at, "the head @", f.name(), " has a mesh or layouts (write it for one device)"));
   }
   for (Operation* op : OpsOf(f, OpKind::kMatmul)) {
     const Value* w = op->operand(1);
@@ -122,9 +122,9 @@ absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::
       return w->type().dims()[1];
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      at, "the head @", f.name(), " has no output embedding: a [", hidden,
-      ", vocabulary] argument multiplied by matmul"));
+  return absl::InvalidArgumentError(absl::StrCat(at, "the head @", f.name(),
+                                                 " has no output embedding: a [", hidden,
+                                                 ", vocabulary] argument multiplied by matmul"));
 }
 
 }  // namespace

@@ -48,8 +48,9 @@ TEST(ModelReader, ReadsTheSpecItWasGeneratedFrom) {
   }
 }
 
-constexpr char kTiny[] = "name=t,arch=llama,layers=2,hidden=16,heads=4,kv_heads=2,ffn=24,seq=8,"
-                         "vocab=40,global_batch=8,dtype=f32";
+constexpr char kTiny[] =
+    "name=t,arch=llama,layers=2,hidden=16,heads=4,kv_heads=2,ffn=24,seq=8,"
+    "vocab=40,global_batch=8,dtype=f32";
 
 absl::Status ReadEdited(const std::vector<std::pair<std::string, std::string>>& edits) {
   std::unique_ptr<Module> module = Parse(absl::StrReplaceAll(Emitted(kTiny, 1), edits));
