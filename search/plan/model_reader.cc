@@ -1,5 +1,6 @@
 #include "search/plan/model_reader.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commir/printer.h"
+#include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
 namespace {
@@ -198,6 +200,17 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     return absl::InvalidArgumentError(absl::StrCat(file, ": the global batch ", global_batch,
                                                    " is not a multiple of the file's micro-batch ",
                                                    out.micro_batch));
+  }
+  // The functions must be ones the Megatron layout step lays out (the rules do not
+  // depend on tp or cp): said now, at the file's own lines, not in the search.
+  for (const auto& [f, vocabulary] : {std::pair<const Function*, int64_t>{&layer, 0},
+                                      std::pair<const Function*, int64_t>{&head, m.vocabulary}}) {
+    MegatronLayoutOptions o;
+    o.layout.micro_batch = out.micro_batch;
+    o.vocabulary = vocabulary;
+    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
+    }
   }
   out.layer_function = PrintFunction(layer);
   out.head_function = PrintFunction(head);

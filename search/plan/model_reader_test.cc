@@ -66,6 +66,15 @@ TEST(ModelReader, ALayerWithoutAttentionIsNamedAtItsFunction) {
   EXPECT_THAT(s.message(), HasSubstr("0 attention ops"));
 }
 
+TEST(ModelReader, ALayerTheLayoutStepCannotLayOutIsNamedAtTheOp) {
+  // A reduction in the MLP: the rules lay out no reduce_max; named at its line:col.
+  absl::Status s = ReadEdited({{"%a = mul(%s, %w) : f32[1, 8, 24]",
+                                "%a0 = mul(%s, %w) : f32[1, 8, 24]\n  %m = reduce_max(%a0) {dims "
+                                "= [2]} : f32[1, 8]\n  %a = tanh(%a0) : f32[1, 8, 24]"}});
+  EXPECT_THAT(s.message(), HasSubstr("m.commir: @layer at "));
+  EXPECT_THAT(s.message(), HasSubstr("no Megatron layout rule for `reduce_max`"));
+}
+
 TEST(ModelReader, AnUnknownMlpIsNamed) {
   absl::Status s = ReadEdited({{"silu(%u)", "gelu(%u)"}});
   EXPECT_THAT(s.message(), HasSubstr("no MLP of a known kind"));
