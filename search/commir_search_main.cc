@@ -31,6 +31,7 @@ constexpr char kUsage[] = R"(usage: commir-search FILE|- [--devices=N] [--func=@
                      [--emit=spmd|global] [--format=table|json|csv] [--verify=all|top|none]
                      [--max-mesh-axes=1..3] [--quiet]
        commir-search --plan MODEL --gpus=N [...]   (see commir-search --plan x --help)
+       commir-search --emit-model=MODEL [--micro-batch=N]   (the model as CommIR)
 
 Finds the fastest ways to run a global function on N devices: every mesh of N devices
 (up to three axes), every layout of the function's arguments and results on it (the
@@ -135,6 +136,7 @@ int ParseArgs(int argc, char** argv, Request& r) {
 }
 
 int Main(int argc, char** argv) {
+  if (WantsEmitModel(argc, argv)) return EmitModelMain(argc, argv);
   if (WantsPlanSearch(argc, argv)) return PlanSearchMain(argc, argv);
   Request r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;

@@ -16,7 +16,9 @@
 #include "absl/strings/strip.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/layer_schedule.h"
+#include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
+#include "search/plan_model_loader.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_check.h"
 #include "search/plan/plan_cost.h"
@@ -45,7 +47,11 @@ time breakdown and memory, the best standard Megatron-LM setting, and the best p
 Megatron-LM arguments.
   MODEL               a preset (gpt3-1.3b, gpt3-13b, gpt3-175b, llama3-8b, llama3-70b,
                       llama3-405b), the text form (llama3-8b,seq=4096,global_batch=64 or
-                      every key), or a file holding the text form (// comments allowed)
+                      every key), a file holding the text form (// comments allowed), or
+                      a model written as CommIR, FILE.commir,global_batch=N (a top
+                      function calling a layer function per layer and a head last, as
+                      --emit-model writes; sizes read from the IR, the search kept to
+                      its micro-batch)
   --gpus=N            GPUs to train on
   --hardware=H,...    h100-sxm (default), h200, a100-sxm-80g or JSON cluster files; several
                       for a what-if (each with its best plan)
@@ -211,27 +217,6 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
   return absl::StrCat(line, "\n");
 }
 
-// The model: a file of the text form when one exists at that path, else the text itself.
-absl::StatusOr<plan::ModelSpec> LoadModel(const std::string& arg) {
-  const std::string path = ResolvePath(arg);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return plan::ParseModelSpec(arg);
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", arg, "'"));
-  std::vector<std::string> parts;
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || absl::StartsWith(l, "//")) continue;
-    parts.emplace_back(l);
-  }
-  absl::StatusOr<plan::ModelSpec> model = plan::ParseModelSpec(absl::StrJoin(parts, ","));
-  if (!model.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(arg, ": ", model.status().message()));
-  }
-  return model;
-}
-
 struct Cluster {
   std::string label;
   sim::HardwareSpec hardware;
@@ -281,7 +266,58 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
   return out;
 }
 
+constexpr char kEmitModelUsage[] =
+    R"(usage: commir-search --emit-model=MODEL [--micro-batch=N]
+
+Prints the model as CommIR for one micro-batch on one device: @layer and @head written
+once and a top function @model that calls @layer once per layer (each with its own
+weights) and @head once. `commir-search --plan FILE.commir,global_batch=N` searches it.
+  MODEL               a preset, the text form or a file holding it (as --plan)
+  --micro-batch=N     sequences per micro-batch (default 1)
+Exit status: 0 success; 1 bad model; 2 bad usage.
+)";
+
 }  // namespace
+
+bool WantsEmitModel(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--emit-model")) return true;
+  }
+  return false;
+}
+
+int EmitModelMain(int argc, char** argv) {
+  std::string spec;
+  int64_t micro_batch = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    absl::string_view value;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kEmitModelUsage;
+      return 0;
+    } else if (FlagValue(arg, "--emit-model", value)) {
+      if (value.empty()) return UsageError("--emit-model needs a model: --emit-model=llama3-8b");
+      if (!spec.empty()) return UsageError("--emit-model takes one model");
+      spec = std::string(value);
+    } else if (FlagValue(arg, "--micro-batch", value)) {
+      if (!ParseCount(value, 1, micro_batch)) {
+        return UsageError("--micro-batch needs a positive count");
+      }
+    } else {
+      return UsageError(absl::StrCat("'", arg, "' is not an option of --emit-model"));
+    }
+  }
+  if (spec.empty()) return UsageError("--emit-model needs a model: --emit-model=llama3-8b");
+  absl::StatusOr<LoadedModel> model = LoadPlanModel(spec);
+  if (!model.ok()) return InputError(absl::StrCat("--emit-model: ", model.status().message()));
+  absl::StatusOr<std::string> text = plan::ModelProgram(model->spec, micro_batch);
+  if (!text.ok()) return InputError(absl::StrCat("--emit-model: ", text.status().message()));
+  if (absl::Status s = WriteStandardOutput(*text); !s.ok()) {
+    return InputError(std::string(s.message()));
+  }
+  if (absl::Status s = FinishStandardOutput(); !s.ok()) return InputError(std::string(s.message()));
+  return 0;
+}
 
 bool WantsPlanSearch(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -293,8 +329,14 @@ bool WantsPlanSearch(int argc, char** argv) {
 int PlanSearchMain(int argc, char** argv) {
   PlanRequest r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
-  absl::StatusOr<plan::ModelSpec> model = LoadModel(r.model);
-  if (!model.ok()) return InputError(absl::StrCat("--plan: ", model.status().message()));
+  if (IsCommirModel(r.model) && !absl::StrContains(r.model, ",global_batch=")) {
+    // The IR holds no global batch: bad usage, not a bad model.
+    return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
+                                   r.model, ",global_batch=N"));
+  }
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
+  if (!loaded.ok()) return InputError(absl::StrCat("--plan: ", loaded.status().message()));
+  const plan::ModelSpec* model = &loaded->spec;
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
@@ -306,11 +348,15 @@ int PlanSearchMain(int argc, char** argv) {
     layer_options.predict.hardware = c.hardware;
     layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
     layer_options.schedule = r.layer_schedule;
+    // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
+    layer_options.layer_function = loaded->layer_function;
+    layer_options.head_function = loaded->head_function;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
     options.gpus = r.gpus;
     options.top = r.top;
     options.threads = r.threads;
+    options.only_micro_batch = loaded->micro_batch;  // a CommIR file's (0: any)
     absl::StatusOr<plan::PlanSearchResult> result = plan::SearchPlans(*model, options, layers);
     if (!result.ok()) return InputError(std::string(result.status().message()));
     if (!r.quiet) {

@@ -13,6 +13,13 @@ bool WantsPlanSearch(int argc, char** argv);
 // fits on any cluster, 2 bad usage.
 int PlanSearchMain(int argc, char** argv);
 
+// Whether the arguments ask for the model as CommIR (one of them is --emit-model=...).
+bool WantsEmitModel(int argc, char** argv);
+
+// `commir-search --emit-model=SPEC [--micro-batch=N]`: prints the model description as
+// CommIR (search/plan/model_program.h). Exit status: 0 success, 1 a bad model, 2 bad usage.
+int EmitModelMain(int argc, char** argv);
+
 }  // namespace commir::search
 
 #endif  // COMMIR_SEARCH_PLAN_COMMAND_H_

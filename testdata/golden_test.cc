@@ -7,7 +7,8 @@
 //   // EXIT: 1                                     (expected exit status; default 0)
 //   // STREAM: stdout | stderr | both              (what NAME.golden holds; default stdout
 //                                                   when EXIT is 0, stderr otherwise)
-//   // ROUNDTRIP: no                               (stdout is not CommIR, e.g. --emit=dot)
+//   // ROUNDTRIP: no | yes                        (no: stdout is not CommIR, e.g. --emit=dot; yes,
+//                                                   after a commir-search RUN: it is)
 //
 // For each case the runner checks the exit status, compares the selected stream with
 // NAME.golden (printing a unified diff on mismatch), requires the other stream to be
@@ -358,7 +359,9 @@ void ParseHeader(absl::string_view text, Case& c) {
     } else if (key == "ROUNDTRIP") {
       if (value == "no") {
         c.roundtrip = false;
-      } else if (value != "yes") {
+      } else if (value == "yes") {
+        c.roundtrip = true;  // after RUN: a commir-search case that prints CommIR
+      } else {
         c.errors.push_back(absl::StrCat(where, "ROUNDTRIP must be yes or no"));
       }
     }

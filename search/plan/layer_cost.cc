@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "commir/diagnostics.h"
@@ -13,6 +15,7 @@
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "search/schedule_space.h"
+#include "search/plan/megatron_layout.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -228,6 +231,24 @@ std::string Describe(LayerKind kind, const LayerLayout& l) {
                       l.sequence_parallel ? ", sp" : "", ", micro-batch ", l.micro_batch, ")");
 }
 
+// The program to measure: the file's own function laid out, or the generated one.
+absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kind,
+                                           const LayerLayout& layout,
+                                           const LayerCostOptions& options,
+                                           const std::string& name) {
+  const std::string& own =
+      kind == LayerKind::kHead ? options.head_function : options.layer_function;
+  if (own.empty()) {
+    return kind == LayerKind::kHead ? HeadProgram(model, layout)
+                                    : TransformerLayerProgram(model, layout);
+  }
+  MegatronLayoutOptions o;
+  o.layout = layout;
+  o.vocabulary = kind == LayerKind::kHead ? model.vocabulary : 0;
+  o.name = name;  // the name autodiff and the lookups below use
+  return MegatronLayoutText(own, o);
+}
+
 }  // namespace
 
 absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
@@ -237,11 +258,9 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   auto fail = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   };
-  absl::StatusOr<std::string> text = kind == LayerKind::kHead
-                                         ? HeadProgram(model, layout)
-                                         : TransformerLayerProgram(model, layout);
-  if (!text.ok()) return fail(text.status());
   const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
+  absl::StatusOr<std::string> text = LaidOutProgram(model, kind, layout, options, name);
+  if (!text.ok()) return fail(text.status());
   const std::string pipeline =
       absl::StrCat("autodiff{func=", name, ",seed=cotangents},", sharding::kDefaultSpmdPipeline);
   absl::StatusOr<std::unique_ptr<Module>> partitioned = ParseAndRun(*text, pipeline);
@@ -305,7 +324,7 @@ std::string LayerCostCache::Key(const ModelSpec& model, LayerKind kind,
   return absl::StrCat(FormatModelSpec(model), "|", static_cast<int>(kind), "|", layout.tp, ",",
                       layout.cp, ",", layout.sequence_parallel, ",", layout.micro_batch, "|",
                       options_.predict.hardware.name, ",", options_.predict.gpus_per_node, "|",
-                      options_.schedule.ToString());
+                      options_.schedule.ToString(), "|", FunctionsFingerprint());
 }
 
 absl::StatusOr<LayerCost> LayerCostCache::Get(const ModelSpec& model, LayerKind kind,
@@ -321,6 +340,12 @@ absl::StatusOr<LayerCost> LayerCostCache::Get(const ModelSpec& model, LayerKind 
   absl::StatusOr<LayerCost> cost = MeasureLayerCost(model, kind, layout, options_);
   absl::MutexLock lock(&mutex_);
   return cache_.try_emplace(key, std::move(cost)).first->second;
+}
+
+std::string LayerCostCache::FunctionsFingerprint() const {
+  if (options_.layer_function.empty() && options_.head_function.empty()) return "generated";
+  return absl::StrCat(absl::Hash<std::pair<std::string, std::string>>()(
+      {options_.layer_function, options_.head_function}));
 }
 
 int64_t LayerCostCache::measured() const {

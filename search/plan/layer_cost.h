@@ -76,6 +76,11 @@ enum class LayerKind { kTransformer, kHead };
 struct LayerCostOptions {
   sim::PredictOptions predict;
   LayerSchedule schedule = LayerSchedule::Search();
+  // A model file's own unannotated single-device layer and head (model_reader.h; a
+  // module's text holding the one function each), measured laid out by
+  // megatron_layout.h for each layout. Empty: layer_program.h's generated programs.
+  std::string layer_function;
+  std::string head_function;
 };
 
 // Measures one layer's cost (no cache). Errors are the generator's, the spmd
@@ -90,7 +95,8 @@ LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
                         const sim::HardwareSpec& hardware);
 
 // MeasureLayerCost with a cache keyed by the model's sizes, the kind, the layout, the
-// hardware's name and the schedule mode (none, search or the fixed pipeline): a plan
+// hardware's name, the schedule mode (none, search or the fixed pipeline) and a
+// fingerprint of a model file's functions: a plan
 // search asks for the same few layers many times. Thread-safe.
 class LayerCostCache {
  public:
@@ -104,6 +110,8 @@ class LayerCostCache {
   const LayerCostOptions& options() const { return options_; }
 
  private:
+  std::string FunctionsFingerprint() const;  // of the file's functions, if any
+
   LayerCostOptions options_;
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, absl::StatusOr<LayerCost>> cache_ ABSL_GUARDED_BY(mutex_);

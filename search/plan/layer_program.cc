@@ -5,45 +5,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "commir/element_type.h"
+#include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
 namespace {
-
-// `n` split over `axes` as written in a type: 4096, 4096@tp, 4096@(cp,tp).
-std::string Dim(int64_t n, const std::vector<std::string>& axes) {
-  if (axes.empty()) return absl::StrCat(n);
-  if (axes.size() == 1) return absl::StrCat(n, "@", axes[0]);
-  return absl::StrCat(n, "@(", absl::StrJoin(axes, ","), ")");
-}
-
-struct Axes {
-  std::vector<std::string> tp;        // {"tp"} or {}
-  std::vector<std::string> cp;        // {"cp"} or {}
-  std::vector<std::string> residual;  // the residual stream's sequence
-  std::string mesh;                   // "mesh @m(cp=2, tp=4)\n\n" or ""
-};
-
-Axes MakeAxes(const LayerLayout& l) {
-  Axes a;
-  std::vector<std::string> mesh_axes;
-  if (l.cp > 1) {
-    a.cp = {"cp"};
-    mesh_axes.push_back(absl::StrCat("cp=", l.cp));
-  }
-  if (l.tp > 1) {
-    a.tp = {"tp"};
-    // tp is the mesh's last (fastest-varying) axis, so a tp group is adjacent devices
-    // on one node, as Megatron-LM orders its ranks.
-    mesh_axes.push_back(absl::StrCat("tp=", l.tp));
-  }
-  a.residual = a.cp;
-  if (l.sequence_parallel) a.residual.insert(a.residual.end(), a.tp.begin(), a.tp.end());
-  if (!mesh_axes.empty())
-    a.mesh = absl::StrCat("mesh @m(", absl::StrJoin(mesh_axes, ", "), ")\n\n");
-  return a;
-}
 
 absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   if (l.tp < 1 || l.cp < 1 || l.micro_batch < 1) {
@@ -64,6 +30,88 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   return Validate(m);
 }
 
+absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
+  if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
+  return Validate(m);
+}
+
+// The single-device layer: the one definition of the layer's ops, which the model
+// written as CommIR calls and megatron_layout.h lays out for the plan search.
+FunctionText LayerFunction(const ModelSpec& m, int64_t micro_batch) {
+  const bool gpt = m.architecture == Architecture::kGpt;
+  const int64_t d = m.head_dim();
+  const std::string t(ElementTypeName(m.dtype));
+  auto type = [&](std::vector<int64_t> dims) {
+    return absl::StrCat(t, "[", absl::StrJoin(dims, ", "), "]");
+  };
+  const int64_t B = micro_batch, S = m.sequence, H = m.hidden;
+  const std::string x = type({B, S, H});
+  const std::string vec = type({H});
+
+  FunctionText f;
+  f.name = kLayerFunction;
+  f.result_type = x;
+  f.args = {{"x", x}, {"g1", vec}};
+  if (gpt) f.args.push_back({"b1", vec});
+  f.args.insert(f.args.end(), {{"wq", type({H, m.heads * d})},
+                               {"wk", type({H, m.kv_heads * d})},
+                               {"wv", type({H, m.kv_heads * d})},
+                               {"wo", type({m.heads * d, H})},
+                               {"g2", vec}});
+  if (gpt) {
+    f.args.insert(f.args.end(), {{"b2", vec}, {"w1", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
+  } else {
+    f.args.insert(f.args.end(),
+                  {{"w1", type({H, m.ffn})}, {"w3", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
+  }
+  const std::string norm1 = gpt ? "layernorm(%x, %g1, %b1)" : "rmsnorm(%x, %g1)";
+  const std::string norm2 = gpt ? "layernorm(%r, %g2, %b2)" : "rmsnorm(%r, %g2)";
+  f.body = absl::StrCat(
+      "  %h = ", norm1, " : ", x, "\n", "  %q = matmul(%h, %wq) : ", type({B, S, m.heads * d}),
+      "\n", "  %k = matmul(%h, %wk) : ", type({B, S, m.kv_heads * d}), "\n",
+      "  %v = matmul(%h, %wv) : ", type({B, S, m.kv_heads * d}), "\n",
+      "  %q4 = reshape(%q) : ", type({B, S, m.heads, d}), "\n",
+      "  %k4 = reshape(%k) : ", type({B, S, m.kv_heads, d}), "\n",
+      "  %v4 = reshape(%v) : ", type({B, S, m.kv_heads, d}), "\n",
+      "  %qh = transpose(%q4) {perm = [0, 2, 1, 3]}\n",
+      "  %kh = transpose(%k4) {perm = [0, 2, 1, 3]}\n",
+      "  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}\n",
+      "  %oh = attention(%qh, %kh, %vh) {causal}\n",
+      "  %ot = transpose(%oh) {perm = [0, 2, 1, 3]}\n",
+      "  %o = reshape(%ot) : ", type({B, S, m.heads * d}), "\n", "  %y = matmul(%o, %wo) : ", x,
+      "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", x, "\n",
+      "  %u = matmul(%h2, %w1) : ", type({B, S, m.ffn}), "\n");
+  if (gpt) {
+    absl::StrAppend(&f.body, "  %a = gelu(%u)\n");
+  } else {
+    absl::StrAppend(&f.body, "  %w = matmul(%h2, %w3) : ", type({B, S, m.ffn}), "\n",
+                    "  %s = silu(%u)\n", "  %a = mul(%s, %w)\n");
+  }
+  absl::StrAppend(&f.body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
+                  "  return %out\n");
+  return f;
+}
+
+// The single-device head over the model's own vocabulary.
+FunctionText HeadFunction(const ModelSpec& m, int64_t micro_batch) {
+  const bool gpt = m.architecture == Architecture::kGpt;
+  const std::string t(ElementTypeName(m.dtype));
+  const std::string x = absl::StrCat(t, "[", micro_batch, ", ", m.sequence, ", ", m.hidden, "]");
+  const std::string logits =
+      absl::StrCat(t, "[", micro_batch, ", ", m.sequence, ", ", m.vocabulary, "]");
+  const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
+  FunctionText f;
+  f.name = kHeadFunction;
+  f.result_type = logits;
+  f.args = {{"x", x}, {"g", vec}};
+  if (gpt) f.args.push_back({"b", vec});
+  f.args.push_back({"wout", absl::StrCat(t, "[", m.hidden, ", ", m.vocabulary, "]")});
+  f.body = absl::StrCat("  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ", x,
+                        "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
+                        "  %p = softmax(%l) : ", logits, "\n", "  return %p\n");
+  return f;
+}
+
 }  // namespace
 
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
@@ -71,90 +119,38 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
   return (vocabulary + multiple - 1) / multiple * multiple;
 }
 
+std::string FunctionText::Print() const {
+  std::vector<std::string> parts;
+  parts.reserve(args.size());
+  for (const auto& [arg, type] : args) parts.push_back(absl::StrCat("%", arg, ": ", type));
+  return absl::StrCat("func @", name, "(", absl::StrJoin(parts, ", "), ") -> ", result_type, " {\n",
+                      body, "}\n");
+}
+
+// One way to lay out a layer: the single-device function through the Megatron layout.
 absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
-  const Axes a = MakeAxes(l);
-  const bool gpt = m.architecture == Architecture::kGpt;
-  const int64_t d = m.head_dim();
-  const bool kv_split = m.kv_heads % l.tp == 0;
-  const std::vector<std::string> kv_axes = kv_split ? a.tp : std::vector<std::string>{};
-  const std::string t(ElementTypeName(m.dtype));
-  const std::string B = absl::StrCat(l.micro_batch);
-  const std::string S = absl::StrCat(m.sequence);
-  const std::string H = absl::StrCat(m.hidden);
-  auto type = [&](const std::vector<std::string>& dims) {
-    return absl::StrCat(t, "[", absl::StrJoin(dims, ", "), "]");
-  };
-  const std::string x = type({B, Dim(m.sequence, a.residual), H});
-  const std::string gathered = type({B, Dim(m.sequence, a.cp), H});  // inside a block
-  const std::string vec = type({H});
-  const std::string q_cols = Dim(m.heads * d, a.tp);
-  const std::string kv_cols = Dim(m.kv_heads * d, kv_axes);
-  const std::string ffn_cols = Dim(m.ffn, a.tp);
-
-  std::string args = absl::StrCat("%x: ", x, ", %g1: ", vec);
-  if (gpt) absl::StrAppend(&args, ", %b1: ", vec);
-  absl::StrAppend(&args, ", %wq: ", type({H, q_cols}), ", %wk: ", type({H, kv_cols}),
-                  ", %wv: ", type({H, kv_cols}), ", %wo: ", type({Dim(m.heads * d, a.tp), H}),
-                  ", %g2: ", vec);
-  if (gpt) {
-    absl::StrAppend(&args, ", %b2: ", vec, ", %w1: ", type({H, ffn_cols}),
-                    ", %w2: ", type({Dim(m.ffn, a.tp), H}));
-  } else {
-    absl::StrAppend(&args, ", %w1: ", type({H, ffn_cols}), ", %w3: ", type({H, ffn_cols}),
-                    ", %w2: ", type({Dim(m.ffn, a.tp), H}));
-  }
-  const std::string norm1 = gpt ? "layernorm(%x, %g1, %b1)" : "rmsnorm(%x, %g1)";
-  const std::string norm2 = gpt ? "layernorm(%r, %g2, %b2)" : "rmsnorm(%r, %g2)";
-  const std::string seq_cp = Dim(m.sequence, a.cp);
-  std::string body = absl::StrCat(
-      "  %h = ", norm1, " : ", gathered, "\n",
-      "  %q = matmul(%h, %wq) : ", type({B, seq_cp, q_cols}), "\n",
-      "  %k = matmul(%h, %wk) : ", type({B, seq_cp, kv_cols}), "\n",
-      "  %v = matmul(%h, %wv) : ", type({B, seq_cp, kv_cols}), "\n",
-      "  %q4 = reshape(%q) : ", type({B, seq_cp, Dim(m.heads, a.tp), absl::StrCat(d)}), "\n",
-      "  %k4 = reshape(%k) : ", type({B, seq_cp, Dim(m.kv_heads, kv_axes), absl::StrCat(d)}), "\n",
-      "  %v4 = reshape(%v) : ", type({B, seq_cp, Dim(m.kv_heads, kv_axes), absl::StrCat(d)}), "\n",
-      "  %qh = transpose(%q4) {perm = [0, 2, 1, 3]}\n",
-      "  %kh = transpose(%k4) {perm = [0, 2, 1, 3]}\n",
-      "  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}\n",
-      "  %oh = attention(%qh, %kh, %vh) {causal}\n",
-      "  %ot = transpose(%oh) {perm = [0, 2, 1, 3]}\n",
-      "  %o = reshape(%ot) : ", type({B, seq_cp, q_cols}), "\n", "  %y = matmul(%o, %wo) : ", x,
-      "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", gathered, "\n");
-  if (gpt) {
-    absl::StrAppend(&body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
-                    "  %a = gelu(%u)\n");
-  } else {
-    absl::StrAppend(&body, "  %u = matmul(%h2, %w1) : ", type({B, seq_cp, ffn_cols}), "\n",
-                    "  %w = matmul(%h2, %w3) : ", type({B, seq_cp, ffn_cols}), "\n",
-                    "  %s = silu(%u)\n", "  %a = mul(%s, %w)\n");
-  }
-  absl::StrAppend(&body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
-                  "  return %out\n");
-  return absl::StrCat(a.mesh, "func @", kLayerFunction, "(", args, ") -> ", x, " {\n", body, "}\n");
+  MegatronLayoutOptions o;
+  o.layout = l;
+  return MegatronLayoutText(LayerFunction(m, l.micro_batch).Print(), o);
 }
 
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
-  const Axes a = MakeAxes(l);
-  const bool gpt = m.architecture == Architecture::kGpt;
-  const std::string t(ElementTypeName(m.dtype));
-  const int64_t vocab = PaddedVocabulary(m.vocabulary, l.tp);
-  const std::string x =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.residual), ", ", m.hidden, "]");
-  const std::string gathered =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", m.hidden, "]");
-  const std::string logits =
-      absl::StrCat(t, "[", l.micro_batch, ", ", Dim(m.sequence, a.cp), ", ", Dim(vocab, a.tp), "]");
-  const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
-  std::string args = absl::StrCat("%x: ", x, ", %g: ", vec);
-  if (gpt) absl::StrAppend(&args, ", %b: ", vec);
-  absl::StrAppend(&args, ", %wout: ", t, "[", m.hidden, ", ", Dim(vocab, a.tp), "]");
-  return absl::StrCat(a.mesh, "func @", kHeadFunction, "(", args, ") -> ", logits, " {\n",
-                      "  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ", gathered,
-                      "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
-                      "  %p = softmax(%l) : ", logits, "\n", "  return %p\n}\n");
+  MegatronLayoutOptions o;
+  o.layout = l;
+  o.vocabulary = m.vocabulary;
+  return MegatronLayoutText(HeadFunction(m, l.micro_batch).Print(), o);
+}
+
+absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& m, int64_t micro_batch) {
+  if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
+  return LayerFunction(m, micro_batch);
+}
+
+absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& m, int64_t micro_batch) {
+  if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
+  return HeadFunction(m, micro_batch);
 }
 
 }  // namespace commir::search::plan

@@ -3,15 +3,18 @@
 // the output head of a model, for one micro-batch, laid out Megatron-style on a mesh of
 // the tensor-parallel and context-parallel groups.
 //
-// Layouts: the residual stream [micro_batch, seq, hidden] has its sequence split over cp
-// and, with sequence parallelism, over tp too; inside the attention and MLP blocks the
-// sequence is gathered over tp (cp keeps it split), heads, key/value heads and the FFN
-// columns are split over tp, and the output projections reduce(-scatter) back to the
-// residual layout. These layouts are written on the intermediate values so that
-// propagate-sharding does not pick cheaper-looking but non-Megatron layouts (gathering
-// weights). Key/value heads that tp does not divide stay whole (replicated), as
-// Megatron-LM does when tp exceeds the query groups. The vocabulary is padded to a
-// multiple of 128 x tp, as Megatron-LM's --make-vocab-size-divisible-by does.
+// The layer and head are generated once, for one device (SingleDeviceLayer/Head, also
+// what the model written as CommIR calls: model_program.h), and laid out Megatron-style
+// by megatron_layout.h: the residual stream [micro_batch, seq, hidden] has its sequence
+// split over cp and, with sequence parallelism, over tp too; inside the attention and
+// MLP blocks the sequence is gathered over tp (cp keeps it split), heads, key/value
+// heads and the FFN columns are split over tp, and the output projections
+// reduce(-scatter) back to the residual layout. These layouts are written on the
+// intermediate values so that propagate-sharding does not pick cheaper-looking but
+// non-Megatron layouts (gathering weights). Key/value heads that tp does not divide stay
+// whole (replicated), as Megatron-LM does when tp exceeds the query groups. The
+// vocabulary is padded to a multiple of 128 x tp, as Megatron-LM's
+// --make-vocab-size-divisible-by does.
 //
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
 // elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
@@ -21,6 +24,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "search/plan/model_spec.h"
@@ -50,6 +55,22 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& model,
 // over tp: the final norm, the logits and their normalisation (the cross-entropy's
 // exponentials; the loss's gather of the label is not modelled).
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& model, const LayerLayout& layout);
+
+// A generated function's text in parts, so that a caller can name its arguments (the
+// whole model's top function passes each layer its own weights).
+struct FunctionText {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> args;  // name (no %), type
+  std::string result_type;
+  std::string body;           // the ops, one per indented line, the return last
+  std::string Print() const;  // `func @name(%a: T, ...) -> R {...}`
+};
+
+// The single-device layer and head for one micro-batch: the same ops as the programs
+// above with no mesh and no layouts, and the head over the model's own (unpadded)
+// vocabulary. The whole model written as CommIR (model_program.h) calls these.
+absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& model, int64_t micro_batch);
+absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& model, int64_t micro_batch);
 
 // The vocabulary padded as Megatron-LM does for this tp.
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);

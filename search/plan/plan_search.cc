@@ -158,6 +158,12 @@ struct Group {
 
 std::vector<Group> EnumerateGroups(const ModelSpec& m, const PlanSearchOptions& o,
                                    int64_t gpus_per_node) {
+  std::vector<int64_t> micro_batches;
+  if (o.only_micro_batch > 0) {
+    micro_batches.push_back(o.only_micro_batch);
+  } else {
+    for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2) micro_batches.push_back(mb);
+  }
   std::vector<Group> out;
   for (int64_t tp : Divisors(o.gpus)) {
     if (tp > gpus_per_node || m.heads % tp != 0 || m.ffn % tp != 0) continue;
@@ -167,7 +173,7 @@ std::vector<Group> EnumerateGroups(const ModelSpec& m, const PlanSearchOptions& 
       for (int64_t pp : Divisors(o.gpus / (tp * cp))) {
         if (pp > m.layers) continue;
         const int64_t dp = o.gpus / (tp * cp * pp);
-        for (int64_t mb = 1; mb <= o.max_micro_batch; mb *= 2) {
+        for (int64_t mb : micro_batches) {
           if (m.global_batch % (mb * dp) != 0) continue;
           out.push_back({tp, cp, pp, dp, mb});
         }
@@ -259,7 +265,7 @@ std::vector<ParallelPlan> GroupPlans(const ModelSpec& m, const Group& g,
 }  // namespace
 
 std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
-                                        int64_t gpus_per_node) {
+                                        int64_t gpus_per_node, int64_t micro_batch) {
   std::vector<ParallelPlan> out;
   for (int64_t tp = 1; tp <= std::min<int64_t>(8, gpus_per_node); tp *= 2) {
     if (gpus % tp != 0) continue;
@@ -269,6 +275,7 @@ std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
       p.pp = pp;
       p.dp = gpus / (tp * pp);
       p.sequence_parallel = tp > 1;
+      p.micro_batch = micro_batch;
       p.zero_stage = p.dp > 1 ? 1 : 0;
       if (CheckPlan(model, p).ok()) out.push_back(p);
     }
@@ -316,7 +323,8 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
     return true;
   };
 
-  const std::vector<ParallelPlan> standard = StandardPlans(model, options.gpus, gpus_per_node);
+  const std::vector<ParallelPlan> standard = StandardPlans(
+      model, options.gpus, gpus_per_node, std::max<int64_t>(1, options.only_micro_batch));
   std::vector<Group> groups = EnumerateGroups(model, options, gpus_per_node);
   for (const ParallelPlan& p : standard) groups.push_back({p.tp, p.cp, p.pp, p.dp, p.micro_batch});
   if (absl::Status s = MeasureLayers(model, groups, options.threads, layers); !s.ok()) return s;

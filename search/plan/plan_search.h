@@ -53,6 +53,9 @@ struct PlanSearchOptions {
   int top = 10;                    // plans to report (at least 1)
   int threads = 0;                 // layer-measuring workers; 0: the hardware's cores
   int64_t max_micro_batch = 8;     // powers of two up to this
+  // > 0: this micro-batch only (standard settings included), as for a model written as
+  // CommIR for one micro-batch.
+  int64_t only_micro_batch = 0;
   int64_t max_virtual_stages = 8;  // interleaving v up to this
   int64_t max_context_parallel = 8;
   PlanCostOptions cost;
@@ -85,9 +88,10 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
                                              LayerCostCache& layers);
 
 // Megatron-LM's standard settings for the model on `gpus` GPUs (see above), with no
-// recomputation (the search tries heavier ones when they do not fit).
+// recomputation (the search tries heavier ones when they do not fit), at Megatron-LM's
+// micro-batch 1 or a given one.
 std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
-                                        int64_t gpus_per_node);
+                                        int64_t gpus_per_node, int64_t micro_batch = 1);
 
 }  // namespace commir::search::plan
 

@@ -1,0 +1,133 @@
+// The Megatron layout step on the generator's single-device layer and head reproduces,
+// byte for byte, the laid-out programs layer_program.h wrote with its own annotations: GPT and
+// Llama, tp x cp with and without sequence parallelism, grouped-query attention with tp > kv heads,
+// a vocabulary to pad. And a function outside its rules is refused by name.
+#include "search/plan/megatron_layout.h"
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "search/plan/layer_program.h"
+#include "search/plan/model_spec.h"
+
+namespace commir::search::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelSpec Model(const std::string& text) {
+  absl::StatusOr<ModelSpec> m = ParseModelSpec(text);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : ModelSpec{};
+}
+
+struct Case {
+  const char* model;
+  LayerLayout layout;
+  const char* golden;  // search/plan/testdata/GOLDEN.{layer,head}.commir
+};
+
+std::string ReadGolden(const std::string& name) {
+  std::ifstream in("search/plan/testdata/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The goldens are the laid-out programs layer_program.h wrote with its own annotations
+// before the generator was made single-device and laid out by this step.
+TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
+  const Case cases[] = {
+      {"gpt3-1.3b", {1, 1, false, 1}, "gpt3-1.3b_tp1_cp1_mb1"},
+      {"gpt3-1.3b", {4, 1, true, 2}, "gpt3-1.3b_tp4_cp1_sp_mb2"},
+      {"gpt3-1.3b", {2, 4, false, 1}, "gpt3-1.3b_tp2_cp4_mb1"},
+      {"gpt3-1.3b", {8, 2, true, 1}, "gpt3-1.3b_tp8_cp2_sp_mb1"},
+      {"gpt3-1.3b", {4, 2, true, 2}, "gpt3-1.3b_tp4_cp2_sp_mb2"},
+      {"llama3-8b", {1, 2, false, 1}, "llama3-8b_tp1_cp2_mb1"},
+      {"llama3-8b", {8, 1, true, 4}, "llama3-8b_tp8_cp1_sp_mb4"},
+      {"llama3-8b", {4, 2, false, 1}, "llama3-8b_tp4_cp2_mb1"},
+      {"llama3-70b", {16, 2, true, 1}, "llama3-70b_tp16_cp2_sp_mb1"},  // tp > kv heads
+      {"llama3-70b,kv_heads=4", {8, 1, false, 2}, "llama3-70b_kv_heads4_tp8_cp1_mb2"},
+  };
+  for (const Case& c : cases) {
+    const ModelSpec m = Model(c.model);
+    SCOPED_TRACE(c.golden);
+    absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, c.layout.micro_batch);
+    absl::StatusOr<FunctionText> head = SingleDeviceHead(m, c.layout.micro_batch);
+    ASSERT_TRUE(layer.ok() && head.ok());
+    const std::string expected_layer = ReadGolden(absl::StrCat(c.golden, ".layer.commir"));
+    const std::string expected_head = ReadGolden(absl::StrCat(c.golden, ".head.commir"));
+
+    absl::StatusOr<std::string> laid_out = MegatronLayoutText(layer->Print(), {c.layout});
+    ASSERT_TRUE(laid_out.ok()) << laid_out.status();
+    EXPECT_EQ(*laid_out, expected_layer);
+    absl::StatusOr<std::string> head_laid_out =
+        MegatronLayoutText(head->Print(), {c.layout, m.vocabulary});
+    ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
+    EXPECT_EQ(*head_laid_out, expected_head);
+
+    // And the programs the plan search costs are these.
+    EXPECT_EQ(TransformerLayerProgram(m, c.layout).value_or(""), expected_layer);
+    EXPECT_EQ(HeadProgram(m, c.layout).value_or(""), expected_head);
+  }
+}
+
+TEST(MegatronLayout, AnExtraElementwiseOpIsLaidOutWithItsOperand) {
+  const ModelSpec m = Model("llama3-8b");
+  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 1);
+  ASSERT_TRUE(layer.ok());
+  const std::string edited = absl::StrReplaceAll(
+      layer->Print(), {{"  %a = mul(%s, %w)\n", "  %a0 = mul(%s, %w)\n  %a = tanh(%a0)\n"}});
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
+  ASSERT_TRUE(laid_out.ok()) << laid_out.status();
+  EXPECT_THAT(*laid_out,
+              HasSubstr("  %a = tanh(%a0)\n  %dn = matmul(%a, %w2) : bf16[1, 8192@tp, 4096]"));
+}
+
+TEST(MegatronLayout, AnOpOutsideTheRulesIsNamed) {
+  constexpr char kText[] = R"(
+func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8] {
+  %h = matmul(%x, %w)
+  %s = reduce_sum(%h) {dims = [2]}
+  return %s
+}
+)";
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
+  EXPECT_FALSE(laid_out.ok());
+  EXPECT_THAT(laid_out.status().message(), HasSubstr("@layer at 3:"));
+  EXPECT_THAT(laid_out.status().message(), HasSubstr("a matmul neither after a norm"));
+}
+
+TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
+  const ModelSpec m = Model("gpt3-1.3b");
+  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 2);
+  ASSERT_TRUE(layer.ok());
+  absl::StatusOr<std::string> wrong =
+      MegatronLayoutText(layer->Print(), {LayerLayout{2, 1, true, 4}});
+  EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
+  absl::StatusOr<std::string> renamed =
+      MegatronLayoutText(absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}),
+                         {LayerLayout{2, 1, true, 2}, 0, "layer"});
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(*renamed, *TransformerLayerProgram(m, LayerLayout{2, 1, true, 2}));
+}
+
+TEST(MegatronLayout, AViewOfAWeightIsAnErrorNotACrash) {
+  constexpr char kText[] = R"(
+func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8, 16] {
+  %t = transpose(%w) {perm = [1, 0]}
+  %r = add(%x, %x)
+  return %r
+}
+)";
+  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
+  EXPECT_THAT(laid_out.status().message(),
+              HasSubstr("`transpose` of a value no rule has laid out"));
+}
+
+}  // namespace
+}  // namespace commir::search::plan

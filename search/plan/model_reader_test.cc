@@ -1,0 +1,120 @@
+// A model written as CommIR read back: the sizes of the spec it was generated from, for
+// GPT and Llama (grouped-query attention); and the errors that name what a file lacks.
+#include "search/plan/model_reader.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "search/plan/model_program.h"
+#include "search/plan/model_spec.h"
+
+namespace commir::search::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Module> Parse(const std::string& text) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "m.commir");
+  EXPECT_TRUE(module.ok()) << module.status() << "\n" << text;
+  return module.ok() ? *std::move(module) : nullptr;
+}
+
+std::string Emitted(const std::string& spec, int64_t micro_batch) {
+  absl::StatusOr<ModelSpec> m = ParseModelSpec(spec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::string> text = ModelProgram(*m, micro_batch);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+TEST(ModelReader, ReadsTheSpecItWasGeneratedFrom) {
+  for (const char* preset : {"gpt3-1.3b,layers=5", "llama3-70b,layers=3", "llama3-8b,dtype=f16"}) {
+    SCOPED_TRACE(preset);
+    absl::StatusOr<ModelSpec> m = ParseModelSpec(preset);
+    ASSERT_TRUE(m.ok());
+    std::unique_ptr<Module> module = Parse(Emitted(preset, 4));
+    ASSERT_NE(module, nullptr);
+    absl::StatusOr<ModelFromIr> read = ReadModelFromIr(*module, "m.commir", m->name, 96);
+    ASSERT_TRUE(read.ok()) << read.status();
+    m->global_batch = 96;
+    EXPECT_EQ(FormatModelSpec(read->spec), FormatModelSpec(*m));
+    EXPECT_EQ(read->micro_batch, 4);
+    EXPECT_THAT(read->layer_function, HasSubstr("func @layer("));
+    EXPECT_THAT(read->head_function, HasSubstr("func @head("));
+  }
+}
+
+constexpr char kTiny[] =
+    "name=t,arch=llama,layers=2,hidden=16,heads=4,kv_heads=2,ffn=24,seq=8,"
+    "vocab=40,global_batch=8,dtype=f32";
+
+absl::Status ReadEdited(const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::unique_ptr<Module> module = Parse(absl::StrReplaceAll(Emitted(kTiny, 1), edits));
+  if (module == nullptr) return absl::InternalError("did not parse");
+  return ReadModelFromIr(*module, "m.commir", "t", 8).status();
+}
+
+TEST(ModelReader, ALayerWithoutAttentionIsNamedAtItsFunction) {
+  // The attention replaced by its q (same shape): the layer is no transformer layer.
+  absl::Status s = ReadEdited({{"attention(%qh, %kh, %vh) {causal}", "neg(%qh)"}});
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:"));
+  EXPECT_THAT(s.message(), HasSubstr("@layer is not a pre-norm attention + MLP"));
+  EXPECT_THAT(s.message(), HasSubstr("0 attention ops"));
+}
+
+TEST(ModelReader, ALayerTheLayoutStepCannotLayOutIsNamedAtTheOp) {
+  // A reduction in the MLP: the rules lay out no reduce_max; named at its line:col.
+  absl::Status s = ReadEdited({{"%a = mul(%s, %w) : f32[1, 8, 24]",
+                                "%a0 = mul(%s, %w) : f32[1, 8, 24]\n  %m = reduce_max(%a0) {dims "
+                                "= [2]} : f32[1, 8]\n  %a = tanh(%a0) : f32[1, 8, 24]"}});
+  EXPECT_THAT(s.message(), HasSubstr("m.commir: @layer at "));
+  EXPECT_THAT(s.message(), HasSubstr("no Megatron layout rule for `reduce_max`"));
+}
+
+TEST(ModelReader, AnUnknownMlpIsNamed) {
+  absl::Status s = ReadEdited({{"silu(%u)", "gelu(%u)"}});
+  EXPECT_THAT(s.message(), HasSubstr("no MLP of a known kind"));
+}
+
+TEST(ModelReader, TwoTopFunctionsAreNamed) {
+  std::unique_ptr<Module> module =
+      Parse(Emitted(kTiny, 1) + "\nfunc @other(%a: f32[2]) -> f32[2] {\n  return %a\n}\n");
+  ASSERT_NE(module, nullptr);
+  absl::Status s = ReadModelFromIr(*module, "m.commir", "t", 8).status();
+  EXPECT_THAT(s.message(), HasSubstr("there are @model, @other"));
+}
+
+TEST(ModelReader, AModelWithoutAHeadIsNamed) {
+  std::unique_ptr<Module> module = Parse(R"(
+func @model(%x: f32[2, 4]) -> f32[2, 4] {
+  %a = call @layer(%x) : f32[2, 4]
+  return %a
+}
+func @layer(%x: f32[2, 4]) -> f32[2, 4] {
+  %y = tanh(%x)
+  return %y
+}
+)");
+  ASSERT_NE(module, nullptr);
+  absl::Status s = ReadModelFromIr(*module, "m.commir", "t", 8).status();
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:2:1: the top function @model calls only @layer"));
+}
+
+TEST(ModelReader, ALaidOutLayerIsRefused) {
+  absl::Status s = ReadEdited({{"func @layer(", "mesh @m(tp=2)\nfunc @layer("}});
+  EXPECT_THAT(s.message(), HasSubstr("has a mesh or layouts"));
+}
+
+TEST(ModelReader, AGlobalBatchNotAMultipleOfTheMicroBatchIsAnError) {
+  std::unique_ptr<Module> module = Parse(Emitted(kTiny, 4));
+  ASSERT_NE(module, nullptr);
+  absl::Status s = ReadModelFromIr(*module, "m.commir", "t", 6).status();
+  EXPECT_THAT(s.message(), HasSubstr("not a multiple of the file's micro-batch 4"));
+}
+
+}  // namespace
+}  // namespace commir::search::plan

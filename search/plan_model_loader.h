@@ -1,0 +1,35 @@
+// The model that `commir-search --plan MODEL` (and --emit-model) names: a preset or the
+// text form (model_spec.h), a file holding the text form, or a model written as CommIR,
+// `FILE.commir,global_batch=N` (model_reader.h: the sizes read from its functions, the
+// global batch from the suffix, the search kept to the file's micro-batch).
+#ifndef COMMIR_SEARCH_PLAN_MODEL_LOADER_H_
+#define COMMIR_SEARCH_PLAN_MODEL_LOADER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "search/plan/model_spec.h"
+
+namespace commir::search {
+
+struct LoadedModel {
+  plan::ModelSpec spec;
+  // From a CommIR file only: the micro-batch it is written for (0 otherwise) and its
+  // unannotated layer and head functions.
+  int64_t micro_batch = 0;
+  std::string layer_function;
+  std::string head_function;
+};
+
+// Whether `arg` names a CommIR model file: FILE.commir,KEY=VALUE..., or FILE.commir whose
+// first declaration is CommIR (a file of the text form may be named .commir too).
+bool IsCommirModel(const std::string& arg);
+
+// Errors name the file (parse and verifier errors and missing parts with line:col).
+// A CommIR file without `,global_batch=N` is an InvalidArgument naming the form.
+absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg);
+
+}  // namespace commir::search
+
+#endif  // COMMIR_SEARCH_PLAN_MODEL_LOADER_H_

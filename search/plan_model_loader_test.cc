@@ -1,0 +1,159 @@
+// `--plan FILE.commir,global_batch=N`: a file written by --emit-model searches to the
+// same ranked plans as its spec with the search kept to the file's micro-batch; the
+// errors for a missing global batch, a bad option, a file that does not parse; an
+// edited layer is costed as written (the costs change), one outside the layout rules is
+// refused when the file is read.
+#include "search/plan_model_loader.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/model_program.h"
+#include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/plan_search.h"
+#include "sim/hardware.h"
+
+namespace commir::search {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kSpec[] =
+    "name=tiny,arch=llama,layers=6,hidden=512,heads=8,kv_heads=2,ffn=1536,seq=512,"
+    "vocab=8000,global_batch=16";
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = (std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string EmittedFile(const std::string& name, int64_t micro_batch) {
+  absl::StatusOr<plan::ModelSpec> m = plan::ParseModelSpec(kSpec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::string> text = plan::ModelProgram(*m, micro_batch);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return WriteFile(name, text.ok() ? *text : "");
+}
+
+// The search as --plan runs it: on a file's own functions when it has them.
+plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch,
+                              const LoadedModel* file = nullptr) {
+  plan::LayerCostOptions o;
+  o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  o.predict.gpus_per_node = 8;
+  if (file != nullptr) {
+    o.layer_function = file->layer_function;
+    o.head_function = file->head_function;
+  }
+  plan::LayerCostCache layers(o);
+  plan::PlanSearchOptions options;
+  options.gpus = 4;
+  options.top = 8;
+  options.threads = 1;
+  options.only_micro_batch = only_micro_batch;
+  absl::StatusOr<plan::PlanSearchResult> r = plan::SearchPlans(m, options, layers);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : plan::PlanSearchResult{};
+}
+
+TEST(PlanModelLoader, EmittedFileSearchesLikeItsSpecAtItsMicroBatch) {
+  const std::string path = EmittedFile("tiny.commir", 2);
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=16");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->micro_batch, 2);
+  absl::StatusOr<plan::ModelSpec> spec = plan::ParseModelSpec(kSpec);
+  ASSERT_TRUE(spec.ok());
+  spec->name = "tiny";
+  EXPECT_EQ(plan::FormatModelSpec(loaded->spec), plan::FormatModelSpec(*spec));
+
+  const plan::PlanSearchResult by_file = Search(loaded->spec, loaded->micro_batch, &*loaded);
+  const plan::PlanSearchResult by_spec = Search(*spec, 2);
+  ASSERT_FALSE(by_file.ranked.empty());
+  ASSERT_EQ(by_file.ranked.size(), by_spec.ranked.size());
+  for (size_t i = 0; i < by_file.ranked.size(); ++i) {
+    EXPECT_EQ(by_file.ranked[i].plan.micro_batch, 2);
+    EXPECT_EQ(plan::DescribePlan(by_file.ranked[i].plan),
+              plan::DescribePlan(by_spec.ranked[i].plan));
+    EXPECT_EQ(by_file.ranked[i].cost.time.breakdown.total_s,
+              by_spec.ranked[i].cost.time.breakdown.total_s);
+  }
+}
+
+TEST(PlanModelLoader, AFileNeedsItsGlobalBatch) {
+  const std::string path = EmittedFile("nobatch.commir", 1);
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("holds no global batch"));
+  loaded = LoadPlanModel(path + ",seq=4");
+  EXPECT_THAT(loaded.status().message(), HasSubstr("takes one option, global_batch=N"));
+}
+
+TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
+  const std::string path = WriteFile(
+      "broken.commir", "func @model(%x: f32[2]) -> f32[2] {\n  %y = nope(%x)\n  return %y\n}\n");
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=4");
+  EXPECT_THAT(loaded.status().message(), HasSubstr("broken.commir:2:"));
+}
+
+TEST(PlanModelLoader, AnEditedLayerIsCostedAsWritten) {
+  std::ifstream in(EmittedFile("plain.commir", 1));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // An extra elementwise op in the layer's MLP (after the SwiGLU product).
+  const std::string edited = absl::StrReplaceAll(
+      text, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %a = tanh(%a0)"}});
+  ASSERT_NE(edited, text);
+  absl::StatusOr<LoadedModel> plain =
+      LoadPlanModel(WriteFile("plain.commir", text) + ",global_batch=16");
+  absl::StatusOr<LoadedModel> loaded =
+      LoadPlanModel(WriteFile("edited.commir", edited) + ",global_batch=16");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(
+      plan::FormatModelSpec(loaded->spec),
+      absl::StrReplaceAll(plan::FormatModelSpec(plain->spec), {{"name=plain", "name=edited"}}));
+  const plan::PlanSearchResult by_plain = Search(plain->spec, 1, &*plain);
+  const plan::PlanSearchResult by_edited = Search(loaded->spec, 1, &*loaded);
+  ASSERT_FALSE(by_plain.ranked.empty());
+  ASSERT_FALSE(by_edited.ranked.empty());
+  // The tanh is real work: the best plan's iteration takes longer.
+  EXPECT_GT(by_edited.ranked.front().cost.time.breakdown.total_s,
+            by_plain.ranked.front().cost.time.breakdown.total_s);
+}
+
+TEST(PlanModelLoader, ALayerOutsideTheLayoutRulesIsAnError) {
+  std::ifstream in(EmittedFile("plain2.commir", 1));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A reduction in the MLP: no Megatron rule lays it out.
+  const std::string edited =
+      absl::StrReplaceAll(text, {{"%a = mul(%s, %w)",
+                                  "%a0 = mul(%s, %w) : bf16[1, 512, 1536]\n  %m = reduce_max(%a0) "
+                                  "{dims = [2]} : bf16[1, 512]\n  %a = mul(%a0, %a0)"}});
+  ASSERT_NE(edited, text);
+  absl::StatusOr<LoadedModel> loaded =
+      LoadPlanModel(WriteFile("reduce.commir", edited) + ",global_batch=16");
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("reduce.commir: @layer at "));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("no Megatron layout rule for `reduce_max`"));
+}
+
+TEST(PlanModelLoader, SpecsAndSpecFilesStillLoad) {
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel("llama3-8b");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->micro_batch, 0);
+  EXPECT_FALSE(IsCommirModel("llama3-8b"));
+  EXPECT_TRUE(IsCommirModel(EmittedFile("ir.commir", 1)));
+  EXPECT_FALSE(IsCommirModel(WriteFile("spec.commir", "// a spec\nllama3-8b,seq=1024\n")));
+  EXPECT_TRUE(IsCommirModel("b.commir,global_batch=8"));
+  EXPECT_FALSE(IsCommirModel("b.commirx"));
+}
+
+}  // namespace
+}  // namespace commir::search
