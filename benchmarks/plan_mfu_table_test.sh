@@ -22,7 +22,7 @@ for row in sc21-1.7b sc21-145.6b sc21-1008b mlsys23-22b mlsys23-175b mlsys23-1t;
 done
 # The Llama rows (H100) are not regenerated here (a 405B search on 8,192+ GPUs each, too
 # slow under ASan); they must be complete.
-for row in meta-405b-8k-8192 meta-405b-8k-16384 nemo-8b-8 nemo-8b-128 nemo-70b-64 nemo-70b-1024; do
+for row in meta-405b-8k-8192 meta-405b-8k-16384 nemo-8b-8 nemo-8b-128 nemo-70b-64 nemo-70b-1024 titan-70b-64; do
   grep -q "^| $row | Llama .* | [0-9.]*% .* | [-+][0-9.]* | tp=" "$CHECKED_IN" || fail "no complete $row row"
 done
 if grep -q '^|.*| |' "$CHECKED_IN"; then fail "a row has an empty cell: $(grep '^|.*| |' "$CHECKED_IN")"; fi
@@ -54,6 +54,20 @@ status=$?
 grep -q "step time 12.78 s gives MFU 39.12%" "$TMP/disagree.err" \
   || fail "no message naming the disagreeing step time: $(cat "$TMP/disagree.err")"
 [[ -s "$TMP/disagree.md" ]] && fail "a disagreeing row still printed: $(head -3 "$TMP/disagree.md")"
+# A row with published tokens/s per GPU is converted with the script's FLOPs count, which
+# must be the tool's: titan-70b-64 (64 GPUs, 64 x 8,192 tokens) is 12.64 s of model FLOPs
+# at peak per GPU, so MFU 50.0% at 25,282 ms agrees and at 10,000 ms does not.
+fake_tool 25282.0
+/usr/bin/python3 "$SCRIPT" --commir-search "$TMP/fake-search" --rows titan-70b-64 > "$TMP/titan.md" 2> "$TMP/titan.err" \
+  || fail "the tool's FLOPs count was refused: $(cat "$TMP/titan.err")"
+grep -q '^| titan-70b-64 | Llama 3 70B | 64 | .* | - | 51.1% | 50.0% | -1.1 | ' "$TMP/titan.md" \
+  || fail "the stand-in titan-70b-64 row is not as expected: $(cat "$TMP/titan.md")"
+fake_tool 10000.0
+/usr/bin/python3 "$SCRIPT" --commir-search "$TMP/fake-search" --rows titan-70b-64 > "$TMP/titan-bad.md" 2> "$TMP/titan-bad.err"
+status=$?
+[[ $status == 1 ]] || fail "a FLOPs count unlike the tool's should exit 1, got $status"
+grep -q "model FLOPs (12.641 s at peak per GPU) are not commir-search's (5.000 s)" "$TMP/titan-bad.err" \
+  || fail "no message naming the FLOPs disagreement: $(cat "$TMP/titan-bad.err")"
 
 if (( failures )); then echo "$failures failure(s)"; exit 1; fi
 echo "$CHECKED_IN matches $SCRIPT"
