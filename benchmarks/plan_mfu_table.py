@@ -2,7 +2,9 @@
 """Prints the plan search's predicted MFU for published Megatron-LM runs beside the
 published figures (issue 15), with the error of each row and the plan the search prefers.
 
-GPT rows (A100) first, then Llama rows (H100, LLAMA_ROWS below).
+GPT rows (A100) first, then Llama rows (LLAMA_ROWS below: on H100s Llama 3.1 405B from
+Meta, 8B and 70B from NVIDIA's NeMo recipes; on A100s Llama 3 70B with FSDP from
+torchtitan; the same command with the row's model text, hardware, plan and layer schedule).
 
 Each row is one published configuration: a GPT model (vocabulary 51,200, sequence 2,048),
 a GPU count, its tensor/pipeline/data parallel sizes, global batch, recomputation and
@@ -17,17 +19,21 @@ the same cluster with its predicted gain (given plan's time / best plan's time).
 MFU here is model FLOPs (forward and backward, 3 passes, no recomputation) per second
 over the GPUs' bf16 peak (A100: 312 TFLOP/s; H100 SXM: 989 TFLOP/s). Narayanan et al. count the recomputed
 forward too (4 passes), so their figures are scaled by 3/4 to compare; Korthikanti et al.
-report MFU directly. All predictions are the sim's (sim/), not measurements.
+and NVIDIA's recipes report MFU directly (NVIDIA's with our model FLOPs formula: the script
+checks each such MFU against its published step time through commir-search's FLOPs);
+a published tokens/s per GPU is converted with that formula (checked against the tool's).
+All predictions are the sim's (sim/), not measurements.
 
 Usage:
     benchmarks/plan_mfu_table.py --commir-search bazel-bin/commir-search [--rows ID ...]
     benchmarks/plan_mfu_table.py ... --check benchmarks/plan_mfu_table.md
         regenerates the selected rows and fails unless each is in the file as printed
 
-Exit status: 0 on success, 1 if the tool fails, its output cannot be read, or --check
-finds a difference.
+Exit status: 0 on success, 1 if the tool fails, its output cannot be read, a row's
+published step time and MFU disagree, or --check finds a difference.
 """
 import argparse
+import collections
 import re
 import subprocess
 import sys
@@ -57,21 +63,81 @@ ROWS = [
     ("mlsys23-1t", "mlsys23", "1T", 160, 25600, 128, 8, 64, 512, 512, "selective", True, None, 56.3),
 ]
 
-# Llama rows: Llama 3.1 405B pre-training on H100s (Meta's 8K-context stage), as read this
-# session in https://glennklockwood.com/garden/llama-3.1 ("Hyperparameters": Pavan
-# Balaji's SC'24 slide of the Llama 3 run: GPUs, TP, CP, PP, tokens/batch 16M, TFLOPS/GPU)
-# with the 8K sequence of that stage from https://ai-papers.xuzou.cn/papers/llama3_2024
-# ("initial 8K context stage"): 16M tokens / 8,192 = 2,048 sequences. DP follows as
-# GPUs / (TP x CP x PP). Not in those sources, so our choices (said in the table's notes):
-# micro-batch 1, the distributed optimizer (zero=1; Meta shards like FSDP), no
-# recomputation, no interleaving, and 126 layers over 16 ranks as 7 + 14 x 8 + 7.
-# (id, source, label, model text, gpus, hardware, plan, published TFLOP/s per GPU)
+# Llama rows. Each is a LlamaRow: the model as commir-search's --plan text, the GPUs, the
+# hardware description, the plan as --plan-eval text, the layer schedule it is costed with
+# (--layer-schedule), and one published figure: TFLOP/s per GPU, MFU (%, with the step time
+# in s when published), or tokens/s per GPU.
+LlamaRow = collections.namedtuple(
+    "LlamaRow", "id source label model gpus hardware plan schedule tflops mfu step_s tokens_s",
+    defaults=(None, None, None, None))
+
+# balaji-sc24: Llama 3.1 405B pre-training (Meta's 8K-context stage), as read in
+# https://glennklockwood.com/garden/llama-3.1 ("Hyperparameters": Pavan Balaji's SC'24
+# slide of the Llama 3 run: GPUs, TP, CP, PP, tokens/batch 16M, TFLOPS/GPU) with the 8K
+# sequence of that stage from https://ai-papers.xuzou.cn/papers/llama3_2024 ("initial 8K
+# context stage"): 16M tokens / 8,192 = 2,048 sequences. DP follows as GPUs / (TP x CP x
+# PP). Not in those sources, so our choices (said in the table's notes): micro-batch 1,
+# the distributed optimizer (zero=1; Meta shards like FSDP), no recomputation, no
+# interleaving, and 126 layers over 16 ranks as 7 + 14 x 8 + 7.
+#
+# dgxc-25.02: NVIDIA's DGX Cloud benchmarking recipes (NeMo 24.12, Megatron-Core), github
+# NVIDIA/dgxc-benchmarking at 8f5cbb3799ea8cc031ed2c2cee1cbdbc15b240ad (release v25.02),
+# llama3.1/README_8b.md and README_70b.md, the "BF16" tables (step time and MFU per GPU
+# count; MFU over 989 TFLOP/s with the model FLOPs formula of their "Notes", which is
+# ours: sim's ModelFlopsPerIteration) and llama3.1/llama3.1_{8b,70b}.yaml (what ran:
+# micro-batch 1, no activation checkpointing, distributed_fused_adam, 8B sequence
+# parallelism off (tp=1), 70B on, 70B ub_tp_comm_overlap: true) and configure.sh (the
+# global batch scales with the GPUs: 128 per 8 GPUs for 8B, per 64 for 70B).
+#
+# torchtitan-2404: pytorch/torchtitan at 1ea476e9f24be439eda358aa864f45c1c37a8a88,
+# docs/performance.md, "Llama 3 performance numbers": 70B with FSDP (our zero=3) on 64
+# A100s of 80 GB, local batch 1 (global 64), full activation checkpointing, 331 tokens/s
+# per GPU (train.py: tokens over time and model-parallel size). The sequence is the
+# config's (train_configs/llama3_70b.toml: seq_len = 8192; its 51.7% MFU by torchtitan's
+# own FLOPs count, 6 x parameters + 12 l h q t per token, is 331 tokens/s at 8,192).
 LLAMA_ROWS = [
-    ("meta-405b-8k-8192", "balaji-sc24", "Llama 3.1 405B", "llama3-405b,seq=8192,global_batch=2048",
-     8192, "h100-sxm", "tp=8,cp=1,pp=16,dp=64,sp,mb=1,zero=1,recompute=none,first=7,last=7", 430),
-    ("meta-405b-8k-16384", "balaji-sc24", "Llama 3.1 405B", "llama3-405b,seq=8192,global_batch=2048",
-     16384, "h100-sxm", "tp=8,cp=1,pp=16,dp=128,sp,mb=1,zero=1,recompute=none,first=7,last=7", 400),
+    LlamaRow("meta-405b-8k-8192", "balaji-sc24", "Llama 3.1 405B",
+             "llama3-405b,seq=8192,global_batch=2048", 8192, "h100-sxm",
+             "tp=8,cp=1,pp=16,dp=64,sp,mb=1,zero=1,recompute=none,first=7,last=7", "none",
+             tflops=430),
+    LlamaRow("meta-405b-8k-16384", "balaji-sc24", "Llama 3.1 405B",
+             "llama3-405b,seq=8192,global_batch=2048", 16384, "h100-sxm",
+             "tp=8,cp=1,pp=16,dp=128,sp,mb=1,zero=1,recompute=none,first=7,last=7", "none",
+             tflops=400),
+    # The published runs overlapped their communication (Megatron-Core's context
+    # parallelism exchanges K/V in a ring under the attention; 70B also ran TP overlap), so
+    # their layers are costed with the schedule search rather than plain collectives.
+    LlamaRow("nemo-8b-8", "dgxc-25.02", "Llama 3.1 8B", "llama3-8b,seq=8192,global_batch=128",
+             8, "h100-sxm", "tp=1,cp=2,pp=1,dp=4,mb=1,zero=1,recompute=none", "search",
+             mfu=59.99, step_s=12.78),
+    LlamaRow("nemo-8b-128", "dgxc-25.02", "Llama 3.1 8B", "llama3-8b,seq=8192,global_batch=2048",
+             128, "h100-sxm", "tp=1,cp=2,pp=1,dp=64,mb=1,zero=1,recompute=none", "search",
+             mfu=58.28, step_s=13.16),
+    LlamaRow("nemo-70b-64", "dgxc-25.02", "Llama 3.1 70B", "llama3-70b,seq=8192,global_batch=128",
+             64, "h100-sxm", "tp=4,cp=2,pp=4,v=5,dp=2,sp,mb=1,zero=1,recompute=none", "search",
+             mfu=54.52, step_s=14.61),
+    LlamaRow("nemo-70b-1024", "dgxc-25.02", "Llama 3.1 70B",
+             "llama3-70b,seq=8192,global_batch=2048", 1024, "h100-sxm",
+             "tp=4,cp=2,pp=4,v=5,dp=32,sp,mb=1,zero=1,recompute=none", "search",
+             mfu=53.63, step_s=14.86),
+    # FSDP over 64 GPUs with plain collectives (no tensor or context parallelism to
+    # overlap); the model spelled out, so the script can count its FLOPs per token.
+    LlamaRow("titan-70b-64", "torchtitan-2404", "Llama 3 70B",
+             "name=llama3-70b,arch=llama,layers=80,hidden=8192,heads=64,kv_heads=8,ffn=28672,"
+             "seq=8192,vocab=128256,global_batch=64", 64, "a100-sxm-80g",
+             "tp=1,cp=1,pp=1,dp=64,mb=1,zero=3,recompute=full", "none", tokens_s=331),
 ]
+
+PEAK_TFLOPS = {"a100-sxm-80g": A100_PEAK_TFLOPS, "h100-sxm": H100_PEAK_TFLOPS}
+
+# A published MFU and step time must agree through our model FLOPs (the given plan's
+# predicted MFU x predicted time = model FLOPs over peak). The tool prints MFU to 0.1%
+# and the sources round step times to 0.01 s, so they may differ by about a tenth of a
+# point; a mistyped figure or a different FLOPs count differs by more than this.
+STEP_TIME_MFU_TOLERANCE = 0.3
+# The script's FLOPs count (flops_per_token) against commir-search's, relative: the tool's
+# MFU to 0.1% is good to about 0.2% of itself.
+FLOPS_RELATIVE_TOLERANCE = 0.005
 
 GIVEN = re.compile(
     r"^given plan: (?P<plan>.*?), (?P<ms>[0-9.]+) ms, MFU (?P<mfu>[0-9.]+)%, "
@@ -107,16 +173,16 @@ def published_mfu(row):
 
 
 def run_row(search, row):
-    return run_eval(search, row[0], model_text(row), row[8], "a100-sxm-80g", plan_text(row))
+    # The 2021-22 runs used Megatron-LM's plain collectives (no tensor-parallel
+    # communication overlap), so the given plans and the search's alternatives are costed
+    # with plain collectives too.
+    return run_eval(search, row[0], model_text(row), row[8], "a100-sxm-80g", plan_text(row),
+                    "none")
 
 
-def run_eval(search, rid, model, gpus, hardware, plan):
+def run_eval(search, rid, model, gpus, hardware, plan, layer_schedule):
     cmd = [search, "--plan", model, f"--gpus={gpus}", f"--hardware={hardware}",
-           "--top=1", "--quiet", f"--plan-eval={plan}",
-           # The published runs used Megatron-LM's plain collectives (no tensor-parallel
-           # communication overlap), so the given plans and the search's alternatives are
-           # costed with plain collectives too.
-           "--layer-schedule=none"]
+           "--top=1", "--quiet", f"--plan-eval={plan}", f"--layer-schedule={layer_schedule}"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except OSError as e:
@@ -146,18 +212,68 @@ def format_row(row, m):
             f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
 
 
+def model_fields(model):
+    """The key=value fields of a --plan model text (after its preset name, if any)."""
+    return dict(kv.split("=", 1) for kv in model.split(",") if "=" in kv)
+
+
+def flops_per_token(fields):
+    """Model FLOPs per token, forward and backward, of a spelled-out Llama model: NVIDIA's
+    formula (dgxc-benchmarking llama3.1/README_8b.md, "Notes"), the same count as
+    sim's ModelFlopsPerIteration (llama_published_mfu checks the two agree)."""
+    layers, h, heads, kv = (int(fields[k]) for k in ("layers", "hidden", "heads", "kv_heads"))
+    ffn, seq, vocab = int(fields["ffn"]), int(fields["seq"]), int(fields["vocab"])
+    attention = 12 * layers * h * h * (1 + kv / heads + seq / h)
+    return attention + 18 * layers * ffn * h + 6 * vocab * h
+
+
+def llama_published_mfu(row, m):
+    """The row's published MFU (%) in our FLOPs over the row's hardware's bf16 peak: given,
+    or from its TFLOP/s per GPU, or from its tokens/s per GPU. A published step time must
+    agree with the MFU, and our FLOPs count with commir-search's, within the tolerance."""
+    peak = PEAK_TFLOPS[row.hardware] * 1e12
+    if row.tflops is not None:
+        return row.tflops / PEAK_TFLOPS[row.hardware] * 100
+    # The tool's model FLOPs over peak, per GPU: its MFU x its time.
+    tool_flops_s = float(m["mfu"]) / 100 * float(m["ms"]) / 1e3
+    if row.tokens_s is not None:
+        fields = model_fields(row.model)
+        mfu = row.tokens_s * flops_per_token(fields) / peak * 100
+        ours_s = (flops_per_token(fields) * int(fields["seq"]) * int(fields["global_batch"])
+                  / row.gpus / peak)
+        if abs(ours_s - tool_flops_s) / ours_s > FLOPS_RELATIVE_TOLERANCE:
+            raise ToolError(f"{row.id}: the script's model FLOPs ({ours_s:.3f} s at peak per "
+                            f"GPU) are not commir-search's ({tool_flops_s:.3f} s)")
+        return mfu
+    if row.step_s is not None:
+        implied = tool_flops_s / row.step_s * 100
+        if abs(implied - row.mfu) > STEP_TIME_MFU_TOLERANCE:
+            raise ToolError(f"{row.id}: the published step time {row.step_s} s gives MFU "
+                            f"{implied:.2f}% by commir-search's model FLOPs, not the published "
+                            f"{row.mfu}%: the row's figures or the model FLOPs are wrong")
+    return row.mfu
+
+
 def format_llama_row(row, m):
-    rid, _, label, _, gpus, _, plan, tflops = row
-    setting = plan.replace(",", " ").replace("global_batch", "batch")
-    seq_batch = dict(kv.split("=") for kv in row[3].split(",")[1:])
-    setting = f"{setting} batch={seq_batch['global_batch']} seq={seq_batch['seq']}"
-    pub = tflops / H100_PEAK_TFLOPS * 100
+    fields = model_fields(row.model)
+    setting = (f"{row.plan.replace(',', ' ')} batch={fields['global_batch']} "
+               f"seq={fields['seq']}")
+    if row.step_s is not None:
+        setting += f" ({row.step_s} s/step)"
+    if row.tokens_s is not None:
+        setting += f" ({row.tokens_s} tokens/s/GPU)"
+    if row.hardware != "h100-sxm":
+        setting += f" on {row.hardware}"
+    if row.schedule != "none":
+        setting += f"; layers costed with --layer-schedule={row.schedule}"
+    pub = llama_published_mfu(row, m)
+    pub_tflops = f"{row.tflops}" if row.tflops is not None else "-"
     predicted = float(m["mfu"])
     note = "" if m["fits"] == "fits" else " (does not fit by our memory model)"
     best = m["best"] or "none fits"
     best_mfu = f"{float(m['best_mfu']):.1f}%" if m["best_mfu"] else "-"
     gain = f"{float(m['gain']):.2f}x" if m["gain"] else "-"
-    return (f"| {rid} | {label} | {gpus} | {setting} | {tflops} | {pub:.1f}% | "
+    return (f"| {row.id} | {row.label} | {row.gpus} | {setting} | {pub_tflops} | {pub:.1f}% | "
             f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
 
 
@@ -181,7 +297,8 @@ def main():
         for row in rows:
             lines.append(format_row(row, run_row(args.commir_search, row)))
         for row in llama_rows:
-            m = run_eval(args.commir_search, row[0], row[3], row[4], row[5], row[6])
+            m = run_eval(args.commir_search, row.id, row.model, row.gpus, row.hardware,
+                         row.plan, row.schedule)
             lines.append(format_llama_row(row, m))
     except ToolError as e:
         print(f"plan_mfu_table.py: error: {e}", file=sys.stderr)
