@@ -138,12 +138,21 @@ class SplitSearch {
     std::vector<double> before(layers_ + 1, kInf), after(layers_ + 1);
     before[0] = 0;
     choice_.assign(p_, std::vector<int32_t>(layers_ + 1, 0));
+    // Before rank s the first s ranks hold k layers: at most their caps' sum, and at least
+    // what the other ranks' caps leave (a narrow band near the first feasible cap).
+    std::vector<int64_t> rest(p_ + 1, 0);
+    for (int64_t s = p_ - 1; s >= 0; --s) rest[s] = rest[s + 1] + cap[s];
+    int64_t reach = 0;
     for (int64_t s = 0; s < p_; ++s) {
-      std::fill(after.begin(), after.end(), kInf);
-      for (int64_t k = 0; k < layers_; ++k) {
+      const int64_t lo = std::max<int64_t>(0, layers_ - rest[s]);
+      const int64_t hi = std::min(layers_ - 1, reach);
+      reach += cap[s];
+      std::fill(after.begin() + lo, after.begin() + std::min(layers_, reach) + 1, kInf);
+      for (int64_t k = lo; k <= hi; ++k) {
         if (before[k] == kInf) continue;
         const int64_t most = std::min(cap[s], layers_ - k);
-        for (int64_t n = 1; n <= most; ++n) {
+        const int64_t least = std::max<int64_t>(1, layers_ - rest[s + 1] - k);
+        for (int64_t n = least; n <= most; ++n) {
           if (d_cap != kInf && !(dp_time_[s][n] < d_cap)) continue;
           const double v = before[k] + time_[s][n];
           if (v < after[k + n]) {
