@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "search/plan/memory_model.h"
 
 namespace commir::search::plan {
 namespace {
@@ -178,7 +179,6 @@ class SplitSearch {
     double d_cap = kInf;
     while (true) {
       const std::vector<int64_t> split = LeastSum(cap, d_cap);
-      ++evaluations_;
       if (split.empty()) break;
       double sum = 0, slowest = 0, exposed = 0;
       for (int64_t s = 0; s < p_; ++s) {
@@ -189,8 +189,7 @@ class SplitSearch {
         exposed = std::max(exposed, *d);
       }
       const double seconds = (m_ - 1) * slowest + sum + exposed;
-      if (!best_ || seconds < best_->seconds) best_ = StageSplit{split, seconds, 0};
-      best_->evaluations = evaluations_;
+      if (!best_ || seconds < best_->seconds) best_ = StageSplit{split, seconds};
       // Later walks admit fewer splits: their sums are no smaller.
       if ((m_ - 1) * t_first + sum >= best_->seconds || exposed <= 0) break;
       if (d_cap == kInf) {  // the next walks read every admitted rank's D
@@ -216,7 +215,6 @@ class SplitSearch {
   std::vector<std::vector<double>> dp_time_;  // D_s(n), NaN until needed
   std::vector<std::vector<int32_t>> choice_;
   std::optional<StageSplit> best_;
-  int64_t evaluations_ = 0;
 };
 
 }  // namespace

@@ -45,7 +45,6 @@ namespace commir::search::plan {
 struct StageSplit {
   std::vector<int64_t> layers;  // per rank, rank 0 first
   double seconds = 0;           // its iteration time less the boundary hops
-  int64_t evaluations = 0;      // dynamic programmes run (for the benchmark's curiosity)
 };
 
 // The fastest split of `plan` (pp > 1, v = 1; its split and recomputation are ignored),
