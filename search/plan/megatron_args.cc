@@ -20,11 +20,11 @@ bool EndsOnly(const std::vector<int64_t>& split) {
 }
 
 // Any split as Megatron-LM's --pipeline-model-parallel-layout, read in NVIDIA/Megatron-LM
-// (commit d98e8a6, 2026-08-22): megatron/training/arguments.py declares the flag ("E|(t|)*3,m|m||L":
-// E the embedding, L the loss, t a transformer decoder layer, stages split by "|", x*n
-// repeats) and checks that its stages are a multiple of pp (the multiple is the virtual
-// pipeline size: one stage per rank here); the string is parsed by
-// megatron/core/transformer/pipeline_parallel_layer_layout.py. 9,8,8,7 is
+// (commit d98e8a6, 2026-08-22): megatron/training/arguments.py declares the flag
+// ("E|(t|)*3,m|m||L": E the embedding, L the loss, t a transformer decoder layer, stages
+// split by "|", x*n repeats) and checks that its stages are a multiple of pp (the
+// multiple is the virtual pipeline size: one stage per rank here); the string is parsed
+// by megatron/core/transformer/pipeline_parallel_layer_layout.py. 9,8,8,7 is
 // "Et*9|t*8|t*8|t*7L": the embedding on the first rank, the loss (our head) on the last.
 std::string PipelineLayout(const std::vector<int64_t>& split) {
   std::vector<std::string> stages;

@@ -157,7 +157,8 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
   };
   EXPECT_EQ(after_in(layout->args, "--pipeline-model-parallel-layout"), "Et*9|t*8|t*7|t*8L");
   EXPECT_EQ(after_in(layout->args, "--decoder-first-pipeline-num-layers"), "absent");
-  EXPECT_NE(FormatMegatronArgs(*layout).find("--pipeline-model-parallel-layout 'Et*9|t*8|t*7|t*8L'"),
+  EXPECT_NE(FormatMegatronArgs(*layout).find(
+                "--pipeline-model-parallel-layout 'Et*9|t*8|t*7|t*8L'"),
             std::string::npos);
   // An explicit split with an even middle uses the ends-only flags.
   any_split.stage_layers = {1, 15, 15, 1};

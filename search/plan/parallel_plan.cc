@@ -162,14 +162,15 @@ std::string DescribeStageRecompute(const ParallelPlan& p) {
 }
 
 std::string DescribePlan(const ParallelPlan& p) {
+  const std::string split =
+      p.stage_layers.empty() ? "" : absl::StrCat(" layers=", absl::StrJoin(p.stage_layers, ","));
   const std::string recompute = p.stage_recompute.empty() ? std::string(RecomputeName(p.recompute))
                                                           : DescribeStageRecompute(p);
   return absl::StrCat("tp=", p.tp, " cp=", p.cp, " pp=", p.pp,
                       p.virtual_stages > 1 ? absl::StrCat(" (v=", p.virtual_stages, ")") : "",
                       " dp=", p.dp, p.sequence_parallel ? " sp" : "", " mb=", p.micro_batch,
                       " zero=", p.zero_stage, " recompute=", recompute,
-                      p.stage_layers.empty() ? ""
-                                             : absl::StrCat(" layers=", absl::StrJoin(p.stage_layers, ",")),
+                      split,
                       p.first_stage_layers > 0 ? absl::StrCat(" first=", p.first_stage_layers) : "",
                       p.last_stage_layers > 0 ? absl::StrCat(" last=", p.last_stage_layers) : "");
 }

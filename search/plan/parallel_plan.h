@@ -81,7 +81,8 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
 std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& plan);
 
 // "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " layers=9,8,8,7"
-// for an explicit split (" first=N last=M" for the shorthand); ranks that differ: "recompute=full,selective" (rank 0 first).
+// for an explicit split (" first=N last=M" for the shorthand); ranks that differ:
+// "recompute=full,selective" (rank 0 first).
 std::string DescribePlan(const ParallelPlan& plan);
 
 // The inverse of DescribePlan, for costing a given plan (`commir-search --plan-eval`):

@@ -35,7 +35,8 @@ TEST(ParsePlanTest, ReadsWhatDescribePlanWrites) {
 }
 
 TEST(ParsePlanTest, AnySplitReadsBackAndFirstLastStaysAShorthand) {
-  absl::StatusOr<ParallelPlan> p = ParsePlan("tp=2,pp=4,sp,layers=9,8,8,7,recompute=full,none,none,none");
+  absl::StatusOr<ParallelPlan> p =
+      ParsePlan("tp=2,pp=4,sp,layers=9,8,8,7,recompute=full,none,none,none");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->stage_layers, (std::vector<int64_t>{9, 8, 8, 7}));
   EXPECT_TRUE(p->uneven());

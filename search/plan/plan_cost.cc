@@ -137,8 +137,8 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
 
   PlanCost out;
   out.layer_schedule = ranks->layer().schedule;
-  absl::StatusOr<LayerCost> head = layers.Get(
-      model, LayerKind::kHead, LayerLayout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch});
+  const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
+  absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
   if (!head.ok()) return head.status();
   out.head_schedule = head->schedule;
   for (int64_t s = 0; s < plan.pp; ++s) {

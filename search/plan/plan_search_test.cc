@@ -135,7 +135,8 @@ BruteForce BruteForceBest(const ModelSpec& m, const PlanSearchOptions& o, LayerC
                     out.best = std::min(out.best, Seconds(*c));
                     if (!p.mixed_recompute())
                       out.best_uniform = std::min(out.best_uniform, Seconds(*c));
-                    if (EndsOnly(split)) out.best_ends_only = std::min(out.best_ends_only, Seconds(*c));
+                    if (EndsOnly(split))
+                      out.best_ends_only = std::min(out.best_ends_only, Seconds(*c));
                   }
       }
   return out;
