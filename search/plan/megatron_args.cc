@@ -1,11 +1,50 @@
 #include "search/plan/megatron_args.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace commir::search::plan {
+
+namespace {
+
+// Whether a split is first/last plus an even middle (what
+// --decoder-first/last-pipeline-num-layers express).
+bool EndsOnly(const std::vector<int64_t>& split) {
+  for (size_t i = 2; i + 1 < split.size(); ++i) {
+    if (split[i] != split[1]) return false;
+  }
+  return true;
+}
+
+// Any split as Megatron-LM's --pipeline-model-parallel-layout, read in NVIDIA/Megatron-LM
+// (commit d98e8a6, 2026-08-22): megatron/training/arguments.py declares the flag
+// ("E|(t|)*3,m|m||L": E the embedding, L the loss, t a transformer decoder layer, stages
+// split by "|", x*n repeats) and checks that its stages are a multiple of pp (the
+// multiple is the virtual pipeline size: one stage per rank here); the string is parsed
+// by megatron/core/transformer/pipeline_parallel_layer_layout.py. 9,8,8,7 is
+// "Et*9|t*8|t*8|t*7L": the embedding on the first rank, the loss (our head) on the last.
+std::string PipelineLayout(const std::vector<int64_t>& split) {
+  std::vector<std::string> stages;
+  for (int64_t n : split) stages.push_back(n == 1 ? "t" : absl::StrCat("t*", n));
+  stages.front() = absl::StrCat("E", stages.front());
+  stages.back() = absl::StrCat(stages.back(), "L");
+  return absl::StrJoin(stages, "|");
+}
+
+// A value the shell must not split or glob ("|", "*") goes in single quotes.
+std::string ShellWord(const std::string& word) {
+  for (char c : word) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && !absl::StrContains("-_.,=/+:", c)) {
+      return absl::StrCat("'", word, "'");
+    }
+  }
+  return word;
+}
+
+}  // namespace
 
 absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
@@ -45,11 +84,16 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   value("--pipeline-model-parallel-size", plan.pp);
   value("--context-parallel-size", plan.cp);
   if (plan.sequence_parallel) flag("--sequence-parallel");
-  if (plan.first_stage_layers > 0) {
-    value("--decoder-first-pipeline-num-layers", plan.first_stage_layers);
+  if (plan.uneven()) {
+    const std::vector<int64_t> split = LayersPerStage(model, plan);
+    if (EndsOnly(split)) {
+      // The ranks between the ends hold equal counts: Megatron-LM's ends-only flags.
+      value("--decoder-first-pipeline-num-layers", split.front());
+      value("--decoder-last-pipeline-num-layers", split.back());
+    } else {
+      value("--pipeline-model-parallel-layout", PipelineLayout(split));
+    }
   }
-  if (plan.last_stage_layers > 0)
-    value("--decoder-last-pipeline-num-layers", plan.last_stage_layers);
   if (plan.virtual_stages > 1) {
     value("--num-layers-per-virtual-pipeline-stage",
           model.layers / (plan.pp * plan.virtual_stages));
@@ -105,7 +149,7 @@ std::string FormatMegatronArgs(const MegatronArgs& args) {
   for (size_t i = 0; i < args.args.size(); ++i) {
     std::string line = args.args[i];
     if (i + 1 < args.args.size() && !absl::StartsWith(args.args[i + 1], "--")) {
-      absl::StrAppend(&line, " ", args.args[++i]);
+      absl::StrAppend(&line, " ", ShellWord(args.args[++i]));
     }
     lines.push_back(std::move(line));
   }

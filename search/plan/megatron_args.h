@@ -2,7 +2,8 @@
 // engine people already use"). Flag names follow Megatron-LM's
 // megatron/training/arguments.py: the parallel sizes, --sequence-parallel,
 // --micro-batch-size/--global-batch-size, --num-layers-per-virtual-pipeline-stage,
-// --decoder-first/last-pipeline-num-layers (uneven stages),
+// --decoder-first/last-pipeline-num-layers (a split whose middle ranks are equal) or
+// --pipeline-model-parallel-layout (any other split, "Et*9|t*8|t*7|t*8L"),
 // --recompute-granularity/--recompute-method/--recompute-num-layers,
 // --use-distributed-optimizer with --overlap-grad-reduce/--overlap-param-gather, and
 // the model's shape (GQA, SwiGLU, RMSNorm, rotary positions and untied embeddings for

@@ -145,6 +145,31 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
   };
   EXPECT_EQ(after("--decoder-first-pipeline-num-layers"), "7");
   EXPECT_EQ(after("--decoder-last-pipeline-num-layers"), "7");
+  // Any other split goes as Megatron-LM's layout string, quoted for the shell.
+  ParallelPlan any_split = pipelined;
+  any_split.first_stage_layers = any_split.last_stage_layers = 0;
+  any_split.stage_layers = {9, 8, 7, 8};
+  absl::StatusOr<MegatronArgs> layout = ToMegatronArgs(m, any_split);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto after_in = [](const std::vector<std::string>& a, const std::string& flag) {
+    auto it = std::find(a.begin(), a.end(), flag);
+    return it == a.end() || it + 1 == a.end() ? std::string("absent") : *(it + 1);
+  };
+  EXPECT_EQ(after_in(layout->args, "--pipeline-model-parallel-layout"), "Et*9|t*8|t*7|t*8L");
+  EXPECT_EQ(after_in(layout->args, "--decoder-first-pipeline-num-layers"), "absent");
+  EXPECT_NE(FormatMegatronArgs(*layout).find(
+                "--pipeline-model-parallel-layout 'Et*9|t*8|t*7|t*8L'"),
+            std::string::npos);
+  // An explicit split with an even middle uses the ends-only flags.
+  any_split.stage_layers = {1, 15, 15, 1};
+  layout = ToMegatronArgs(m, any_split);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(after_in(layout->args, "--decoder-first-pipeline-num-layers"), "1");
+  EXPECT_EQ(after_in(layout->args, "--decoder-last-pipeline-num-layers"), "1");
+  EXPECT_EQ(after_in(layout->args, "--pipeline-model-parallel-layout"), "absent");
+  any_split.stage_layers = {1, 2, 1, 28};
+  EXPECT_EQ(after_in(ToMegatronArgs(m, any_split)->args, "--pipeline-model-parallel-layout"),
+            "Et|t*2|t|t*28L");
   bad = pipelined;
   bad.last_stage_layers = 8;  // 17 left for 2 ranks
   EXPECT_NE(error(bad).find("do not split evenly over the other 2 stages"), std::string::npos);

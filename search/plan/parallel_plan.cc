@@ -80,11 +80,29 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
                   " is not a multiple of micro-batch x dp = ", p.micro_batch * p.dp);
   }
   if (p.uneven()) {
+    if (p.pp < 2) return refuse("uneven stages need pp > 1");
+    if (p.virtual_stages > 1) return refuse("uneven stages are not combined with interleaving");
+  }
+  if (!p.stage_layers.empty()) {
+    if (p.first_stage_layers != 0 || p.last_stage_layers != 0) {
+      return refuse("give the split as layers=... or as first=/last=, not both");
+    }
+    if (static_cast<int64_t>(p.stage_layers.size()) != p.pp) {
+      return refuse("the split names ", p.stage_layers.size(),
+                    " ranks, not one per pipeline rank (pp = ", p.pp, ")");
+    }
+    int64_t sum = 0;
+    for (int64_t n : p.stage_layers) {
+      if (n < 1) return refuse("every pipeline rank needs at least one layer");
+      sum += n;
+    }
+    if (sum != model.layers) {
+      return refuse("the split holds ", sum, " layers, not the model's ", model.layers);
+    }
+  } else if (p.uneven()) {
     if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
       return refuse("stage layer counts must be positive (0: an even share)");
     }
-    if (p.pp < 2) return refuse("uneven stages need pp > 1");
-    if (p.virtual_stages > 1) return refuse("uneven stages are not combined with interleaving");
     const int64_t set = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
     const int64_t others = p.pp - set;
     const int64_t rest = model.layers - p.first_stage_layers - p.last_stage_layers;
@@ -122,6 +140,7 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
 
 std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& p) {
   if (p.pp < 1) return {};
+  if (!p.stage_layers.empty()) return p.stage_layers;
   if (!p.uneven()) return std::vector<int64_t>(p.pp, model.layers / p.pp);
   const int64_t set = (p.first_stage_layers > 0) + (p.last_stage_layers > 0);
   const int64_t others = p.pp - set;
@@ -143,12 +162,15 @@ std::string DescribeStageRecompute(const ParallelPlan& p) {
 }
 
 std::string DescribePlan(const ParallelPlan& p) {
+  const std::string split =
+      p.stage_layers.empty() ? "" : absl::StrCat(" layers=", absl::StrJoin(p.stage_layers, ","));
   const std::string recompute = p.stage_recompute.empty() ? std::string(RecomputeName(p.recompute))
                                                           : DescribeStageRecompute(p);
   return absl::StrCat("tp=", p.tp, " cp=", p.cp, " pp=", p.pp,
                       p.virtual_stages > 1 ? absl::StrCat(" (v=", p.virtual_stages, ")") : "",
                       " dp=", p.dp, p.sequence_parallel ? " sp" : "", " mb=", p.micro_batch,
                       " zero=", p.zero_stage, " recompute=", recompute,
+                      split,
                       p.first_stage_layers > 0 ? absl::StrCat(" first=", p.first_stage_layers) : "",
                       p.last_stage_layers > 0 ? absl::StrCat(" last=", p.last_stage_layers) : "");
 }
@@ -157,6 +179,7 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
   ParallelPlan p;
   bool any = false;
   bool after_recompute = false;  // bare recomputation words extend recompute=...'s list
+  bool after_layers = false;     // bare counts extend layers=...'s list
   std::vector<Recompute> per_rank;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
     any = true;
@@ -167,6 +190,18 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
       }
     }
     after_recompute = false;
+    if (after_layers && !absl::StrContains(item, '=')) {
+      int64_t n = 0;
+      if (absl::SimpleAtoi(item, &n)) {
+        if (n < 1 || n > (int64_t{1} << 30)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("plan: layers needs positive counts, not '", item, "'"));
+        }
+        p.stage_layers.push_back(n);
+        continue;
+      }
+    }
+    after_layers = false;
     // DescribePlan writes interleaving as "(v=2)".
     absl::ConsumePrefix(&item, "(");
     absl::ConsumeSuffix(&item, ")");
@@ -185,6 +220,16 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
       after_recompute = true;
       continue;
     }
+    if (key == "layers") {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < 1 || n > (int64_t{1} << 30)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan: layers needs positive counts, not '", value, "'"));
+      }
+      p.stage_layers = {n};
+      after_layers = true;
+      continue;
+    }
     int64_t* field = nullptr;
     int64_t zero = 0;
     if (key == "tp") field = &p.tp;
@@ -199,7 +244,7 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
     if (field == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan: unknown key '", key,
-                       "' (tp, cp, pp, v, dp, sp, mb, zero, recompute, first, last)"));
+                       "' (tp, cp, pp, v, dp, sp, mb, zero, recompute, layers, first, last)"));
     }
     if (!absl::SimpleAtoi(value, field) || *field < 0 || *field > (int64_t{1} << 30)) {
       return absl::InvalidArgumentError(

@@ -1,5 +1,5 @@
 // One whole-model training plan (issue 15): how the GPUs split the model and the batch.
-// The search (to come) enumerates these; megatron_args.h prints one for Megatron-LM.
+// The search (plan_search.h) enumerates these; megatron_args.h prints one for Megatron-LM.
 #ifndef COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_
 #define COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_
 
@@ -30,14 +30,20 @@ struct ParallelPlan {
   // than the last; the search picks the lightest that fits per rank. When set, it wins
   // over `recompute`.
   std::vector<Recompute> stage_recompute;
-  // Uneven pipelines (v = 1): the first and the last rank's layers, the rest split evenly
-  // over the other ranks; 0: an even share. The first rank also embeds and the last runs
-  // the head, and the first holds the most micro-batches in flight, so lighter ends can
-  // balance both time and memory. Megatron-LM's --decoder-first/last-pipeline-num-layers.
+  // Uneven pipelines (v = 1): each rank's transformer layers (pp entries, rank 0 first),
+  // or empty: an even share. The first rank also embeds and the last runs the head, and
+  // 1F1B's rank s holds p - s micro-batches in flight, so the best split can be any
+  // vector (e.g. 9,8,8,7). When set, it wins over first/last below.
+  std::vector<int64_t> stage_layers;
+  // The ends-only shorthand (Megatron-LM's --decoder-first/last-pipeline-num-layers): the
+  // first and the last rank's layers, the rest split evenly over the other ranks; 0: an
+  // even share. LayersPerStage expands it.
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
 
-  bool uneven() const { return first_stage_layers != 0 || last_stage_layers != 0; }
+  bool uneven() const {
+    return !stage_layers.empty() || first_stage_layers != 0 || last_stage_layers != 0;
+  }
   // Rank `stage`'s recomputation (stage_recompute's entry, or the uniform one).
   Recompute RecomputeOf(int64_t stage) const;
   // Whether ranks differ in recomputation.
@@ -63,8 +69,9 @@ int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
 
 // Whether the plan can train the model: sizes at least 1, sequence parallelism only with
 // tp > 1, the global batch a multiple of micro-batch x dp, the layers a multiple of
-// pp x v (or, with uneven stages, the rest a multiple of the other ranks, v = 1,
-// pp > 1), interleaving only with
+// pp x v (or, with uneven stages, v = 1, pp > 1 and: stage_layers one positive count per
+// rank summing to the layers, not combined with first/last; or first/last with the rest a
+// multiple of the other ranks), interleaving only with
 // pp > 1 and micro-batches a multiple of pp, tp dividing the heads and FFN, cp (x tp with
 // sequence parallelism) the sequence, ZeRO 0..3, a per-rank recomputation with one entry
 // per pipeline rank. The error says which rule fails.
@@ -73,14 +80,16 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
 // Transformer layers on each pipeline rank (the plan must pass CheckPlan).
 std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& plan);
 
-// "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " first=N last=M"
-// for uneven stages; ranks that differ: "recompute=full,selective" (rank 0 first).
+// "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " layers=9,8,8,7"
+// for an explicit split (" first=N last=M" for the shorthand); ranks that differ:
+// "recompute=full,selective" (rank 0 first).
 std::string DescribePlan(const ParallelPlan& plan);
 
 // The inverse of DescribePlan, for costing a given plan (`commir-search --plan-eval`):
 // "tp=8,pp=8,dp=12,sp,mb=1,zero=1,recompute=selective" -- keys tp, cp, pp, v, dp, mb,
 // zero, recompute (none|selective|full, or one per pipeline rank: recompute=full,none,none
-// -- the words after it that name a recomputation extend the list), first, last, and the
+// -- the words after it that name a recomputation extend the list), layers (one count per
+// rank: layers=9,8,8,7 -- the bare counts after it extend the list), first, last, and the
 // word sp; separated by commas or spaces, in any order; an omitted key keeps ParallelPlan's
 // default, and "(v=N)" as DescribePlan writes it is taken too. Errors name the bad key or value;
 // the plan's rules are CheckPlan's, not checked here.

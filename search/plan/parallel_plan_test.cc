@@ -1,6 +1,7 @@
 #include "search/plan/parallel_plan.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "search/plan/model_spec.h"
@@ -31,6 +32,52 @@ TEST(ParsePlanTest, ReadsWhatDescribePlanWrites) {
   back = ParsePlan(DescribePlan(uneven));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(DescribePlan(*back), DescribePlan(uneven));
+}
+
+TEST(ParsePlanTest, AnySplitReadsBackAndFirstLastStaysAShorthand) {
+  absl::StatusOr<ParallelPlan> p =
+      ParsePlan("tp=2,pp=4,sp,layers=9,8,8,7,recompute=full,none,none,none");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->stage_layers, (std::vector<int64_t>{9, 8, 8, 7}));
+  EXPECT_TRUE(p->uneven());
+  EXPECT_EQ(DescribePlan(*p),
+            "tp=2 cp=1 pp=4 dp=1 sp mb=1 zero=0 recompute=full,none,none,none layers=9,8,8,7");
+  absl::StatusOr<ParallelPlan> back = ParsePlan(DescribePlan(*p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(DescribePlan(*back), DescribePlan(*p));
+  const ModelSpec m = *Preset("llama3-8b");  // 32 layers
+  EXPECT_TRUE(CheckPlan(m, *p).ok()) << CheckPlan(m, *p);
+  EXPECT_EQ(LayersPerStage(m, *p), (std::vector<int64_t>{9, 8, 8, 7}));
+
+  // first=/last= still expand to the ends with the rest even.
+  absl::StatusOr<ParallelPlan> ends = ParsePlan("pp=4,first=7,last=7");
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  EXPECT_TRUE(CheckPlan(m, *ends).ok());
+  EXPECT_EQ(LayersPerStage(m, *ends), (std::vector<int64_t>{7, 9, 9, 7}));
+}
+
+TEST(CheckPlanTest, SplitNamesEveryRankAndEveryLayer) {
+  const ModelSpec m = *Preset("llama3-8b");  // 32 layers
+  auto error = [&](absl::string_view text) {
+    absl::StatusOr<ParallelPlan> p = ParsePlan(text);
+    if (!p.ok()) return std::string(p.status().message());
+    absl::Status s = CheckPlan(m, *p);
+    return s.ok() ? std::string() : std::string(s.message());
+  };
+  EXPECT_EQ(error("pp=4,layers=10,8,8,6"), "");
+  EXPECT_NE(error("pp=4,layers=10,8,8").find("names 3 ranks, not one per pipeline rank (pp = 4)"),
+            std::string::npos);
+  EXPECT_NE(error("pp=4,layers=10,8,8,7").find("holds 33 layers, not the model's 32"),
+            std::string::npos);
+  EXPECT_NE(error("pp=4,layers=16,16,0,0").find("layers needs positive counts, not '0'"),
+            std::string::npos);
+  EXPECT_NE(error("pp=4,layers=16,8,8").find("names 3 ranks"), std::string::npos);
+  EXPECT_NE(error("pp=2,v=2,layers=16,16").find("not combined with interleaving"),
+            std::string::npos);
+  EXPECT_NE(error("pp=2,layers=20,12,first=20").find("not both"), std::string::npos);
+  EXPECT_NE(error("pp=1,layers=32").find("uneven stages need pp > 1"), std::string::npos);
+  EXPECT_NE(error("pp=2,layers=x").find("layers needs positive counts, not 'x'"),
+            std::string::npos);
 }
 
 TEST(ParsePlanTest, CommasAnyOrderAndDefaults) {

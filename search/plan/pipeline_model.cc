@@ -60,7 +60,8 @@ double Chain(double comm, double compute, int64_t layers) {
   return comm + static_cast<double>(layers - 1) * std::max(0.0, comm - compute);
 }
 
-// The exposed data-parallel time of one rank (the model in pipeline_model.h).
+}  // namespace
+
 absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
                                            const PipelineConfig& c, const sim::HardwareSpec& hw,
                                            int64_t gpus_per_node) {
@@ -101,8 +102,6 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   const double m = static_cast<double>(c.microbatches);
   return m * (Chain(*gather, forward, units) + Chain(*gather + *reduce, backward, units));
 }
-
-}  // namespace
 
 absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
                                               const PipelineConfig& c, const sim::HardwareSpec& hw,

@@ -105,6 +105,14 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
                                               const sim::HardwareSpec& hardware,
                                               int64_t gpus_per_node);
 
+// One rank's exposed data-parallel time (the model above), its devices starting at
+// `first_device`: the tail PredictIteration takes the most of over ranks. Exposed for the
+// plan search's per-rank split (plan_search.cc), which costs ranks one at a time.
+absl::StatusOr<double> DataParallelExposed(const StageCost& stage, int64_t first_device,
+                                           const PipelineConfig& config,
+                                           const sim::HardwareSpec& hardware,
+                                           int64_t gpus_per_node);
+
 }  // namespace commir::search::plan
 
 #endif  // COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_

@@ -74,6 +74,27 @@ TEST(PlanCheck, UnevenLastStage) {
   ExpectMatches(Check(kGpt, "pp=2,last=1,mb=4"), 3, "pp=2,last=1,mb=4");
 }
 
+// Any split, not only the ends (the plan search's stage_layers): 6 layers as 1,2,1,2 over
+// four ranks, each rank's chunk calling its own layers' weights.
+TEST(PlanCheck, AnySplitOverFourRanks) {
+  constexpr char kSixLayers[] =
+      "llama3-8b,layers=6,hidden=32,heads=4,kv_heads=2,ffn=64,seq=8,vocab=100,global_batch=8";
+  const PlanCheckResult r = Check(kSixLayers, "pp=4,layers=1,2,1,2,mb=2");
+  ExpectMatches(r, 6, "pp=4,layers=1,2,1,2,mb=2");
+  EXPECT_EQ(r.devices, 4);
+  EXPECT_EQ(r.chunks, 4);
+  EXPECT_EQ(r.rank_schedules.size(), 4u);
+  // 2,2,1,1 passes too, and swapping its first two ranks' layers is a mismatch (the fault
+  // hook needs equal chunks), so the check sees which layers each rank runs.
+  ExpectMatches(Check(kSixLayers, "pp=4,layers=2,2,1,1,mb=2"), 6, "pp=4,layers=2,2,1,1,mb=2");
+  PlanCheckOptions swap;
+  swap.fault = PlanCheckFault::kSwapFirstStages;
+  absl::StatusOr<PlanCheckResult> swapped =
+      CheckPlanOnCpuMesh(Model(kSixLayers), Plan("pp=4,layers=2,2,1,1,mb=2"), swap);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_FALSE(swapped->pass);
+}
+
 TEST(PlanCheck, InterleavedPipeline) {
   const PlanCheckResult r = Check(kLlama, "pp=2,v=2,mb=2");
   ExpectMatches(r, 4, "pp=2,v=2,mb=2");

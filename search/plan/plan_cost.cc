@@ -19,96 +19,138 @@ int64_t TableParametersPerDevice(const ModelSpec& m, int64_t tp) {
 
 }  // namespace
 
-absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
-                                  LayerCostCache& layers, const PlanCostOptions& options) {
-  if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
-  const sim::HardwareSpec& hardware = layers.options().predict.hardware;
-  const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
+absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const ParallelPlan& plan,
+                                               LayerCostCache& layers,
+                                               const PlanCostOptions& options) {
+  RankCoster out;
+  out.model_ = model;
+  out.plan_ = plan;
+  out.options_ = options;
+  out.hardware_ = layers.options().predict.hardware;
+  out.gpus_per_node_ = layers.options().predict.gpus_per_node;
   const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
   absl::StatusOr<LayerCost> layer = layers.Get(model, LayerKind::kTransformer, layout);
   if (!layer.ok()) return layer.status();
   absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
   if (!head.ok()) return head.status();
-  const LayerCost embedding = EmbeddingCost(model, layout, hardware);
-  const std::vector<int64_t> stage_layers = LayersPerStage(model, plan);
-  const int64_t microbatches = Microbatches(model, plan);
-
-  PlanCost out;
-  out.layer_schedule = layer->schedule;
-  out.head_schedule = head->schedule;
-  std::vector<StageFootprint> footprints;
-  for (int64_t s = 0; s < plan.pp; ++s) {
-    const int64_t n = stage_layers[s];
-    StageCost c;
-    c.forward_s = n * layer->forward_s;
-    c.backward_s = n * layer->backward_s;
-    c.exposed_tp_comm_s = n * (layer->forward_exposed_comm_s + layer->backward_exposed_comm_s);
-    // Each rank's own recomputation (ParallelPlan::stage_recompute): it sets this rank's
-    // backward time and activation memory and nothing of the other ranks'.
-    const Recompute recompute = plan.RecomputeOf(s);
-    if (recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
-    if (recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
-    c.parameters_per_device = n * LayerParametersPerDevice(model, plan.tp);
-    // Data-parallel communication goes layer by layer (the embedding and head ride with
-    // the first and last layer's share: a rank with no layer still sends them as one unit).
-    c.layers = std::max<int64_t>(1, n);
-    StageFootprint f;
-    f.activation_bytes = n * layer->activation_bytes;
-    f.selective_saved_bytes = n * layer->selective_saved_bytes;
-    f.input_bytes = n * layer->input_bytes;
-    f.largest_layer_activation_bytes = layer->activation_bytes;
-    if (s == 0) {
-      c.forward_s += embedding.forward_s;
-      c.backward_s += embedding.backward_s;
-      c.parameters_per_device += TableParametersPerDevice(model, plan.tp);
-      if (model.architecture == Architecture::kGpt) {
-        c.parameters_per_device += model.sequence * model.hidden;  // learned positions
-      }
-    }
-    if (s == plan.pp - 1) {
-      c.forward_s += head->forward_s;
-      c.backward_s += head->backward_s;
-      c.exposed_tp_comm_s += head->forward_exposed_comm_s + head->backward_exposed_comm_s;
-      c.parameters_per_device += model.hidden;  // the final norm
-      // Llama's untied output table; GPT's tied table again when it is on another rank.
-      if (model.architecture == Architecture::kLlama || plan.pp > 1) {
-        c.parameters_per_device += TableParametersPerDevice(model, plan.tp);
-      }
-      // The head's activations stay whatever the recomputation (it is not recomputed).
-      f.activation_bytes += head->activation_bytes;
-      f.input_bytes += head->activation_bytes;
-    }
-    out.stages.push_back(c);
-    footprints.push_back(f);
-  }
-
-  PipelineConfig pc;
+  out.layer_ = *layer;
+  out.head_ = *head;
+  out.embedding_ = EmbeddingCost(model, layout, out.hardware_);
+  PipelineConfig& pc = out.pipeline_;
   pc.tp = plan.tp;
   pc.cp = plan.cp;
   pc.dp = plan.dp;
   pc.virtual_stages = plan.virtual_stages;
-  pc.microbatches = microbatches;
+  pc.microbatches = Microbatches(model, plan);
   pc.zero_stage = plan.zero_stage;
   pc.boundary_bytes = layer->input_bytes;
   pc.grad_bytes_per_param = options.grad_bytes_per_param;
   pc.overlap_dp_comm = options.overlap_dp_comm;
-  absl::StatusOr<PipelineTime> time = PredictIteration(out.stages, pc, hardware, gpus_per_node);
+  return out;
+}
+
+StageCost RankCoster::Cost(int64_t s, int64_t n, Recompute recompute) const {
+  const ModelSpec& model = model_;
+  const LayerCost* layer = &layer_;
+  const LayerCost* head = &head_;
+  StageCost c;
+  c.forward_s = n * layer->forward_s;
+  c.backward_s = n * layer->backward_s;
+  c.exposed_tp_comm_s = n * (layer->forward_exposed_comm_s + layer->backward_exposed_comm_s);
+  // Each rank's own recomputation (ParallelPlan::stage_recompute): it sets this rank's
+  // backward time and activation memory and nothing of the other ranks'.
+  if (recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
+  if (recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
+  c.parameters_per_device = n * LayerParametersPerDevice(model, plan_.tp);
+  // Data-parallel communication goes layer by layer (the embedding and head ride with
+  // the first and last layer's share: a rank with no layer still sends them as one unit).
+  c.layers = std::max<int64_t>(1, n);
+  if (s == 0) {
+    c.forward_s += embedding_.forward_s;
+    c.backward_s += embedding_.backward_s;
+    c.parameters_per_device += TableParametersPerDevice(model, plan_.tp);
+    if (model.architecture == Architecture::kGpt) {
+      c.parameters_per_device += model.sequence * model.hidden;  // learned positions
+    }
+  }
+  if (s == plan_.pp - 1) {
+    c.forward_s += head->forward_s;
+    c.backward_s += head->backward_s;
+    c.exposed_tp_comm_s += head->forward_exposed_comm_s + head->backward_exposed_comm_s;
+    c.parameters_per_device += model.hidden;  // the final norm
+    // Llama's untied output table; GPT's tied table again when it is on another rank.
+    if (model.architecture == Architecture::kLlama || plan_.pp > 1) {
+      c.parameters_per_device += TableParametersPerDevice(model, plan_.tp);
+    }
+  }
+  return c;
+}
+
+StageFootprint RankCoster::Footprint(int64_t s, int64_t n) const {
+  StageFootprint f;
+  f.activation_bytes = n * layer_.activation_bytes;
+  f.selective_saved_bytes = n * layer_.selective_saved_bytes;
+  f.input_bytes = n * layer_.input_bytes;
+  f.largest_layer_activation_bytes = layer_.activation_bytes;
+  if (s == plan_.pp - 1) {
+    // The head's activations stay whatever the recomputation (it is not recomputed).
+    f.activation_bytes += head_.activation_bytes;
+    f.input_bytes += head_.activation_bytes;
+  }
+  return f;
+}
+
+absl::StatusOr<StageMemory> RankCoster::Memory(int64_t s, int64_t n, Recompute r) const {
+  MemoryConfig mc;
+  mc.pipeline_size = plan_.pp;
+  mc.stage = s;
+  mc.virtual_stages = plan_.virtual_stages;
+  mc.microbatches = pipeline_.microbatches;
+  mc.dp = plan_.dp * plan_.cp;  // the distributed optimizer shards over dp x cp
+  mc.zero_stage = plan_.zero_stage;
+  mc.recompute = r;
+  mc.grad_bytes_per_param = options_.grad_bytes_per_param;
+  mc.hbm_capacity_bytes = hardware_.hbm_capacity;
+  StageFootprint f = Footprint(s, n);
+  f.parameters_per_device = Cost(s, n, r).parameters_per_device;
+  return StageMemoryUse(f, mc);
+}
+
+absl::StatusOr<double> RankCoster::DataParallelTime(int64_t s, int64_t n, Recompute r) const {
+  const int64_t stride = plan_.tp * plan_.cp * plan_.dp;  // devices per pipeline rank
+  return DataParallelExposed(Cost(s, n, r), s * stride, pipeline_, hardware_, gpus_per_node_);
+}
+
+double RankCoster::MicrobatchSeconds(int64_t s, int64_t n, Recompute r) const {
+  const StageCost c = Cost(s, n, r);
+  return c.forward_s + c.backward_s + c.recompute_s;
+}
+
+absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
+                                  LayerCostCache& layers, const PlanCostOptions& options) {
+  if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
+  absl::StatusOr<RankCoster> ranks = RankCoster::Create(model, plan, layers, options);
+  if (!ranks.ok()) return ranks.status();
+  const sim::HardwareSpec& hardware = layers.options().predict.hardware;
+  const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
+  const std::vector<int64_t> stage_layers = LayersPerStage(model, plan);
+
+  PlanCost out;
+  out.layer_schedule = ranks->layer().schedule;
+  const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
+  absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
+  if (!head.ok()) return head.status();
+  out.head_schedule = head->schedule;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    out.stages.push_back(ranks->Cost(s, stage_layers[s], plan.RecomputeOf(s)));
+  }
+  absl::StatusOr<PipelineTime> time =
+      PredictIteration(out.stages, ranks->pipeline(), hardware, gpus_per_node);
   if (!time.ok()) return time.status();
   out.time = *time;
 
   for (int64_t s = 0; s < plan.pp; ++s) {
-    MemoryConfig mc;
-    mc.pipeline_size = plan.pp;
-    mc.stage = s;
-    mc.virtual_stages = plan.virtual_stages;
-    mc.microbatches = microbatches;
-    mc.dp = plan.dp * plan.cp;  // the distributed optimizer shards over dp x cp
-    mc.zero_stage = plan.zero_stage;
-    mc.recompute = plan.RecomputeOf(s);
-    mc.grad_bytes_per_param = options.grad_bytes_per_param;
-    mc.hbm_capacity_bytes = hardware.hbm_capacity;
-    footprints[s].parameters_per_device = out.stages[s].parameters_per_device;
-    absl::StatusOr<StageMemory> memory = StageMemoryUse(footprints[s], mc);
+    absl::StatusOr<StageMemory> memory = ranks->Memory(s, stage_layers[s], plan.RecomputeOf(s));
     if (!memory.ok()) return memory.status();
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, memory->total);
     out.fits = out.fits && memory->fits;

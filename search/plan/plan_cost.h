@@ -43,6 +43,40 @@ struct PlanCostOptions {
   bool overlap_dp_comm = true;
 };
 
+// One pipeline rank of a plan costed alone, for any layer count and recomputation: what
+// CostPlan assembles (it uses this), exposed so that the plan search can choose a split
+// rank by rank without costing whole plans. The plan's split and recomputation are
+// ignored; everything else (tp, cp, pp, dp, mb, v, ZeRO) is the plan's.
+class RankCoster {
+ public:
+  // Errors when a layer program cannot be measured.
+  static absl::StatusOr<RankCoster> Create(const ModelSpec& model, const ParallelPlan& plan,
+                                           LayerCostCache& layers,
+                                           const PlanCostOptions& options = {});
+  // Rank `stage` holding `n` layers with recomputation `r`, per micro-batch.
+  StageCost Cost(int64_t stage, int64_t n, Recompute r) const;
+  // Its memory (and whether it fits in the hardware's HBM).
+  absl::StatusOr<StageMemory> Memory(int64_t stage, int64_t n, Recompute r) const;
+  // Its exposed data-parallel time (pipeline_model.h's DataParallelExposed).
+  absl::StatusOr<double> DataParallelTime(int64_t stage, int64_t n, Recompute r) const;
+  // Forward + backward + recomputation per micro-batch: what the pipeline's steady state
+  // and bubble sum (pipeline_model.h).
+  double MicrobatchSeconds(int64_t stage, int64_t n, Recompute r) const;
+  const PipelineConfig& pipeline() const { return pipeline_; }
+  const LayerCost& layer() const { return layer_; }
+
+ private:
+  RankCoster() = default;
+  StageFootprint Footprint(int64_t stage, int64_t n) const;
+  ModelSpec model_;
+  ParallelPlan plan_;
+  PlanCostOptions options_;
+  sim::HardwareSpec hardware_;
+  int64_t gpus_per_node_ = 1;
+  LayerCost layer_, head_, embedding_;
+  PipelineConfig pipeline_;
+};
+
 // Errors when CheckPlan refuses the plan or a layer cannot be measured. The hardware
 // and the GPUs per node are the layer cache's (its PredictOptions), so that the layers
 // and the pipeline and data-parallel transfers are costed on one cluster.

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "search/plan/stage_split.h"
 
 namespace commir::search::plan {
 namespace {
@@ -225,9 +226,9 @@ double GroupBound(const ModelSpec& m, const Group& g, LayerCostCache& layers) {
          (layer->forward_s + layer->backward_s);
 }
 
-// The plans of a group before recomputation: every v and ZeRO stage.
-std::vector<ParallelPlan> GroupPlans(const ModelSpec& m, const Group& g,
-                                     const PlanSearchOptions& o) {
+// The plans of a group before recomputation: every v and ZeRO stage with even stages.
+std::vector<ParallelPlan> EvenGroupPlans(const ModelSpec& m, const Group& g,
+                                         const PlanSearchOptions& o) {
   std::vector<ParallelPlan> out;
   const ParallelPlan base = g.Base();
   for (int64_t v : Divisors(m.layers / g.pp)) {
@@ -239,25 +240,30 @@ std::vector<ParallelPlan> GroupPlans(const ModelSpec& m, const Group& g,
       if (CheckPlan(m, p).ok()) out.push_back(p);
     }
   }
+  return out;
+}
+
+// With pp > 1 (v = 1), per ZeRO stage the fastest split of the layers over the ranks
+// (stage_split.h: exact over every composition), when it is not the even one (costed by
+// EvenGroupPlans) or pp does not divide the layers.
+absl::StatusOr<std::vector<ParallelPlan>> UnevenGroupPlans(const ModelSpec& m, const Group& g,
+                                                           LayerCostCache& layers,
+                                                           const PlanCostOptions& options) {
+  std::vector<ParallelPlan> out;
   if (g.pp < 2) return out;
-  // Uneven stages: first and last ranks of e - kUnevenSlack .. e layers, the others
-  // even (an all-even split is tried above).
-  const int64_t e = (m.layers + g.pp - 1) / g.pp;
-  for (int64_t first = std::max<int64_t>(1, e - kUnevenSlack); first <= e; ++first) {
-    for (int64_t last = std::max<int64_t>(1, e - kUnevenSlack); last <= e; ++last) {
-      ParallelPlan p = base;
-      p.first_stage_layers = first;
-      p.last_stage_layers = last;
-      if (!CheckPlan(m, p).ok()) continue;
-      const std::vector<int64_t> layers = LayersPerStage(m, p);
-      if (std::all_of(layers.begin(), layers.end(), [&](int64_t n) { return n == layers[0]; })) {
-        continue;  // the even split
-      }
-      for (int zero : ZeroStages(p)) {
-        p.zero_stage = zero;
-        out.push_back(p);
-      }
+  ParallelPlan p = g.Base();
+  for (int zero : ZeroStages(p)) {
+    p.zero_stage = zero;
+    absl::StatusOr<std::optional<StageSplit>> split = BestStageSplit(m, p, layers, options);
+    if (!split.ok()) return split.status();
+    if (!split->has_value()) continue;  // no split fits
+    const std::vector<int64_t>& counts = (*split)->layers;
+    if (std::all_of(counts.begin(), counts.end(), [&](int64_t n) { return n == counts[0]; })) {
+      continue;  // the even split
     }
+    ParallelPlan uneven = p;
+    uneven.stage_layers = counts;
+    out.push_back(std::move(uneven));
   }
   return out;
 }
@@ -342,11 +348,17 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
     order.push_back({GroupBound(model, groups[i], layers), i});
   std::sort(order.begin(), order.end());
   for (const auto& [bound, i] : order) {
-    std::vector<ParallelPlan> plans = GroupPlans(model, groups[i], options);
+    std::vector<ParallelPlan> plans = EvenGroupPlans(model, groups[i], options);
     if (!top.CouldEnter(bound)) {
-      result.pruned_bound += static_cast<int64_t>(plans.size()) * kChoices;
+      // The uneven plans (one per ZeRO stage) are counted without searching their split.
+      const int64_t uneven = groups[i].pp > 1 ? ZeroStages(groups[i].Base()).size() : 0;
+      result.pruned_bound += (static_cast<int64_t>(plans.size()) + uneven) * kChoices;
       continue;
     }
+    absl::StatusOr<std::vector<ParallelPlan>> uneven =
+        UnevenGroupPlans(model, groups[i], layers, options.cost);
+    if (!uneven.ok()) return uneven.status();
+    plans.insert(plans.end(), uneven->begin(), uneven->end());
     for (const ParallelPlan& p : plans) {
       if (standard_seen.contains(DescribePlan(p))) continue;
       if (absl::StatusOr<bool> fit = try_plan(p, /*standard=*/false); !fit.ok()) {

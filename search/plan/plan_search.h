@@ -7,9 +7,9 @@
 // max_context_parallel, interleaving v (dividing the layers per stage), micro-batches of
 // 1, 2, 4, ... up to max_micro_batch sequences, ZeRO 0..3 (3 only without pipelining, as
 // Megatron-LM runs it as FSDP2; 1..3 only when dp x cp > 1, where they shard anything),
-// recomputation none, selective, full chosen per pipeline rank, and with pp > 1 (v = 1) uneven
-// stages: the first and last ranks hold e - kUnevenSlack .. e layers each (e = ceil(layers / pp))
-// and the others split the rest evenly (which also lets pp not divide the layers).
+// recomputation none, selective, full chosen per pipeline rank, and with pp > 1 (v = 1) any
+// split of the layers over the ranks: per (group, ZeRO stage) the fastest composition,
+// found exactly by stage_split.h (which also lets pp not divide the layers).
 //
 // Why it is fast: a plan's layer costs depend only on (tp, cp, sp, micro-batch), so the
 // distinct layer programs are collected first and measured once each (on worker
@@ -23,7 +23,7 @@
 //    none;
 //  * a bound: every plan of a (tp, cp, pp, dp, micro-batch) group takes at least
 //    m x (layers / pp) x (F + B) of one layer (the slowest rank's steady state: some rank
-//    holds at least layers / pp layers, even or not), so a group
+//    holds at least layers / pp layers, whatever the split), so a group
 //    whose bound is no faster than the top-K-th plan found is skipped.
 //
 // The floor: Megatron-LM's standard settings (tp in 1, 2, 4, 8 within a node, every pp,
@@ -45,8 +45,6 @@
 #include "search/plan/plan_cost.h"
 
 namespace commir::search::plan {
-
-inline constexpr int64_t kUnevenSlack = 2;
 
 struct PlanSearchOptions {
   int64_t gpus = 0;
