@@ -101,8 +101,10 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   value("--micro-batch-size", plan.micro_batch);
   value("--global-batch-size", model.global_batch);
   // Megatron-LM takes one recomputation for every stage (--recompute-method block's K
-  // layers are the same K on each), so a per-rank choice runs as its heaviest rank's: it
-  // fits wherever the plan's does, but recomputes more on the lighter ranks.
+  // layers are the same K on each), so a per-rank choice runs as its heaviest rank's. That
+  // usually fits where the plan does, but not always: full recomputation keeps each layer's
+  // input besides the recomputed layer, more than none on a rank with one layer and one
+  // micro-batch in flight. Its time is the plan's plus the lighter ranks' extra recompute.
   const Recompute recompute = plan.HeaviestRecompute();
   if (plan.mixed_recompute()) {
     out.notes.push_back(absl::StrCat(
@@ -110,8 +112,8 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
         ", rank 0 first); Megatron-LM takes one setting for every stage, so these arguments "
         "use the heaviest rank's (",
         RecomputeName(recompute),
-        ") on all: it fits, but is slower than the plan's time by the lighter ranks' extra "
-        "recomputation"));
+        ") on all: slower than the plan's time by the lighter ranks' extra recomputation, and "
+        "its memory is not the plan's (cost it with --plan-eval)"));
   }
   switch (recompute) {
     case Recompute::kNone:

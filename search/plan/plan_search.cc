@@ -67,6 +67,11 @@ absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, Para
         out.best = out.best_uniform;
         return out;
       }
+      // Every rank fits under this one, so no rank's lightest fitting choice is heavier:
+      // the heavier uniform ones are never needed.
+      uniform.push_back(*std::move(cost));
+      out.pruned = kChoices - 1 - r;
+      break;
     }
     uniform.push_back(*std::move(cost));
   }
