@@ -196,6 +196,10 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
   absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(text);
   if (!given.ok())
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", given.status().message()));
+  // Before gpus(): CheckPlan refuses sizes whose product would overflow it.
+  if (absl::Status s = plan::CheckPlan(model, *given); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", s.message()));
+  }
   if (given->gpus() != gpus) {
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: the plan uses ", given->gpus(),
                                                    " GPUs (tp x cp x pp x dp), not --gpus=", gpus));

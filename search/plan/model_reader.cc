@@ -71,6 +71,14 @@ absl::StatusOr<LayerSizes> ReadLayer(const Function& f, absl::string_view file) 
   }
   LayerSizes s;
   const Type x = f.arg_types()[0];
+  // Before any size divides anything (a micro-batch of 0 would divide the global batch).
+  for (int64_t d : x.dims()) {
+    if (d < 1) {
+      return missing(absl::StrCat("its residual stream [micro_batch, seq, hidden] is [",
+                                  absl::StrJoin(x.dims(), ", "),
+                                  "]: every size must be at least 1"));
+    }
+  }
   s.micro_batch = x.dims()[0];
   s.sequence = x.dims()[1];
   s.hidden = x.dims()[2];
@@ -171,6 +179,30 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     return absl::InvalidArgumentError(absl::StrCat(
         at_top, "the top function @", top.name(), " calls only @", head_name,
         ": a model calls a transformer layer (the most called function) and a head last"));
+  }
+  // Nothing else may hide in the top function: the search costs layers x @layer and one
+  // @head, so another callee or op would be silently left out of every number.
+  for (Operation* op : *top.body()) {
+    const std::string at = Where(file, op->loc());
+    if (op->Is(OpKind::kReturn)) continue;
+    if (!op->Is(OpKind::kCall)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "the top function @", top.name(), " holds `", op->name(),
+          "`: a model's top function holds only the calls of its layer and its head, and the "
+          "return"));
+    }
+    const std::string& callee = Callee(*op);
+    if (callee != layer_name && callee != head_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "the top function @", top.name(), " calls @", callee, " besides the layer @",
+          layer_name, " and the head @", head_name,
+          ": a model has one layer function (the most called) and the head last"));
+    }
+    if (callee == head_name && op != calls.back()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "the top function @", top.name(),
+                                                     " calls the head @", head_name,
+                                                     " before its last call"));
+    }
   }
   const Function& layer = *module.FindFunction(layer_name);
   const Function& head = *module.FindFunction(head_name);

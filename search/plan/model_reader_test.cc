@@ -116,5 +116,31 @@ TEST(ModelReader, AGlobalBatchNotAMultipleOfTheMicroBatchIsAnError) {
   EXPECT_THAT(s.message(), HasSubstr("not a multiple of the file's micro-batch 4"));
 }
 
+TEST(ModelReader, AMicroBatchOfZeroIsRefusedAtTheLayer) {
+  // Every batch dimension 0 (the file parses): refused before anything divides by it.
+  absl::Status s = ReadEdited({{"[1, ", "[0, "}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:"));
+  EXPECT_THAT(s.message(), HasSubstr("@layer is not"));
+  EXPECT_THAT(s.message(), HasSubstr("is [0, 8, 16]: every size must be at least 1"));
+}
+
+TEST(ModelReader, AnOpInTheTopFunctionIsAnErrorAtItsLine) {
+  // An op the search would not cost, on the top function's third line.
+  absl::Status s = ReadEdited({{"  %x2 = call @layer(", "  %t = tanh(%x1) : f32[1, 8, 16]\n  %x2 = call @layer("}});
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:3:8: the top function @model holds `tanh`"));
+}
+
+TEST(ModelReader, ACallOfAnotherFunctionIsAnErrorAtItsLine) {
+  std::unique_ptr<Module> module = Parse(
+      absl::StrReplaceAll(Emitted(kTiny, 1),
+                          {{"  %x2 = call @layer(%x1,", "  %h = call @helper(%x1) : f32[1, 8, 16]\n  %x2 = call @layer(%h,"}}) +
+      "\nfunc @helper(%a: f32[1, 8, 16]) -> f32[1, 8, 16] {\n  return %a\n}\n");
+  ASSERT_NE(module, nullptr);
+  absl::Status s = ReadModelFromIr(*module, "m.commir", "t", 8).status();
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:3:8: the top function @model calls @helper besides "
+                                     "the layer @layer and the head @head"));
+}
+
 }  // namespace
 }  // namespace commir::search::plan

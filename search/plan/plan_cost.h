@@ -1,7 +1,7 @@
 // The cost of one whole-model plan (issue 15): the layer costs measured on CommIR
 // programs (layer_cost.h) assembled into pipeline ranks, then the iteration time
 // (pipeline_model.h), the memory of every rank (memory_model.h), throughput and model
-// FLOPs utilisation. What the plan search ranks; the search loop itself is to come.
+// FLOPs utilisation. What the plan search (plan_search.h) ranks.
 //
 // Ranks hold layers / pp layers each, or the plan's uneven split; rank 0 adds the embedding lookup,
 // the last rank the output head (and for GPT's tied embedding a copy of the table, as Megatron-LM
