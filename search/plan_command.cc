@@ -333,10 +333,17 @@ bool WantsPlanSearch(int argc, char** argv) {
 int PlanSearchMain(int argc, char** argv) {
   PlanRequest r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
-  if (IsCommirModel(r.model) && !absl::StrContains(r.model, ",global_batch=")) {
-    // The IR holds no global batch: bad usage, not a bad model.
-    return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
-                                   r.model, ",global_batch=N"));
+  if (IsCommirModel(r.model)) {
+    // The IR holds no global batch: a missing or malformed suffix is bad usage, not a
+    // bad model.
+    absl::StatusOr<int64_t> global_batch = CommirModelGlobalBatch(r.model);
+    if (!global_batch.ok()) {
+      return UsageError(absl::StrCat("--plan: ", global_batch.status().message()));
+    }
+    if (*global_batch == 0) {
+      return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
+                                     r.model, ",global_batch=N"));
+    }
   }
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
   if (!loaded.ok()) return InputError(absl::StrCat("--plan: ", loaded.status().message()));

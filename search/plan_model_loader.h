@@ -26,6 +26,10 @@ struct LoadedModel {
 // first declaration is CommIR (a file of the text form may be named .commir too).
 bool IsCommirModel(const std::string& arg);
 
+// The N of FILE.commir[,global_batch=N] (0 when not given). Errors: an option other
+// than global_batch (named), global_batch given twice, N not a count >= 1.
+absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg);
+
 // Errors name the file (parse and verifier errors and missing parts with line:col).
 // A CommIR file without `,global_batch=N` is an InvalidArgument naming the form.
 absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg);

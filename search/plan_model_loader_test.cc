@@ -93,7 +93,21 @@ TEST(PlanModelLoader, AFileNeedsItsGlobalBatch) {
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path);
   EXPECT_THAT(loaded.status().message(), HasSubstr("holds no global batch"));
   loaded = LoadPlanModel(path + ",seq=4");
-  EXPECT_THAT(loaded.status().message(), HasSubstr("takes one option, global_batch=N"));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("'seq' is not an option of a model file"));
+  // An unknown key is named even without a global batch (not told to add one).
+  EXPECT_THAT(CommirModelGlobalBatch(path + ",foo=1").status().message(),
+              HasSubstr("'foo' is not an option of a model file"));
+  loaded = LoadPlanModel(path + ",global_batch=4,global_batch=8");
+  EXPECT_THAT(loaded.status().message(), HasSubstr("global_batch is given twice"));
+  EXPECT_EQ(*CommirModelGlobalBatch(path + ",global_batch=4"), 4);
+  EXPECT_EQ(*CommirModelGlobalBatch(path), 0);
+}
+
+TEST(PlanModelLoader, AMissingCommirFileIsSaidToBeMissing) {
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel("nosuch.commir");
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("nosuch.commir: no such file"));
+  EXPECT_THAT(loaded.status().message(), ::testing::Not(HasSubstr("preset")));
 }
 
 TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
