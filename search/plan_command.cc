@@ -348,6 +348,17 @@ int PlanSearchMain(int argc, char** argv) {
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
   if (!loaded.ok()) return InputError(absl::StrCat("--plan: ", loaded.status().message()));
   const plan::ModelSpec* model = &loaded->spec;
+  if (!r.plan_eval.empty() && loaded->micro_batch > 0) {
+    // A model file is written for one micro-batch: a given plan must use it (said now,
+    // not as a layout error deep in the costing).
+    absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(r.plan_eval);
+    if (given.ok() && given->micro_batch != loaded->micro_batch) {
+      return InputError(absl::StrCat("--plan-eval: mb=", given->micro_batch, ", but ",
+                                     r.model.substr(0, r.model.find(',')),
+                                     " is written for micro-batch ", loaded->micro_batch,
+                                     ": give mb=", loaded->micro_batch));
+    }
+  }
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
@@ -399,7 +410,13 @@ int PlanSearchMain(int argc, char** argv) {
     const plan::ParallelPlan checked = r.plan_eval.empty()
                                            ? scenarios.back().result.ranked.front().plan
                                            : *plan::ParsePlan(r.plan_eval);
-    absl::StatusOr<plan::PlanCheckResult> result = plan::CheckPlanOnCpuMesh(*model, checked);
+    // A model file's own layer and head are what runs, on both sides.
+    plan::PlanCheckOptions check_options;
+    check_options.layer_function = loaded->layer_function;
+    check_options.head_function = loaded->head_function;
+    check_options.micro_batch = loaded->micro_batch;
+    absl::StatusOr<plan::PlanCheckResult> result =
+        plan::CheckPlanOnCpuMesh(*model, checked, check_options);
     if (!result.ok()) return InputError(absl::StrCat("--check: ", result.status().message()));
     check_text = absl::StrCat("\ncpu-mesh check of ", plan::DescribePlan(checked), ":\n",
                               plan::FormatPlanCheck(*result, checked));

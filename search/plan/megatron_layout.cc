@@ -146,7 +146,8 @@ class LayoutWriter {
 
   // The columns of a column-parallel weight of the head's vocabulary are padded.
   int64_t Columns(int64_t n) const {
-    return o_.vocabulary > 0 && n == o_.vocabulary ? PaddedVocabulary(n, o_.layout.tp) : n;
+    if (o_.vocabulary <= 0 || n != o_.vocabulary) return n;
+    return o_.padded_vocabulary > 0 ? o_.padded_vocabulary : PaddedVocabulary(n, o_.layout.tp);
   }
 
   absl::StatusOr<std::string> Op(const Operation& op) {
