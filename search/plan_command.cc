@@ -373,6 +373,7 @@ int PlanSearchMain(int argc, char** argv) {
     // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
     layer_options.layer_function = loaded->layer_function;
     layer_options.head_function = loaded->head_function;
+    if (!loaded->file.empty()) layer_options.functions_file = loaded->file;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
     options.gpus = r.gpus;
@@ -415,6 +416,7 @@ int PlanSearchMain(int argc, char** argv) {
     check_options.layer_function = loaded->layer_function;
     check_options.head_function = loaded->head_function;
     check_options.micro_batch = loaded->micro_batch;
+    check_options.file = loaded->file;
     absl::StatusOr<plan::PlanCheckResult> result =
         plan::CheckPlanOnCpuMesh(*model, checked, check_options);
     if (!result.ok()) return InputError(absl::StrCat("--check: ", result.status().message()));

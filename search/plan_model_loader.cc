@@ -60,13 +60,17 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
   }
   absl::StatusOr<std::unique_ptr<Module>> module = ParseFile(ResolvePath(path));
   if (!module.ok()) return module.status();
+  // The text again, so that the layer and head handed on keep the file's line:col.
+  std::ifstream in(ResolvePath(path));
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string name = std::filesystem::path(path).stem().string();
   absl::StatusOr<plan::ModelFromIr> read =
-      plan::ReadModelFromIr(**module, path, name, global_batch);
+      plan::ReadModelFromIr(**module, path, name, global_batch, source);
   if (!read.ok()) return read.status();
   LoadedModel out;
   out.spec = read->spec;
   out.micro_batch = read->micro_batch;
+  out.file = path;
   out.layer_function = std::move(read->layer_function);
   out.head_function = std::move(read->head_function);
   return out;

@@ -18,6 +18,7 @@ struct LoadedModel {
   // From a CommIR file only: the micro-batch it is written for (0 otherwise) and its
   // unannotated layer and head functions.
   int64_t micro_batch = 0;
+  std::string file;  // the path as given: layout errors found later name it
   std::string layer_function;
   std::string head_function;
 };

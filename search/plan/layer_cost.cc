@@ -246,6 +246,7 @@ absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kin
   o.layout = layout;
   o.vocabulary = kind == LayerKind::kHead ? model.vocabulary : 0;
   o.name = name;  // the name autodiff and the lookups below use
+  o.file = options.functions_file;
   return MegatronLayoutText(own, o);
 }
 

@@ -81,6 +81,8 @@ struct LayerCostOptions {
   // megatron_layout.h for each layout. Empty: layer_program.h's generated programs.
   std::string layer_function;
   std::string head_function;
+  // Where they were written (layout errors are FILE:LINE:COL: ...).
+  std::string functions_file = "function.commir";
 };
 
 // Measures one layer's cost (no cache). Errors are the generator's, the spmd

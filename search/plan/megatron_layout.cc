@@ -74,8 +74,8 @@ class LayoutWriter {
 
  private:
   absl::Status Error(Location loc, absl::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrCat("@", f_.name(), " at ", loc.line, ":", loc.col,
-                                                   ": the Megatron layout: ", message));
+    return absl::InvalidArgumentError(absl::StrCat(o_.file, ":", loc.line, ":", loc.col, ": @",
+                                                   f_.name(), ": the Megatron layout: ", message));
   }
 
   static Layout Whole(Type t) { return {t.dims(), std::vector<Axes>(t.dims().size())}; }
@@ -269,7 +269,7 @@ absl::StatusOr<std::string> MegatronLayout(const Function& function,
 absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
                                                const MegatronLayoutOptions& options) {
   absl::StatusOr<std::unique_ptr<Module>> module =
-      ParseModuleOrError(function_text, "function.commir");
+      ParseModuleOrError(function_text, options.file);
   if (!module.ok()) return module.status();
   const std::vector<Function*> functions = (*module)->functions();
   if (functions.size() != 1) {

@@ -38,6 +38,9 @@ struct MegatronLayoutOptions {
   // The padded width; 0: Megatron-LM's for the layout's tp. The cpu check lays out its
   // one-device reference with the plan's padding (plan_check.h).
   int64_t padded_vocabulary = 0;
+  // Where the function was written: errors are "FILE:LINE:COL: @name: ...", and
+  // MegatronLayoutText parses under this name.
+  std::string file = "function.commir";
 };
 
 // The laid-out module's text: the mesh (none when tp = cp = 1) and `function` annotated.

@@ -8,6 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "commir/printer.h"
 #include "search/plan/megatron_layout.h"
 
@@ -137,10 +140,32 @@ absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::
                                                  ", vocabulary] argument multiplied by matmul"));
 }
 
+// The function as written in `source` (the file's text), behind as many empty lines as
+// precede it: parsed alone it keeps the file's line:col, so that errors found later (a
+// layout the search tries) point into the file. Without the source: the canonical print.
+std::string SourceOf(const Function& f, absl::string_view source) {
+  const Operation* last = f.body()->terminator();
+  if (source.empty() || last == nullptr) return PrintFunction(f);
+  const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
+  const int first_line = f.loc().line;  // 1-based
+  if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) {
+    return PrintFunction(f);
+  }
+  // The function's closing brace: the first line after its return that starts with '}'.
+  for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) {
+      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
+      return absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+    }
+  }
+  return PrintFunction(f);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
-                                            absl::string_view name, int64_t global_batch) {
+                                            absl::string_view name, int64_t global_batch,
+                                            absl::string_view source) {
   // Every callee, and the calls of each function in order.
   absl::flat_hash_set<std::string> called;
   for (const Function* f : module.functions()) {
@@ -240,12 +265,11 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     MegatronLayoutOptions o;
     o.layout.micro_batch = out.micro_batch;
     o.vocabulary = vocabulary;
-    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
-    }
+    o.file = std::string(file);
+    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) return s;
   }
-  out.layer_function = PrintFunction(layer);
-  out.head_function = PrintFunction(head);
+  out.layer_function = SourceOf(layer, source);
+  out.head_function = SourceOf(head, source);
   return out;
 }
 

@@ -40,9 +40,10 @@ constexpr char kStageFunction[] = "stage";
 // The layer or head written for one device (the model file's own, or the generator's),
 // in f32 whatever the model's dtype: the check compares in f32.
 // (Tensor types are the only place an element type is followed by '['; "bf16[" is
-// matched before the "f16[" inside it.)
+// matched before the "f16[" inside it, and becomes " f32[" so that columns stay the
+// file's.)
 std::string InF32(const std::string& function_text) {
-  return absl::StrReplaceAll(function_text, {{"bf16[", "f32["}, {"f16[", "f32["}});
+  return absl::StrReplaceAll(function_text, {{"bf16[", " f32["}, {"f16[", "f32["}});
 }
 
 // A model chunk as one module: @layer, @head (when the chunk ends the model) and
@@ -503,6 +504,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     o.vocabulary = head ? given.vocabulary : 0;
     o.padded_vocabulary = padded_vocabulary;
     o.name = head ? kHeadFunction : kLayerFunction;
+    if (own_functions) o.file = options.file;
     return MegatronLayoutText(InF32(source), o);
   };
 

@@ -65,6 +65,7 @@ struct PlanCheckOptions {
   std::string layer_function;
   std::string head_function;
   int64_t micro_batch = 0;
+  std::string file = "function.commir";  // where they were written (error positions)
   // Keep the plan's compared tensors' values in the result (tests compare runs).
   bool keep_actual = false;
   // The most elements (weights plus the reference's activations over the global batch)
