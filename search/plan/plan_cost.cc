@@ -19,8 +19,11 @@ int64_t TableParametersPerDevice(const ModelSpec& m, int64_t tp) {
 
 }  // namespace
 
-absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
-                                  LayerCostCache& layers, const PlanCostOptions& options) {
+// With `plain_layers`, the layers' and head's plain variants where they have one
+// (LayerCost::plain).
+static absl::StatusOr<PlanCost> CostPlanWith(const ModelSpec& model, const ParallelPlan& plan,
+                                             LayerCostCache& layers,
+                                             const PlanCostOptions& options, bool plain_layers) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
   const sim::HardwareSpec& hardware = layers.options().predict.hardware;
   const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
@@ -29,6 +32,8 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
   if (!layer.ok()) return layer.status();
   absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
   if (!head.ok()) return head.status();
+  if (plain_layers && layer->plain != nullptr) layer = *layer->plain;
+  if (plain_layers && head->plain != nullptr) head = *head->plain;
   const LayerCost embedding = EmbeddingCost(model, layout, hardware);
   const std::vector<int64_t> stage_layers = LayersPerStage(model, plan);
   const int64_t microbatches = Microbatches(model, plan);
@@ -122,6 +127,17 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     if (peak > 0) out.model_flops_utilization = ModelFlopsPerIteration(model) / seconds / peak;
   }
   return out;
+}
+
+absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
+                                  LayerCostCache& layers, const PlanCostOptions& options) {
+  absl::StatusOr<PlanCost> scheduled = CostPlanWith(model, plan, layers, options, false);
+  if (!scheduled.ok() || scheduled->fits) return scheduled;
+  // A schedule may keep more activations than plain collectives: a plan the scheduled
+  // layers overflow is costed again with the plain ones, which may fit (slower).
+  absl::StatusOr<PlanCost> plain = CostPlanWith(model, plan, layers, options, true);
+  if (plain.ok() && plain->fits) return plain;
+  return scheduled;
 }
 
 }  // namespace commir::search::plan
