@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "commir/printer.h"
+#include "parser/parser.h"
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -155,7 +156,16 @@ std::string SourceOf(const Function& f, absl::string_view source) {
   for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) {
       std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
-      return absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+      std::string text =
+          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+      // Kept only when it is the same function (a layout this scan does not expect, e.g.
+      // the brace on the return's line, falls back to the print).
+      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, "function.commir");
+      if (alone.ok() && (*alone)->functions().size() == 1 &&
+          PrintFunction(*(*alone)->functions()[0]) == PrintFunction(f)) {
+        return text;
+      }
+      break;
     }
   }
   return PrintFunction(f);

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "commir/printer.h"
 #include "parser/parser.h"
 #include "search/plan/megatron_layout.h"
 #include "search/plan/model_program.h"
@@ -111,6 +112,18 @@ TEST(ModelReader, TheFunctionsKeepTheFilesPositions) {
   ASSERT_TRUE(printed.ok());
   EXPECT_EQ(*MegatronLayoutText(read->layer_function, o),
             *MegatronLayoutText(printed->layer_function, o));
+}
+
+TEST(ModelReader, AFunctionTheLineScanCannotCutOutIsPrinted) {
+  // The layer's closing brace on its return's line: the scan would run into the head.
+  const std::string text =
+      absl::StrReplaceAll(Emitted(kTiny, 1), {{"  return %out\n}", "  return %out }"}});
+  std::unique_ptr<Module> module = Parse(text);
+  ASSERT_NE(module, nullptr);
+  absl::StatusOr<ModelFromIr> read = ReadModelFromIr(*module, "m.commir", "t", 8, text);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->layer_function, PrintFunction(*module->FindFunction("layer")));
+  EXPECT_EQ(read->head_function.front(), '\n');  // the head is cut out as written
 }
 
 TEST(ModelReader, AnUnknownMlpIsNamed) {
