@@ -196,6 +196,10 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
   absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(text);
   if (!given.ok())
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", given.status().message()));
+  // Before gpus(): CheckPlan refuses sizes whose product would overflow it.
+  if (absl::Status s = plan::CheckPlan(model, *given); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", s.message()));
+  }
   if (given->gpus() != gpus) {
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: the plan uses ", given->gpus(),
                                                    " GPUs (tp x cp x pp x dp), not --gpus=", gpus));
@@ -329,14 +333,32 @@ bool WantsPlanSearch(int argc, char** argv) {
 int PlanSearchMain(int argc, char** argv) {
   PlanRequest r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
-  if (IsCommirModel(r.model) && !absl::StrContains(r.model, ",global_batch=")) {
-    // The IR holds no global batch: bad usage, not a bad model.
-    return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
-                                   r.model, ",global_batch=N"));
+  if (IsCommirModel(r.model)) {
+    // The IR holds no global batch: a missing or malformed suffix is bad usage, not a
+    // bad model.
+    absl::StatusOr<int64_t> global_batch = CommirModelGlobalBatch(r.model);
+    if (!global_batch.ok()) {
+      return UsageError(absl::StrCat("--plan: ", global_batch.status().message()));
+    }
+    if (*global_batch == 0) {
+      return UsageError(absl::StrCat("--plan: a model written as CommIR needs its global batch: ",
+                                     r.model, ",global_batch=N"));
+    }
   }
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(r.model);
   if (!loaded.ok()) return InputError(absl::StrCat("--plan: ", loaded.status().message()));
   const plan::ModelSpec* model = &loaded->spec;
+  if (!r.plan_eval.empty() && loaded->micro_batch > 0) {
+    // A model file is written for one micro-batch: a given plan must use it (said now,
+    // not as a layout error deep in the costing).
+    absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(r.plan_eval);
+    if (given.ok() && given->micro_batch != loaded->micro_batch) {
+      return InputError(absl::StrCat("--plan-eval: mb=", given->micro_batch, ", but ",
+                                     r.model.substr(0, r.model.find(',')),
+                                     " is written for micro-batch ", loaded->micro_batch,
+                                     ": give mb=", loaded->micro_batch));
+    }
+  }
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
@@ -351,6 +373,7 @@ int PlanSearchMain(int argc, char** argv) {
     // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
     layer_options.layer_function = loaded->layer_function;
     layer_options.head_function = loaded->head_function;
+    if (!loaded->file.empty()) layer_options.functions_file = loaded->file;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
     options.gpus = r.gpus;
@@ -388,7 +411,14 @@ int PlanSearchMain(int argc, char** argv) {
     const plan::ParallelPlan checked = r.plan_eval.empty()
                                            ? scenarios.back().result.ranked.front().plan
                                            : *plan::ParsePlan(r.plan_eval);
-    absl::StatusOr<plan::PlanCheckResult> result = plan::CheckPlanOnCpuMesh(*model, checked);
+    // A model file's own layer and head are what runs, on both sides.
+    plan::PlanCheckOptions check_options;
+    check_options.layer_function = loaded->layer_function;
+    check_options.head_function = loaded->head_function;
+    check_options.micro_batch = loaded->micro_batch;
+    check_options.file = loaded->file;
+    absl::StatusOr<plan::PlanCheckResult> result =
+        plan::CheckPlanOnCpuMesh(*model, checked, check_options);
     if (!result.ok()) return InputError(absl::StrCat("--check: ", result.status().message()));
     check_text = absl::StrCat("\ncpu-mesh check of ", plan::DescribePlan(checked), ":\n",
                               plan::FormatPlanCheck(*result, checked));

@@ -44,31 +44,33 @@ absl::StatusOr<plan::ModelSpec> LoadModelSpec(const std::string& arg) {
   return model;
 }
 
+// The file's part of FILE.commir,KEY=VALUE...
+std::string CommirPath(const std::string& arg) {
+  return arg.substr(0, arg.find(kCommirSuffix) + kCommirSuffixSize);
+}
+
 absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
-  const size_t end = arg.find(kCommirSuffix) + kCommirSuffixSize;
-  const std::string path = arg.substr(0, end);
-  int64_t global_batch = 0;
-  for (absl::string_view option : absl::StrSplit(arg.substr(end), ',', absl::SkipEmpty())) {
-    absl::string_view value = option;
-    if (!absl::ConsumePrefix(&value, "global_batch=") || !absl::SimpleAtoi(value, &global_batch) ||
-        global_batch < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", option, "': a CommIR model takes one option, global_batch=N (N >= 1)"));
-    }
-  }
+  const std::string path = CommirPath(arg);
+  absl::StatusOr<int64_t> options = CommirModelGlobalBatch(arg);
+  if (!options.ok()) return options.status();
+  const int64_t global_batch = *options;
   if (global_batch == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " holds no global batch: give it as ", path, ",global_batch=N"));
   }
   absl::StatusOr<std::unique_ptr<Module>> module = ParseFile(ResolvePath(path));
   if (!module.ok()) return module.status();
+  // The text again, so that the layer and head handed on keep the file's line:col.
+  std::ifstream in(ResolvePath(path));
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string name = std::filesystem::path(path).stem().string();
   absl::StatusOr<plan::ModelFromIr> read =
-      plan::ReadModelFromIr(**module, path, name, global_batch);
+      plan::ReadModelFromIr(**module, path, name, global_batch, source);
   if (!read.ok()) return read.status();
   LoadedModel out;
   out.spec = read->spec;
   out.micro_batch = read->micro_batch;
+  out.file = path;
   out.layer_function = std::move(read->layer_function);
   out.head_function = std::move(read->head_function);
   return out;
@@ -90,6 +92,29 @@ bool LooksLikeCommir(const std::string& path) {
 
 }  // namespace
 
+absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg) {
+  const std::string path = CommirPath(arg);
+  int64_t global_batch = 0;
+  for (absl::string_view option : absl::StrSplit(arg.substr(path.size()), ',', absl::SkipEmpty())) {
+    absl::string_view value = option;
+    if (!absl::ConsumePrefix(&value, "global_batch=")) {
+      const std::string key(option.substr(0, option.find('=')));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", key, "' is not an option of a model file (", path,
+          " takes one: global_batch=N; its other sizes are read from the IR)"));
+    }
+    if (global_batch != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("global_batch is given twice for ", path, ": give it once"));
+    }
+    if (!absl::SimpleAtoi(value, &global_batch) || global_batch < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", option, "': global_batch needs a count N >= 1"));
+    }
+  }
+  return global_batch;
+}
+
 bool IsCommirModel(const std::string& arg) {
   const size_t at = arg.find(kCommirSuffix);
   if (at == std::string::npos) return false;
@@ -100,6 +125,14 @@ bool IsCommirModel(const std::string& arg) {
 
 absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg) {
   if (IsCommirModel(arg)) return LoadCommirModel(arg);
+  // A name ending in .commir names a file, not a preset: say that it is missing.
+  if (const size_t at = arg.find(kCommirSuffix);
+      at != std::string::npos && at + kCommirSuffixSize == arg.size()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(ResolvePath(arg), ec)) {
+      return absl::NotFoundError(absl::StrCat(arg, ": no such file"));
+    }
+  }
   absl::StatusOr<plan::ModelSpec> spec = LoadModelSpec(arg);
   if (!spec.ok()) return spec.status();
   LoadedModel out;

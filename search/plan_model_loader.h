@@ -18,6 +18,7 @@ struct LoadedModel {
   // From a CommIR file only: the micro-batch it is written for (0 otherwise) and its
   // unannotated layer and head functions.
   int64_t micro_batch = 0;
+  std::string file;  // the path as given: layout errors found later name it
   std::string layer_function;
   std::string head_function;
 };
@@ -25,6 +26,10 @@ struct LoadedModel {
 // Whether `arg` names a CommIR model file: FILE.commir,KEY=VALUE..., or FILE.commir whose
 // first declaration is CommIR (a file of the text form may be named .commir too).
 bool IsCommirModel(const std::string& arg);
+
+// The N of FILE.commir[,global_batch=N] (0 when not given). Errors: an option other
+// than global_batch (named), global_batch given twice, N not a count >= 1.
+absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg);
 
 // Errors name the file (parse and verifier errors and missing parts with line:col).
 // A CommIR file without `,global_batch=N` is an InvalidArgument naming the form.

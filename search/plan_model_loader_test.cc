@@ -5,11 +5,13 @@
 // refused when the file is read.
 #include "search/plan_model_loader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -93,7 +95,21 @@ TEST(PlanModelLoader, AFileNeedsItsGlobalBatch) {
   absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path);
   EXPECT_THAT(loaded.status().message(), HasSubstr("holds no global batch"));
   loaded = LoadPlanModel(path + ",seq=4");
-  EXPECT_THAT(loaded.status().message(), HasSubstr("takes one option, global_batch=N"));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("'seq' is not an option of a model file"));
+  // An unknown key is named even without a global batch (not told to add one).
+  EXPECT_THAT(CommirModelGlobalBatch(path + ",foo=1").status().message(),
+              HasSubstr("'foo' is not an option of a model file"));
+  loaded = LoadPlanModel(path + ",global_batch=4,global_batch=8");
+  EXPECT_THAT(loaded.status().message(), HasSubstr("global_batch is given twice"));
+  EXPECT_EQ(*CommirModelGlobalBatch(path + ",global_batch=4"), 4);
+  EXPECT_EQ(*CommirModelGlobalBatch(path), 0);
+}
+
+TEST(PlanModelLoader, AMissingCommirFileIsSaidToBeMissing) {
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel("nosuch.commir");
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("nosuch.commir: no such file"));
+  EXPECT_THAT(loaded.status().message(), ::testing::Not(HasSubstr("preset")));
 }
 
 TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
@@ -140,8 +156,13 @@ TEST(PlanModelLoader, ALayerOutsideTheLayoutRulesIsAnError) {
   absl::StatusOr<LoadedModel> loaded =
       LoadPlanModel(WriteFile("reduce.commir", edited) + ",global_batch=16");
   EXPECT_FALSE(loaded.ok());
-  EXPECT_THAT(loaded.status().message(), HasSubstr("reduce.commir: @layer at "));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("reduce.commir:"));
   EXPECT_THAT(loaded.status().message(), HasSubstr("no Megatron layout rule for `reduce_max`"));
+  // At the reduce_max's own line in the file.
+  const size_t at = edited.find("reduce_max");
+  const int line = 1 + static_cast<int>(std::count(edited.begin(), edited.begin() + at, '\n'));
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(absl::StrCat("reduce.commir:", line, ":")));
 }
 
 TEST(PlanModelLoader, SpecsAndSpecFilesStillLoad) {

@@ -246,7 +246,45 @@ absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kin
   o.layout = layout;
   o.vocabulary = kind == LayerKind::kHead ? model.vocabulary : 0;
   o.name = name;  // the name autodiff and the lookups below use
+  o.file = options.functions_file;
   return MegatronLayoutText(own, o);
+}
+
+
+// The cost of a partitioned (and scheduled) layer whose gradient is predicted.
+absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string& name,
+                                 const std::string& gradient_name, const LayerLayout& layout,
+                                 const LayerCostOptions& options) {
+  const Function* forward = chosen.module->FindFunction(name);
+  const Function* gradient = chosen.module->FindFunction(gradient_name);
+  if (forward == nullptr || gradient == nullptr) {
+    return absl::InternalError("the forward or gradient function is missing");
+  }
+  sim::PredictOptions predict = options.predict;
+  predict.record_timeline = true;  // for the attention kernels' time
+  absl::StatusOr<sim::Prediction> f = sim::Predict(*forward, predict);
+  if (!f.ok()) return f.status();
+  const sim::Prediction& g = chosen.gradient;
+
+  LayerCost cost;
+  cost.forward_s = f->time_s;
+  cost.backward_s = std::max(0.0, g.time_s - f->time_s);
+  cost.forward_exposed_comm_s = MaxExposed(*f);
+  cost.backward_exposed_comm_s = std::max(0.0, MaxExposed(g) - cost.forward_exposed_comm_s);
+  cost.forward_flops = f->total_flops;
+  for (const sim::TimelineEvent& e : f->timeline) {
+    if (e.device == 0 && e.op == "attention") {
+      cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
+    }
+  }
+  const SavedValues saved = MeasureSaved(*forward, *gradient, layout);
+  cost.activation_bytes = saved.all_bytes;
+  cost.selective_saved_bytes = saved.attention_bytes;
+  cost.input_bytes = DeviceBytes(forward->arg_types()[0], layout);
+  cost.schedule = chosen.schedule;
+  cost.programs_predicted = chosen.programs_predicted;
+  cost.schedules_skipped = chosen.skipped;
+  return cost;
 }
 
 }  // namespace
@@ -270,36 +308,42 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       (*partitioned)->FindFunction(gradient_name) == nullptr) {
     return fail(absl::InternalError("the forward or gradient function is missing"));
   }
+  // Kept for the plain variant (see LayerCost::plain).
+  const std::string plain_text = PrintModule(**partitioned);
   absl::StatusOr<ScheduledLayer> chosen =
       ChooseSchedule(*std::move(partitioned), name, gradient_name, layout, options);
   if (!chosen.ok()) return fail(chosen.status());
-  const Function* forward = chosen->module->FindFunction(name);
-  const Function* gradient = chosen->module->FindFunction(gradient_name);
-
-  sim::PredictOptions predict = options.predict;
-  predict.record_timeline = true;  // for the attention kernels' time
-  absl::StatusOr<sim::Prediction> f = sim::Predict(*forward, predict);
-  if (!f.ok()) return fail(f.status());
-  const sim::Prediction& g = chosen->gradient;
-
-  LayerCost cost;
-  cost.forward_s = f->time_s;
-  cost.backward_s = std::max(0.0, g.time_s - f->time_s);
-  cost.forward_exposed_comm_s = MaxExposed(*f);
-  cost.backward_exposed_comm_s = std::max(0.0, MaxExposed(g) - cost.forward_exposed_comm_s);
-  cost.forward_flops = f->total_flops;
-  for (const sim::TimelineEvent& e : f->timeline) {
-    if (e.device == 0 && e.op == "attention") {
-      cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
+  absl::StatusOr<LayerCost> cost = CostOf(*chosen, name, gradient_name, layout, options);
+  if (!cost.ok()) return fail(cost.status());
+  if (!chosen->schedule.empty()) {
+    // A schedule can keep more activations than plain collectives (ring attention's
+    // per-step blocks): the plain variant too, for plans the scheduled one does not fit.
+    ScheduledLayer plain;
+    absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(plain_text, "layer.commir");
+    if (!module.ok()) return fail(module.status());
+    plain.module = *std::move(module);
+    if (absl::Status s = PredictTrainingStep(plain, name, gradient_name, options.predict); !s.ok()) {
+      return fail(s);
+    }
+    absl::StatusOr<LayerCost> plain_cost = CostOf(plain, name, gradient_name, layout, options);
+    if (!plain_cost.ok()) return fail(plain_cost.status());
+    // Only a variant that needs no more memory in any recomputation is a fallback: then a
+    // plan the scheduled layer fits, the plain one fits too (the search's per-rank choice
+    // relies on it), and it is never faster (the schedule was chosen on time).
+    const bool lighter =
+        plain_cost->activation_bytes <= cost->activation_bytes &&
+        plain_cost->activation_bytes - plain_cost->selective_saved_bytes <=
+            cost->activation_bytes - cost->selective_saved_bytes &&
+        plain_cost->input_bytes <= cost->input_bytes &&
+        (plain_cost->activation_bytes < cost->activation_bytes ||
+         plain_cost->activation_bytes - plain_cost->selective_saved_bytes <
+             cost->activation_bytes - cost->selective_saved_bytes);
+    if (lighter) {
+      // The plain program was predicted (and counted) in the schedule search already.
+      plain_cost->programs_predicted = 0;
+      cost->plain = std::make_shared<const LayerCost>(*std::move(plain_cost));
     }
   }
-  const SavedValues saved = MeasureSaved(*forward, *gradient, layout);
-  cost.activation_bytes = saved.all_bytes;
-  cost.selective_saved_bytes = saved.attention_bytes;
-  cost.input_bytes = DeviceBytes(forward->arg_types()[0], layout);
-  cost.schedule = chosen->schedule;
-  cost.programs_predicted = chosen->programs_predicted;
-  cost.schedules_skipped = chosen->skipped;
   return cost;
 }
 

@@ -5,6 +5,8 @@
 #include "gtest/gtest.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/model_spec.h"
+#include "search/plan/parallel_plan.h"
+#include "search/plan/plan_cost.h"
 #include "sim/hardware.h"
 
 namespace commir::search::plan {
@@ -130,6 +132,48 @@ TEST(LayerCostTest, ScheduleHidesCommunication) {
 
   scheduled.schedule = LayerSchedule::Fixed("no-such-pass");
   EXPECT_FALSE(MeasureLayerCost(m, LayerKind::kTransformer, {4, 1, true, 1}, scheduled).ok());
+}
+
+// Ring attention at cp = 4 keeps more activations than the plain gathers: the plain
+// variant rides along, and a plan that fits only with it is costed with it.
+TEST(LayerCostTest, APlainVariantKeepsPlansTheScheduleWouldNotFit) {
+  const ModelSpec m = Llama8b();
+  const LayerLayout cp4{1, 4, false, 1};
+  const LayerCost gathered = Measure(m, LayerKind::kTransformer, cp4);
+  EXPECT_EQ(gathered.plain, nullptr);  // plain already
+  LayerCostOptions ring_options = H100();
+  ring_options.schedule = LayerSchedule::Fixed("ring-attention");
+  absl::StatusOr<LayerCost> ring = MeasureLayerCost(m, LayerKind::kTransformer, cp4, ring_options);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  ASSERT_EQ(ring->schedule, "ring-attention");
+  ASSERT_GT(ring->activation_bytes, gathered.activation_bytes);
+  ASSERT_NE(ring->plain, nullptr);
+  EXPECT_EQ(ring->plain->schedule, "");
+  EXPECT_EQ(ring->plain->activation_bytes, gathered.activation_bytes);
+  EXPECT_EQ(ring->plain->forward_s, gathered.forward_s);
+
+  // The whole plan: its peak with plain layers and with ring attention, HBM between.
+  const ParallelPlan plan = *ParsePlan("cp=4,pp=2,mb=1");
+  ModelSpec model = m;
+  model.layers = 8;
+  model.global_batch = 8;
+  LayerCostCache plain_cache(H100());
+  absl::StatusOr<PlanCost> plain = CostPlan(model, plan, plain_cache);
+  LayerCostCache ring_cache(ring_options);
+  absl::StatusOr<PlanCost> scheduled = CostPlan(model, plan, ring_cache);
+  ASSERT_TRUE(plain.ok() && scheduled.ok());
+  ASSERT_TRUE(plain->fits && scheduled->fits);
+  ASSERT_GT(scheduled->peak_memory_bytes, plain->peak_memory_bytes);
+  EXPECT_EQ(scheduled->layer_schedule, "ring-attention");
+  ring_options.predict.hardware.hbm_capacity =
+      (scheduled->peak_memory_bytes + plain->peak_memory_bytes) / 2;
+  LayerCostCache tight(ring_options);
+  absl::StatusOr<PlanCost> fallback = CostPlan(model, plan, tight);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_TRUE(fallback->fits);
+  EXPECT_EQ(fallback->layer_schedule, "");
+  EXPECT_EQ(fallback->peak_memory_bytes, plain->peak_memory_bytes);
+  EXPECT_EQ(fallback->time.breakdown.total_s, plain->time.breakdown.total_s);
 }
 
 TEST(LayerCostTest, BadLayoutsAreRefusedWithTheLayer) {

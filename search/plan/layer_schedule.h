@@ -2,9 +2,10 @@
 // operator schedule search supplies each layer's best schedule").
 //
 //  * none: plain collectives, as the spmd pipeline leaves them;
-//  * search (the default): every composition of the operator search's attention and
-//    collective-matmul schedules (search/schedule_space.h) on the layout's mesh, the one
-//    with the least predicted forward + backward time chosen (layer_cost.h);
+//  * search (the default): the operator search's attention and collective-matmul
+//    schedules (search/schedule_space.h) on the layout's mesh, chosen greedily: the
+//    attention schedule with the least predicted forward + backward time, then the best
+//    collective-matmul schedule after it (layer_cost.h; not every composition);
 //  * a fixed pass pipeline (e.g. "ring-attention,ring-collective-matmul"), applied to
 //    every layer it does not refuse.
 #ifndef COMMIR_SEARCH_PLAN_LAYER_SCHEDULE_H_

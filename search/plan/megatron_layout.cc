@@ -74,8 +74,8 @@ class LayoutWriter {
 
  private:
   absl::Status Error(Location loc, absl::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrCat("@", f_.name(), " at ", loc.line, ":", loc.col,
-                                                   ": the Megatron layout: ", message));
+    return absl::InvalidArgumentError(absl::StrCat(o_.file, ":", loc.line, ":", loc.col, ": @",
+                                                   f_.name(), ": the Megatron layout: ", message));
   }
 
   static Layout Whole(Type t) { return {t.dims(), std::vector<Axes>(t.dims().size())}; }
@@ -146,7 +146,8 @@ class LayoutWriter {
 
   // The columns of a column-parallel weight of the head's vocabulary are padded.
   int64_t Columns(int64_t n) const {
-    return o_.vocabulary > 0 && n == o_.vocabulary ? PaddedVocabulary(n, o_.layout.tp) : n;
+    if (o_.vocabulary <= 0 || n != o_.vocabulary) return n;
+    return o_.padded_vocabulary > 0 ? o_.padded_vocabulary : PaddedVocabulary(n, o_.layout.tp);
   }
 
   absl::StatusOr<std::string> Op(const Operation& op) {
@@ -268,7 +269,7 @@ absl::StatusOr<std::string> MegatronLayout(const Function& function,
 absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
                                                const MegatronLayoutOptions& options) {
   absl::StatusOr<std::unique_ptr<Module>> module =
-      ParseModuleOrError(function_text, "function.commir");
+      ParseModuleOrError(function_text, options.file);
   if (!module.ok()) return module.status();
   const std::vector<Function*> functions = (*module)->functions();
   if (functions.size() != 1) {

@@ -35,6 +35,12 @@ struct MegatronLayoutOptions {
   LayerLayout layout;      // its micro_batch must be the function's
   int64_t vocabulary = 0;  // the head's: pad and split columns of this width
   std::string name;        // the laid-out function's name; empty: the function's own
+  // The padded width; 0: Megatron-LM's for the layout's tp. The cpu check lays out its
+  // one-device reference with the plan's padding (plan_check.h).
+  int64_t padded_vocabulary = 0;
+  // Where the function was written: errors are "FILE:LINE:COL: @name: ...", and
+  // MegatronLayoutText parses under this name.
+  std::string file = "function.commir";
 };
 
 // The laid-out module's text: the mesh (none when tp = cp = 1) and `function` annotated.

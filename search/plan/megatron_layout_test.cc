@@ -98,7 +98,7 @@ func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8] {
 )";
   absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
   EXPECT_FALSE(laid_out.ok());
-  EXPECT_THAT(laid_out.status().message(), HasSubstr("@layer at 3:"));
+  EXPECT_THAT(laid_out.status().message(), HasSubstr("function.commir:3:"));
   EXPECT_THAT(laid_out.status().message(), HasSubstr("a matmul neither after a norm"));
 }
 

@@ -4,13 +4,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "search/plan/pipeline_schedule.h"
 
 namespace commir::search::plan {
 
 double InFlightMicrobatches(int64_t p, int64_t s, int64_t v, int64_t m) {
-  if (v <= 1) return static_cast<double>(std::min(m, p - s));
-  const int64_t chunks = std::min(m * v, (p - s - 1) * 2 + (v - 1) * p + 1);
-  return static_cast<double>(chunks) / static_cast<double>(v);
+  // The schedule's own count, so that memory follows the order the ranks run (with
+  // interleaving and m == p every forward runs before the first backward).
+  return static_cast<double>(PeakChunksInFlight(p, std::max<int64_t>(v, 1), m, s)) /
+         static_cast<double>(std::max<int64_t>(v, 1));
 }
 
 absl::StatusOr<StageMemory> StageMemoryUse(const StageFootprint& f, const MemoryConfig& c) {

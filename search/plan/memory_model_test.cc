@@ -1,10 +1,12 @@
 #include "search/plan/memory_model.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "gtest/gtest.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_spec.h"
+#include "search/plan/pipeline_schedule.h"
 #include "sim/hardware.h"
 
 namespace commir::search::plan {
@@ -46,6 +48,30 @@ TEST(MemoryModelTest, OneFOneBRankSHoldsPMinusSMicroBatches) {
     EXPECT_NEAR(InFlightMicrobatches(8, 0, v, 64), 8 * (1 + 7.0 / (8 * v)), 1e-12) << v;
   }
   EXPECT_NEAR(InFlightMicrobatches(4, 3, 2, 8), (0 + 4 + 1) / 2.0, 1e-12);
+  // Interleaved with m == p: every forward runs first (Megatron-LM), so every rank holds
+  // all m x v chunks, the last rank included.
+  EXPECT_EQ(InFlightMicrobatches(4, 3, 2, 4), 4);
+}
+
+// The memory model's count equals the peak of forwards run minus backwards run in the
+// orders the cpu check executes (pipeline_schedule.h), rank by rank.
+TEST(MemoryModelTest, InFlightCountIsThePeakOfTheScheduleOrders) {
+  for (int64_t p = 1; p <= 6; ++p) {
+    for (int64_t v = 1; v <= 3; ++v) {
+      for (int64_t m = 1; m <= 4 * p; ++m) {
+        if (v > 1 && m % p != 0) continue;  // interleaving takes micro-batches p at a time
+        for (int64_t s = 0; s < p; ++s) {
+          int64_t held = 0, peak = 0;
+          for (const PipelineStep& step : OneFOneBSchedule(p, v, m, s)) {
+            held += step.forward ? 1 : -1;
+            peak = std::max(peak, held);
+          }
+          EXPECT_DOUBLE_EQ(InFlightMicrobatches(p, s, v, m) * v, static_cast<double>(peak))
+              << "p=" << p << " v=" << v << " m=" << m << " rank " << s;
+        }
+      }
+    }
+  }
 }
 
 TEST(MemoryModelTest, RecomputationShrinksActivationsAndCapacityDecidesFit) {

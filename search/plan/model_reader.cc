@@ -8,7 +8,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "commir/printer.h"
+#include "parser/parser.h"
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -71,6 +75,14 @@ absl::StatusOr<LayerSizes> ReadLayer(const Function& f, absl::string_view file) 
   }
   LayerSizes s;
   const Type x = f.arg_types()[0];
+  // Before any size divides anything (a micro-batch of 0 would divide the global batch).
+  for (int64_t d : x.dims()) {
+    if (d < 1) {
+      return missing(absl::StrCat("its residual stream [micro_batch, seq, hidden] is [",
+                                  absl::StrJoin(x.dims(), ", "),
+                                  "]: every size must be at least 1"));
+    }
+  }
   s.micro_batch = x.dims()[0];
   s.sequence = x.dims()[1];
   s.hidden = x.dims()[2];
@@ -129,10 +141,41 @@ absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::
                                                  ", vocabulary] argument multiplied by matmul"));
 }
 
+// The function as written in `source` (the file's text), behind as many empty lines as
+// precede it: parsed alone it keeps the file's line:col, so that errors found later (a
+// layout the search tries) point into the file. Without the source: the canonical print.
+std::string SourceOf(const Function& f, absl::string_view source) {
+  const Operation* last = f.body()->terminator();
+  if (source.empty() || last == nullptr) return PrintFunction(f);
+  const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
+  const int first_line = f.loc().line;  // 1-based
+  if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) {
+    return PrintFunction(f);
+  }
+  // The function's closing brace: the first line after its return that starts with '}'.
+  for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) {
+      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
+      std::string text =
+          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+      // Kept only when it is the same function (a layout this scan does not expect, e.g.
+      // the brace on the return's line, falls back to the print).
+      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, "function.commir");
+      if (alone.ok() && (*alone)->functions().size() == 1 &&
+          PrintFunction(*(*alone)->functions()[0]) == PrintFunction(f)) {
+        return text;
+      }
+      break;
+    }
+  }
+  return PrintFunction(f);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
-                                            absl::string_view name, int64_t global_batch) {
+                                            absl::string_view name, int64_t global_batch,
+                                            absl::string_view source) {
   // Every callee, and the calls of each function in order.
   absl::flat_hash_set<std::string> called;
   for (const Function* f : module.functions()) {
@@ -172,6 +215,30 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
         at_top, "the top function @", top.name(), " calls only @", head_name,
         ": a model calls a transformer layer (the most called function) and a head last"));
   }
+  // Nothing else may hide in the top function: the search costs layers x @layer and one
+  // @head, so another callee or op would be silently left out of every number.
+  for (Operation* op : *top.body()) {
+    const std::string at = Where(file, op->loc());
+    if (op->Is(OpKind::kReturn)) continue;
+    if (!op->Is(OpKind::kCall)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "the top function @", top.name(), " holds `", op->name(),
+          "`: a model's top function holds only the calls of its layer and its head, and the "
+          "return"));
+    }
+    const std::string& callee = Callee(*op);
+    if (callee != layer_name && callee != head_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "the top function @", top.name(), " calls @", callee, " besides the layer @",
+          layer_name, " and the head @", head_name,
+          ": a model has one layer function (the most called) and the head last"));
+    }
+    if (callee == head_name && op != calls.back()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "the top function @", top.name(),
+                                                     " calls the head @", head_name,
+                                                     " before its last call"));
+    }
+  }
   const Function& layer = *module.FindFunction(layer_name);
   const Function& head = *module.FindFunction(head_name);
   absl::StatusOr<LayerSizes> sizes = ReadLayer(layer, file);
@@ -208,12 +275,11 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     MegatronLayoutOptions o;
     o.layout.micro_batch = out.micro_batch;
     o.vocabulary = vocabulary;
-    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
-    }
+    o.file = std::string(file);
+    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) return s;
   }
-  out.layer_function = PrintFunction(layer);
-  out.head_function = PrintFunction(head);
+  out.layer_function = SourceOf(layer, source);
+  out.head_function = SourceOf(head, source);
   return out;
 }
 

@@ -22,15 +22,19 @@ namespace commir::search::plan {
 struct ModelFromIr {
   ModelSpec spec;
   int64_t micro_batch = 0;  // the one the file is written for
-  // The layer's and head's functions as written (canonical print), unannotated.
+  // The layer's and head's functions, unannotated: as written in the source (behind
+  // blank lines, so that they parse at the file's own line:col), or their canonical
+  // print when no source is given.
   std::string layer_function;
   std::string head_function;
 };
 
 // `file` names the module in errors ("FILE:LINE:COL: ..." at the function or op that
-// lacks what the plan search needs). `name` becomes the spec's name.
+// lacks what the plan search needs). `name` becomes the spec's name. `source` is the
+// text `module` was parsed from (optional: see ModelFromIr).
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
-                                            absl::string_view name, int64_t global_batch);
+                                            absl::string_view name, int64_t global_batch,
+                                            absl::string_view source = {});
 
 }  // namespace commir::search::plan
 

@@ -74,6 +74,18 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
   if (p.tp < 1 || p.cp < 1 || p.pp < 1 || p.dp < 1 || p.virtual_stages < 1 || p.micro_batch < 1) {
     return refuse("every size must be at least 1");
   }
+  // Checked one factor at a time (each is at most 2^30 when parsed), so that gpus()'s
+  // product cannot overflow once this passes.
+  {
+    constexpr int64_t kMaxGpus = int64_t{1} << 24;
+    int64_t gpus = 1;
+    for (int64_t size : {p.tp, p.cp, p.pp, p.dp}) {
+      if (size > kMaxGpus / gpus) {
+        return refuse("tp x cp x pp x dp exceeds ", kMaxGpus, " GPUs");
+      }
+      gpus *= size;
+    }
+  }
   if (p.sequence_parallel && p.tp == 1) return refuse("sequence parallelism needs tp > 1");
   if (model.global_batch % (p.micro_batch * p.dp) != 0) {
     return refuse("the global batch ", model.global_batch,
@@ -259,7 +271,9 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
   if (per_rank.size() == 1) {
     p.recompute = per_rank.front();
   } else if (!per_rank.empty()) {
-    p.stage_recompute = std::move(per_rank);  // kept as written: CheckPlan checks the count
+    // One spelling: an all-equal list is the uniform recomputation (CheckPlan checks the
+    // count of a mixed one).
+    SetStageRecompute(p, std::move(per_rank));
   }
   return p;
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/plan/model_spec.h"
 
@@ -119,6 +120,22 @@ TEST(ParsePlanTest, RecomputationPerRank) {
   EXPECT_EQ(uniform.recompute, Recompute::kFull);
   SetStageRecompute(uniform, {Recompute::kFull, Recompute::kNone});
   EXPECT_EQ(DescribePlan(uniform), "tp=1 cp=1 pp=2 dp=1 mb=1 zero=0 recompute=full,none");
+
+  // A written list of equal entries is the uniform recomputation: one spelling.
+  ParallelPlan written = *ParsePlan("pp=2,recompute=full,full");
+  EXPECT_TRUE(written.stage_recompute.empty());
+  EXPECT_EQ(written.recompute, Recompute::kFull);
+  EXPECT_EQ(DescribePlan(written), "tp=1 cp=1 pp=2 dp=1 mb=1 zero=0 recompute=full");
+}
+
+TEST(CheckPlanTest, RefusesMoreGpusThanABoundWithoutOverflow) {
+  const ModelSpec m = *Preset("gpt3-1.3b");
+  // Each size parses (at most 2^30); their product (2^120) would overflow gpus().
+  ParallelPlan huge = *ParsePlan("tp=1073741824,cp=1073741824,pp=1073741824,dp=1073741824");
+  absl::Status s = CheckPlan(m, huge);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), testing::HasSubstr("exceeds 16777216 GPUs")) << s;
+  EXPECT_FALSE(CheckPlan(m, *ParsePlan("tp=4096,dp=8192")).ok());
 }
 
 TEST(CheckPlanTest, RecomputationNamesEveryRank) {

@@ -17,15 +17,24 @@ PipelineStep InterleavedStep(int64_t pp, int64_t v, int64_t rank, int64_t k, boo
 
 }  // namespace
 
+int64_t WarmupForwards(int64_t pp, int64_t v, int64_t microbatches, int64_t rank) {
+  const int64_t total = microbatches * v;
+  if (v == 1) return std::min(pp - rank - 1, microbatches);
+  // megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_
+  // interleaving: num_microbatches == pipeline_parallel_size runs every step as warm-up.
+  return microbatches == pp ? total : std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
+}
+
+int64_t PeakChunksInFlight(int64_t pp, int64_t v, int64_t microbatches, int64_t rank) {
+  const int64_t total = microbatches * v;
+  const int64_t warmup = WarmupForwards(pp, v, microbatches, rank);
+  return warmup >= total ? total : warmup + 1;
+}
+
 std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microbatches,
                                            int64_t rank) {
   const int64_t total = microbatches * v;
-  int64_t warmup = 0;
-  if (v == 1) {
-    warmup = std::min(pp - rank - 1, microbatches);
-  } else {
-    warmup = microbatches == pp ? total : std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
-  }
+  const int64_t warmup = WarmupForwards(pp, v, microbatches, rank);
   auto step = [&](int64_t k, bool forward) {
     if (v == 1) return PipelineStep{forward, rank, k};
     return InterleavedStep(pp, v, rank, k, forward);

@@ -27,6 +27,15 @@ struct PipelineStep {
 std::vector<PipelineStep> OneFOneBSchedule(int64_t pp, int64_t v, int64_t microbatches,
                                            int64_t rank);
 
+// The warm-up forwards of rank `rank` in OneFOneBSchedule (Megatron-LM's count; with
+// v > 1 every step when microbatches == pp).
+int64_t WarmupForwards(int64_t pp, int64_t v, int64_t microbatches, int64_t rank);
+
+// The most model chunks' activations rank `rank` holds at once in OneFOneBSchedule
+// (forwards run minus backwards run): the warm-up plus the steady state's first forward,
+// or every step when the warm-up takes them all. memory_model.h counts with it.
+int64_t PeakChunksInFlight(int64_t pp, int64_t v, int64_t microbatches, int64_t rank);
+
 // GPipe's order: every forward of the rank's chunks (in model order, micro-batches in
 // order), then every backward (chunks in reverse). Numerically the same step as 1F1B up
 // to rounding; plan_check runs it to show that the order does not matter.

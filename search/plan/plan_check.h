@@ -4,21 +4,27 @@
 //
 // The plan's side: every model chunk (a pipeline rank's layers, from LayersPerStage; with
 // v > 1 each rank's v chunks in Megatron-LM's interleaved order; the head on the last) is
-// a function calling @layer (layer_program.h, for the plan's tp x cp layout, sequence
-// parallelism and micro-batch) once per layer with that layer's own weights, and @head
-// on the last. It is inlined, differentiated (autodiff{seed=cotangents}, remat=blocks
-// for full recomputation), partitioned by the default spmd pipeline and run on a cpu mesh
-// of tp x cp devices. Each data-parallel replica takes its share of the global batch and
+// a function calling @layer once per layer with that layer's own weights, and @head on
+// the last (model_program.h's LayerChainFunction). @layer and @head are a model file's
+// own functions (PlanCheckOptions) or the generator's single-device ones
+// (layer_program.h), laid out by megatron_layout.h for the plan's tp x cp layout,
+// sequence parallelism and micro-batch. A chunk is inlined, differentiated
+// (autodiff{seed=cotangents}, remat=blocks where its rank recomputes fully),
+// partitioned by the default spmd pipeline and run on a cpu mesh of tp x cp devices. Each data-parallel replica takes its share of the global batch and
 // runs its micro-batches through the chunks in 1F1B order (pipeline_schedule.h): a
 // chunk's forward output is the next chunk's input, its backward sends the input's
 // cotangent to the previous chunk, and weight gradients accumulate over micro-batches,
 // then sum over replicas.
 //
-// The reference: the same layers and head as ONE global function over the whole global
-// batch on one device, differentiated the same way, with the same weights and output
-// cotangent. Compared: the output (softmax over the padded vocabulary), the input's
-// gradient, and each layer's and the head's weight gradients. Always in f32, whatever
-// the model's dtype; the vocabulary is padded for the plan's tp on both sides.
+// The reference: the same layer and head functions chained as ONE global function on one
+// device over the whole global batch (a model file's functions, written for one
+// micro-batch: over it a micro-batch at a time, weight gradients summed), differentiated
+// the same way, with the same weights and output cotangent. Compared: the output of the
+// forward functions (softmax over the padded vocabulary) and as the gradient functions
+// re-run it, the input's gradient, and each layer's and the head's weight gradients,
+// each tensor against its own max |reference| (an all-zero reference fails: it would
+// compare nothing). Always in f32, whatever the model's dtype; the vocabulary is padded
+// for the plan's tp on both sides.
 #ifndef COMMIR_SEARCH_PLAN_PLAN_CHECK_H_
 #define COMMIR_SEARCH_PLAN_PLAN_CHECK_H_
 
@@ -50,8 +56,18 @@ enum class PlanCheckFault {
 enum class PipelineOrder { kOneFOneB, kAllForwardAllBackward };
 
 struct PlanCheckOptions {
-  // Pass when every group's max |actual - reference| / max |reference| is at most this.
+  // Pass when every tensor's max |actual - reference| / its max |reference| is at most
+  // this.
   double tolerance = 1e-4;
+  // A model file's own layer and head (model_reader.h: unannotated single-device
+  // functions, written for `micro_batch`, which must be the plan's); empty: the
+  // generator's for the model.
+  std::string layer_function;
+  std::string head_function;
+  int64_t micro_batch = 0;
+  std::string file = "function.commir";  // where they were written (error positions)
+  // Keep the plan's compared tensors' values in the result (tests compare runs).
+  bool keep_actual = false;
   // The most elements (weights plus the reference's activations over the global batch)
   // and devices the check takes on: the cpu runs them all in one process.
   int64_t max_elements = 4'000'000;
@@ -69,8 +85,10 @@ struct TensorGroupCheck {
   int64_t tensors = 0;
   int64_t elements = 0;
   double max_abs_error = 0;
-  double max_reference = 0;  // max |reference|
-  double max_rel_error = 0;  // max_abs_error / max_reference (max_abs_error if that is 0)
+  double max_reference = 0;  // max |reference| over the group
+  // The largest of each tensor's max |actual - reference| / its own max |reference|.
+  double max_rel_error = 0;
+  std::string problem;  // why it fails other than by error: an all-zero reference, NaN
   bool pass = false;
 };
 
@@ -86,15 +104,18 @@ struct PlanCheckResult {
   int64_t recomputed_ops = 0;
   // Each pipeline rank's steps as executed (DescribeSchedule), rank 0 first.
   std::vector<std::string> rank_schedules;
+  // With keep_actual: every compared tensor's values from the plan's run, group order.
+  std::vector<std::vector<float>> actual;
 };
 
 absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& model, const ParallelPlan& plan,
                                                    const PlanCheckOptions& options = {});
 
 // One line per group and a verdict line:
-//   "output                      1 tensors  max_abs=1.19e-07  max_rel=2.01e-06  PASS"
+//   "output    1 tensors  max|ref|=1.00e-02  max_abs=1.19e-07  max_rel=2.01e-06  PASS"
 //   "PASS: tp=2 ... on the cpu mesh (8 devices, 2 model chunks, 4 micro-batches per
 //    replica) matches one device (f32, tolerance 1e-04)"
+// A 1-device plan "matches one device trivially" (it runs the reference program).
 std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& plan);
 
 }  // namespace commir::search::plan

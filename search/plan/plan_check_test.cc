@@ -5,10 +5,20 @@
 // bad requests get clear errors.
 #include "search/plan/plan_check.h"
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parser/parser.h"
+#include "search/plan/model_program.h"
+#include "search/plan/model_reader.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 
@@ -45,9 +55,10 @@ PlanCheckResult Check(const char* model, const char* plan, PlanCheckOptions opti
 // that matching means something): output, input gradient, each layer, the head.
 void ExpectMatches(const PlanCheckResult& r, int64_t layers, const char* plan) {
   EXPECT_TRUE(r.pass) << FormatPlanCheck(r, Plan(plan));
-  ASSERT_EQ(r.groups.size(), static_cast<size_t>(layers + 3));
-  EXPECT_EQ(r.groups[0].name, "output");
-  EXPECT_EQ(r.groups[1].name, "input gradient");
+  ASSERT_EQ(r.groups.size(), static_cast<size_t>(layers + 4));
+  EXPECT_EQ(r.groups[0].name, "output");  // the forward functions' own
+  EXPECT_EQ(r.groups[1].name, "output (backward's re-run)");
+  EXPECT_EQ(r.groups[2].name, "input gradient");
   EXPECT_EQ(r.groups.back().name, "head weight gradients");
   for (const TensorGroupCheck& g : r.groups) {
     EXPECT_GT(g.max_reference, 0) << g.name;
@@ -133,6 +144,103 @@ TEST(PlanCheck, FullRecomputation) {
   EXPECT_EQ(Check(kLlama, "tp=2,pp=2,mb=2").recomputed_ops, 0);
 }
 
+// Each chunk runs its own rank's recomputation: only rank 0 recomputes here.
+TEST(PlanCheck, RecomputationPerRank) {
+  const PlanCheckResult first_only = Check(kLlama, "pp=2,mb=2,recompute=full,none");
+  ExpectMatches(first_only, 4, "pp=2,mb=2,recompute=full,none");
+  const PlanCheckResult both = Check(kLlama, "pp=2,mb=2,recompute=full");
+  EXPECT_GT(first_only.recomputed_ops, 0);
+  // The full plan recomputes in both ranks' programs, the mixed one in rank 0's only.
+  EXPECT_LT(first_only.recomputed_ops, both.recomputed_ops);
+}
+
+TEST(PlanCheck, OneDeviceIsSaidToMatchTrivially) {
+  const PlanCheckResult r = Check(kLlama, "mb=2");
+  ExpectMatches(r, 4, "mb=2");
+  EXPECT_THAT(FormatPlanCheck(r, Plan("mb=2")),
+              HasSubstr("matches one device trivially (the plan is 1 device"));
+  EXPECT_THAT(FormatPlanCheck(Check(kLlama, "pp=2,mb=2"), Plan("pp=2,mb=2")),
+              ::testing::Not(HasSubstr("trivially")));
+}
+
+// A model file's own functions: read back from the text --emit-model writes.
+struct FileFunctions {
+  ModelSpec spec;
+  PlanCheckOptions options;
+};
+
+FileFunctions ReadFile(const char* model, int64_t micro_batch,
+                       const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+  absl::StatusOr<std::string> text = ModelProgram(Model(model), micro_batch);
+  EXPECT_TRUE(text.ok()) << text.status();
+  const std::string edited = absl::StrReplaceAll(*text, edits);
+  if (!edits.empty()) EXPECT_NE(edited, *text);
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(edited, "m.commir");
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  absl::StatusOr<ModelFromIr> read = ReadModelFromIr(**module, "m.commir", "m", 8);
+  EXPECT_TRUE(read.ok()) << read.status();
+  if (!read.ok()) return {};
+  FileFunctions out;
+  out.spec = read->spec;
+  out.options.layer_function = read->layer_function;
+  out.options.head_function = read->head_function;
+  out.options.micro_batch = read->micro_batch;
+  out.options.keep_actual = true;
+  return out;
+}
+
+// The file's own layer is what runs, on both sides: an extra tanh checks and changes
+// the numbers.
+TEST(PlanCheck, AModelFileChecksItsOwnFunctions) {
+  const FileFunctions plain = ReadFile(kLlama, 2);
+  const FileFunctions edited =
+      ReadFile(kLlama, 2, {{"%a = mul(%s, %w)", "%a0 = mul(%s, %w) : bf16[2, 8, 64]\n  %a = tanh(%a0)"}});
+  for (const char* plan : {"tp=2,sp,pp=2,mb=2", "dp=2,mb=2"}) {
+    SCOPED_TRACE(plan);
+    absl::StatusOr<PlanCheckResult> a = CheckPlanOnCpuMesh(plain.spec, Plan(plan), plain.options);
+    absl::StatusOr<PlanCheckResult> b = CheckPlanOnCpuMesh(edited.spec, Plan(plan), edited.options);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ExpectMatches(*a, 4, plan);
+    ExpectMatches(*b, 4, plan);
+    ASSERT_EQ(a->actual.size(), b->actual.size());
+    EXPECT_NE(a->actual[0], b->actual[0]);  // the output
+    EXPECT_NE(a->groups[3].max_reference, b->groups[3].max_reference);  // layer 0's gradients
+  }
+  // The generated layer (no file) gives the unedited file's numbers.
+  PlanCheckOptions generated;
+  generated.keep_actual = true;
+  absl::StatusOr<PlanCheckResult> g =
+      CheckPlanOnCpuMesh(Model(kLlama), Plan("dp=2,mb=2"), generated);
+  absl::StatusOr<PlanCheckResult> a =
+      CheckPlanOnCpuMesh(plain.spec, Plan("dp=2,mb=2"), plain.options);
+  ASSERT_TRUE(g.ok() && a.ok());
+  EXPECT_EQ(g->groups[0].max_reference, a->groups[0].max_reference);
+}
+
+TEST(PlanCheck, AModelFileRunsAtItsOwnMicroBatch) {
+  const FileFunctions plain = ReadFile(kLlama, 2);
+  absl::StatusOr<PlanCheckResult> r = CheckPlanOnCpuMesh(plain.spec, Plan("mb=1"), plain.options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("written for micro-batch 2: the plan's mb=1"));
+}
+
+// A reference that is all zero compares nothing: the group fails and says why.
+TEST(PlanCheck, AnAllZeroReferenceFails) {
+  // The MLP's output subtracted from itself: its weights' gradients are exactly zero.
+  const FileFunctions zero = ReadFile(
+      kLlama, 2,
+      {{"%dn = matmul(%a, %w2) : bf16[2, 8, 32]",
+        "%dn0 = matmul(%a, %w2) : bf16[2, 8, 32]\n  %dn = sub(%dn0, %dn0) : bf16[2, 8, 32]"}});
+  absl::StatusOr<PlanCheckResult> r = CheckPlanOnCpuMesh(zero.spec, Plan("pp=2,mb=2"), zero.options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->pass);
+  EXPECT_FALSE(r->groups[3].pass);
+  EXPECT_THAT(r->groups[3].problem, HasSubstr("reference is all zero"));
+  EXPECT_THAT(FormatPlanCheck(*r, Plan("pp=2,mb=2")), HasSubstr("FAIL: tensor "));
+}
+
 TEST(PlanCheck, EightDevices) {
   const PlanCheckResult r = Check(kLlama, "tp=2,sp,pp=2,dp=2,mb=1");
   ExpectMatches(r, 4, "tp=2,sp,pp=2,dp=2,mb=1");
@@ -149,10 +257,25 @@ TEST(PlanCheck, OrderDoesNotMatter) {
   ASSERT_EQ(r.rank_schedules.size(), 2u);
   EXPECT_EQ(r.rank_schedules[0],
             "F0.0 F1.0 F2.0 F3.0 F0.2 F1.2 F2.2 F3.2 B0.2 B1.2 B2.2 B3.2 B0.0 B1.0 B2.0 B3.0");
-  const PlanCheckResult one_f_one_b = Check(kLlama, "pp=2,v=2,mb=2");
+  PlanCheckOptions keep;
+  keep.keep_actual = true;
+  gpipe.keep_actual = true;
+  const PlanCheckResult one_f_one_b = Check(kLlama, "pp=2,v=2,mb=2", keep);
   EXPECT_NE(r.rank_schedules, one_f_one_b.rank_schedules);
-  for (size_t i = 0; i < r.groups.size(); ++i) {
-    EXPECT_EQ(r.groups[i].max_reference, one_f_one_b.groups[i].max_reference);
+  // The two orders' own results agree with each other (not only each with the reference).
+  const PlanCheckResult gpipe_kept = Check(kLlama, "pp=2,v=2,mb=2", gpipe);
+  ASSERT_EQ(gpipe_kept.actual.size(), one_f_one_b.actual.size());
+  ASSERT_FALSE(one_f_one_b.actual.empty());
+  for (size_t t = 0; t < one_f_one_b.actual.size(); ++t) {
+    const std::vector<float>& a = gpipe_kept.actual[t];
+    const std::vector<float>& b = one_f_one_b.actual[t];
+    ASSERT_EQ(a.size(), b.size());
+    float scale = 0;
+    for (float f : b) scale = std::max(scale, std::fabs(f));
+    ASSERT_GT(scale, 0) << "tensor " << t;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], b[i], 1e-5 * scale) << "tensor " << t << " element " << i;
+    }
   }
 }
 
@@ -163,10 +286,11 @@ TEST(PlanCheck, DroppedMicrobatchGradientIsAMismatch) {
   options.fault = PlanCheckFault::kDropMicrobatchGradient;
   const PlanCheckResult r = Check(kLlama, "pp=2,mb=2", options);
   EXPECT_FALSE(r.pass);
-  ASSERT_EQ(r.groups.size(), 7u);
+  ASSERT_EQ(r.groups.size(), 8u);
   EXPECT_TRUE(r.groups[0].pass);
   EXPECT_TRUE(r.groups[1].pass);
-  for (size_t i = 2; i < r.groups.size(); ++i) EXPECT_FALSE(r.groups[i].pass) << r.groups[i].name;
+  EXPECT_TRUE(r.groups[2].pass);
+  for (size_t i = 3; i < r.groups.size(); ++i) EXPECT_FALSE(r.groups[i].pass) << r.groups[i].name;
   EXPECT_THAT(FormatPlanCheck(r, Plan("pp=2,mb=2")), HasSubstr("FAIL: "));
 }
 

@@ -21,7 +21,8 @@ int64_t TableParametersPerDevice(const ModelSpec& m, int64_t tp) {
 
 absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const ParallelPlan& plan,
                                                LayerCostCache& layers,
-                                               const PlanCostOptions& options) {
+                                               const PlanCostOptions& options,
+                                               bool plain_layers) {
   RankCoster out;
   out.model_ = model;
   out.plan_ = plan;
@@ -33,8 +34,8 @@ absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const Para
   if (!layer.ok()) return layer.status();
   absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
   if (!head.ok()) return head.status();
-  out.layer_ = *layer;
-  out.head_ = *head;
+  out.layer_ = plain_layers && layer->plain != nullptr ? *layer->plain : *layer;
+  out.head_ = plain_layers && head->plain != nullptr ? *head->plain : *head;
   out.embedding_ = EmbeddingCost(model, layout, out.hardware_);
   PipelineConfig& pc = out.pipeline_;
   pc.tp = plan.tp;
@@ -126,10 +127,16 @@ double RankCoster::MicrobatchSeconds(int64_t s, int64_t n, Recompute r) const {
   return c.forward_s + c.backward_s + c.recompute_s;
 }
 
-absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
-                                  LayerCostCache& layers, const PlanCostOptions& options) {
+namespace {
+
+// With `plain_layers`, the layers' and head's plain variants where they have one
+// (LayerCost::plain).
+absl::StatusOr<PlanCost> CostPlanWith(const ModelSpec& model, const ParallelPlan& plan,
+                                      LayerCostCache& layers, const PlanCostOptions& options,
+                                      bool plain_layers) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
-  absl::StatusOr<RankCoster> ranks = RankCoster::Create(model, plan, layers, options);
+  absl::StatusOr<RankCoster> ranks =
+      RankCoster::Create(model, plan, layers, options, plain_layers);
   if (!ranks.ok()) return ranks.status();
   const sim::HardwareSpec& hardware = layers.options().predict.hardware;
   const int64_t gpus_per_node = layers.options().predict.gpus_per_node;
@@ -137,10 +144,7 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
 
   PlanCost out;
   out.layer_schedule = ranks->layer().schedule;
-  const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
-  absl::StatusOr<LayerCost> head = layers.Get(model, LayerKind::kHead, layout);
-  if (!head.ok()) return head.status();
-  out.head_schedule = head->schedule;
+  out.head_schedule = ranks->head().schedule;
   for (int64_t s = 0; s < plan.pp; ++s) {
     out.stages.push_back(ranks->Cost(s, stage_layers[s], plan.RecomputeOf(s)));
   }
@@ -164,6 +168,19 @@ absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& pl
     if (peak > 0) out.model_flops_utilization = ModelFlopsPerIteration(model) / seconds / peak;
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanCost> CostPlan(const ModelSpec& model, const ParallelPlan& plan,
+                                  LayerCostCache& layers, const PlanCostOptions& options) {
+  absl::StatusOr<PlanCost> scheduled = CostPlanWith(model, plan, layers, options, false);
+  if (!scheduled.ok() || scheduled->fits) return scheduled;
+  // A schedule may keep more activations than plain collectives: a plan the scheduled
+  // layers overflow is costed again with the plain ones, which may fit (slower).
+  absl::StatusOr<PlanCost> plain = CostPlanWith(model, plan, layers, options, true);
+  if (plain.ok() && plain->fits) return plain;
+  return scheduled;
 }
 
 }  // namespace commir::search::plan

@@ -1,7 +1,7 @@
 // The cost of one whole-model plan (issue 15): the layer costs measured on CommIR
 // programs (layer_cost.h) assembled into pipeline ranks, then the iteration time
 // (pipeline_model.h), the memory of every rank (memory_model.h), throughput and model
-// FLOPs utilisation. What the plan search ranks; the search loop itself is to come.
+// FLOPs utilisation. What the plan search (plan_search.h) ranks.
 //
 // Ranks hold layers / pp layers each, or the plan's uneven split; rank 0 adds the embedding lookup,
 // the last rank the output head (and for GPT's tied embedding a copy of the table, as Megatron-LM
@@ -49,10 +49,13 @@ struct PlanCostOptions {
 // ignored; everything else (tp, cp, pp, dp, mb, v, ZeRO) is the plan's.
 class RankCoster {
  public:
-  // Errors when a layer program cannot be measured.
+  // Errors when a layer program cannot be measured. With `plain_layers`, the layer's and
+  // head's plain-collectives variants where they have one (LayerCost::plain; CostPlan
+  // falls back to them when the scheduled layers do not fit).
   static absl::StatusOr<RankCoster> Create(const ModelSpec& model, const ParallelPlan& plan,
                                            LayerCostCache& layers,
-                                           const PlanCostOptions& options = {});
+                                           const PlanCostOptions& options = {},
+                                           bool plain_layers = false);
   // Rank `stage` holding `n` layers with recomputation `r`, per micro-batch.
   StageCost Cost(int64_t stage, int64_t n, Recompute r) const;
   // Its memory (and whether it fits in the hardware's HBM).
@@ -64,6 +67,7 @@ class RankCoster {
   double MicrobatchSeconds(int64_t stage, int64_t n, Recompute r) const;
   const PipelineConfig& pipeline() const { return pipeline_; }
   const LayerCost& layer() const { return layer_; }
+  const LayerCost& head() const { return head_; }
 
  private:
   RankCoster() = default;
