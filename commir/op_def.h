@@ -122,7 +122,7 @@ struct OpDef {
   int max_operands = 0;  // -1: variadic
   int min_results = 1;
   int max_results = 1;   // -1: variadic (for)
-  std::vector<AttrSpec> attrs;
+  std::vector<AttrSpec> attrs = {};
   uint32_t traits = 0;
   // Result types from operand types and attributes; validates shapes and attribute
   // values and returns a message naming the problem otherwise. With a required

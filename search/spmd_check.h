@@ -59,7 +59,7 @@ struct SpmdCheckOptions {
   bool record_events = false;  // keep the lowered run's per-op events
   // The table `pipeline` is parsed with (empty: the registered passes); a test may add
   // passes of its own.
-  absl::Span<const PassInfo> passes;
+  absl::Span<const PassInfo> passes = {};
 };
 
 struct SpmdCheck {

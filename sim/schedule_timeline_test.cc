@@ -106,7 +106,9 @@ func @attn_grad(%q: f32[1, 8, 8192@sp, 128], %k: f32[1, 8, 8192@sp, 128], %v: f3
     if (e.device != 0) continue;
     shifts += e.op == "shift";
     grads += e.op == "attention_grad";
-    if (e.op == "shift") EXPECT_EQ(e.stream, 1);
+    if (e.op == "shift") {
+      EXPECT_EQ(e.stream, 1);
+    }
   }
   // k, v: 3 shifts each; dk, dv: 4 each (the last one home). One attention_grad a step.
   EXPECT_EQ(shifts, 14);

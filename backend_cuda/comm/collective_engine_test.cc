@@ -109,6 +109,7 @@ double Combine(ReductionFn op, ElementType type, double a, double b) {
     case ReductionFn::kSum: return type == ElementType::kI1 ? (a != 0 || b != 0) : a + b;
     case ReductionFn::kMax: return std::max(a, b);
     case ReductionFn::kMin: return std::min(a, b);
+    case ReductionFn::kMean: break;  // no collective computes a mean
   }
   return 0;
 }

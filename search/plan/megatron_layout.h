@@ -34,7 +34,7 @@ namespace commir::search::plan {
 struct MegatronLayoutOptions {
   LayerLayout layout;      // its micro_batch must be the function's
   int64_t vocabulary = 0;  // the head's: pad and split columns of this width
-  std::string name;        // the laid-out function's name; empty: the function's own
+  std::string name = "";   // the laid-out function's name; empty: the function's own
   // The padded width; 0: Megatron-LM's for the layout's tp. The cpu check lays out its
   // one-device reference with the plan's padding (plan_check.h).
   int64_t padded_vocabulary = 0;

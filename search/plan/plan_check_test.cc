@@ -174,7 +174,9 @@ FileFunctions ReadFile(const char* model, int64_t micro_batch,
   absl::StatusOr<std::string> text = ModelProgram(Model(model), micro_batch);
   EXPECT_TRUE(text.ok()) << text.status();
   const std::string edited = absl::StrReplaceAll(*text, edits);
-  if (!edits.empty()) EXPECT_NE(edited, *text);
+  if (!edits.empty()) {
+    EXPECT_NE(edited, *text);
+  }
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(edited, "m.commir");
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return {};

@@ -105,7 +105,9 @@ TEST(RingAttentionGradTest, ZigzagMatchesOneDevice) {
         EXPECT_EQ(CountLines(ir, "all_gather("), 0) << ir;
         EXPECT_EQ(CountLines(ir, "reduce_scatter("), 0) << ir;
         EXPECT_TRUE(AllOnSideStream(ir, "all_to_all(")) << ir;
-        if (declared) EXPECT_EQ(CountLines(ir, "all_to_all("), 0) << ir;
+        if (declared) {
+          EXPECT_EQ(CountLines(ir, "all_to_all("), 0) << ir;
+        }
       }
     }
   }

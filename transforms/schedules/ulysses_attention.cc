@@ -74,7 +74,8 @@ absl::Status Rewrite(Function& function, const GatheredAttention& match,
   const bool grad = match.is_grad();
   // attention and attention_grad share q, k, v and the positions' meaning; the
   // backward's positions come after its o, lse and dout.
-  const int position_index = grad ? AttentionGradOp::kQPos : AttentionOp::kQPos;
+  const int position_index = grad ? static_cast<int>(AttentionGradOp::kQPos)
+                                  : static_cast<int>(AttentionOp::kQPos);
   Value* q = attention->operand(0);
   Value* q_pos_in = attention->num_operands() > position_index ? attention->operand(position_index)
                                                                : nullptr;
