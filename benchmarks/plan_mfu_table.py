@@ -203,13 +203,7 @@ def format_row(row, m):
                f"recompute={row[10]}" + (" sp" if row[11] else ""))
     pub = published_mfu(row)
     pub_tflops = f"{row[12]}" if row[12] is not None else "-"
-    predicted = float(m["mfu"])
-    note = "" if m["fits"] == "fits" else " (does not fit by our memory model)"
-    best = m["best"] or "none fits"
-    best_mfu = f"{float(m['best_mfu']):.1f}%" if m["best_mfu"] else "-"
-    gain = f"{float(m['gain']):.2f}x" if m["gain"] else "-"
-    return (f"| {rid} | GPT {label} | {gpus} | {setting} | {pub_tflops} | {pub:.1f}% | "
-            f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
+    return table_row(rid, f"GPT {label}", gpus, setting, pub_tflops, pub, m)
 
 
 def model_fields(model):
@@ -268,12 +262,17 @@ def format_llama_row(row, m):
         setting += f"; layers costed with --layer-schedule={row.schedule}"
     pub = llama_published_mfu(row, m)
     pub_tflops = f"{row.tflops}" if row.tflops is not None else "-"
+    return table_row(row.id, row.label, row.gpus, setting, pub_tflops, pub, m)
+
+
+def table_row(rid, label, gpus, setting, pub_tflops, pub, m):
+    """One table line: the published figures beside commir-search's parsed last line `m`."""
     predicted = float(m["mfu"])
     note = "" if m["fits"] == "fits" else " (does not fit by our memory model)"
     best = m["best"] or "none fits"
     best_mfu = f"{float(m['best_mfu']):.1f}%" if m["best_mfu"] else "-"
     gain = f"{float(m['gain']):.2f}x" if m["gain"] else "-"
-    return (f"| {row.id} | {row.label} | {row.gpus} | {setting} | {pub_tflops} | {pub:.1f}% | "
+    return (f"| {rid} | {label} | {gpus} | {setting} | {pub_tflops} | {pub:.1f}% | "
             f"{predicted:.1f}%{note} | {predicted - pub:+.1f} | {best} | {best_mfu} | {gain} |")
 
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "search/plan/compositions_for_test.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
@@ -60,19 +61,6 @@ std::vector<std::vector<Recompute>> EveryStageRecompute(int64_t pp) {
       }
     }
     out = std::move(longer);
-  }
-  return out;
-}
-
-// Every composition of `layers` into `parts` positive counts, rank 0 first.
-std::vector<std::vector<int64_t>> Compositions(int64_t layers, int64_t parts) {
-  if (parts == 1) return {{layers}};
-  std::vector<std::vector<int64_t>> out;
-  for (int64_t first = 1; first <= layers - (parts - 1); ++first) {
-    for (std::vector<int64_t>& rest : Compositions(layers - first, parts - 1)) {
-      rest.insert(rest.begin(), first);
-      out.push_back(std::move(rest));
-    }
   }
   return out;
 }

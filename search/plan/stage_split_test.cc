@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "search/plan/compositions_for_test.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
@@ -17,18 +18,6 @@ namespace commir::search::plan {
 namespace {
 
 constexpr Recompute kLightestFirst[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-
-std::vector<std::vector<int64_t>> Compositions(int64_t layers, int64_t parts) {
-  if (parts == 1) return {{layers}};
-  std::vector<std::vector<int64_t>> out;
-  for (int64_t first = 1; first <= layers - (parts - 1); ++first) {
-    for (std::vector<int64_t>& rest : Compositions(layers - first, parts - 1)) {
-      rest.insert(rest.begin(), first);
-      out.push_back(std::move(rest));
-    }
-  }
-  return out;
-}
 
 // The plan with `split` and each rank's lightest recomputation that fits (the per-rank
 // choice plan_search_test checks against every list), costed; none when a rank fits none.
