@@ -1,12 +1,18 @@
-// The cpu backend's GEMM must give the same bits whatever the thread count or the set of
-// CPUs the process may run on: results (.npy files, goldens) may depend only on the
-// inputs and the build. The test re-runs this binary as a child under different thread
-// settings (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, a one-CPU affinity mask); each child
-// computes the same GEMMs and writes their raw result bytes, which must all be equal.
+// The cpu backend's GEMM must give the same bits whatever the thread count, the set of
+// CPUs the process may run on or the instruction set: results (.npy files, goldens) may
+// depend only on the inputs. Two kinds of check:
+//  * every kernel this CPU can run (baseline x86-64, AVX2, AVX-512) is compared bit for
+//    bit with a scalar loop that adds in the order blas_gemm.h defines;
+//  * the binary re-runs itself as a child under different machine settings (thread
+//    counts, a one-CPU affinity mask, and the kernels and C library code paths an
+//    AVX2-only and a baseline x86-64 machine would use); each child computes the same
+//    GEMMs and writes their raw result bytes, which must all be equal.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +71,10 @@ void AppendGemmBits(const Shape& s, std::string& bits) {
 
 // The child's work: every shape in f32 and f64.
 int WriteGemmBits(const char* path) {
+  // A child told to run as an older machine must really use that machine's kernel.
+  if (const char* isa = std::getenv("COMMIR_GEMM_ISA"); isa != nullptr && *isa != '\0') {
+    if (GemmIsaName(ActiveGemmIsa()) != isa) return 3;
+  }
   std::string bits;
   for (const Shape& s : kShapes) {
     AppendGemmBits<float>(s, bits);
@@ -141,6 +151,89 @@ TEST(GemmTest, TiledProductsMatchReference) {
       }
       EXPECT_EQ(mismatches, 0) << "transpose_a " << transpose_a << " transpose_b " << transpose_b;
     }
+  }
+}
+
+// blas_gemm.h's summation order, one element at a time: depth blocks of kGemmDepthBlock
+// products summed from +0, the blocks added left to right, alpha applied last.
+template <typename T>
+T ReferenceElement(const std::vector<T>& a, int64_t lda, bool transpose_a,
+                   const std::vector<T>& b, int64_t ldb, bool transpose_b, int64_t i, int64_t j,
+                   int64_t k, T alpha) {
+  T total = 0;
+  for (int64_t p0 = 0; p0 < k; p0 += kGemmDepthBlock) {
+    T block = 0;
+    for (int64_t p = p0; p < std::min(k, p0 + kGemmDepthBlock); ++p) {
+      const T product = (transpose_a ? a[p * lda + i] : a[i * lda + p]) *
+                        (transpose_b ? b[j * ldb + p] : b[p * ldb + j]);
+      block = block + product;
+    }
+    total = p0 == 0 ? block : total + block;
+  }
+  return alpha * total;
+}
+
+template <typename T>
+void ExpectEveryIsaMatchesReference(const Shape& s, T alpha) {
+  const int64_t lda = (s.transpose_a ? s.m : s.k) + 1, ldb = (s.transpose_b ? s.k : s.n) + 2;
+  const std::vector<T> a = Values<T>((s.transpose_a ? s.k : s.m) * lda, 5);
+  const std::vector<T> b = Values<T>((s.transpose_b ? s.n : s.k) * ldb, 6);
+  std::vector<T> expected(s.m * s.n);
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      expected[i * s.n + j] =
+          ReferenceElement(a, lda, s.transpose_a, b, ldb, s.transpose_b, i, j, s.k, alpha);
+    }
+  }
+  for (const GemmIsa isa : SupportedGemmIsas()) {
+    std::vector<T> c(s.m * s.n, T{-3});
+    GemmWithIsa(isa, s.transpose_a, s.transpose_b, s.m, s.n, s.k, alpha, a.data(), lda,
+                b.data(), ldb, c.data(), s.n);
+    int64_t mismatches = 0;
+    for (size_t e = 0; e < c.size(); ++e) {
+      mismatches += std::memcmp(&c[e], &expected[e], sizeof(T)) != 0;
+    }
+    EXPECT_EQ(mismatches, 0) << GemmIsaName(isa) << " " << sizeof(T) * 8 << "-bit "
+                             << s.m << "x" << s.n << "x" << s.k << " transposes "
+                             << s.transpose_a << s.transpose_b;
+  }
+}
+
+// Shapes with several depth blocks (k > kGemmDepthBlock, a partial last one), partial
+// register tiles and C tiles, and every transpose combination.
+TEST(GemmTest, EveryInstructionSetAddsInTheDefinedOrder) {
+  const std::vector<GemmIsa> isas = SupportedGemmIsas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), GemmIsa::kBaseline);
+  std::string names;
+  for (const GemmIsa isa : isas) absl::StrAppend(&names, " ", GemmIsaName(isa));
+  std::printf("kernels compared on this CPU:%s (active: %s)\n", names.c_str(),
+              std::string(GemmIsaName(ActiveGemmIsa())).c_str());
+  const Shape shapes[] = {{false, false, 13, 37, 600}, {true, false, 101, 290, 513},
+                          {false, true, 7, 3, 257},    {true, true, 97, 61, 1000},
+                          {false, false, 1, 700, 300}, {false, false, 200, 1, 256}};
+  for (const Shape& s : shapes) {
+    ExpectEveryIsaMatchesReference<float>(s, 1.0f);
+    ExpectEveryIsaMatchesReference<float>(s, 0.37f);
+    ExpectEveryIsaMatchesReference<double>(s, -1.5);
+  }
+}
+
+// Sums that cancel: the order decides the bits, so a kernel that split a sum across lanes
+// or fused a multiply-add would differ from the reference here first.
+TEST(GemmTest, CancellingSumsFollowTheDefinedOrder) {
+  const int64_t k = 700;
+  std::vector<float> a(k), b(k);
+  for (int64_t p = 0; p < k; ++p) {
+    a[p] = (p % 2 == 0 ? 1.0f : -1.0f) * (1.0f + static_cast<float>(p) * 1e-3f);
+    b[p] = 1.0f / 3.0f + static_cast<float>(p % 7) * 1e-4f;
+  }
+  const float expected = ReferenceElement(a, k, false, b, 1, false, 0, 0, k, 1.0f);
+  for (const GemmIsa isa : SupportedGemmIsas()) {
+    float c = 0;
+    GemmWithIsa(isa, false, false, 1, 1, k, 1.0f, a.data(), k, b.data(), 1, &c, 1);
+    EXPECT_EQ(std::memcmp(&c, &expected, sizeof(float)), 0)
+        << GemmIsaName(isa) << ": " << c << " vs " << expected;
   }
 }
 

@@ -1,0 +1,10 @@
+// The GEMM kernel for CPUs with AVX-512F (built with -mavx512f and without FMA).
+#include "backend_cpu/gemm_kernel.h"
+
+namespace commir::cpu::gemm_internal {
+
+// 8 rows x 2 vectors: 16 accumulators of the 32 zmm registers.
+GemmKernel<float> Avx512KernelF32() { return MakeKernel<float, 16, 8, 2>(); }
+GemmKernel<double> Avx512KernelF64() { return MakeKernel<double, 8, 8, 2>(); }
+
+}  // namespace commir::cpu::gemm_internal
