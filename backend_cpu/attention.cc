@@ -16,6 +16,7 @@
 #include "backend_cpu/shape_util.h"
 #include "commir/attention_op.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
@@ -75,10 +76,10 @@ T MaskedSoftmaxRow(T* scores, int64_t keys, int64_t visible) {
   std::fill(scores + visible, scores + keys, T{0});
   if (visible == 0) return -std::numeric_limits<T>::infinity();
   const T maximum = *std::max_element(scores, scores + visible);
-  for (int64_t j = 0; j < visible; ++j) scores[j] = std::exp(scores[j] - maximum);
+  for (int64_t j = 0; j < visible; ++j) scores[j] = scalar_math::Exp(scores[j] - maximum);
   const T sum = PairwiseSum(scores, visible);
   for (int64_t j = 0; j < visible; ++j) scores[j] /= sum;
-  return maximum + std::log(sum);
+  return maximum + scalar_math::Log(sum);
 }
 
 template <typename T>

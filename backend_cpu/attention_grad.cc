@@ -17,6 +17,7 @@
 #include "backend_cpu/shape_util.h"
 #include "commir/attention_op.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
@@ -127,7 +128,9 @@ AttentionGradResult ComputeAttentionGrad(const GradShape& s, const Tensor& q_t, 
           if (visible == 0 || std::isinf(row_lse)) {
             std::fill(p_row, p_row + used, T{0});
           } else {
-            for (int64_t j = 0; j < visible; ++j) p_row[j] = std::exp(p_row[j] - row_lse);
+            for (int64_t j = 0; j < visible; ++j) {
+              p_row[j] = scalar_math::Exp(p_row[j] - row_lse);
+            }
             // The lse arrives in f32: dividing by the row's sum removes its rounding (a
             // per-row factor), so an f64 gradient is exact to f64. Not with partial keys:
             // their lse also counts keys this call does not see, so the row's sum is

@@ -12,6 +12,7 @@
 #include "backend_cpu/pairwise_sum.h"
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
+#include "commir/scalar_math.h"
 #include "runtime/compute_values.h"
 #include "runtime/tensor.h"
 
@@ -30,7 +31,9 @@ void SoftmaxInPlace(T* values, int64_t count, int64_t stride) {
   // Subtracting the maximum keeps every exponent <= 0, so exp cannot overflow.
   T maximum = values[0];
   for (int64_t i = 1; i < count; ++i) maximum = std::max(maximum, values[i * stride]);
-  for (int64_t i = 0; i < count; ++i) values[i * stride] = std::exp(values[i * stride] - maximum);
+  for (int64_t i = 0; i < count; ++i) {
+    values[i * stride] = scalar_math::Exp(values[i * stride] - maximum);
+  }
   const T inverse_sum = T{1} / PairwiseSum(values, count, stride);
   for (int64_t i = 0; i < count; ++i) values[i * stride] *= inverse_sum;
 }

@@ -4,14 +4,17 @@
 //   BM_MatMulBlas/m/k/n                 cblas_sgemm on preallocated f32 buffers (OpenBLAS,
 //                                       every core; the speed baseline)
 //   BM_MatMulBlasOneThread/m/k/n        the same with openblas_set_num_threads(1)
-//   BM_MatMulGemm/m/k/n                 cpu::Gemm, the cpu backend's reproducible GEMM
-//                                       (Eigen, one thread, pinned blocking), same buffers
 //   BM_MatMulCpuBackend/{f32,bf16}/...  `%c = matmul(%a, %b)` in a global function run by
 //                                       the interpreter; every iteration also times the
 //                                       direct cblas_sgemm on the same operand buffers (for
 //                                       bf16: on the operands widened to f32) right after
 //                                       it, so `vs_blas` = interpreter time / sgemm time is
-//                                       measured interleaved, under the same conditions
+//                                       measured interleaved, under the same conditions.
+//                                       Its result must equal cpu::Gemm's bit for bit (the
+//                                       same code path) and OpenBLAS's within 1e-5 (f32)
+//   BM_MatMulGemm/<isa>/m/k/n           cpu::Gemm, the cpu backend's reproducible GEMM, with
+//                                       each kernel this CPU runs (baseline, avx2, avx512):
+//                                       the same bits, different speeds; same buffers
 //   BM_Attention/...                    `attention(%q, %k, %v)` (causal or not, MHA or GQA)
 //                                       through the interpreter, interleaved with a direct
 //                                       cpu::Attention call on the same tensors (vs_kernel)
@@ -173,7 +176,7 @@ bool CheckClose(benchmark::State& state, const Tensor& actual, const Tensor& exp
   }
   const double diff = MaxRelativeDifference(actual, expected);
   if (!(diff <= tolerance)) {
-    state.SkipWithError(absl::StrFormat("%s: the interpreter's result differs from the direct "
+    state.SkipWithError(absl::StrFormat("%s: the result differs from the direct "
                                         "call's by %g (relative), more than %g",
                                         what, diff, tolerance)
                             .c_str());
@@ -230,15 +233,17 @@ void BM_MatMulBlasOneThread(benchmark::State& state) {
 }
 BENCHMARK(BM_MatMulBlasOneThread)->Apply(MatMulSizes)->UseRealTime();
 
-// What the cpu backend's f32 matmul calls since its results had to stop depending on
-// the machine (backend_cpu/blas_gemm.h); compare with BM_MatMulBlas of the same run.
-void BM_MatMulGemm(benchmark::State& state) {
+// What the cpu backend's matmul calls (backend_cpu/blas_gemm.h: the same bits on every
+// machine), once per instruction set this CPU runs; compare with BM_MatMulBlas of the
+// same run.
+void BM_MatMulGemm(benchmark::State& state, cpu::GemmIsa isa) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const Tensor a = runtime::RandomGlobalTensor(1, 0, ElementType::kF32, {m, k});
   const Tensor b = runtime::RandomGlobalTensor(1, 1, ElementType::kF32, {k, n});
   std::vector<float> c(static_cast<size_t>(m * n));
   for (auto _ : state) {
-    cpu::Gemm(false, false, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n, c.data(), n);
+    cpu::GemmWithIsa(isa, false, false, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n,
+                     c.data(), n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
@@ -247,7 +252,16 @@ void BM_MatMulGemm(benchmark::State& state) {
   state.counters["flops"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
                                                benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MatMulGemm)->Apply(MatMulSizes)->UseRealTime();
+const bool kMatMulGemmRegistered = [] {
+  for (const cpu::GemmIsa isa : cpu::SupportedGemmIsas()) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_MatMulGemm/", cpu::GemmIsaName(isa)).c_str(),
+        [isa](benchmark::State& state) { BM_MatMulGemm(state, isa); })
+        ->Apply(MatMulSizes)
+        ->UseRealTime();
+  }
+  return true;
+}();
 
 void BM_MatMulCpuBackend(benchmark::State& state, ElementType type) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
@@ -261,7 +275,7 @@ void BM_MatMulCpuBackend(benchmark::State& state, ElementType type) {
   cpu::CpuBackend backend;
   runtime::Interpreter interpreter(*program.function, backend);
   const Inputs inputs = RandomInputs(*program.function, 1, true);
-  // The direct call reads the interpreter's own input buffers for f32; for bf16 the
+  // The direct calls read the interpreter's own input buffers for f32; for bf16 the
   // operands widened to f32 once (what the kernel computes on).
   std::vector<float> a_wide, b_wide;
   const float* a = nullptr;
@@ -280,8 +294,19 @@ void BM_MatMulCpuBackend(benchmark::State& state, ElementType type) {
   {
     std::vector<std::vector<Tensor>> outputs;
     if (!RunOnce(state, interpreter, inputs, outputs)) return;
+    // The interpreter runs the backend's GEMM and rounds once to the element type: the
+    // same code path called directly gives the same bits, on every machine.
+    std::vector<float> gemm(static_cast<size_t>(m * n));
+    cpu::Gemm(false, false, m, n, k, 1.0f, a, k, b, n, gemm.data(), n);
+    if (!CheckClose(state, outputs[0][0], Tensor::FromFloat(type, {m, n}, gemm), 0.0,
+                    "matmul")) {
+      return;
+    }
+    // OpenBLAS, the speed baseline, adds in another order (one that depends on the CPU
+    // model): close in f32, before any rounding to the element type.
     DirectSgemm(m, n, k, a, b, c.data());
-    if (!CheckClose(state, outputs[0][0], Tensor::FromFloat(type, {m, n}, c), 1e-6, "matmul")) {
+    if (!CheckClose(state, Tensor::FromFloat(ElementType::kF32, {m, n}, gemm),
+                    Tensor::FromFloat(ElementType::kF32, {m, n}, c), 1e-5, "OpenBLAS sgemm")) {
       return;
     }
   }

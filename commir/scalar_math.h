@@ -21,8 +21,15 @@
 
 #if defined(__CUDACC__)
 #define COMMIR_HOST_DEVICE __host__ __device__
+// nvcc's device math (the cuda kernels' results are checked against the cpu backend's
+// within tolerances, not to the bit).
+#define COMMIR_MATH std
 #else
 #define COMMIR_HOST_DEVICE
+// The same bits on every x86-64 CPU (glibc's libm differs in the last bit between CPUs
+// with and without FMA): deterministic_math.h.
+#include "commir/deterministic_math.h"
+#define COMMIR_MATH ::commir::deterministic_math
 #endif
 
 namespace commir::scalar_math {
@@ -111,21 +118,21 @@ COMMIR_HOST_DEVICE inline T Neg(T x) { return -x; }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Abs(T x) { return std::abs(x); }
 template <typename T>
-COMMIR_HOST_DEVICE inline T Exp(T x) { return std::exp(x); }
+COMMIR_HOST_DEVICE inline T Exp(T x) { return COMMIR_MATH::exp(x); }
 template <typename T>
-COMMIR_HOST_DEVICE inline T Log(T x) { return std::log(x); }
+COMMIR_HOST_DEVICE inline T Log(T x) { return COMMIR_MATH::log(x); }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Sqrt(T x) { return std::sqrt(x); }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Rsqrt(T x) { return T{1} / std::sqrt(x); }
 template <typename T>
-COMMIR_HOST_DEVICE inline T Tanh(T x) { return std::tanh(x); }
+COMMIR_HOST_DEVICE inline T Tanh(T x) { return COMMIR_MATH::tanh(x); }
 
 template <typename T>
 COMMIR_HOST_DEVICE inline T Sigmoid(T x) {
   // Never exponentiates a large positive number, so neither branch overflows.
-  if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
-  const T e = std::exp(x);
+  if (x >= T{0}) return T{1} / (T{1} + Exp(-x));
+  const T e = Exp(x);
   return e / (T{1} + e);
 }
 
@@ -138,7 +145,7 @@ COMMIR_HOST_DEVICE inline T Silu(T x) { return x * Sigmoid(x); }
 template <typename T>
 COMMIR_HOST_DEVICE inline T GeluErf(T x) {
   constexpr T kInvSqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
-  return T{0.5} * x * std::erfc(-x * kInvSqrt2);
+  return T{0.5} * x * COMMIR_MATH::erfc(-x * kInvSqrt2);
 }
 // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 // Device code must not call this: nvcc contracts the multiply-add into an FMA where the
@@ -159,7 +166,7 @@ COMMIR_HOST_DEVICE inline T Mul(T a, T b) { return a * b; }
 template <typename T>
 COMMIR_HOST_DEVICE inline T Div(T a, T b) { return a / b; }
 template <typename T>
-COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return std::pow(a, b); }
+COMMIR_HOST_DEVICE inline T Pow(T a, T b) { return COMMIR_MATH::pow(a, b); }
 
 // Nearest integer, ties to even, independent of the floating-point rounding mode;
 // saturates at Int's range and maps NaN to 0 (C++ leaves both cases undefined): every

@@ -25,7 +25,7 @@ PACKAGES=(
   libgmock-dev
   libbenchmark-dev
   libopenblas-dev  # only the speed baseline of benchmarks/cpu_backend_benchmarks
-  libeigen3-dev
+  libsleef-dev  # transcendental functions with the same bits on every x86-64 CPU
   nlohmann-json3-dev  # hardware description files of the sim backend
   # clang + libFuzzer/sanitizer runtimes for --config=fuzz
   clang-14

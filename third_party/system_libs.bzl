@@ -169,7 +169,7 @@ ABSL_MODULES = [
 ]
 
 def commir_system_libraries():
-    """Declares @absl, @re2, @gtest, @benchmark, @openblas, @eigen, @nlohmann_json and @python."""
+    """Declares @absl, @re2, @gtest, @benchmark, @openblas, @sleef, @nlohmann_json and @python."""
 
     # @absl//:absl  - everything in ABSL_MODULES (headers are in /usr/include).
     system_library(
@@ -214,11 +214,14 @@ def commir_system_libraries():
         aliases = {"cblas": ":openblas"},
     )
 
-    # @eigen//:eigen. #include <Eigen/Dense>.
+    # @sleef//:sleef. #include <sleef.h>. Its "cinz" scalar functions (no FMA, no
+    # dispatch on the CPU) give the same bits on every x86-64 machine, where glibc's libm
+    # picks FMA or non-FMA code paths that differ in the last bit (commir/deterministic_math.h).
     system_library(
-        name = "eigen",
-        apt_package = "libeigen3-dev",
-        modules = {"eigen": ["eigen3"]},
+        name = "sleef",
+        apt_package = "libsleef-dev",
+        modules = {"sleef": ["sleef"]},
+        required_files = ["/usr/include/x86_64-linux-gnu/sleef.h"],
     )
 
     # @nlohmann_json//:nlohmann_json. #include "nlohmann/json.hpp" (header-only; the sim

@@ -1,6 +1,6 @@
 // commir-run must start in milliseconds on the cpu path: it may not link the CUDA
 // libraries (cudart, cuBLASLt, NCCL: hundreds of megabytes mapped and relocated at every
-// start, even for --help), nor OpenBLAS (the cpu backend's GEMM is Eigen). The cuda
+// start, even for --help), nor OpenBLAS (the cpu backend has a GEMM of its own). The cuda
 // backend is loaded from libcommir_cuda.so only for --backend=cuda.
 //
 // Arguments: the commir-run binary (runfiles path); the test reads its ELF dynamic
