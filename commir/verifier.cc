@@ -317,7 +317,8 @@ class FunctionVerifier {
   }
 
   // The callee exists, is of the caller's kind and mesh, and the operands and results
-  // agree with its signature. Recursion is checked over the whole module (VerifyCalls).
+  // agree with its signature. Recursion is checked over the whole module
+  // (VerifyNoCallCycles).
   void VerifyCallOp(Operation* op) {
     const std::string& name = op->attrs().Find("callee")->string_value();
     const Function* callee = functions_.Find(name);

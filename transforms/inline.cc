@@ -196,7 +196,8 @@ absl::StatusOr<int64_t> InlineCalls(Function& function, DiagnosticEngine* diagno
   if (module == nullptr) {
     if (!HasCalls(function)) return 0;
     return Fail(diagnostics, function.loc(),
-                absl::StrFormat("@%s is in no module: its calls cannot be inlined", function.name()));
+                absl::StrFormat("@%s is in no module: its calls cannot be inlined",
+                                function.name()));
   }
   // The callees stay as they are, so a call copied in from a callee is inlined in turn.
   // Before anything changes, bound the ops this makes, callees first: what expanding
