@@ -4,15 +4,6 @@
 
 namespace commir {
 
-Function* CalledFunction(const Operation& call) {
-  if (!call.Is(OpKind::kCall)) return nullptr;
-  const Attribute* name = call.attrs().Find("callee");
-  if (name == nullptr || name->kind() != Attribute::Kind::kIdent) return nullptr;
-  const Function* caller = call.parent_function();
-  const Module* module = caller == nullptr ? nullptr : caller->module();
-  return module == nullptr ? nullptr : module->FindFunction(name->string_value());
-}
-
 FunctionsByName::FunctionsByName(const Module& module) {
   // The first of two functions of one name, as Module::FindFunction finds.
   for (Function* f : module.functions()) by_name_.try_emplace(f->name(), f);

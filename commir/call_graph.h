@@ -17,15 +17,12 @@
 
 namespace commir {
 
-// How many ops a program may grow to when its calls are expanded: the size of the
-// module `inline` makes, and the ops one run of a function executes through its calls
-// (each call, and each op of its callee's body, once per call). A model calls its layer
+// How many ops expanding calls may make: the ops `inline` may copy into a module, and
+// the ops one run of a function may execute through its calls (each call, and each op
+// of its callee's body, once per call). A model calls its layer
 // once per layer, tens of thousands of ops in all; a function that calls the next twice,
 // forty deep, expands to 2^40 ops.
 inline constexpr uint64_t kMaxExpandedOps = uint64_t{1} << 20;
-
-// The function `call` names in its module, or null (not a call, no such function).
-Function* CalledFunction(const Operation& call);
 
 // The functions of a module by name, for code that resolves many calls
 // (Module::FindFunction scans every function).
@@ -50,12 +47,11 @@ std::vector<Operation*> CallsIn(const Function& function);
 using CycleCallback = absl::FunctionRef<void(Operation& call, const Function& callee,
                                              absl::Span<Function* const> path)>;
 
-// The functions reachable from `roots` (the roots included), each after every function
-// it calls: the post-order of a depth-first search from each root in turn, following
-// calls in program order. Calls of unknown functions are skipped; a call that closes a
-// cycle is not followed, and is handed to `on_cycle`. Iterative: the depth of the call
-// graph costs heap, not stack.
-// The roots are functions of `module`.
+// The functions reachable from `roots` (functions of `module`, included), each after
+// every function it calls: the post-order of a depth-first search from each root in
+// turn, following calls in program order. Calls of unknown functions are skipped; a
+// call that closes a cycle is not followed, and is handed to `on_cycle`. Iterative: the
+// depth of the call graph costs heap, not stack.
 std::vector<Function*> CalleesFirst(const Module& module, absl::Span<Function* const> roots,
                                     CycleCallback on_cycle);
 // Every function of `module`, from its functions in declaration order.
