@@ -9,14 +9,17 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "commir/call_graph.h"
 
 namespace commir {
 namespace {
 
 class FunctionVerifier {
  public:
-  FunctionVerifier(Function& function, DiagnosticEngine& diagnostics)
-      : function_(function), diagnostics_(diagnostics) {}
+  FunctionVerifier(Function& function, const FunctionsByName& functions,
+                   DiagnosticEngine& diagnostics)
+      : function_(function), functions_(functions), diagnostics_(diagnostics) {}
 
   void Run() {
     for (size_t i = 0; i < function_.arg_types().size(); ++i) {
@@ -314,11 +317,11 @@ class FunctionVerifier {
   }
 
   // The callee exists, is of the caller's kind and mesh, and the operands and results
-  // agree with its signature. Recursion is checked over the whole module (VerifyCalls).
+  // agree with its signature. Recursion is checked over the whole module
+  // (VerifyNoCallCycles).
   void VerifyCallOp(Operation* op) {
     const std::string& name = op->attrs().Find("callee")->string_value();
-    const Module* module = function_.module();
-    const Function* callee = module == nullptr ? nullptr : module->FindFunction(name);
+    const Function* callee = functions_.Find(name);
     if (callee == nullptr) {
       Error(op->loc(), absl::StrFormat("call of unknown function @%s", name));
       return;
@@ -367,6 +370,7 @@ class FunctionVerifier {
   }
 
   Function& function_;
+  const FunctionsByName& functions_;
   DiagnosticEngine& diagnostics_;
 };
 
@@ -407,56 +411,30 @@ void VerifyMeshes(Module& module, DiagnosticEngine& diagnostics) {
 // Reports each cycle of calls once, at the call that closes it (a depth-first search
 // over the call graph, from the functions in declaration order). Calls of unknown
 // functions are reported by the function's verifier.
-class CallCycleFinder {
- public:
-  CallCycleFinder(const Module& module, DiagnosticEngine& diagnostics)
-      : module_(module), diagnostics_(diagnostics) {}
-
-  void Run() {
-    for (Function* function : module_.functions()) Visit(function);
-  }
-
- private:
-  enum class State { kUnvisited, kOnPath, kDone };
-
-  void Visit(const Function* function) {
-    State& state = state_[function];
-    if (state != State::kUnvisited) return;
-    state = State::kOnPath;
-    path_.push_back(function);
-    std::vector<Operation*> calls;
-    WalkOps(function->body(), [&](Operation* op) {
-      if (op->Is(OpKind::kCall)) calls.push_back(op);
-    });
-    for (Operation* call : calls) {
-      const Attribute* name = call->attrs().Find("callee");
-      if (name == nullptr || name->kind() != Attribute::Kind::kIdent) continue;
-      const Function* callee = module_.FindFunction(name->string_value());
-      if (callee == nullptr) continue;
-      if (state_[callee] == State::kOnPath) {
-        std::string cycle;
-        bool in_cycle = false;
-        for (const Function* f : path_) {
-          in_cycle |= f == callee;
-          if (in_cycle) absl::StrAppend(&cycle, "@", f->name(), " -> ");
-        }
-        absl::StrAppend(&cycle, "@", callee->name());
-        diagnostics_.Error(call->loc(), absl::StrFormat("recursive call: %s (calls may not form "
-                                                        "a cycle)",
-                                                        cycle));
+void VerifyNoCallCycles(const Module& module, DiagnosticEngine& diagnostics) {
+  CalleesFirst(module, [&](Operation& call, const Function& callee,
+                           absl::Span<Function* const> path) {
+    // The cycle from the callee round to it again. A long one is shortened in the
+    // middle: one error per cycle, each naming every function, would be quadratic.
+    constexpr size_t kShownEnds = 8;
+    size_t first = 0;
+    while (path[first] != &callee) ++first;
+    const size_t length = path.size() - first;
+    std::string cycle;
+    for (size_t i = first; i < path.size(); ++i) {
+      const size_t k = i - first;
+      if (length > 2 * kShownEnds && k == kShownEnds) {
+        absl::StrAppend(&cycle, "... (", length - 2 * kShownEnds, " more) -> ");
+        i = path.size() - kShownEnds - 1;
         continue;
       }
-      Visit(callee);
+      absl::StrAppend(&cycle, "@", path[i]->name(), " -> ");
     }
-    path_.pop_back();
-    state_[function] = State::kDone;
-  }
-
-  const Module& module_;
-  DiagnosticEngine& diagnostics_;
-  absl::flat_hash_map<const Function*, State> state_;
-  std::vector<const Function*> path_;
-};
+    absl::StrAppend(&cycle, "@", callee.name());
+    diagnostics.Error(call.loc(),
+                      absl::StrFormat("recursive call: %s (calls may not form a cycle)", cycle));
+  });
+}
 
 }  // namespace
 
@@ -464,6 +442,8 @@ void VerifyModule(Module& module, DiagnosticEngine& diagnostics) {
   VerifyMeshes(module, diagnostics);
   module.ResolveMeshes();
   size_t mesh_count = module.meshes().size();
+  // Looked up once: a module may hold tens of thousands of functions and calls.
+  const FunctionsByName functions(module);
   for (Function* function : module.functions()) {
     if (!function->mesh_name().empty() && function->mesh() == nullptr) {
       Location loc = function->mesh_name_loc().known() ? function->mesh_name_loc() : function->loc();
@@ -480,9 +460,9 @@ void VerifyModule(Module& module, DiagnosticEngine& diagnostics) {
     // The body of a function on an invalid mesh (reported above) cannot be checked
     // without cascades of errors, nor safely (group sizes may be 0).
     if (function->mesh() != nullptr && !function->mesh()->IsWellFormed()) continue;
-    FunctionVerifier(*function, diagnostics).Run();
+    FunctionVerifier(*function, functions, diagnostics).Run();
   }
-  CallCycleFinder(module, diagnostics).Run();
+  VerifyNoCallCycles(module, diagnostics);
 }
 
 absl::Status VerifyModule(Module& module) {

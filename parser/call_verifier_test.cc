@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
+#include "testing/call_programs.h"
 
 namespace commir {
 namespace {
@@ -120,6 +121,24 @@ TEST(CallVerifierTest, RecursionIsReportedAtTheCallThatClosesTheCycle) {
                     "}\n"),
               ElementsAre("10:8: error: recursive call: @a -> @b -> @c -> @a (calls may not "
                           "form a cycle)"));
+}
+
+// The call graph is walked without recursion: a chain of 20,000 calls used to overflow
+// the stack.
+TEST(CallVerifierTest, DeepChainOfCallsVerifies) {
+  EXPECT_THAT(Diags(testing::DeepChain(20000)), IsEmpty());
+}
+
+// A cycle through 20,000 functions, reported once at the call that closes it, with the
+// middle of the cycle left out.
+TEST(CallVerifierTest, LongCycleIsReportedOnceAndShortened) {
+  std::string cycle = "@f0";
+  for (int i = 1; i < 8; ++i) absl::StrAppend(&cycle, " -> @f", i);
+  absl::StrAppend(&cycle, " -> ... (19984 more)");
+  for (int i = 19992; i < 20000; ++i) absl::StrAppend(&cycle, " -> @f", i);
+  EXPECT_THAT(Diags(testing::CallCycle(20000)),
+              ElementsAre(absl::StrCat(2 + 5 * 19999, ":8: error: recursive call: ", cycle,
+                                       " -> @f0 (calls may not form a cycle)")));
 }
 
 TEST(CallVerifierTest, CalleeIsASymbolAndResultTypesAreWritten) {

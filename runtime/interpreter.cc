@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "commir/call_graph.h"
 #include "commir/scalar_math.h"
 
 namespace commir::runtime {
@@ -103,6 +104,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Interpreter::Run(
     const std::vector<std::vector<Tensor>>& inputs) {
   error_location_ = {};
   if (absl::Status s = CheckDeviceCount(); !s.ok()) return s;
+  if (absl::Status s = CheckCallExpansion(); !s.ok()) return s;
   const Block& body = *function_.body();
   if (static_cast<int64_t>(inputs.size()) != num_devices_) {
     return absl::InvalidArgumentError(
@@ -301,6 +303,51 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];
   }
+  return absl::OkStatus();
+}
+
+absl::Status Interpreter::CheckCallExpansion() {
+  const Module* module = function_.module();
+  if (calls_checked_ || module == nullptr) return absl::OkStatus();
+  // The ops one run of each function executes, its calls' included, callees first. A
+  // call that closes a cycle (an unverified program) counts as one op: the call depth
+  // bound stops it when it runs.
+  const FunctionsByName functions(*module);
+  absl::flat_hash_map<const Function*, uint64_t> executed;
+  auto add = [](uint64_t a, uint64_t b) {
+    uint64_t sum;
+    return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+  };
+  auto through_call = [&](const Operation& op) -> uint64_t {
+    const Function* callee = functions.Callee(op);
+    auto it = callee == nullptr ? executed.end() : executed.find(callee);
+    return it == executed.end() ? 0 : it->second;
+  };
+  Function* root = const_cast<Function*>(&function_);
+  for (const Function* f : CalleesFirst(*module, {&root, 1},
+                                        [](Operation&, const Function&,
+                                           absl::Span<Function* const>) {})) {
+    uint64_t ops = 0;
+    WalkOps(f->body(), [&](Operation* op) { ops = add(ops, add(1, through_call(*op))); });
+    executed[f] = ops;
+  }
+  // Only what calls add is bounded (a long program without calls is run as written),
+  // and the error is at the call where it passes the bound.
+  uint64_t by_calls = 0;
+  for (Operation* call : CallsIn(function_)) {
+    const uint64_t ops = add(1, through_call(*call));
+    by_calls = add(by_calls, ops);
+    if (by_calls > kMaxExpandedOps) {
+      const std::string& name = call->attrs().Find("callee")->string_value();
+      return Fail(*call, local_.empty() ? 0 : local_.front(),
+                  absl::StrFormat("a run would execute more than %d ops through calls, the "
+                                  "most it may; this call of @%s runs %s of them (its calls "
+                                  "expanded)",
+                                  kMaxExpandedOps, name,
+                                  ops == UINT64_MAX ? "more than 2^64" : absl::StrCat(ops)));
+    }
+  }
+  calls_checked_ = true;
   return absl::OkStatus();
 }
 

@@ -74,6 +74,11 @@ class Interpreter {
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
 
   absl::Status CheckDeviceCount() const;
+  // Refuses a function whose calls expand to more than kMaxExpandedOps executed ops
+  // (call_graph.h), before it runs: calls that fan out run their callees once per
+  // call, and a function that calls the next twice, forty deep, would run 2^40 ops
+  // (and the sim record an event for each). Checked once per interpreter.
+  absl::Status CheckCallExpansion();
   absl::Status RunBlock(const Block& block, Env& env);
   absl::Status RunOp(const Operation& op, Env& env);
   absl::Status RunFor(const Operation& op, Env& env);
@@ -105,6 +110,7 @@ class Interpreter {
   // unverified recursive program into an error rather than a stack overflow.
   static constexpr int kMaxCallDepth = 256;
   int call_depth_ = 0;
+  bool calls_checked_ = false;
   absl::flat_hash_map<const Function*, std::unique_ptr<Interpreter>> callees_;
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
+#include "commir/call_graph.h"
 #include "commir/element_type.h"
 #include "runtime/liveness.h"
 
@@ -13,33 +15,17 @@ namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
-// Calls nest at most this deep here; deeper (only an unverified, recursive program)
-// counts the callee as nothing more, and the interpreter refuses to run it.
-constexpr int kMaxCallDepth = 64;
-
-uint64_t BlockPeak(const Block& block, const Liveness& liveness, int call_depth);
-
-// What a call adds while its callee runs: the callee's peak less its arguments, which
-// are the call's operands and already live in the caller.
-uint64_t CallPeak(const Operation& call, int call_depth) {
-  const Attribute* name = call.attrs().Find("callee");
-  const Function* caller = call.parent_function();
-  const Module* module = caller == nullptr ? nullptr : caller->module();
-  const Function* callee =
-      name == nullptr || module == nullptr ? nullptr : module->FindFunction(name->string_value());
-  if (callee == nullptr || call_depth >= kMaxCallDepth) return 0;
-  Liveness liveness(*callee);
-  uint64_t peak = BlockPeak(*callee->body(), liveness, call_depth + 1);
-  uint64_t args = 0;
-  for (const Value* arg : callee->body()->arguments()) {
-    args = SaturatingAdd(args, TypeBytes(arg->type()));
-  }
-  return peak - std::min(peak, args);
-}
+// What a call of each function adds while its callee runs: the callee's peak less its
+// arguments, which are the call's operands and already live in the caller. Computed
+// once per function, callees first: following each call down would recurse once per
+// call and take time exponential in the depth of calls that fan out.
+using CallPeaks = absl::flat_hash_map<const Function*, uint64_t>;
 
 // The peak bytes of `block`'s own values (arguments included) and what its ops nest,
-// while it runs once.
-uint64_t BlockPeak(const Block& block, const Liveness& liveness, int call_depth) {
+// while it runs once. A callee not in `call_peaks` (only in an unverified, recursive
+// program, which the interpreter refuses to run) counts as nothing more.
+uint64_t BlockPeak(const Block& block, const Liveness& liveness, const FunctionsByName& functions,
+                   const CallPeaks& call_peaks) {
   uint64_t live = 0;
   for (const Value* arg : block.arguments()) live = SaturatingAdd(live, TypeBytes(arg->type()));
   uint64_t peak = live;
@@ -53,11 +39,13 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness, int call_depth)
     for (int r = 0; r < op->num_regions(); ++r) {
       // The loop holds its carried values (results-sized) besides the body's values,
       // whose arguments are the previous iteration's carried values.
-      during = std::max(during, SaturatingAdd(SaturatingAdd(live, results),
-                                              BlockPeak(*op->region(r), liveness, call_depth)));
+      during = std::max(during,
+                        SaturatingAdd(SaturatingAdd(live, results),
+                                      BlockPeak(*op->region(r), liveness, functions, call_peaks)));
     }
-    if (op->Is(OpKind::kCall)) {
-      during = std::max(during, SaturatingAdd(live, CallPeak(*op, call_depth)));
+    if (const Function* callee = functions.Callee(*op); callee != nullptr) {
+      auto it = call_peaks.find(callee);
+      if (it != call_peaks.end()) during = std::max(during, SaturatingAdd(live, it->second));
     }
     peak = std::max(peak, during);
     live = SaturatingAdd(live, results);
@@ -90,8 +78,26 @@ uint64_t TotalBytes(absl::Span<const Type> types) {
 }
 
 uint64_t PeakLiveBytesPerDevice(const Function& function) {
-  Liveness liveness(function);
-  return BlockPeak(*function.body(), liveness, 0);
+  if (function.module() == nullptr) {
+    Liveness liveness(function);
+    return BlockPeak(*function.body(), liveness, FunctionsByName(Module()), CallPeaks());
+  }
+  const FunctionsByName functions(*function.module());
+  CallPeaks call_peaks;
+  Function* root = const_cast<Function*>(&function);
+  for (const Function* f : CalleesFirst(*function.module(), {&root, 1},
+                                        [](Operation&, const Function&,
+                                           absl::Span<Function* const>) {})) {
+    Liveness liveness(*f);
+    uint64_t peak = BlockPeak(*f->body(), liveness, functions, call_peaks);
+    if (f == &function) return peak;
+    uint64_t args = 0;
+    for (const Value* arg : f->body()->arguments()) {
+      args = SaturatingAdd(args, TypeBytes(arg->type()));
+    }
+    call_peaks[f] = peak - std::min(peak, args);
+  }
+  return 0;  // not reached: the root comes last
 }
 
 uint64_t PhysicalMemoryBytes() {

@@ -9,6 +9,7 @@
 #include "commir/diagnostics.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
+#include "testing/call_programs.h"
 
 namespace commir::runtime {
 namespace {
@@ -81,6 +82,18 @@ TEST(PeakLiveBytes, CallsAddTheirCalleesPeakBeyondTheOperands) {
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("layer")), 3 * kTile);
   EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("top")), 4 * kTile);
+}
+
+// Each function's peak is computed once, callees first: following each call down took
+// time exponential in the depth of calls that fan out (2^40 calls here). At every level
+// the argument or the first call's result (16 bytes) is live with the result being made.
+TEST(PeakLiveBytes, CallsThatFanOutAreEstimatedOncePerFunction) {
+  std::unique_ptr<Module> module = Parse(testing::FanOut(40));
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("main")), 32u);
+  module = Parse(testing::DeepChain(20000));
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->FindFunction("main")), 32u);
 }
 
 TEST(PeakLiveBytes, HugeTensorsSaturateInsteadOfWrapping) {

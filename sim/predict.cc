@@ -92,7 +92,10 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
     }
   }
   absl::StatusOr<std::vector<std::vector<runtime::Tensor>>> outputs = interpreter.Run(inputs);
-  if (!outputs.ok()) return outputs.status();
+  if (!outputs.ok()) {
+    if (options.error_location != nullptr) *options.error_location = interpreter.error_location();
+    return outputs.status();
+  }
   outputs->clear();
   inputs.clear();
 

@@ -18,6 +18,9 @@ struct PredictOptions {
   int64_t gpus_per_node = 8;
   // Whether Prediction::timeline is filled (the summary never needs it).
   bool record_timeline = false;
+  // When given, set to the op a failed run stopped at (unknown if none), so that the
+  // error can point into the source.
+  Location* error_location = nullptr;
 };
 
 struct DevicePrediction {

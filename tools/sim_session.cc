@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "commir/diagnostics.h"
 #include "sim/hardware.h"
 #include "sim/predict.h"
 #include "sim/prediction_format.h"
@@ -147,8 +148,18 @@ int RunSimSession(const RunRequest& request, std::ostream& out, std::ostream& er
   options.hardware = hardware;
   options.gpus_per_node = hardware.gpus_per_node;
   options.record_timeline = !request.trace.empty();
+  Location error_location;
+  options.error_location = &error_location;
   absl::StatusOr<sim::Prediction> prediction = sim::Predict(*run, options);
   if (!prediction.ok()) {
+    if (error_location.line > 0) {
+      // At the op it stopped at, as the executing backends report it.
+      std::string text = RenderDiagnostic(
+          loaded.path, loaded.source,
+          Diagnostic{error_location, std::string(prediction.status().message())});
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      return Report(err, {kExitInvalidInput, text});
+    }
     return Report(err, {kExitInvalidInput, absl::StrFormat("%s: error: @%s: %s", loaded.path,
                                                            function->name(),
                                                            prediction.status().message())});

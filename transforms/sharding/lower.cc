@@ -416,7 +416,7 @@ absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics) {
 
 absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics) {
   // Calls are expanded first: each function is then partitioned whole.
-  if (absl::StatusOr<int64_t> inlined = InlineCalls(module); !inlined.ok()) {
+  if (absl::StatusOr<int64_t> inlined = InlineCalls(module, diagnostics); !inlined.ok()) {
     return inlined.status();
   }
   for (Function* function : module.functions()) {

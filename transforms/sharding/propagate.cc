@@ -427,7 +427,7 @@ const Function* GlobalFunctionWithArgument(const Module& module, absl::string_vi
 
 absl::Status PropagateShardingPass::Run(Module& module) {
   // Propagation sees one function at a time: calls are expanded first.
-  if (absl::StatusOr<int64_t> inlined = InlineCalls(module); !inlined.ok()) {
+  if (absl::StatusOr<int64_t> inlined = InlineCalls(module, &diagnostics()); !inlined.ok()) {
     return inlined.status();
   }
   PropagationOptions propagation;
