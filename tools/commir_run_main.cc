@@ -159,6 +159,7 @@ int CommirRunMain(int argc, char** argv) {
     } else if (flag_value("--format")) {
       request.format = std::string(value);
     } else if (flag_value("--max-memory")) {
+      if (value.empty()) return UsageError("--max-memory needs a size (80GiB, 8e10 or hbm)");
       request.max_memory = std::string(value);
     } else if (flag_value("--trace")) {
       if (value.empty()) return UsageError("--trace needs a file name");
