@@ -202,6 +202,13 @@ TEST(CommirRunSim, HardwareThatIsNotAFile) {
   EXPECT_THAT(r.err, HasSubstr("/dev/zero: the input is larger than the 1 MiB limit"));
 }
 
+// A GPU count past the bound is bad usage, not narrowed to an int (2^32 would be 0).
+TEST(CommirRunSim, GpusPerNodeIsBounded) {
+  ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--gpus-per-node=4294967296"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-node needs a count from 1 to 1048576"));
+}
+
 // An empty --max-memory is bad usage, not "no limit".
 TEST(CommirRunSim, EmptyMaxMemoryIsBadUsage) {
   ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--max-memory="});
