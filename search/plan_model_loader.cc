@@ -41,7 +41,16 @@ absl::StatusOr<std::string> ReadModelFile(const std::string& path, size_t max_by
 // A file of the text form when something exists at that path, else the text itself.
 absl::StatusOr<plan::ModelSpec> LoadModelSpec(const std::string& arg) {
   struct stat info;
-  if (stat(ResolvePath(arg).c_str(), &info) != 0) return plan::ParseModelSpec(arg);
+  if (stat(ResolvePath(arg).c_str(), &info) != 0) {
+    // DIR,KEY=VALUE: a directory where a model was meant is said to be one, not taken
+    // for an unknown preset.
+    const std::string first = arg.substr(0, arg.find(','));
+    if (first != arg && stat(ResolvePath(first).c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(first, ": cannot read file: it is a directory"));
+    }
+    return plan::ParseModelSpec(arg);
+  }
   absl::StatusOr<std::string> text = ReadModelFile(arg, kMaxSpecFileBytes);
   if (!text.ok()) return text.status();
   std::vector<std::string> parts;

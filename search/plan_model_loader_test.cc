@@ -117,6 +117,12 @@ TEST(PlanModelLoader, AMissingCommirFileIsSaidToBeMissing) {
 TEST(PlanModelLoader, ADirectoryIsRefusedAsOne) {
   const std::string dir = WriteFile("", "") + "models.commir";
   std::filesystem::create_directories(dir);
+  const std::string plain_dir = WriteFile("", "") + "models";
+  std::filesystem::create_directories(plain_dir);
+  absl::StatusOr<LoadedModel> plain = LoadPlanModel(plain_dir + ",global_batch=4");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_THAT(plain.status().message(),
+              HasSubstr(plain_dir + ": cannot read file: it is a directory"));
   for (const std::string& arg : {dir + ",global_batch=4", dir}) {
     absl::StatusOr<LoadedModel> loaded = LoadPlanModel(arg);
     ASSERT_FALSE(loaded.ok()) << arg;
