@@ -70,7 +70,6 @@ struct Request {
   std::string format = "table";
   std::string hardware = "h100-sxm";
   std::string max_memory;
-  bool max_memory_given = false;
   int64_t gpus_per_node = 0;
   bool quiet = false;
   SearchOptions options;
@@ -103,7 +102,6 @@ int ParseArgs(int argc, char** argv, Request& r) {
     } else if (flag("--max-memory")) {
       if (value.empty()) return UsageError("--max-memory needs a size (80GiB, 8e10 or hbm)");
       r.max_memory = std::string(value);
-      r.max_memory_given = true;
     } else if (flag("--top")) {
       if (!ParseIntInRange(value, 0, 1 << 30, n)) {
         return UsageError("--top needs a count from 0 (all) to 1073741824");
@@ -187,7 +185,7 @@ int Main(int argc, char** argv) {
   if (r.gpus_per_node > 0) hardware->gpus_per_node = static_cast<int>(r.gpus_per_node);
   r.options.predict.hardware = *hardware;
   r.options.predict.gpus_per_node = hardware->gpus_per_node;
-  if (r.max_memory_given) {
+  if (!r.max_memory.empty()) {
     absl::StatusOr<std::optional<int64_t>> limit = ParseMemorySize(r.max_memory);
     if (!limit.ok()) return UsageError(absl::StrCat("--max-memory: ", limit.status().message()));
     r.options.max_memory_bytes =
