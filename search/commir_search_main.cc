@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "parser/parser.h"
 #include "search/plan_command.h"
@@ -20,6 +21,8 @@
 #include "sim/hardware.h"
 #include "tools/command_line.h"
 #include "tools/exit_codes.h"
+#include "tools/hardware_file.h"
+#include "tools/input_file.h"
 #include "tools/output_file.h"
 #include "tools/sim_session.h"
 
@@ -53,8 +56,8 @@ the one-device program (on a copy shrunk to cpu size with the same divisibility)
   --verify=V          top (default: the reported candidates), all, or none
   --max-mesh-axes=K   meshes of at most K axes (default 3)
   --quiet             no progress line on stderr
-Exit status: 0 success; 1 invalid program, nothing to search, or a candidate that does
-not match the one-device program; 2 bad usage.
+Exit status: 0 success; 1 invalid program, nothing to search, no candidate kept (the
+error says why), or a candidate that does not match the one-device program; 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
@@ -63,6 +66,7 @@ struct Request {
   std::string input;
   std::string output;
   std::string emit = "spmd";
+  bool emit_given = false;
   std::string format = "table";
   std::string hardware = "h100-sxm";
   std::string max_memory;
@@ -88,21 +92,28 @@ int ParseArgs(int argc, char** argv, Request& r) {
     } else if (flag("--func")) {
       r.options.function = std::string(absl::StripPrefix(value, "@"));
     } else if (flag("--hardware")) {
+      if (value.empty()) return UsageError("--hardware needs a name or a file");
       r.hardware = std::string(value);
     } else if (flag("--gpus-per-node")) {
-      if (!ParseIntInRange(value, 1, 1 << 20, n)) return UsageError("--gpus-per-node needs a positive count");
+      if (!ParseIntInRange(value, 1, 1 << 20, n)) {
+        return UsageError("--gpus-per-node needs a count from 1 to 1048576");
+      }
       r.gpus_per_node = n;
     } else if (flag("--max-memory")) {
+      if (value.empty()) return UsageError("--max-memory needs a size (80GiB, 8e10 or hbm)");
       r.max_memory = std::string(value);
     } else if (flag("--top")) {
-      if (!ParseIntInRange(value, 0, 1 << 30, n)) return UsageError("--top needs a count >= 0");
+      if (!ParseIntInRange(value, 0, 1 << 30, n)) {
+        return UsageError("--top needs a count from 0 (all) to 1073741824");
+      }
       r.options.top = static_cast<int>(n);
     } else if (arg == "-o") {
-      if (i + 1 >= argc) return UsageError("-o needs a file");
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') return UsageError("-o needs a file name");
       r.output = argv[++i];
     } else if (flag("--emit")) {
       if (value != "spmd" && value != "global") return UsageError("--emit is spmd or global");
       r.emit = std::string(value);
+      r.emit_given = true;
     } else if (flag("--format")) {
       if (value != "table" && value != "json" && value != "csv") {
         return UsageError("--format is table, json or csv");
@@ -132,7 +143,32 @@ int ParseArgs(int argc, char** argv, Request& r) {
     }
   }
   if (!have_input) return UsageError("no input file (use - for standard input)");
+  // --emit chooses what -o writes: alone it would be silently ignored.
+  if (r.emit_given && r.output.empty()) return UsageError("--emit chooses what -o writes: give -o FILE");
   return -1;
+}
+
+// Why a search ranked no candidate: what dropped the layouts and schedules it tried.
+std::string NothingFound(const SearchResult& result, const Request& r) {
+  const SearchStats& s = result.stats;
+  std::vector<std::string> why;
+  if (s.over_memory > 0) {
+    why.push_back(absl::StrFormat("%d need more than --max-memory=%s (%d bytes) per device",
+                                  s.over_memory, r.max_memory,
+                                  r.options.max_memory_bytes.value_or(0)));
+  }
+  if (s.partition_failures > 0) {
+    why.push_back(absl::StrFormat("%d layouts the partitioner refused", s.partition_failures));
+  }
+  if (s.not_applicable > 0) {
+    why.push_back(absl::StrFormat("%d schedules not applicable", s.not_applicable));
+  }
+  if (s.prediction_failures > 0) {
+    why.push_back(absl::StrFormat("%d predictions failed", s.prediction_failures));
+  }
+  return absl::StrFormat("no candidate for @%s on %d devices (%d layouts searched): %s",
+                         result.function, r.options.devices, s.layouts,
+                         why.empty() ? std::string("none was kept") : absl::StrJoin(why, ", "));
 }
 
 int Main(int argc, char** argv) {
@@ -141,7 +177,7 @@ int Main(int argc, char** argv) {
   Request r;
   if (int status = ParseArgs(argc, argv, r); status >= 0) return status;
 
-  absl::StatusOr<sim::HardwareSpec> hardware = sim::LoadHardware(r.hardware);
+  absl::StatusOr<sim::HardwareSpec> hardware = LoadHardwareArgument(r.hardware);
   if (!hardware.ok()) {
     std::cerr << "commir-search: error: --hardware: " << hardware.status().message() << "\n";
     return kExitInvalidInput;
@@ -156,7 +192,14 @@ int Main(int argc, char** argv) {
         limit->has_value() ? **limit : static_cast<int64_t>(hardware->hbm_capacity);
   }
 
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseFile(ResolvePath(r.input));
+  // Read like commir-opt and commir-run read: streamed, a directory refused, size capped.
+  const std::string file = r.input == "-" ? "<stdin>" : r.input;
+  absl::StatusOr<std::string> source = ReadInputFile(ResolvePath(r.input));
+  if (!source.ok()) {
+    std::cerr << file << ": error: " << source.status().message() << "\n";
+    return kExitInvalidInput;
+  }
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(*source, file);
   if (!module.ok()) {
     std::cerr << module.status().message();
     if (!absl::EndsWith(module.status().message(), "\n")) std::cerr << "\n";
@@ -172,7 +215,11 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<SearchResult> result = Search(**module, r.options);
   if (!result.ok()) {
-    std::cerr << "commir-search: error: " << result.status().message() << "\n";
+    std::cerr << "commir-search: error: " << MessageInFile(file, result.status().message()) << "\n";
+    return kExitInvalidInput;
+  }
+  if (result->ranked.empty()) {
+    std::cerr << "commir-search: error: " << file << ": " << NothingFound(*result, r) << "\n";
     return kExitInvalidInput;
   }
   ReportContext context{hardware->name, r.options.devices, hardware->gpus_per_node};
@@ -185,10 +232,6 @@ int Main(int argc, char** argv) {
   }
   if (!r.quiet && r.format != "table") std::cerr << "commir-search: " << FormatSummary(*result, context) << "\n";
   if (!r.output.empty()) {
-    if (result->ranked.empty()) {
-      std::cerr << "commir-search: error: no candidate to write to " << r.output << "\n";
-      return kExitInvalidInput;
-    }
     const Candidate& best = result->ranked.front();
     const std::string& text = r.emit == "global" ? best.global_text : best.spmd_text;
     if (absl::Status s = WriteOutputFile(ResolvePath(r.output), text); !s.ok()) {

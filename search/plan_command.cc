@@ -27,6 +27,7 @@
 #include "sim/hardware.h"
 #include "tools/command_line.h"
 #include "tools/exit_codes.h"
+#include "tools/hardware_file.h"
 #include "tools/output_file.h"
 #include "tools/sim_session.h"
 
@@ -103,8 +104,15 @@ struct PlanRequest {
   plan::LayerSchedule layer_schedule = plan::LayerSchedule::Search();
 };
 
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
 bool ParseCount(absl::string_view text, int64_t min, int64_t& out) {
-  return ParseIntInRange(text, min, int64_t{1} << 30, out);
+  return ParseIntInRange(text, min, kMaxCount, out);
+}
+
+// "FLAG needs a count from MIN to 1073741824": the bound is said, not only the sign.
+int CountError(absl::string_view flag, int64_t min) {
+  return UsageError(absl::StrCat(flag, " needs a count from ", min, " to ", kMaxCount));
 }
 
 int ParseArgs(int argc, char** argv, PlanRequest& r) {
@@ -126,13 +134,13 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
       r.model = std::string(value);
       have_model = true;
     } else if (flag("--gpus")) {
-      if (!ParseCount(value, 1, n)) return UsageError("--gpus needs a positive count");
+      if (!ParseCount(value, 1, n)) return CountError("--gpus", 1);
       r.gpus = n;
     } else if (flag("--hardware")) {
       r.hardware = absl::StrSplit(value, ',', absl::SkipEmpty());
       if (r.hardware.empty()) return UsageError("--hardware needs a name or a file");
     } else if (flag("--gpus-per-node")) {
-      if (!ParseCount(value, 1, n)) return UsageError("--gpus-per-node needs a positive count");
+      if (!ParseCount(value, 1, n)) return CountError("--gpus-per-node", 1);
       r.gpus_per_node = n;
     } else if (flag("--sweep")) {
       std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
@@ -144,7 +152,7 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
       }
       if (r.sweep_values.empty()) return UsageError("--sweep needs values: --sweep=PARAM=V1,V2");
     } else if (flag("--top")) {
-      if (!ParseCount(value, 1, n)) return UsageError("--top needs a count >= 1");
+      if (!ParseCount(value, 1, n)) return CountError("--top", 1);
       r.top = static_cast<int>(n);
     } else if (flag("--threads")) {
       if (!ParseCount(value, 1, n) || n > 1024) return UsageError("--threads needs 1 to 1024");
@@ -231,7 +239,7 @@ struct Cluster {
 absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
   std::vector<Cluster> out;
   for (const std::string& name : r.hardware) {
-    absl::StatusOr<sim::HardwareSpec> hw = sim::LoadHardware(name);
+    absl::StatusOr<sim::HardwareSpec> hw = LoadHardwareArgument(name);
     if (!hw.ok())
       return absl::InvalidArgumentError(absl::StrCat("--hardware: ", hw.status().message()));
     const int64_t per_node = r.gpus_per_node > 0 ? r.gpus_per_node : hw->gpus_per_node;
@@ -304,9 +312,7 @@ int EmitModelMain(int argc, char** argv) {
       if (!spec.empty()) return UsageError("--emit-model takes one model");
       spec = std::string(value);
     } else if (FlagValue(arg, "--micro-batch", value)) {
-      if (!ParseCount(value, 1, micro_batch)) {
-        return UsageError("--micro-batch needs a positive count");
-      }
+      if (!ParseCount(value, 1, micro_batch)) return CountError("--micro-batch", 1);
     } else {
       return UsageError(absl::StrCat("'", arg, "' is not an option of --emit-model"));
     }
@@ -354,7 +360,7 @@ int PlanSearchMain(int argc, char** argv) {
     absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(r.plan_eval);
     if (given.ok() && given->micro_batch != loaded->micro_batch) {
       return InputError(absl::StrCat("--plan-eval: mb=", given->micro_batch, ", but ",
-                                     r.model.substr(0, r.model.find(',')),
+                                     loaded->file,
                                      " is written for micro-batch ", loaded->micro_batch,
                                      ": give mb=", loaded->micro_batch));
     }

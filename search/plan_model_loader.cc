@@ -1,7 +1,8 @@
 #include "search/plan_model_loader.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "parser/parser.h"
 #include "search/plan/model_reader.h"
 #include "tools/command_line.h"
+#include "tools/input_file.h"
 
 namespace commir::search {
 namespace {
@@ -23,16 +25,36 @@ namespace {
 constexpr char kCommirSuffix[] = ".commir";
 constexpr size_t kCommirSuffixSize = sizeof(kCommirSuffix) - 1;
 
-// A file of the text form when one exists at that path, else the text itself.
+// A file of the text form is a few lines.
+constexpr size_t kMaxSpecFileBytes = size_t{1} << 20;
+
+// The whole file, read as commir-opt reads program text (a directory refused, a device
+// that never ends stopped at `max_bytes`); errors name the file as given.
+absl::StatusOr<std::string> ReadModelFile(const std::string& path, size_t max_bytes) {
+  absl::StatusOr<std::string> text = ReadInputFile(ResolvePath(path), max_bytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(path, ": ", text.status().message()));
+  }
+  return text;
+}
+
+// A file of the text form when something exists at that path, else the text itself.
 absl::StatusOr<plan::ModelSpec> LoadModelSpec(const std::string& arg) {
-  const std::string path = ResolvePath(arg);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return plan::ParseModelSpec(arg);
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", arg, "'"));
+  struct stat info;
+  if (stat(ResolvePath(arg).c_str(), &info) != 0) {
+    // DIR,KEY=VALUE: a directory where a model was meant is said to be one, not taken
+    // for an unknown preset.
+    const std::string first = arg.substr(0, arg.find(','));
+    if (first != arg && stat(ResolvePath(first).c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(first, ": cannot read file: it is a directory"));
+    }
+    return plan::ParseModelSpec(arg);
+  }
+  absl::StatusOr<std::string> text = ReadModelFile(arg, kMaxSpecFileBytes);
+  if (!text.ok()) return text.status();
   std::vector<std::string> parts;
-  std::string line;
-  while (std::getline(in, line)) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     absl::string_view l = absl::StripAsciiWhitespace(line);
     if (l.empty() || absl::StartsWith(l, "//")) continue;
     parts.emplace_back(l);
@@ -44,9 +66,23 @@ absl::StatusOr<plan::ModelSpec> LoadModelSpec(const std::string& arg) {
   return model;
 }
 
+// Where the file's name ends in FILE.commir[,KEY=VALUE...]: after the last ".commir"
+// that ends the argument or is followed by ',' (a directory such as my.commir.d/ may
+// hold it; the options never contain ".commir"). npos when there is none.
+size_t CommirPathEnd(const std::string& arg) {
+  size_t found = std::string::npos;
+  for (size_t at = arg.find(kCommirSuffix); at != std::string::npos;
+       at = arg.find(kCommirSuffix, at + 1)) {
+    const size_t end = at + kCommirSuffixSize;
+    if (end == arg.size() || arg[end] == ',') found = end;
+  }
+  return found;
+}
+
 // The file's part of FILE.commir,KEY=VALUE...
 std::string CommirPath(const std::string& arg) {
-  return arg.substr(0, arg.find(kCommirSuffix) + kCommirSuffixSize);
+  const size_t end = CommirPathEnd(arg);
+  return end == std::string::npos ? arg : arg.substr(0, end);
 }
 
 absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
@@ -58,11 +94,12 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " holds no global batch: give it as ", path, ",global_batch=N"));
   }
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseFile(ResolvePath(path));
+  absl::StatusOr<std::string> text = ReadModelFile(path, kMaxProgramBytes);
+  if (!text.ok()) return text.status();
+  // The text is kept, so that the layer and head handed on keep the file's line:col.
+  const std::string& source = *text;
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(source, path);
   if (!module.ok()) return module.status();
-  // The text again, so that the layer and head handed on keep the file's line:col.
-  std::ifstream in(ResolvePath(path));
-  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string name = std::filesystem::path(path).stem().string();
   absl::StatusOr<plan::ModelFromIr> read =
       plan::ReadModelFromIr(**module, path, name, global_batch, source);
@@ -78,10 +115,11 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
 
 // Whether the file's first line that is not blank or a comment starts a CommIR
 // declaration: a spec file may be named .commir too (the golden tests' are).
+// A file that cannot be read (a directory) is not: loading it as the text form says why.
 bool LooksLikeCommir(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
+  absl::StatusOr<std::string> text = ReadModelFile(path, kMaxProgramBytes);
+  if (!text.ok()) return false;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     absl::string_view l = absl::StripAsciiWhitespace(line);
     if (l.empty() || absl::StartsWith(l, "//")) continue;
     return absl::StartsWith(l, "func ") || absl::StartsWith(l, "spmd ") ||
@@ -116,18 +154,16 @@ absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg) {
 }
 
 bool IsCommirModel(const std::string& arg) {
-  const size_t at = arg.find(kCommirSuffix);
-  if (at == std::string::npos) return false;
-  const size_t end = at + kCommirSuffixSize;
-  if (end != arg.size()) return arg[end] == ',';
-  return LooksLikeCommir(ResolvePath(arg));
+  const size_t end = CommirPathEnd(arg);
+  if (end == std::string::npos) return false;
+  if (end != arg.size()) return true;
+  return LooksLikeCommir(arg);
 }
 
 absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg) {
   if (IsCommirModel(arg)) return LoadCommirModel(arg);
   // A name ending in .commir names a file, not a preset: say that it is missing.
-  if (const size_t at = arg.find(kCommirSuffix);
-      at != std::string::npos && at + kCommirSuffixSize == arg.size()) {
+  if (CommirPathEnd(arg) == arg.size()) {
     std::error_code ec;
     if (!std::filesystem::exists(ResolvePath(arg), ec)) {
       return absl::NotFoundError(absl::StrCat(arg, ": no such file"));

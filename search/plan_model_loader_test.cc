@@ -112,6 +112,40 @@ TEST(PlanModelLoader, AMissingCommirFileIsSaidToBeMissing) {
   EXPECT_THAT(loaded.status().message(), ::testing::Not(HasSubstr("preset")));
 }
 
+// A directory is read like commir-opt reads one: refused with that reason, not sized
+// by seeking to its end (which asked for an impossible buffer).
+TEST(PlanModelLoader, ADirectoryIsRefusedAsOne) {
+  const std::string dir = WriteFile("", "") + "models.commir";
+  std::filesystem::create_directories(dir);
+  const std::string plain_dir = WriteFile("", "") + "models";
+  std::filesystem::create_directories(plain_dir);
+  absl::StatusOr<LoadedModel> plain = LoadPlanModel(plain_dir + ",global_batch=4");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_THAT(plain.status().message(),
+              HasSubstr(plain_dir + ": cannot read file: it is a directory"));
+  for (const std::string& arg : {dir + ",global_batch=4", dir}) {
+    absl::StatusOr<LoadedModel> loaded = LoadPlanModel(arg);
+    ASSERT_FALSE(loaded.ok()) << arg;
+    EXPECT_THAT(loaded.status().message(), HasSubstr(dir + ": cannot read file: it is a directory"))
+        << arg;
+  }
+}
+
+// A ".commir" inside a directory name is part of the path: the options start after the
+// file's own ".commir".
+TEST(PlanModelLoader, ADirectoryNamedCommirHoldsTheFile) {
+  std::filesystem::create_directories(WriteFile("", "") + "my.commir.d");
+  const std::string path = EmittedFile("my.commir.d/tiny.commir", 1);
+  EXPECT_TRUE(IsCommirModel(path + ",global_batch=16"));
+  absl::StatusOr<int64_t> global_batch = CommirModelGlobalBatch(path + ",global_batch=16");
+  ASSERT_TRUE(global_batch.ok()) << global_batch.status();
+  EXPECT_EQ(*global_batch, 16);
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=16");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->file, path);
+  EXPECT_EQ(loaded->spec.global_batch, 16);
+}
+
 TEST(PlanModelLoader, ParseErrorsNameTheFileLineAndColumn) {
   const std::string path = WriteFile(
       "broken.commir", "func @model(%x: f32[2]) -> f32[2] {\n  %y = nope(%x)\n  return %y\n}\n");

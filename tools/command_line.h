@@ -22,6 +22,10 @@ int UsageError(const std::string& tool, const std::string& message);
 // Whether `arg` is `NAME=VALUE` for this NAME (e.g. "--top"); if so sets `value` to VALUE.
 bool FlagValue(absl::string_view arg, absl::string_view name, absl::string_view& value);
 
+// `message` about the file `file`, naming it: "FILE:LINE:COL: REST" when the message
+// starts with a location "LINE:COL: ", else "FILE: MESSAGE".
+std::string MessageInFile(absl::string_view file, absl::string_view message);
+
 // Parses a decimal integer in [min, max] into `out`; false (and `out` unspecified) otherwise.
 bool ParseIntInRange(absl::string_view text, int64_t min, int64_t max, int64_t& out);
 

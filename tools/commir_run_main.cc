@@ -152,13 +152,15 @@ int CommirRunMain(int argc, char** argv) {
       request.hardware = is_file ? ResolvePath(std::string(value))
                                  : std::string(value);
     } else if (flag_value("--gpus-per-node")) {
-      if (!absl::SimpleAtoi(value, &request.gpus_per_node) || request.gpus_per_node <= 0) {
+      // Bounded before the sim narrows it to an int (2^32 would wrap to 0).
+      if (!ParseIntInRange(value, 1, 1 << 20, request.gpus_per_node)) {
         return UsageError(
-            absl::StrCat("--gpus-per-node needs a positive integer, got '", value, "'"));
+            absl::StrCat("--gpus-per-node needs a count from 1 to 1048576, got '", value, "'"));
       }
     } else if (flag_value("--format")) {
       request.format = std::string(value);
     } else if (flag_value("--max-memory")) {
+      if (value.empty()) return UsageError("--max-memory needs a size (80GiB, 8e10 or hbm)");
       request.max_memory = std::string(value);
     } else if (flag_value("--trace")) {
       if (value.empty()) return UsageError("--trace needs a file name");

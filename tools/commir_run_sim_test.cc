@@ -20,6 +20,7 @@ namespace commir {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ToolResult = testing::SubprocessResult;
 
 std::string g_binary;  // set by main()
@@ -186,6 +187,33 @@ TEST(CommirRunSim, FlagsThatNeedDataAreRefused) {
   EXPECT_THAT(r.err, HasSubstr("--backend=sim"));
   r = RunSim({Example("mlp.commir"), "--backend=sim", "--format=yaml"});
   EXPECT_EQ(r.exit_code, 2) << r;
+}
+
+// --hardware reads its file like the program: a directory is named as one, and a device
+// that never ends stops at a small cap instead of exhausting memory.
+TEST(CommirRunSim, HardwareThatIsNotAFile) {
+  const std::string dir = TempPath("");
+  ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--hardware=" + dir});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("is a directory"));
+  EXPECT_THAT(r.err, Not(HasSubstr("no such file")));
+  r = RunSim({Example("mlp.commir"), "--backend=sim", "--hardware=/dev/zero"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("/dev/zero: the input is larger than the 1 MiB limit"));
+}
+
+// A GPU count past the bound is bad usage, not narrowed to an int (2^32 would be 0).
+TEST(CommirRunSim, GpusPerNodeIsBounded) {
+  ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--gpus-per-node=4294967296"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-node needs a count from 1 to 1048576"));
+}
+
+// An empty --max-memory is bad usage, not "no limit".
+TEST(CommirRunSim, EmptyMaxMemoryIsBadUsage) {
+  ToolResult r = RunSim({Example("mlp.commir"), "--backend=sim", "--max-memory="});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_THAT(r.err, HasSubstr("--max-memory needs a size"));
 }
 
 TEST(CommirRunSim, InvalidProgramsFailAsOnOtherBackends) {

@@ -55,7 +55,7 @@ absl::StatusOr<std::string> ReadAllFromFd(int fd, size_t max_bytes) {
     }
     if (text.size() + static_cast<size_t>(got) > max_bytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "the input is larger than the %s limit on program text", HumanSize(max_bytes)));
+          "the input is larger than the %s limit for this file", HumanSize(max_bytes)));
     }
     text.append(buffer, static_cast<size_t>(got));
   }

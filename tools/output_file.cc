@@ -1,6 +1,7 @@
 #include "tools/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,7 +20,62 @@
 #include "absl/strings/str_format.h"
 
 namespace commir {
+
+namespace output_file_internal {
+void (*before_rename_for_test)() = nullptr;
+}  // namespace output_file_internal
+
 namespace {
+
+// The temporaries a signal handler removes. The handler may only touch memory that is
+// complete whenever it runs: fixed slots whose path is written before `live` is set
+// (release) and read only after `live` is seen (acquire), no allocation, no locks.
+constexpr int kCleanupSlots = 16;
+constexpr size_t kCleanupPathBytes = 4096;
+struct CleanupSlot {
+  std::atomic<bool> taken{false};
+  std::atomic<bool> live{false};
+  char path[kCleanupPathBytes];
+};
+CleanupSlot cleanup_slots[kCleanupSlots];
+
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kSignalCount = sizeof(kCleanupSignals) / sizeof(kCleanupSignals[0]);
+struct sigaction previous_actions[kSignalCount];
+
+void RemoveTemporariesAndReraise(int signal) {
+  const int saved_errno = errno;
+  for (CleanupSlot& slot : cleanup_slots) {
+    if (slot.live.load(std::memory_order_acquire)) unlink(slot.path);
+  }
+  // The previous disposition (usually the default: terminate) gets the signal once this
+  // handler returns and unblocks it.
+  for (int i = 0; i < kSignalCount; ++i) {
+    if (kCleanupSignals[i] == signal) sigaction(signal, &previous_actions[i], nullptr);
+  }
+  raise(signal);
+  errno = saved_errno;
+}
+
+// Installs the handler once, for the signals the process does not ignore (nohup's
+// SIGHUP stays ignored).
+void InstallCleanupHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < kSignalCount; ++i) {
+      struct sigaction old;
+      if (sigaction(kCleanupSignals[i], nullptr, &old) != 0) continue;
+      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
+      previous_actions[i] = old;
+      struct sigaction action = {};
+      action.sa_handler = RemoveTemporariesAndReraise;
+      sigemptyset(&action.sa_mask);
+      for (int other : kCleanupSignals) sigaddset(&action.sa_mask, other);
+      action.sa_flags = 0;
+      sigaction(kCleanupSignals[i], &action, nullptr);
+    }
+  });
+}
 
 absl::Status WriteError(std::string_view path, int error) {
   return absl::Status(absl::ErrnoToStatusCode(error),
@@ -80,14 +138,18 @@ absl::Status WriteOutputFile(const std::string& path, std::string_view contents)
   }
   std::string temporary;
   int fd = -1;
+  std::optional<TemporaryFileCleanup> cleanup;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     temporary = TemporaryNameFor(target);
+    // Covered before it exists, so that no signal falls between creating and covering.
+    cleanup.emplace(temporary);
     // 0666 less the umask, as a plain open(2) of a new output would give.
     fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
     const int error = errno;
+    cleanup.reset();
     // A writable file in a directory we may not create files in: write it in place, as
     // any editor would; a failure then may leave it partly written.
     if (exists && (error == EACCES || error == EPERM || error == EROFS)) {
@@ -101,12 +163,34 @@ absl::Status WriteOutputFile(const std::string& path, std::string_view contents)
     unlink(temporary.c_str());
     return WriteError(path, error);
   }
+  if (output_file_internal::before_rename_for_test != nullptr) {
+    output_file_internal::before_rename_for_test();
+  }
   if (rename(temporary.c_str(), target.c_str()) != 0) {
     const int error = errno;
     unlink(temporary.c_str());
     return WriteError(path, error);
   }
   return absl::OkStatus();
+}
+
+TemporaryFileCleanup::TemporaryFileCleanup(const std::string& path) : slot_(-1) {
+  if (path.size() >= kCleanupPathBytes) return;
+  InstallCleanupHandler();
+  for (int i = 0; i < kCleanupSlots; ++i) {
+    bool expected = false;
+    if (!cleanup_slots[i].taken.compare_exchange_strong(expected, true)) continue;
+    std::memcpy(cleanup_slots[i].path, path.c_str(), path.size() + 1);
+    cleanup_slots[i].live.store(true, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+TemporaryFileCleanup::~TemporaryFileCleanup() {
+  if (slot_ < 0) return;
+  cleanup_slots[slot_].live.store(false, std::memory_order_release);
+  cleanup_slots[slot_].taken.store(false, std::memory_order_release);
 }
 
 absl::Status WriteStandardOutput(std::string_view contents) {

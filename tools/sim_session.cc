@@ -16,6 +16,7 @@
 #include "sim/predict.h"
 #include "sim/prediction_format.h"
 #include "tools/exit_codes.h"
+#include "tools/hardware_file.h"
 #include "tools/output_file.h"
 #include "tools/program_loader.h"
 
@@ -44,7 +45,7 @@ std::string Bytes(double bytes) {
 
 // The hardware with --gpus-per-node applied, or the failure that says why not.
 std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec& hardware) {
-  absl::StatusOr<sim::HardwareSpec> loaded = sim::LoadHardware(request.hardware);
+  absl::StatusOr<sim::HardwareSpec> loaded = LoadHardwareArgument(request.hardware);
   if (!loaded.ok()) {
     return Failure{kExitInvalidInput, absl::StrCat("error: --hardware: ", loaded.status().message())};
   }
