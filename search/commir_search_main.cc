@@ -43,7 +43,8 @@ the one-device program (on a copy shrunk to cpu size with the same divisibility)
 A function that calls others is searched with its calls inlined.
   --devices=N         devices to spread the function over (default 8, at most 1024: each
                       candidate is simulated on every device)
-  --func=@name        the function (default: the module's only global function)
+  --func=@name        the function (default: the module's only global function that no
+                      other calls)
   --hardware=H        h100-sxm (default), h200, a100-sxm-80g, or a JSON cluster file
   --gpus-per-node=N   devices per node, row-major (default: the hardware's)
   --max-memory=SIZE   drop candidates that need more than SIZE per device (80GiB, 8e10,
@@ -56,12 +57,13 @@ A function that calls others is searched with its calls inlined.
   --verify=V          top (default: the reported candidates), all, or none
   --max-mesh-axes=K   meshes of at most K axes (default 3)
   --max-layouts=N     refuse a space of more than N layouts, saying its size (default
-                      20000; 0: no cap)
+                      20000 on up to 8 devices, 20000*8/N on more; 0: no cap)
   --time-limit=S      stop after S seconds and report the best found so far, marked as
                       cut short (default: none; verification comes after it)
   --quiet             no progress lines on stderr
-Exit status: 0 success; 1 invalid program, nothing to search, or a candidate that does
-not match the one-device program; 2 bad usage.
+Exit status: 0 success; 1 invalid program, nothing to search, a space over --max-layouts,
+nothing found before --time-limit, or a candidate that does not match the one-device
+program; 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }

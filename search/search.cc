@@ -335,7 +335,8 @@ class Searcher {
   absl::Status CountSpace() {
     // Counting builds nothing: a million layouts count in about a second.
     constexpr int64_t kMaxCount = 1000000;
-    const int64_t cap = options_.max_layouts;
+    const bool default_cap = options_.max_layouts < 0;
+    const int64_t cap = default_cap ? DefaultMaxLayouts(options_.devices) : options_.max_layouts;
     const int64_t limit = std::max(cap, kMaxCount);
     int64_t total = 0;
     double bound = 0;
@@ -358,11 +359,15 @@ class Searcher {
     std::string size = space_counted_ ? absl::StrCat(total) : absl::StrCat("more than ", limit);
     return absl::ResourceExhaustedError(absl::StrFormat(
         "@%s has %s layouts on %d devices (%d meshes; at most %.3g assignments of its %d "
-        "dimension classes to mesh axes), more than --max-layouts=%d. Narrow the space "
+        "dimension classes to mesh axes), more than --max-layouts=%d%s. Narrow the space "
         "(--max-mesh-axes=K, or layouts written on the arguments), or raise --max-layouts "
         "(0: no cap) and bound the time with --time-limit=SECONDS",
         result_.function, size, options_.devices, meshes_.size(), bound,
-        result_.classes.size(), cap));
+        result_.classes.size(), cap,
+        default_cap && options_.devices > 8
+            ? absl::StrCat(" (the default on ", options_.devices,
+                           " devices: a layout's cost grows with the device count)")
+            : ""));
   }
 
   // No mesh of the device count splits any class evenly (or the pins cannot be met).
@@ -577,6 +582,10 @@ class Searcher {
 };
 
 }  // namespace
+
+int64_t DefaultMaxLayouts(int64_t devices) {
+  return kDefaultMaxLayouts * 8 / std::max<int64_t>(8, devices);
+}
 
 absl::StatusOr<SearchResult> Search(const Module& module, const SearchOptions& options) {
   if (options.devices < 1 || options.devices > kMaxSearchDevices) {

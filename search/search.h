@@ -95,11 +95,14 @@ struct SearchProgress {
   double seconds = 0;
 };
 
-// The default cap on a search's layouts: a transformer layer on 64 devices (1,818 layouts)
-// fits under it, and at the 30 to 300 layouts a second the search evaluates on two cores
-// it is one to ten minutes of work; spaces beyond it (a chain of 8 matmuls on 8 devices
-// has 875,520 layouts) would take hours and are refused with their size.
+// The default cap on a search's layouts (SearchOptions::max_layouts = -1): 20,000 on up to
+// 8 devices, and proportionally fewer on more, since simulating a layout costs time
+// linear in the device count (at least) and the cap is meant as a bound on minutes of
+// work: on two cores the search evaluates 30 to 300 layouts a second on 8 devices, about
+// 4 on 256 and 1 on 1,024. A transformer layer on 64 devices (1,818 layouts, cap 2,500)
+// fits; a chain of 8 matmuls on 8 devices (875,520) would take hours and is refused.
 inline constexpr int64_t kDefaultMaxLayouts = 20000;
+int64_t DefaultMaxLayouts(int64_t devices);
 // The most devices a search spreads a function over. The sim predicts every candidate by
 // simulating each device, and a ring schedule over an axis of n devices takes n steps on
 // each, so one layout costs up to N^2 simulated steps: on 4,096 devices a single layout
@@ -123,8 +126,9 @@ struct SearchOptions {
   // during the search (unless top is 0 or verify is kAll); every other distinct candidate
   // is remembered by a 128-bit fingerprint of its program, to merge duplicates.
   int top = 10;
-  // Refuse a space of more layouts than this (0: no cap), saying how many it has.
-  int64_t max_layouts = kDefaultMaxLayouts;
+  // Refuse a space of more layouts than this (0: no cap; -1: DefaultMaxLayouts(devices)),
+  // saying how many it has.
+  int64_t max_layouts = -1;
   // Stop taking new layouts after this many seconds (0: no limit) and rank what was found,
   // with stats.cut_short set. Verification of the reported candidates comes after it.
   double time_limit_s = 0;

@@ -245,6 +245,29 @@ TEST(Search, CountsTheSpaceAndRefusesOneOverTheCap) {
   options.max_layouts = layouts;
   EXPECT_TRUE(Search(*m, options).ok());
 
+  // The default cap shrinks with the device count (a layout's simulation grows with it):
+  // on 1024 devices the MLP's space is refused.
+  EXPECT_EQ(DefaultMaxLayouts(1), 20000);
+  EXPECT_EQ(DefaultMaxLayouts(8), 20000);
+  EXPECT_EQ(DefaultMaxLayouts(64), 2500);
+  EXPECT_EQ(DefaultMaxLayouts(1024), 156);
+  std::unique_ptr<Module> wide = Parse(R"(
+mesh @m(d=1)
+func @mlp(%x: f32[256, 128], %w1: f32[128, 512], %w2: f32[512, 128]) -> f32[256, 128] {
+  %u = matmul(%x, %w1) : f32[256, 512]
+  %a = gelu(%u)
+  %y = matmul(%a, %w2) : f32[256, 128]
+  return %y
+}
+)");
+  r = Search(*wide, Options(1024));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr(absl::StrCat("@mlp has ", EnumeratedLayouts(*wide, 1024),
+                                                " layouts on 1024 devices")));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("more than --max-layouts=156 (the default on 1024 devices"));
+
   // 16 chained matmuls on 8 devices: hundreds of millions of layouts, refused after
   // counting a million, without searching any.
   std::unique_ptr<Module> chain = Parse(Chain(16));
