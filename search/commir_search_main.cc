@@ -32,7 +32,8 @@ namespace {
 constexpr char kUsage[] = R"(usage: commir-search FILE|- [--devices=N] [--func=@name] [--hardware=NAME|FILE.json]
                      [--gpus-per-node=N] [--max-memory=SIZE] [--top=N] [-o FILE]
                      [--emit=spmd|global] [--format=table|json|csv] [--verify=all|top|none]
-                     [--max-mesh-axes=1..3] [--quiet]
+                     [--max-mesh-axes=1..3] [--max-layouts=N] [--time-limit=SECONDS]
+                     [--quiet]
        commir-search --plan MODEL --gpus=N [...]   (see commir-search --plan x --help)
        commir-search --emit-model=MODEL [--micro-batch=N]   (the model as CommIR)
 
@@ -42,8 +43,11 @@ dimensions its ops can split), partitioned by propagate-sharding and lower-to-sp
 every composition of the overlap schedules. Candidates are predicted by the sim
 backend's performance model, ranked, and the best are checked on the cpu mesh against
 the one-device program (on a copy shrunk to cpu size with the same divisibility).
-  --devices=N         devices to spread the function over (default 8)
-  --func=@name        the function (default: the module's only global function)
+A function that calls others is searched with its calls inlined.
+  --devices=N         devices to spread the function over (default 8, at most 1024: each
+                      candidate is simulated on every device)
+  --func=@name        the function (default: the module's only global function that no
+                      other calls)
   --hardware=H        h100-sxm (default), h200, a100-sxm-80g, or a JSON cluster file
   --gpus-per-node=N   devices per node, row-major (default: the hardware's)
   --max-memory=SIZE   drop candidates that need more than SIZE per device (80GiB, 8e10,
@@ -55,9 +59,14 @@ the one-device program (on a copy shrunk to cpu size with the same divisibility)
   --format=F          table (default), json or csv
   --verify=V          top (default: the reported candidates), all, or none
   --max-mesh-axes=K   meshes of at most K axes (default 3)
-  --quiet             no progress line on stderr
-Exit status: 0 success; 1 invalid program, nothing to search, no candidate kept (the
-error says why), or a candidate that does not match the one-device program; 2 bad usage.
+  --max-layouts=N     refuse a space of more than N layouts, saying its size (default
+                      20000 on up to 8 devices, 20000*8/N on more; 0: no cap)
+  --time-limit=S      stop after S seconds and report the best found so far, marked as
+                      cut short (default: none; verification comes after it)
+  --quiet             no progress lines on stderr
+Exit status: 0 success; 1 invalid program, nothing to search, a space over --max-layouts,
+nothing found before --time-limit, no candidate kept (the error says why), or a candidate
+that does not match the one-device program; 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
@@ -87,7 +96,10 @@ int ParseArgs(int argc, char** argv, Request& r) {
       std::cout << kUsage;
       return 0;
     } else if (flag("--devices")) {
-      if (!ParseIntInRange(value, 1, 1 << 20, n)) return UsageError("--devices needs a count from 1 to 1048576");
+      if (!ParseIntInRange(value, 1, kMaxSearchDevices, n)) {
+        return UsageError(absl::StrCat("--devices needs a count from 1 to ", kMaxSearchDevices,
+                                       " (every candidate is simulated on each device)"));
+      }
       r.options.devices = n;
     } else if (flag("--func")) {
       r.options.function = std::string(absl::StripPrefix(value, "@"));
@@ -132,6 +144,17 @@ int ParseArgs(int argc, char** argv, Request& r) {
     } else if (flag("--max-mesh-axes")) {
       if (!ParseIntInRange(value, 1, 3, n)) return UsageError("--max-mesh-axes is 1, 2 or 3");
       r.options.max_mesh_axes = static_cast<int>(n);
+    } else if (flag("--max-layouts")) {
+      if (!ParseIntInRange(value, 0, int64_t{1} << 40, n)) {
+        return UsageError("--max-layouts needs a count >= 0 (0: no cap)");
+      }
+      r.options.max_layouts = n;
+    } else if (flag("--time-limit")) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e7) {
+        return UsageError("--time-limit needs a number of seconds > 0");
+      }
+      r.options.time_limit_s = seconds;
     } else if (arg == "--quiet") {
       r.quiet = true;
     } else if (arg != "-" && absl::StartsWith(arg, "-")) {
@@ -208,9 +231,14 @@ int Main(int argc, char** argv) {
   r.options.verifier = CpuMeshVerifier();
   if (!r.quiet) {
     r.options.progress = [](const SearchProgress& p) {
-      std::cerr << absl::StrFormat(
-          "commir-search: mesh %d of %d, %d of %d layouts, %.1f s\n", p.mesh + 1, p.meshes,
-          p.layouts_done, p.layouts, p.seconds);
+      if (p.counting) {
+        std::cerr << absl::StrFormat("commir-search: counting the layouts on %d meshes\n",
+                                     p.meshes);
+        return;
+      }
+      std::cerr << absl::StrFormat("commir-search: mesh %d of %d, %d of %s%d layouts, %.1f s\n",
+                                   p.mesh + 1, p.meshes, p.layouts_done,
+                                   p.layouts_counted ? "" : "more than ", p.layouts, p.seconds);
     };
   }
   absl::StatusOr<SearchResult> result = Search(**module, r.options);
@@ -219,6 +247,9 @@ int Main(int argc, char** argv) {
     return kExitInvalidInput;
   }
   if (result->ranked.empty()) {
+    if (result->stats.cut_short) {
+      std::cerr << "commir-search: warning: " << CutShortText(*result) << "\n";
+    }
     std::cerr << "commir-search: error: " << file << ": " << NothingFound(*result, r) << "\n";
     return kExitInvalidInput;
   }
@@ -231,6 +262,8 @@ int Main(int argc, char** argv) {
     return kExitInvalidInput;
   }
   if (!r.quiet && r.format != "table") std::cerr << "commir-search: " << FormatSummary(*result, context) << "\n";
+  // Said even with --quiet: the ranking is not the whole space's.
+  if (result->stats.cut_short) std::cerr << "commir-search: warning: " << CutShortText(*result) << "\n";
   if (!r.output.empty()) {
     const Candidate& best = result->ranked.front();
     const std::string& text = r.emit == "global" ? best.global_text : best.spmd_text;

@@ -43,15 +43,73 @@ struct LayoutCandidate {
 struct LayoutSpaceStats {
   int64_t assignments = 0;  // axis -> class-set assignments considered
   int64_t rejected = 0;     // dropped by the rules above
-  int64_t duplicates = 0;   // same signature layouts as an earlier candidate
+  // Same signature layouts as an earlier candidate. Always 0: every class appears in the
+  // signature, so the signature layouts give back each class's axes (kept for reports).
+  int64_t duplicates = 0;
 };
 
-// The candidates of `function` on `mesh`, in a deterministic order: by the first axis's
-// class set, then the second's, and so on (class sets ordered by size, then by class).
+// The candidates of `function` on `mesh`, one at a time, in a deterministic order: by the
+// first axis's class set, then the second's, and so on (class sets ordered by size, then
+// by class). It holds only the current assignment (one class set per axis, each at most
+// `max_classes_per_axis` classes), never the space, so its memory does not grow with the
+// number of layouts. `function` and `classes` must outlive it.
+class LayoutEnumerator {
+ public:
+  LayoutEnumerator(const Function& function, const std::vector<DimClass>& classes,
+                   const MeshShape& mesh, int max_classes_per_axis);
+  // The next candidate; false when there are no more.
+  bool Next(LayoutCandidate& out);
+  // Skips the next candidate without building its types; false when there are no more.
+  bool Skip();
+  // Counts of what has been enumerated so far.
+  const LayoutSpaceStats& stats() const { return stats_; }
+
+ private:
+  bool NextAssignment();
+  bool AxisAccepts(int axis) const;
+  bool NextSet(std::vector<int>& set) const;
+  bool Accepted();
+  void Build(LayoutCandidate& out) const;
+  Type WithLayout(Type type, const std::vector<int>& dim_classes) const;
+
+  const Function& function_;
+  const std::vector<DimClass>& classes_;
+  MeshShape mesh_;
+  int max_set_size_ = 0;
+  int num_args_ = 0;
+  // Per signature tensor (arguments, then results), per dimension: its class or -1.
+  std::vector<std::vector<int>> dim_class_;
+  // Per class: the signature tensors it appears in.
+  std::vector<std::vector<int>> class_tensors_;
+  std::vector<std::string> names_;
+  // The current assignment: one class set per axis, for axes 0..depth_.
+  std::vector<std::vector<int>> sets_;
+  int depth_ = 0;
+  bool started_ = false;
+  bool done_ = false;
+  // Per class: the mesh axes (bit a: axis a) that split it in the current assignment.
+  std::vector<uint32_t> class_mask_;
+  LayoutSpaceStats stats_;
+};
+
+// Every candidate of `function` on `mesh` (LayoutEnumerator's order), adding to `stats`.
+// Materializes the space: for tests and small spaces; the search enumerates lazily.
 std::vector<LayoutCandidate> EnumerateLayouts(const Function& function,
                                               const std::vector<DimClass>& classes,
                                               const MeshShape& mesh, int max_classes_per_axis,
                                               LayoutSpaceStats& stats);
+
+// How many candidates `function` has on `mesh`, counting no further than `limit` + 1
+// (a space larger than `limit` returns `limit` + 1). Exactly what LayoutEnumerator
+// yields, without building any of them.
+int64_t CountLayouts(const Function& function, const std::vector<DimClass>& classes,
+                     const MeshShape& mesh, int max_classes_per_axis, int64_t limit);
+
+// The closed-form size of the assignment space before any rule: the class sets of one
+// axis (sum over s = 1..min(classes, max_classes_per_axis) of C(classes, s)) to the power
+// of the axis count. An upper bound on the candidates of a mesh of `axes` axes; as a
+// double, since it overflows 64 bits (1000 classes on three axes: 5e24).
+double AssignmentBound(int64_t classes, int max_classes_per_axis, int axes);
 
 }  // namespace commir::search
 

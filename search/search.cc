@@ -3,12 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commir/diagnostics.h"
 #include "commir/printer.h"
@@ -17,6 +24,7 @@
 #include "search/dim_classes.h"
 #include "search/mesh_shapes.h"
 #include "search/schedule_space.h"
+#include "transforms/inline.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -32,6 +40,16 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The callees of `function`'s calls (loop bodies included).
+absl::flat_hash_set<std::string> Callees(const Function& function) {
+  absl::flat_hash_set<std::string> callees;
+  WalkOps(function.body(), [&](Operation* op) {
+    if (!op->Is(OpKind::kCall)) return;
+    if (const Attribute* callee = op->attrs().Find("callee")) callees.insert(callee->string_value());
+  });
+  return callees;
+}
+
 absl::StatusOr<const Function*> ChooseFunction(const Module& module, const std::string& name) {
   if (!name.empty()) {
     const Function* f = module.FindFunction(name);
@@ -42,9 +60,15 @@ absl::StatusOr<const Function*> ChooseFunction(const Module& module, const std::
     }
     return f;
   }
+  // Functions that others call (a model's layers) are parts of the one that calls them:
+  // the candidates are the global functions nobody calls.
+  absl::flat_hash_set<std::string> called;
+  for (const Function* f : module.functions()) {
+    if (f->body() != nullptr) called.merge(Callees(*f));
+  }
   const Function* found = nullptr;
   for (const Function* f : module.functions()) {
-    if (f->is_spmd()) continue;
+    if (f->is_spmd() || called.contains(f->name())) continue;
     if (found != nullptr) {
       return absl::InvalidArgumentError(
           "the module has several global functions; name one with --func=@name");
@@ -134,8 +158,11 @@ struct LayoutOutcome {
 
 class LayoutEvaluator {
  public:
-  LayoutEvaluator(const std::string& function, const SearchOptions& options, Template& t)
-      : function_(function), options_(options), template_(t) {}
+  // `stop` says when to leave the remaining schedules of a layout untried (the time
+  // limit ran out): one layout of a large program can take minutes.
+  LayoutEvaluator(const std::string& function, const SearchOptions& options, Template& t,
+                  std::function<bool()> stop)
+      : function_(function), options_(options), template_(t), stop_(std::move(stop)) {}
 
   LayoutOutcome Evaluate(const LayoutCandidate& layout) {
     LayoutOutcome out;
@@ -156,6 +183,8 @@ class LayoutEvaluator {
     std::vector<std::string> attention_schedules = {""};
     if (has_attention) attention_schedules = AttentionSchedules(layout.mesh);
     for (const std::string& attention : attention_schedules) {
+      // The plain program is always tried: every layout searched gives its candidate.
+      if (!attention.empty() && stop_()) break;
       std::string attention_text = lowered_text;
       if (!attention.empty()) {
         ++out.schedules_tried;
@@ -172,6 +201,7 @@ class LayoutEvaluator {
       }
       for (const std::string& matmul : MatmulSchedules()) {
         if (!matmul.empty() && !has_gather_or_scatter && !has_attention) break;
+        if (!matmul.empty() && stop_()) break;
         std::string schedule = JoinPipeline(attention, matmul);
         if (schedule.empty()) {
           Consider(layout, global_text, schedule, std::move(*lowered), out);
@@ -221,7 +251,25 @@ class LayoutEvaluator {
   const std::string& function_;
   const SearchOptions& options_;
   Template& template_;
+  std::function<bool()> stop_;
   absl::flat_hash_set<std::string> seen_;
+};
+
+// A 128-bit fingerprint of a program's text: two unrelated 64-bit hashes (absl's and the
+// standard library's). Distinct candidates are remembered by it rather than by their
+// text, which is what bounds the search's memory; a collision among even a billion
+// programs has a probability under 1e-20.
+struct ProgramFingerprint {
+  uint64_t a = 0, b = 0;
+  explicit ProgramFingerprint(absl::string_view text)
+      : a(absl::Hash<absl::string_view>()(text)), b(std::hash<std::string_view>()(std::string_view(text.data(), text.size()))) {}
+  friend bool operator==(const ProgramFingerprint& x, const ProgramFingerprint& y) {
+    return x.a == y.a && x.b == y.b;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const ProgramFingerprint& f) {
+    return H::combine(std::move(h), f.a, f.b);
+  }
 };
 
 class Searcher {
@@ -229,11 +277,17 @@ class Searcher {
   Searcher(const Module& module, const SearchOptions& options) : module_(module), options_(options) {}
 
   absl::StatusOr<SearchResult> Run() {
-    Clock::time_point start = Clock::now();
+    start_ = Clock::now();
+    // Chosen before inlining, while the calls still say which functions are parts.
     absl::StatusOr<const Function*> function = ChooseFunction(module_, options_.function);
     if (!function.ok()) return function.status();
     result_.function = (*function)->name();
-    absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(**function);
+    const Module* module = &module_;
+    absl::StatusOr<std::unique_ptr<Module>> inlined = InlineCallsOf(module_);
+    if (!inlined.ok()) return inlined.status();
+    if (*inlined != nullptr) module = inlined->get();
+    function_ = module->FindFunction(result_.function);
+    absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(*function_);
     if (!classes.ok()) return classes.status();
     if (classes->empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -243,26 +297,78 @@ class Searcher {
 
     meshes_ = MeshShapes(options_.devices, options_.max_mesh_axes);
     stats().meshes = static_cast<int64_t>(meshes_.size());
-    std::vector<LayoutCandidate> layouts;
-    for (const MeshShape& mesh : meshes_) {
-      for (LayoutCandidate& layout :
-           EnumerateLayouts(**function, result_.classes, mesh, options_.max_classes_per_axis,
-                            stats().layout_space)) {
-        layouts.push_back(std::move(layout));
-      }
+    if (options_.progress) options_.progress({.counting = true, .meshes = stats().meshes});
+    if (absl::Status s = CountSpace(); !s.ok()) return s;
+    if (stats().layouts_in_space == 0) return NoLayoutError();
+    if (options_.progress) {
+      last_progress_ = Clock::now();
+      options_.progress({.meshes = stats().meshes, .layouts = stats().layouts_in_space,
+                         .layouts_counted = space_counted_, .seconds = SecondsSince(start_)});
     }
-    if (layouts.empty()) return NoLayoutError();
-    absl::StatusOr<std::vector<LayoutOutcome>> outcomes = EvaluateAll(layouts, start);
-    if (!outcomes.ok()) return outcomes.status();
-    Merge(*outcomes);
+    if (absl::Status s = SearchSpace(*module); !s.ok()) return s;
     Rank();
-    stats().search_seconds = SecondsSince(start);
+    stats().search_seconds = SecondsSince(start_);
     Verify();
     return std::move(result_);
   }
 
  private:
   SearchStats& stats() { return result_.stats; }
+
+  // A copy of `module` with every call of its functions inlined, or null when nothing
+  // calls: the partitioner sees one function at a time.
+  static absl::StatusOr<std::unique_ptr<Module>> InlineCallsOf(const Module& module) {
+    bool calls = false;
+    for (const Function* f : module.functions()) calls |= f->body() != nullptr && HasCalls(*f);
+    if (!calls) return std::unique_ptr<Module>();
+    DiagnosticEngine diagnostics;
+    std::string text = PrintModule(module);
+    std::unique_ptr<Module> copy = ParseModule(text, diagnostics);
+    if (copy == nullptr) return diagnostics.ToStatus("input", text);
+    absl::StatusOr<int64_t> inlined = InlineCalls(*copy);
+    if (!inlined.ok()) return inlined.status();
+    return copy;
+  }
+
+  // Counts every mesh's layouts, as far as kMaxCount (or the cap, if larger): enough to
+  // refuse a space over max_layouts with its size, or to say it is larger still.
+  absl::Status CountSpace() {
+    // Counting builds nothing: a million layouts count in about a second.
+    constexpr int64_t kMaxCount = 1000000;
+    const bool default_cap = options_.max_layouts < 0;
+    const int64_t cap = default_cap ? DefaultMaxLayouts(options_.devices) : options_.max_layouts;
+    const int64_t limit = std::max(cap, kMaxCount);
+    int64_t total = 0;
+    double bound = 0;
+    for (const MeshShape& mesh : meshes_) {
+      bound += AssignmentBound(static_cast<int64_t>(result_.classes.size()),
+                               options_.max_classes_per_axis, static_cast<int>(mesh.sizes.size()));
+      if (total > limit) {
+        mesh_layouts_.push_back(-1);  // not counted
+        continue;
+      }
+      int64_t n = CountLayouts(*function_, result_.classes, mesh, options_.max_classes_per_axis,
+                               limit - total);
+      mesh_layouts_.push_back(n);
+      total += n;
+    }
+    space_counted_ = total <= limit;
+    stats().layouts_in_space_exact = space_counted_;
+    stats().layouts_in_space = std::min(total, limit);
+    if (cap <= 0 || total <= cap) return absl::OkStatus();
+    std::string size = space_counted_ ? absl::StrCat(total) : absl::StrCat("more than ", limit);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "@%s has %s layouts on %d devices (%d meshes; at most %.3g assignments of its %d "
+        "dimension classes to mesh axes), more than --max-layouts=%d%s. Narrow the space "
+        "(--max-mesh-axes=K, or layouts written on the arguments), or raise --max-layouts "
+        "(0: no cap) and bound the time with --time-limit=SECONDS",
+        result_.function, size, options_.devices, meshes_.size(), bound,
+        result_.classes.size(), cap,
+        default_cap && options_.devices > 8
+            ? absl::StrCat(" (the default on ", options_.devices,
+                           " devices: a layout's cost grows with the device count)")
+            : ""));
+  }
 
   // No mesh of the device count splits any class evenly (or the pins cannot be met).
   absl::Status NoLayoutError() const {
@@ -276,94 +382,158 @@ class Searcher {
         absl::StrJoin(classes, ", "), ", and every pinned dimension must be split"));
   }
 
-  // Evaluates every layout on `threads` workers, each taking the next layout in turn.
-  absl::StatusOr<std::vector<LayoutOutcome>> EvaluateAll(const std::vector<LayoutCandidate>& layouts,
-                                                         Clock::time_point start) {
+  bool TimeIsUp() const {
+    return options_.time_limit_s > 0 && SecondsSince(start_) >= options_.time_limit_s;
+  }
+
+  // Enumerates the layouts mesh by mesh and evaluates them in batches of a few per
+  // thread, merging each batch in enumeration order before taking the next: at most one
+  // batch of layouts and outcomes is held at a time.
+  absl::Status SearchSpace(const Module& module) {
     int threads = options_.threads > 0 ? options_.threads
                                        : static_cast<int>(std::thread::hardware_concurrency());
-    threads = std::max(1, std::min<int>(threads, static_cast<int>(layouts.size())));
-    std::vector<std::unique_ptr<Template>> templates;
+    threads = static_cast<int>(std::clamp<int64_t>(threads, 1, stats().layouts_in_space));
     for (int t = 0; t < threads; ++t) {
-      absl::StatusOr<std::unique_ptr<Template>> made = Template::Make(module_, result_.function);
+      absl::StatusOr<std::unique_ptr<Template>> made = Template::Make(module, result_.function);
       if (!made.ok()) return made.status();
-      templates.push_back(*std::move(made));
+      templates_.push_back(*std::move(made));
     }
-    std::vector<LayoutOutcome> outcomes(layouts.size());
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> done{0};
-    auto work = [&](int t) {
-      LayoutEvaluator evaluator(result_.function, options_, *templates[t]);
-      for (size_t i = next++; i < layouts.size(); i = next++) {
-        outcomes[i] = evaluator.Evaluate(layouts[i]);
-        ++done;
+    const size_t batch_size = static_cast<size_t>(threads) * 16;
+    std::vector<LayoutCandidate> batch;
+    int64_t done_before = 0;
+    for (size_t m = 0; m < meshes_.size() && !stop_; ++m) {
+      if (mesh_layouts_[m] == 0) continue;
+      LayoutEnumerator enumerator(*function_, result_.classes, meshes_[m],
+                                  options_.max_classes_per_axis);
+      bool more = true;
+      while (more && !stop_) {
+        batch.clear();
+        LayoutCandidate layout;
+        while (batch.size() < batch_size && (more = enumerator.Next(layout))) {
+          batch.push_back(std::move(layout));
+        }
+        if (batch.empty()) break;
+        stats().peak_layouts_held =
+            std::max(stats().peak_layouts_held, static_cast<int64_t>(batch.size()));
+        EvaluateBatch(batch, threads, static_cast<int64_t>(m), done_before);
+        done_before += static_cast<int64_t>(batch.size());
       }
+      stats().layout_space.assignments += enumerator.stats().assignments;
+      stats().layout_space.rejected += enumerator.stats().rejected;
+      stats().layout_space.duplicates += enumerator.stats().duplicates;
+    }
+    stats().cut_short = stop_ && (stats().layouts < stats().layouts_in_space || !space_counted_);
+    if (stats().cut_short && result_.ranked.empty()) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "--time-limit=%gs ran out after %d of %s%d layouts of @%s, before any candidate was "
+          "found", options_.time_limit_s, stats().layouts, space_counted_ ? "" : "more than ",
+          stats().layouts_in_space, result_.function));
+    }
+    return absl::OkStatus();
+  }
+
+  // Evaluates `batch` on `threads` workers, each taking the next layout in turn, while
+  // this thread reports progress about twice a second; then merges it in order.
+  void EvaluateBatch(const std::vector<LayoutCandidate>& batch, int threads, int64_t mesh,
+                     int64_t done_before) {
+    std::vector<LayoutOutcome> outcomes(batch.size());
+    std::vector<char> evaluated(batch.size(), 0);
+    std::atomic<size_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::atomic<int> running{threads};
+    std::mutex mu;
+    std::condition_variable finished;
+    auto work = [&](int t) {
+      LayoutEvaluator evaluator(result_.function, options_, *templates_[t],
+                                [this] { return TimeIsUp(); });
+      while (!stop_) {
+        size_t i = next++;
+        if (i >= batch.size()) break;
+        outcomes[i] = evaluator.Evaluate(batch[i]);
+        evaluated[i] = 1;
+        ++done;
+        // At least one layout is searched whatever the limit.
+        if (TimeIsUp()) stop_ = true;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (--running == 0) finished.notify_all();
     };
     std::vector<std::thread> workers;
-    for (int t = 1; t < threads; ++t) workers.emplace_back(work, t);
-    // This thread works too, and reports progress between its layouts.
+    for (int t = 0; t < threads; ++t) workers.emplace_back(work, t);
     {
-      LayoutEvaluator evaluator(result_.function, options_, *templates[0]);
-      Clock::time_point last_progress = start;
-      for (size_t i = next++; i < layouts.size(); i = next++) {
-        outcomes[i] = evaluator.Evaluate(layouts[i]);
-        ++done;
-        Progress(layouts, i, done.load(), start, last_progress);
+      std::unique_lock<std::mutex> lock(mu);
+      while (running > 0) {
+        finished.wait_for(lock, std::chrono::milliseconds(100));
+        if (running > 0) Progress(mesh, done_before + done.load());
       }
     }
     for (std::thread& w : workers) w.join();
-    return outcomes;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (evaluated[i]) Merge(outcomes[i]);
+    }
+    stats().peak_candidates_held =
+        std::max(stats().peak_candidates_held, static_cast<int64_t>(result_.ranked.size()));
+    Progress(mesh, done_before + done.load());
+    Prune();
   }
 
-  void Progress(const std::vector<LayoutCandidate>& layouts, size_t current, size_t done,
-                Clock::time_point start, Clock::time_point& last) {
+  void Progress(int64_t mesh, int64_t done) {
     if (!options_.progress) return;
     Clock::time_point now = Clock::now();
-    if (std::chrono::duration<double>(now - start).count() < 1.0 ||
-        std::chrono::duration<double>(now - last).count() < 0.5) {
-      return;
-    }
-    last = now;
-    int64_t mesh = 0;
-    for (size_t m = 0; m < meshes_.size(); ++m) {
-      if (layouts[current].mesh.sizes == meshes_[m].sizes) mesh = static_cast<int64_t>(m);
-    }
-    options_.progress({mesh, stats().meshes, static_cast<int64_t>(done),
-                       static_cast<int64_t>(layouts.size()), SecondsSince(start)});
+    if (std::chrono::duration<double>(now - last_progress_).count() < 0.5) return;
+    last_progress_ = now;
+    options_.progress({.mesh = mesh, .meshes = stats().meshes, .layouts_done = done,
+                       .layouts = stats().layouts_in_space, .layouts_counted = space_counted_,
+                       .seconds = SecondsSince(start_)});
   }
 
-  // Takes the outcomes in enumeration order: the first of identical programs stays.
-  void Merge(std::vector<LayoutOutcome>& outcomes) {
-    absl::flat_hash_set<std::string> seen;
-    for (LayoutOutcome& o : outcomes) {
-      ++stats().layouts;
-      if (!o.partitioned) ++stats().partition_failures;
-      stats().schedules_tried += o.schedules_tried;
-      stats().not_applicable += o.not_applicable;
-      stats().duplicates += o.duplicates;
-      stats().prediction_failures += o.prediction_failures;
-      for (Candidate& c : o.candidates) {
-        if (!seen.insert(c.spmd_text).second) {
-          ++stats().duplicates;
-          continue;
-        }
-        if (options_.max_memory_bytes && c.peak_memory_bytes > *options_.max_memory_bytes) {
-          ++stats().over_memory;
-          continue;
-        }
-        ++stats().candidates;
-        result_.ranked.push_back(std::move(c));
+  // Takes one layout's outcome (layouts are merged in enumeration order): the first of
+  // identical programs stays.
+  void Merge(LayoutOutcome& o) {
+    ++stats().layouts;
+    if (!o.partitioned) ++stats().partition_failures;
+    stats().schedules_tried += o.schedules_tried;
+    stats().not_applicable += o.not_applicable;
+    stats().duplicates += o.duplicates;
+    stats().prediction_failures += o.prediction_failures;
+    for (Candidate& c : o.candidates) {
+      if (!seen_.insert(ProgramFingerprint(c.spmd_text)).second) {
+        ++stats().duplicates;
+        continue;
       }
-      o.candidates.clear();
+      if (options_.max_memory_bytes && c.peak_memory_bytes > *options_.max_memory_bytes) {
+        ++stats().over_memory;
+        continue;
+      }
+      ++stats().candidates;
+      result_.ranked.push_back(std::move(c));
     }
+    o.candidates.clear();
   }
 
-  void Rank() {
-    // Enumeration order breaks ties: stable_sort keeps it.
+  // Ranking is by time, then bytes; enumeration order breaks ties (stable_sort keeps it:
+  // ranked holds candidates in enumeration order, or a ranked prefix then later ones).
+  void Sort() {
     std::stable_sort(result_.ranked.begin(), result_.ranked.end(),
                      [](const Candidate& a, const Candidate& b) {
                        if (a.time_s != b.time_s) return a.time_s < b.time_s;
                        return a.bytes_per_device < b.bytes_per_device;
                      });
+  }
+
+  // Keeps only the best `top` candidates once twice that many are held: the best `top`
+  // of all are among the best `top` of the earlier ones and the later ones, so the
+  // result is the same as ranking everything. Not with top = 0 or --verify=all, which
+  // want every candidate.
+  void Prune() {
+    if (options_.top <= 0 || options_.verify == VerifyMode::kAll) return;
+    if (result_.ranked.size() <= 2 * static_cast<size_t>(options_.top)) return;
+    Sort();
+    result_.ranked.resize(options_.top);
+  }
+
+  void Rank() {
+    Sort();
     for (size_t i = 0; i < result_.ranked.size(); ++i) result_.ranked[i].rank = static_cast<int>(i + 1);
   }
 
@@ -400,13 +570,28 @@ class Searcher {
   const Module& module_;
   const SearchOptions& options_;
   SearchResult result_;
+  const Function* function_ = nullptr;
   std::vector<MeshShape> meshes_;
+  std::vector<int64_t> mesh_layouts_;  // counted per mesh (0: skip it; -1: not counted)
+  bool space_counted_ = true;          // layouts_in_space is exact (else a lower bound)
+  std::vector<std::unique_ptr<Template>> templates_;  // one per worker thread
+  absl::flat_hash_set<ProgramFingerprint> seen_;
+  Clock::time_point start_;
+  Clock::time_point last_progress_;
+  std::atomic<bool> stop_{false};  // time_limit_s ran out
 };
 
 }  // namespace
 
+int64_t DefaultMaxLayouts(int64_t devices) {
+  return kDefaultMaxLayouts * 8 / std::max<int64_t>(8, devices);
+}
+
 absl::StatusOr<SearchResult> Search(const Module& module, const SearchOptions& options) {
-  if (options.devices < 1) return absl::InvalidArgumentError("the device count must be at least 1");
+  if (options.devices < 1 || options.devices > kMaxSearchDevices) {
+    return absl::InvalidArgumentError(absl::StrCat("the device count must be from 1 to ",
+                                                   kMaxSearchDevices, ", got ", options.devices));
+  }
   if (options.verify != VerifyMode::kNone && !options.verifier) {
     return absl::InvalidArgumentError("verification asked for without a verifier");
   }

@@ -9,6 +9,12 @@
 // the sim backend's model (sim/predict.h) and ranked by predicted time, then bytes sent
 // per device, then enumeration order, so results are deterministic.
 //
+// The space is counted before it is searched (CountLayouts: cheap, no layout is built),
+// and a space of more than `max_layouts` layouts is refused with its size; layouts are then
+// enumerated lazily and evaluated in bounded batches, so memory does not grow with the
+// space (see SearchOptions::max_layouts for what does). A function that calls others is
+// searched with its calls inlined (the `inline` pass).
+//
 // A candidate is reproduced from its recipe: its laid-out global program
 // (`global_text`) run through `commir-opt --pass-pipeline=<pipeline>` prints exactly
 // `spmd_text`. Verification (the cpu mesh against the one-device program, on a shrunken
@@ -64,6 +70,13 @@ struct SearchStats {
   int64_t over_memory = 0;        // dropped by max_memory_bytes
   int64_t candidates = 0;         // distinct, predicted, within memory
   double search_seconds = 0;      // enumerate, partition, schedule, predict, rank
+  int64_t layouts_in_space = 0;   // counted before the search (every mesh, up to a million)
+  bool layouts_in_space_exact = true;  // false: the space has more (it was not all counted)
+  bool cut_short = false;         // time_limit_s ran out before every layout was searched
+  // The most layouts and candidates (with their programs' text) held at once: what bounds
+  // the search's memory, whatever the size of the space.
+  int64_t peak_layouts_held = 0;
+  int64_t peak_candidates_held = 0;
   int64_t verified = 0;
   int64_t mismatched = 0;
   int64_t verify_failures = 0;
@@ -71,12 +84,32 @@ struct SearchStats {
 };
 
 struct SearchProgress {
+  // Counting the space (reported once, at the start: `meshes` is known, `layouts` not
+  // yet), then searching it.
+  bool counting = false;
   int64_t mesh = 0;  // the mesh being searched (0-based), of `meshes`
   int64_t meshes = 0;
   int64_t layouts_done = 0;
   int64_t layouts = 0;
+  bool layouts_counted = true;  // false: the space has more than `layouts` (not all counted)
   double seconds = 0;
 };
+
+// The default cap on a search's layouts (SearchOptions::max_layouts = -1): 20,000 on up to
+// 8 devices, and proportionally fewer on more, since simulating a layout costs time
+// linear in the device count (at least) and the cap is meant as a bound on minutes of
+// work: on two cores the search evaluates 30 to 300 layouts a second on 8 devices, about
+// 4 on 256 and 1 on 1,024. A transformer layer on 64 devices (1,818 layouts, cap 2,500)
+// fits; a chain of 8 matmuls on 8 devices (875,520) would take hours and is refused.
+inline constexpr int64_t kDefaultMaxLayouts = 20000;
+int64_t DefaultMaxLayouts(int64_t devices);
+// The most devices a search spreads a function over. The sim predicts every candidate by
+// simulating each device, and a ring schedule over an axis of n devices takes n steps on
+// each, so one layout costs up to N^2 simulated steps: on 4,096 devices a single layout
+// of a 3-matmul MLP took over two minutes and 600 MiB. 1,024 is more than an operator's
+// group (tensor, sequence or expert parallelism) spans; whole-cluster plans are the plan
+// search's (--plan).
+inline constexpr int64_t kMaxSearchDevices = 1024;
 
 struct SearchOptions {
   int64_t devices = 8;
@@ -89,8 +122,16 @@ struct SearchOptions {
   // Worker threads evaluating layouts (0: one per hardware thread). The result does not
   // depend on it.
   int threads = 0;
-  // How many ranked candidates to keep (0: all).
+  // How many ranked candidates to keep (0: all). Only these keep their programs' text
+  // during the search (unless top is 0 or verify is kAll); every other distinct candidate
+  // is remembered by a 128-bit fingerprint of its program, to merge duplicates.
   int top = 10;
+  // Refuse a space of more layouts than this (0: no cap; -1: DefaultMaxLayouts(devices)),
+  // saying how many it has.
+  int64_t max_layouts = -1;
+  // Stop taking new layouts after this many seconds (0: no limit) and rank what was found,
+  // with stats.cut_short set. Verification of the reported candidates comes after it.
+  double time_limit_s = 0;
   VerifyMode verify = VerifyMode::kTop;
   // Checks one candidate's recipe (of the searched function); required unless verify is
   // kNone.

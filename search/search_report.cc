@@ -47,6 +47,12 @@ std::string VerdictText(const Verdict& verdict) {
   return "-";
 }
 
+std::string CutShortText(const SearchResult& result) {
+  const SearchStats& s = result.stats;
+  return absl::StrFormat("cut short by the time limit after %d of %s%d layouts: the best found so far",
+                         s.layouts, s.layouts_in_space_exact ? "" : "more than ", s.layouts_in_space);
+}
+
 std::string FormatSummary(const SearchResult& result, const ReportContext& context) {
   const SearchStats& s = result.stats;
   std::string text = absl::StrFormat(
@@ -55,6 +61,7 @@ std::string FormatSummary(const SearchResult& result, const ReportContext& conte
       result.function, context.devices, context.hardware, context.gpus_per_node, s.meshes,
       s.layouts, s.schedules_tried, s.duplicates + s.layout_space.duplicates, s.not_applicable,
       s.over_memory, s.candidates, s.search_seconds);
+  if (s.cut_short) absl::StrAppend(&text, "; ", CutShortText(result));
   int64_t checked = s.verified + s.mismatched + s.verify_failures;
   if (checked > 0) {
     absl::StrAppendFormat(&text, "; verified %d of %d (%d mismatched, %d not checkable) in %.3f s",
@@ -105,6 +112,8 @@ std::string FormatJson(const SearchResult& result, const ReportContext& context)
   j["dimension_classes"] = classes;
   j["stats"] = {{"meshes", s.meshes},
                 {"layouts", s.layouts},
+                {"layouts_in_space", s.layouts_in_space},
+                {"cut_short", s.cut_short},
                 {"schedules_tried", s.schedules_tried},
                 {"duplicates_merged", s.duplicates + s.layout_space.duplicates},
                 {"not_applicable", s.not_applicable},

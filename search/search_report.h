@@ -20,6 +20,10 @@ struct ReportContext {
 // 10 of 10 (0 mismatched) in 0.83 s"
 std::string FormatSummary(const SearchResult& result, const ReportContext& context);
 
+// "cut short by the time limit after 120 of 4000 layouts: the best found so far" (when
+// stats.cut_short).
+std::string CutShortText(const SearchResult& result);
+
 // Columns: rank, mesh, layouts, time, exposed comm, bytes/device, peak memory, verified,
 // pipeline (the --pass-pipeline of commir-opt on the laid-out global program).
 std::string FormatTable(const SearchResult& result, const ReportContext& context);

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
@@ -163,6 +164,160 @@ func @mlp(%x: f32[64, 32], %w1: f32[32, 128@tp], %w2: f32[128@tp, 32]) -> f32[64
   for (const LayoutCandidate& c : layouts) {
     EXPECT_NE(c.description.find("w1.1@"), std::string::npos) << c.description;
   }
+}
+
+
+// Three classes that share no tensor (each argument is its own result): every class set
+// of an axis is allowed, so the count has a closed form.
+constexpr char kIndependent16[] = R"(
+mesh @m(d=1)
+func @f(%a: f32[16], %b: f32[16], %c: f32[16]) -> (f32[16], f32[16], f32[16]) {
+  %x = exp(%a)
+  %y = exp(%b)
+  %z = exp(%c)
+  return %x, %y, %z
+}
+)";
+
+int64_t Count(const Function& f, const std::vector<DimClass>& classes, const MeshShape& mesh,
+              int max_classes_per_axis = 3, int64_t limit = 1 << 30) {
+  return CountLayouts(f, classes, mesh, max_classes_per_axis, limit);
+}
+
+TEST(LayoutSpace, CountMatchesClosedForms) {
+  std::unique_ptr<Module> m = Parse(kIndependent16);
+  const Function& f = *m->functions().front();
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+  ASSERT_TRUE(classes.ok());
+  ASSERT_EQ(classes->size(), 3u);
+  // Any of the 7 non-empty subsets of 3 classes on each axis (16 divides by 2*2*2).
+  EXPECT_EQ(Count(f, *classes, MeshShape{{2}}), 7);
+  EXPECT_EQ(Count(f, *classes, MeshShape{{2, 2}}), 7 * 7);
+  EXPECT_EQ(Count(f, *classes, MeshShape{{2, 2, 2}}), 7 * 7 * 7);
+  EXPECT_EQ(AssignmentBound(3, 3, 3), 343.0);
+  // At most 2 classes per axis: 3 + 3 subsets.
+  EXPECT_EQ(Count(f, *classes, MeshShape{{2, 2, 2}}, 2), 6 * 6 * 6);
+  EXPECT_EQ(AssignmentBound(3, 2, 3), 216.0);
+  // On 4x8, no class divides over both axes (32 > 16): the two axes' sets are disjoint
+  // and non-empty: each class goes to a, b or neither (3^3), less a empty (2^3), less b
+  // empty (2^3), plus both empty (1).
+  EXPECT_EQ(Count(f, *classes, MeshShape{{4, 8}}), 27 - 8 - 8 + 1);
+  // 16 over 32: nothing.
+  EXPECT_EQ(Count(f, *classes, MeshShape{{32}}), 0);
+  // The count stops one past the limit.
+  EXPECT_EQ(Count(f, *classes, MeshShape{{2, 2, 2}}, 3, 100), 101);
+  // 1000 classes on three axes: C(1000,1)+C(1000,2)+C(1000,3) = 166,667,500 sets per axis.
+  EXPECT_DOUBLE_EQ(AssignmentBound(1000, 3, 3), 166667500.0 * 166667500.0 * 166667500.0);
+}
+
+// Every tuple of class subsets (one per axis, empty ones too), filtered by the rules
+// as layout_space.h states them: a brute force independent of the enumerator.
+int64_t BruteForceCount(const Function& f, const std::vector<DimClass>& classes,
+                        const MeshShape& mesh, int max_classes_per_axis) {
+  const int n = static_cast<int>(classes.size());
+  const int axes = static_cast<int>(mesh.sizes.size());
+  // Per tensor (arguments, then results), the classes of its dimensions.
+  int args = static_cast<int>(f.arg_types().size());
+  std::vector<std::vector<int>> tensor_classes(args + f.result_types().size());
+  for (int c = 0; c < n; ++c) {
+    for (const SignatureDim& d : classes[c].signature_dims) {
+      tensor_classes[(d.is_result ? args : 0) + d.index].push_back(c);
+    }
+  }
+  int64_t count = 0;
+  std::vector<uint32_t> subset(axes, 0);
+  int64_t tuples = 1;
+  for (int a = 0; a < axes; ++a) tuples <<= n;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t rest = t;
+    for (int a = 0; a < axes; ++a) {
+      subset[a] = static_cast<uint32_t>(rest & ((int64_t{1} << n) - 1));
+      rest >>= n;
+    }
+    bool ok = true;
+    for (int a = 0; a < axes && ok; ++a) {
+      int size = __builtin_popcount(subset[a]);
+      if (size == 0 || size > max_classes_per_axis) ok = false;  // splits nothing / too many
+      for (const std::vector<int>& cs : tensor_classes) {
+        int hits = 0;
+        for (int c : cs) hits += (subset[a] >> c) & 1;
+        if (hits > 1) ok = false;  // one tensor split twice over an axis
+      }
+    }
+    for (int c = 0; c < n && ok; ++c) {
+      int64_t group = 1;
+      for (int a = 0; a < axes; ++a) {
+        if ((subset[a] >> c) & 1) group *= mesh.sizes[a];
+      }
+      if (classes[c].divisible_size % group != 0) ok = false;
+      if (classes[c].pinned && group == 1) ok = false;
+    }
+    count += ok;
+  }
+  return count;
+}
+
+TEST(LayoutSpace, CountMatchesBruteForceAndTheEnumeration) {
+  constexpr char kPinned[] = R"(
+mesh @m(tp=2)
+func @mlp(%x: f32[64, 32], %w1: f32[32, 128@tp], %w2: f32[128@tp, 32]) -> f32[64, 32] {
+  %u = matmul(%x, %w1) : f32[64, 128@tp]
+  %y = matmul(%u, %w2) : f32[64, 32]
+  return %y
+}
+)";
+  for (const char* text : {kMlp, kPinned, kIndependent16}) {
+    std::unique_ptr<Module> m = Parse(text);
+    const Function& f = *m->functions().front();
+    absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+    ASSERT_TRUE(classes.ok());
+    for (int64_t devices : {2, 4, 8, 12, 64}) {
+      for (const MeshShape& mesh : MeshShapes(devices)) {
+        for (int per_axis : {1, 2, 3}) {
+          int64_t brute = BruteForceCount(f, *classes, mesh, per_axis);
+          LayoutSpaceStats stats;
+          EXPECT_EQ(Count(f, *classes, mesh, per_axis), brute) << mesh.ToString();
+          EXPECT_EQ(static_cast<int64_t>(EnumerateLayouts(f, *classes, mesh, per_axis, stats).size()),
+                    brute)
+              << mesh.ToString();
+          EXPECT_LE(static_cast<double>(brute),
+                    AssignmentBound(static_cast<int64_t>(classes->size()), per_axis,
+                                    static_cast<int>(mesh.sizes.size())));
+        }
+      }
+    }
+  }
+}
+
+// 16 chained matmuls: 18 classes, about 3.4e8 layouts on 2x2x2. The enumerator yields
+// the first ones having considered only a handful of assignments: it never builds the
+// space.
+TEST(LayoutSpace, EnumerationIsLazy) {
+  std::string text = "mesh @m(d=1)\nfunc @chain(%x: f32[64, 64]";
+  for (int i = 1; i <= 16; ++i) absl::StrAppend(&text, ", %w", i, ": f32[64, 64]");
+  absl::StrAppend(&text, ") -> f32[64, 64] {\n");
+  std::string last = "%x";
+  for (int i = 1; i <= 16; ++i) {
+    absl::StrAppend(&text, "  %h", i, " = matmul(", last, ", %w", i, ") : f32[64, 64]\n");
+    last = absl::StrCat("%h", i);
+  }
+  absl::StrAppend(&text, "  return ", last, "\n}\n");
+  std::unique_ptr<Module> m = Parse(text);
+  const Function& f = *m->functions().front();
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+  ASSERT_TRUE(classes.ok());
+  ASSERT_EQ(classes->size(), 18u);
+  MeshShape mesh{{2, 2, 2}};
+  LayoutEnumerator enumerator(f, *classes, mesh, 3);
+  LayoutCandidate layout;
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(enumerator.Next(layout));
+  // The first axis's first set, the second's too, and 100 sets of the third (some
+  // rejected): a few hundred assignments of the 9.6e8.
+  EXPECT_LT(enumerator.stats().assignments, 1000);
+  EXPECT_EQ(layout.mesh.ToString(), "2x2x2");
+  // Counting stops at its limit, having looked at about as little.
+  EXPECT_EQ(CountLayouts(f, *classes, mesh, 3, 1000), 1001);
+  EXPECT_GT(AssignmentBound(18, 3, 3), 9e8);
 }
 
 TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {

@@ -7,10 +7,14 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
+#include "search/dim_classes.h"
+#include "search/layout_space.h"
+#include "search/mesh_shapes.h"
 #include "search/recipe_verifier.h"
 #include "sim/hardware.h"
 #include "transforms/pass_manager.h"
@@ -189,6 +193,158 @@ TEST(Search, TheCpuMeshProvesTheBest) {
     EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
   }
   EXPECT_EQ(r->stats.verified, 4);
+}
+
+
+// The sum over the meshes of the layouts EnumerateLayouts materializes: what the search's
+// count must say.
+int64_t EnumeratedLayouts(const Module& m, int64_t devices) {
+  const Function& f = *m.functions().front();
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(f);
+  EXPECT_TRUE(classes.ok());
+  int64_t total = 0;
+  for (const MeshShape& mesh : MeshShapes(devices)) {
+    LayoutSpaceStats stats;
+    total += static_cast<int64_t>(EnumerateLayouts(f, *classes, mesh, 3, stats).size());
+  }
+  return total;
+}
+
+std::string Chain(int matmuls) {
+  std::string text = "mesh @m(d=1)\nfunc @chain(%x: f32[64, 64]";
+  for (int i = 1; i <= matmuls; ++i) absl::StrAppend(&text, ", %w", i, ": f32[64, 64]");
+  absl::StrAppend(&text, ") -> f32[64, 64] {\n");
+  std::string last = "%x";
+  for (int i = 1; i <= matmuls; ++i) {
+    absl::StrAppend(&text, "  %h", i, " = matmul(", last, ", %w", i, ") : f32[64, 64]\n");
+    last = absl::StrCat("%h", i);
+  }
+  absl::StrAppend(&text, "  return ", last, "\n}\n");
+  return text;
+}
+
+TEST(Search, CountsTheSpaceAndRefusesOneOverTheCap) {
+  std::unique_ptr<Module> m = Parse(kMlp);
+  SearchOptions options = Options(4);
+  absl::StatusOr<SearchResult> r = Search(*m, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int64_t layouts = EnumeratedLayouts(*m, 4);
+  EXPECT_EQ(r->stats.layouts_in_space, layouts);
+  EXPECT_TRUE(r->stats.layouts_in_space_exact);
+  EXPECT_EQ(r->stats.layouts, layouts);
+  EXPECT_FALSE(r->stats.cut_short);
+
+  options.max_layouts = layouts - 1;
+  r = Search(*m, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr(absl::StrCat("@mlp has ", layouts, " layouts on 4 devices")));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr(absl::StrCat("more than --max-layouts=", layouts - 1)));
+  options.max_layouts = layouts;
+  EXPECT_TRUE(Search(*m, options).ok());
+
+  // The default cap shrinks with the device count (a layout's simulation grows with it):
+  // on 1024 devices the MLP's space is refused.
+  EXPECT_EQ(DefaultMaxLayouts(1), 20000);
+  EXPECT_EQ(DefaultMaxLayouts(8), 20000);
+  EXPECT_EQ(DefaultMaxLayouts(64), 2500);
+  EXPECT_EQ(DefaultMaxLayouts(1024), 156);
+  std::unique_ptr<Module> wide = Parse(R"(
+mesh @m(d=1)
+func @mlp(%x: f32[256, 128], %w1: f32[128, 512], %w2: f32[512, 128]) -> f32[256, 128] {
+  %u = matmul(%x, %w1) : f32[256, 512]
+  %a = gelu(%u)
+  %y = matmul(%a, %w2) : f32[256, 128]
+  return %y
+}
+)");
+  r = Search(*wide, Options(1024));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr(absl::StrCat("@mlp has ", EnumeratedLayouts(*wide, 1024),
+                                                " layouts on 1024 devices")));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("more than --max-layouts=156 (the default on 1024 devices"));
+
+  // 16 chained matmuls on 8 devices: hundreds of millions of layouts, refused after
+  // counting a million, without searching any.
+  std::unique_ptr<Module> chain = Parse(Chain(16));
+  r = Search(*chain, Options(8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("@chain has more than 1000000 layouts on 8 devices (4 meshes"));
+}
+
+TEST(Search, HoldsOnlyABatchOfLayoutsAndTheTopCandidates) {
+  std::unique_ptr<Module> m = Parse(kBlock);
+  SearchOptions options = Options(4);
+  options.threads = 1;
+  absl::StatusOr<SearchResult> all = Search(*m, options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  options.top = 3;
+  absl::StatusOr<SearchResult> top = Search(*m, options);
+  ASSERT_TRUE(top.ok()) << top.status();
+  // The same best three as ranking everything.
+  ASSERT_EQ(top->ranked.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(top->ranked[i].layout.description, all->ranked[i].layout.description);
+    EXPECT_EQ(top->ranked[i].pipeline, all->ranked[i].pipeline);
+    EXPECT_EQ(top->ranked[i].layout.mesh.ToString(), all->ranked[i].layout.mesh.ToString());
+  }
+  EXPECT_EQ(top->stats.candidates, all->stats.candidates);
+  EXPECT_EQ(top->stats.duplicates, all->stats.duplicates);
+  // A batch of 16 layouts per thread, and the top candidates plus one batch's.
+  EXPECT_GT(all->stats.layouts, 16);
+  EXPECT_LE(top->stats.peak_layouts_held, 16);
+  EXPECT_LT(top->stats.peak_candidates_held, all->stats.candidates);
+  EXPECT_EQ(all->stats.peak_candidates_held, all->stats.candidates);
+}
+
+TEST(Search, TimeLimitStopsAndReportsTheBestSoFar) {
+  std::unique_ptr<Module> m = Parse(kMlp);
+  SearchOptions options = Options(4);
+  options.threads = 1;
+  options.time_limit_s = 1e-9;  // out before the second layout
+  absl::StatusOr<SearchResult> r = Search(*m, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stats.cut_short);
+  EXPECT_EQ(r->stats.layouts, 1);
+  EXPECT_EQ(r->stats.layouts_in_space, EnumeratedLayouts(*m, 4));
+  EXPECT_FALSE(r->ranked.empty());
+}
+
+TEST(Search, InlinesCallsFirst) {
+  // A model as `commir-search --emit-model` writes it: @model calls @layer.
+  constexpr char kModel[] = R"(
+func @model(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32], %v1: f32[32, 128], %v2: f32[128, 32]) -> f32[64, 32] {
+  %y = call @layer(%x, %w1, %w2) : f32[64, 32]
+  %z = call @layer(%y, %v1, %v2) : f32[64, 32]
+  return %z
+}
+
+func @layer(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32] {
+  %u = matmul(%x, %w1) : f32[64, 128]
+  %a = gelu(%u)
+  %d = matmul(%a, %w2) : f32[64, 32]
+  %y = add(%x, %d)
+  return %y
+}
+)";
+  std::unique_ptr<Module> m = Parse(kModel);
+  SearchOptions options = Options(2);
+  options.verify = VerifyMode::kTop;
+  options.verifier = CpuMeshVerifier();
+  options.top = 3;
+  absl::StatusOr<SearchResult> r = Search(*m, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->function, "model");  // the function nobody calls
+  ASSERT_FALSE(r->ranked.empty());
+  EXPECT_EQ(r->ranked.front().global_text.find("call"), std::string::npos);
+  for (const Candidate& c : r->ranked) {
+    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
+  }
 }
 
 TEST(Search, ErrorsSayWhy) {
