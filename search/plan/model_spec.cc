@@ -239,6 +239,9 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
     first = 1;
   }
   absl::flat_hash_set<std::string> given;
+  // A multi-head preset (kv_heads == heads, as GPT-3's) stays multi-head when only its
+  // heads are changed; a grouped-query preset keeps its kv_heads.
+  const bool multi_head_preset = !preset_name.empty() && m.kv_heads == m.heads;
   for (size_t i = first; i < parts.size(); ++i) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(absl::StripAsciiWhitespace(parts[i]), absl::MaxSplits('=', 1));
@@ -256,6 +259,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
     }
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;  // unspecified: multi-head attention
+  if (multi_head_preset && !given.contains("kv_heads")) m.kv_heads = m.heads;
   if (m.name.empty()) m.name = "custom";
   if (!preset_name.empty() && !given.contains("kv_heads") && m.heads > 0 && m.kv_heads > 0 &&
       m.hidden > 0 && m.hidden % m.heads == 0 && m.heads % m.kv_heads != 0) {

@@ -54,8 +54,9 @@ absl::StatusOr<ModelSpec> Preset(absl::string_view name);
 // "PRESET[,key=value...]" or "key=value,..." with keys name, arch (gpt|llama), layers,
 // hidden, heads, kv_heads, ffn, seq, vocab, global_batch, dtype (bf16|f16|f32). Errors
 // name the bad key or value (a key given twice is one); the result is validated
-// (Validate). kv_heads left out is heads (multi-head attention) without a preset and the
-// preset's own with one (a refusal of it says that it is the preset's).
+// (Validate). kv_heads left out is heads (multi-head attention) without a preset or with
+// a multi-head one (GPT-3's), and a grouped-query preset's own (Llama 3's 8; a refusal of
+// it says that it is the preset's default).
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text);
 
 // The largest value each size may take (kMaxLayers and so on), about eight times the

@@ -168,6 +168,13 @@ TEST(ModelSpecTest, APresetsKvHeadsAreSaidToBeItsDefault) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(), "model: kv_heads (8) must divide heads (1)");
   EXPECT_TRUE(ParseModelSpec("llama3-8b,heads=1,kv_heads=1").ok());
+  // A multi-head preset stays multi-head: GPT-3 1.3B's 16 kv_heads follow heads=4.
+  m = ParseModelSpec("gpt3-1.3b,heads=4");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->kv_heads, 4);
+  m = ParseModelSpec("gpt3-1.3b,heads=4,kv_heads=2");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->kv_heads, 2);
 }
 
 }  // namespace

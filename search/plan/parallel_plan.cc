@@ -78,11 +78,10 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
   // Checked one factor at a time (each is at most 2^30 when parsed), so that gpus()'s
   // product cannot overflow once this passes.
   {
-    constexpr int64_t kMaxGpus = int64_t{1} << 24;
     int64_t gpus = 1;
     for (int64_t size : {p.tp, p.cp, p.pp, p.dp}) {
-      if (size > kMaxGpus / gpus) {
-        return refuse("tp x cp x pp x dp exceeds ", kMaxGpus, " GPUs");
+      if (size > kMaxPlanGpus / gpus) {
+        return refuse("tp x cp x pp x dp exceeds ", kMaxPlanGpus, " GPUs");
       }
       gpus *= size;
     }

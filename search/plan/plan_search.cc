@@ -305,6 +305,10 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = Validate(model); !s.ok()) return s;
   if (options.gpus < 1) return absl::InvalidArgumentError("the plan search needs at least 1 GPU");
+  if (options.gpus > kMaxPlanGpus) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan search takes at most ", kMaxPlanGpus,
+                                                   " GPUs, not ", options.gpus));
+  }
   if (options.top < 1) return absl::InvalidArgumentError("the plan search reports at least 1 plan");
   const int64_t gpus_per_node = std::max<int64_t>(1, layers.options().predict.gpus_per_node);
   const int64_t measured_before = layers.measured();

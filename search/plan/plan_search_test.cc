@@ -330,6 +330,12 @@ TEST(PlanSearchTest, RefusesBadRequests) {
   PlanSearchOptions o;
   o.gpus = 0;
   EXPECT_FALSE(SearchPlans(m, o, layers).ok());
+  o.gpus = int64_t{1} << 30;  // --gpus's own bound
+  absl::StatusOr<PlanSearchResult> huge = SearchPlans(m, o, layers);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("at most 16777216 GPUs, not 1073741824"),
+            std::string::npos)
+      << huge.status();
   o.gpus = 4;
   o.top = 0;
   EXPECT_FALSE(SearchPlans(m, o, layers).ok());
