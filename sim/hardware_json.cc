@@ -38,11 +38,11 @@ struct FieldDef {
 };
 
 // The bounds, by kind of quantity (in the keys' units).
-constexpr double kMinRate = 1e-3, kMaxRate = 1e6;          // TFLOP/s, GB/s, GiB
-constexpr double kMinFraction = 1e-3;                        // efficiencies, up to 1
-constexpr double kMaxLatencyUs = 1e6;                        // one second
-constexpr double kMaxMessageMib = 1e6;                       // about a TiB
-constexpr double kMaxSlowdown = 100;                         // a GEMM 101 times slower
+constexpr double kMinRate = 1e-3, kMaxRate = 1e6;  // TFLOP/s, GB/s, GiB
+constexpr double kMinFraction = 1e-3;               // efficiencies, up to 1
+constexpr double kMaxLatencyUs = 1e6;               // one second
+constexpr double kMaxMessageMib = 1e6;              // about a TiB
+constexpr double kMaxSlowdown = 100;                // a GEMM 101 times slower
 constexpr size_t kMaxNameLength = 256;
 
 const std::vector<FieldDef>& Fields() {
