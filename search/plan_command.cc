@@ -25,6 +25,7 @@
 #include "search/plan/plan_report.h"
 #include "search/plan/plan_search.h"
 #include "sim/hardware.h"
+#include "sim/hardware_json.h"
 #include "tools/command_line.h"
 #include "tools/exit_codes.h"
 #include "tools/hardware_file.h"
@@ -265,6 +266,12 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
         if (!absl::SimpleAtod(v, &gbps) || !(gbps > 0)) {
           return absl::InvalidArgumentError(
               absl::StrCat("--sweep: '", v, "' is not a bandwidth in GB/s"));
+        }
+        // The hardware file's range for the same figure (no inf, no denormal).
+        if (absl::Status s = sim::CheckHardwareJsonNumber(
+                "nvlink_bandwidth_per_direction_gb_per_s", gbps, "--sweep");
+            !s.ok()) {
+          return s;
         }
         // Point-to-point copies scale with the links.
         if (c.hardware.nvlink_bandwidth_per_direction > 0) {

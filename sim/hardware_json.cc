@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
@@ -21,46 +22,74 @@ using IntField = int HardwareSpec::*;
 using BoolField = bool HardwareSpec::*;
 using ProtocolField = double (HardwareSpec::*)[kNumNcclProtocols];
 
-// One JSON key: where it lands in HardwareSpec and the factor from the key's unit to SI.
+// One JSON key: where it lands in HardwareSpec, the factor from the key's unit to SI,
+// and for numbers the physically meaningful values in the key's unit [min, max]: far
+// beyond any GPU or network built or planned, yet tight enough that every time the
+// model derives from them (bytes over a bandwidth, FLOPs over a peak times a fraction)
+// is finite and positive. A denormal bandwidth or a 1e308 MiB message size would
+// otherwise give infinite or NaN times.
 struct FieldDef {
   const char* key;
   std::variant<DoubleField, IntField, BoolField, ProtocolField> member;
   double scale = 1;
   Range range = Range::kPositive;
+  double min = 0;
+  double max = 0;
 };
+
+// The bounds, by kind of quantity (in the keys' units).
+constexpr double kMinRate = 1e-3, kMaxRate = 1e6;  // TFLOP/s, GB/s, GiB
+constexpr double kMinFraction = 1e-3;               // efficiencies, up to 1
+constexpr double kMaxLatencyUs = 1e6;               // one second
+constexpr double kMaxMessageMib = 1e6;              // about a TiB
+constexpr double kMaxSlowdown = 100;                // a GEMM 101 times slower
+constexpr size_t kMaxNameLength = 256;
 
 const std::vector<FieldDef>& Fields() {
   static const std::vector<FieldDef>* fields = new std::vector<FieldDef>{
-      {"peak_bf16_tflops", &HardwareSpec::peak_flops_bf16, 1e12},
-      {"peak_tf32_tflops", &HardwareSpec::peak_flops_tf32, 1e12},
-      {"peak_f32_tflops", &HardwareSpec::peak_flops_f32, 1e12},
+      {"peak_bf16_tflops", &HardwareSpec::peak_flops_bf16, 1e12, Range::kPositive, kMinRate,
+       kMaxRate},
+      {"peak_tf32_tflops", &HardwareSpec::peak_flops_tf32, 1e12, Range::kPositive, kMinRate,
+       kMaxRate},
+      {"peak_f32_tflops", &HardwareSpec::peak_flops_f32, 1e12, Range::kPositive, kMinRate,
+       kMaxRate},
       {"f32_matmul_uses_tf32", &HardwareSpec::f32_matmul_uses_tf32},
       {"sm_count", &HardwareSpec::sm_count},
-      {"gemm_peak_fraction", &HardwareSpec::gemm_peak_fraction, 1, Range::kFraction},
-      {"attention_peak_fraction", &HardwareSpec::attention_peak_fraction, 1, Range::kFraction},
+      {"gemm_peak_fraction", &HardwareSpec::gemm_peak_fraction, 1, Range::kFraction, kMinFraction,
+       1},
+      {"attention_peak_fraction", &HardwareSpec::attention_peak_fraction, 1, Range::kFraction,
+       kMinFraction, 1},
       {"kernel_launch_overhead_us", &HardwareSpec::kernel_launch_overhead_s, 1e-6,
-       Range::kNonNegative},
-      {"hbm_bandwidth_gb_per_s", &HardwareSpec::hbm_bandwidth, 1e9},
-      {"hbm_capacity_gib", &HardwareSpec::hbm_capacity, 1024.0 * 1024.0 * 1024.0},
+       Range::kNonNegative, 0, kMaxLatencyUs},
+      {"hbm_bandwidth_gb_per_s", &HardwareSpec::hbm_bandwidth, 1e9, Range::kPositive, kMinRate,
+       kMaxRate},
+      {"hbm_capacity_gib", &HardwareSpec::hbm_capacity, 1024.0 * 1024.0 * 1024.0, Range::kPositive,
+       kMinRate, kMaxRate},
       {"gpus_per_node", &HardwareSpec::gpus_per_node},
       {"nvlink_bandwidth_per_direction_gb_per_s", &HardwareSpec::nvlink_bandwidth_per_direction,
-       1e9},
+       1e9, Range::kPositive, kMinRate, kMaxRate},
       {"nvlink_links", &HardwareSpec::nvlink_links},
-      {"nvlink_bus_efficiency", &HardwareSpec::nvlink_bus_efficiency, 1, Range::kFraction},
-      {"p2p_bandwidth_gb_per_s", &HardwareSpec::p2p_bandwidth, 1e9},
+      {"nvlink_bus_efficiency", &HardwareSpec::nvlink_bus_efficiency, 1, Range::kFraction,
+       kMinFraction, 1},
+      {"p2p_bandwidth_gb_per_s", &HardwareSpec::p2p_bandwidth, 1e9, Range::kPositive, kMinRate,
+       kMaxRate},
       {"copy_engines", &HardwareSpec::copy_engines, 1, Range::kNonNegative},
-      {"network_bandwidth_per_gpu_gb_per_s", &HardwareSpec::network_bandwidth_per_gpu, 1e9},
-      {"network_latency_us", &HardwareSpec::network_latency_s, 1e-6, Range::kNonNegative},
-      {"network_efficiency", &HardwareSpec::network_efficiency, 1, Range::kFraction},
+      {"network_bandwidth_per_gpu_gb_per_s", &HardwareSpec::network_bandwidth_per_gpu, 1e9,
+       Range::kPositive, kMinRate, kMaxRate},
+      {"network_latency_us", &HardwareSpec::network_latency_s, 1e-6, Range::kNonNegative, 0,
+       kMaxLatencyUs},
+      {"network_efficiency", &HardwareSpec::network_efficiency, 1, Range::kFraction, kMinFraction,
+       1},
       {"bus_half_efficiency_mib", &HardwareSpec::bus_half_efficiency_bytes, 1024.0 * 1024.0,
-       Range::kNonNegative},
+       Range::kNonNegative, 0, kMaxMessageMib},
       {"gemm_comm_overlap_slowdown", &HardwareSpec::gemm_comm_overlap_slowdown, 1,
-       Range::kNonNegative},
-      {"nccl_base_latency_us", &HardwareSpec::nccl_base_latency_s, 1e-6, Range::kNonNegative},
+       Range::kNonNegative, 0, kMaxSlowdown},
+      {"nccl_base_latency_us", &HardwareSpec::nccl_base_latency_s, 1e-6, Range::kNonNegative, 0,
+       kMaxLatencyUs},
       {"nccl_nvlink_step_latency_us", &HardwareSpec::nccl_nvlink_step_latency_s, 1e-6,
-       Range::kNonNegative},
+       Range::kNonNegative, 0, kMaxLatencyUs},
       {"nccl_protocol_bandwidth_fraction", &HardwareSpec::nccl_protocol_bandwidth_fraction, 1,
-       Range::kFraction},
+       Range::kFraction, kMinFraction, 1},
   };
   return *fields;
 }
@@ -86,13 +115,23 @@ absl::Status CheckRange(double v, Range range, absl::string_view source, absl::s
   return absl::OkStatus();
 }
 
+// The sign or fraction check, then the physically meaningful range.
+absl::Status CheckNumber(double v, const FieldDef& f, absl::string_view source) {
+  if (absl::Status s = CheckRange(v, f.range, source, f.key); !s.ok()) return s;
+  if (f.max > 0 && !(v >= f.min && v <= f.max)) {
+    return FieldError(source, f.key,
+                      absl::StrFormat("must be from %g to %g, got %g", f.min, f.max, v));
+  }
+  return absl::OkStatus();
+}
+
 // nlohmann's type names ("string", "number", "array", ...) for messages.
 std::string TypeName(const Json& j) { return j.type_name(); }
 
 absl::Status ReadNumber(const Json& j, const FieldDef& f, absl::string_view source, double* out) {
   if (!j.is_number()) return FieldError(source, f.key, "must be a number, got " + TypeName(j));
   double v = j.get<double>();
-  if (absl::Status s = CheckRange(v, f.range, source, f.key); !s.ok()) return s;
+  if (absl::Status s = CheckNumber(v, f, source); !s.ok()) return s;
   *out = v * f.scale;
   return absl::OkStatus();
 }
@@ -132,6 +171,19 @@ absl::Status ApplyField(const Json& j, const FieldDef& f, absl::string_view sour
 
 }  // namespace
 
+absl::Status CheckHardwareJsonNumber(absl::string_view key, double value,
+                                     absl::string_view source) {
+  for (const FieldDef& f : Fields()) {
+    if (f.key != key) continue;
+    if (!std::holds_alternative<DoubleField>(f.member) &&
+        !std::holds_alternative<ProtocolField>(f.member)) {
+      break;
+    }
+    return CheckNumber(value, f, source);
+  }
+  return absl::InvalidArgumentError(absl::StrFormat("%s: '%s' is no number key", source, key));
+}
+
 std::vector<std::string> HardwareJsonKeys() {
   std::vector<std::string> keys;
   for (const FieldDef& f : Fields()) keys.push_back(f.key);
@@ -140,10 +192,38 @@ std::vector<std::string> HardwareJsonKeys() {
 
 absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::string_view source) {
   Json root;
+  // A key given twice in one object would silently take its last value: the parser's
+  // callback sees every key of every object as it is read, so each object's keys are
+  // kept on a stack and the first repeated one is reported.
+  std::vector<absl::flat_hash_set<std::string>> open_objects;
+  std::string repeated_key;
+  auto check_keys = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        if (!open_objects.empty() && repeated_key.empty() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second) {
+          repeated_key = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
   try {
-    root = Json::parse(text.begin(), text.end());
+    root = Json::parse(text.begin(), text.end(), check_keys);
   } catch (const Json::exception& e) {  // syntax errors, and numbers beyond a double's range
     return absl::InvalidArgumentError(absl::StrFormat("%s: not valid JSON: %s", source, e.what()));
+  }
+  if (!repeated_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key '%s' is given twice", source, absl::CHexEscape(repeated_key)));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
@@ -157,7 +237,8 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
     const HardwareSpec* base = FindBuiltinHardware(it->get<std::string>());
     if (base == nullptr) {
       return FieldError(source, "base",
-                        absl::StrFormat("names no built-in hardware: '%s'", it->get<std::string>()));
+                        absl::StrFormat("names no built-in hardware: '%s'",
+                                        absl::CHexEscape(it->get<std::string>())));
     }
     hw = *base;
     hw.name = std::string(source);  // a derived description is not the built-in itself
@@ -165,13 +246,28 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
   }
   if (auto it = root.find("name"); it != root.end()) {
     if (!it->is_string()) return FieldError(source, "name", "must be a string, got " + TypeName(*it));
-    hw.name = it->get<std::string>();
+    // The name is printed in reports and tables: a control character (a newline, an
+    // escape sequence) would corrupt them, and a very long name their layout.
+    const std::string name = it->get<std::string>();
+    if (name.empty() || name.size() > kMaxNameLength) {
+      return FieldError(source, "name",
+                        absl::StrFormat("must hold 1 to %d characters, got %d", kMaxNameLength,
+                                        name.size()));
+    }
+    for (unsigned char c : name) {
+      if (c < 0x20 || c == 0x7f) {
+        return FieldError(source, "name",
+                          absl::StrFormat("must not hold control characters, got \"%s\"",
+                                          absl::CHexEscape(name)));
+      }
+    }
+    hw.name = name;
   }
   // Unknown keys first: a misspelt key would otherwise be reported as a missing one.
   absl::flat_hash_set<std::string> known = {"base", "name"};
   for (const FieldDef& f : Fields()) known.insert(f.key);
   for (const auto& [key, value] : root.items()) {
-    if (!known.contains(key)) return FieldError(source, key, "is unknown");
+    if (!known.contains(key)) return FieldError(source, absl::CHexEscape(key), "is unknown");
   }
   for (const FieldDef& f : Fields()) {
     auto it = root.find(f.key);

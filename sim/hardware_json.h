@@ -6,8 +6,10 @@
 //   { "base": "h100-sxm", "name": "my-h100", "gpus_per_node": 4,
 //     "network_bandwidth_per_gpu_gb_per_s": 25 }
 // Per-protocol NCCL figures are arrays in the order [LL, LL128, Simple].
-// Unknown keys, values of the wrong type or out of range, and missing keys are errors
-// that name the file and the key.
+// Unknown keys, keys given twice, values of the wrong type or out of range (each number
+// has a physically meaningful range, so that no derived time is infinite or NaN), a
+// "name" holding control characters, and missing keys are errors that name the file and
+// the key.
 #ifndef COMMIR_SIM_HARDWARE_JSON_H_
 #define COMMIR_SIM_HARDWARE_JSON_H_
 
@@ -26,6 +28,12 @@ absl::StatusOr<HardwareSpec> LoadHardwareJsonFile(absl::string_view path);
 
 // Every key the format accepts besides "base" and "name" (for documentation and tests).
 std::vector<std::string> HardwareJsonKeys();
+
+// Checks one number, in the key's unit, against the key's range as a file's would be
+// (for values given elsewhere, such as a command line's what-if); `source` names where
+// it came from. An error for a key that is not a number key of the format.
+absl::Status CheckHardwareJsonNumber(absl::string_view key, double value,
+                                     absl::string_view source);
 
 }  // namespace commir::sim
 

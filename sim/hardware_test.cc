@@ -171,6 +171,71 @@ TEST(HardwareJsonTest, ErrorsNameTheFileAndTheField) {
   EXPECT_THAT(ErrorOf("{\"base\": "), HasSubstr("bad.json: not valid JSON: "));
 }
 
+// Values that pass a sign check but make every derived time infinite or NaN (a
+// denormal bandwidth, a message-size curve of 1e308 MiB) are refused with their range.
+TEST(HardwareJsonTest, FieldsOutsideAPhysicallyMeaningfulRangeAreRefused) {
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nvlink_bandwidth_per_direction_gb_per_s": 1e-320})"),
+            "bad.json: field 'nvlink_bandwidth_per_direction_gb_per_s' must be from 0.001 to "
+            "1e+06, got 9.99989e-321");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "bus_half_efficiency_mib": 1e308})"),
+            "bad.json: field 'bus_half_efficiency_mib' must be from 0 to 1e+06, got 1e+308");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "peak_bf16_tflops": 1e300})"),
+            "bad.json: field 'peak_bf16_tflops' must be from 0.001 to 1e+06, got 1e+300");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "gemm_peak_fraction": 1e-300})"),
+            "bad.json: field 'gemm_peak_fraction' must be from 0.001 to 1, got 1e-300");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "network_latency_us": 1e200})"),
+            "bad.json: field 'network_latency_us' must be from 0 to 1e+06, got 1e+200");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nccl_protocol_bandwidth_fraction": [1e-320, 1, 1]})"),
+            "bad.json: field 'nccl_protocol_bandwidth_fraction' must be from 0.001 to 1, got "
+            "9.99989e-321");
+  // Every field of every number kind, at a huge and a tiny positive value: none passes
+  // where a sign check alone would have let it through.
+  for (const std::string& key : HardwareJsonKeys()) {
+    for (const char* value : {"1e300", "1e-300"}) {
+      nlohmann::json file = nlohmann::json::parse(R"({"base": "h100-sxm"})");
+      if (key == "f32_matmul_uses_tf32") continue;
+      if (key.rfind("nccl_", 0) == 0) {
+        file[key] = nlohmann::json::array({std::stod(value), std::stod(value), std::stod(value)});
+      } else {
+        file[key] = std::stod(value);
+      }
+      absl::StatusOr<HardwareSpec> hw = ParseHardwareJson(file.dump(), "bad.json");
+      // Latencies, the message-size curve and the slowdown may be 0 and so tiny.
+      const bool may_be_tiny =
+          std::string(value) == "1e-300" &&
+          (key.find("latency") != std::string::npos || key == "kernel_launch_overhead_us" ||
+           key == "bus_half_efficiency_mib" || key == "gemm_comm_overlap_slowdown");
+      if (may_be_tiny) continue;
+      EXPECT_FALSE(hw.ok()) << key << "=" << value;
+    }
+  }
+}
+
+TEST(HardwareJsonTest, AKeyGivenTwiceIsRefused) {
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "sm_count": 4, "sm_count": 8})"),
+            "bad.json: key 'sm_count' is given twice");
+  EXPECT_EQ(ErrorOf(R"({"name": "a", "base": "h100-sxm", "name": "b"})"),
+            "bad.json: key 'name' is given twice");
+  // The same key in two objects is no repetition (there is no nested object in the format,
+  // so the second is refused for its type, not as a duplicate).
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "name": {"name": 1}})"),
+            "bad.json: field 'name' must be a string, got object");
+}
+
+TEST(HardwareJsonTest, ControlCharactersInTheNameAreRefused) {
+  EXPECT_EQ(ErrorOf("{\"base\": \"h100-sxm\", \"name\": \"a\\u001b[31mred\\nline\"}"),
+            "bad.json: field 'name' must not hold control characters, got "
+            "\"a\\x1b[31mred\\nline\"");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "name": ""})"),
+            "bad.json: field 'name' must hold 1 to 256 characters, got 0");
+  EXPECT_EQ(ErrorOf("{\"base\": \"b3\\u0007\"}"),
+            "bad.json: field 'base' names no built-in hardware: 'b3\\x07'");
+  absl::StatusOr<HardwareSpec> hw =
+      ParseHardwareJson(R"({"base": "h100-sxm", "name": "H100 (4 GPUs) – ü"})", "ok.json");
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_EQ(hw->name, "H100 (4 GPUs) – ü");
+}
+
 TEST(HardwareJsonTest, EveryKeyIsRequiredWithoutABase) {
   ASSERT_GT(HardwareJsonKeys().size(), 20u);
   for (const std::string& key : HardwareJsonKeys()) {

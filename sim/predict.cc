@@ -1,6 +1,7 @@
 #include "sim/predict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -116,6 +117,18 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
     prediction.time_s = std::max(prediction.time_s, p.time_s);
     total_communication += p.communication_s;
     total_exposed += p.exposed_communication_s;
+  }
+  // An infinite or NaN time is no prediction: it comes from a hardware figure or a size
+  // the cost model cannot price, and is an error rather than "inf ms".
+  for (int64_t d = 0; d < num_devices; ++d) {
+    const DevicePrediction& p = prediction.devices[d];
+    if (!std::isfinite(p.time_s) || !std::isfinite(p.compute_s) ||
+        !std::isfinite(p.communication_s) || !std::isfinite(p.exposed_communication_s)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the predicted time of device %d on %s is not finite (%g s); check the hardware "
+          "description and the sizes",
+          d, options.hardware.name, p.time_s));
+    }
   }
   if (total_communication > 0) {
     prediction.overlap_fraction = (total_communication - total_exposed) / total_communication;

@@ -110,6 +110,25 @@ spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -
   EXPECT_GT(x_start, 0);  // after the gather
 }
 
+// A hardware figure set past the JSON file's range checks (a denormal NVLink bandwidth)
+// makes the gather take forever: an error, never a prediction of "inf" seconds.
+TEST_F(PredictTest, ANonFiniteTimeIsAnError) {
+  const Function& f = Parse(R"(
+mesh @m(tp=8)
+spmd func @f(%a: bf16[4096, 4096]) -> bf16[32768, 4096] {
+  %g = all_gather(%a) {axis = tp, dim = 0} : bf16[32768, 4096]
+  return %g
+})");
+  PredictOptions options;
+  options.hardware = hw_;
+  options.hardware.nvlink_bandwidth_per_direction = 1e-320;
+  options.hardware.p2p_bandwidth = 1e-320;
+  absl::StatusOr<Prediction> p = Predict(f, options);
+  ASSERT_FALSE(p.ok()) << "predicted " << p->time_s << " s";
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("is not finite"), std::string::npos) << p.status();
+}
+
 TEST_F(PredictTest, OpsOnOneStreamRunInOrder) {
   const Function& f = Parse(R"(
 func @f(%a: bf16[4096, 4096], %b: bf16[4096, 4096], %c: bf16[2048, 4096]) -> (bf16[4096, 4096], bf16[2048, 4096]) {

@@ -11,6 +11,18 @@
 namespace commir::search::plan {
 namespace {
 
+absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
+  if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
+  if (absl::Status s = Validate(m); !s.ok()) return s;
+  // Bounded like the global batch, so that the layer's tensors stay far inside int64.
+  if (micro_batch > kMaxGlobalBatch || micro_batch * m.sequence > kMaxTokensPerIteration) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the micro-batch ", micro_batch, " is too large (at most ", kMaxGlobalBatch,
+        " sequences and ", kMaxTokensPerIteration, " tokens)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   if (l.tp < 1 || l.cp < 1 || l.micro_batch < 1) {
     return absl::InvalidArgumentError("tp, cp and the micro-batch must be at least 1");
@@ -27,12 +39,7 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
     return absl::InvalidArgumentError(
         absl::StrCat("the sequence ", m.sequence, " does not split into ", seq_split));
   }
-  return Validate(m);
-}
-
-absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
-  if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
-  return Validate(m);
+  return CheckMicroBatch(m, l.micro_batch);
 }
 
 // The single-device layer: the one definition of the layer's ops, which the model

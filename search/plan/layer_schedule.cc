@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -41,6 +42,20 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("the layer schedule is none, search or a pass pipeline: ",
                      passes.status().message()));
+  }
+  // Only the communication schedules are layer schedules: any other pass (dce,
+  // autodiff, ...) would change what the layer computes, or nothing, and be costed as if
+  // it scheduled it.
+  static const absl::flat_hash_set<absl::string_view> kSchedulePasses = {
+      "ring-attention", "ulysses-attention", "ring-collective-matmul",
+      "pipeline-collective-matmul"};
+  for (const std::unique_ptr<Pass>& pass : *passes) {
+    if (!kSchedulePasses.contains(pass->name())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the layer schedule is none, search or a pipeline of schedule passes (ring-attention, "
+          "ulysses-attention, ring-collective-matmul, pipeline-collective-matmul): '",
+          pass->name(), "' is not one"));
+    }
   }
   return LayerSchedule::Fixed(std::string(text));
 }

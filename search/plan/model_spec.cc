@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -92,11 +93,19 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
     m.dtype = *type;
     return absl::OkStatus();
   }
-  const absl::flat_hash_map<absl::string_view, int64_t ModelSpec::*> sizes = {
-      {"layers", &ModelSpec::layers},    {"hidden", &ModelSpec::hidden},
-      {"heads", &ModelSpec::heads},      {"kv_heads", &ModelSpec::kv_heads},
-      {"ffn", &ModelSpec::ffn},          {"seq", &ModelSpec::sequence},
-      {"vocab", &ModelSpec::vocabulary}, {"global_batch", &ModelSpec::global_batch},
+  struct Size {
+    int64_t ModelSpec::*field;
+    int64_t max;
+  };
+  const absl::flat_hash_map<absl::string_view, Size> sizes = {
+      {"layers", {&ModelSpec::layers, kMaxLayers}},
+      {"hidden", {&ModelSpec::hidden, kMaxHidden}},
+      {"heads", {&ModelSpec::heads, kMaxHeads}},
+      {"kv_heads", {&ModelSpec::kv_heads, kMaxHeads}},
+      {"ffn", {&ModelSpec::ffn, kMaxFfn}},
+      {"seq", {&ModelSpec::sequence, kMaxSequence}},
+      {"vocab", {&ModelSpec::vocabulary, kMaxVocabulary}},
+      {"global_batch", {&ModelSpec::global_batch, kMaxGlobalBatch}},
   };
   auto it = sizes.find(key);
   if (it == sizes.end()) {
@@ -107,10 +116,15 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
   }
   int64_t number = 0;
   if (!absl::SimpleAtoi(value, &number) || number <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, "=", value, ": expected a positive integer"));
+    return absl::InvalidArgumentError(absl::StrCat(key, "=", value,
+                                                   ": expected a positive integer (at most ",
+                                                   it->second.max, ")"));
   }
-  m.*(it->second) = number;
+  if (number > it->second.max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, "=", value, ": too large (at most ", it->second.max, ")"));
+  }
+  m.*(it->second.field) = number;
   return absl::OkStatus();
 }
 
@@ -138,6 +152,7 @@ int64_t EmbeddingParameters(const ModelSpec& m) {
 }
 
 int64_t TotalParameters(const ModelSpec& m) {
+  // Validate's bounds keep this below 2^51.
   return m.layers * LayerParameters(m) + EmbeddingParameters(m);
 }
 
@@ -170,17 +185,33 @@ absl::StatusOr<ModelSpec> Preset(absl::string_view name) {
 }
 
 absl::Status Validate(const ModelSpec& m) {
-  for (auto [key, v] :
-       std::vector<std::pair<const char*, int64_t>>{{"layers", m.layers},
-                                                    {"hidden", m.hidden},
-                                                    {"heads", m.heads},
-                                                    {"kv_heads", m.kv_heads},
-                                                    {"ffn", m.ffn},
-                                                    {"seq", m.sequence},
-                                                    {"vocab", m.vocabulary},
-                                                    {"global_batch", m.global_batch}}) {
-    if (v <= 0)
-      return absl::InvalidArgumentError(absl::StrCat("model: ", key, " must be set and positive"));
+  struct Size {
+    const char* key;
+    int64_t value;
+    int64_t max;
+  };
+  for (const Size& size : {Size{"layers", m.layers, kMaxLayers},
+                           Size{"hidden", m.hidden, kMaxHidden},
+                           Size{"heads", m.heads, kMaxHeads},
+                           Size{"kv_heads", m.kv_heads, kMaxHeads},
+                           Size{"ffn", m.ffn, kMaxFfn},
+                           Size{"seq", m.sequence, kMaxSequence},
+                           Size{"vocab", m.vocabulary, kMaxVocabulary},
+                           Size{"global_batch", m.global_batch, kMaxGlobalBatch}}) {
+    if (size.value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: ", size.key, " must be set and positive"));
+    }
+    if (size.value > size.max) {
+      return absl::InvalidArgumentError(absl::StrCat("model: ", size.key, "=", size.value,
+                                                     " is too large (at most ", size.max, ")"));
+    }
+  }
+  // Both at most 2^20: the product cannot overflow.
+  if (m.global_batch * m.sequence > kMaxTokensPerIteration) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: global_batch x seq = ", m.global_batch * m.sequence,
+                     " tokens per iteration is too many (at most ", kMaxTokensPerIteration, ")"));
   }
   if (m.hidden % m.heads != 0) {
     return absl::InvalidArgumentError(
@@ -198,13 +229,19 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ',', absl::SkipWhitespace());
   if (parts.empty()) return absl::InvalidArgumentError("model: empty description");
   size_t first = 0;
+  std::string preset_name;
   absl::string_view head = absl::StripAsciiWhitespace(parts[0]);
   if (!absl::StrContains(head, '=')) {
     absl::StatusOr<ModelSpec> preset = Preset(head);
     if (!preset.ok()) return preset.status();
     m = *std::move(preset);
+    preset_name = m.name;
     first = 1;
   }
+  absl::flat_hash_set<std::string> given;
+  // A multi-head preset (kv_heads == heads, as GPT-3's) stays multi-head when only its
+  // heads are changed; a grouped-query preset keeps its kv_heads.
+  const bool multi_head_preset = !preset_name.empty() && m.kv_heads == m.heads;
   for (size_t i = first; i < parts.size(); ++i) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(absl::StripAsciiWhitespace(parts[i]), absl::MaxSplits('=', 1));
@@ -212,14 +249,25 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model: '", parts[i], "' is not key=value (only the first item may name a preset)"));
     }
-    if (absl::Status s = SetField(m, absl::StripAsciiWhitespace(kv.first),
-                                  absl::StripAsciiWhitespace(kv.second));
-        !s.ok()) {
+    const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
+    // The last of two values would silently win: a typo's duplicate is refused instead.
+    if (!given.insert(std::string(key)).second) {
+      return absl::InvalidArgumentError(absl::StrCat("model: key '", key, "' is given twice"));
+    }
+    if (absl::Status s = SetField(m, key, absl::StripAsciiWhitespace(kv.second)); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
     }
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;  // unspecified: multi-head attention
+  if (multi_head_preset && !given.contains("kv_heads")) m.kv_heads = m.heads;
   if (m.name.empty()) m.name = "custom";
+  if (!preset_name.empty() && !given.contains("kv_heads") && m.heads > 0 && m.kv_heads > 0 &&
+      m.hidden > 0 && m.hidden % m.heads == 0 && m.heads % m.kv_heads != 0) {
+    // The user wrote heads but not kv_heads: say where the kv_heads came from.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: kv_heads (", m.kv_heads, ", ", preset_name, "'s default) must divide heads (",
+        m.heads, "): give kv_heads too"));
+  }
   if (absl::Status s = Validate(m); !s.ok()) return s;
   return m;
 }

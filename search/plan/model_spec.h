@@ -53,10 +53,28 @@ absl::StatusOr<ModelSpec> Preset(absl::string_view name);
 
 // "PRESET[,key=value...]" or "key=value,..." with keys name, arch (gpt|llama), layers,
 // hidden, heads, kv_heads, ffn, seq, vocab, global_batch, dtype (bf16|f16|f32). Errors
-// name the bad key or value; the result is validated (Validate).
+// name the bad key or value (a key given twice is one); the result is validated
+// (Validate). kv_heads left out is heads (multi-head attention) without a preset or with
+// a multi-head one (GPT-3's), and a grouped-query preset's own (Llama 3's 8; a refusal of
+// it says that it is the preset's default).
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view text);
 
-// Positive sizes, heads dividing hidden, kv_heads dividing heads, a float dtype.
+// The largest value each size may take (kMaxLayers and so on), about eight times the
+// largest published model's, so that every product the search forms (parameters, bytes
+// of a layer's activations times the layers of a stage) stays far inside int64 and
+// the search's work, linear in the layers, stays short.
+inline constexpr int64_t kMaxLayers = 4096;
+inline constexpr int64_t kMaxHidden = int64_t{1} << 17;
+inline constexpr int64_t kMaxHeads = int64_t{1} << 14;
+inline constexpr int64_t kMaxFfn = int64_t{1} << 19;
+inline constexpr int64_t kMaxSequence = int64_t{1} << 20;
+inline constexpr int64_t kMaxVocabulary = int64_t{1} << 22;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 20;
+// Tokens of one iteration (global_batch x seq).
+inline constexpr int64_t kMaxTokensPerIteration = int64_t{1} << 32;
+
+// Sizes positive and within their bounds above, heads dividing hidden, kv_heads dividing
+// heads, a float dtype.
 absl::Status Validate(const ModelSpec& model);
 
 // The spec in ParseModelSpec's form (every key).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -77,11 +78,10 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
   // Checked one factor at a time (each is at most 2^30 when parsed), so that gpus()'s
   // product cannot overflow once this passes.
   {
-    constexpr int64_t kMaxGpus = int64_t{1} << 24;
     int64_t gpus = 1;
     for (int64_t size : {p.tp, p.cp, p.pp, p.dp}) {
-      if (size > kMaxGpus / gpus) {
-        return refuse("tp x cp x pp x dp exceeds ", kMaxGpus, " GPUs");
+      if (size > kMaxPlanGpus / gpus) {
+        return refuse("tp x cp x pp x dp exceeds ", kMaxPlanGpus, " GPUs");
       }
       gpus *= size;
     }
@@ -193,6 +193,7 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
   bool after_recompute = false;  // bare recomputation words extend recompute=...'s list
   bool after_layers = false;     // bare counts extend layers=...'s list
   std::vector<Recompute> per_rank;
+  absl::flat_hash_set<std::string> seen;  // keys given so far
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
     any = true;
     if (after_recompute && !absl::StrContains(item, '=')) {
@@ -218,6 +219,9 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
     absl::ConsumePrefix(&item, "(");
     absl::ConsumeSuffix(&item, ")");
     if (item == "sp") {
+      if (!seen.insert("sp").second) {
+        return absl::InvalidArgumentError("plan: 'sp' is given twice");
+      }
       p.sequence_parallel = true;
       continue;
     }
@@ -225,6 +229,10 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
         absl::StrSplit(item, absl::MaxSplits('=', 1));
     const absl::string_view key = kv.first;
     const absl::string_view value = kv.second;
+    // The last of two values would silently win: a key given twice is refused.
+    if (!seen.insert(std::string(key)).second) {
+      return absl::InvalidArgumentError(absl::StrCat("plan: key '", key, "' is given twice"));
+    }
     if (key == "recompute") {
       absl::StatusOr<Recompute> r = ParseRecompute(value);
       if (!r.ok()) return r.status();
@@ -271,6 +279,13 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
   if (per_rank.size() == 1) {
     p.recompute = per_rank.front();
   } else if (!per_rank.empty()) {
+    // A list names one recomputation per pipeline rank, all equal or not: a list of
+    // another length is refused here, before an all-equal one folds into one value.
+    if (static_cast<int64_t>(per_rank.size()) != p.pp) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: recompute names ", per_rank.size(),
+                       " ranks, not one per pipeline rank (pp = ", p.pp, ")"));
+    }
     // One spelling: an all-equal list is the uniform recomputation (CheckPlan checks the
     // count of a mixed one).
     SetStageRecompute(p, std::move(per_rank));

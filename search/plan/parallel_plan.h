@@ -67,6 +67,10 @@ void SetStageRecompute(ParallelPlan& plan, std::vector<Recompute> per_rank);
 // Micro-batches per data-parallel replica and iteration: global batch / (micro-batch x dp).
 int64_t Microbatches(const ModelSpec& model, const ParallelPlan& plan);
 
+// The most GPUs a plan may use (tp x cp x pp x dp), and the plan search's bound on
+// --gpus: far beyond any cluster, and small enough for every product of plan sizes.
+inline constexpr int64_t kMaxPlanGpus = int64_t{1} << 24;
+
 // Whether the plan can train the model: sizes at least 1, sequence parallelism only with
 // tp > 1, the global batch a multiple of micro-batch x dp, the layers a multiple of
 // pp x v (or, with uneven stages, v = 1, pp > 1 and: stage_layers one positive count per

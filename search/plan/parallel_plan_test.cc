@@ -140,7 +140,9 @@ TEST(CheckPlanTest, RefusesMoreGpusThanABoundWithoutOverflow) {
 
 TEST(CheckPlanTest, RecomputationNamesEveryRank) {
   const ModelSpec m = *Preset("gpt3-1.3b");
-  ParallelPlan p = *ParsePlan("pp=4,recompute=full,none");
+  // Built in code (ParsePlan refuses such a list itself, RecomputeListMatchesPp below).
+  ParallelPlan p = *ParsePlan("pp=4");
+  p.stage_recompute = {Recompute::kFull, Recompute::kNone};
   absl::Status s = CheckPlan(m, p);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("names 2 ranks, not one per pipeline rank (pp = 4)"),
@@ -163,6 +165,29 @@ TEST(ParsePlanTest, BadInputSaysWhat) {
   EXPECT_NE(error("recompute=some").find("none, selective or full"), std::string::npos);
   EXPECT_NE(error("recompute=full,some").find("unknown key 'some'"), std::string::npos);
   EXPECT_NE(error(" , ").find("empty"), std::string::npos);
+}
+
+TEST(ParsePlanTest, RecomputeListMatchesPp) {
+  // A list names every rank, whether its values differ or not.
+  for (const char* text : {"pp=2,recompute=full,full,full", "pp=2,recompute=full,none,none",
+                           "recompute=full,full"}) {
+    absl::StatusOr<ParallelPlan> p = ParsePlan(text);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_THAT(p.status().message(), testing::HasSubstr("not one per pipeline rank")) << text;
+  }
+  absl::StatusOr<ParallelPlan> even = ParsePlan("pp=3,recompute=full,full,full");
+  ASSERT_TRUE(even.ok()) << even.status();
+  EXPECT_EQ(even->recompute, Recompute::kFull);
+  EXPECT_TRUE(ParsePlan("pp=2,recompute=full,none").ok());
+}
+
+TEST(ParsePlanTest, AKeyGivenTwiceIsRefused) {
+  for (const char* text : {"tp=2,tp=4", "pp=2,dp=4,pp=4", "sp,tp=2,sp", "recompute=full,recompute=none",
+                           "zero=1,zero=1"}) {
+    absl::StatusOr<ParallelPlan> p = ParsePlan(text);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_THAT(p.status().message(), testing::HasSubstr("given twice")) << text;
+  }
 }
 
 }  // namespace

@@ -386,42 +386,6 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
   }
 }
 
-// ---- Comparison ---------------------------------------------------------------------------
-
-// Each tensor judged against its own max |reference| (a small tensor beside a large one
-// is not judged on the large one's scale); an all-zero reference compares nothing and
-// fails.
-TensorGroupCheck Compare(const std::string& name, const std::vector<const Tensor*>& actual,
-                         const std::vector<const Tensor*>& expected, double tolerance) {
-  TensorGroupCheck g;
-  g.name = name;
-  g.tensors = static_cast<int64_t>(actual.size());
-  bool finite = true;
-  for (size_t t = 0; t < actual.size(); ++t) {
-    const float* a = actual[t]->data<float>();
-    const float* e = expected[t]->data<float>();
-    g.elements += actual[t]->num_elements();
-    double abs_error = 0, reference = 0;
-    for (int64_t i = 0; i < actual[t]->num_elements(); ++i) {
-      if (!std::isfinite(a[i]) || !std::isfinite(e[i])) finite = false;
-      abs_error = std::max(abs_error, std::fabs(static_cast<double>(a[i]) - e[i]));
-      reference = std::max(reference, std::fabs(static_cast<double>(e[i])));
-    }
-    g.max_abs_error = std::max(g.max_abs_error, abs_error);
-    g.max_reference = std::max(g.max_reference, reference);
-    if (reference == 0) {
-      if (g.problem.empty()) {
-        g.problem = absl::StrCat("tensor ", t, "'s reference is all zero: nothing to compare");
-      }
-      continue;
-    }
-    g.max_rel_error = std::max(g.max_rel_error, abs_error / reference);
-  }
-  if (!finite && g.problem.empty()) g.problem = "a value is not finite";
-  g.pass = g.problem.empty() && g.max_rel_error <= tolerance;
-  return g;
-}
-
 // In double: a preset's count (or a typo's) must not overflow on the way to the refusal.
 double CheckElements(const ModelSpec& m) {
   const double tokens = static_cast<double>(m.global_batch) * m.sequence;
@@ -624,7 +588,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     std::vector<const Tensor*> pa, pe;
     for (const Tensor& t : a) pa.push_back(&t);
     for (const Tensor& t : e) pe.push_back(&t);
-    result.groups.push_back(Compare(name, pa, pe, options.tolerance));
+    result.groups.push_back(CompareTensorGroup(name, pa, pe, options.tolerance));
     if (options.keep_actual) {
       for (const Tensor& t : a) {
         result.actual.emplace_back(t.data<float>(), t.data<float>() + t.num_elements());
@@ -669,6 +633,45 @@ std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& p
                                       : " (the plan is 1 device: the reference program)",
                         result.tolerance);
   return out;
+}
+
+// ---- Comparison ---------------------------------------------------------------------------
+
+TensorGroupCheck CompareTensorGroup(const std::string& name,
+                                    const std::vector<const runtime::Tensor*>& actual,
+                                    const std::vector<const runtime::Tensor*>& expected,
+                                    double tolerance) {
+  TensorGroupCheck g;
+  g.name = name;
+  g.tensors = static_cast<int64_t>(actual.size());
+  bool finite = true;
+  for (size_t t = 0; t < actual.size(); ++t) {
+    const float* a = actual[t]->data<float>();
+    const float* e = expected[t]->data<float>();
+    g.elements += actual[t]->num_elements();
+    double abs_error = 0, reference = 0;
+    for (int64_t i = 0; i < actual[t]->num_elements(); ++i) {
+      if (!std::isfinite(a[i]) || !std::isfinite(e[i])) finite = false;
+      abs_error = std::max(abs_error, std::fabs(static_cast<double>(a[i]) - e[i]));
+      reference = std::max(reference, std::fabs(static_cast<double>(e[i])));
+    }
+    g.max_abs_error = std::max(g.max_abs_error, abs_error);
+    g.max_reference = std::max(g.max_reference, reference);
+    if (reference == 0) {
+      // An exactly zero gradient (a one-token sequence's query weights get none) matches
+      // a plan's exactly zero one; any nonzero value against it is a mismatch of no
+      // relative size.
+      if (abs_error > 0 && g.problem.empty()) {
+        g.problem = absl::StrFormat(
+            "tensor %d's reference is all zero, the plan's is not (max |x| %.2e)", t, abs_error);
+      }
+      continue;
+    }
+    g.max_rel_error = std::max(g.max_rel_error, abs_error / reference);
+  }
+  if (!finite && g.problem.empty()) g.problem = "a value is not finite";
+  g.pass = g.problem.empty() && g.max_rel_error <= tolerance;
+  return g;
 }
 
 }  // namespace commir::search::plan

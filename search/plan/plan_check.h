@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "search/plan/model_spec.h"
+#include "runtime/tensor.h"
 #include "search/plan/parallel_plan.h"
 
 namespace commir::search::plan {
@@ -117,6 +118,16 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& model, const
 //    replica) matches one device (f32, tolerance 1e-04)"
 // A 1-device plan "matches one device trivially" (it runs the reference program).
 std::string FormatPlanCheck(const PlanCheckResult& result, const ParallelPlan& plan);
+
+// One group's comparison, each f32 tensor judged against its own max |reference| (a
+// small tensor beside a large one is not judged on the large one's scale). A reference
+// that is all zero matches an all-zero tensor only (a gradient can be exactly zero on
+// both sides, as the query weights' with a one-token sequence); a value that is not
+// finite fails.
+TensorGroupCheck CompareTensorGroup(const std::string& name,
+                                    const std::vector<const runtime::Tensor*>& actual,
+                                    const std::vector<const runtime::Tensor*>& expected,
+                                    double tolerance);
 
 }  // namespace commir::search::plan
 

@@ -228,19 +228,36 @@ TEST(PlanCheck, AModelFileRunsAtItsOwnMicroBatch) {
   EXPECT_THAT(r.status().message(), HasSubstr("written for micro-batch 2: the plan's mb=1"));
 }
 
-// A reference that is all zero compares nothing: the group fails and says why.
-TEST(PlanCheck, AnAllZeroReferenceFails) {
-  // The MLP's output subtracted from itself: its weights' gradients are exactly zero.
+// A gradient exactly zero on both sides matches: the MLP's output subtracted from
+// itself makes its weights' gradients zero on one device and on the plan alike.
+TEST(PlanCheck, AnAllZeroReferenceMatchesAnAllZeroPlan) {
   const FileFunctions zero = ReadFile(
       kLlama, 2,
       {{"%dn = matmul(%a, %w2) : bf16[2, 8, 32]",
         "%dn0 = matmul(%a, %w2) : bf16[2, 8, 32]\n  %dn = sub(%dn0, %dn0) : bf16[2, 8, 32]"}});
   absl::StatusOr<PlanCheckResult> r = CheckPlanOnCpuMesh(zero.spec, Plan("pp=2,mb=2"), zero.options);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->pass);
-  EXPECT_FALSE(r->groups[3].pass);
-  EXPECT_THAT(r->groups[3].problem, HasSubstr("reference is all zero"));
-  EXPECT_THAT(FormatPlanCheck(*r, Plan("pp=2,mb=2")), HasSubstr("FAIL: tensor "));
+  EXPECT_TRUE(r->pass) << FormatPlanCheck(*r, Plan("pp=2,mb=2"));
+  EXPECT_TRUE(r->groups[3].pass);
+  EXPECT_EQ(r->groups[3].problem, "");
+}
+
+// Against an all-zero reference, a nonzero tensor fails however small it is (there is
+// no scale to judge it on), and a zero one matches.
+TEST(PlanCheck, CompareAllZeroReference) {
+  using runtime::Tensor;
+  const Tensor zeros = Tensor::FromFloat(ElementType::kF32, {3}, {0, 0, 0});
+  const Tensor tiny = Tensor::FromFloat(ElementType::kF32, {3}, {0, 1e-30f, 0});
+  const Tensor ones = Tensor::FromFloat(ElementType::kF32, {3}, {1, 1, 1});
+  TensorGroupCheck g = CompareTensorGroup("g", {&zeros, &ones}, {&zeros, &ones}, 1e-4);
+  EXPECT_TRUE(g.pass) << g.problem;
+  EXPECT_EQ(g.max_abs_error, 0);
+  g = CompareTensorGroup("g", {&ones, &tiny}, {&ones, &zeros}, 1e-4);
+  EXPECT_FALSE(g.pass);
+  EXPECT_THAT(g.problem, HasSubstr("tensor 1's reference is all zero, the plan's is not"));
+  const Tensor nan = Tensor::FromFloat(ElementType::kF32, {3}, {0, std::nanf(""), 0});
+  g = CompareTensorGroup("g", {&nan}, {&zeros}, 1e-4);
+  EXPECT_FALSE(g.pass);
 }
 
 TEST(PlanCheck, EightDevices) {

@@ -1,11 +1,28 @@
 #include "search/plan/plan_cost.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
+#include "absl/strings/str_format.h"
 #include "search/plan/layer_program.h"
 
 namespace commir::search::plan {
 namespace {
+
+// Byte and parameter counts of a stage saturate instead of overflowing: a stage too big
+// for int64 does not fit in any HBM, and must read so rather than as a negative size.
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::numeric_limits<int64_t>::max();
+  return out;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return std::numeric_limits<int64_t>::max();
+  return out;
+}
 
 // Parameters of one layer on one device: the matrices split over tp, norms replicated.
 int64_t LayerParametersPerDevice(const ModelSpec& m, int64_t tp) {
@@ -62,26 +79,29 @@ StageCost RankCoster::Cost(int64_t s, int64_t n, Recompute recompute) const {
   // backward time and activation memory and nothing of the other ranks'.
   if (recompute == Recompute::kSelective) c.recompute_s = n * layer->selective_recompute_s;
   if (recompute == Recompute::kFull) c.recompute_s = n * layer->forward_s;
-  c.parameters_per_device = n * LayerParametersPerDevice(model, plan_.tp);
+  c.parameters_per_device = SaturatingMul(n, LayerParametersPerDevice(model, plan_.tp));
   // Data-parallel communication goes layer by layer (the embedding and head ride with
   // the first and last layer's share: a rank with no layer still sends them as one unit).
   c.layers = std::max<int64_t>(1, n);
   if (s == 0) {
     c.forward_s += embedding_.forward_s;
     c.backward_s += embedding_.backward_s;
-    c.parameters_per_device += TableParametersPerDevice(model, plan_.tp);
+    c.parameters_per_device =
+        SaturatingAdd(c.parameters_per_device, TableParametersPerDevice(model, plan_.tp));
     if (model.architecture == Architecture::kGpt) {
-      c.parameters_per_device += model.sequence * model.hidden;  // learned positions
+      c.parameters_per_device = SaturatingAdd(c.parameters_per_device,
+                                              model.sequence * model.hidden);  // learned positions
     }
   }
   if (s == plan_.pp - 1) {
     c.forward_s += head->forward_s;
     c.backward_s += head->backward_s;
     c.exposed_tp_comm_s += head->forward_exposed_comm_s + head->backward_exposed_comm_s;
-    c.parameters_per_device += model.hidden;  // the final norm
+    c.parameters_per_device = SaturatingAdd(c.parameters_per_device, model.hidden);  // final norm
     // Llama's untied output table; GPT's tied table again when it is on another rank.
     if (model.architecture == Architecture::kLlama || plan_.pp > 1) {
-      c.parameters_per_device += TableParametersPerDevice(model, plan_.tp);
+      c.parameters_per_device =
+          SaturatingAdd(c.parameters_per_device, TableParametersPerDevice(model, plan_.tp));
     }
   }
   return c;
@@ -89,14 +109,15 @@ StageCost RankCoster::Cost(int64_t s, int64_t n, Recompute recompute) const {
 
 StageFootprint RankCoster::Footprint(int64_t s, int64_t n) const {
   StageFootprint f;
-  f.activation_bytes = n * layer_.activation_bytes;
-  f.selective_saved_bytes = n * layer_.selective_saved_bytes;
-  f.input_bytes = n * layer_.input_bytes;
+  f.activation_bytes = SaturatingMul(n, layer_.activation_bytes);
+  f.selective_saved_bytes = std::min(f.activation_bytes,
+                                     SaturatingMul(n, layer_.selective_saved_bytes));
+  f.input_bytes = SaturatingMul(n, layer_.input_bytes);
   f.largest_layer_activation_bytes = layer_.activation_bytes;
   if (s == plan_.pp - 1) {
     // The head's activations stay whatever the recomputation (it is not recomputed).
-    f.activation_bytes += head_.activation_bytes;
-    f.input_bytes += head_.activation_bytes;
+    f.activation_bytes = SaturatingAdd(f.activation_bytes, head_.activation_bytes);
+    f.input_bytes = SaturatingAdd(f.input_bytes, head_.activation_bytes);
   }
   return f;
 }
@@ -162,6 +183,14 @@ absl::StatusOr<PlanCost> CostPlanWith(const ModelSpec& model, const ParallelPlan
   }
 
   const double seconds = out.time.breakdown.total_s;
+  // An infinite or NaN time is no rank: it comes from a cost model fed a value it cannot
+  // cost (a hardware figure out of every meaningful range), and is said as an error.
+  if (!std::isfinite(seconds) || seconds < 0 || !std::isfinite(out.peak_memory_bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "plan %s on %s: the predicted iteration time (%g s) or peak memory (%g bytes) is not a "
+        "finite non-negative number; check the hardware description",
+        DescribePlan(plan), hardware.name, seconds, out.peak_memory_bytes));
+  }
   if (seconds > 0) {
     out.tokens_per_second = static_cast<double>(model.global_batch) * model.sequence / seconds;
     const double peak = static_cast<double>(plan.gpus()) * hardware.peak_flops_bf16;

@@ -10,17 +10,22 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "search/plan/stage_split.h"
 
 namespace commir::search::plan {
 namespace {
 
+// Ascending; in O(sqrt(n)) steps, as --gpus may be up to 2^30.
 std::vector<int64_t> Divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
@@ -300,6 +305,10 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = Validate(model); !s.ok()) return s;
   if (options.gpus < 1) return absl::InvalidArgumentError("the plan search needs at least 1 GPU");
+  if (options.gpus > kMaxPlanGpus) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan search takes at most ", kMaxPlanGpus,
+                                                   " GPUs, not ", options.gpus));
+  }
   if (options.top < 1) return absl::InvalidArgumentError("the plan search reports at least 1 plan");
   const int64_t gpus_per_node = std::max<int64_t>(1, layers.options().predict.gpus_per_node);
   const int64_t measured_before = layers.measured();
@@ -337,6 +346,16 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
   const std::vector<ParallelPlan> standard = StandardPlans(
       model, options.gpus, gpus_per_node, std::max<int64_t>(1, options.only_micro_batch));
   std::vector<Group> groups = EnumerateGroups(model, options, gpus_per_node);
+  if (standard.empty() && groups.empty()) {
+    // Nothing to cost at all: say which constraints leave no shape, not "nothing fits".
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no tp x cp x pp x dp shape of %d GPUs suits %s: tp must divide the heads (%d) and "
+        "the FFN width (%d) within a node of %d GPUs, cp x tp must divide the sequence (%d), "
+        "pp may not exceed the layers (%d), and dp x the micro-batch must divide the global "
+        "batch (%d)",
+        options.gpus, model.name, model.heads, model.ffn, gpus_per_node, model.sequence,
+        model.layers, model.global_batch));
+  }
   for (const ParallelPlan& p : standard) groups.push_back({p.tp, p.cp, p.pp, p.dp, p.micro_batch});
   if (absl::Status s = MeasureLayers(model, groups, options.threads, layers); !s.ok()) return s;
   groups.resize(groups.size() - standard.size());

@@ -330,6 +330,12 @@ TEST(PlanSearchTest, RefusesBadRequests) {
   PlanSearchOptions o;
   o.gpus = 0;
   EXPECT_FALSE(SearchPlans(m, o, layers).ok());
+  o.gpus = int64_t{1} << 30;  // --gpus's own bound
+  absl::StatusOr<PlanSearchResult> huge = SearchPlans(m, o, layers);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("at most 16777216 GPUs, not 1073741824"),
+            std::string::npos)
+      << huge.status();
   o.gpus = 4;
   o.top = 0;
   EXPECT_FALSE(SearchPlans(m, o, layers).ok());
@@ -337,6 +343,46 @@ TEST(PlanSearchTest, RefusesBadRequests) {
   ModelSpec bad = m;
   bad.heads = 0;
   EXPECT_FALSE(SearchPlans(bad, o, layers).ok());
+}
+
+// A hardware figure that makes the costs infinite or NaN (here set in code, past the
+// JSON file's range checks) is an error of the search, never a plan ranked first.
+TEST(PlanSearchTest, ANonFiniteCostIsAnErrorNotARank) {
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b,layers=4,global_batch=8");
+  for (int figure = 0; figure < 2; ++figure) {
+    LayerCostOptions options = On(0);
+    if (figure == 0) {
+      options.predict.hardware.nvlink_bandwidth_per_direction = 1e-320;
+    } else {
+      options.predict.hardware.bus_half_efficiency_bytes = 1e308 * 1024 * 1024;
+    }
+    LayerCostCache layers(options);
+    PlanSearchOptions o;
+    o.gpus = 2;
+    o.threads = 1;
+    absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+    ASSERT_FALSE(r.ok()) << figure << ": ranked first "
+                         << (r->ranked.empty() ? std::string("nothing")
+                                               : absl::StrCat(Seconds(r->ranked.front().cost), " s"));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    // Said by the layer's prediction or the plan's costing, whichever sees it first.
+    EXPECT_NE(r.status().message().find("finite"), std::string::npos) << r.status();
+  }
+}
+
+TEST(PlanSearchTest, NoShapeAtAllSaysWhy) {
+  // 3 GPUs: tp=3 divides no head count of 16, cp=3 no sequence of 2048, pp=3 exceeds the
+  // 2 layers, and dp=3 does not divide the global batch of 1.
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b,layers=2,global_batch=1");
+  LayerCostCache layers(On(0));
+  PlanSearchOptions o;
+  o.gpus = 3;
+  absl::StatusOr<PlanSearchResult> r = SearchPlans(m, o, layers);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no tp x cp x pp x dp shape of 3 GPUs suits gpt3-1.3b"),
+            std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("global batch (1)"), std::string::npos) << r.status();
 }
 
 }  // namespace

@@ -373,17 +373,18 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
 
 absl::Status AutodiffPass::Run(Module& module) {
   AutodiffOptions ad;
-  ad.wrt = ValueNameList(options().GetString("wrt"));
+  absl::StatusOr<std::vector<std::string>> wrt =
+      ValueNameList(options().GetString("wrt"), "autodiff", "wrt");
+  if (!wrt.ok()) return wrt.status();
+  ad.wrt = *std::move(wrt);
   ad.seed_cotangents = options().GetString("seed") == "cotangents";
   const std::string& grad_type = options().GetString("grad-type");
   if (grad_type != "same") ad.grad_type = ParseElementType(grad_type);
   if (options().GetString("remat") == "blocks") ad.remat = RematPolicy::kBlocks;
-  for (absl::string_view name :
-       absl::StrSplit(options().GetString("remat-at"), absl::ByAnyChar(", "),
-                      absl::SkipWhitespace())) {
-    absl::ConsumePrefix(&name, "%");
-    ad.remat_at.emplace_back(name);
-  }
+  absl::StatusOr<std::vector<std::string>> remat_at =
+      ValueNameList(options().GetString("remat-at"), "autodiff", "remat-at");
+  if (!remat_at.ok()) return remat_at.status();
+  ad.remat_at = *std::move(remat_at);
 
   absl::StatusOr<std::vector<Function*>> picked =
       PickFunctions(module, options().GetString("func"), "autodiff");

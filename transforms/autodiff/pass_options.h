@@ -17,8 +17,12 @@ absl::StatusOr<std::vector<Function*>> PickFunctions(Module& module, absl::strin
                                                      absl::string_view pass);
 
 // A comma-separated list of value names, each with or without its '%': "%w1, w2" gives
-// {"w1", "w2"}.
-std::vector<std::string> ValueNameList(absl::string_view list);
+// {"w1", "w2"}; "" gives none. An empty item (",,", a trailing comma), a name holding a
+// space and a name given twice are errors that name `pass` and `option`: a repeated
+// name would otherwise mean what the single one does (or, for a gradient, twice it).
+absl::StatusOr<std::vector<std::string>> ValueNameList(absl::string_view list,
+                                                       absl::string_view pass,
+                                                       absl::string_view option);
 
 }  // namespace commir
 

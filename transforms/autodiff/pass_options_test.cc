@@ -55,8 +55,32 @@ TEST(PickFunctionsTest, AnUndefinedNameIsAnErrorNamingThePass) {
 }
 
 TEST(ValueNameListTest, StripsPercentAndSpaces) {
-  EXPECT_THAT(ValueNameList("%w1, w2 ,%b"), ElementsAre("w1", "w2", "b"));
-  EXPECT_THAT(ValueNameList(""), ElementsAre());
+  EXPECT_THAT(*ValueNameList("%w1, w2 ,%b", "autodiff", "wrt"), ElementsAre("w1", "w2", "b"));
+  EXPECT_THAT(*ValueNameList("", "autodiff", "wrt"), ElementsAre());
+  EXPECT_THAT(*ValueNameList("  ", "autodiff", "wrt"), ElementsAre());
+}
+
+TEST(ValueNameListTest, ANameGivenTwiceIsAnError) {
+  // With or without its '%', a name is the same name.
+  for (const char* list : {"x,x", "%x, x", "w1,w2,%w1"}) {
+    absl::StatusOr<std::vector<std::string>> names = ValueNameList(list, "autodiff", "wrt");
+    ASSERT_FALSE(names.ok()) << list;
+    EXPECT_THAT(names.status().message(), HasSubstr("autodiff: wrt names %")) << list;
+    EXPECT_THAT(names.status().message(), HasSubstr(" twice")) << list;
+  }
+}
+
+TEST(ValueNameListTest, EmptyItemsAndSpacedNamesAreErrors) {
+  for (const char* list : {",,,", "a,,b", "a,", ",a", "%"}) {
+    absl::StatusOr<std::vector<std::string>> names =
+        ValueNameList(list, "autodiff", "remat-at");
+    ASSERT_FALSE(names.ok()) << list;
+    EXPECT_THAT(names.status().message(), HasSubstr("autodiff: remat-at=\"")) << list;
+    EXPECT_THAT(names.status().message(), HasSubstr("has an empty name")) << list;
+  }
+  absl::StatusOr<std::vector<std::string>> spaced = ValueNameList("a b", "training-step", "params");
+  ASSERT_FALSE(spaced.ok());
+  EXPECT_THAT(spaced.status().message(), HasSubstr("training-step: params item 'a b'"));
 }
 
 }  // namespace

@@ -149,7 +149,10 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
 
 absl::Status TrainingStepPass::Run(Module& module) {
   TrainingStepOptions step;
-  step.params = ValueNameList(options().GetString("params"));
+  absl::StatusOr<std::vector<std::string>> params =
+      ValueNameList(options().GetString("params"), "training-step", "params");
+  if (!params.ok()) return params.status();
+  step.params = *std::move(params);
   const std::string& lr = options().GetString("lr");
   if (!absl::SimpleAtod(lr, &step.learning_rate) || !std::isfinite(step.learning_rate)) {
     return absl::InvalidArgumentError(
