@@ -144,6 +144,7 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
       clocks_(num_devices),
       finish_(num_devices, 0.0),
       sm_communication_(num_devices),
+      longest_communication_(num_devices, 0.0),
       compute_busy_(num_devices),
       compute_spans_(num_devices),
       communication_spans_(num_devices),
@@ -152,6 +153,7 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
       exposed_total_(num_devices, 0.0),
       pruned_at_(num_devices, -std::numeric_limits<double>::infinity()),
       prune_threshold_(num_devices, kMinPruneThreshold),
+      held_after_prune_(num_devices, 0),
       limits_(limits) {
   std::set<int64_t> streams;
   streams_known_ = function.body() != nullptr;
@@ -224,8 +226,16 @@ double SimBackend::OverlapWithCommunication(int64_t device, int64_t stream, doub
   // The union of the overlapping communication intervals, clipped to the op's span.
   std::vector<std::pair<double, double>> clipped;
   double end = start + seconds;
-  for (const Interval& c : sm_communication_[device]) {
-    if (c.stream == stream || c.end <= start || c.start >= end) continue;
+  // Sorted by start: only those starting before `end`, and (none being longer than the
+  // longest) after start - longest, can overlap.
+  const std::vector<Interval>& communication = sm_communication_[device];
+  auto last = std::lower_bound(communication.begin(), communication.end(), end,
+                               [](const Interval& c, double t) { return c.start < t; });
+  const double earliest = start - longest_communication_[device];
+  for (auto it = last; it != communication.begin();) {
+    const Interval& c = *--it;
+    if (c.start < earliest) break;
+    if (c.stream == stream || c.end <= start) continue;
     clipped.emplace_back(std::max(c.start, start), std::min(c.end, end));
   }
   if (clipped.empty()) return 0;
@@ -359,7 +369,15 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunCollective(
     Clock(member, stream) = end;
     if (it->second.seconds > 0) {
       Record(member, stream, op, start, end, /*is_communication=*/true);
-      if (!it->second.copy_engine) sm_communication_[member].push_back({start, end, stream});
+      if (!it->second.copy_engine) {
+        std::vector<Interval>& communication = sm_communication_[member];
+        communication.insert(std::upper_bound(communication.begin(), communication.end(), start,
+                                              [](double t, const Interval& c) {
+                                                return t < c.start;
+                                              }),
+                             {start, end, stream});
+        longest_communication_[member] = std::max(longest_communication_[member], end - start);
+      }
     }
     Type type = op.result(0)->type();
     results.push_back(MakeValue(member, type.element_type(), type.dims(), end));
@@ -384,16 +402,25 @@ double SimBackend::Floor(int64_t device) const {
 void SimBackend::Prune(int64_t device) {
   const double floor = Floor(device);
   if (!(floor > pruned_at_[device])) return;
+  // A device with much in flight beyond its floor (a stream running ahead of another)
+  // is pruned when what it holds has doubled, not at every call: the passes below are
+  // linear in it.
+  const size_t held = compute_busy_[device].size() + sm_communication_[device].size() +
+                      compute_spans_[device].size() + communication_spans_[device].size();
+  if (held > kMinPruneThreshold && held < 2 * held_after_prune_[device]) return;
   pruned_at_[device] = floor;
   // Busy compute time and communication that end by the floor meet no later kernel.
   std::vector<std::pair<double, double>>& busy = compute_busy_[device];
   busy.erase(busy.begin(), std::find_if(busy.begin(), busy.end(), [&](const auto& b) {
                return b.second > floor;
              }));
+  // Sorted by start: only those starting before the floor can end by it.
   std::vector<Interval>& communication = sm_communication_[device];
-  communication.erase(std::remove_if(communication.begin(), communication.end(),
+  auto started = std::lower_bound(communication.begin(), communication.end(), floor,
+                                  [](const Interval& c, double t) { return c.start < t; });
+  communication.erase(std::remove_if(communication.begin(), started,
                                      [&](const Interval& c) { return c.end <= floor; }),
-                      communication.end());
+                      started);
   // The spans' parts before the floor are final (every later span starts after it):
   // their union and exposed communication go into the totals; the parts after stay.
   auto split = [&](std::vector<std::pair<double, double>>& spans, Intervals& done) {
@@ -410,6 +437,9 @@ void SimBackend::Prune(int64_t device) {
   compute_total_[device] += UnionLength(compute);
   communication_total_[device] += UnionLength(communicated);
   exposed_total_[device] += UncoveredLength(std::move(communicated), std::move(compute));
+  held_after_prune_[device] = compute_busy_[device].size() + sm_communication_[device].size() +
+                              compute_spans_[device].size() +
+                              communication_spans_[device].size();
 }
 
 int64_t SimBackend::retained_intervals() const {

@@ -208,12 +208,14 @@ class SimBackend : public runtime::Backend {
     bool copy_engine = false;  // UsesCopyEngine for this member
   };
   absl::flat_hash_map<std::pair<const Operation*, int64_t>, CollectiveCost> collective_seconds_;
-  // Per device, the SM-using communication kernels issued so far (start, end, stream).
+  // Per device, the SM-using communication kernels issued so far (start, end, stream)
+  // that a later kernel may still overlap, sorted by start, and the longest one's length.
   struct Interval {
     double start, end;
     int64_t stream;
   };
   std::vector<std::vector<Interval>> sm_communication_;
+  std::vector<double> longest_communication_;
   // Per device, the intervals its compute kernels occupy, sorted and disjoint.
   std::vector<std::vector<std::pair<double, double>>> compute_busy_;
   // Per device, the compute and communication spans not yet added to the totals, and the
@@ -224,6 +226,7 @@ class SimBackend : public runtime::Backend {
   std::vector<double> pruned_at_;
   static constexpr size_t kMinPruneThreshold = 1024;
   std::vector<size_t> prune_threshold_;
+  std::vector<size_t> held_after_prune_;
   double total_flops_ = 0;
   double flops_at_peak_s_ = 0;
 
