@@ -77,5 +77,37 @@ spmd func @f(%a: bf16[4@tp, 4]) -> (bf16[4, 4]) {
   EXPECT_FALSE(backend.RunCollective(**f.body()->begin(), context, parts).ok());
 }
 
+// A long chain of kernels issued one after another: the backend keeps none of them (no
+// sink) and holds only the intervals a later kernel can still meet, while the totals
+// still add up every kernel.
+TEST(SimBackendTest, HoldsBoundedStateHoweverManyKernels) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[1024, 1024]) -> (bf16[1024, 1024]) {
+  %x = matmul(%a, %a) : bf16[1024, 1024]
+  return %x
+})",
+                                                                       "test.commir");
+  ASSERT_TRUE(module.ok()) << module.status();
+  const Function& f = *(*module)->functions().front();
+  const Operation& matmul = **f.body()->begin();
+  const HardwareSpec& hw = *FindBuiltinHardware("h100-sxm");
+  SimBackend backend(hw, f, /*num_devices=*/2, /*gpus_per_node=*/8);
+  Tensor x = backend.MakeValue(0, ElementType::kBF16, {1024, 1024}, 0);
+  constexpr int kKernels = 100000;
+  for (int i = 0; i < kKernels; ++i) {
+    std::vector<const Tensor*> operands = {&x, &x};
+    absl::StatusOr<std::vector<Tensor>> y = backend.RunOp(matmul, {0, 0}, operands, {});
+    ASSERT_TRUE(y.ok()) << y.status();
+    x = (*y)[0];
+  }
+  const double gemm = *OpTime(hw, matmul, f);
+  EXPECT_EQ(backend.simulated_kernels(), kKernels);
+  EXPECT_LE(backend.retained_intervals(), 2100);  // pruned each time they double past 1024
+  EXPECT_NEAR(backend.finish_s(0), kKernels * gemm, 1e-9 * kKernels * gemm);
+  EXPECT_NEAR(backend.compute_s(0), kKernels * gemm, 1e-9 * kKernels * gemm);
+  EXPECT_EQ(backend.communication_s(0), 0);
+}
+
 }  // namespace
 }  // namespace commir::sim
