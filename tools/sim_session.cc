@@ -103,7 +103,7 @@ std::vector<std::string> DevicesOver(const sim::Prediction& prediction, double l
 // (/dev/null, a FIFO) is written in place.
 class StreamedTrace {
  public:
-  explicit StreamedTrace(std::string path) : path_(std::move(path)) {}
+  explicit StreamedTrace(std::string path) : path_(path), target_(std::move(path)) {}
   ~StreamedTrace() {
     if (file_ != nullptr) std::fclose(file_);
     if (!temporary_.empty()) std::remove(temporary_.c_str());
@@ -115,7 +115,16 @@ class StreamedTrace {
       file_ = std::fopen(path_.c_str(), "w");
       return file_ != nullptr ? absl::OkStatus() : Error(errno);
     }
-    std::filesystem::path target(path_);
+    // An existing trace that is a symlink is written through (the link stays), and the
+    // file keeps its permissions, as the other output files do (tools/output_file.h).
+    struct stat existing;
+    const bool exists = stat(path_.c_str(), &existing) == 0;
+    if (exists) {
+      std::error_code ec;
+      std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
+      if (!ec) target_ = resolved.string();
+    }
+    std::filesystem::path target(target_);
     temporary_ = (target.parent_path() /
                   absl::StrFormat(".%s.tmp-%d", target.filename().string(), getpid()))
                      .string();
@@ -125,6 +134,7 @@ class StreamedTrace {
       temporary_.clear();
       return Error(error);
     }
+    if (exists) fchmod(fileno(file_), existing.st_mode & 07777);
     return absl::OkStatus();
   }
 
@@ -138,7 +148,7 @@ class StreamedTrace {
     const int closed = std::fclose(file_);
     file_ = nullptr;
     if (error_ == 0 && closed != 0) error_ = errno;
-    if (error_ == 0 && !temporary_.empty() && std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    if (error_ == 0 && !temporary_.empty() && std::rename(temporary_.c_str(), target_.c_str()) != 0) {
       error_ = errno;
     }
     if (error_ != 0) return Error(error_);
@@ -152,6 +162,7 @@ class StreamedTrace {
                         absl::StrFormat("cannot write '%s': %s", path_, std::strerror(error)));
   }
   std::string path_;
+  std::string target_;  // the file a symlink points to, else path_
   std::string temporary_;
   std::FILE* file_ = nullptr;
   int error_ = 0;
