@@ -106,8 +106,9 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
           "backend simulates one by one%s",
           kernels == INT64_MAX ? "over 9.2e18" : absl::StrCat(kernels),
           limits.max_simulated_kernels,
-          loop == nullptr ? ""
-                          : absl::StrFormat(" (the loop here runs %d iterations)", TripCount(*loop))));
+          loop == nullptr
+              ? ""
+              : absl::StrFormat(" (the loop here runs %d iterations)", TripCount(*loop))));
     }
   }
   SimBackend backend(options.hardware, function, num_devices, options.gpus_per_node, limits);

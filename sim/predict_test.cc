@@ -328,8 +328,9 @@ TEST_F(PredictTest, BadOptionsAreErrors) {
 
 // Loops whose iterations settle into a steady state: a GEMM chain, a ring that overlaps
 // a copy-engine shift with compute on another stream, an all_reduce on the SMs that
-// slows the GEMM beside it (and runs ahead of it: never steady), a loop that passes a weight through unchanged, nested loops,
-// and a loop that starts behind a long kernel on another stream.
+// slows the GEMM beside it (and runs ahead of it: never steady), a loop that passes a
+// weight through unchanged, nested loops, and a loop that starts behind a long kernel
+// on its stream.
 std::string LoopProgram(int kind, int64_t trips) {
   const std::string n = std::to_string(trips);
   switch (kind) {

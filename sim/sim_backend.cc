@@ -157,7 +157,9 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
       limits_(limits) {
   std::set<int64_t> streams;
   streams_known_ = function.body() != nullptr;
-  if (streams_known_) CollectStreams(*function.body(), function.module(), 0, streams, streams_known_);
+  if (streams_known_) {
+    CollectStreams(*function.body(), function.module(), 0, streams, streams_known_);
+  }
   streams_.assign(streams.begin(), streams.end());
 }
 

@@ -141,8 +141,9 @@ class SimBackend : public runtime::Backend {
   // they are accounted for as trips x delta without running them. See SkipIterations in
   // sim_backend.cc for what the state holds and why it decides every later iteration.
   void EnterLoop(const Operation& loop, uint64_t trips) override;
-  absl::StatusOr<uint64_t> SkipIterations(const Operation& loop, uint64_t remaining,
-                                          absl::Span<const runtime::Tensor* const> carried) override;
+  absl::StatusOr<uint64_t> SkipIterations(
+      const Operation& loop, uint64_t remaining,
+      absl::Span<const runtime::Tensor* const> carried) override;
   void ExitLoop(const Operation& loop) override;
 
   // Every kernel is handed to `sink` as it is issued, in issue order.

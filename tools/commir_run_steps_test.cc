@@ -119,7 +119,8 @@ TEST(CommirRunStepsTest, AReferenceThatTrainsDifferentlyFailsFromItsFirstDiffere
 
 TEST(CommirRunStepsTest, EachStepIsPrintedBeforeALaterStepFails) {
   // w grows by 1e30 per step: step 1's loss is finite, step 2's overflows f32 to inf.
-  const std::string program = WriteProgram("diverges.commir", R"(func @step(%w: f32[4]) -> (f32[], f32[4]) {
+  const std::string program =
+      WriteProgram("diverges.commir", R"(func @step(%w: f32[4]) -> (f32[], f32[4]) {
   %sq = mul(%w, %w)
   %loss = reduce_sum(%sq) {dims = [0]}
   %new_w = mul(%w, 1e30)

@@ -148,7 +148,8 @@ class StreamedTrace {
     const int closed = std::fclose(file_);
     file_ = nullptr;
     if (error_ == 0 && closed != 0) error_ = errno;
-    if (error_ == 0 && !temporary_.empty() && std::rename(temporary_.c_str(), target_.c_str()) != 0) {
+    if (error_ == 0 && !temporary_.empty() &&
+        std::rename(temporary_.c_str(), target_.c_str()) != 0) {
       error_ = errno;
     }
     if (error_ != 0) return Error(error_);
