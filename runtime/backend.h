@@ -73,6 +73,22 @@ class Backend {
   // A host copy of a value. Waits for the value's producer: the one place where the
   // host waits for a device.
   virtual absl::StatusOr<Tensor> ToHost(const Tensor& value) { return value; }
+
+  // Loops, for a backend that can account for iterations without running them (the sim
+  // backend repeats a loop's iterations in closed form once they repeat). EnterLoop
+  // comes before a loop's first iteration and ExitLoop after its last (also when the
+  // loop fails). Before each iteration, SkipIterations returns how many of the
+  // `remaining` iterations (this one included) it has accounted for: the interpreter
+  // runs none of those and hands the carried values on as they are. `carried` holds
+  // each local device's carried values in turn, null for an index. An error fails the
+  // loop.
+  virtual void EnterLoop(const Operation& /*loop*/, uint64_t /*trips*/) {}
+  virtual absl::StatusOr<uint64_t> SkipIterations(const Operation& /*loop*/,
+                                                  uint64_t /*remaining*/,
+                                                  absl::Span<const Tensor* const> /*carried*/) {
+    return 0;
+  }
+  virtual void ExitLoop(const Operation& /*loop*/) {}
 };
 
 }  // namespace commir::runtime

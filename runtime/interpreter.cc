@@ -280,7 +280,20 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
                      : (static_cast<uint64_t>(upper) - static_cast<uint64_t>(lower) - 1) /
                                static_cast<uint64_t>(step) +
                            1;
+  backend_.EnterLoop(op, trips);
+  std::vector<const Tensor*> carried_tensors;
   for (uint64_t trip = 0; trip < trips; ++trip) {
+    carried_tensors.clear();
+    for (int64_t d : local_) {
+      for (const Slot& slot : carried[d]) carried_tensors.push_back(slot.tensor.get());
+    }
+    absl::StatusOr<uint64_t> skipped = backend_.SkipIterations(op, trips - trip, carried_tensors);
+    if (!skipped.ok()) {
+      backend_.ExitLoop(op);
+      return Fail(op, local_.front(), skipped.status());
+    }
+    if (*skipped >= trips - trip) break;
+    trip += *skipped;
     // lower + trip * step < upper, so it is representable; computed modulo 2^64.
     const int64_t i = static_cast<int64_t>(static_cast<uint64_t>(lower) +
                                            trip * static_cast<uint64_t>(step));
@@ -290,7 +303,10 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
         env[d][body.argument(static_cast<int>(c) + 1)] = carried[d][c];
       }
     }
-    if (absl::Status s = RunBlock(body, env); !s.ok()) return s;
+    if (absl::Status s = RunBlock(body, env); !s.ok()) {
+      backend_.ExitLoop(op);
+      return s;
+    }
     const Operation* yield = body.terminator();
     for (int64_t d : local_) {
       for (size_t c = 0; c < carried[d].size(); ++c) {
@@ -300,6 +316,7 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
     // The iteration's values are dead now; `carried` holds what the next one needs.
     Release(liveness_.ReleasedByOwner(body), env);
   }
+  backend_.ExitLoop(op);
   for (int64_t d : local_) {
     for (int r = 0; r < op.num_results(); ++r) env[d][op.result(r)] = carried[d][r];
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/mesh.h"
 #include "runtime/interpreter.h"
@@ -13,48 +14,67 @@ namespace commir::sim {
 
 namespace {
 
-using Intervals = std::vector<std::pair<double, double>>;
+// Trip count of a loop, as the interpreter counts it.
+uint64_t TripCount(const Operation& loop) {
+  const int64_t lower = loop.RequiredIntAttr("lower");
+  const int64_t upper = loop.RequiredIntAttr("upper");
+  const int64_t step = loop.IntAttr("step");
+  if (step <= 0 || upper <= lower) return 0;
+  return (static_cast<uint64_t>(upper) - static_cast<uint64_t>(lower) - 1) /
+             static_cast<uint64_t>(step) +
+         1;
+}
 
-// Sorted, disjoint intervals with the same union.
-Intervals Merge(Intervals intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  Intervals merged;
-  for (const auto& [s, e] : intervals) {
-    if (e <= s) continue;
-    if (!merged.empty() && s <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, e);
-    } else {
-      merged.emplace_back(s, e);
+int64_t SaturatingMultiply(int64_t a, uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  if (b > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(a)) return INT64_MAX;
+  return a * static_cast<int64_t>(b);
+}
+
+// Kernels per device of one run of `block`.
+int64_t CountBlock(const Block& block, const Module* module, int depth, int64_t num_devices,
+                   int64_t limit, const Operation*& loop) {
+  int64_t total = 0;
+  auto add = [&](int64_t n) { total = n > INT64_MAX - total ? INT64_MAX : total + n; };
+  if (depth > 256) return 0;  // the interpreter refuses calls nested deeper
+  for (const Operation* op : block) {
+    if (op->def().Has(kTerminator)) continue;
+    if (op->Is(OpKind::kFor)) {
+      const int64_t body = CountBlock(*op->region(0), module, depth, num_devices, limit, loop);
+      const int64_t kernels = SaturatingMultiply(body, TripCount(*op));
+      // Set after the loops inside it: the outermost one over the limit stays.
+      if (SaturatingMultiply(kernels, static_cast<uint64_t>(num_devices)) > limit) loop = op;
+      add(kernels);
+    } else if (op->Is(OpKind::kCall)) {
+      const Function* callee =
+          module == nullptr ? nullptr
+                            : module->FindFunction(op->attrs().Find("callee")->string_value());
+      if (callee != nullptr && callee->body() != nullptr) {
+        add(CountBlock(*callee->body(), module, depth + 1, num_devices, limit, loop));
+      }
+    } else if (!(op->num_results() == 1 && op->result(0)->type().is_index())) {
+      add(1);
     }
   }
-  return merged;
+  return total;
 }
 
 }  // namespace
 
-double UnionLength(Intervals intervals) {
-  double total = 0;
-  for (const auto& [s, e] : Merge(std::move(intervals))) total += e - s;
-  return total;
+int64_t CountKernels(const Function& function, int64_t num_devices, int64_t limit,
+                     const Operation*& loop) {
+  loop = nullptr;
+  if (function.body() == nullptr) return 0;
+  const int64_t per_device =
+      CountBlock(*function.body(), function.module(), 0, num_devices, limit, loop);
+  return SaturatingMultiply(per_device, static_cast<uint64_t>(num_devices));
 }
 
-double UncoveredLength(Intervals intervals, Intervals cover) {
-  Intervals a = Merge(std::move(intervals));
-  Intervals b = Merge(std::move(cover));
-  double uncovered = 0;
-  size_t j = 0;
-  for (const auto& [s, e] : a) {
-    double covered = 0;
-    while (j < b.size() && b[j].second <= s) ++j;
-    for (size_t k = j; k < b.size() && b[k].first < e; ++k) {
-      covered += std::min(e, b[k].second) - std::max(s, b[k].first);
-    }
-    uncovered += (e - s) - covered;
-  }
-  return uncovered;
-}
-
-absl::StatusOr<Prediction> Predict(const Function& function, const PredictOptions& options) {
+absl::StatusOr<Prediction> Predict(const Function& function, const PredictOptions& options,
+                                   Location* error_location) {
+  Location unused;
+  Location& where = error_location != nullptr ? *error_location : unused;
+  where = {};
   if (options.gpus_per_node < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("gpus per node must be at least 1, got %d", options.gpus_per_node));
@@ -72,7 +92,36 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
     return absl::InvalidArgumentError(
         absl::StrFormat("cannot simulate a mesh of %d devices", num_devices));
   }
-  SimBackend backend(options.hardware, function, num_devices, options.gpus_per_node);
+  // A timeline needs every kernel: none is repeated in closed form, and one too long to
+  // hold (or write) is refused before anything runs.
+  const bool every_kernel = options.record_timeline || options.timeline_sink != nullptr;
+  SimLimits limits = options.limits;
+  if (every_kernel) {
+    limits.repeat_loops_in_closed_form = false;
+    const Operation* loop = nullptr;
+    const int64_t kernels = CountKernels(function, num_devices, limits.max_simulated_kernels, loop);
+    if (kernels > limits.max_simulated_kernels) {
+      if (loop != nullptr) where = loop->loc();
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a timeline of every kernel would hold %s kernels, more than the %d the sim "
+          "backend simulates one by one%s",
+          kernels == INT64_MAX ? "over 9.2e18" : absl::StrCat(kernels),
+          limits.max_simulated_kernels,
+          loop == nullptr
+              ? ""
+              : absl::StrFormat(" (the loop here runs %d iterations)", TripCount(*loop))));
+    }
+  }
+  SimBackend backend(options.hardware, function, num_devices, options.gpus_per_node, limits);
+  Prediction prediction;
+  if (every_kernel) {
+    backend.set_event_sink([&](const SimEvent& e) {
+      TimelineEvent event{e.device, e.stream, std::string(e.op->name()), e.start_s * 1e6,
+                          e.end_s * 1e6, e.is_communication};
+      if (options.timeline_sink) options.timeline_sink(event);
+      if (options.record_timeline) prediction.timeline.push_back(std::move(event));
+    });
+  }
   runtime::Interpreter interpreter(function, backend);
 
   // Metadata-only inputs from the body's argument types (per-device types in spmd functions).
@@ -94,25 +143,28 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
   }
   absl::StatusOr<std::vector<std::vector<runtime::Tensor>>> outputs = interpreter.Run(inputs);
   if (!outputs.ok()) {
-    if (options.error_location != nullptr) *options.error_location = interpreter.error_location();
+    if (const Operation* loop = backend.loop_over_limit(); loop != nullptr) {
+      where = loop->loc();
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the loop here (%d iterations) needs more than %d kernels simulated one by one: "
+          "its iterations do not settle into a repeating steady state that the sim "
+          "backend can repeat in closed form",
+          TripCount(*loop), limits.max_simulated_kernels));
+    }
+    where = interpreter.error_location();
     return outputs.status();
   }
   outputs->clear();
   inputs.clear();
 
-  Prediction prediction;
   prediction.devices.resize(num_devices);
-  std::vector<Intervals> compute(num_devices), communication(num_devices);
-  for (const SimEvent& e : backend.events()) {
-    (e.is_communication ? communication : compute)[e.device].emplace_back(e.start_s, e.end_s);
-  }
   double total_communication = 0, total_exposed = 0;
   for (int64_t d = 0; d < num_devices; ++d) {
     DevicePrediction& p = prediction.devices[d];
     p.time_s = backend.finish_s(d);
-    p.compute_s = UnionLength(compute[d]);
-    p.communication_s = UnionLength(communication[d]);
-    p.exposed_communication_s = UncoveredLength(communication[d], compute[d]);
+    p.compute_s = backend.compute_s(d);
+    p.communication_s = backend.communication_s(d);
+    p.exposed_communication_s = backend.exposed_communication_s(d);
     p.peak_memory_bytes = backend.memory().peak_bytes(d);
     prediction.time_s = std::max(prediction.time_s, p.time_s);
     total_communication += p.communication_s;
@@ -139,13 +191,9 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
     prediction.achieved_tflops_per_gpu = prediction.total_flops / device_seconds / 1e12;
     prediction.fraction_of_peak = backend.flops_at_peak_s() / device_seconds;
   }
-  if (options.record_timeline) {
-    prediction.timeline.reserve(backend.events().size());
-    for (const SimEvent& e : backend.events()) {
-      prediction.timeline.push_back({e.device, e.stream, std::string(e.op->name()),
-                                     e.start_s * 1e6, e.end_s * 1e6, e.is_communication});
-    }
-  }
+  prediction.simulated_kernels = backend.simulated_kernels();
+  prediction.repeated_iterations = backend.repeated_iterations();
+  prediction.retained_intervals = backend.retained_intervals();
   return prediction;
 }
 

@@ -4,24 +4,17 @@
 #define COMMIR_SIM_PREDICT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "sim/hardware.h"
+#include "sim/sim_backend.h"
 
 namespace commir::sim {
 
-struct PredictOptions {
-  HardwareSpec hardware;
-  int64_t gpus_per_node = 8;
-  // Whether Prediction::timeline is filled (the summary never needs it).
-  bool record_timeline = false;
-  // When given, set to the op a failed run stopped at (unknown if none), so that the
-  // error can point into the source.
-  Location* error_location = nullptr;
-};
 
 struct DevicePrediction {
   double time_s = 0;           // when the device's last kernel ends
@@ -43,6 +36,19 @@ struct TimelineEvent {
   bool is_communication = false;
 };
 
+struct PredictOptions {
+  HardwareSpec hardware;
+  int64_t gpus_per_node = 8;
+  // Whether Prediction::timeline is filled (the summary never needs it).
+  bool record_timeline = false;
+  // Called with each kernel of the timeline as it is issued, none kept (a trace written
+  // as it is made). Like record_timeline it needs every kernel simulated: loops are not
+  // repeated in closed form, and a run of more than limits.max_simulated_kernels
+  // kernels is refused before it starts.
+  std::function<void(const TimelineEvent&)> timeline_sink;
+  SimLimits limits;
+};
+
 struct Prediction {
   double time_s = 0;  // the slowest device
   std::vector<DevicePrediction> devices;
@@ -54,15 +60,22 @@ struct Prediction {
   // The seconds the FLOPs would take at each op's matmul peak, over time_s x devices.
   double fraction_of_peak = 0;
   std::vector<TimelineEvent> timeline;  // in issue order, when asked for
+  // How the simulation went: kernels simulated one by one, loop iterations repeated in
+  // closed form, and the intervals the backend still held at the end.
+  int64_t simulated_kernels = 0;
+  uint64_t repeated_iterations = 0;
+  int64_t retained_intervals = 0;
 };
 
-absl::StatusOr<Prediction> Predict(const Function& function, const PredictOptions& options);
+// `error_location`, when given, is set to where a failure points in the function's file:
+// the op that failed, or the outermost loop running when the kernel limit was passed.
+absl::StatusOr<Prediction> Predict(const Function& function, const PredictOptions& options,
+                                   Location* error_location = nullptr);
 
-// Length of the union of `intervals` (start, end), and of the part of it that `cover`'s
-// union does not cover. Exposed for tests.
-double UnionLength(std::vector<std::pair<double, double>> intervals);
-double UncoveredLength(std::vector<std::pair<double, double>> intervals,
-                       std::vector<std::pair<double, double>> cover);
+// The kernels a run of `function` issues on `num_devices` devices (saturating), and in
+// `loop` the outermost loop that alone issues more than `limit` (null if none).
+int64_t CountKernels(const Function& function, int64_t num_devices, int64_t limit,
+                     const Operation*& loop);
 
 }  // namespace commir::sim
 

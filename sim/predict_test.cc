@@ -3,11 +3,14 @@
 // from the output.
 #include "sim/predict.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
@@ -41,6 +44,21 @@ class PredictTest : public ::testing::Test {
     absl::StatusOr<double> t = OpTime(hw_, Op(f, n), f);
     EXPECT_TRUE(t.ok()) << t.status();
     return *t;
+  }
+  // The n-th op of a block (a loop's body) of `f`.
+  double Time(const Block& block, int n, const Function& f) {
+    auto it = block.begin();
+    for (int i = 0; i < n; ++i) ++it;
+    absl::StatusOr<double> t = OpTime(hw_, **it, f);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+  double CollectiveTime(const Block& block, int n, const Function& f) {
+    auto it = block.begin();
+    for (int i = 0; i < n; ++i) ++it;
+    absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, **it, f, 0, 8);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e->seconds;
   }
   double CollectiveTime(const Function& f, int n, int64_t device = 0) {
     absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, Op(f, n), f, device, 8);
@@ -323,6 +341,238 @@ TEST_F(PredictTest, BadOptionsAreErrors) {
   options.hardware = hw_;
   options.gpus_per_node = 0;
   EXPECT_FALSE(Predict(f, options).ok());
+}
+
+// ---- Loops repeated in closed form -------------------------------------------------
+
+// Loops whose iterations settle into a steady state: a GEMM chain, a ring that overlaps
+// a copy-engine shift with compute on another stream, an all_reduce on the SMs that
+// slows the GEMM beside it (and runs ahead of it: never steady), a loop that passes a
+// weight through unchanged, nested loops, and a loop that starts behind a long kernel
+// on its stream.
+std::string LoopProgram(int kind, int64_t trips) {
+  const std::string n = std::to_string(trips);
+  switch (kind) {
+    case 0:
+      return R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[2048, 2048], %w: bf16[2048, 2048]) -> (bf16[2048, 2048]) {
+  %y = for %i = 0 to )" + n + R"( step 1 iter(%x = %a) {
+    %x1 = matmul(%x, %w) : bf16[2048, 2048]
+    yield %x1
+  } : (bf16[2048, 2048])
+  return %y
+})";
+    case 1:
+      return R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[1024, 4096], %b: bf16[4096, 4096]) -> (bf16[1024, 4096], bf16[1024, 4096]) {
+  %c0 = full() {value = 0.0} : bf16[1024, 4096]
+  %c, %last = for %i = 0 to )" + n + R"( step 1 iter(%acc = %c0, %blk = %a) {
+    %next = shift(%blk) {axis = tp, offset = 1, stream = 1} : bf16[1024, 4096]
+    %part = matmul(%blk, %b) : bf16[1024, 4096]
+    %acc1 = add(%acc, %part) : bf16[1024, 4096]
+    yield %acc1, %next
+  } : (bf16[1024, 4096], bf16[1024, 4096])
+  return %c, %last
+})";
+    case 2:
+      return R"(
+mesh @m(dp=2, tp=4)
+spmd func @f(%a: bf16[1024, 4096], %b: bf16[4096, 4096]) -> (bf16[1024, 4096], bf16[1024, 4096]) {
+  %c0 = full() {value = 0.0} : bf16[1024, 4096]
+  %c, %last = for %i = 0 to )" + n + R"( step 1 iter(%acc = %c0, %blk = %a) {
+    %r = all_reduce(%blk) {axis = dp, stream = 1} : bf16[1024, 4096]
+    %part = matmul(%blk, %b) : bf16[1024, 4096]
+    %acc1 = add(%acc, %part) : bf16[1024, 4096]
+    yield %acc1, %r
+  } : (bf16[1024, 4096], bf16[1024, 4096])
+  return %c, %last
+})";
+    case 3:
+      return R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[2048, 2048], %w: bf16[2048, 2048]) -> (bf16[2048, 2048], bf16[2048, 2048]) {
+  %y, %v = for %i = 0 to )" + n + R"( step 1 iter(%x = %a, %u = %w) {
+    %x1 = matmul(%x, %u) : bf16[2048, 2048]
+    %x2 = add(%x1, %x) : bf16[2048, 2048]
+    yield %x2, %u
+  } : (bf16[2048, 2048], bf16[2048, 2048])
+  return %y, %v
+})";
+    case 4:
+      return R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[2048, 2048], %w: bf16[2048, 2048]) -> (bf16[2048, 2048]) {
+  %y = for %i = 0 to )" + n + R"( step 1 iter(%x = %a) {
+    %z = for %j = 0 to 3 step 1 iter(%t = %x) {
+      %t1 = matmul(%t, %w) : bf16[2048, 2048]
+      yield %t1
+    } : (bf16[2048, 2048])
+    %x1 = add(%z, %x) : bf16[2048, 2048]
+    yield %x1
+  } : (bf16[2048, 2048])
+  return %y
+})";
+    default:
+      return R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[2048, 2048], %w: bf16[2048, 2048], %big: bf16[8192, 8192]) -> (bf16[2048, 2048], bf16[8192, 8192]) {
+  %b2 = matmul(%big, %big) {stream = 1} : bf16[8192, 8192]
+  %y = for %i = 0 to )" + n + R"( step 1 iter(%x = %a) {
+    %x1 = matmul(%x, %w) {stream = 1} : bf16[2048, 2048]
+    yield %x1
+  } : (bf16[2048, 2048])
+  return %y, %b2
+})";
+  }
+}
+
+Prediction PredictLoop(const Function& f, const HardwareSpec& hw, bool closed_form) {
+  PredictOptions options;
+  options.hardware = hw;
+  options.limits.repeat_loops_in_closed_form = closed_form;
+  absl::StatusOr<Prediction> p = Predict(f, options);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Prediction{};
+}
+
+void ExpectNear(double closed, double simulated, const std::string& what) {
+  EXPECT_NEAR(closed, simulated, 1e-9 * std::max(std::abs(simulated), 1e-12)) << what;
+}
+
+// The closed form gives what simulating every iteration gives (independently: the same
+// backend with the closed form off), on loops short enough to simulate.
+TEST_F(PredictTest, LoopInClosedFormEqualsEveryIterationSimulated) {
+  for (int kind = 0; kind <= 5; ++kind) {
+    for (int64_t trips : {1, 2, 3, 5, 17, 200}) {
+      const Function& f = Parse(LoopProgram(kind, trips));
+      Prediction closed = PredictLoop(f, hw_, true);
+      Prediction simulated = PredictLoop(f, hw_, false);
+      const std::string what = absl::StrCat("kind ", kind, ", ", trips, " trips");
+      EXPECT_EQ(simulated.repeated_iterations, 0u) << what;
+      // The all_reduce's stream runs ahead of the GEMMs by more in every iteration: no
+      // steady state, every iteration is simulated.
+      if (trips >= 17 && kind != 2) {
+        EXPECT_GT(closed.repeated_iterations, 0u) << what;
+      }
+      ExpectNear(closed.time_s, simulated.time_s, what);
+      ExpectNear(closed.overlap_fraction, simulated.overlap_fraction, what);
+      ExpectNear(closed.total_flops, simulated.total_flops, what);
+      ExpectNear(closed.fraction_of_peak, simulated.fraction_of_peak, what);
+      ASSERT_EQ(closed.devices.size(), simulated.devices.size()) << what;
+      for (size_t d = 0; d < closed.devices.size(); ++d) {
+        const DevicePrediction& c = closed.devices[d];
+        const DevicePrediction& s = simulated.devices[d];
+        ExpectNear(c.time_s, s.time_s, what);
+        ExpectNear(c.compute_s, s.compute_s, what);
+        ExpectNear(c.communication_s, s.communication_s, what);
+        ExpectNear(c.exposed_communication_s, s.exposed_communication_s, what);
+        EXPECT_EQ(c.peak_memory_bytes, s.peak_memory_bytes) << what;
+      }
+    }
+  }
+}
+
+// A million iterations of one GEMM: each waits for the one before, so the run takes
+// exactly a million GEMM times, and only the first iterations are simulated.
+TEST_F(PredictTest, MillionTripLoopTakesTripsTimesOneIteration) {
+  const Function& f = Parse(LoopProgram(0, 1000000));
+  const double gemm = Time(*(*f.body()->begin())->region(0), 0, f);
+  Prediction p = PredictLoop(f, hw_, true);
+  EXPECT_NEAR(p.time_s, 1e6 * gemm, 1e-9 * 1e6 * gemm);
+  EXPECT_NEAR(p.devices[0].compute_s, 1e6 * gemm, 1e-9 * 1e6 * gemm);
+  EXPECT_LT(p.simulated_kernels, 10);
+  EXPECT_GT(p.repeated_iterations, 999990u);
+  EXPECT_LE(p.retained_intervals, 4);
+}
+
+// The same for a loop around one shift (on the copy engines): constant state, however
+// long the loop, the iterations in closed form.
+TEST_F(PredictTest, LoopAroundOneShiftNeverGrows) {
+  const Function& f = Parse(R"(
+mesh @m(tp=2)
+spmd func @f(%a: f32[1024, 1024]) -> (f32[1024, 1024]) {
+  %y = for %i = 0 to 9223372036854775807 step 1 iter(%x = %a) {
+    %x1 = shift(%x) {axis = tp, offset = 1} : f32[1024, 1024]
+    yield %x1
+  } : (f32[1024, 1024])
+  return %y
+})");
+  const double shift = CollectiveTime(*(*f.body()->begin())->region(0), 0, f);
+  Prediction p = PredictLoop(f, hw_, true);
+  const double trips = 9223372036854775807.0;
+  EXPECT_NEAR(p.time_s, trips * shift, 1e-9 * trips * shift);
+  EXPECT_LT(p.simulated_kernels, 20);
+  EXPECT_LE(p.retained_intervals, 8);
+}
+
+// Simulated one by one (as for a trace), a long loop holds only the intervals a later
+// kernel can still meet, not one per kernel issued.
+TEST_F(PredictTest, EveryIterationSimulatedHoldsBoundedState) {
+  const Function& f = Parse(LoopProgram(1, 5000));
+  Prediction p = PredictLoop(f, hw_, false);
+  EXPECT_GE(p.simulated_kernels, 5000 * 4 * 3);
+  EXPECT_LE(p.retained_intervals, 64);
+}
+
+// A loop that never settles (here: the closed form is off) stops at the kernel bound with
+// an error at the loop; a timeline that would pass the bound is refused before it runs.
+TEST_F(PredictTest, KernelBoundNamesTheOutermostLoop) {
+  const Function& f = Parse(R"(
+mesh @m(tp=2)
+spmd func @f(%a: f32[1024, 1024]) -> (f32[1024, 1024]) {
+  %y = for %i = 0 to 9223372036854775807 step 1 iter(%x = %a) {
+    %z = for %j = 0 to 4 step 1 iter(%t = %x) {
+      %t1 = shift(%t) {axis = tp, offset = 1} : f32[1024, 1024]
+      yield %t1
+    } : (f32[1024, 1024])
+    yield %z
+  } : (f32[1024, 1024])
+  return %y
+})");
+  PredictOptions options;
+  options.hardware = hw_;
+  options.limits.max_simulated_kernels = 1000;
+  options.limits.repeat_loops_in_closed_form = false;
+  Location where;
+  absl::StatusOr<Prediction> p = Predict(f, options, &where);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              ::testing::HasSubstr("the loop here (9223372036854775807 iterations) needs more "
+                                   "than 1000 kernels simulated one by one"));
+  EXPECT_EQ(where.line, 4);
+  EXPECT_EQ(where.col, 8);
+
+  options.limits.repeat_loops_in_closed_form = true;
+  options.record_timeline = true;
+  p = Predict(f, options, &where);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              ::testing::HasSubstr("a timeline of every kernel would hold over 9.2e18 kernels, "
+                                   "more than the 1000"));
+  EXPECT_EQ(where.line, 4);
+  EXPECT_EQ(where.col, 8);
+}
+
+// A streamed timeline gets every kernel, in the order the recorded one has them.
+TEST_F(PredictTest, StreamedTimelineEqualsTheRecordedOne) {
+  const Function& f = Parse(LoopProgram(1, 30));
+  std::vector<TimelineEvent> streamed;
+  PredictOptions options;
+  options.hardware = hw_;
+  options.timeline_sink = [&](const TimelineEvent& e) { streamed.push_back(e); };
+  absl::StatusOr<Prediction> p = Predict(f, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->timeline.empty());
+  EXPECT_EQ(p->repeated_iterations, 0u);
+  Prediction recorded = Run(f);
+  ASSERT_EQ(streamed.size(), recorded.timeline.size());
+  ASSERT_EQ(streamed.size(), 4 + 30u * 4 * 3);  // the full(), then three kernels a trip
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    EXPECT_EQ(streamed[i].op, recorded.timeline[i].op);
+    EXPECT_EQ(streamed[i].start_us, recorded.timeline[i].start_us);
+  }
 }
 
 }  // namespace

@@ -21,8 +21,15 @@ std::string FormatPredictionText(const Prediction& p, const std::string& hardwar
   std::string out;
   absl::StrAppendFormat(&out, "hardware: %s, %d devices\n", hardware_name, p.devices.size());
   absl::StrAppendFormat(&out, "predicted time: %.4f ms (slowest device)\n", p.time_s * kMs);
-  absl::StrAppendFormat(&out, "communication hidden under compute: %.1f%%\n",
-                        100 * p.overlap_fraction);
+  // A fraction of no communication means nothing: say there is none.
+  double communication_s = 0;
+  for (const DevicePrediction& d : p.devices) communication_s += d.communication_s;
+  if (communication_s > 0) {
+    absl::StrAppendFormat(&out, "communication hidden under compute: %.1f%%\n",
+                          100 * p.overlap_fraction);
+  } else {
+    out += "communication: none\n";
+  }
   absl::StrAppendFormat(&out, "FLOPs: %.4g, achieved %.1f TFLOP/s per GPU (%.1f%% of peak)\n",
                         p.total_flops, p.achieved_tflops_per_gpu, 100 * p.fraction_of_peak);
   absl::StrAppendFormat(&out, "%6s %12s %12s %12s %12s %14s\n", "device", "time_ms", "compute_ms",
@@ -62,34 +69,47 @@ std::string FormatPredictionJson(const Prediction& p, const std::string& hardwar
   return json.dump(2) + "\n";
 }
 
-std::string FormatTimelineTrace(const Prediction& p) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  // Names for the processes (devices) and tracks (streams), each once, in sorted order.
-  std::set<std::pair<int64_t, int64_t>> tracks;
-  for (const TimelineEvent& e : p.timeline) tracks.emplace(e.device, e.stream);
-  int64_t last_device = -1;
-  for (const auto& [device, stream] : tracks) {
-    if (device != last_device) {
-      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", device},
-                        {"args", {{"name", absl::StrCat("device ", device)}}}});
-      last_device = device;
+TimelineTraceWriter::TimelineTraceWriter(std::function<void(std::string_view)> write)
+    : write_(std::move(write)) {
+  write_("{\"traceEvents\":[");
+}
+
+void TimelineTraceWriter::Emit(const std::string& json) {
+  if (!first_) write_(",");
+  first_ = false;
+  write_(json);
+}
+
+void TimelineTraceWriter::Add(const TimelineEvent& e) {
+  if (tracks_.emplace(e.device, e.stream).second) {
+    if (devices_.insert(e.device).second) {
+      Emit(nlohmann::ordered_json({{"name", "process_name"}, {"ph", "M"}, {"pid", e.device},
+                                   {"args", {{"name", absl::StrCat("device ", e.device)}}}})
+               .dump());
     }
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", device}, {"tid", stream},
-                      {"args", {{"name", absl::StrCat("stream ", stream)}}}});
+    Emit(nlohmann::ordered_json({{"name", "thread_name"}, {"ph", "M"}, {"pid", e.device},
+                                 {"tid", e.stream},
+                                 {"args", {{"name", absl::StrCat("stream ", e.stream)}}}})
+             .dump());
   }
-  for (const TimelineEvent& e : p.timeline) {
-    events.push_back({{"name", e.op},
-                      {"cat", e.is_communication ? "communication" : "compute"},
-                      {"ph", "X"},
-                      {"pid", e.device},
-                      {"tid", e.stream},
-                      {"ts", e.start_us},
-                      {"dur", e.end_us - e.start_us}});
-  }
-  nlohmann::ordered_json trace;
-  trace["traceEvents"] = std::move(events);
-  trace["displayTimeUnit"] = "ms";
-  return trace.dump() + "\n";
+  Emit(nlohmann::ordered_json({{"name", e.op},
+                               {"cat", e.is_communication ? "communication" : "compute"},
+                               {"ph", "X"},
+                               {"pid", e.device},
+                               {"tid", e.stream},
+                               {"ts", e.start_us},
+                               {"dur", e.end_us - e.start_us}})
+           .dump());
+}
+
+void TimelineTraceWriter::Finish() { write_("],\"displayTimeUnit\":\"ms\"}\n"); }
+
+std::string FormatTimelineTrace(const Prediction& p) {
+  std::string out;
+  TimelineTraceWriter writer([&](std::string_view piece) { out.append(piece); });
+  for (const TimelineEvent& e : p.timeline) writer.Add(e);
+  writer.Finish();
+  return out;
 }
 
 }  // namespace commir::sim

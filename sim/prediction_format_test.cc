@@ -1,5 +1,9 @@
 #include "sim/prediction_format.h"
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -31,6 +35,31 @@ TEST(PredictionFormatTest, TextNamesEveryFigure) {
   EXPECT_THAT(text, HasSubstr("25.0% of peak"));
   EXPECT_THAT(text, HasSubstr("\n     0       2.0000       1.5000       1.0000       0.5000            3.0"));
   EXPECT_EQ(text, FormatPredictionText(TwoDevices(), "h100-sxm"));
+}
+
+TEST(PredictionFormatTest, NoCommunicationIsSaidRatherThanAFraction) {
+  Prediction p = TwoDevices();
+  for (DevicePrediction& d : p.devices) d.communication_s = d.exposed_communication_s = 0;
+  p.overlap_fraction = 1;  // what Predict reports when there is none
+  std::string text = FormatPredictionText(p, "h100-sxm");
+  EXPECT_THAT(text, HasSubstr("\ncommunication: none\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("hidden under compute")));
+  EXPECT_THAT(FormatPredictionText(TwoDevices(), "h100-sxm"),
+              HasSubstr("communication hidden under compute: 50.0%\n"));
+}
+
+// The streamed trace is the same JSON document as the whole one.
+TEST(PredictionFormatTest, StreamedTraceInPiecesIsTheWholeTrace) {
+  std::vector<std::string> pieces;
+  TimelineTraceWriter writer([&](std::string_view piece) { pieces.emplace_back(piece); });
+  for (const TimelineEvent& e : TwoDevices().timeline) writer.Add(e);
+  writer.Finish();
+  std::string joined;
+  for (const std::string& piece : pieces) joined += piece;
+  EXPECT_GT(pieces.size(), 3u);
+  EXPECT_EQ(joined, FormatTimelineTrace(TwoDevices()));
+  nlohmann::json trace = nlohmann::json::parse(joined);
+  EXPECT_EQ(trace["traceEvents"].size(), 3u + 2 + 3);  // slices, processes, tracks
 }
 
 TEST(PredictionFormatTest, JsonRoundTripsTheNumbers) {

@@ -27,6 +27,7 @@
 #define COMMIR_SIM_SIM_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -68,6 +69,8 @@ class SimStorage : public runtime::DeviceStorage {
   int64_t device() const { return device_; }
   int64_t bytes() const { return bytes_; }
   double ready_s() const { return ready_s_; }
+  // Iterations repeated in closed form move a carried value's ready time on.
+  void Delay(double seconds) { ready_s_ += seconds; }
 
  private:
   std::shared_ptr<DeviceMemoryCounter> memory_;
@@ -75,6 +78,12 @@ class SimStorage : public runtime::DeviceStorage {
   int64_t bytes_;
   double ready_s_;
 };
+
+// Length of the union of `intervals` (start, end), and of the part of it that `cover`'s
+// union does not cover.
+double UnionLength(std::vector<std::pair<double, double>> intervals);
+double UncoveredLength(std::vector<std::pair<double, double>> intervals,
+                       std::vector<std::pair<double, double>> cover);
 
 // One kernel on the predicted timeline.
 struct SimEvent {
@@ -86,11 +95,25 @@ struct SimEvent {
   bool is_communication = false;
 };
 
+// Called with each kernel as it is issued (for a trace): the backend keeps none.
+using SimEventSink = std::function<void(const SimEvent&)>;
+
+struct SimLimits {
+  // The most kernels (one per device an op runs on) simulated one by one. Past it the
+  // run fails, naming the outermost loop running: its iterations did not settle into a
+  // repeating steady state (or every kernel was wanted, for a trace).
+  int64_t max_simulated_kernels = 20'000'000;
+  // Whether a loop whose iterations repeat is finished in closed form. Off when every
+  // kernel is wanted (a trace), and in tests that compare with the step-by-step run.
+  bool repeat_loops_in_closed_form = true;
+};
+
 class SimBackend : public runtime::Backend {
  public:
   // `function` is the function the interpreter runs; `num_devices` its device count.
   SimBackend(const HardwareSpec& hw, const Function& function, int64_t num_devices,
-             int64_t gpus_per_node);
+             int64_t gpus_per_node, SimLimits limits = {});
+  ~SimBackend() override;
 
   absl::string_view name() const override { return "sim"; }
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
@@ -112,9 +135,34 @@ class SimBackend : public runtime::Backend {
   runtime::Tensor MakeValue(int64_t device, ElementType type, std::vector<int64_t> shape,
                             double ready_s);
 
-  // Every kernel issued, in issue order.
-  const std::vector<SimEvent>& events() const { return events_; }
+  // Loops (runtime/backend.h). Once the state of the timeline at the start of an
+  // iteration is the state at the start of the one before shifted by a time delta (and
+  // that one the same shift of the one before it), every later iteration repeats it:
+  // they are accounted for as trips x delta without running them. See SkipIterations in
+  // sim_backend.cc for what the state holds and why it decides every later iteration.
+  void EnterLoop(const Operation& loop, uint64_t trips) override;
+  absl::StatusOr<uint64_t> SkipIterations(
+      const Operation& loop, uint64_t remaining,
+      absl::Span<const runtime::Tensor* const> carried) override;
+  void ExitLoop(const Operation& loop) override;
+
+  // Every kernel is handed to `sink` as it is issued, in issue order.
+  void set_event_sink(SimEventSink sink) { sink_ = std::move(sink); }
   const DeviceMemoryCounter& memory() const { return *memory_; }
+  // Kernels simulated one by one, and iterations repeated in closed form.
+  int64_t simulated_kernels() const { return simulated_kernels_; }
+  uint64_t repeated_iterations() const { return repeated_iterations_; }
+  // Intervals the backend holds now (busy compute time, communication, the spans the
+  // summary still needs): those that may still matter to a later kernel. Bounded by the
+  // kernels in flight, not by the kernels issued.
+  int64_t retained_intervals() const;
+  // The loop named by a failure of max_simulated_kernels (null if none).
+  const Operation* loop_over_limit() const { return loop_over_limit_; }
+  // Per device: the length of the union of its compute kernels' intervals, of its
+  // communication kernels', and of the communication not covered by compute.
+  double compute_s(int64_t device) const;
+  double communication_s(int64_t device) const;
+  double exposed_communication_s(int64_t device) const;
   // When the device's last kernel ends.
   double finish_s(int64_t device) const { return finish_[device]; }
   // FLOPs of every op run on every device, and the seconds they would take at the
@@ -138,6 +186,14 @@ class SimBackend : public runtime::Backend {
   bool UsesCopyEngine(const Operation& op, int64_t device) const;
   void Record(int64_t device, int64_t stream, const Operation& op, double start, double end,
               bool is_communication);
+  // No later kernel on `device` starts before this (see Prune); -inf when unknown.
+  double Floor(int64_t device) const;
+  // Forgets what no later kernel can meet, adding the finished spans to the totals.
+  void Prune(int64_t device);
+  struct Snapshot;
+  bool TakeSnapshot(absl::Span<const runtime::Tensor* const> carried, Snapshot& snapshot) const;
+  void Shift(double seconds, absl::Span<const runtime::Tensor* const> carried,
+             const Snapshot& now, const Snapshot& before, uint64_t iterations);
 
   const HardwareSpec& hw_;
   const Function& function_;
@@ -153,17 +209,38 @@ class SimBackend : public runtime::Backend {
     bool copy_engine = false;  // UsesCopyEngine for this member
   };
   absl::flat_hash_map<std::pair<const Operation*, int64_t>, CollectiveCost> collective_seconds_;
-  // Per device, the SM-using communication kernels issued so far (start, end, stream).
+  // Per device, the SM-using communication kernels issued so far (start, end, stream)
+  // that a later kernel may still overlap, sorted by start, and the longest one's length.
   struct Interval {
     double start, end;
     int64_t stream;
   };
   std::vector<std::vector<Interval>> sm_communication_;
+  std::vector<double> longest_communication_;
   // Per device, the intervals its compute kernels occupy, sorted and disjoint.
   std::vector<std::vector<std::pair<double, double>>> compute_busy_;
-  std::vector<SimEvent> events_;
+  // Per device, the compute and communication spans not yet added to the totals, and the
+  // totals: union lengths and communication not covered by compute, of the spans that
+  // end before the device's floor (no later span reaches back before it).
+  std::vector<std::vector<std::pair<double, double>>> compute_spans_, communication_spans_;
+  std::vector<double> compute_total_, communication_total_, exposed_total_;
+  std::vector<double> pruned_at_;
+  static constexpr size_t kMinPruneThreshold = 1024;
+  std::vector<size_t> prune_threshold_;
+  std::vector<size_t> held_after_prune_;
   double total_flops_ = 0;
   double flops_at_peak_s_ = 0;
+
+  SimLimits limits_;
+  SimEventSink sink_;
+  // Every stream an op of the function (or a callee) names, when all are literals.
+  std::vector<int64_t> streams_;
+  bool streams_known_ = false;
+  int64_t simulated_kernels_ = 0;
+  uint64_t repeated_iterations_ = 0;
+  const Operation* loop_over_limit_ = nullptr;
+  struct LoopFrame;
+  std::vector<std::unique_ptr<LoopFrame>> loops_;
 };
 
 }  // namespace commir::sim

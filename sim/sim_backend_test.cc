@@ -34,6 +34,8 @@ spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[4096, 4096]
   const HardwareSpec& hw = *FindBuiltinHardware("h100-sxm");
 
   SimBackend backend(hw, f, /*num_devices=*/2, /*gpus_per_node=*/8);
+  std::vector<SimEvent> events;
+  backend.set_event_sink([&](const SimEvent& e) { events.push_back(e); });
   Tensor a = backend.MakeValue(0, ElementType::kBF16, {2048, 4096}, 0);
   Tensor b = backend.MakeValue(0, ElementType::kBF16, {4096, 4096}, 0);
   std::vector<const Tensor*> operands = {&a, &b};
@@ -48,7 +50,6 @@ spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[4096, 4096]
 
   double t_matmul = *OpTime(hw, matmul, f);
   double t_gather = EstimateCollectiveOp(hw, gather, f, 0, 8)->seconds;
-  const std::vector<SimEvent>& events = backend.events();
   ASSERT_EQ(events.size(), 3u);  // the GEMM, then the gather on each member
   for (int i = 1; i <= 2; ++i) {
     EXPECT_DOUBLE_EQ(events[i].start_s, t_matmul);
@@ -74,6 +75,38 @@ spmd func @f(%a: bf16[4@tp, 4]) -> (bf16[4, 4]) {
   std::vector<const Tensor*> parts = {&a};
   runtime::CollectiveContext context{{0, 1}, {0, 1}, {0, 0}};  // two members, one part
   EXPECT_FALSE(backend.RunCollective(**f.body()->begin(), context, parts).ok());
+}
+
+// A long chain of kernels issued one after another: the backend keeps none of them (no
+// sink) and holds only the intervals a later kernel can still meet, while the totals
+// still add up every kernel.
+TEST(SimBackendTest, HoldsBoundedStateHoweverManyKernels) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(
+mesh @m(tp=2)
+spmd func @f(%a: bf16[1024, 1024]) -> (bf16[1024, 1024]) {
+  %x = matmul(%a, %a) : bf16[1024, 1024]
+  return %x
+})",
+                                                                       "test.commir");
+  ASSERT_TRUE(module.ok()) << module.status();
+  const Function& f = *(*module)->functions().front();
+  const Operation& matmul = **f.body()->begin();
+  const HardwareSpec& hw = *FindBuiltinHardware("h100-sxm");
+  SimBackend backend(hw, f, /*num_devices=*/2, /*gpus_per_node=*/8);
+  Tensor x = backend.MakeValue(0, ElementType::kBF16, {1024, 1024}, 0);
+  constexpr int kKernels = 100000;
+  for (int i = 0; i < kKernels; ++i) {
+    std::vector<const Tensor*> operands = {&x, &x};
+    absl::StatusOr<std::vector<Tensor>> y = backend.RunOp(matmul, {0, 0}, operands, {});
+    ASSERT_TRUE(y.ok()) << y.status();
+    x = (*y)[0];
+  }
+  const double gemm = *OpTime(hw, matmul, f);
+  EXPECT_EQ(backend.simulated_kernels(), kKernels);
+  EXPECT_LE(backend.retained_intervals(), 2100);  // pruned each time they double past 1024
+  EXPECT_NEAR(backend.finish_s(0), kKernels * gemm, 1e-9 * kKernels * gemm);
+  EXPECT_NEAR(backend.compute_s(0), kKernels * gemm, 1e-9 * kKernels * gemm);
+  EXPECT_EQ(backend.communication_s(0), 0);
 }
 
 }  // namespace

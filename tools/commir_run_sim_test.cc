@@ -149,6 +149,54 @@ TEST(CommirRunSim, TraceHasAProcessPerDeviceAndATrackPerStream) {
   EXPECT_GE(tracks.size(), 8u);  // shifts on a stream of their own beside the GEMMs
 }
 
+TEST(CommirRunSim, AProgramWithoutCommunicationSaysSo) {
+  const std::string program = TempPath("gemm.commir");
+  WriteFile(program, R"(func @f(%x: bf16[1024, 1024]) -> bf16[1024, 1024] {
+  %y = matmul(%x, %x)
+  return %y
+}
+)");
+  ToolResult r = RunSim({program, "--backend=sim"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("communication: none\n"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("hidden under compute")));
+}
+
+// 2^63 - 1 iterations around one shift: repeated in closed form, so the run ends at once
+// (and its time is the trip count times one shift's).
+constexpr char kEndlessShift[] = R"(mesh @m(tp=2)
+spmd func @f(%a: f32[1024, 1024]) -> (f32[1024, 1024]) {
+  %y = for %i = 0 to 9223372036854775807 step 1 iter(%x = %a) {
+    %x1 = shift(%x) {axis = tp, offset = 1} : f32[1024, 1024]
+    yield %x1
+  } : (f32[1024, 1024])
+  return %y
+}
+)";
+
+TEST(CommirRunSim, AnEndlessLoopIsPredictedInClosedForm) {
+  const std::string program = TempPath("endless.commir");
+  WriteFile(program, kEndlessShift);
+  ToolResult r = RunSim({program, "--backend=sim", "--format=json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_GT(json["time_s"].get<double>(), 1e9);  // seconds: far longer than a run
+}
+
+TEST(CommirRunSim, ATraceOfAnEndlessLoopIsRefusedAtTheLoop) {
+  const std::string program = TempPath("endless_trace.commir");
+  WriteFile(program, kEndlessShift);
+  const std::string trace = TempPath("endless.json");
+  ToolResult r = RunSim({program, "--backend=sim", "--trace=" + trace});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr(program + ":3:8: error: @f: a timeline of every kernel would "
+                               "hold over 9.2e18 kernels, more than the 20000000 the sim "
+                               "backend simulates one by one"))
+      << r;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(CommirRunSim, MemoryBeyondTheLimitFails) {
   const std::string program = TempPath("mlp_mem.commir");
   WriteFile(program, kLargeMlp);

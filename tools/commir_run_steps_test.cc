@@ -117,6 +117,24 @@ TEST(CommirRunStepsTest, AReferenceThatTrainsDifferentlyFailsFromItsFirstDiffere
   EXPECT_THAT(run.out, ::testing::ContainsRegex("step 2 loss .*FAIL")) << run.out;
 }
 
+TEST(CommirRunStepsTest, EachStepIsPrintedBeforeALaterStepFails) {
+  // w grows by 1e30 per step: step 1's loss is finite, step 2's overflows f32 to inf.
+  const std::string program =
+      WriteProgram("diverges.commir", R"(func @step(%w: f32[4]) -> (f32[], f32[4]) {
+  %sq = mul(%w, %w)
+  %loss = reduce_sum(%sq) {dims = [0]}
+  %new_w = mul(%w, 1e30)
+  return %loss, %new_w
+}
+)");
+  testing::SubprocessResult run = RunTool({program, "--steps=3", "--seed=3"});
+  EXPECT_EQ(run.exit_code, 1) << run;
+  EXPECT_THAT(run.err, HasSubstr("step 2: the loss is inf")) << run;
+  const std::vector<double> losses = Losses(run.out);
+  ASSERT_EQ(losses.size(), 1u) << run.out;
+  EXPECT_TRUE(std::isfinite(losses[0])) << run.out;
+}
+
 TEST(CommirRunStepsTest, RefusesAFunctionThatReturnsOnlyTheLoss) {
   const std::string program = WriteProgram("loss_only.commir", R"(func @f(%w: f32[4]) -> f32[] {
   %loss = reduce_sum(%w) {dims = [0]}

@@ -582,63 +582,11 @@ int ReportResults(const RunRequest& request, const SessionProgram& program,
 
 // ---- --steps ------------------------------------------------------------------------
 
-// The step function's losses, one line per step, then its final results; with a
-// reference, the reference's losses beside them and every step's loss and the final
-// params compared.
-int ReportSteps(const RunRequest& request, const SessionProgram& program,
-                const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
-                int num_params, const StepTrace& trace, std::ostream& report, std::ostream& err) {
-  if (program.reference == nullptr) {
-    for (size_t i = 0; i < trace.losses.size(); ++i) {
-      report << FormatStepLine(static_cast<int>(i) + 1, trace.losses[i], std::nullopt, 0) << "\n";
-    }
-    for (size_t r = 0; r < trace.final_results.size(); ++r) {
-      report << absl::StrFormat("%s  %s  %s\n", names[r], trace.final_results[r].DebugTypeString(),
-                                Summarize(trace.final_results[r]));
-    }
-    return kExitSuccess;
-  }
-  const LoadedModule& reference_module =
-      program.reference == program.function ? program.loaded : program.reference_module;
-  absl::StatusOr<int> reference_params = SteppedParamCount(*program.reference);
-  if (!reference_params.ok() || *reference_params != num_params) {
-    const std::string why =
-        reference_params.ok() ? "" : absl::StrCat(": ", reference_params.status().message());
-    return Report(err, {kExitInvalidInput,
-                        absl::StrFormat("%s: error: the reference @%s is not a step function "
-                                        "updating the same %d params%s",
-                                        reference_module.path, program.reference->name(),
-                                        num_params, why)});
-  }
-  StepTrace expected;
-  StepRunner on_one_device = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-    return RunOnCpu(reference_module, *program.reference, in, out, nullptr);
-  };
-  if (auto f = RunSteps(request.steps, num_params, inputs, on_one_device,
-                        request.allow_nonfinite, expected)) {
-    return Report(err, *f);
-  }
-  const double loss_tolerance =
-      request.rtol.value_or(runtime::DefaultTolerance(expected.final_results[0].element_type()));
-  bool all_pass = true;
-  for (size_t i = 0; i < trace.losses.size(); ++i) {
-    report << FormatStepLine(static_cast<int>(i) + 1, trace.losses[i], expected.losses[i],
-                             loss_tolerance)
-           << "\n";
-    all_pass &= LossesAgree(trace.losses[i], expected.losses[i], loss_tolerance);
-  }
-  for (size_t r = 1; r < trace.final_results.size(); ++r) {
-    const Tensor& want = expected.final_results[r];
-    double tolerance = request.rtol.value_or(runtime::DefaultTolerance(want.element_type()));
-    runtime::Comparison comparison =
-        runtime::CompareWithReference(names[r], trace.final_results[r], want, tolerance);
-    report << runtime::FormatComparison(comparison) << "\n";
-    all_pass &= comparison.pass;
-  }
-  return all_pass ? kExitSuccess : kExitInvalidInput;
-}
-
-// --steps=N: runs the step function N times on the target (tools/step_loop.h).
+// --steps=N: runs the step function N times on the target (tools/step_loop.h). Each step's
+// line is printed (and flushed) as soon as the step ends, so an interrupted or failing
+// run keeps the lines of the steps before; only the current step's tensors are held.
+// With a reference, the reference steps in lockstep with the target, each line showing
+// both losses; then the final results, or their comparison with the reference's.
 int RunTrainingSteps(const RunRequest& request, const SessionProgram& program,
                      const SessionTarget& session, const std::vector<Tensor>& inputs,
                      std::ostream& err) {
@@ -647,21 +595,72 @@ int RunTrainingSteps(const RunRequest& request, const SessionProgram& program,
     return Report(err, {kExitInvalidInput, absl::StrCat(program.loaded.path, ": error: ",
                                                         num_params.status().message())});
   }
-  StepTrace trace;
   StepRunner on_target = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     return RunOn(session.target, *program.run_module, *program.run_function, in, out, nullptr);
   };
-  if (auto f = RunSteps(request.steps, *num_params, inputs, on_target, request.allow_nonfinite,
-                        trace)) {
-    return Report(err, *f);
+  StepLoop target(*num_params, inputs, on_target, request.allow_nonfinite);
+  // The reference is rank 0's to run, like every report.
+  const bool compare = program.reference != nullptr && session.reporter();
+  const LoadedModule& reference_module =
+      program.reference == program.function ? program.loaded : program.reference_module;
+  std::optional<StepLoop> reference;
+  double loss_tolerance = 0;
+  if (compare) {
+    absl::StatusOr<int> reference_params = SteppedParamCount(*program.reference);
+    if (!reference_params.ok() || *reference_params != *num_params) {
+      const std::string why =
+          reference_params.ok() ? "" : absl::StrCat(": ", reference_params.status().message());
+      return Report(err, {kExitInvalidInput,
+                          absl::StrFormat("%s: error: the reference @%s is not a step function "
+                                          "updating the same %d params%s",
+                                          reference_module.path, program.reference->name(),
+                                          *num_params, why)});
+    }
+    StepRunner on_one_device = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+      return RunOnCpu(reference_module, *program.reference, in, out, nullptr);
+    };
+    reference.emplace(*num_params, inputs, on_one_device, request.allow_nonfinite);
+    loss_tolerance = request.rtol.value_or(
+        runtime::DefaultTolerance(program.reference->result_types()[0].element_type()));
+  }
+  std::ostream& report = *session.report;
+  bool all_pass = true;
+  for (int step = 1; step <= request.steps; ++step) {
+    double loss = 0;
+    if (auto f = target.Step(loss)) return Report(err, *f);
+    std::optional<double> expected;
+    if (reference.has_value()) {
+      double reference_loss = 0;
+      if (auto f = reference->Step(reference_loss)) return Report(err, *f);
+      expected = reference_loss;
+      all_pass &= LossesAgree(loss, reference_loss, loss_tolerance);
+    }
+    report << FormatStepLine(step, loss, expected, loss_tolerance) << "\n" << std::flush;
   }
   const std::vector<std::string> names = ResultNames(*program.function);
-  if (auto f = CheckNonFinite(request, names, trace.final_results)) return Report(err, *f);
+  const std::vector<Tensor> final_results = target.LastResults();
+  if (auto f = CheckNonFinite(request, names, final_results)) return Report(err, *f);
   if (!request.output_dir.empty() && session.reporter()) {
-    if (auto f = WriteOutputDir(request.output_dir, trace.final_results)) return Report(err, *f);
+    if (auto f = WriteOutputDir(request.output_dir, final_results)) return Report(err, *f);
   }
   if (!session.reporter()) return kExitSuccess;
-  return ReportSteps(request, program, names, inputs, *num_params, trace, *session.report, err);
+  if (!reference.has_value()) {
+    for (size_t r = 0; r < final_results.size(); ++r) {
+      report << absl::StrFormat("%s  %s  %s\n", names[r], final_results[r].DebugTypeString(),
+                                Summarize(final_results[r]));
+    }
+    return kExitSuccess;
+  }
+  const std::vector<Tensor> expected_results = reference->LastResults();
+  for (size_t r = 1; r < final_results.size(); ++r) {
+    const Tensor& want = expected_results[r];
+    double tolerance = request.rtol.value_or(runtime::DefaultTolerance(want.element_type()));
+    runtime::Comparison comparison =
+        runtime::CompareWithReference(names[r], final_results[r], want, tolerance);
+    report << runtime::FormatComparison(comparison) << "\n";
+    all_pass &= comparison.pass;
+  }
+  return all_pass ? kExitSuccess : kExitInvalidInput;
 }
 
 }  // namespace

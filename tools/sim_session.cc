@@ -1,7 +1,17 @@
 #include "tools/sim_session.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -90,6 +100,78 @@ std::vector<std::string> DevicesOver(const sim::Prediction& prediction, double l
   return named;
 }
 
+// --trace's file, written as the kernels are simulated so that a long run's trace is
+// never held in memory: into a temporary beside it, renamed into place only once whole
+// (a failed run leaves no partial trace); a target that is not a regular file
+// (/dev/null, a FIFO) is written in place.
+class StreamedTrace {
+ public:
+  explicit StreamedTrace(std::string path) : path_(path), target_(std::move(path)) {}
+  ~StreamedTrace() {
+    if (file_ != nullptr) std::fclose(file_);
+    if (!temporary_.empty()) std::remove(temporary_.c_str());
+  }
+
+  absl::Status Open() {
+    struct stat info;
+    if (stat(path_.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+      file_ = std::fopen(path_.c_str(), "w");
+      return file_ != nullptr ? absl::OkStatus() : Error(errno);
+    }
+    // An existing trace that is a symlink is written through (the link stays), and the
+    // file keeps its permissions, as the other output files do (tools/output_file.h).
+    struct stat existing;
+    const bool exists = stat(path_.c_str(), &existing) == 0;
+    if (exists) {
+      std::error_code ec;
+      std::filesystem::path resolved = std::filesystem::canonical(path_, ec);
+      if (!ec) target_ = resolved.string();
+    }
+    std::filesystem::path target(target_);
+    temporary_ = (target.parent_path() /
+                  absl::StrFormat(".%s.tmp-%d", target.filename().string(), getpid()))
+                     .string();
+    file_ = std::fopen(temporary_.c_str(), "w");
+    if (file_ == nullptr) {
+      const int error = errno;
+      temporary_.clear();
+      return Error(error);
+    }
+    if (exists) fchmod(fileno(file_), existing.st_mode & 07777);
+    return absl::OkStatus();
+  }
+
+  void Write(std::string_view piece) {
+    if (error_ == 0 && std::fwrite(piece.data(), 1, piece.size(), file_) != piece.size()) {
+      error_ = errno != 0 ? errno : EIO;
+    }
+  }
+
+  absl::Status Close() {
+    const int closed = std::fclose(file_);
+    file_ = nullptr;
+    if (error_ == 0 && closed != 0) error_ = errno;
+    if (error_ == 0 && !temporary_.empty() &&
+        std::rename(temporary_.c_str(), target_.c_str()) != 0) {
+      error_ = errno;
+    }
+    if (error_ != 0) return Error(error_);
+    temporary_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Error(int error) const {
+    return absl::Status(absl::ErrnoToStatusCode(error),
+                        absl::StrFormat("cannot write '%s': %s", path_, std::strerror(error)));
+  }
+  std::string path_;
+  std::string target_;  // the file a symlink points to, else path_
+  std::string temporary_;
+  std::FILE* file_ = nullptr;
+  int error_ = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<std::optional<int64_t>> ParseMemorySize(absl::string_view text) {
@@ -148,26 +230,29 @@ int RunSimSession(const RunRequest& request, std::ostream& out, std::ostream& er
   sim::PredictOptions options;
   options.hardware = hardware;
   options.gpus_per_node = hardware.gpus_per_node;
-  options.record_timeline = !request.trace.empty();
-  Location error_location;
-  options.error_location = &error_location;
-  absl::StatusOr<sim::Prediction> prediction = sim::Predict(*run, options);
-  if (!prediction.ok()) {
-    if (error_location.line > 0) {
-      // At the op it stopped at, as the executing backends report it.
-      std::string text = RenderDiagnostic(
-          loaded.path, loaded.source,
-          Diagnostic{error_location, std::string(prediction.status().message())});
-      if (!text.empty() && text.back() == '\n') text.pop_back();
-      return Report(err, {kExitInvalidInput, text});
+  std::optional<StreamedTrace> trace_file;
+  std::optional<sim::TimelineTraceWriter> trace;
+  if (!request.trace.empty()) {
+    trace_file.emplace(request.trace);
+    if (absl::Status s = trace_file->Open(); !s.ok()) {
+      return Report(err, {kExitInvalidInput, absl::StrCat("error: --trace: ", s.message())});
     }
-    return Report(err, {kExitInvalidInput, absl::StrFormat("%s: error: @%s: %s", loaded.path,
+    trace.emplace([&](std::string_view piece) { trace_file->Write(piece); });
+    options.timeline_sink = [&](const sim::TimelineEvent& e) { trace->Add(e); };
+  }
+  Location where;
+  absl::StatusOr<sim::Prediction> prediction = sim::Predict(*run, options, &where);
+  if (!prediction.ok()) {
+    const std::string at =
+        where.known() ? absl::StrFormat("%s:%d:%d", loaded.path, where.line, where.col)
+                      : loaded.path;
+    return Report(err, {kExitInvalidInput, absl::StrFormat("%s: error: @%s: %s", at,
                                                            function->name(),
                                                            prediction.status().message())});
   }
-  if (!request.trace.empty()) {
-    if (absl::Status s = WriteOutputFile(request.trace, sim::FormatTimelineTrace(*prediction));
-        !s.ok()) {
+  if (trace.has_value()) {
+    trace->Finish();
+    if (absl::Status s = trace_file->Close(); !s.ok()) {
       return Report(err, {kExitInvalidInput, absl::StrCat("error: --trace: ", s.message())});
     }
   }

@@ -45,26 +45,41 @@ absl::StatusOr<int> SteppedParamCount(const Function& function) {
   return num_params;
 }
 
-std::optional<Failure> RunSteps(int steps, int num_params, std::vector<runtime::Tensor> inputs,
-                                const StepRunner& run, bool allow_nonfinite, StepTrace& trace) {
-  for (int step = 1; step <= steps; ++step) {
-    std::vector<runtime::Tensor> results;
-    if (auto f = run(inputs, results)) return f;
-    const double loss = results[0].ToDouble()[0];
-    if (!std::isfinite(loss) && !allow_nonfinite) {
-      return Failure{kExitInvalidInput,
-                     absl::StrFormat("error: step %d: the loss is %g (lower the learning "
-                                     "rate, or pass --allow-nonfinite)",
-                                     step, loss)};
-    }
-    trace.losses.push_back(loss);
-    for (int i = 0; i < num_params; ++i) inputs[i] = std::move(results[i + 1]);
-    if (step == steps) {
-      // The params moved into `inputs` are the final ones; the loss stays in results.
-      for (int i = 0; i < num_params; ++i) results[i + 1] = inputs[i];
-      trace.final_results = std::move(results);
-    }
+std::optional<Failure> StepLoop::Step(double& loss) {
+  const int step = steps_run_ + 1;
+  std::vector<runtime::Tensor> results;
+  if (auto f = run_(inputs_, results)) return f;
+  loss = results[0].ToDouble()[0];
+  if (!std::isfinite(loss) && !allow_nonfinite_) {
+    return Failure{kExitInvalidInput,
+                   absl::StrFormat("error: step %d: the loss is %g (lower the learning "
+                                   "rate, or pass --allow-nonfinite)",
+                                   step, loss)};
   }
+  // The new params become the next step's inputs (moved: one step's tensors are held).
+  for (int i = 0; i < num_params_; ++i) inputs_[i] = std::move(results[i + 1]);
+  loss_ = std::move(results[0]);
+  steps_run_ = step;
+  return std::nullopt;
+}
+
+std::vector<runtime::Tensor> StepLoop::LastResults() const {
+  std::vector<runtime::Tensor> results = {loss_};
+  results.insert(results.end(), inputs_.begin(), inputs_.begin() + num_params_);
+  return results;
+}
+
+std::optional<Failure> RunSteps(int steps, int num_params, std::vector<runtime::Tensor> inputs,
+                                const StepRunner& run, bool allow_nonfinite,
+                                const StepCallback& on_step,
+                                std::vector<runtime::Tensor>& final_results) {
+  StepLoop loop(num_params, std::move(inputs), run, allow_nonfinite);
+  for (int step = 1; step <= steps; ++step) {
+    double loss = 0;
+    if (auto f = loop.Step(loss)) return f;
+    if (on_step) on_step(step, loss);
+  }
+  final_results = loop.LastResults();
   return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,16 +28,44 @@ absl::StatusOr<int> SteppedParamCount(const Function& function);
 using StepRunner = std::function<std::optional<Failure>(const std::vector<runtime::Tensor>&,
                                                         std::vector<runtime::Tensor>&)>;
 
-struct StepTrace {
-  std::vector<double> losses;                  // one per step
-  std::vector<runtime::Tensor> final_results;  // the last step's results
+// One step function's state between steps: its next inputs. Only the current step's
+// tensors are held, whatever the number of steps.
+class StepLoop {
+ public:
+  StepLoop(int num_params, std::vector<runtime::Tensor> inputs, StepRunner run,
+           bool allow_nonfinite)
+      : num_params_(num_params),
+        inputs_(std::move(inputs)),
+        run_(std::move(run)),
+        allow_nonfinite_(allow_nonfinite) {}
+
+  // Runs the next step, feeding results 1..num_params into arguments 0..num_params-1,
+  // and sets `loss`. A loss that is not finite is a failure (exit 1) unless
+  // `allow_nonfinite`: a diverged run has no curve left to compare.
+  std::optional<Failure> Step(double& loss);
+  int steps_run() const { return steps_run_; }
+  // A copy of the last step's results: the loss, then the updated params.
+  std::vector<runtime::Tensor> LastResults() const;
+
+ private:
+  int num_params_;
+  std::vector<runtime::Tensor> inputs_;
+  StepRunner run_;
+  bool allow_nonfinite_;
+  int steps_run_ = 0;
+  runtime::Tensor loss_;  // the last step's; its params are inputs_[0..num_params)
 };
 
-// Runs `run` `steps` times from `inputs`, feeding results 1..num_params into arguments
-// 0..num_params-1. A loss that is not finite stops the loop with a failure (exit 1)
-// unless `allow_nonfinite`: a diverged run has no curve left to compare.
+// Called after each step with its number (from 1) and loss, as soon as the step ends, so
+// a report can show each step while the next runs (and keeps them if a later one fails).
+using StepCallback = std::function<void(int step, double loss)>;
+
+// Runs `run` `steps` times from `inputs` (see StepLoop), calling `on_step` after each
+// step; `final_results` gets the last step's results.
 std::optional<Failure> RunSteps(int steps, int num_params, std::vector<runtime::Tensor> inputs,
-                                const StepRunner& run, bool allow_nonfinite, StepTrace& trace);
+                                const StepRunner& run, bool allow_nonfinite,
+                                const StepCallback& on_step,
+                                std::vector<runtime::Tensor>& final_results);
 
 // Whether two losses agree: |actual - expected| <= tolerance * max(|expected|, 1e-30).
 bool LossesAgree(double actual, double expected, double tolerance);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transforms/test_util.h"
@@ -63,14 +64,16 @@ TEST(RunStepsTest, FeedsResultIPlusOneIntoArgumentIAndKeepsTheRest) {
     out = {Scalar(a + b + x), Scalar(2 * a), Scalar(b + 1)};
     return std::optional<Failure>();
   };
-  StepTrace trace;
-  ASSERT_FALSE(RunSteps(3, 2, {Scalar(1), Scalar(10), Scalar(100)}, run, false, trace));
-  EXPECT_EQ(trace.losses, (std::vector<double>{111, 113, 116}));
+  std::vector<double> losses;
+  std::vector<Tensor> final_results;
+  ASSERT_FALSE(RunSteps(3, 2, {Scalar(1), Scalar(10), Scalar(100)}, run, false,
+                        [&](int, double loss) { losses.push_back(loss); }, final_results));
+  EXPECT_EQ(losses, (std::vector<double>{111, 113, 116}));
   EXPECT_EQ(seen.back(), (std::vector<double>{4, 12, 100}));
-  ASSERT_EQ(trace.final_results.size(), 3u);
-  EXPECT_EQ(trace.final_results[0].ToDouble()[0], 116);
-  EXPECT_EQ(trace.final_results[1].ToDouble()[0], 8);
-  EXPECT_EQ(trace.final_results[2].ToDouble()[0], 13);
+  ASSERT_EQ(final_results.size(), 3u);
+  EXPECT_EQ(final_results[0].ToDouble()[0], 116);
+  EXPECT_EQ(final_results[1].ToDouble()[0], 8);
+  EXPECT_EQ(final_results[2].ToDouble()[0], 13);
 }
 
 TEST(RunStepsTest, ANonFiniteLossStopsTheLoopUnlessAllowed) {
@@ -81,26 +84,71 @@ TEST(RunStepsTest, ANonFiniteLossStopsTheLoopUnlessAllowed) {
     out = {Scalar(runs == 2 ? std::numeric_limits<double>::infinity() : a), Scalar(a)};
     return std::optional<Failure>();
   };
-  StepTrace trace;
-  std::optional<Failure> failure = RunSteps(4, 1, {Scalar(1)}, run, false, trace);
+  std::vector<int> reported;
+  StepCallback on_step = [&](int step, double) { reported.push_back(step); };
+  std::vector<Tensor> final_results;
+  std::optional<Failure> failure = RunSteps(4, 1, {Scalar(1)}, run, false, on_step, final_results);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->code, kExitInvalidInput);
   EXPECT_THAT(failure->message, HasSubstr("step 2: the loss is inf"));
   EXPECT_EQ(runs, 2);
+  // The step before the failing one was reported when it ended.
+  EXPECT_EQ(reported, (std::vector<int>{1}));
   runs = 0;
-  StepTrace allowed;
-  EXPECT_FALSE(RunSteps(4, 1, {Scalar(1)}, run, true, allowed));
-  EXPECT_EQ(allowed.losses.size(), 4u);
+  reported.clear();
+  EXPECT_FALSE(RunSteps(4, 1, {Scalar(1)}, run, true, on_step, final_results));
+  EXPECT_EQ(reported, (std::vector<int>{1, 2, 3, 4}));
 }
 
 TEST(RunStepsTest, ARunnerFailureIsPassedOn) {
   StepRunner run = [](const std::vector<Tensor>&, std::vector<Tensor>&) {
     return std::optional<Failure>(Failure{kExitBackendFailure, "error: device lost"});
   };
-  StepTrace trace;
-  std::optional<Failure> failure = RunSteps(2, 1, {Scalar(1)}, run, false, trace);
+  std::vector<Tensor> final_results;
+  std::optional<Failure> failure = RunSteps(2, 1, {Scalar(1)}, run, false, nullptr, final_results);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->code, kExitBackendFailure);
+}
+
+TEST(RunStepsTest, EachStepIsReportedWhenItEndsBeforeTheNextRuns) {
+  // The runner fails at step 3; the callback must already have seen steps 1 and 2, in
+  // order, each before the next step started.
+  std::vector<std::string> order;
+  StepRunner run = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    order.push_back(absl::StrCat("run ", order.size() / 2 + 1));
+    if (order.size() == 5) {
+      return std::optional<Failure>(Failure{kExitBackendFailure, "error: device lost"});
+    }
+    out = {Scalar(in[0].ToDouble()[0]), Scalar(in[0].ToDouble()[0] + 1)};
+    return std::optional<Failure>();
+  };
+  std::vector<Tensor> final_results;
+  std::optional<Failure> failure = RunSteps(
+      5, 1, {Scalar(1)}, run, false,
+      [&](int step, double loss) { order.push_back(absl::StrCat("step ", step, " ", loss)); },
+      final_results);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(order, (std::vector<std::string>{"run 1", "step 1 1", "run 2", "step 2 2", "run 3"}));
+}
+
+TEST(StepLoopTest, StepsOneAtATimeAndKeepsTheLastResults) {
+  int step = 0;
+  StepRunner run = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    ++step;
+    out = {Scalar(in[0].ToDouble()[0]), Scalar(step)};
+    return std::optional<Failure>();
+  };
+  StepLoop loop(1, {Scalar(0)}, run, false);
+  for (int i = 0; i < 1000; ++i) {
+    double loss = 0;
+    ASSERT_FALSE(loop.Step(loss));
+    EXPECT_EQ(loss, i);
+  }
+  EXPECT_EQ(loop.steps_run(), 1000);
+  std::vector<Tensor> last = loop.LastResults();
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0].ToDouble()[0], 999);
+  EXPECT_EQ(last[1].ToDouble()[0], 1000);
 }
 
 TEST(StepLineTest, ShowsTheReferenceAndTheVerdict) {
