@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <exception>
 #include <mutex>
 #include <new>
 #include <system_error>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -189,7 +191,13 @@ void RunTile(const GemmArgs<T>& g, const GemmKernel<T>& kernel, int64_t row0, in
           const T* block_sums = out + r * kernel.cols;
           for (int64_t j = 0; j < panel_cols; ++j) {
             T sum = first ? block_sums[j] : c_row[j] + block_sums[j];
-            c_row[j] = last ? g.alpha * sum : sum;
+            if (last) {
+              sum = g.alpha * sum;
+              // x86 multiplies two NaNs into the first operand's NaN, and each kernel's
+              // compilation orders the operands its own way: one NaN for all of them.
+              if (sum != sum) sum = std::numeric_limits<T>::quiet_NaN();
+            }
+            c_row[j] = sum;
           }
         }
       }
@@ -233,12 +241,13 @@ void RunGemm(GemmIsa isa, const GemmArgs<T>& g) {
     }
   };
   std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<size_t>(workers - 1));
   for (int64_t i = 1; i < workers; ++i) {
     // Fewer threads give the same bits, so a thread that cannot be started (process
-    // limits) is simply not used.
+    // limits, memory) is simply not used.
     try {
       helpers.emplace_back(work);
-    } catch (const std::system_error&) {
+    } catch (...) {
       break;
     }
   }

@@ -10,7 +10,9 @@
 //   kGemmDepthBlock consecutive p (the last block may be shorter),
 // every product and sum rounded to T (no fused multiply-add). A kernel of any vector
 // width computes each element in exactly this order: its lanes hold different elements
-// of C, never parts of one sum. Accumulation is in T.
+// of C, never parts of one sum. Accumulation is in T. A NaN result is always the default
+// quiet NaN (x86 picks which input NaN a product keeps by operand order, which differs
+// between the kernels' compilations).
 #ifndef COMMIR_BACKEND_CPU_BLAS_GEMM_H_
 #define COMMIR_BACKEND_CPU_BLAS_GEMM_H_
 
@@ -27,7 +29,7 @@ inline constexpr int64_t kGemmDepthBlock = 256;
 
 // C[m, n] = alpha * op(A)[m, k] * op(B)[k, n], overwriting C. op(X) is X or X^T; A is
 // stored as [m, k] (or [k, m] when transposed) with row stride lda, likewise B and C.
-// Any of m, n, k may be 0 (k = 0 gives zeros, whatever alpha).
+// Any of m, n, k may be 0 (k = 0 gives zeros, whatever alpha). C must not overlap A or B.
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -44,8 +46,8 @@ std::vector<GemmIsa> SupportedGemmIsas();
 // The level Gemm uses in this process.
 GemmIsa ActiveGemmIsa();
 
-// Gemm with the kernel of one level; `isa` must be in SupportedGemmIsas(). For tests and
-// benchmarks that compare the levels.
+// Gemm with the kernel of one level (the baseline's where the CPU lacks `isa`). For tests
+// and benchmarks that compare the levels.
 void GemmWithIsa(GemmIsa isa, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                  int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                  int64_t ldb, float* c, int64_t ldc);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -234,6 +235,30 @@ TEST(GemmTest, CancellingSumsFollowTheDefinedOrder) {
     GemmWithIsa(isa, false, false, 1, 1, k, 1.0f, a.data(), k, b.data(), 1, &c, 1);
     EXPECT_EQ(std::memcmp(&c, &expected, sizeof(float)), 0)
         << GemmIsaName(isa) << ": " << c << " vs " << expected;
+  }
+}
+
+// NaNs of either sign in A and B: x86 keeps the first operand's NaN in a product, and the
+// kernels' compilations order operands differently, so without a canonical NaN the
+// kernels would write different bits.
+TEST(GemmTest, NaNsAreTheSameBitsForEveryInstructionSet) {
+  const int64_t m = 13, n = 40, k = 300;
+  std::vector<float> a = Values<float>(m * k, 7), b = Values<float>(k * n, 8);
+  for (int64_t i = 0; i < m; ++i) a[i * k + (i * 7) % k] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t j = 0; j < n; ++j) {
+    b[((j * 11) % k) * n + j] = -std::numeric_limits<float>::quiet_NaN();
+  }
+  std::vector<float> reference;
+  for (const GemmIsa isa : SupportedGemmIsas()) {
+    std::vector<float> c(m * n);
+    GemmWithIsa(isa, false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, c.data(), n);
+    for (float v : c) ASSERT_TRUE(std::isnan(v)) << GemmIsaName(isa);
+    if (reference.empty()) {
+      reference = c;
+    } else {
+      EXPECT_EQ(std::memcmp(c.data(), reference.data(), c.size() * sizeof(float)), 0)
+          << GemmIsaName(isa) << " writes other NaN bits than the baseline kernel";
+    }
   }
 }
 

@@ -1,6 +1,10 @@
 // The GEMM kernel for CPUs with AVX-512F (built with -mavx512f and without FMA).
 #include "backend_cpu/gemm_kernel.h"
 
+#if !defined(__AVX512F__)
+#error "gemm_kernel_avx512.cc must be compiled with -mavx512f (see BUILD)"
+#endif
+
 namespace commir::cpu::gemm_internal {
 
 // 8 rows x 2 vectors: 16 accumulators of the 32 zmm registers.

@@ -1,6 +1,11 @@
 // The GEMM kernel for any x86-64 CPU (SSE2, 128-bit vectors).
 #include "backend_cpu/gemm_kernel.h"
 
+// Runs on every x86-64 CPU (BUILD adds -mno-avx, whatever -march a build uses).
+#if defined(__AVX__)
+#error "gemm_kernel_baseline.cc must be compiled for baseline x86-64 (see BUILD)"
+#endif
+
 namespace commir::cpu::gemm_internal {
 
 // 6 rows x 2 vectors: 12 accumulators of the 16 xmm registers.

@@ -6,7 +6,8 @@
 // Floating-point functions take the compute type T (double for f64, float for every other
 // float type); their formulas and the order of their operations are part of the result,
 // so change them only together with the goldens. The header is also valid CUDA (every
-// function is COMMIR_HOST_DEVICE and uses only std:: math that nvcc provides on the device).
+// function is COMMIR_HOST_DEVICE; exp, log, tanh, erfc and pow come from
+// deterministic_math.h on the host and from nvcc's std:: math on the device).
 // Integer functions use unsigned arithmetic where a signed result could overflow, which
 // would be undefined behaviour.
 #ifndef COMMIR_SCALAR_MATH_H_
@@ -273,5 +274,7 @@ template <typename T>
 COMMIR_HOST_DEVICE constexpr T Select(bool cond, T a, T b) { return cond ? a : b; }
 
 }  // namespace commir::scalar_math
+
+#undef COMMIR_MATH
 
 #endif  // COMMIR_SCALAR_MATH_H_

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/mesh.h"
@@ -31,16 +32,19 @@ int64_t SaturatingMultiply(int64_t a, uint64_t b) {
   return a * static_cast<int64_t>(b);
 }
 
-// Kernels per device of one run of `block`.
+// Kernels per device of one run of `block`. `per_callee` keeps each called function's
+// count, so a call graph that fans out costs one walk per function, not per call path.
 int64_t CountBlock(const Block& block, const Module* module, int depth, int64_t num_devices,
-                   int64_t limit, const Operation*& loop) {
+                   int64_t limit, const Operation*& loop,
+                   absl::flat_hash_map<const Function*, int64_t>& per_callee) {
   int64_t total = 0;
   auto add = [&](int64_t n) { total = n > INT64_MAX - total ? INT64_MAX : total + n; };
   if (depth > 256) return 0;  // the interpreter refuses calls nested deeper
   for (const Operation* op : block) {
     if (op->def().Has(kTerminator)) continue;
     if (op->Is(OpKind::kFor)) {
-      const int64_t body = CountBlock(*op->region(0), module, depth, num_devices, limit, loop);
+      const int64_t body =
+          CountBlock(*op->region(0), module, depth, num_devices, limit, loop, per_callee);
       const int64_t kernels = SaturatingMultiply(body, TripCount(*op));
       // Set after the loops inside it: the outermost one over the limit stays.
       if (SaturatingMultiply(kernels, static_cast<uint64_t>(num_devices)) > limit) loop = op;
@@ -50,7 +54,13 @@ int64_t CountBlock(const Block& block, const Module* module, int depth, int64_t 
           module == nullptr ? nullptr
                             : module->FindFunction(op->attrs().Find("callee")->string_value());
       if (callee != nullptr && callee->body() != nullptr) {
-        add(CountBlock(*callee->body(), module, depth + 1, num_devices, limit, loop));
+        auto known = per_callee.find(callee);
+        if (known == per_callee.end()) {
+          const int64_t count = CountBlock(*callee->body(), module, depth + 1, num_devices,
+                                           limit, loop, per_callee);
+          known = per_callee.emplace(callee, count).first;
+        }
+        add(known->second);
       }
     } else if (!(op->num_results() == 1 && op->result(0)->type().is_index())) {
       add(1);
@@ -65,8 +75,9 @@ int64_t CountKernels(const Function& function, int64_t num_devices, int64_t limi
                      const Operation*& loop) {
   loop = nullptr;
   if (function.body() == nullptr) return 0;
+  absl::flat_hash_map<const Function*, int64_t> per_callee;
   const int64_t per_device =
-      CountBlock(*function.body(), function.module(), 0, num_devices, limit, loop);
+      CountBlock(*function.body(), function.module(), 0, num_devices, limit, loop, per_callee);
   return SaturatingMultiply(per_device, static_cast<uint64_t>(num_devices));
 }
 

@@ -106,28 +106,29 @@ bool IssuesKernels(const Operation& op) {
 }
 
 // The streams the kernels of `block` (and of the functions it calls) run on; `known`
-// becomes false if one is a value (known only while running).
-void CollectStreams(const Block& block, const Module* module, int depth,
-                    std::set<int64_t>& streams, bool& known) {
-  // The interpreter refuses calls nested deeper; past it nothing is known.
-  if (depth > 256) {
-    known = false;
-    return;
-  }
-  for (const Operation* op : block) {
-    if (op->stream_operand() != nullptr) known = false;
-    if (IssuesKernels(*op)) streams.insert(op->attrs().GetInt("stream", 0));
-    for (int r = 0; r < op->num_regions(); ++r) {
-      CollectStreams(*op->region(r), module, depth, streams, known);
-    }
-    if (op->Is(OpKind::kCall)) {
-      const Function* callee =
-          module == nullptr ? nullptr
-                            : module->FindFunction(op->attrs().Find("callee")->string_value());
-      if (callee == nullptr || callee->body() == nullptr) {
-        known = false;
-      } else {
-        CollectStreams(*callee->body(), module, depth + 1, streams, known);
+// becomes false if one is a value (known only while running). Each function is visited
+// once, however often it is called (a call graph that fans out is exponential in its
+// call paths), with an explicit worklist rather than recursion.
+void CollectStreams(const Block& block, const Module* module, std::set<int64_t>& streams,
+                    bool& known) {
+  absl::flat_hash_set<const Function*> visited;
+  std::vector<const Block*> pending = {&block};
+  while (!pending.empty()) {
+    const Block* current = pending.back();
+    pending.pop_back();
+    for (const Operation* op : *current) {
+      if (op->stream_operand() != nullptr) known = false;
+      if (IssuesKernels(*op)) streams.insert(op->attrs().GetInt("stream", 0));
+      for (int r = 0; r < op->num_regions(); ++r) pending.push_back(op->region(r));
+      if (op->Is(OpKind::kCall)) {
+        const Function* callee =
+            module == nullptr ? nullptr
+                              : module->FindFunction(op->attrs().Find("callee")->string_value());
+        if (callee == nullptr || callee->body() == nullptr) {
+          known = false;
+        } else if (visited.insert(callee).second) {
+          pending.push_back(callee->body());
+        }
       }
     }
   }
@@ -158,7 +159,7 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
   std::set<int64_t> streams;
   streams_known_ = function.body() != nullptr;
   if (streams_known_) {
-    CollectStreams(*function.body(), function.module(), 0, streams, streams_known_);
+    CollectStreams(*function.body(), function.module(), streams, streams_known_);
   }
   streams_.assign(streams.begin(), streams.end());
 }

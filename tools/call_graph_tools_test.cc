@@ -106,6 +106,17 @@ TEST(CallGraphTools, FanOutIsRefusedByTheCpuAndTheSim) {
   }
 }
 
+// A trace needs every kernel, so the sim counts them first: once per function, not once
+// per call path (2^40 of them here).
+TEST(CallGraphTools, FanOutIsRefusedByTheSimWithATrace) {
+  const std::string path = WriteProgram("fan_out_trace.commir", testing::FanOut(40));
+  const std::string trace = path + ".trace.json";
+  ToolResult r = RunTool(g_run, {path, "--func=@main", "--backend=sim", "--trace=" + trace});
+  EXPECT_EQ(r.exit_code, 1) << r.err.substr(0, 2000);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_THAT(r.err, StartsWith(path + ":"));
+}
+
 }  // namespace
 }  // namespace commir
 

@@ -131,6 +131,8 @@ class StreamedTrace {
     temporary_ = (target.parent_path() /
                   absl::StrFormat(".%s.tmp-%d", target.filename().string(), getpid()))
                      .string();
+    // Registered before it exists: an interrupt during a long simulation removes it.
+    cleanup_.emplace(temporary_);
     file_ = std::fopen(temporary_.c_str(), "w");
     if (file_ == nullptr) {
       const int error = errno;
@@ -168,6 +170,7 @@ class StreamedTrace {
   std::string path_;
   std::string target_;  // the file a symlink points to, else path_
   std::string temporary_;
+  std::optional<TemporaryFileCleanup> cleanup_;  // removes temporary_ on SIGINT/SIGTERM
   std::FILE* file_ = nullptr;
   int error_ = 0;
 };
