@@ -37,8 +37,12 @@ std::string WriteProgram(const std::string& name, const std::string& text) {
 
 ToolResult RunTool(const std::string& binary, std::vector<std::string> args) {
   testing::SubprocessOptions options;
-  // A regression is a failure here, not a machine out of memory or a hung test.
+  // A regression is a failure here, not a machine out of memory or a hung test. Under
+  // AddressSanitizer the tools reserve terabytes of shadow address space at start, so
+  // there only the timeout guards.
+#if !defined(__SANITIZE_ADDRESS__)
   options.address_space_bytes = uint64_t{4} << 30;
+#endif
   options.timeout_seconds = 40;
   absl::StatusOr<ToolResult> result = testing::RunSubprocess(binary, args, options);
   if (!result.ok()) {
