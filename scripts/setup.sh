@@ -40,6 +40,10 @@ PACKAGES=(
   python3-numpy
   python3-torch
   python3-pytest
+  # `pip install ./python` into a virtual environment (python/README.md, Installing)
+  python3-venv
+  python3-setuptools
+  python3-wheel
 )
 
 # One dpkg-query call for all packages (unknown packages are simply absent

@@ -3,7 +3,7 @@
     import commir
     m = commir.parse(text)                      # or commir.parse_file(path)
     spmd = commir.opt(m, "propagate-sharding,lower-to-spmd")
-    (y,) = commir.run(spmd, x=x, w=w)           # NumPy arrays in and out, cpu backend
+    y = commir.run(spmd, x=x, w=w)              # NumPy arrays in and out, cpu backend
     print(spmd)                                 # the canonical text
     print(spmd.comm_report())
 

@@ -1,7 +1,8 @@
-"""Finds the extension module _commir.so that Bazel builds (//python:_commir.so).
+"""Finds the extension module _commir.so (the C++ core, built by Bazel as //python:_commir.so).
 
-It is looked up on sys.path as the top-level module ``_commir`` (bazel-bin/python on
-PYTHONPATH, as the README and the test runner set it up).
+An installed package (`pip install ./python`) carries it inside the package as
+``commir._commir``; a source checkout finds it as the top-level module ``_commir`` (with
+bazel-bin/python on PYTHONPATH, as the test runner sets it up).
 """
 
 import importlib
@@ -9,9 +10,14 @@ import importlib
 
 def load():
     try:
+        return importlib.import_module("commir._commir")
+    except ImportError:
+        pass
+    try:
         return importlib.import_module("_commir")
     except ImportError as error:
         raise ImportError(
-            "commir: cannot import the extension module _commir (%s). Build it with "
+            "commir: cannot import the extension module _commir (%s). Install the package "
+            "with `pip install --no-build-isolation ./python`, or build it with "
             "`bazel build //python:_commir.so` and put bazel-bin/python on PYTHONPATH "
-            "(see README.md, 'Python')." % error) from error
+            "(see python/README.md)." % error) from error
