@@ -1,10 +1,10 @@
 // Tensor-core attention forward (attention_mma.h), the FlashAttention-2 algorithm.
 //
-// A block owns 128 queries of one (batch, head): at head size 128, 8 warps of 16 queries
-// whose q fragments stay in registers; at 64, 4 warps of 32 queries (two m16 tiles, so each
-// K / V fragment read from shared memory feeds two mma) that re-read q from shared memory
-// (MmaConfig: the faster of the shapes timed on an H200). Each warp keeps its output
-// accumulator and softmax state in registers. The block walks the keys in tiles of 64 that cp.async copies into a double-buffered
+// A block of 4 warps owns 128 queries of one (batch, head); each warp owns 32 of them as
+// two m16 tiles, so each K / V fragment read from shared memory feeds two mma, and keeps
+// their output accumulator and softmax state in registers (q fragments are re-read from
+// shared memory per key tile). The block walks the keys in tiles (64 keys at head size 64,
+// 32 at 128: MmaConfig) that cp.async copies into a double-buffered
 // shared-memory ring (tile t + 1 is in flight while tile t is computed). Per tile a warp
 // computes S = Q K^T with mma.sync m16n8k16 (f16/bf16 inputs, f32 accumulation), scales it
 // into the log2 domain, updates the running row max m and row sum l (online softmax:
@@ -36,7 +36,6 @@
 namespace commir::cuda_kernels {
 namespace {
 
-constexpr int kBlockN = 64;           // keys per shared-memory tile
 constexpr int kStages = 2;            // K/V tiles in shared memory (one computed, one loading)
 
 constexpr double kLog2e = 1.4426950408889634;
@@ -130,29 +129,21 @@ __device__ __forceinline__ void CpAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-// Queries per block: kMTiles m16 tiles per warp.
-template <int kWarps, int kMTiles>
-constexpr int BlockM() {
-  return 16 * kWarps * kMTiles;
-}
-
-template <int kD, int kWarps, int kMTiles>
-constexpr size_t SmemBytes() {
-  constexpr int kLd = kD + 8;
-  return sizeof(uint16_t) * (BlockM<kWarps, kMTiles>() + 2 * kStages * kBlockN) * kLd;
-}
 
 // The shape a padded head size runs with: warps per block, m16 tiles per warp (each K / V
 // fragment read from shared memory feeds kMTiles mma), whether a warp keeps its q
 // fragments in registers or re-reads them from shared memory per tile, and the blocks per
-// SM that __launch_bounds__ reserves registers for. Chosen by timing on an H200 (bf16,
-// B=1 H=32 S=4096 causal at 128, B=4 H=32 S=2048 causal at 64): at 128, two m16 tiles per
-// warp spill registers and 4-warp blocks were 25% slower; at 64 the two-tile shape was 24%
-// faster than one tile (200 against 161 TFLOP/s).
+// SM that __launch_bounds__ reserves registers for, and the keys per shared-memory tile.
+// Chosen by timing on an H200 (bf16, B=1 H=32 S=4096 at 128, B=4 H=32 S=2048 at 64): at 64,
+// two m16 tiles per warp with 64-key tiles gave 200 TFLOP/s causal against 161 for one
+// tile; at 128, 64-key tiles leave no registers for two m16 tiles (spills), and two tiles
+// with 32-key tiles gave 233 / 242 TFLOP/s (causal / not) against 219 / 222 for 8 warps of
+// one tile with 64-key tiles.
 template <int kD>
 struct MmaConfig;
 template <>
 struct MmaConfig<64> {
+  static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
   static constexpr int kMTiles = 2;
   static constexpr bool kQInRegisters = false;
@@ -160,11 +151,24 @@ struct MmaConfig<64> {
 };
 template <>
 struct MmaConfig<128> {
-  static constexpr int kWarps = 8;
-  static constexpr int kMTiles = 1;
-  static constexpr bool kQInRegisters = true;
-  static constexpr int kMinBlocks = 1;
+  static constexpr int kBlockN = 32;
+  static constexpr int kWarps = 4;
+  static constexpr int kMTiles = 2;
+  static constexpr bool kQInRegisters = false;
+  static constexpr int kMinBlocks = 2;
 };
+
+// Queries per block: kMTiles m16 tiles per warp.
+template <typename Cfg>
+constexpr int BlockM() {
+  return 16 * Cfg::kWarps * Cfg::kMTiles;
+}
+
+template <int kD, typename Cfg>
+constexpr size_t SmemBytes() {
+  constexpr int kLd = kD + 8;
+  return sizeof(uint16_t) * (BlockM<Cfg>() + 2 * kStages * Cfg::kBlockN) * kLd;
+}
 
 // kD is the padded head size (64 or 128) of both q/k (d) and v (dv); columns past d or dv
 // are zero in shared memory, so they add exact zeros to the scores and are not stored.
@@ -176,7 +180,8 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
   constexpr int kMTiles = Cfg::kMTiles;
   constexpr bool kQInRegisters = Cfg::kQInRegisters;
   constexpr int kThreads = 32 * kWarps;
-  constexpr int kBlockM = BlockM<kWarps, kMTiles>();
+  constexpr int kBlockM = BlockM<Cfg>();
+  constexpr int kBlockN = Cfg::kBlockN;  // keys per shared-memory tile
   constexpr int kWarpRows = 16 * kMTiles;
   constexpr int kLd = kD + 8;       // padded row (elements); 16-byte multiple
   constexpr int kChunks = kD / 8;   // 16-byte chunks per row
@@ -454,13 +459,12 @@ int PaddedHead(const KAttentionArgs& a) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename T, int kD>
+template <typename T, int kD, typename Cfg = MmaConfig<kD>>
 cudaError_t Launch(const KAttentionArgs& a, MmaProblem p, cudaStream_t stream) {
-  using Cfg = MmaConfig<kD>;
   constexpr int kWarps = Cfg::kWarps;
-  constexpr size_t kSmem = SmemBytes<kD, kWarps, Cfg::kMTiles>();
+  constexpr size_t kSmem = SmemBytes<kD, Cfg>();
   constexpr auto kKernel = FlashMmaKernel<T, kD, Cfg>;
-  constexpr int kBlockM = BlockM<kWarps, Cfg::kMTiles>();
+  constexpr int kBlockM = BlockM<Cfg>();
   static_assert(sizeof(T) == sizeof(uint16_t));
   // Above 48 KiB of dynamic shared memory needs an opt-in, once per device.
   static std::atomic<bool> opted_in[64] = {};
@@ -498,10 +502,8 @@ bool AttentionMmaSupports(const KAttentionArgs& a) {
           cudaSuccess) {
     return false;
   }
-  using C64 = MmaConfig<64>;
-  using C128 = MmaConfig<128>;
-  const size_t need = PaddedHead(a) == 64 ? SmemBytes<64, C64::kWarps, C64::kMTiles>()
-                                          : SmemBytes<128, C128::kWarps, C128::kMTiles>();
+  const size_t need = PaddedHead(a) == 64 ? SmemBytes<64, MmaConfig<64>>()
+                                          : SmemBytes<128, MmaConfig<128>>();
   return need <= static_cast<size_t>(max_smem);
 }
 

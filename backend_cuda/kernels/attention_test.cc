@@ -152,7 +152,7 @@ TEST(AttentionKernelTest, MatchesCpuReference) {
 
 // The tensor-core kernel, forced, on both padded head sizes (64, 128) and heads padded into
 // them, causal and not, GQA, sequence lengths that are not multiples of the 128-query and
-// 64-key tiles, sq != skv, and the positions of ring attention's steps (the key block
+// 64- or 32-key tiles, sq != skv, and the positions of ring attention's steps (the key block
 // wholly before the queries, wholly after, on the diagonal, partly overlapping).
 const std::vector<AttentionCase> kTensorCoreCases = {
     {"d64 full", 2, 4, 4, 37, 70, 64, 64},
