@@ -131,9 +131,8 @@ __device__ __forceinline__ void CpAsyncWaitAll() {
 
 
 // The shape a padded head size runs with: warps per block, m16 tiles per warp (each K / V
-// fragment read from shared memory feeds kMTiles mma), whether a warp keeps its q
-// fragments in registers or re-reads them from shared memory per tile, and the blocks per
-// SM that __launch_bounds__ reserves registers for, and the keys per shared-memory tile.
+// fragment read from shared memory feeds kMTiles mma), the blocks per SM that
+// __launch_bounds__ reserves registers for, and the keys per shared-memory tile.
 // Chosen by timing on an H200 (bf16, B=1 H=32 S=4096 at 128, B=4 H=32 S=2048 at 64): at 64,
 // two m16 tiles per warp with 64-key tiles gave 200 TFLOP/s causal against 161 for one
 // tile; at 128, 64-key tiles leave no registers for two m16 tiles (spills), and two tiles
@@ -146,7 +145,6 @@ struct MmaConfig<64> {
   static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
   static constexpr int kMTiles = 2;
-  static constexpr bool kQInRegisters = false;
   static constexpr int kMinBlocks = 2;
 };
 template <>
@@ -154,7 +152,6 @@ struct MmaConfig<128> {
   static constexpr int kBlockN = 32;
   static constexpr int kWarps = 4;
   static constexpr int kMTiles = 2;
-  static constexpr bool kQInRegisters = false;
   static constexpr int kMinBlocks = 2;
 };
 
@@ -178,7 +175,6 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
                    T* __restrict__ out, float* __restrict__ lse, MmaProblem p) {
   constexpr int kWarps = Cfg::kWarps;
   constexpr int kMTiles = Cfg::kMTiles;
-  constexpr bool kQInRegisters = Cfg::kQInRegisters;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kBlockM = BlockM<Cfg>();
   constexpr int kBlockN = Cfg::kBlockN;  // keys per shared-memory tile
@@ -270,9 +266,9 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
     const int col = 16 * kk + 8 * (lane / 16);
     LdMatrixX4(frag, SmemAddr(qs + row * kLd + col));
   };
-  // With kQInRegisters all k16 steps stay loaded; otherwise step kk is re-read into [mt][0].
-  constexpr int kQSteps = kQInRegisters ? kD / 16 : 1;
-  uint32_t qf[kMTiles][kQSteps][4];
+  // q fragments of the current k16 step, re-read from shared memory per key tile: kept in
+  // registers for the whole loop they would crowd out the accumulators.
+  uint32_t qf[kMTiles][4];
 
   float o[kMTiles][kDTiles][4];
 #pragma unroll
@@ -295,16 +291,6 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
     if (t + 1 < n_tiles) load_kv(t + 1, static_cast<int>((t + 1) % kStages));
     CpAsyncCommit();
 
-    if constexpr (kQInRegisters) {
-      if (t == 0) {
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-          for (int kk = 0; kk < kD / 16; ++kk) load_q(qf[mt][kk], mt, kk);
-        }
-      }
-    }
-
     const int64_t k0 = t * kBlockN;
     if (!warp_active || k0 >= w_vis_last) continue;  // no row of this warp sees the tile
     const int stage = static_cast<int>(t % kStages);
@@ -320,10 +306,8 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
     }
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      if constexpr (!kQInRegisters) {
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) load_q(qf[mt][0], mt, kk);
-      }
+      for (int mt = 0; mt < kMTiles; ++mt) load_q(qf[mt], mt, kk);
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; ++np) {
         // matrix i = keys 16 np + 8 (i / 2).., columns 16 kk + 8 (i % 2)..: registers 0, 1
@@ -334,9 +318,8 @@ __global__ void __launch_bounds__(32 * Cfg::kWarps, Cfg::kMinBlocks)
         LdMatrixX4(bf, SmemAddr(kt + key * kLd + col));
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          const int step = kQInRegisters ? kk : 0;
-          Mma16816<T>(s[mt][2 * np], qf[mt][step], bf[0], bf[1]);
-          Mma16816<T>(s[mt][2 * np + 1], qf[mt][step], bf[2], bf[3]);
+          Mma16816<T>(s[mt][2 * np], qf[mt], bf[0], bf[1]);
+          Mma16816<T>(s[mt][2 * np + 1], qf[mt], bf[2], bf[3]);
         }
       }
     }
