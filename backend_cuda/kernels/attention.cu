@@ -1,4 +1,6 @@
-// Fused attention (attention.h).
+// Fused attention (attention.h): the CUDA-core kernels, and the choice between them and the
+// tensor-core kernel of attention_mma.cu (f16/bf16, which production stacks run as
+// FlashAttention on tensor cores).
 //
 // Tiled kernel (f32/f16/bf16, d and dv <= 128): a block of 128 threads owns 32 queries of
 // one (batch, head) and walks the keys in tiles of 32 held in shared memory as f32. Four
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "backend_cuda/kernels/attention_mma.h"
 #include "backend_cuda/kernels/device_math.cuh"
 #include "backend_cuda/kernels/dtype.h"
 
@@ -294,6 +297,8 @@ cudaError_t LaunchAttention(const KAttentionArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   if (a.kv_heads == 0 ? a.heads != 0 : a.heads % a.kv_heads != 0) return cudaErrorInvalidValue;
+  const bool tensor_cores = a.kernel != KAttentionKernel::kCudaCore && AttentionMmaSupports(a);
+  if (a.kernel == KAttentionKernel::kTensorCore && !tensor_cores) return cudaErrorInvalidValue;
   if (a.batch == 0 || a.heads == 0 || a.sq == 0) return cudaSuccess;
   Problem p{};
   p.batch = a.batch;
@@ -312,6 +317,7 @@ cudaError_t LaunchAttention(const KAttentionArgs& a, cudaStream_t stream) {
   const __int128 lo = -(static_cast<__int128>(a.sq) + 1);
   const __int128 hi = a.skv;
   p.diag = static_cast<int64_t>(std::clamp(diag, lo, hi));
+  if (tensor_cores) return LaunchAttentionMma(a, p.diag, stream);
 
   if (a.dtype == KDType::kF64) return LaunchRowFallback<double>(a, p, stream);
   return DispatchFloat(a.dtype, [&](auto tag) -> cudaError_t {

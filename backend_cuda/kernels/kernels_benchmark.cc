@@ -192,7 +192,9 @@ void BM_TransposeBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_TransposeBf16)->Arg(0)->Arg(1)->UseManualTime();
 
-// Attention: B, H, S (= Sq = Skv), D, causal; GQA with H / 4 kv heads.
+// Attention: B, H, S (= Sq = Skv), D, causal, kernel (0: the tensor-core kernel that
+// LaunchAttention picks for bf16, 1: the CUDA-core kernel, for comparison); GQA with H / 4
+// kv heads.
 void BM_AttentionBf16(benchmark::State& state) {
   KAttentionArgs a;
   a.dtype = KDType::kBF16;
@@ -202,6 +204,7 @@ void BM_AttentionBf16(benchmark::State& state) {
   a.sq = a.skv = state.range(2);
   a.d = a.dv = state.range(3);
   a.causal = state.range(4) != 0;
+  a.kernel = state.range(5) != 0 ? KAttentionKernel::kCudaCore : KAttentionKernel::kTensorCore;
   a.scale = 0.088;
   a.q_pos = 0;
   Buffer q(a.batch * a.heads * a.sq * a.d * 2, KDType::kBF16, 0.01),
@@ -218,9 +221,11 @@ void BM_AttentionBf16(benchmark::State& state) {
   TimeKernel(state, 0, flops, [&] { return LaunchAttention(a, nullptr); });
 }
 BENCHMARK(BM_AttentionBf16)
-    ->Args({1, 32, 4096, 128, 1})
-    ->Args({1, 32, 4096, 128, 0})
-    ->Args({4, 32, 2048, 64, 1})
+    ->ArgNames({"B", "H", "S", "D", "causal", "cuda_core"})
+    ->Args({1, 32, 4096, 128, 1, 0})
+    ->Args({1, 32, 4096, 128, 0, 0})
+    ->Args({4, 32, 2048, 64, 1, 0})
+    ->Args({1, 32, 4096, 128, 1, 1})
     ->UseManualTime();
 
 }  // namespace
