@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "backend_cuda/comm/comm_status.h"
 #include "backend_cuda/comm/ipc_record.h"
+#include "backend_cuda/comm/ipc_shift_plan.h"
 #include "backend_cuda/comm/p2p_route.h"
 #include "backend_cuda/comm/rendezvous.h"
 #include "backend_cuda/kernels/dtype.h"
@@ -1022,20 +1023,11 @@ class CollectiveEngine::Impl {
     retired_ipc_.clear();
   }
 
-  // The allocation (own or a peer's) that holds mesh device `device`'s slot and flags,
-  // and the device's index there.
-  std::pair<char*, int64_t> IpcHome(int64_t device) const {
-    return {ipc_.base[plan_.ProcessOf(device)], device % plan_.devices_per_process};
-  }
-
-  // A shift across processes. Per local member m of call k (k counts m's IPC shifts):
-  // on m's transfer stream, after m's stream: wait until m's destination has drained
-  // call k - 1 from its slot (m's kDrained >= k - 1), copy m's send buffer into the
-  // destination's slot, set the destination's kReady to k; wait until m's own kReady >=
-  // k (its source pushed), copy m's slot into m's receive buffer, set the source's
-  // kDrained to k. Waits are on local memory, writes go to the peer's. m's stream waits
-  // for the transfer stream. No cycle: call k waits only on work of calls <= k that
-  // precedes it on another member's transfer stream.
+  // A shift across processes: per local member, on its transfer stream after its stream,
+  // the operations of IpcShiftOps (ipc_shift_plan.h, where their order is argued and
+  // tested): flags waited for and written with stream memory operations, copies into
+  // the destination's staging slot and out of the member's own. The member's stream then
+  // waits for the transfer stream.
   absl::Status RunIpcShift(const Request& r, const std::vector<Member>& members) {
     const int64_t n = static_cast<int64_t>(r.group.size());
     const int64_t bytes = r.count * ElementTypeByteWidth(r.type);
@@ -1046,13 +1038,14 @@ class CollectiveEngine::Impl {
       }
       return MarkIssued(members);
     }
+    if (plan_.mesh_size > kMaxIpcDevices || plan_.devices_per_process > kMaxIpcDevices) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "copy-engine shifts across processes support meshes of up to %d devices (this one "
+          "has %d): use --p2p=nccl",
+          kMaxIpcDevices, plan_.mesh_size));
+    }
     COMMIR_COMM_RETURN_IF_ERROR(EnsureIpcStaging(bytes));
     for (const Member& m : members) {
-      const int64_t dst_device = r.group[ShiftDestination(n, m.position, r.offset)];
-      const int64_t src_device = r.group[ShiftSource(n, m.position, r.offset)];
-      auto [dst_base, dst_index] = IpcHome(dst_device);
-      auto [src_base, src_index] = IpcHome(src_device);
-      auto [own_base, own_index] = IpcHome(m.device);
       const uint32_t k = ++ipc_sequence_[m.local_index];
       absl::StatusOr<cudaStream_t> transfer = TransferStream(m);
       if (!transfer.ok()) return transfer.status();
@@ -1060,34 +1053,51 @@ class CollectiveEngine::Impl {
       if (!ready.ok()) return ready.status();
       absl::StatusOr<cudaEvent_t> finished = TransferDoneEvent(m);
       if (!finished.ok()) return finished.status();
-      CUstream t = reinterpret_cast<CUstream>(*transfer);
-      auto flag = [](char* base, int64_t index, IpcFlag which) {
-        return reinterpret_cast<CUdeviceptr>(base + FlagOffset(index, which));
-      };
       COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
       COMMIR_COMM_CUDA(cudaEventRecord(*ready, m.stream), "cudaEventRecord");
       COMMIR_COMM_CUDA(cudaStreamWaitEvent(*transfer, *ready, 0), "cudaStreamWaitEvent");
-      COMMIR_COMM_RETURN_IF_ERROR(MemOp(
-          wait_value_(t, flag(own_base, own_index, IpcFlag::kDrained), k - 1,
-                      CU_STREAM_WAIT_VALUE_GEQ),
-          "cuStreamWaitValue32 (destination drained)"));
-      COMMIR_COMM_CUDA(cudaMemcpyAsync(dst_base + SlotOffset(dst_index, ipc_slot_bytes_), m.send,
-                                       bytes, cudaMemcpyDefault, *transfer),
-                       "cudaMemcpyAsync (shift into the peer's staging)");
-      COMMIR_COMM_RETURN_IF_ERROR(MemOp(
-          write_value_(t, flag(dst_base, dst_index, IpcFlag::kReady), k,
-                       CU_STREAM_WRITE_VALUE_DEFAULT),
-          "cuStreamWriteValue32 (data ready)"));
-      COMMIR_COMM_RETURN_IF_ERROR(MemOp(
-          wait_value_(t, flag(own_base, own_index, IpcFlag::kReady), k, CU_STREAM_WAIT_VALUE_GEQ),
-          "cuStreamWaitValue32 (source pushed)"));
-      COMMIR_COMM_CUDA(cudaMemcpyAsync(m.recv, own_base + SlotOffset(own_index, ipc_slot_bytes_),
-                                       bytes, cudaMemcpyDeviceToDevice, *transfer),
-                       "cudaMemcpyAsync (shift out of the staging)");
-      COMMIR_COMM_RETURN_IF_ERROR(MemOp(
-          write_value_(t, flag(src_base, src_index, IpcFlag::kDrained), k,
-                       CU_STREAM_WRITE_VALUE_DEFAULT),
-          "cuStreamWriteValue32 (slot drained)"));
+      IpcShiftCall call;
+      call.group = r.group;
+      call.position = m.position;
+      call.offset = r.offset;
+      call.devices_per_process = plan_.devices_per_process;
+      call.processes = plan_.world_size;
+      call.slot_bytes = ipc_slot_bytes_;
+      call.bytes = bytes;
+      call.sequence = k;
+      auto address = [&](const IpcPlace& place) -> char* {
+        switch (place.kind) {
+          case IpcPlace::Kind::kSend:
+            return const_cast<char*>(m.send);
+          case IpcPlace::Kind::kRecv:
+            return m.recv;
+          case IpcPlace::Kind::kStaging:
+            break;
+        }
+        return ipc_.base[place.process] + place.offset;
+      };
+      CUstream t = reinterpret_cast<CUstream>(*transfer);
+      for (const IpcStreamOp& op : IpcShiftOps(call)) {
+        switch (op.kind) {
+          case IpcStreamOp::Kind::kWaitFlag:
+            COMMIR_COMM_RETURN_IF_ERROR(
+                MemOp(wait_value_(t, reinterpret_cast<CUdeviceptr>(address(op.flag)), op.value,
+                                  CU_STREAM_WAIT_VALUE_GEQ),
+                      "cuStreamWaitValue32 (copy-engine shift)"));
+            break;
+          case IpcStreamOp::Kind::kWriteFlag:
+            COMMIR_COMM_RETURN_IF_ERROR(
+                MemOp(write_value_(t, reinterpret_cast<CUdeviceptr>(address(op.flag)), op.value,
+                                   CU_STREAM_WRITE_VALUE_DEFAULT),
+                      "cuStreamWriteValue32 (copy-engine shift)"));
+            break;
+          case IpcStreamOp::Kind::kCopy:
+            COMMIR_COMM_CUDA(cudaMemcpyAsync(address(op.dst), address(op.src), op.bytes,
+                                             cudaMemcpyDefault, *transfer),
+                             "cudaMemcpyAsync (copy-engine shift through staging)");
+            break;
+        }
+      }
       COMMIR_COMM_CUDA(cudaEventRecord(*finished, *transfer), "cudaEventRecord");
       COMMIR_COMM_CUDA(cudaStreamWaitEvent(m.stream, *finished, 0), "cudaStreamWaitEvent");
     }

@@ -5,10 +5,15 @@
 //
 // Staging allocation of a process (one cudaMalloc, exported with cudaIpcGetMemHandle):
 //   [flags: kFlagBytes][slot of local device 0: slot_bytes][slot of local device 1]...
-// flags holds, per local device i, two 32-bit sequence numbers at FlagOffset(i, which):
-// kReady (written by the member that sends to device i: data of call k is in i's slot)
-// and kDrained (written by the member device i sends to: it has copied call k out of
-// its own slot, so device i may push call k + 1).
+// The flags are 32-bit sequence numbers (a device's count of IPC shifts):
+//   ready[i] (local device i):  written by the member that pushed into i's slot: the data
+//                               of call k is there. One writer per call, and call k+1's
+//                               writer comes after i drained call k, so it only grows.
+//   drained[d] (mesh device d): written by d into EVERY process's flags once it has
+//                               copied call k out of its slot; a sender waits on its own
+//                               process's copy before pushing into d's slot. One writer, d,
+//                               so it only grows whichever devices send to d from call to
+//                               call (shift offsets may change between calls).
 #ifndef COMMIR_BACKEND_CUDA_COMM_IPC_RECORD_H_
 #define COMMIR_BACKEND_CUDA_COMM_IPC_RECORD_H_
 
@@ -22,10 +27,13 @@
 namespace commir::cuda::comm {
 
 inline constexpr int64_t kIpcHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t)
-inline constexpr int64_t kFlagBytes = 4096;      // room for 512 local devices' flags
-enum class IpcFlag { kReady = 0, kDrained = 1 };
-inline constexpr int64_t FlagOffset(int64_t local_index, IpcFlag which) {
-  return local_index * 8 + static_cast<int64_t>(which) * 4;
+inline constexpr int64_t kFlagBytes = 4096;
+// ready[] takes the first half of the flags and drained[] the second: up to 512 local
+// devices and 512 mesh devices on the copy-engine path across processes.
+inline constexpr int64_t kMaxIpcDevices = 512;
+inline constexpr int64_t ReadyFlagOffset(int64_t local_index) { return local_index * 4; }
+inline constexpr int64_t DrainedFlagOffset(int64_t mesh_device) {
+  return kFlagBytes / 2 + mesh_device * 4;
 }
 inline constexpr int64_t SlotOffset(int64_t local_index, int64_t slot_bytes) {
   return kFlagBytes + local_index * slot_bytes;

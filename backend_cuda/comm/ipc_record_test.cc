@@ -49,11 +49,10 @@ TEST(IpcRecordTest, RefusesForeignMisplacedAndDisagreeingRecords) {
 }
 
 TEST(IpcRecordTest, LayoutAndSlotSizes) {
-  // Flags of different devices and kinds never overlap, and all fit before slot 0.
-  EXPECT_EQ(FlagOffset(0, IpcFlag::kReady), 0);
-  EXPECT_EQ(FlagOffset(0, IpcFlag::kDrained), 4);
-  EXPECT_EQ(FlagOffset(1, IpcFlag::kReady), 8);
-  EXPECT_LE(FlagOffset(511, IpcFlag::kDrained) + 4, kFlagBytes);
+  // ready[] and drained[] of the largest counts never overlap, and all fit before slot 0.
+  EXPECT_EQ(ReadyFlagOffset(0), 0);
+  EXPECT_EQ(ReadyFlagOffset(kMaxIpcDevices - 1) + 4, DrainedFlagOffset(0));
+  EXPECT_EQ(DrainedFlagOffset(kMaxIpcDevices - 1) + 4, kFlagBytes);
   EXPECT_EQ(SlotOffset(0, 1 << 20), kFlagBytes);
   EXPECT_EQ(SlotOffset(3, 1 << 20), kFlagBytes + 3 * (1 << 20));
   EXPECT_EQ(StagingSlotBytes(0), 1 << 20);
