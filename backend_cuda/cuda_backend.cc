@@ -115,6 +115,9 @@ absl::Status CudaBackend::Init() {
   }
   comm::EngineOptions engine_options;
   engine_options.rendezvous_file = options_.rendezvous_file;
+  engine_options.p2p = options_.p2p;
+  engine_options.nccl_min_ctas = options_.nccl_min_ctas;
+  engine_options.nccl_max_ctas = options_.nccl_max_ctas;
   if (options_.timeout > absl::ZeroDuration()) engine_options.timeout = options_.timeout;
   else engine_options.timeout = Unbounded();
   absl::StatusOr<std::unique_ptr<comm::CollectiveEngine>> engine = comm::CollectiveEngine::Create(

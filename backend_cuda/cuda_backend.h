@@ -10,7 +10,8 @@
 //
 // GEMMs go through cuBLASLt (cublaslt_gemm.h), every other tensor op through the
 // kernels of backend_cuda/kernels, collectives through the CollectiveEngine of
-// backend_cuda/comm (NCCL, or device-to-device copies when mesh devices share a GPU).
+// backend_cuda/comm (copy engines inside a node, NCCL across nodes and for reductions
+// between GPUs; --p2p=nccl for NCCL wherever it runs).
 // Collectives along arbitrary dims are mapped to the engine's contiguous rank-major
 // blocks with transposes before and after (see cuda_backend.cc).
 #ifndef COMMIR_BACKEND_CUDA_CUDA_BACKEND_H_
@@ -45,6 +46,11 @@ struct CudaBackendOptions {
   absl::Duration timeout = absl::Seconds(300);
   bool allow_tf32 = false;
   std::string rendezvous_file;  // empty: TCP on MASTER_ADDR:MASTER_PORT
+  // --p2p: copy engines inside a node (default) or NCCL (comm/collective_engine.h).
+  comm::P2pTransport p2p = comm::P2pTransport::kCopyEngine;
+  // --nccl-ctas: NCCL's SM budget (ncclConfig_t minCTAs / maxCTAs); 0: NCCL's choice.
+  int nccl_min_ctas = 0;
+  int nccl_max_ctas = 0;
 };
 
 class CudaBackend : public runtime::Backend {

@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<CudaBackendPlugin>> Create(const PluginOptions& p
   options.mesh_shape = plugin_options.mesh_shape;
   options.timeout = plugin_options.timeout;
   options.allow_tf32 = plugin_options.allow_tf32;
+  options.p2p = plugin_options.p2p_nccl ? comm::P2pTransport::kNccl
+                                        : comm::P2pTransport::kCopyEngine;
+  options.nccl_min_ctas = plugin_options.nccl_min_ctas;
+  options.nccl_max_ctas = plugin_options.nccl_max_ctas;
   if (!plugin_options.rendezvous_file.empty()) {
     options.rendezvous_file = plugin_options.rendezvous_file;
   }

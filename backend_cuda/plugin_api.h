@@ -22,7 +22,7 @@
 namespace commir::cuda {
 
 // Bump whenever anything in this header changes.
-inline constexpr int kPluginAbiVersion = 1;
+inline constexpr int kPluginAbiVersion = 2;
 // The shared object's file name, looked for beside commir-run (tools/cuda_plugin_loader.h).
 inline constexpr char kPluginFileName[] = "libcommir_cuda.so";
 // Its one exported entry point, of type PluginFactory.
@@ -34,6 +34,9 @@ struct PluginOptions {
   absl::Duration timeout = absl::ZeroDuration();  // zero: wait forever
   bool allow_tf32 = false;
   std::string rendezvous_file;  // COMMIR_RENDEZVOUS_FILE; empty: none
+  bool p2p_nccl = false;         // --p2p=nccl (default ce: copy engines inside a node)
+  int nccl_min_ctas = 0;         // --nccl-ctas; 0: NCCL's choice
+  int nccl_max_ctas = 0;
 };
 
 // A started cuda backend, as commir-run uses it.

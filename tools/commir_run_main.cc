@@ -27,6 +27,7 @@ constexpr char kUsage[] = R"(usage: commir-run [FILE|-] [--func=@name] [--backen
                   [--input NAME=FILE.npy]... [--output-dir=DIR] [--check]
                   [--check-against=REF.commir] [--rtol=X] [--bench=N] [--trace=FILE.json]
                   [--allow-nonfinite] [--timeout=SECONDS] [--allow-tf32]
+                  [--p2p=ce|nccl] [--nccl-ctas=N|MIN:MAX]
                   [--hardware=NAME|FILE.json] [--gpus-per-node=N] [--format=text|json]
                   [--max-memory=SIZE] [--steps=N]
 
@@ -52,6 +53,11 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --timeout=SECONDS     cuda: fail (exit 3) when the GPU or a collective has not finished
                         within SECONDS of waiting (default 300; 0 waits forever)
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
+  --p2p=ce|nccl         cuda: how shift, all_gather and all_to_all move data inside a
+                        node: ce (default) copy engines (no SMs; CUDA IPC between the
+                        node's processes for shift), nccl: NCCL wherever it can run
+  --nccl-ctas=N|MIN:MAX cuda: NCCL's SM budget, the CTAs (one SM each) a collective may
+                        use, 1 to 64 (default: NCCL's choice)
   --steps=N             run a training-step function N times (the training-step pass
                         makes them): it returns (loss, p1', ..., pK') and result i+1
                         feeds argument i in the next step; prints each step's loss, and
@@ -110,6 +116,23 @@ int CommirRunMain(int argc, char** argv) {
                                        value, "'"));
       }
       request.timeout_seconds = seconds;
+    } else if (flag_value("--p2p")) {
+      if (value != "ce" && value != "nccl") {
+        return UsageError(absl::StrCat("--p2p must be ce or nccl, got '", value, "'"));
+      }
+      request.p2p_nccl = value == "nccl";
+    } else if (flag_value("--nccl-ctas")) {
+      const size_t colon = value.find(':');
+      absl::string_view low = value.substr(0, colon);
+      absl::string_view high = colon == absl::string_view::npos ? low : value.substr(colon + 1);
+      int64_t min_ctas = 0, max_ctas = 0;
+      if (!ParseIntInRange(low, 1, 64, min_ctas) || !ParseIntInRange(high, 1, 64, max_ctas) ||
+          min_ctas > max_ctas) {
+        return UsageError(absl::StrCat(
+            "--nccl-ctas needs N or MIN:MAX with 1 <= MIN <= MAX <= 64, got '", value, "'"));
+      }
+      request.nccl_min_ctas = static_cast<int>(min_ctas);
+      request.nccl_max_ctas = static_cast<int>(max_ctas);
     } else if (flag_value("--init")) {
       absl::StatusOr<InitScheme> scheme = ParseInitScheme(value);
       if (!scheme.ok()) return UsageError(std::string(scheme.status().message()));

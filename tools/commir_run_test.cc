@@ -640,6 +640,13 @@ TEST(CommirRun, UsageErrorsExitTwo) {
       {SharedExample("mlp.commir"), "--check", "--check-against=" + SharedExample("mlp.commir")},
       {Data("add.commir"), "--input", "x="},
       {SharedExample("mlp.commir"), "--init=gaussian"},
+      {SharedExample("mlp.commir"), "--p2p=nvlink"},
+      {SharedExample("mlp.commir"), "--p2p="},
+      {SharedExample("mlp.commir"), "--nccl-ctas=0"},
+      {SharedExample("mlp.commir"), "--nccl-ctas=65"},
+      {SharedExample("mlp.commir"), "--nccl-ctas=8:4"},
+      {SharedExample("mlp.commir"), "--nccl-ctas=4:"},
+      {SharedExample("mlp.commir"), "--nccl-ctas=x"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(absl::StrJoin(args, " "));
@@ -653,6 +660,18 @@ TEST(CommirRun, UsageErrorsExitTwo) {
   ToolResult help = RunTool({"--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("usage: commir-run"));
+}
+
+// The cuda backend's transport flags parse on any machine (the cpu backend ignores them).
+TEST(CommirRun, TransportFlagsAreAccepted) {
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--p2p=ce", "--nccl-ctas=4"},
+        std::vector<std::string>{"--p2p=nccl", "--nccl-ctas=2:64"}}) {
+    std::vector<std::string> args = {SharedExample("mlp.commir")};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ToolResult r = RunTool(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+  }
 }
 
 // --backend=cuda depends on the build and the machine: commir_run_cuda_test.cc.

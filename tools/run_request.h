@@ -36,6 +36,13 @@ struct RunRequest {
   // cuda backend: f32 GEMMs may use TF32 tensor cores (--allow-tf32); off by default
   // because TF32 misses the spec's 1e-5 tolerance for f32.
   bool allow_tf32 = false;
+  // cuda backend: how data moves between devices (--p2p=ce|nccl): copy engines inside a
+  // node (default), or NCCL wherever it can run.
+  bool p2p_nccl = false;
+  // cuda backend: NCCL's SM budget (--nccl-ctas=N or MIN:MAX): ncclConfig_t minCTAs and
+  // maxCTAs; 0: NCCL's choice.
+  int nccl_min_ctas = 0;
+  int nccl_max_ctas = 0;
   // sim backend (tools/sim_session.h): the cluster (a built-in name or a JSON file), GPUs
   // per node (0: the hardware's own), the report's format (text or json) and the memory
   // a device may use (empty: no limit; see ParseMemorySize).

@@ -1,17 +1,23 @@
 #include "backend_cuda/comm/collective_engine.h"
 
+#include <cuda.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "backend_cuda/comm/comm_status.h"
+#include "backend_cuda/comm/ipc_record.h"
+#include "backend_cuda/comm/ipc_shift_plan.h"
+#include "backend_cuda/comm/p2p_route.h"
 #include "backend_cuda/comm/rendezvous.h"
 #include "backend_cuda/kernels/dtype.h"
 #include "backend_cuda/kernels/elementwise.h"
@@ -87,23 +93,8 @@ cudaError_t QueryEvent(cudaEvent_t event) {
   return state;
 }
 
-enum class Kind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift };
-
-absl::string_view KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllGather:
-      return "all_gather";
-    case Kind::kReduceScatter:
-      return "reduce_scatter";
-    case Kind::kAllReduce:
-      return "all_reduce";
-    case Kind::kAllToAll:
-      return "all_to_all";
-    case Kind::kShift:
-      return "shift";
-  }
-  return "collective";
-}
+using Kind = CollectiveKind;
+absl::string_view KindName(Kind kind) { return CollectiveKindName(kind); }
 
 struct Request {
   Kind kind;
@@ -166,7 +157,9 @@ class CollectiveEngine::Impl {
         plan_(std::move(plan)),
         mesh_shape_(std::move(mesh_shape)),
         options_(std::move(options)),
-        events_(plan_.local.size()) {}
+        events_(plan_.local.size()),
+        transfer_(plan_.local.size(), nullptr),
+        ipc_sequence_(plan_.local.size(), 0) {}
 
   ~Impl() {
     DeviceGuard guard;
@@ -191,7 +184,17 @@ class CollectiveEngine::Impl {
     for (const LocalEvents& e : events_) {
       if (e.ready != nullptr) cudaEventDestroy(e.ready);
       if (e.done != nullptr) cudaEventDestroy(e.done);
+      if (e.transfer_done != nullptr) cudaEventDestroy(e.transfer_done);
     }
+    // Transfer streams are released once their work is done. A staging buffer is freed
+    // only when everything finished: after a failure a transfer stream may still wait
+    // for a peer's flag, and freeing would wait with it.
+    for (size_t i = 0; i < transfer_.size(); ++i) {
+      if (transfer_[i] == nullptr) continue;
+      cudaSetDevice(plan_.local[i].gpu);
+      cudaStreamDestroy(transfer_[i]);
+    }
+    if (idle && broken_.ok()) ReleaseIpc();
   }
 
   const std::vector<int64_t>& mesh_shape() const { return mesh_shape_; }
@@ -211,19 +214,31 @@ class CollectiveEngine::Impl {
     DeviceGuard guard;
     const int64_t n = static_cast<int64_t>(request.group.size());
     if (n == 1) return RunSingleton(request, *members);
-    bool all_local = static_cast<int64_t>(members->size()) == n;
-    if (plan_.shares_gpus()) {
-      if (!all_local) {
+    switch (RouteFor(request.kind, static_cast<int64_t>(members->size()) == n)) {
+      case Route::kUnsupported:
         return absl::FailedPreconditionError(absl::StrFormat(
             "%s over devices [%s] spans processes while mesh devices share GPUs (%s); this "
             "is not supported: run one process per GPU with one mesh device each, or a "
             "single process",
             KindName(request.kind), absl::StrJoin(request.group, ","), plan_.DebugString()));
-      }
-      return RunCopies(request, *members);
+      case Route::kMemberStreamCopies:
+        return RunCopies(request, *members);
+      case Route::kCopyEngine:
+        return RunCopyEngine(request, *members);
+      case Route::kCopyEngineIpc:
+        return RunIpcShift(request, *members);
+      case Route::kNccl:
+        break;
     }
     return RunNccl(request, *members, *partition);
   }
+
+  Route RouteFor(Kind kind, bool all_local) const {
+    return ChooseRoute(RouteQuery{kind, options_.p2p, all_local, plan_.shares_gpus(),
+                                  launch_.num_nodes});
+  }
+
+  const DevicePlan& plan() const { return plan_; }
 
   absl::Status WaitAll(absl::Duration timeout) {
     if (!broken_.ok()) return broken_;
@@ -257,6 +272,13 @@ class CollectiveEngine::Impl {
   struct LocalEvents {
     cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
+    cudaEvent_t transfer_done = nullptr;  // after a device's copy-engine transfers
+  };
+  // One staging allocation of this process and the peers' ones it opened (ipc_record.h).
+  struct IpcStaging {
+    char* own = nullptr;
+    int gpu = 0;
+    std::vector<char*> base;  // by rank: an opened peer allocation, or `own`
   };
   struct StreamEvent {
     int gpu;
@@ -460,9 +482,12 @@ class CollectiveEngine::Impl {
     return &split_[key_group];
   }
 
-  static ncclConfig_t Config() {
+  ncclConfig_t Config() const {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // so that a hung peer becomes a timeout, not a hang
+    // The SM budget (--nccl-ctas): left unset, NCCL picks by topology and size.
+    if (options_.nccl_min_ctas > 0) config.minCTAs = options_.nccl_min_ctas;
+    if (options_.nccl_max_ctas > 0) config.maxCTAs = options_.nccl_max_ctas;
     return config;
   }
 
@@ -785,6 +810,303 @@ class CollectiveEngine::Impl {
     return MarkIssued(members);
   }
 
+  // ---- Copy engines, one process (launch modes (b) and (c)) -------------------------------
+
+  absl::StatusOr<cudaStream_t> TransferStream(const Member& m) {
+    cudaStream_t& stream = transfer_[m.local_index];
+    if (stream == nullptr) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                       "cudaStreamCreate (copy-engine transfer stream)");
+    }
+    return stream;
+  }
+
+  absl::StatusOr<cudaEvent_t> TransferDoneEvent(const Member& m) {
+    cudaEvent_t& event = events_[m.local_index].transfer_done;
+    if (event == nullptr) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                       "cudaEventCreate");
+    }
+    return event;
+  }
+
+  // Direct peer copies between the GPUs of this process where the hardware allows them
+  // (else cudaMemcpyPeerAsync stages through the host, still on copy engines).
+  absl::Status EnablePeerAccess(int gpu, int peer) {
+    if (gpu == peer || !peer_enabled_.insert({gpu, peer}).second) return absl::OkStatus();
+    int can = 0;
+    COMMIR_COMM_CUDA(cudaDeviceCanAccessPeer(&can, gpu, peer), "cudaDeviceCanAccessPeer");
+    if (!can) return absl::OkStatus();
+    COMMIR_COMM_CUDA(cudaSetDevice(gpu), "cudaSetDevice");
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // not an error here; do not leave it for the next launch
+      return absl::OkStatus();
+    }
+    COMMIR_COMM_CUDA(e, "cudaDeviceEnablePeerAccess");
+    return absl::OkStatus();
+  }
+
+  // Every member is in this process: each destination's transfer stream waits for every
+  // member's stream (its sources' data and its own receive buffer are then ready), runs
+  // the copies of CopiesInto, and records an event that every member's stream waits for
+  // (no member may reuse its send buffer before every destination has read it).
+  absl::Status RunCopyEngine(const Request& r, const std::vector<Member>& members) {
+    const int64_t n = static_cast<int64_t>(members.size());
+    const int64_t send_bytes = r.count * ElementTypeByteWidth(r.type);
+    for (const Member& d : members) {
+      for (const Member& s : members) COMMIR_COMM_RETURN_IF_ERROR(EnablePeerAccess(d.gpu, s.gpu));
+    }
+    std::vector<cudaEvent_t> ready;
+    for (const Member& m : members) {
+      absl::StatusOr<cudaEvent_t> event = LocalEvent(m, /*done=*/false);
+      if (!event.ok()) return event.status();
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaEventRecord(*event, m.stream), "cudaEventRecord");
+      ready.push_back(*event);
+    }
+    std::vector<cudaEvent_t> done;
+    for (const Member& d : members) {
+      absl::StatusOr<cudaStream_t> transfer = TransferStream(d);
+      if (!transfer.ok()) return transfer.status();
+      absl::StatusOr<cudaEvent_t> finished = TransferDoneEvent(d);
+      if (!finished.ok()) return finished.status();
+      COMMIR_COMM_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
+      for (cudaEvent_t event : ready) {
+        COMMIR_COMM_CUDA(cudaStreamWaitEvent(*transfer, event, 0), "cudaStreamWaitEvent");
+      }
+      absl::StatusOr<std::vector<CopyStep>> steps =
+          CopiesInto(r.kind, n, d.position, send_bytes, r.offset);
+      if (!steps.ok()) return steps.status();
+      for (const CopyStep& step : *steps) {
+        const Member& s = members[step.src];  // all local: index = position
+        COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(d.recv + step.dst_offset, d.gpu,
+                                                 s.send + step.src_offset, s.gpu, step.bytes,
+                                                 *transfer));
+      }
+      COMMIR_COMM_CUDA(cudaEventRecord(*finished, *transfer), "cudaEventRecord");
+      done.push_back(*finished);
+    }
+    for (const Member& m : members) {
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      for (cudaEvent_t event : done) {
+        COMMIR_COMM_CUDA(cudaStreamWaitEvent(m.stream, event, 0), "cudaStreamWaitEvent");
+      }
+    }
+    return MarkIssued(members);
+  }
+
+  // ---- Copy engines across the processes of one node (CUDA IPC) ----------------------------
+
+  using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+  // The driver's stream memory operations, through cudart (no link against libcuda).
+  absl::Status LoadStreamMemOps() {
+    if (wait_value_ != nullptr && write_value_ != nullptr) return absl::OkStatus();
+    const std::pair<const char*, void**> symbols[] = {
+        {"cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value_)},
+        {"cuStreamWriteValue32", reinterpret_cast<void**>(&write_value_)}};
+    for (auto [symbol, slot] : symbols) {
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      COMMIR_COMM_CUDA(cudaGetDriverEntryPointByVersion(symbol, slot, 12000, cudaEnableDefault,
+                                                        &found),
+                       "cudaGetDriverEntryPointByVersion");
+      if (found != cudaDriverEntryPointSuccess || *slot == nullptr) {
+        return absl::UnavailableError(absl::StrFormat(
+            "the CUDA driver has no %s (stream memory operations), which copy-engine shifts "
+            "across processes need: use --p2p=nccl",
+            symbol));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MemOp(CUresult result, absl::string_view what) {
+    if (result == CUDA_SUCCESS) return absl::OkStatus();
+    return Fail(absl::UnavailableError(absl::StrFormat(
+        "%s failed with CUDA driver error %d (copy-engine shift across processes; "
+        "--p2p=nccl avoids it)",
+        what, static_cast<int>(result))));
+  }
+
+  // Makes every process's staging slots hold `bytes`: the first time, and whenever a
+  // larger shift comes, every process (they reach the same shift, SPMD) waits for its
+  // work so far, allocates and zeroes a new staging, and exchanges IPC handles.
+  absl::Status EnsureIpcStaging(int64_t bytes) {
+    if (ipc_.own != nullptr && bytes <= ipc_slot_bytes_) return absl::OkStatus();
+    const int64_t slot = StagingSlotBytes(bytes);
+    if (slot == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shift of %d bytes is too large for a copy-engine staging slot", bytes));
+    }
+    COMMIR_COMM_RETURN_IF_ERROR(LoadStreamMemOps());
+    if (ipc_.own != nullptr) COMMIR_COMM_RETURN_IF_ERROR(WaitAll(options_.timeout));
+    const int64_t local = static_cast<int64_t>(plan_.local.size());
+    IpcStaging next;
+    next.gpu = plan_.local[0].gpu;
+    COMMIR_COMM_CUDA(cudaSetDevice(next.gpu), "cudaSetDevice");
+    COMMIR_COMM_CUDA(cudaMalloc(reinterpret_cast<void**>(&next.own), kFlagBytes + local * slot),
+                     "cudaMalloc (copy-engine staging)");
+    if (cudaError_t e = cudaMemset(next.own, 0, kFlagBytes); e != cudaSuccess) {
+      cudaFree(next.own);
+      return CommCudaStatus(e, "cudaMemset (copy-engine flags)");
+    }
+    cudaIpcMemHandle_t handle;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaIpcGetMemHandle(&handle, next.own);
+    if (e != cudaSuccess) {
+      cudaFree(next.own);
+      return CommCudaStatus(e, "cudaIpcGetMemHandle (copy-engine staging)");
+    }
+    IpcRecord mine;
+    mine.rank = launch_.rank;
+    mine.pid = ::getpid();
+    mine.local_devices = local;
+    mine.slot_bytes = slot;
+    mine.handle.assign(reinterpret_cast<const char*>(&handle), sizeof(handle));
+    RendezvousOptions rdv;
+    rdv.file_path = options_.rendezvous_file;
+    rdv.master_port = launch_.rendezvous_port;
+    rdv.rank = launch_.rank;
+    rdv.world_size = launch_.world_size;
+    rdv.timeout = options_.timeout;
+    absl::StatusOr<std::vector<std::string>> blobs = AllGatherOnOneNode(
+        rdv, EncodeIpcRecord(mine), absl::StrFormat("ipc-%d", ++ipc_exchanges_));
+    absl::StatusOr<std::vector<IpcRecord>> records =
+        blobs.ok() ? DecodeIpcRecords(*blobs, local, slot)
+                   : absl::StatusOr<std::vector<IpcRecord>>(blobs.status());
+    if (!records.ok()) {
+      cudaFree(next.own);
+      return Fail(absl::Status(records.status().code(),
+                               absl::StrFormat("exchanging CUDA IPC handles (%s): %s",
+                                               launch_.DebugString(),
+                                               records.status().message())));
+    }
+    next.base.assign(launch_.world_size, nullptr);
+    for (const IpcRecord& peer : *records) {
+      if (peer.rank == launch_.rank) {
+        next.base[peer.rank] = next.own;
+        continue;
+      }
+      cudaIpcMemHandle_t theirs;
+      std::memcpy(&theirs, peer.handle.data(), sizeof(theirs));
+      void* opened = nullptr;
+      if (cudaError_t open = cudaIpcOpenMemHandle(&opened, theirs, cudaIpcMemLazyEnablePeerAccess);
+          open != cudaSuccess) {
+        retired_ipc_.push_back(std::move(next));
+        return Fail(CommCudaStatus(
+            open, absl::StrFormat("cudaIpcOpenMemHandle of rank %d's staging (pid %d)",
+                                  peer.rank, peer.pid)));
+      }
+      next.base[peer.rank] = static_cast<char*>(opened);
+    }
+    if (ipc_.own != nullptr) retired_ipc_.push_back(std::move(ipc_));
+    ipc_ = std::move(next);
+    ipc_slot_bytes_ = slot;
+    std::fill(ipc_sequence_.begin(), ipc_sequence_.end(), 0);
+    return absl::OkStatus();
+  }
+
+  void ReleaseIpc() {
+    retired_ipc_.push_back(std::move(ipc_));
+    for (IpcStaging& staging : retired_ipc_) {
+      if (staging.own == nullptr) continue;
+      cudaSetDevice(staging.gpu);
+      for (char* base : staging.base) {
+        if (base != nullptr && base != staging.own) cudaIpcCloseMemHandle(base);
+      }
+      cudaFree(staging.own);
+    }
+    retired_ipc_.clear();
+  }
+
+  // A shift across processes: per local member, on its transfer stream after its stream,
+  // the operations of IpcShiftOps (ipc_shift_plan.h, where their order is argued and
+  // tested): flags waited for and written with stream memory operations, copies into
+  // the destination's staging slot and out of the member's own. The member's stream then
+  // waits for the transfer stream.
+  absl::Status RunIpcShift(const Request& r, const std::vector<Member>& members) {
+    const int64_t n = static_cast<int64_t>(r.group.size());
+    const int64_t bytes = r.count * ElementTypeByteWidth(r.type);
+    if (ShiftSource(n, 0, r.offset) == 0) {  // offset 0 mod n: every member keeps its data
+      for (const Member& m : members) {
+        COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+        COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(m.recv, m.gpu, m.send, m.gpu, bytes, m.stream));
+      }
+      return MarkIssued(members);
+    }
+    if (plan_.mesh_size > kMaxIpcDevices || plan_.devices_per_process > kMaxIpcDevices) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "copy-engine shifts across processes support meshes of up to %d devices (this one "
+          "has %d): use --p2p=nccl",
+          kMaxIpcDevices, plan_.mesh_size));
+    }
+    COMMIR_COMM_RETURN_IF_ERROR(EnsureIpcStaging(bytes));
+    for (const Member& m : members) {
+      const uint32_t k = ++ipc_sequence_[m.local_index];
+      absl::StatusOr<cudaStream_t> transfer = TransferStream(m);
+      if (!transfer.ok()) return transfer.status();
+      absl::StatusOr<cudaEvent_t> ready = LocalEvent(m, /*done=*/false);
+      if (!ready.ok()) return ready.status();
+      absl::StatusOr<cudaEvent_t> finished = TransferDoneEvent(m);
+      if (!finished.ok()) return finished.status();
+      COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
+      COMMIR_COMM_CUDA(cudaEventRecord(*ready, m.stream), "cudaEventRecord");
+      COMMIR_COMM_CUDA(cudaStreamWaitEvent(*transfer, *ready, 0), "cudaStreamWaitEvent");
+      IpcShiftCall call;
+      call.group = r.group;
+      call.position = m.position;
+      call.offset = r.offset;
+      call.devices_per_process = plan_.devices_per_process;
+      call.processes = plan_.world_size;
+      call.slot_bytes = ipc_slot_bytes_;
+      call.bytes = bytes;
+      call.sequence = k;
+      auto address = [&](const IpcPlace& place) -> char* {
+        switch (place.kind) {
+          case IpcPlace::Kind::kSend:
+            return const_cast<char*>(m.send);
+          case IpcPlace::Kind::kRecv:
+            return m.recv;
+          case IpcPlace::Kind::kStaging:
+            break;
+        }
+        return ipc_.base[place.process] + place.offset;
+      };
+      CUstream t = reinterpret_cast<CUstream>(*transfer);
+      for (const IpcStreamOp& op : IpcShiftOps(call)) {
+        switch (op.kind) {
+          case IpcStreamOp::Kind::kWaitFlag:
+            COMMIR_COMM_RETURN_IF_ERROR(
+                MemOp(wait_value_(t, reinterpret_cast<CUdeviceptr>(address(op.flag)), op.value,
+                                  CU_STREAM_WAIT_VALUE_GEQ),
+                      "cuStreamWaitValue32 (copy-engine shift)"));
+            break;
+          case IpcStreamOp::Kind::kWriteFlag:
+            COMMIR_COMM_RETURN_IF_ERROR(
+                MemOp(write_value_(t, reinterpret_cast<CUdeviceptr>(address(op.flag)), op.value,
+                                   CU_STREAM_WRITE_VALUE_DEFAULT),
+                      "cuStreamWriteValue32 (copy-engine shift)"));
+            break;
+          case IpcStreamOp::Kind::kCopy:
+            COMMIR_COMM_CUDA(cudaMemcpyAsync(address(op.dst), address(op.src), op.bytes,
+                                             cudaMemcpyDefault, *transfer),
+                             "cudaMemcpyAsync (copy-engine shift through staging)");
+            break;
+        }
+      }
+      COMMIR_COMM_CUDA(cudaEventRecord(*finished, *transfer), "cudaEventRecord");
+      COMMIR_COMM_CUDA(cudaStreamWaitEvent(m.stream, *finished, 0), "cudaStreamWaitEvent");
+    }
+    return MarkIssued(members);
+  }
+
+  WaitValueFn wait_value_ = nullptr;
+  WriteValueFn write_value_ = nullptr;
+
   LaunchInfo launch_;
   DevicePlan plan_;
   std::vector<int64_t> mesh_shape_;
@@ -793,6 +1115,16 @@ class CollectiveEngine::Impl {
   // First group of a partition (its axes in their order) -> communicators by local index.
   absl::flat_hash_map<std::vector<int64_t>, std::vector<ncclComm_t>> split_;
   std::vector<LocalEvents> events_;                              // by local index
+  std::vector<cudaStream_t> transfer_;                           // by local index
+  absl::flat_hash_set<std::pair<int, int>> peer_enabled_;        // (gpu, peer gpu)
+  // The copy-engine path across processes: the current staging, older ones (kept until
+  // destruction: a peer may still have them open), the slot size, and per local device
+  // the sequence number of its last IPC shift (flags of a new staging start at 0).
+  IpcStaging ipc_;
+  std::vector<IpcStaging> retired_ipc_;
+  int64_t ipc_slot_bytes_ = 0;
+  int ipc_exchanges_ = 0;
+  std::vector<uint32_t> ipc_sequence_;
   absl::flat_hash_map<std::pair<int, cudaStream_t>, StreamEvent> last_event_;
   absl::Status broken_;
 };
@@ -809,6 +1141,17 @@ absl::StatusOr<std::unique_ptr<CollectiveEngine>> CollectiveEngine::Create(
     return absl::InvalidArgumentError(absl::StrFormat(
         "mesh shape [%s] has %d devices but the device plan has %d",
         absl::StrJoin(mesh_shape, ","), size, plan.mesh_size));
+  }
+  for (int ctas : {options.nccl_min_ctas, options.nccl_max_ctas}) {
+    if (ctas < 0 || ctas > kMaxNcclCtas) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "NCCL CTAs must be from 1 to %d (0: NCCL's choice), got %d", kMaxNcclCtas, ctas));
+    }
+  }
+  if (options.nccl_min_ctas > 0 && options.nccl_max_ctas > 0 &&
+      options.nccl_min_ctas > options.nccl_max_ctas) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NCCL min CTAs (%d) above max CTAs (%d)", options.nccl_min_ctas, options.nccl_max_ctas));
   }
   if (plan.world_size != launch.world_size || plan.rank != launch.rank ||
       static_cast<int64_t>(plan.local.size()) != plan.devices_per_process) {
@@ -850,6 +1193,13 @@ absl::Status CollectiveEngine::Shift(absl::Span<const int64_t> group,
                                      ElementType type, int64_t offset) {
   return impl_->Run(
       Request{Kind::kShift, group, local, count, type, ReductionFn::kSum, offset});
+}
+
+Route CollectiveEngine::RouteOf(CollectiveKind kind, absl::Span<const int64_t> group) const {
+  if (group.size() <= 1) return Route::kCopyEngine;
+  int64_t local = 0;
+  for (int64_t device : group) local += impl_->plan().IsLocal(device) ? 1 : 0;
+  return impl_->RouteFor(kind, local == static_cast<int64_t>(group.size()));
 }
 
 absl::Status CollectiveEngine::WaitAll(absl::Duration timeout) { return impl_->WaitAll(timeout); }

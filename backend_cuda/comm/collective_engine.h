@@ -21,6 +21,20 @@
 // cached. All processes must therefore issue their first collective on a partition
 // together — which SPMD execution guarantees.
 //
+// Copy engines (EngineOptions::p2p = kCopyEngine, --p2p=ce, the default): all_gather,
+// all_to_all and shift, whose data only moves, run as cudaMemcpyAsync copies on a
+// transfer stream per destination member (one per local mesh device), which waits for
+// events recorded on every member's stream; every member's stream then waits for the
+// copies' events, so the executor's streams see the usual ordering and the copies take
+// no SMs. Inside one process the copies are device-to-device (devices sharing a GPU) or
+// peer copies (peer access enabled once per GPU pair). Across the processes of a
+// one-node job a shift pushes into the destination process's staging buffer, shared by
+// CUDA IPC handles exchanged once over the rendezvous (ipc_record.h), with 32-bit
+// sequence flags written and waited for by stream memory operations
+// (cuStreamWriteValue32 / cuStreamWaitValue32), so no host round trip per call; the
+// receiver then copies from its staging buffer. Reductions between GPUs, every group
+// across nodes, and every collective under kNccl go over NCCL (p2p_route.h has the rule).
+//
 // Failure and timeout: communicators are nonblocking (ncclConfig_t.blocking = 0). Every
 // CUDA/NCCL error becomes a Status carrying the call, the error string and
 // ncclGetLastError(). WaitAll(timeout) waits for everything issued so far; on timeout it
@@ -41,6 +55,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "backend_cuda/comm/launch.h"
+#include "backend_cuda/comm/p2p_route.h"
 #include "backend_cuda/comm/partition.h"
 #include "commir/element_type.h"
 #include "commir/reduction_fn.h"
@@ -60,7 +75,17 @@ struct EngineOptions {
   std::string rendezvous_file;
   // Bound on communicator creation (rendezvous + init/split) and on WaitAll's default.
   absl::Duration timeout = absl::Seconds(300);
+  // Copy engines inside a node, or NCCL wherever it can run (see above).
+  P2pTransport p2p = P2pTransport::kCopyEngine;
+  // NCCL's SM budget: ncclConfig_t.minCTAs / maxCTAs of every communicator (one CTA runs
+  // on one SM), so that a model of the run can count the SMs a collective takes away
+  // from compute. 0: NCCL's own choice. At most kMaxNcclCtas; min <= max when both set.
+  int nccl_min_ctas = 0;
+  int nccl_max_ctas = 0;
 };
+
+// NCCL 2.28 runs at most 64 channels (MAXCHANNELS), one CTA each.
+inline constexpr int kMaxNcclCtas = 64;
 
 class CollectiveEngine {
  public:
@@ -98,6 +123,9 @@ class CollectiveEngine {
   absl::Status WaitAll(absl::Duration timeout);
   // Same, with the timeout of EngineOptions.
   absl::Status WaitAll();
+
+  // How a collective over `group` runs here (for tests, benchmarks and logs).
+  Route RouteOf(CollectiveKind kind, absl::Span<const int64_t> group) const;
 
   // Inferred partition of the mesh for a group (exposed for tests): every group of the
   // partition, each in coordinate order, ordered by first member.

@@ -335,16 +335,30 @@ void CheckAll(CollectiveEngine& engine, const DevicePlan& plan, std::vector<int6
 
 // ---- mode (c): four mesh devices on one GPU ------------------------------------------
 
+EngineOptions WithP2p(P2pTransport p2p) {
+  EngineOptions options;
+  options.p2p = p2p;
+  return options;
+}
+
+// Both transports: --p2p=nccl keeps the copies on the members' streams, --p2p=ce moves
+// all_gather, all_to_all and shift to the transfer streams.
 TEST(CollectiveEngineGpuTest, SharedGpuEveryCollectiveMatchesReference) {
   REQUIRE_GPUS(1);
   LaunchInfo launch;
   absl::StatusOr<DevicePlan> plan = PlanDevices(launch, 4, /*visible_gpus=*/1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(plan->shares_gpus());
-  auto engine = CollectiveEngine::Create(launch, *plan, {2, 2}, EngineOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/false);
-  CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/true);
+  for (P2pTransport p2p : {P2pTransport::kNccl, P2pTransport::kCopyEngine}) {
+    SCOPED_TRACE(P2pTransportName(p2p));
+    auto engine = CollectiveEngine::Create(launch, *plan, {2, 2}, WithP2p(p2p));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ((*engine)->RouteOf(CollectiveKind::kShift, {0, 1}),
+              p2p == P2pTransport::kNccl ? Route::kMemberStreamCopies : Route::kCopyEngine);
+    EXPECT_EQ((*engine)->RouteOf(CollectiveKind::kAllReduce, {0, 1}), Route::kMemberStreamCopies);
+    CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/false);
+    CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/true);
+  }
 }
 
 TEST(CollectiveEngineGpuTest, SharedGpuAcrossTwoGpusUsesPeerCopies) {
@@ -353,9 +367,12 @@ TEST(CollectiveEngineGpuTest, SharedGpuAcrossTwoGpusUsesPeerCopies) {
   absl::StatusOr<DevicePlan> plan = PlanDevices(launch, 4, /*visible_gpus=*/2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(plan->shares_gpus());  // devices 0,1 on GPU 0 and 2,3 on GPU 1
-  auto engine = CollectiveEngine::Create(launch, *plan, {2, 2}, EngineOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/false);
+  for (P2pTransport p2p : {P2pTransport::kNccl, P2pTransport::kCopyEngine}) {
+    SCOPED_TRACE(P2pTransportName(p2p));
+    auto engine = CollectiveEngine::Create(launch, *plan, {2, 2}, WithP2p(p2p));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    CheckAll(**engine, *plan, {2, 2}, /*shared_stream=*/false);
+  }
 }
 
 TEST(CollectiveEngineGpuTest, SharedGpuHalfPrecisionSumRoundsOnceLikeTheCpuBackend) {
@@ -417,9 +434,24 @@ TEST(CollectiveEngineGpuTest, SingleProcessNcclEveryCollectiveMatchesReference) 
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_FALSE(plan->shares_gpus());
   std::vector<int64_t> shape = gpus == 4 ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{2};
-  auto engine = CollectiveEngine::Create(launch, *plan, shape, EngineOptions());
+  EngineOptions options = WithP2p(P2pTransport::kNccl);
+  options.nccl_max_ctas = 4;  // the SM budget reaches NCCL (a bad one would fail init)
+  auto engine = CollectiveEngine::Create(launch, *plan, shape, options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   CheckAll(**engine, *plan, shape, /*shared_stream=*/false);
+}
+
+// Mode (b) with copy engines: peer copies on transfer streams, reductions over NCCL.
+TEST(CollectiveEngineGpuTest, SingleProcessCopyEngineEveryCollectiveMatchesReference) {
+  REQUIRE_GPUS(2);
+  LaunchInfo launch;
+  absl::StatusOr<DevicePlan> plan = PlanDevices(launch, 2, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto engine = CollectiveEngine::Create(launch, *plan, {2}, WithP2p(P2pTransport::kCopyEngine));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->RouteOf(CollectiveKind::kShift, {0, 1}), Route::kCopyEngine);
+  EXPECT_EQ((*engine)->RouteOf(CollectiveKind::kAllReduce, {0, 1}), Route::kNccl);
+  CheckAll(**engine, *plan, {2}, /*shared_stream=*/false);
 }
 
 // ---- mode (a): one process per GPU, NCCL id over TCP or a file -------------------------
@@ -445,6 +477,11 @@ std::vector<int> RunRanks(int world, const std::vector<std::string>& extra_env) 
     for (char** e = environ; *e != nullptr; ++e) {
       // The children must not write the parent's test.xml or premature-exit marker.
       absl::string_view var(*e);
+      bool overridden = false;
+      for (const std::string& extra : extra_env) {
+        overridden |= absl::StartsWith(var, extra.substr(0, extra.find('=') + 1));
+      }
+      if (overridden) continue;
       if (absl::StartsWith(var, "XML_OUTPUT_FILE=") || absl::StartsWith(var, "GTEST_OUTPUT=") ||
           absl::StartsWith(var, "TEST_PREMATURE_EXIT_FILE=")) {
         continue;
@@ -490,8 +527,28 @@ TEST(CollectiveEngineGpuTest, MultiProcessWorker) {
   options.timeout = absl::Seconds(60);
   const bool hang_test = std::getenv("COMMIR_COMM_TEST_HANG") != nullptr;
   if (hang_test) options.timeout = absl::Seconds(3);
+  if (const char* p2p = std::getenv("COMMIR_COMM_TEST_P2P")) options.p2p = *ParseP2pTransport(p2p);
   auto engine = CollectiveEngine::Create(*launch, *plan, {launch->world_size}, options);
   ASSERT_TRUE(engine.ok()) << engine.status();
+  if (std::getenv("COMMIR_COMM_TEST_IPC_SHIFT") != nullptr) {
+    // Two processes, possibly on one GPU (NCCL refuses that): shifts only, over IPC.
+    std::vector<int64_t> group;
+    for (int64_t d = 0; d < launch->world_size; ++d) group.push_back(d);
+    ASSERT_EQ((*engine)->RouteOf(CollectiveKind::kShift, group), Route::kCopyEngineIpc);
+    for (ElementType type : kTypes) {
+      for (int64_t offset : {1, -1, 2, 3, 0}) {
+        CheckCollective(**engine, *plan, {group}, {Coll::kShift, ReductionFn::kSum, offset},
+                        type, /*count=*/24, false);
+      }
+    }
+    // Past the first 1 MiB staging slot: every process grows it and exchanges handles
+    // again; then small again, in the grown slot.
+    for (int64_t count : {int64_t{3} << 20, int64_t{5}}) {
+      CheckCollective(**engine, *plan, {group}, {Coll::kShift, ReductionFn::kSum, 1},
+                      ElementType::kF32, count, false);
+    }
+    std::_Exit(HasFailure() ? 1 : 0);
+  }
   if (!hang_test) {
     CheckAll(**engine, *plan, {launch->world_size}, /*shared_stream=*/false);
     return;
@@ -515,7 +572,27 @@ TEST(CollectiveEngineGpuTest, MultiProcessWorker) {
 
 TEST(CollectiveEngineGpuTest, MultiProcessTcpRendezvous) {
   REQUIRE_GPUS(2);
-  for (int code : RunRanks(2, {})) EXPECT_EQ(code, 0);
+  for (int code : RunRanks(2, {"COMMIR_COMM_TEST_P2P=nccl"})) EXPECT_EQ(code, 0);
+}
+
+// Copy engines across two processes on two GPUs: shifts over IPC, the rest over NCCL.
+TEST(CollectiveEngineGpuTest, MultiProcessCopyEngine) {
+  REQUIRE_GPUS(2);
+  for (int code : RunRanks(2, {"COMMIR_COMM_TEST_P2P=ce"})) EXPECT_EQ(code, 0);
+}
+
+// Two processes on ONE GPU open each other's IPC staging and shift through it (TCP and
+// file rendezvous); this runs on a single-GPU machine.
+TEST(CollectiveEngineGpuTest, TwoProcessesOnOneGpuShiftOverIpc) {
+  REQUIRE_GPUS(1);
+  const std::vector<std::string> env = {"COMMIR_COMM_TEST_P2P=ce", "COMMIR_COMM_TEST_IPC_SHIFT=1",
+                                        "CUDA_VISIBLE_DEVICES=0"};
+  for (int code : RunRanks(2, env)) EXPECT_EQ(code, 0);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::vector<std::string> with_file = env;
+  with_file.push_back(absl::StrFormat("COMMIR_COMM_TEST_FILE=%s/ipc_id.%d", tmp ? tmp : "/tmp",
+                                      getpid()));
+  for (int code : RunRanks(2, with_file)) EXPECT_EQ(code, 0);
 }
 
 TEST(CollectiveEngineGpuTest, MultiProcessFileRendezvous) {
@@ -584,6 +661,19 @@ TEST_F(CollectiveEngineArgsTest, RejectsBadGroupsAndBuffers) {
                                  ElementType::kF32, ReductionFn::kSum)
                   .message(),
               HasSubstr("null buffer"));
+}
+
+TEST_F(CollectiveEngineArgsTest, NcclCtasAreBounded) {
+  EngineOptions options;
+  options.nccl_max_ctas = kMaxNcclCtas + 1;
+  EXPECT_THAT(CollectiveEngine::Create(launch_, plan_, {2, 2}, options).status().message(),
+              HasSubstr("NCCL CTAs must be from 1 to 64"));
+  options.nccl_max_ctas = 4;
+  options.nccl_min_ctas = 8;
+  EXPECT_THAT(CollectiveEngine::Create(launch_, plan_, {2, 2}, options).status().message(),
+              HasSubstr("min CTAs (8) above max CTAs (4)"));
+  options.nccl_min_ctas = 2;
+  EXPECT_TRUE(CollectiveEngine::Create(launch_, plan_, {2, 2}, options).ok());
 }
 
 TEST_F(CollectiveEngineArgsTest, EmptyCollectivesDoNothing) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -481,6 +482,52 @@ absl::StatusOr<std::string> BroadcastFromRankZero(const RendezvousOptions& optio
   }
   if (options.rank == 0) return ServeBlob(options, blob, deadline);
   return FetchBlob(options, deadline);
+}
+
+absl::StatusOr<std::vector<std::string>> AllGatherOnOneNode(const RendezvousOptions& options,
+                                                            absl::string_view blob,
+                                                            absl::string_view tag) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous: rank %d and world size %d are inconsistent", options.rank,
+        options.world_size));
+  }
+  if (tag.empty() || !std::all_of(tag.begin(), tag.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+      })) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rendezvous: tag '%s' must be letters, digits, '-' or '_'", tag));
+  }
+  if (options.world_size == 1) return std::vector<std::string>{std::string(blob)};
+  const int64_t last_port = static_cast<int64_t>(options.master_port) + options.world_size;
+  if (options.file_path.empty() && (options.master_port < 1 || last_port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous: ports %d..%d (one per process) are not all in [1, 65535]",
+        options.master_port + 1, last_port));
+  }
+  std::vector<std::string> blobs(options.world_size);
+  blobs[options.rank] = std::string(blob);
+  // One shared deadline: the rounds run one after the other.
+  const absl::Time deadline = absl::Now() + options.timeout;
+  for (int root = 0; root < options.world_size; ++root) {
+    RendezvousOptions round = options;
+    round.rank = (options.rank - root + options.world_size) % options.world_size;
+    round.master_addr = "localhost";
+    round.master_port = options.master_port + 1 + root;
+    if (!options.file_path.empty()) {
+      round.file_path = absl::StrFormat("%s.%s.r%d", options.file_path, tag, root);
+    }
+    round.timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    absl::StatusOr<std::string> got =
+        BroadcastFromRankZero(round, root == options.rank ? blob : absl::string_view());
+    if (!got.ok()) {
+      return absl::Status(got.status().code(),
+                          absl::StrFormat("rendezvous (%s, rank %d's round): %s", tag, root,
+                                          got.status().message()));
+    }
+    blobs[root] = *std::move(got);
+  }
+  return blobs;
 }
 
 }  // namespace commir::cuda::comm

@@ -16,6 +16,7 @@
 #define COMMIR_BACKEND_CUDA_COMM_RENDEZVOUS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,6 +40,16 @@ struct RendezvousOptions {
 // options). Blobs up to 1 MiB.
 absl::StatusOr<std::string> BroadcastFromRankZero(const RendezvousOptions& options,
                                                   absl::string_view blob);
+
+// Every rank's blob, indexed by rank (the copy-engine path's IPC handles). Only for a job
+// whose processes all run on one node: world_size rounds of BroadcastFromRankZero, round
+// r rooted at rank r, over TCP on localhost port master_port + 1 + r (one port per round,
+// so that a peer still in one round never meets the root of another), or, with a
+// file_path, on the files FILE.TAG.r<r>. `tag` tells apart the exchanges of one job
+// (letters, digits, '-' and '_'). Errors as BroadcastFromRankZero's, naming the round.
+absl::StatusOr<std::vector<std::string>> AllGatherOnOneNode(const RendezvousOptions& options,
+                                                            absl::string_view blob,
+                                                            absl::string_view tag);
 
 }  // namespace commir::cuda::comm
 

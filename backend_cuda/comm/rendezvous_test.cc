@@ -307,3 +307,77 @@ TEST(RendezvousTest, SingleProcessAndBadOptions) {
 
 }  // namespace
 }  // namespace commir::cuda::comm
+
+namespace commir::cuda::comm {
+namespace {
+
+// Every rank of AllGatherOnOneNode on its own thread, each with its own blob.
+std::vector<absl::StatusOr<std::vector<std::string>>> GatherRanks(
+    const std::vector<RendezvousOptions>& options, absl::string_view tag) {
+  std::vector<absl::StatusOr<std::vector<std::string>>> results(
+      options.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < options.size(); ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = AllGatherOnOneNode(options[r], absl::StrFormat("blob of rank %d", r), tag);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+TEST(AllGatherOnOneNodeTest, EveryRankGetsEveryBlobInRankOrderOverTcp) {
+  const int port = FreePort();
+  std::vector<RendezvousOptions> options;
+  for (int r = 0; r < 4; ++r) options.push_back(Options(r, 4, port, absl::Seconds(30)));
+  for (const auto& result : GatherRanks(options, "ipc-1")) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_THAT(*result, ::testing::ElementsAre("blob of rank 0", "blob of rank 1",
+                                                "blob of rank 2", "blob of rank 3"));
+  }
+}
+
+TEST(AllGatherOnOneNodeTest, OverFilesWithTwoExchangesInOneJob) {
+  const std::string path = TempPath("gather");
+  std::vector<RendezvousOptions> options;
+  for (int r = 0; r < 3; ++r) {
+    options.push_back(Options(r, 3, 0, absl::Seconds(30)));
+    options.back().file_path = path;
+  }
+  for (absl::string_view tag : {"ipc-1", "ipc-2"}) {
+    for (const auto& result : GatherRanks(options, tag)) {
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_THAT(*result, ::testing::ElementsAre("blob of rank 0", "blob of rank 1",
+                                                  "blob of rank 2"));
+    }
+    EXPECT_TRUE(std::ifstream(absl::StrFormat("%s.%s.r2", path, tag)).good());
+  }
+}
+
+TEST(AllGatherOnOneNodeTest, AMissingRankTimesOutNamingTheRound) {
+  const int port = FreePort();
+  // Rank 1 of 2 never comes: rank 0 roots round 0 and waits there.
+  absl::StatusOr<std::vector<std::string>> got =
+      AllGatherOnOneNode(Options(0, 2, port, absl::Milliseconds(300)), "x", "ipc-1");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got.status().message(), HasSubstr("ipc-1, rank 0's round"));
+}
+
+TEST(AllGatherOnOneNodeTest, BadOptions) {
+  EXPECT_EQ(AllGatherOnOneNode(Options(0, 2, 1000, absl::Seconds(1)), "x", "a/b").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AllGatherOnOneNode(Options(2, 2, 1000, absl::Seconds(1)), "x", "t").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Round ports past 65535.
+  EXPECT_EQ(AllGatherOnOneNode(Options(0, 4, 65533, absl::Seconds(1)), "x", "t").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // One process: its own blob, no sockets.
+  absl::StatusOr<std::vector<std::string>> alone =
+      AllGatherOnOneNode(Options(0, 1, 0, absl::Seconds(1)), "mine", "t");
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_THAT(*alone, ::testing::ElementsAre("mine"));
+}
+
+}  // namespace
+}  // namespace commir::cuda::comm
