@@ -18,6 +18,13 @@ table checks what a user of `--backend=sim` sees:
     for reduce_scatter, the buffer for all_reduce, one device's buffer for all_to_all and
     shift.
   * latency: the predicted time of a small collective, in microseconds.
+  * attention TFLOP/s: FlashAttention's benchmark (head dim 128, 16 heads, batch 16k / seq)
+    on one GPU: a program doing one attention (forward) or one attention_grad (backward),
+    its FLOPs counted as the benchmark counts them (4 B H S^2 D, halved when causal; the
+    backward's 2.5 times that) over the predicted time. The forward is compared with
+    FlashAttention-3's forward, the backward with FlashAttention-2's forward+backward
+    (sim/attention_time.h says why); the non-causal curves set the two attention
+    parameters of sim/hardware.cc, the causal rows check the mask model.
   * GEMM slowdown under a collective: the matmul's duration in the --trace timeline when an
     all_gather runs on stream 1 beside it, over its duration alone.
 
@@ -57,6 +64,10 @@ BUS_FACTOR = {
 }
 
 SRC_GEMM = "calibration.md: public PyTorch/cuBLAS measurements"
+SRC_FA3 = ("calibration.md: FlashAttention-3 forward, H100 (Dao-AILab/flash-attention "
+           "assets/flash3_fp16_fwd.png)")
+SRC_FA2 = ("calibration.md: FlashAttention-2 forward+backward, H100 (Dao-AILab/flash-attention "
+           "assets/flash2_h100_fwd_bwd_benchmark.png)")
 SRC_NCCL_TESTS = "calibration.md: nccl-tests, 8xH100 NVLink 4 + NVSwitch"
 SRC_EFFICIENCY = "calibration.md: public simulator's NVLink efficiency table (x 450 GB/s)"
 SRC_TP = "calibration.md: the same simulator's tensor-parallel calibration file"
@@ -119,6 +130,28 @@ def gemm_program(n, gpus=1, overlap_gather_bytes=0):
             + "\n".join(body) + "\n"
             f"  return {', '.join(names)}\n"
             f"}}\n")
+
+
+def attention_program(seq, causal, backward):
+    """FlashAttention's benchmark shape: batch 16k / seq, 16 heads of 128, bf16."""
+    t = f"bf16[{16384 // seq}, 16, {seq}, 128]"
+    lse = f"f32[{16384 // seq}, 16, {seq}]"
+    attrs = " {causal}" if causal else ""
+    if backward:
+        return (f"mesh @m(tp=1)\n"
+                f"spmd func @attn(%q: {t}, %k: {t}, %v: {t}, %o: {t}, %l: {lse}, %d: {t}) -> {t} {{\n"
+                f"  %dq, %dk, %dv = attention_grad(%q, %k, %v, %o, %l, %d){attrs}\n"
+                f"  return %dq\n}}\n")
+    return (f"mesh @m(tp=1)\n"
+            f"spmd func @attn(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
+            f"  %o = attention(%q, %k, %v){attrs}\n"
+            f"  return %o\n}}\n")
+
+
+def attention_tflops(runner, seq, causal, backward):
+    prediction, _ = runner.predict(attention_program(seq, causal, backward))
+    flops = 4.0 * 16384 * 16 * seq * 128 / (2 if causal else 1) * (2.5 if backward else 1)
+    return flops / prediction["time_s"] / 1e12
 
 
 class Runner:
@@ -244,6 +277,18 @@ def measurements(runner):
         rows.append((f"latency {kind}", f"{kind} latency (small message)",
                      f"8 H100, {size_label(8 * KIB)}", latency_us(runner, kind, 8 * KIB), "us",
                      (reference, reference), SRC_TUNING))
+    # FlashAttention's H100 curves (calibration.md), seq 512 / 2k / 16k.
+    for backward, causal, figures, source in (
+            (False, False, (467, 625, 648), SRC_FA3), (False, True, (292, 521, 616), SRC_FA3),
+            (True, False, (248, 320, 338), SRC_FA2), (True, True, (163, 265, 328), SRC_FA2)):
+        for seq, figure in zip((512, 2048, 16384), figures):
+            mask = "causal" if causal else "non-causal"
+            what = (f"attention backward vs FA2 forward+backward, {mask}" if backward
+                    else f"attention forward vs FA3 forward, {mask}")
+            rows.append((f"attention {'bwd' if backward else 'fwd'} {mask} {seq}", what,
+                         f"1 H100, seq {seq}, 16 heads of 128, batch {16384 // seq}",
+                         attention_tflops(runner, seq, causal, backward), "TFLOP/s",
+                         (figure, figure), source))
     rows.append(("gemm slowdown", "GEMM slowdown under an overlapping all_gather",
                  "8 H100, 8192^3 GEMM beside a 1 GiB all_gather",
                  gemm_slowdown_percent(runner, 8192, GIB), "%", (19, 19), SRC_OVERLAP))

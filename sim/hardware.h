@@ -32,8 +32,13 @@ struct HardwareSpec {
   // Fraction of the tensor-core peak a GEMM reaches when its tiles fill every SM wave
   // (the shape-independent part of cuBLAS's efficiency; wave quantization comes on top).
   double gemm_peak_fraction = 0;
-  // Same for fused attention kernels (FlashAttention-style), which reach less than GEMMs.
+  // Fused attention kernels (sim/attention_time.h): the fraction of the tensor-core peak
+  // a CTA's inner loop over 128x128 blocks reaches, forward and backward, and each CTA's
+  // fixed cost (loading its tile, the epilogue) in block times.
   double attention_peak_fraction = 0;
+  double attention_backward_peak_fraction = 0;
+  double attention_tile_overhead_blocks = 0;
+  double attention_backward_tile_overhead_blocks = 0;
   double kernel_launch_overhead_s = 0;  // added once per kernel
 
   // --- One GPU: memory ---

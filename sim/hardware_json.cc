@@ -43,6 +43,7 @@ constexpr double kMinFraction = 1e-3;               // efficiencies, up to 1
 constexpr double kMaxLatencyUs = 1e6;               // one second
 constexpr double kMaxMessageMib = 1e6;              // about a TiB
 constexpr double kMaxSlowdown = 100;                // a GEMM 101 times slower
+constexpr double kMaxTileOverheadBlocks = 1e4;      // a CTA's fixed cost, in block times
 constexpr size_t kMaxNameLength = 256;
 
 const std::vector<FieldDef>& Fields() {
@@ -59,6 +60,13 @@ const std::vector<FieldDef>& Fields() {
        1},
       {"attention_peak_fraction", &HardwareSpec::attention_peak_fraction, 1, Range::kFraction,
        kMinFraction, 1},
+      {"attention_backward_peak_fraction", &HardwareSpec::attention_backward_peak_fraction, 1,
+       Range::kFraction, kMinFraction, 1},
+      {"attention_tile_overhead_blocks", &HardwareSpec::attention_tile_overhead_blocks, 1,
+       Range::kNonNegative, 0, kMaxTileOverheadBlocks},
+      {"attention_backward_tile_overhead_blocks",
+       &HardwareSpec::attention_backward_tile_overhead_blocks, 1, Range::kNonNegative, 0,
+       kMaxTileOverheadBlocks},
       {"kernel_launch_overhead_us", &HardwareSpec::kernel_launch_overhead_s, 1e-6,
        Range::kNonNegative, 0, kMaxLatencyUs},
       {"hbm_bandwidth_gb_per_s", &HardwareSpec::hbm_bandwidth, 1e9, Range::kPositive, kMinRate,

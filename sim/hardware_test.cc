@@ -72,7 +72,9 @@ constexpr char kFullFile[] = R"({
   "name": "toy-gpu",
   "peak_bf16_tflops": 100, "peak_tf32_tflops": 50, "peak_f32_tflops": 10,
   "f32_matmul_uses_tf32": true, "sm_count": 10, "gemm_peak_fraction": 0.5,
-  "attention_peak_fraction": 0.25, "kernel_launch_overhead_us": 2,
+  "attention_peak_fraction": 0.25, "attention_backward_peak_fraction": 0.2,
+  "attention_tile_overhead_blocks": 1.5, "attention_backward_tile_overhead_blocks": 2,
+  "kernel_launch_overhead_us": 2,
   "hbm_bandwidth_gb_per_s": 1000, "hbm_capacity_gib": 16, "gpus_per_node": 4,
   "nvlink_bandwidth_per_direction_gb_per_s": 100, "nvlink_links": 4,
   "nvlink_bus_efficiency": 0.75, "p2p_bandwidth_gb_per_s": 40, "copy_engines": 2,
@@ -93,6 +95,9 @@ TEST(HardwareJsonTest, FullFileInFileUnits) {
   EXPECT_EQ(hw->sm_count, 10);
   EXPECT_DOUBLE_EQ(hw->gemm_peak_fraction, 0.5);
   EXPECT_DOUBLE_EQ(hw->attention_peak_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(hw->attention_backward_peak_fraction, 0.2);
+  EXPECT_DOUBLE_EQ(hw->attention_tile_overhead_blocks, 1.5);
+  EXPECT_DOUBLE_EQ(hw->attention_backward_tile_overhead_blocks, 2);
   EXPECT_DOUBLE_EQ(hw->kernel_launch_overhead_s, 2e-6);
   EXPECT_DOUBLE_EQ(hw->hbm_bandwidth, 1e12);
   EXPECT_DOUBLE_EQ(hw->hbm_capacity, 16 * kGiB);
@@ -200,11 +205,13 @@ TEST(HardwareJsonTest, FieldsOutsideAPhysicallyMeaningfulRangeAreRefused) {
         file[key] = std::stod(value);
       }
       absl::StatusOr<HardwareSpec> hw = ParseHardwareJson(file.dump(), "bad.json");
-      // Latencies, the message-size curve and the slowdown may be 0 and so tiny.
+      // Latencies, the message-size curve, the slowdown and attention tiles' fixed cost may be
+      // 0 and so tiny.
       const bool may_be_tiny =
           std::string(value) == "1e-300" &&
           (key.find("latency") != std::string::npos || key == "kernel_launch_overhead_us" ||
-           key == "bus_half_efficiency_mib" || key == "gemm_comm_overlap_slowdown");
+           key == "bus_half_efficiency_mib" || key == "gemm_comm_overlap_slowdown" ||
+           key.find("tile_overhead") != std::string::npos);
       if (may_be_tiny) continue;
       EXPECT_FALSE(hw.ok()) << key << "=" << value;
     }

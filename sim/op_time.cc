@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/op_cost.h"
+#include "sim/attention_time.h"
 #include "sim/collective_time.h"
 
 namespace commir::sim {
@@ -17,8 +18,6 @@ struct Tile {
 };
 // The CTA tiles Hopper/Ampere cuBLAS kernels mostly use for large bf16 GEMMs.
 constexpr Tile kGemmTiles[] = {{128, 256}, {256, 128}, {128, 128}};
-// FlashAttention processes 128 queries of one (batch, head) per CTA.
-constexpr int64_t kAttentionQueryTile = 128;
 
 double CeilDiv(double a, double b) { return std::ceil(a / b); }
 
@@ -63,13 +62,6 @@ double MatmulTime(const HardwareSpec& hw, ElementType type, double batch, int64_
   return RooflineTime(hw, flops / rate, bytes);
 }
 
-double AttentionTime(const HardwareSpec& hw, ElementType type, double query_tiles, double flops,
-                     double bytes) {
-  double rate = MatmulPeakFlops(hw, type) * hw.attention_peak_fraction *
-                WaveEfficiency(query_tiles, hw.sm_count);
-  return RooflineTime(hw, flops / rate, bytes);
-}
-
 double MemoryBoundTime(const HardwareSpec& hw, double flops, double bytes) {
   return RooflineTime(hw, flops / hw.peak_flops_f32, bytes);
 }
@@ -100,17 +92,11 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
     return MatmulTime(hw, op.operand(0)->type().element_type(), batch, out[out.size() - 2],
                       out.back(), cost.flops, cost.bytes_accessed);
   }
-  // attention_grad is priced like the forward kernel over its own (2.5x) FLOPs: a flash
-  // backward walks the same query tiles with five GEMMs instead of two.
+  // Positions not given here: a causal op that writes them is priced at the average.
   if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
-    const std::vector<int64_t>& q = op.operand(0)->type().dims();
-    if (q.size() != 4) {
-      return absl::InvalidArgumentError(absl::StrCat(op.def().name, " q must have rank 4"));
-    }
-    double tiles = static_cast<double>(q[0]) * static_cast<double>(q[1]) *
-                   CeilDiv(static_cast<double>(q[2]), kAttentionQueryTile);
-    return AttentionTime(hw, op.operand(0)->type().element_type(), tiles, cost.flops,
-                         cost.bytes_accessed);
+    absl::StatusOr<AttentionKernel> kernel = AttentionKernelTime(hw, op, function, std::nullopt);
+    if (!kernel.ok()) return kernel.status();
+    return kernel->seconds;
   }
   return MemoryBoundTime(hw, cost.flops, cost.bytes_accessed);
 }

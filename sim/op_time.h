@@ -5,9 +5,10 @@
 //    useful M x N x batch over waves x SMs x tile area, with waves = ceil(tiles / SMs),
 //    taking the best of the 128x256, 256x128 and 128x128 tiles cuBLAS picks among. The
 //    roofline max makes small-K and skinny GEMMs memory-bound.
-//  * attention: the same with attention_peak_fraction and tiles of 128 queries per batch
-//    and head. The op table's FLOPs already halve causal attention and count GQA by query
-//    heads (the shared kv heads only shrink the bytes).
+//  * attention and attention_grad: FlashAttention's tiles, by sequence lengths, head dims
+//    and the causal mask (sim/attention_time.h). OpTime does not know index values: a
+//    causal op that writes q_pos/k_pos is priced at the op table's average there; the
+//    sim backend passes the values (AttentionKernelTime).
 //  * every other op with a cost (elementwise, reductions, norms, softmax, layout copies):
 //    launch + max(bytes / HBM, FLOPs / plain f32 peak).
 //  * ops with no cost (reshape, rank, loops, terminators) launch no kernel: 0.
@@ -37,9 +38,6 @@ double GemmTileEfficiency(const HardwareSpec& hw, double batch, int64_t m, int64
 // Seconds of one kernel (launch overhead included).
 double MatmulTime(const HardwareSpec& hw, ElementType type, double batch, int64_t m, int64_t n,
                   double flops, double bytes);
-// `query_tiles`: batch x query heads x ceil(query length / 128).
-double AttentionTime(const HardwareSpec& hw, ElementType type, double query_tiles, double flops,
-                     double bytes);
 double MemoryBoundTime(const HardwareSpec& hw, double flops, double bytes);
 
 // The time of `op`, an op of `function`, on one device. Collectives are an error (their

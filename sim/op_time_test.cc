@@ -123,19 +123,24 @@ func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 40
   return %o
 })";
 
+// Default positions, queries and keys aligned: query tile t (of 32) walks t + 1 key blocks
+// of 128 plus the CTA's fixed cost; 32 heads x 32 tiles = 1024 CTAs in waves of 132 SMs.
 TEST_F(OpTimeTest, CausalGqaAttention) {
   double t = Time(kGqaCausalAttention);
-  // Score and value products over query heads, half the key blocks under the causal mask;
-  // 32 heads x 32 query tiles = 1024 tiles in 8 waves of 132.
-  double flops = 2.0 * (32.0 * 4096 * 4096 * 0.5) * (128 + 128);
-  EXPECT_NEAR(t, kLaunch + flops / (989e12 * 0.6 * (1024.0 / 1056.0)), 1e-12);
+  const HardwareSpec& hw = H100();
+  const double block_s = 128.0 * 128 * 2 * (128 + 128) * 132 / (989e12 * hw.attention_peak_fraction);
+  const double blocks = 32 * (32 * hw.attention_tile_overhead_blocks + 32 * 33 / 2.0);
+  EXPECT_NEAR(t, kLaunch + blocks * block_s / (132 * (1024.0 / 1056.0)), 1e-12);
 }
 
-TEST_F(OpTimeTest, CausalMaskHalvesAttentionTime) {
+// Without the mask every tile walks all 32 blocks: the causal kernel takes
+// (32 c + 528) / (32 c + 1024) of it, a little over half.
+TEST_F(OpTimeTest, CausalMaskSkipsTheBlocksAfterTheDiagonal) {
   double causal = Time(kGqaCausalAttention) - kLaunch;
   std::string full = kGqaCausalAttention;
   full.replace(full.find(" {causal}"), 9, "");
-  EXPECT_NEAR(Time(full) - kLaunch, 2 * causal, 1e-12);
+  const double c = H100().attention_tile_overhead_blocks;
+  EXPECT_NEAR(causal / (Time(full) - kLaunch), (32 * c + 528) / (32 * c + 1024), 1e-12);
 }
 
 TEST_F(OpTimeTest, ViewsAndLoopsLaunchNothing) {

@@ -205,6 +205,7 @@ absl::StatusOr<Prediction> Predict(const Function& function, const PredictOption
   prediction.simulated_kernels = backend.simulated_kernels();
   prediction.repeated_iterations = backend.repeated_iterations();
   prediction.retained_intervals = backend.retained_intervals();
+  prediction.attention_positions_unknown = backend.attention_positions_unknown();
   return prediction;
 }
 

@@ -65,6 +65,9 @@ struct Prediction {
   int64_t simulated_kernels = 0;
   uint64_t repeated_iterations = 0;
   int64_t retained_intervals = 0;
+  // Causal attention kernels priced at the op table's average mask because their
+  // positions were not known (reported when nonzero).
+  int64_t attention_positions_unknown = 0;
 };
 
 // `error_location`, when given, is set to where a failure points in the function's file:

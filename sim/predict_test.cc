@@ -441,6 +441,31 @@ void ExpectNear(double closed, double simulated, const std::string& what) {
   EXPECT_NEAR(closed, simulated, 1e-9 * std::max(std::abs(simulated), 1e-12)) << what;
 }
 
+// A loop whose keys move past its queries: iterations 0-19 attend to keys all before the
+// queries, 20 to the diagonal, 21-199 to keys all after them. Steady from iteration 2 to
+// 19, the timeline would repeat the full blocks in closed form; the positions follow the
+// induction variable, so every iteration is simulated and the empty ones cost little.
+TEST_F(PredictTest, LoopWhoseAttentionPositionsFollowTheIterationsIsNotRepeated) {
+  const Function& f = Parse(R"(mesh @m(sp=1)
+spmd func @f(%q: bf16[1, 8, 128, 64], %k: bf16[1, 8, 128, 64]) -> bf16[1, 8, 128, 64] on @m {
+  %qp = full() {value = 2560} : index
+  %out = for %i = 0 to 200 step 1 iter(%acc = %q) {
+    %kp = mul(%i, 128) : index
+    %o = attention(%acc, %k, %k, %qp, %kp) {causal}
+    yield %o
+  }
+  return %out
+})");
+  Prediction closed = PredictLoop(f, hw_, true);
+  Prediction simulated = PredictLoop(f, hw_, false);
+  EXPECT_EQ(closed.repeated_iterations, 0u);
+  EXPECT_EQ(closed.time_s, simulated.time_s);
+  EXPECT_EQ(closed.total_flops, simulated.total_flops);
+  // 20 full blocks and a diagonal: 8 heads x (20 x 128^2 + 128 x 129 / 2) pairs.
+  EXPECT_EQ(closed.total_flops, 8.0 * (20 * 128 * 128 + 128 * 129 / 2) * 2 * (64 + 64));
+  EXPECT_EQ(closed.attention_positions_unknown, 0);
+}
+
 // The closed form gives what simulating every iteration gives (independently: the same
 // backend with the closed form off), on loops short enough to simulate.
 TEST_F(PredictTest, LoopInClosedFormEqualsEveryIterationSimulated) {

@@ -32,6 +32,12 @@ std::string FormatPredictionText(const Prediction& p, const std::string& hardwar
   }
   absl::StrAppendFormat(&out, "FLOPs: %.4g, achieved %.1f TFLOP/s per GPU (%.1f%% of peak)\n",
                         p.total_flops, p.achieved_tflops_per_gpu, 100 * p.fraction_of_peak);
+  if (p.attention_positions_unknown > 0) {
+    absl::StrAppendFormat(&out,
+                          "note: %d causal attention kernels priced at the average mask "
+                          "(their q_pos/k_pos values were not known)\n",
+                          p.attention_positions_unknown);
+  }
   absl::StrAppendFormat(&out, "%6s %12s %12s %12s %12s %14s\n", "device", "time_ms", "compute_ms",
                         "comm_ms", "exposed_ms", "peak_mem_MiB");
   for (size_t d = 0; d < p.devices.size(); ++d) {
@@ -53,6 +59,9 @@ std::string FormatPredictionJson(const Prediction& p, const std::string& hardwar
   json["total_flops"] = p.total_flops;
   json["achieved_tflops_per_gpu"] = p.achieved_tflops_per_gpu;
   json["fraction_of_peak"] = p.fraction_of_peak;
+  if (p.attention_positions_unknown > 0) {
+    json["attention_positions_unknown"] = p.attention_positions_unknown;
+  }
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const DevicePrediction& e = p.devices[d];

@@ -12,6 +12,7 @@ namespace commir::sim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Prediction TwoDevices() {
   Prediction p;
@@ -35,6 +36,16 @@ TEST(PredictionFormatTest, TextNamesEveryFigure) {
   EXPECT_THAT(text, HasSubstr("25.0% of peak"));
   EXPECT_THAT(text, HasSubstr("\n     0       2.0000       1.5000       1.0000       0.5000            3.0"));
   EXPECT_EQ(text, FormatPredictionText(TwoDevices(), "h100-sxm"));
+}
+
+TEST(PredictionFormatTest, AttentionPricedAtTheAverageMaskIsSaid) {
+  Prediction p = TwoDevices();
+  EXPECT_THAT(FormatPredictionText(p, "h100-sxm"), Not(HasSubstr("average mask")));
+  EXPECT_THAT(FormatPredictionJson(p, "h100-sxm"), Not(HasSubstr("attention_positions_unknown")));
+  p.attention_positions_unknown = 3;
+  EXPECT_THAT(FormatPredictionText(p, "h100-sxm"),
+              HasSubstr("note: 3 causal attention kernels priced at the average mask"));
+  EXPECT_THAT(FormatPredictionJson(p, "h100-sxm"), HasSubstr("\"attention_positions_unknown\": 3"));
 }
 
 TEST(PredictionFormatTest, NoCommunicationIsSaidRatherThanAFraction) {

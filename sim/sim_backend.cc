@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "commir/element_type.h"
 #include "commir/op_cost.h"
+#include "sim/attention_positions.h"
+#include "sim/attention_time.h"
 #include "sim/collective_op.h"
 #include "sim/op_time.h"
 #include "sim/placement.h"
@@ -186,19 +188,40 @@ absl::StatusOr<Tensor> SimBackend::ToDevice(int64_t device, const Tensor& host) 
 
 double& SimBackend::Clock(int64_t device, int64_t stream) { return clocks_[device][stream]; }
 
-absl::StatusOr<const SimBackend::OpModel*> SimBackend::ModelOf(const Operation& op) {
-  auto it = op_models_.find(&op);
-  if (it != op_models_.end()) return &it->second;
-  absl::StatusOr<double> seconds = OpTime(hw_, op, function_);
-  if (!seconds.ok()) return seconds.status();
+absl::StatusOr<const SimBackend::OpModel*> SimBackend::ModelOf(const Operation& op,
+                                                               absl::Span<const int64_t> indices) {
+  const bool by_position = AttentionTimeDependsOnPositions(op) && !indices.empty();
+  std::pair<const Operation*, int64_t> key(&op, 0);
+  if (by_position) {
+    // Only the offset of the positions matters, and only up to the block's extents.
+    const int64_t queries = op.operand(0)->type().dims()[2];
+    const int64_t keys = op.operand(1)->type().dims()[2];
+    key.second = ClampedOffset(indices[0], indices.size() > 1 ? indices[1] : 0, queries, keys);
+    auto it = attention_models_.find(key);
+    if (it != attention_models_.end()) return &it->second;
+  } else {
+    auto it = op_models_.find(&op);
+    if (it != op_models_.end()) return &it->second;
+  }
   OpModel model;
-  model.seconds = *seconds;
-  model.flops = EstimateOpCost(op, function_).flops;
+  if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
+    absl::StatusOr<AttentionKernel> kernel = AttentionKernelTime(hw_, op, function_, indices);
+    if (!kernel.ok()) return kernel.status();
+    if (kernel->positions_unknown) ++attention_positions_unknown_;
+    model.seconds = kernel->seconds;
+    model.flops = kernel->flops;
+  } else {
+    absl::StatusOr<double> seconds = OpTime(hw_, op, function_);
+    if (!seconds.ok()) return seconds.status();
+    model.seconds = *seconds;
+    model.flops = EstimateOpCost(op, function_).flops;
+  }
   model.slowed_by_communication = op.Is(OpKind::kMatmul) || op.Is(OpKind::kAttention);
   if (model.flops > 0 && op.num_results() > 0 && op.result(0)->type().is_tensor()) {
     double peak = MatmulPeakFlops(hw_, op.result(0)->type().element_type());
     if (peak > 0) model.flops_at_peak_s = model.flops / peak;
   }
+  if (by_position) return &attention_models_.emplace(key, model).first->second;
   return &op_models_.emplace(&op, model).first->second;
 }
 
@@ -271,8 +294,8 @@ void SimBackend::Record(int64_t device, int64_t stream, const Operation& op, dou
 absl::StatusOr<std::vector<Tensor>> SimBackend::RunOp(const Operation& op,
                                                       const runtime::OpContext& context,
                                                       absl::Span<const Tensor* const> tensors,
-                                                      absl::Span<const int64_t> /*indices*/) {
-  absl::StatusOr<const OpModel*> model = ModelOf(op);
+                                                      absl::Span<const int64_t> indices) {
+  absl::StatusOr<const OpModel*> model = ModelOf(op, indices);
   if (!model.ok()) return model.status();
   ++simulated_kernels_;
   const int64_t d = context.device;
@@ -600,6 +623,15 @@ void SimBackend::EnterLoop(const Operation& loop, uint64_t /*trips*/) {
   // An index carried from one iteration to the next may differ in each; one that
   // overflowed would fail the run, which a closed form would not notice.
   frame->eligible = limits_.repeat_loops_in_closed_form && streams_known_;
+  // Attention whose positions follow the iterations prices each one differently: a
+  // repeating state says nothing about the next.
+  if (frame->eligible) {
+    auto known = positions_vary_.find(&loop);
+    if (known == positions_vary_.end()) {
+      known = positions_vary_.emplace(&loop, AttentionPositionsVaryIn(loop, function_.module())).first;
+    }
+    frame->eligible = !known->second;
+  }
   for (const Value* init : loop.operands()) {
     if (init->type().is_index()) frame->eligible = false;
   }

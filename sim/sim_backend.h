@@ -16,6 +16,10 @@
 //    issued later on another stream may fill an earlier idle gap), never beside another
 //    compute kernel;
 //  * communication overlaps compute and other communication on other streams.
+// A causal attention's time depends on its q_pos and k_pos values, which the interpreter
+// passes with each run of the op: every device and ring step is priced for the block it
+// computes (sim/attention_time.h), and a loop whose positions follow its iterations is
+// never repeated in closed form (sim/attention_positions.h).
 // Approximations (why): a GEMM or attention that overlaps a communication kernel on another
 // stream of its device is slowed by hw.gemm_comm_overlap_slowdown over the overlapped part,
 // but only when the communication was issued first in program order: re-timing an op
@@ -168,6 +172,9 @@ class SimBackend : public runtime::Backend {
   // FLOPs of every op run on every device, and the seconds they would take at the
   // hardware's matmul peak for their element type (for the fraction of peak).
   double total_flops() const { return total_flops_; }
+  // Causal attention kernels priced at the op table's average because their position
+  // values were not passed (the interpreter passes them: 0 unless a caller does not).
+  int64_t attention_positions_unknown() const { return attention_positions_unknown_; }
   double flops_at_peak_s() const { return flops_at_peak_s_; }
 
  private:
@@ -177,7 +184,9 @@ class SimBackend : public runtime::Backend {
     double flops_at_peak_s = 0;
     bool slowed_by_communication = false;  // a GEMM or attention
   };
-  absl::StatusOr<const OpModel*> ModelOf(const Operation& op);
+  // `indices`: the op's index operand values (a causal attention's time depends on its
+  // positions: one model per offset).
+  absl::StatusOr<const OpModel*> ModelOf(const Operation& op, absl::Span<const int64_t> indices);
   double& Clock(int64_t device, int64_t stream);
   // Seconds of [start, start + seconds) that overlap SM-using communication already issued
   // on `device` on a stream other than `stream`.
@@ -202,6 +211,11 @@ class SimBackend : public runtime::Backend {
   std::vector<absl::flat_hash_map<int64_t, double>> clocks_;
   std::vector<double> finish_;
   absl::flat_hash_map<const Operation*, OpModel> op_models_;
+  // Causal attention by (op, q_pos - k_pos clamped): each ring step's block has its own.
+  absl::flat_hash_map<std::pair<const Operation*, int64_t>, OpModel> attention_models_;
+  // Per loop: whether an attention position inside it changes with its iterations.
+  absl::flat_hash_map<const Operation*, bool> positions_vary_;
+  int64_t attention_positions_unknown_ = 0;
   // A collective's time for a group (and whether a copy engine moves it), keyed by the op
   // and the group's first device (each member for a shift).
   struct CollectiveCost {
