@@ -13,6 +13,8 @@
 namespace commir::search::plan {
 namespace {
 
+std::string BrokenMegatronRule(const std::vector<std::string>& args);
+
 TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
   const ModelSpec m = *Preset("llama3-70b");
   ParallelPlan p;
@@ -29,6 +31,7 @@ TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
   EXPECT_EQ(Microbatches(m, p), 32);
   absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p);
   ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(BrokenMegatronRule(args->args), "");
   EXPECT_EQ(FormatMegatronArgs(*args),
             "--num-layers 80 \\\n--hidden-size 8192 \\\n--ffn-hidden-size 28672 \\\n"
             "--num-attention-heads 64 \\\n--group-query-attention \\\n"
@@ -93,6 +96,7 @@ TEST(MegatronArgsTest, GptFullRecomputeAndZeroStages) {
   p.zero_stage = 1;
   args = ToMegatronArgs(m, p);
   ASSERT_TRUE(args.ok());
+  EXPECT_EQ(BrokenMegatronRule(args->args), "");
   EXPECT_NE(FormatMegatronArgs(*args).find("--use-distributed-optimizer"), std::string::npos);
   p.zero_stage = 2;  // Megatron-LM's distributed optimizer keeps the gradients whole
   args = ToMegatronArgs(m, p);
@@ -200,8 +204,9 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
 // (commit d98e8a6) megatron/training/arguments.py: --cp-comm-type takes p2p, a2a,
 // allgather or a2a+p2p (its help); a2a+p2p needs --hierarchical-context-parallel-sizes,
 // whose product must be --context-parallel-size (validate_args' checks); --tp-comm-overlap
-// asserts sequence parallelism, which it switches off with tp = 1. Returns the first rule
-// broken, "" when none.
+// asserts sequence parallelism, which it switches off with tp = 1; --overlap-param-gather
+// asserts the distributed optimizer (or FSDP) and --overlap-grad-reduce. Returns the first
+// rule broken, "" when none.
 std::string BrokenMegatronRule(const std::vector<std::string>& args) {
   auto has = [&](const std::string& flag) {
     return std::find(args.begin(), args.end(), flag) != args.end();
@@ -212,6 +217,10 @@ std::string BrokenMegatronRule(const std::vector<std::string>& args) {
     return *(it + offset);
   };
   const std::string tp = value("--tensor-model-parallel-size");
+  if (has("--overlap-param-gather") &&
+      (!has("--use-distributed-optimizer") || !has("--overlap-grad-reduce"))) {
+    return "--overlap-param-gather without the distributed optimizer and grad-reduce overlap";
+  }
   if (has("--tp-comm-overlap") && (!has("--sequence-parallel") || tp == "1")) {
     return "--tp-comm-overlap without sequence parallelism";
   }
@@ -335,6 +344,7 @@ TEST(MegatronArgsTest, HierarchicalContextParallelism) {
   EXPECT_NE(BrokenMegatronRule({"--context-parallel-size", "8", "--cp-comm-type", "a2a+p2p"}),
             "");
   EXPECT_NE(BrokenMegatronRule({"--tensor-model-parallel-size", "2", "--tp-comm-overlap"}), "");
+  EXPECT_NE(BrokenMegatronRule({"--overlap-param-gather", "--overlap-grad-reduce"}), "");
   // The double ring has no cp-comm-type.
   a = MegatronScheduleArgs("ring-attention{axes=cpo},ring-attention{axes=cpi}", "", mesh);
   ASSERT_TRUE(a.ok());
