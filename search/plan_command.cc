@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "search/plan/layer_cost.h"
 #include "search/plan/layer_schedule.h"
+#include "search/plan/memory_headroom.h"
 #include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
 #include "search/plan_model_loader.h"
@@ -39,7 +40,7 @@ constexpr char kUsage[] =
     R"(usage: commir-search --plan MODEL --gpus=N [--hardware=H[,H...]] [--gpus-per-node=N]
                      [--sweep=PARAM=V[,V...]] [--top=K] [--format=table|json]
                      [--threads=N] [--quiet] [--plan-eval=PLAN] [--check]
-                     [--layer-schedule=none|search|PIPELINE]
+                     [--layer-schedule=none|search|PIPELINE] [--memory-headroom=GB]
 
 Searches how to train a whole model on N GPUs: tensor, context, pipeline (interleaved)
 and data parallelism, micro-batch size, ZeRO stage and recomputation, each plan costed
@@ -78,6 +79,10 @@ Megatron-LM arguments.
                       collective-matmul schedules, the fastest predicted per layer), none
                       (plain collectives) or a pass pipeline applied to every layer that
                       accepts it (e.g. ring-attention,ring-collective-matmul)
+  --memory-headroom=GB memory each GPU keeps free besides the plan's tensors, 0 to 10000
+                      (default: the CUDA context, NCCL's buffers for the plan's
+                      communicators and 15% allocator fragmentation; see
+                      search/plan/memory_headroom.h)
 Exit status: 0 success; 1 bad model, hardware or value, no plan fits, or the --check
 fails (a mismatch, or a model too big for it); 2 bad usage.
 )";
@@ -103,6 +108,7 @@ struct PlanRequest {
   std::string plan_eval;  // a plan to cost beside the search (ParsePlan's form)
   bool check = false;     // run the plan on the cpu mesh against one device
   plan::LayerSchedule layer_schedule = plan::LayerSchedule::Search();
+  double memory_headroom_bytes = -1;  // < 0: memory_headroom.h's default
 };
 
 constexpr int64_t kMaxCount = int64_t{1} << 30;
@@ -171,6 +177,13 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
         return UsageError(absl::StrCat("--layer-schedule: ", schedule.status().message()));
       }
       r.layer_schedule = *std::move(schedule);
+    } else if (flag("--memory-headroom")) {
+      double gb = 0;
+      if (!absl::SimpleAtod(value, &gb) || !(gb >= 0 && gb <= plan::kMaxMemoryHeadroomGb)) {
+        return UsageError(absl::StrCat("--memory-headroom needs GB from 0 to ",
+                                       plan::kMaxMemoryHeadroomGb, ", not '", value, "'"));
+      }
+      r.memory_headroom_bytes = gb * 1e9;
     } else if (arg == "--quiet") {
       r.quiet = true;
     } else if (arg == "--check") {
@@ -201,7 +214,8 @@ int ParseArgs(int argc, char** argv, PlanRequest& r) {
 absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int64_t gpus,
                                               const std::string& text,
                                               const plan::PlanSearchResult& result,
-                                              plan::LayerCostCache& layers) {
+                                              plan::LayerCostCache& layers,
+                                              const plan::PlanCostOptions& cost_options) {
   absl::StatusOr<plan::ParallelPlan> given = plan::ParsePlan(text);
   if (!given.ok())
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", given.status().message()));
@@ -213,7 +227,7 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: the plan uses ", given->gpus(),
                                                    " GPUs (tp x cp x pp x dp), not --gpus=", gpus));
   }
-  absl::StatusOr<plan::PlanCost> cost = plan::CostPlan(model, *given, layers);
+  absl::StatusOr<plan::PlanCost> cost = plan::CostPlan(model, *given, layers, cost_options);
   if (!cost.ok())
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", cost.status().message()));
   const double seconds = cost->time.breakdown.total_s;
@@ -393,6 +407,7 @@ int PlanSearchMain(int argc, char** argv) {
     options.top = r.top;
     options.threads = r.threads;
     options.only_micro_batch = loaded->micro_batch;  // a CommIR file's (0: any)
+    options.cost.memory_headroom_bytes = r.memory_headroom_bytes;
     absl::StatusOr<plan::PlanSearchResult> result = plan::SearchPlans(*model, options, layers);
     if (!result.ok()) return InputError(std::string(result.status().message()));
     if (!r.quiet) {
@@ -402,7 +417,7 @@ int PlanSearchMain(int argc, char** argv) {
     }
     if (!r.plan_eval.empty()) {
       absl::StatusOr<std::string> line =
-          EvaluateGivenPlan(*model, r.gpus, r.plan_eval, *result, layers);
+          EvaluateGivenPlan(*model, r.gpus, r.plan_eval, *result, layers, options.cost);
       if (!line.ok()) return InputError(std::string(line.status().message()));
       given_line = *line;
     }

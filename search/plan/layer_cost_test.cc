@@ -1,5 +1,6 @@
 #include "search/plan/layer_cost.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -165,8 +166,14 @@ TEST(LayerCostTest, APlainVariantKeepsPlansTheScheduleWouldNotFit) {
   ASSERT_TRUE(plain->fits && scheduled->fits);
   ASSERT_GT(scheduled->peak_memory_bytes, plain->peak_memory_bytes);
   EXPECT_EQ(scheduled->layer_schedule, "ring-attention");
-  ring_options.predict.hardware.hbm_capacity =
-      (scheduled->peak_memory_bytes + plain->peak_memory_bytes) / 2;
+  // What each needs of the HBM: its ranks' tensors plus their headroom.
+  auto needs = [](const PlanCost& c) {
+    double most = 0;
+    for (const StageMemory& s : c.memory) most = std::max(most, s.total + s.headroom);
+    return most;
+  };
+  ASSERT_GT(needs(*scheduled), needs(*plain));
+  ring_options.predict.hardware.hbm_capacity = (needs(*scheduled) + needs(*plain)) / 2;
   LayerCostCache tight(ring_options);
   absl::StatusOr<PlanCost> fallback = CostPlan(model, plan, tight);
   ASSERT_TRUE(fallback.ok()) << fallback.status();

@@ -4,8 +4,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "search/plan/megatron_schedule_args.h"
 #include "search/schedule_space.h"
 #include "transforms/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -77,10 +79,36 @@ LayerScheduleSpace FullLayerSchedules(const LayerLayout& layout) {
   return {AttentionSchedules(MeshAxes(layout)), MatmulSchedules()};
 }
 
+bool MegatronRuns(const std::string& schedule, const LayerLayout& layout) {
+  if (schedule.empty()) return true;
+  ScheduleMesh mesh;
+  mesh.tp = layout.tp;
+  mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
+  if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
+  absl::StatusOr<ScheduleArgs> args = MegatronScheduleArgs(schedule, "", mesh);
+  if (!args.ok()) return false;
+  for (const std::string& note : args->notes) {
+    // Megatron-LM runs something else: another schedule, or the balanced ring.
+    if (absl::StrContains(note, "no Megatron-LM equivalent") ||
+        absl::StrContains(note, "without causal load balancing")) {
+      return false;
+    }
+  }
+  return true;
+}
+
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout) {
   LayerScheduleSpace space = FullLayerSchedules(layout);
   if (layout.cp == 1) space.attention = {""};
   if (layout.tp == 1) space.matmul = {""};
+  // What is costed is what Megatron-LM runs: only schedules it has an equivalent of.
+  for (std::vector<std::string>* list : {&space.attention, &space.matmul}) {
+    std::vector<std::string> kept;
+    for (std::string& s : *list) {
+      if (MegatronRuns(s, layout)) kept.push_back(std::move(s));
+    }
+    *list = std::move(kept);
+  }
   return space;
 }
 

@@ -44,12 +44,20 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text);
 // one of them either refuses the program or leaves it as it was (layer_schedule_test
 // measures this). Collective-matmul schedules are left out when tp = 1 for the same
 // reason: without tensor parallelism no all_gather feeds a matmul and no matmul feeds a
-// reduce_scatter (the k/v gathers over cp feed the attention).
+// reduce_scatter (the k/v gathers over cp feed the attention). And only schedules
+// Megatron-LM runs (MegatronRuns): a plan's layers are costed as its arguments run them.
 struct LayerScheduleSpace {
   std::vector<std::string> attention;
   std::vector<std::string> matmul;
 };
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout);
+
+// Whether Megatron-LM has an equivalent of `schedule` on `layout`
+// (megatron_schedule_args.h gives it as arguments without a "no equivalent" note, and not
+// the ring without causal load balancing, which Megatron-LM runs balanced): the
+// bidirectional ring collective matmul, the double ring and schedules over the tp axis
+// are not.
+bool MegatronRuns(const std::string& schedule, const LayerLayout& layout);
 
 // Every schedule of `LayerSchedules(layout)` unpruned: the operator search's whole space
 // for the layout's mesh (what the pruning above is checked against).

@@ -139,6 +139,37 @@ TEST(LayerScheduleTest, PrunedFamiliesCannotApply) {
   EXPECT_NE(std::find(both.begin(), both.end(), "ulysses-attention{axes=cp}"), both.end());
 }
 
+// The searched space holds only schedules Megatron-LM runs (megatron_schedule_args.h):
+// on a cp x tp layout the balanced ring, Ulysses over cp, the one-way ring and the chunked
+// pipeline collective matmuls, not the bidirectional ring, the unbalanced ring, the double
+// ring or a schedule over the tp axis; every one the operator search offers on that mesh
+// that Megatron-LM runs is kept.
+TEST(LayerScheduleTest, OnlySchedulesMegatronRunsAreSearched) {
+  const LayerLayout layout{2, 4, true, 1};
+  const LayerScheduleSpace space = LayerSchedules(layout);
+  auto has = [](const std::vector<std::string>& list, const std::string& s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+  };
+  for (const char* kept : {"", "ring-attention{zigzag=true}", "ulysses-attention",
+                           "ulysses-attention{axes=cp}"}) {
+    EXPECT_TRUE(has(space.attention, kept)) << kept;
+  }
+  for (const char* dropped : {"ring-attention", "ring-attention{axes=tp}",
+                              "ulysses-attention{axes=tp},ring-attention{axes=cp}",
+                              "ring-attention{axes=cp},ring-attention{axes=tp}"}) {
+    EXPECT_FALSE(has(space.attention, dropped)) << dropped;
+    EXPECT_TRUE(has(FullLayerSchedules(layout).attention, dropped)) << dropped;
+  }
+  EXPECT_TRUE(has(space.matmul, "ring-collective-matmul"));
+  EXPECT_TRUE(has(space.matmul, "pipeline-collective-matmul{chunks=4,streams=2}"));
+  EXPECT_FALSE(has(space.matmul, "ring-collective-matmul{direction=bi}"));
+  // Without sequence parallelism Megatron-LM refuses --tp-comm-overlap.
+  EXPECT_EQ(LayerSchedules({2, 1, false, 1}).matmul, std::vector<std::string>{""});
+  for (const std::string& s : FullLayerSchedules(layout).attention) {
+    EXPECT_EQ(has(space.attention, s), MegatronRuns(s, layout)) << s;
+  }
+}
+
 TEST(LayerScheduleTest, CacheKeyDistinguishesScheduleModes) {
   const ModelSpec m = Gpt();
   const LayerLayout layout{2, 2, true, 1};

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "search/plan/megatron_schedule_args.h"
 
 namespace commir::search::plan {
 
@@ -46,8 +47,22 @@ std::string ShellWord(const std::string& word) {
 
 }  // namespace
 
-absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan) {
+absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan,
+                                            const std::string& layer_schedule,
+                                            const std::string& head_schedule) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
+  if (plan.zero_stage == 2) {
+    return absl::InvalidArgumentError(
+        "ZeRO 2 (gradients sharded) has no Megatron-LM equivalent: its distributed optimizer "
+        "(zero=1) shards the optimizer state and keeps the whole gradient buffer");
+  }
+  ScheduleMesh mesh;
+  mesh.tp = plan.tp;
+  mesh.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
+  if (plan.cp > 1) mesh.context_axes = {{"cp", plan.cp}};
+  absl::StatusOr<ScheduleArgs> schedule =
+      MegatronScheduleArgs(layer_schedule, head_schedule, mesh);
+  if (!schedule.ok()) return schedule.status();
   if (plan.zero_stage == 3 && plan.pp > 1) {
     return absl::InvalidArgumentError(
         "ZeRO 3 is torch FSDP2 in Megatron-LM (--use-torch-fsdp2), which does not support "
@@ -84,6 +99,8 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   value("--pipeline-model-parallel-size", plan.pp);
   value("--context-parallel-size", plan.cp);
   if (plan.sequence_parallel) flag("--sequence-parallel");
+  out.args.insert(out.args.end(), schedule->args.begin(), schedule->args.end());
+  out.notes.insert(out.notes.end(), schedule->notes.begin(), schedule->notes.end());
   if (plan.uneven()) {
     const std::vector<int64_t> split = LayersPerStage(model, plan);
     if (EndsOnly(split)) {
@@ -128,15 +145,9 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
       value("--recompute-num-layers", 1);
       break;
   }
-  if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+  if (plan.zero_stage == 1) {
     flag("--use-distributed-optimizer");
     flag("--overlap-param-gather");
-  }
-  if (plan.zero_stage == 2) {
-    out.notes.push_back(
-        "ZeRO 2: Megatron-LM's distributed optimizer shards the optimizer state and "
-        "reduce-scatters gradients but keeps a full gradient buffer, so it needs more "
-        "memory than the plan's ZeRO 2 accounting");
   }
   if (plan.zero_stage == 3) flag("--use-torch-fsdp2");
   if (plan.dp * plan.cp > 1) flag("--overlap-grad-reduce");  // gradients reduce over dp x cp

@@ -10,10 +10,15 @@
 // Llama).
 //
 // ZeRO stages map as Megatron-LM offers them: 0 plain data parallelism, 1 the
-// distributed optimizer; 2 has no Megatron-LM flag of its own (its distributed optimizer
-// reduce-scatters gradients but keeps the full gradient buffer), so it is written as the
-// distributed optimizer with a note; 3 is torch FSDP2 (--use-torch-fsdp2), which
-// Megatron-LM does not support with pipeline parallelism, so pp > 1 is refused.
+// distributed optimizer (--use-distributed-optimizer: optimizer state sharded, gradients
+// and parameters whole, memory_model.h); 2 has no Megatron-LM equivalent (its distributed
+// optimizer keeps the whole gradient buffer) and is refused, as the search no longer
+// offers it; 3 is torch FSDP2 (--use-torch-fsdp2), which Megatron-LM does not support with
+// pipeline parallelism, so pp > 1 is refused.
+//
+// The layers' communication schedule the plan was costed with becomes
+// --cp-comm-type / --tp-comm-overlap (megatron_schedule_args.h), with a note for each
+// part Megatron-LM has no equivalent of.
 //
 // Recomputation chosen per pipeline rank has no Megatron-LM flag (it takes one setting for
 // every stage): the arguments use the heaviest rank's setting and a note names the
@@ -35,8 +40,11 @@ struct MegatronArgs {
   std::vector<std::string> notes;  // where Megatron-LM runs the plan differently
 };
 
-// Errors when CheckPlan refuses the plan or Megatron-LM cannot express it.
-absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan);
+// Errors when CheckPlan refuses the plan or Megatron-LM cannot express it. The schedules
+// are PlanCost's layer_schedule and head_schedule ("" for plain collectives).
+absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan,
+                                            const std::string& layer_schedule = "",
+                                            const std::string& head_schedule = "");
 
 // One flag (with its value) per line, joined by " \\\n", for a launch script.
 std::string FormatMegatronArgs(const MegatronArgs& args);

@@ -5,11 +5,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_join.h"
+#include "search/plan/megatron_schedule_args.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 
 namespace commir::search::plan {
 namespace {
+
+std::string BrokenMegatronRule(const std::vector<std::string>& args);
 
 TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
   const ModelSpec m = *Preset("llama3-70b");
@@ -27,6 +31,7 @@ TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
   EXPECT_EQ(Microbatches(m, p), 32);
   absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p);
   ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(BrokenMegatronRule(args->args), "");
   EXPECT_EQ(FormatMegatronArgs(*args),
             "--num-layers 80 \\\n--hidden-size 8192 \\\n--ffn-hidden-size 28672 \\\n"
             "--num-attention-heads 64 \\\n--group-query-attention \\\n"
@@ -35,7 +40,8 @@ TEST(MegatronArgsTest, Llama70bInterleavedPlan) {
             "--position-embedding-type rope \\\n--untie-embeddings-and-output-weights \\\n"
             "--disable-bias-linear \\\n--bf16 \\\n--tensor-model-parallel-size 8 \\\n"
             "--pipeline-model-parallel-size 4 \\\n--context-parallel-size 2 \\\n"
-            "--sequence-parallel \\\n--num-layers-per-virtual-pipeline-stage 4 \\\n"
+            "--sequence-parallel \\\n--cp-comm-type allgather \\\n"
+            "--num-layers-per-virtual-pipeline-stage 4 \\\n"
             "--micro-batch-size 1 \\\n--global-batch-size 512 \\\n"
             "--recompute-granularity selective \\\n--use-distributed-optimizer \\\n"
             "--overlap-param-gather \\\n--overlap-grad-reduce\n"
@@ -87,11 +93,15 @@ TEST(MegatronArgsTest, GptFullRecomputeAndZeroStages) {
   EXPECT_EQ(text.find("--swiglu"), std::string::npos);  // GPT: GELU, LayerNorm, biases
   EXPECT_EQ(text.find("--group-query-attention"), std::string::npos);
   EXPECT_EQ(text.find("--use-distributed-optimizer"), std::string::npos);  // ZeRO 0
-  p.zero_stage = 2;
+  p.zero_stage = 1;
   args = ToMegatronArgs(m, p);
   ASSERT_TRUE(args.ok());
+  EXPECT_EQ(BrokenMegatronRule(args->args), "");
   EXPECT_NE(FormatMegatronArgs(*args).find("--use-distributed-optimizer"), std::string::npos);
-  EXPECT_NE(FormatMegatronArgs(*args).find("# ZeRO 2:"), std::string::npos);
+  p.zero_stage = 2;  // Megatron-LM's distributed optimizer keeps the gradients whole
+  args = ToMegatronArgs(m, p);
+  ASSERT_FALSE(args.ok());
+  EXPECT_NE(args.status().message().find("no Megatron-LM equivalent"), std::string::npos);
   p.zero_stage = 3;
   args = ToMegatronArgs(m, p);
   ASSERT_TRUE(args.ok());
@@ -188,6 +198,157 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
   EXPECT_NE(error(bad).find("ZeRO stage"), std::string::npos);
   EXPECT_FALSE(ToMegatronArgs(m, bad).ok());
   EXPECT_EQ(DescribePlan(p), "tp=1 cp=1 pp=1 dp=8 mb=1 zero=0 recompute=none");
+}
+
+// Megatron-LM's own rules on the arguments this file emits, read in NVIDIA/Megatron-LM
+// (commit d98e8a6) megatron/training/arguments.py: --cp-comm-type takes p2p, a2a,
+// allgather or a2a+p2p (its help); a2a+p2p needs --hierarchical-context-parallel-sizes,
+// whose product must be --context-parallel-size (validate_args' checks); --tp-comm-overlap
+// asserts sequence parallelism, which it switches off with tp = 1; --overlap-param-gather
+// asserts the distributed optimizer (or FSDP) and --overlap-grad-reduce. Returns the first
+// rule broken, "" when none.
+std::string BrokenMegatronRule(const std::vector<std::string>& args) {
+  auto has = [&](const std::string& flag) {
+    return std::find(args.begin(), args.end(), flag) != args.end();
+  };
+  auto value = [&](const std::string& flag, int offset = 1) -> std::string {
+    auto it = std::find(args.begin(), args.end(), flag);
+    if (it == args.end() || it + offset >= args.end()) return "";
+    return *(it + offset);
+  };
+  const std::string tp = value("--tensor-model-parallel-size");
+  if (has("--overlap-param-gather") &&
+      (!has("--use-distributed-optimizer") || !has("--overlap-grad-reduce"))) {
+    return "--overlap-param-gather without the distributed optimizer and grad-reduce overlap";
+  }
+  if (has("--tp-comm-overlap") && (!has("--sequence-parallel") || tp == "1")) {
+    return "--tp-comm-overlap without sequence parallelism";
+  }
+  if (has("--cp-comm-type")) {
+    const std::string type = value("--cp-comm-type");
+    if (type != "p2p" && type != "a2a" && type != "allgather" && type != "a2a+p2p") {
+      return "--cp-comm-type " + type;
+    }
+    if (type == "a2a+p2p") {
+      if (!has("--hierarchical-context-parallel-sizes")) return "a2a+p2p without sizes";
+      const int64_t product = std::stoll(value("--hierarchical-context-parallel-sizes", 1)) *
+                              std::stoll(value("--hierarchical-context-parallel-sizes", 2));
+      if (std::to_string(product) != value("--context-parallel-size")) {
+        return "hierarchical sizes whose product is not the cp size";
+      }
+    }
+  }
+  return "";
+}
+
+ParallelPlan Llama8bCp4Tp2() {
+  ParallelPlan p;
+  p.tp = 2;
+  p.cp = 4;
+  p.dp = 2;
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  return p;
+}
+
+// What the plan costed is what the arguments run: each attention schedule's
+// --cp-comm-type, each collective-matmul schedule's --tp-comm-overlap, and a note where
+// Megatron-LM has no equivalent.
+TEST(MegatronArgsTest, LayerScheduleBecomesCpCommTypeAndTpCommOverlap) {
+  const ModelSpec m = *Preset("llama3-8b");
+  const ParallelPlan p = Llama8bCp4Tp2();
+  auto run = [&](const std::string& layer, const std::string& head = "") {
+    absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, layer, head);
+    EXPECT_TRUE(args.ok()) << args.status();
+    EXPECT_EQ(BrokenMegatronRule(args->args), "") << layer;
+    return *args;
+  };
+  auto cp_type = [](const MegatronArgs& a) {
+    auto it = std::find(a.args.begin(), a.args.end(), "--cp-comm-type");
+    return it == a.args.end() ? std::string("(none)") : *(it + 1);
+  };
+  auto notes = [](const MegatronArgs& a) { return absl::StrJoin(a.notes, "\n"); };
+  auto overlap = [](const MegatronArgs& a) {
+    return std::find(a.args.begin(), a.args.end(), "--tp-comm-overlap") != a.args.end();
+  };
+  MegatronArgs a = run("");  // plain collectives: keys and values all-gathered
+  EXPECT_EQ(cp_type(a), "allgather");
+  EXPECT_FALSE(overlap(a));
+  a = run("ulysses-attention");
+  EXPECT_EQ(cp_type(a), "a2a");
+  EXPECT_EQ(notes(a).find("no Megatron-LM equivalent"), std::string::npos) << notes(a);
+  a = run("ring-attention{zigzag=true}");
+  EXPECT_EQ(cp_type(a), "p2p");
+  EXPECT_EQ(notes(a).find("load balancing"), std::string::npos);
+  a = run("ring-attention");  // Megatron-LM's ring is balanced: said
+  EXPECT_EQ(cp_type(a), "p2p");
+  EXPECT_NE(notes(a).find("without causal load balancing"), std::string::npos);
+  a = run("ulysses-attention,pipeline-collective-matmul{chunks=4,streams=2}");
+  EXPECT_EQ(cp_type(a), "a2a");
+  EXPECT_TRUE(overlap(a));
+  EXPECT_NE(notes(a).find("'pipeline' method with num_splits 4"), std::string::npos) << notes(a);
+  a = run("ring-collective-matmul");
+  EXPECT_TRUE(overlap(a));
+  EXPECT_NE(notes(a).find("'ring_exchange'"), std::string::npos);
+  a = run("ring-collective-matmul{direction=bi}");
+  EXPECT_NE(notes(a).find("no Megatron-LM equivalent: the plan costs "
+                          "ring-collective-matmul{direction=bi}"),
+            std::string::npos)
+      << notes(a);
+  // A sequence split over tp (the hybrid on the cp x tp mesh) is no cp group's.
+  a = run("ulysses-attention{axes=tp},ring-attention{axes=cp}");
+  EXPECT_NE(notes(a).find("no Megatron-LM equivalent: the plan costs attention as"),
+            std::string::npos);
+  a = run("", "ring-collective-matmul");
+  EXPECT_NE(notes(a).find("output head"), std::string::npos);
+  // The emitted lines carry the flags and the notes as comment lines.
+  const std::string text = FormatMegatronArgs(run("ulysses-attention,ring-collective-matmul"));
+  EXPECT_NE(text.find("--sequence-parallel \\\n--cp-comm-type a2a \\\n--tp-comm-overlap"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n# --tp-comm-overlap: the plan costs"), std::string::npos);
+}
+
+// Megatron-LM refuses --tp-comm-overlap without sequence parallelism: a plan costed with a
+// collective matmul but without sp gets a note, never the flag.
+TEST(MegatronArgsTest, NoTpCommOverlapWithoutSequenceParallelism) {
+  const ModelSpec m = *Preset("llama3-8b");
+  ParallelPlan p = Llama8bCp4Tp2();
+  p.sequence_parallel = false;
+  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, "ring-collective-matmul");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(BrokenMegatronRule(args->args), "");
+  EXPECT_EQ(std::find(args->args.begin(), args->args.end(), "--tp-comm-overlap"),
+            args->args.end());
+  EXPECT_NE(absl::StrJoin(args->notes, "|").find("needs --sequence-parallel"), std::string::npos);
+  EXPECT_FALSE(ToMegatronArgs(m, p, "ring-attention{").ok());  // unbalanced braces
+}
+
+// Two context axes (outer 2, inner 4): Ulysses inside, a ring across is a2a+p2p with the
+// sizes inner first, as arguments.py's help orders them (the first groups adjacent GPUs).
+TEST(MegatronArgsTest, HierarchicalContextParallelism) {
+  ScheduleMesh mesh;
+  mesh.tp = 1;
+  mesh.context_axes = {{"cpo", 2}, {"cpi", 4}};
+  absl::StatusOr<ScheduleArgs> a = MegatronScheduleArgs(
+      "ulysses-attention{axes=cpi},ring-attention{axes=cpo}", "", mesh);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<std::string> args = {"--tensor-model-parallel-size", "1",
+                                   "--context-parallel-size", "8"};
+  args.insert(args.end(), a->args.begin(), a->args.end());
+  EXPECT_EQ(absl::StrJoin(a->args, " "),
+            "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 4 2");
+  EXPECT_EQ(BrokenMegatronRule(args), "");
+  EXPECT_TRUE(a->notes.empty());
+  // The checker itself refuses what Megatron-LM refuses.
+  EXPECT_NE(BrokenMegatronRule({"--context-parallel-size", "8", "--cp-comm-type", "a2a+p2p"}),
+            "");
+  EXPECT_NE(BrokenMegatronRule({"--tensor-model-parallel-size", "2", "--tp-comm-overlap"}), "");
+  EXPECT_NE(BrokenMegatronRule({"--overlap-param-gather", "--overlap-grad-reduce"}), "");
+  // The double ring has no cp-comm-type.
+  a = MegatronScheduleArgs("ring-attention{axes=cpo},ring-attention{axes=cpi}", "", mesh);
+  ASSERT_TRUE(a.ok());
+  EXPECT_NE(absl::StrJoin(a->notes, "|").find("no Megatron-LM equivalent"), std::string::npos);
 }
 
 }  // namespace

@@ -33,6 +33,10 @@ absl::StatusOr<StageMemory> StageMemoryUse(const StageFootprint& f, const Memory
       f.selective_saved_bytes > f.activation_bytes) {
     return absl::InvalidArgumentError("memory: negative or inconsistent footprint");
   }
+  if (!(c.headroom_bytes >= 0) || !(c.fragmentation >= 0 && c.fragmentation < 1)) {
+    return absl::InvalidArgumentError(
+        "memory: headroom must be non-negative and fragmentation in [0, 1)");
+  }
   const double params = static_cast<double>(f.parameters_per_device);
   const double dp = static_cast<double>(c.dp);
   StageMemory out;
@@ -55,7 +59,8 @@ absl::StatusOr<StageMemory> StageMemoryUse(const StageFootprint& f, const Memory
       break;
   }
   out.total = out.weights + out.gradients + out.optimizer + out.activations;
-  out.fits = c.hbm_capacity_bytes <= 0 || out.total <= c.hbm_capacity_bytes;
+  out.headroom = c.headroom_bytes + out.total * c.fragmentation / (1 - c.fragmentation);
+  out.fits = c.hbm_capacity_bytes <= 0 || out.total + out.headroom <= c.hbm_capacity_bytes;
   return out;
 }
 

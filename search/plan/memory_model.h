@@ -5,8 +5,17 @@
 // Per parameter (Rajbhandari et al. 2020, "ZeRO", section 3.1: mixed-precision Adam is
 // 2 + 2 + 12 = 16 bytes): bf16 weights (2), gradients (2, or 4 as Megatron-LM's fp32 main
 // gradients: 18 bytes in all), and an fp32 master copy, momentum and variance (12).
-// ZeRO 1 shards the optimizer state over dp, ZeRO 2 the gradients too, ZeRO 3 the
-// weights too.
+// ZeRO 1 shards the optimizer state over dp (Megatron-LM's distributed optimizer,
+// --use-distributed-optimizer: its docs/source distrib_optimizer.md table gives 6 + 12/d
+// bytes per parameter for 16-bit parameters with fp32 gradients, which is 2 + 4 whole and
+// the 12 bytes of fp32 main parameters and Adam moments over d; it shards neither the
+// gradients nor the parameters), ZeRO 2 the gradients too (no Megatron-LM equivalent:
+// the search does not offer it), ZeRO 3 the weights too (FSDP2).
+//
+// Headroom: what a rank needs besides the tensors the model counts (see MemoryHeadroom in
+// memory_headroom.h): a fixed part (the CUDA context, NCCL's buffers per communicator)
+// and the caching allocator's fragmentation, a fraction f of the memory it reserves, so
+// reserved = total / (1 - f). A rank fits when total / (1 - f) + fixed <= capacity.
 //
 // Activations under 1F1B: rank s (0-based) of p holds min(m, p - s) micro-batches' worth
 // of its layers (Narayanan et al. 2021). Interleaved over v chunks, Megatron-LM's warm-up
@@ -48,6 +57,8 @@ struct MemoryConfig {
   double grad_bytes_per_param = 4;  // 2: 16 bytes/param in all; 4: 18
   double optimizer_bytes_per_param = 12;
   double hbm_capacity_bytes = 0;  // 0: no limit
+  double headroom_bytes = 0;      // fixed: CUDA context, NCCL buffers
+  double fragmentation = 0;       // in [0, 1): the allocator's share of reserved memory
 };
 
 struct StageMemory {
@@ -56,12 +67,13 @@ struct StageMemory {
   double optimizer = 0;
   double activations = 0;
   double in_flight_microbatches = 0;  // in micro-batches' worth of the rank's layers
-  double total = 0;
-  bool fits = true;
+  double total = 0;     // the tensors above
+  double headroom = 0;  // fixed headroom + fragmentation on top of `total`
+  bool fits = true;     // total + headroom within the capacity
 };
 
 // Errors on sizes below 1, a stage outside [0, p), a ZeRO stage outside 0..3, negative
-// bytes.
+// bytes or headroom, a fragmentation outside [0, 1).
 absl::StatusOr<StageMemory> StageMemoryUse(const StageFootprint& footprint,
                                            const MemoryConfig& config);
 

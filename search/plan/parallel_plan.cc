@@ -271,7 +271,13 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
           absl::StrCat("plan: ", key, " needs a count, not '", value, "'"));
     }
     if (key == "zero") {
-      if (zero > 3) return absl::InvalidArgumentError("plan: zero is 0, 1, 2 or 3");
+      // ZeRO 2 (gradients sharded too) is no scheme Megatron-LM runs: its distributed
+      // optimizer keeps the whole gradient buffer, so a plan written with it cannot be run.
+      if (zero == 2 || zero > 3) {
+        return absl::InvalidArgumentError(
+            "plan: zero is 0 (plain data parallelism), 1 (Megatron-LM's distributed optimizer) "
+            "or 3 (FSDP2); ZeRO 2 has no Megatron-LM equivalent");
+      }
       p.zero_stage = static_cast<int>(zero);
     }
   }

@@ -161,7 +161,8 @@ TEST(ParsePlanTest, BadInputSaysWhat) {
   EXPECT_NE(error("tp=eight").find("tp needs a count"), std::string::npos);
   EXPECT_NE(error("tp=-1").find("tp needs a count"), std::string::npos);
   EXPECT_NE(error("tp").find("tp needs a count"), std::string::npos);
-  EXPECT_NE(error("zero=4").find("zero is 0, 1, 2 or 3"), std::string::npos);
+  EXPECT_NE(error("zero=4").find("zero is 0 (plain data parallelism), 1"), std::string::npos);
+  EXPECT_NE(error("zero=2").find("ZeRO 2 has no Megatron-LM equivalent"), std::string::npos);
   EXPECT_NE(error("recompute=some").find("none, selective or full"), std::string::npos);
   EXPECT_NE(error("recompute=full,some").find("unknown key 'some'"), std::string::npos);
   EXPECT_NE(error(" , ").find("empty"), std::string::npos);

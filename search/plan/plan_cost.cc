@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "search/plan/layer_program.h"
+#include "search/plan/memory_headroom.h"
 
 namespace commir::search::plan {
 namespace {
@@ -133,6 +134,9 @@ absl::StatusOr<StageMemory> RankCoster::Memory(int64_t s, int64_t n, Recompute r
   mc.recompute = r;
   mc.grad_bytes_per_param = options_.grad_bytes_per_param;
   mc.hbm_capacity_bytes = hardware_.hbm_capacity;
+  const MemoryHeadroom headroom = HeadroomFor(plan_, options_.memory_headroom_bytes);
+  mc.headroom_bytes = headroom.fixed_bytes;
+  mc.fragmentation = headroom.fragmentation;
   StageFootprint f = Footprint(s, n);
   f.parameters_per_device = Cost(s, n, r).parameters_per_device;
   return StageMemoryUse(f, mc);

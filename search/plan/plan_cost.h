@@ -41,6 +41,10 @@ struct PlanCost {
 struct PlanCostOptions {
   double grad_bytes_per_param = 4;  // fp32 main gradients, Megatron-LM's default
   bool overlap_dp_comm = true;
+  // Bytes each GPU keeps free besides the plan's tensors: < 0 the default of
+  // memory_headroom.h (CUDA context, NCCL buffers, fragmentation), else this fixed amount
+  // (`--memory-headroom`).
+  double memory_headroom_bytes = -1;
 };
 
 // One pipeline rank of a plan costed alone, for any layer count and recomputation: what

@@ -18,7 +18,7 @@ std::string Gb(double bytes) { return absl::StrFormat("%.2f", bytes / 1e9); }
 
 std::string Counts(const PlanSearchResult& r) {
   return absl::StrCat(
-      r.costed, " plans costed (", r.standard_tried, " standard Megatron-LM settings), ",
+      r.costed, " plans costed (", r.standard_tried, " standard settings, as published recipes), ",
       r.dropped_memory, " dropped (do not fit in HBM), ", r.pruned_dominated + r.pruned_bound,
       " pruned (", r.pruned_dominated, " by a lighter recomputation that fits, ", r.pruned_bound,
       " by the time bound); ", r.layer_programs, " layer programs measured");
@@ -51,24 +51,31 @@ void AppendScenarioTable(const ModelSpec& model, int64_t gpus, const PlanScenari
   const double best_s = best.cost.time.breakdown.total_s;
   if (r.best_standard) {
     const double standard_s = r.best_standard->cost.time.breakdown.total_s;
-    absl::StrAppendFormat(&out, "\nbest standard setting: %s, %s, MFU %.1f%% (plan 1: %.2fx)\n",
+    absl::StrAppendFormat(&out,
+                          "\nbest standard setting (Megatron-LM/NeMo recipes' micro-batch, "
+                          "interleaving, recomputation): %s, %s, MFU %.1f%% (plan 1: %.2fx)\n",
                           DescribePlan(r.best_standard->plan), Ms(standard_s),
                           100 * r.best_standard->cost.model_flops_utilization,
                           best_s > 0 ? standard_s / best_s : 0.0);
   } else {
     absl::StrAppend(&out, "\nno standard setting fits\n");
   }
-  absl::StrAppend(&out, "\nplan 1, memory per pipeline stage (GB, per GPU):\n");
-  absl::StrAppendFormat(&out, "%5s %9s %9s %9s %11s %9s %9s  %s\n", "stage", "weights", "grads",
-                        "optimizer", "activations", "total", "in flight", "recompute");
+  absl::StrAppend(&out, "\nzero=0 plain data parallelism, zero=1 Megatron-LM's distributed "
+                       "optimizer (--use-distributed-optimizer), zero=3 FSDP2\n");
+  absl::StrAppend(&out, "\nplan 1, memory per pipeline stage (GB, per GPU; headroom: CUDA "
+                       "context, NCCL buffers, allocator fragmentation):\n");
+  absl::StrAppendFormat(&out, "%5s %9s %9s %9s %11s %9s %9s %9s  %s\n", "stage", "weights",
+                        "grads", "optimizer", "activations", "total", "headroom", "in flight",
+                        "recompute");
   for (size_t i = 0; i < best.cost.memory.size(); ++i) {
     const StageMemory& m = best.cost.memory[i];
-    absl::StrAppendFormat(&out, "%5d %9s %9s %9s %11s %9s %9.2f  %s\n", i, Gb(m.weights),
+    absl::StrAppendFormat(&out, "%5d %9s %9s %9s %11s %9s %9s %9.2f  %s\n", i, Gb(m.weights),
                           Gb(m.gradients), Gb(m.optimizer), Gb(m.activations), Gb(m.total),
-                          m.in_flight_microbatches,
+                          Gb(m.headroom), m.in_flight_microbatches,
                           RecomputeName(best.plan.RecomputeOf(static_cast<int64_t>(i))));
   }
-  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(model, best.plan);
+  absl::StatusOr<MegatronArgs> args =
+      ToMegatronArgs(model, best.plan, best.cost.layer_schedule, best.cost.head_schedule);
   absl::StrAppend(&out, "\nplan 1 as Megatron-LM arguments:\n",
                   args.ok() ? FormatMegatronArgs(*args) : std::string(args.status().message()),
                   "\n");
@@ -86,6 +93,10 @@ nlohmann::ordered_json PlanJson(const ModelSpec& model, const RankedPlan& p) {
   j["sequence_parallel"] = p.plan.sequence_parallel;
   j["micro_batch"] = p.plan.micro_batch;
   j["zero_stage"] = p.plan.zero_stage;
+  j["data_parallel"] = p.plan.zero_stage == 1   ? "distributed optimizer"
+                       : p.plan.zero_stage == 3 ? "fsdp2"
+                       : p.plan.zero_stage == 0 ? "plain"
+                                                : "zero2";
   j["recompute"] = std::string(RecomputeName(p.plan.HeaviestRecompute()));  // the heaviest rank's
   const TimeBreakdown& b = p.cost.time.breakdown;
   j["iteration_s"] = b.total_s;
@@ -107,10 +118,12 @@ nlohmann::ordered_json PlanJson(const ModelSpec& model, const RankedPlan& p) {
          {"gradients", m.gradients},
          {"optimizer", m.optimizer},
          {"activations", m.activations},
-         {"total", m.total}});
+         {"total", m.total},
+         {"headroom", m.headroom}});
   }
   j["memory_per_stage"] = std::move(stages);
-  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(model, p.plan);
+  absl::StatusOr<MegatronArgs> args =
+      ToMegatronArgs(model, p.plan, p.cost.layer_schedule, p.cost.head_schedule);
   if (args.ok()) {
     j["megatron_args"] = args->args;
     j["megatron_notes"] = args->notes;

@@ -100,12 +100,14 @@ absl::StatusOr<RecomputeChoice> ChooseRecomputation(const ModelSpec& model, Para
   return out;
 }
 
-// The ZeRO stages worth trying: sharding over dp x cp = 1 changes nothing, and
-// Megatron-LM runs ZeRO 3 (FSDP2) only without pipelining.
+// The data-parallel schemes Megatron-LM runs: 0 plain, 1 its distributed optimizer, 3
+// FSDP2 (only without pipelining). ZeRO 2 (gradients sharded) is none of them: its
+// distributed optimizer keeps the whole gradient buffer. Sharding over dp x cp = 1
+// changes nothing.
 std::vector<int> ZeroStages(const ParallelPlan& p) {
   if (p.dp * p.cp == 1) return {0};
-  if (p.pp > 1) return {0, 1, 2};
-  return {0, 1, 2, 3};
+  if (p.pp > 1) return {0, 1};
+  return {0, 1, 3};
 }
 
 // Keeps the `top` fastest plans; ties go to the smaller peak memory, then to the plan
@@ -283,17 +285,37 @@ absl::StatusOr<std::vector<ParallelPlan>> UnevenGroupPlans(const ModelSpec& m, c
 std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
                                         int64_t gpus_per_node, int64_t micro_batch) {
   std::vector<ParallelPlan> out;
+  std::vector<int64_t> micro_batches = {1, 2};
+  if (micro_batch > 0) micro_batches = {micro_batch};
+  std::vector<int64_t> context = {1};
+  if (model.sequence >= kRecipeContextParallelSequence) context.push_back(2);
   for (int64_t tp = 1; tp <= std::min<int64_t>(8, gpus_per_node); tp *= 2) {
-    if (gpus % tp != 0) continue;
-    for (int64_t pp : Divisors(gpus / tp)) {
-      ParallelPlan p;
-      p.tp = tp;
-      p.pp = pp;
-      p.dp = gpus / (tp * pp);
-      p.sequence_parallel = tp > 1;
-      p.micro_batch = micro_batch;
-      p.zero_stage = p.dp > 1 ? 1 : 0;
-      if (CheckPlan(model, p).ok()) out.push_back(p);
+    for (int64_t cp : context) {
+      if (gpus % (tp * cp) != 0) continue;
+      for (int64_t pp : Divisors(gpus / (tp * cp))) {
+        // Interleaving as the recipes use it: 1 to 4 layers per virtual stage.
+        std::vector<int64_t> interleave = {1};
+        if (pp > 1 && model.layers % pp == 0) {
+          for (int64_t v : Divisors(model.layers / pp)) {
+            const int64_t per_chunk = model.layers / (pp * v);
+            if (v > 1 && per_chunk <= kRecipeMaxLayersPerVirtualStage) interleave.push_back(v);
+          }
+        }
+        for (int64_t mb : micro_batches) {
+          for (int64_t v : interleave) {
+            ParallelPlan p;
+            p.tp = tp;
+            p.cp = cp;
+            p.pp = pp;
+            p.virtual_stages = v;
+            p.dp = gpus / (tp * cp * pp);
+            p.sequence_parallel = tp > 1;
+            p.micro_batch = mb;
+            p.zero_stage = p.dp * p.cp > 1 ? 1 : 0;
+            if (CheckPlan(model, p).ok()) out.push_back(p);
+          }
+        }
+      }
     }
   }
   return out;
@@ -343,8 +365,8 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
     return true;
   };
 
-  const std::vector<ParallelPlan> standard = StandardPlans(
-      model, options.gpus, gpus_per_node, std::max<int64_t>(1, options.only_micro_batch));
+  const std::vector<ParallelPlan> standard =
+      StandardPlans(model, options.gpus, gpus_per_node, options.only_micro_batch);
   std::vector<Group> groups = EnumerateGroups(model, options, gpus_per_node);
   if (standard.empty() && groups.empty()) {
     // Nothing to cost at all: say which constraints leave no shape, not "nothing fits".

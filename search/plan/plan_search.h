@@ -26,11 +26,18 @@
 //    holds at least layers / pp layers, whatever the split), so a group
 //    whose bound is no faster than the top-K-th plan found is skipped.
 //
-// The floor: Megatron-LM's standard settings (tp in 1, 2, 4, 8 within a node, every pp,
-// cp = 1, micro-batch 1, no interleaving, the distributed optimizer when dp > 1, the
-// lightest recomputation that fits, one for every rank as Megatron-LM takes it; their
-// per-rank variant is ranked too when strictly faster) are costed first and seed the ranking, so
-// the search never reports a best plan slower than the best standard setting it tried.
+// The floor: the standard settings an expert launches, as Megatron-LM's and NeMo's
+// published recipes choose them (the configurations in the calibration notes' "Whole
+// models": NeMo 24.07's GPT-3 175B TP4 PP8 VP6 MBS 1 and, on 512 GPUs, MBS 2; Llama 2 70B
+// TP4 PP4 VP20; Llama 3 70B TP4 PP4 CP2 VP5 at sequence 8192; Llama 3 8B CP2; Llama 3.1
+// 405B TP8 PP8 CP2 VP8; MLPerf v4.0's GPT-3 TP4 PP8 interleave 4 MBS 2): tp in 1, 2, 4, 8
+// within a node, every pp, cp = 1 (and 2 from sequence 8192, as NeMo's Llama 3 recipes),
+// micro-batch 1 or 2, interleaving off or at 1 to 4 layers per virtual stage (the recipes
+// run 1 to 4), Megatron-LM's distributed optimizer when dp x cp > 1 (every recipe uses
+// it), an even split, and the lightest recomputation that fits, one for every rank as
+// Megatron-LM takes it (their per-rank variant is ranked too when strictly faster). They
+// are costed first and seed the ranking, so the search never reports a best plan slower
+// than the best standard setting, and the report's gain is over the best of them.
 #ifndef COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
 #define COMMIR_SEARCH_PLAN_PLAN_SEARCH_H_
 
@@ -85,11 +92,16 @@ absl::StatusOr<PlanSearchResult> SearchPlans(const ModelSpec& model,
                                              const PlanSearchOptions& options,
                                              LayerCostCache& layers);
 
-// Megatron-LM's standard settings for the model on `gpus` GPUs (see above), with no
-// recomputation (the search tries heavier ones when they do not fit), at Megatron-LM's
-// micro-batch 1 or a given one.
+// The recipes' sequence length from which they add context parallelism of 2, and the
+// most layers per virtual pipeline stage they interleave with (see above).
+inline constexpr int64_t kRecipeContextParallelSequence = 8192;
+inline constexpr int64_t kRecipeMaxLayersPerVirtualStage = 4;
+
+// The standard settings for the model on `gpus` GPUs (see above), with no recomputation
+// (the search tries heavier ones when they do not fit), at the recipes' micro-batches 1
+// and 2, or at `micro_batch` alone when it is > 0.
 std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
-                                        int64_t gpus_per_node, int64_t micro_batch = 1);
+                                        int64_t gpus_per_node, int64_t micro_batch = 0);
 
 }  // namespace commir::search::plan
 
