@@ -241,6 +241,40 @@ spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096@tp, 40
   EXPECT_NEAR(Run(s).time_s, gemm + shift * (gemm_beside / gemm - 1), 1e-12);
 }
 
+// Copy engines reach peers over NVLink only: a shift whose peers sit on another node is an
+// NCCL send/recv over the network, whatever p2p says; inside a node it is a peer copy.
+TEST_F(PredictTest, ShiftAcrossNodesGoesThroughNccl) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[4096@tp, 4096]) -> (bf16[4096@tp, 4096]) {
+  %g = shift(%a) {axis = tp, offset = 1} : bf16[1024, 4096]
+  return %g
+})");
+  for (int64_t gpus_per_node : {2, 4}) {
+    PredictOptions options;
+    options.hardware = hw_;
+    options.gpus_per_node = gpus_per_node;
+    options.record_timeline = true;
+    absl::StatusOr<Prediction> p = Predict(f, options);
+    ASSERT_TRUE(p.ok()) << p.status();
+    int shifts = 0;
+    for (const TimelineEvent& e : p->timeline) {
+      ++shifts;
+      double expected = CopyEngineTime(Op(f, 0), f);
+      if (gpus_per_node == 2) {  // every device has a peer on the other node
+        absl::StatusOr<CollectiveEstimate> nccl =
+            EstimateCollectiveOp(hw_, Op(f, 0), f, e.device, gpus_per_node);
+        ASSERT_TRUE(nccl.ok());
+        expected = nccl->seconds;
+        // The network's 50 GB/s x 0.9, far below the copy engines.
+        EXPECT_GT(expected, 5 * CopyEngineTime(Op(f, 0), f));
+      }
+      EXPECT_NEAR(e.end_us - e.start_us, expected * 1e6, 1e-6) << gpus_per_node;
+    }
+    EXPECT_EQ(shifts, 4);
+  }
+}
+
 // Three chunks gathered on stream 1, each multiplied on stream 0 as soon as it arrives.
 // When a GEMM takes longer than a transfer, every transfer after the first runs under the
 // previous chunk's GEMM: time = G + 3M and only the first transfer is exposed.
