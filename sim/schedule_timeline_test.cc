@@ -169,6 +169,43 @@ spmd func @f(%a: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) ->
   }
 }
 
+// Two NCCL all_gathers at once (streams 1 and 2) keep 2 x 32 SMs: the same GEMM runs on
+// 68. Its tilings there: 128x256 120 tiles in 2 waves (2 x 32768 elements per SM),
+// 128x128 240 tiles in 4 waves (4 x 16384), 256x128 120 tiles in 2 waves: 65536 per SM
+// against 32768 on 132 SMs, twice the time (launch aside).
+TEST(ScheduleTimelineTest, ConcurrentNcclKernelsAddTheirSms) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(mesh @m(tp=8)
+spmd func @f(%a: bf16[8192, 8192], %b: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) -> (bf16[65536, 8192], bf16[65536, 8192], bf16[512, 7680]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 1} : bf16[65536, 8192]
+  %h = all_gather(%b) {axis = tp, dim = 0, stream = 2} : bf16[65536, 8192]
+  %y = matmul(%x, %w) : bf16[512, 7680]
+  return %g, %h, %y
+})", "two.commir");
+  ASSERT_TRUE(module.ok()) << module.status();
+  const Function& f = *module->get()->functions().front();
+  const HardwareSpec hw = *FindBuiltinHardware("h100-sxm");
+  const Operation* matmul = nullptr;
+  for (const Operation* op : *f.body()) {
+    if (op->name() == "matmul") matmul = op;
+  }
+  ASSERT_NE(matmul, nullptr);
+  absl::StatusOr<double> alone = OpTime(hw, *matmul, f);
+  ASSERT_TRUE(alone.ok());
+  PredictOptions options;
+  options.hardware = hw;
+  options.record_timeline = true;
+  absl::StatusOr<Prediction> p = Predict(f, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const double launch = hw.kernel_launch_overhead_s;
+  int matmuls = 0;
+  for (const TimelineEvent& e : p->timeline) {
+    if (e.op != "matmul") continue;
+    ++matmuls;
+    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6 - launch, 2 * (*alone - launch), 1e-12);
+  }
+  EXPECT_EQ(matmuls, 8);
+}
+
 // ring-attention on attention's backward (8 heads, 8192 keys over 4 devices, so a step's
 // compute outlasts its four transfers): the lowering's all_gathers and reduce_scatters run on the main stream
 // with nothing beside them; the ring's k/v shifts and its dk/dv shifts (but the last
