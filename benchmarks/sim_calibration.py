@@ -27,6 +27,10 @@ table checks what a user of `--backend=sim` sees:
     parameters of sim/hardware.cc, the causal rows check the mask model.
   * GEMM slowdown under a collective: the matmul's duration in the --trace timeline when an
     all_gather runs on stream 1 beside it, over its duration alone.
+  * `shift` inside a node goes by the copy engines (hardware "p2p": "ce", the default): its
+    bandwidth is the shift's bytes over its predicted time, one way on a ring of 8, both
+    ways on a pair (per direction, against half the both-ways figure). The NCCL send/recv
+    row runs with a hardware file {"base": "h100-sxm", "p2p": "nccl"}.
 
 error = (model - published) / published, against the middle of a published range ("in
 range" says whether the model falls inside it). Rows whose error is over 10% get a note
@@ -74,6 +78,11 @@ SRC_TP = "calibration.md: the same simulator's tensor-parallel calibration file"
 SRC_P2P = "calibration.md: NCCL send/recv between two H100s"
 SRC_TUNING = "calibration.md: NCCL tuning model, LL ring latency (no bytes term)"
 SRC_OVERLAP = "calibration.md: published overlap studies (average; up to 40%)"
+SRC_CE = "calibration.md: p2pBandwidthLatencyTest, HGX H100 (NVIDIA/nccl issue 1264)"
+SRC_CE_BATCH = ("calibration.md: cudaMemcpyBatchAsync 32 MB at 354 GiB/s = 380.1 GB/s "
+                "(NVIDIA/nccl issue 2177)")
+# The hardware file that turns `shift` into an NCCL send/recv.
+P2P_NCCL = {"base": "h100-sxm", "name": "h100-sxm-p2p-nccl", "p2p": "nccl"}
 
 
 def rows_of(rows):
@@ -87,13 +96,13 @@ def tensor_rows(nbytes):
     return rows
 
 
-def collective_program(kind, nbytes):
-    """A spmd program on 8 devices doing one `kind` over nbytes (nccl-tests' size)."""
-    if nbytes < ROW * BF16_BYTES * GPUS:  # small messages: one short row per device
-        rows, cols = GPUS, nbytes // (GPUS * BF16_BYTES)
+def collective_program(kind, nbytes, gpus=GPUS):
+    """A spmd program on `gpus` devices doing one `kind` over nbytes (nccl-tests' size)."""
+    if nbytes < ROW * BF16_BYTES * gpus:  # small messages: one short row per device
+        rows, cols = gpus, nbytes // (gpus * BF16_BYTES)
     else:
         rows, cols = tensor_rows(nbytes), ROW
-    full, block = f"bf16[{rows}, {cols}]", f"bf16[{rows // GPUS}, {cols}]"
+    full, block = f"bf16[{rows}, {cols}]", f"bf16[{rows // gpus}, {cols}]"
     if kind == "all_gather":
         arg, op, result = f"bf16[{rows}@tp, {cols}]", "all_gather(%x) {axis = tp, dim = 0}", full
     elif kind == "reduce_scatter":
@@ -106,7 +115,7 @@ def collective_program(kind, nbytes):
         arg, op, result = full, "shift(%x) {axis = tp, offset = 1}", full
     else:
         raise ValueError(kind)
-    return (f"mesh @m(tp={GPUS})\n"
+    return (f"mesh @m(tp={gpus})\n"
             f"spmd func @{kind}(%x: {arg}) -> {result} {{\n"
             f"  %y = {op} : {result}\n"
             f"  return %y\n"
@@ -158,13 +167,19 @@ class Runner:
     def __init__(self, tool, workdir):
         self.tool, self.workdir, self.count = tool, workdir, 0
 
-    def predict(self, program, trace=False):
-        """(the --format=json prediction, the trace's events or None) of a program."""
+    def predict(self, program, trace=False, hardware=None):
+        """(the --format=json prediction, the trace's events or None) of a program; with
+        `hardware` (a dict), run on that description instead of h100-sxm."""
         self.count += 1
         path = os.path.join(self.workdir, f"p{self.count}.commir")
         with open(path, "w", encoding="utf-8") as f:
             f.write(program)
         cmd = [self.tool, path, "--backend=sim", "--format=json"]
+        if hardware is not None:
+            hardware_path = os.path.join(self.workdir, f"p{self.count}.hardware.json")
+            with open(hardware_path, "w", encoding="utf-8") as f:
+                json.dump(hardware, f)
+            cmd.append("--hardware=" + hardware_path)
         trace_path = os.path.join(self.workdir, f"p{self.count}.trace.json")
         if trace:
             cmd.append("--trace=" + trace_path)
@@ -179,8 +194,8 @@ class Runner:
         return prediction, events
 
 
-def busbw_gbs(runner, kind, nbytes):
-    prediction, _ = runner.predict(collective_program(kind, nbytes))
+def busbw_gbs(runner, kind, nbytes, gpus=GPUS, hardware=None):
+    prediction, _ = runner.predict(collective_program(kind, nbytes, gpus), hardware=hardware)
     return nbytes / prediction["time_s"] * BUS_FACTOR[kind] / 1e9
 
 
@@ -245,9 +260,13 @@ NOTES = {
                           "at >= 16 MiB (~7 us at 8 KiB). calibration.md's measurements only "
                           "say 'a few tens of us' for small messages.",
     "latency all_gather": "As for all_reduce: latency term alone vs. latency + bytes term.",
-    "gemm slowdown": "The model applies one flat slowdown (hardware gemm_comm_overlap_slowdown) "
-                     "to every overlapped GEMM; measured slowdowns vary with the kernels "
-                     "(19% average, up to 40%).",
+    "gemm slowdown": "The model derives the slowdown: NCCL's all_gather keeps 32 SMs (hardware "
+                     "nccl_collective_sms, NCCL's 32 ring channels on H100: an estimate from "
+                     "NCCL logs, not a measurement), and the GEMM's best tiling on the 100 SMs "
+                     "left (4096 tiles of 128x128 in 41 waves) does 1.28 times the work per SM "
+                     "of its best on 132 (2048 of 128x256 in 16 waves). The published 19% is "
+                     "an average over kernels and NCCL settings (up to 40%); 16 channels "
+                     "(H800-class links) would leave 116 SMs and give about 12%.",
 }
 
 
@@ -270,8 +289,18 @@ def measurements(runner):
         rows.append((f"tp {kind}", f"tensor-parallel {kind} bus bandwidth",
                      f"8 H100, {size_label(tp_bytes)}", busbw_gbs(runner, kind, tp_bytes), "GB/s",
                      (figure, figure), SRC_TP))
-    rows.append(("shift", "point-to-point `shift` bandwidth", f"8 H100 ring, {size_label(GIB)}",
-                 busbw_gbs(runner, "shift", GIB), "GB/s", (120, 160), SRC_P2P))
+    rows.append(("shift", "point-to-point `shift` bandwidth, NCCL send/recv (p2p nccl)",
+                 f"8 H100 ring, {size_label(GIB)}",
+                 busbw_gbs(runner, "shift", GIB, hardware=P2P_NCCL), "GB/s", (120, 160), SRC_P2P))
+    rows.append(("shift ce", "copy-engine `shift` bandwidth, one way (p2p ce)",
+                 f"8 H100 ring, {size_label(GIB)}", busbw_gbs(runner, "shift", GIB), "GB/s",
+                 (376, 380), SRC_CE))
+    rows.append(("shift ce both", "copy-engine `shift` bandwidth per direction, both ways",
+                 f"2 H100 pair, {size_label(GIB)}", busbw_gbs(runner, "shift", GIB, gpus=2),
+                 "GB/s", (370, 375), SRC_CE + ", 740-750 both ways / 2"))
+    rows.append(("shift ce 32", "copy-engine `shift` bandwidth (latency included)",
+                 f"8 H100 ring, {size_label(32 * MIB)}", busbw_gbs(runner, "shift", 32 * MIB),
+                 "GB/s", (round(354 * GIB / 1e9, 1),) * 2, SRC_CE_BATCH))
     for kind in ("all_reduce", "all_gather"):
         reference = tuning_latency_us(kind)
         rows.append((f"latency {kind}", f"{kind} latency (small message)",

@@ -143,9 +143,10 @@ How the model prices the schedules (why the rows look as they do):
   SMs) and more collective latency.
 - Ring schedules split each GEMM into one per ring step (two per step for bi), which fill
   fewer SMs, and write every partial result with dynamic_update_slice (in place: the
-  block's bytes). Their shifts go at the point-to-point bandwidth (hardware p2p_bandwidth), below
-  the ring collectives' bus bandwidth, so a ring hides most of its communication and can
-  still be slower than the plain lowering.
+  block's bytes). Their shifts go by the copy engines (hardware p2p "ce": about 375 GB/s
+  per direction, no SMs), so the GEMMs beside them keep every SM; the NCCL collectives of
+  the other schedules keep 32 SMs (hardware nccl_collective_sms) from the GEMMs they
+  overlap. A ring still pays for its smaller GEMMs (fewer full waves).
 - Ring attention merges partial results with unfused elementwise ops (exp, max, mul, add,
   ...), each priced as its own memory-bound kernel; the zigzag layout adds all_to_alls
   and slicing. A fused kernel would do the merge on chip.

@@ -287,9 +287,12 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
             !s.ok()) {
           return s;
         }
-        // Point-to-point copies scale with the links.
+        // Point-to-point copies (NCCL's and the copy engines') scale with the links.
         if (c.hardware.nvlink_bandwidth_per_direction > 0) {
-          c.hardware.p2p_bandwidth *= gbps * 1e9 / c.hardware.nvlink_bandwidth_per_direction;
+          const double ratio = gbps * 1e9 / c.hardware.nvlink_bandwidth_per_direction;
+          c.hardware.p2p_bandwidth *= ratio;
+          c.hardware.copy_engine_bandwidth_one_way *= ratio;
+          c.hardware.copy_engine_bandwidth_both_ways *= ratio;
         }
         c.hardware.nvlink_bandwidth_per_direction = gbps * 1e9;
       }

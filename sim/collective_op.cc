@@ -69,4 +69,49 @@ absl::StatusOr<CollectiveEstimate> EstimateCollectiveOp(const HardwareSpec& hw, 
   return EstimateCollective(hw, info->kind, info->message_bytes, *placement);
 }
 
+namespace {
+
+// The shift's offset reduced into [0, n) for an axis group of n devices.
+int64_t ReducedOffset(const Operation& shift, int64_t n) {
+  return ((shift.IntAttr("offset") % n) + n) % n;
+}
+
+}  // namespace
+
+bool ShiftUsesLinksBothWays(const Operation& op, const Function& function,
+                            const CollectiveOpInfo& info) {
+  // The device and one peer: that peer is both where it sends and where it receives from.
+  if (info.devices.size() == 2) return true;
+  if (info.devices.size() < 2 || op.parent_block() == nullptr || function.mesh() == nullptr) {
+    return false;
+  }
+  const Attribute* axis = op.attrs().Find("axis");
+  if (axis == nullptr) return false;
+  const int64_t n =
+      static_cast<int64_t>(function.mesh()->GroupMembers(info.devices[0], axis->axes()).size());
+  const int64_t offset = ReducedOffset(op, n);
+  for (const Operation* other : *op.parent_block()) {
+    if (other == &op || !other->Is(OpKind::kShift)) continue;
+    const Attribute* other_axis = other->attrs().Find("axis");
+    if (other_axis == nullptr || !(*other_axis == *axis)) continue;
+    if (ReducedOffset(*other, n) == (n - offset) % n) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<CopyEngineEstimate> EstimateCopyEngineShift(const HardwareSpec& hw,
+                                                           const Operation& op,
+                                                           const Function& function,
+                                                           int64_t device) {
+  absl::StatusOr<CollectiveOpInfo> info = DescribeCollectiveOp(op, function, device);
+  if (!info.ok()) return info.status();
+  if (info->kind != CollectiveKind::kSendRecv) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("'%s' is no shift: copy engines move only peer copies", op.def().name));
+  }
+  // A shift by a multiple of the axis sends nothing (the device is its own peer).
+  const double bytes = info->devices.size() < 2 ? 0 : info->message_bytes;
+  return EstimateCopyEngineTransfer(hw, bytes, ShiftUsesLinksBothWays(op, function, *info));
+}
+
 }  // namespace commir::sim

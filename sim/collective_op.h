@@ -32,6 +32,19 @@ absl::StatusOr<CollectiveEstimate> EstimateCollectiveOp(const HardwareSpec& hw, 
                                                         const Function& function, int64_t device,
                                                         int64_t gpus_per_node);
 
+// Whether a `shift` of `function` seen from `device` (info from DescribeCollectiveOp) uses
+// both directions of the links it sends over: its one peer both sends to it and receives
+// from it (two devices, or an offset of half the axis), or its block also shifts the
+// other way along the same axis (a bidirectional ring sends each step both ways).
+bool ShiftUsesLinksBothWays(const Operation& op, const Function& function,
+                            const CollectiveOpInfo& info);
+
+// A `shift` of `function` moved by the copy engines, seen from `device`.
+absl::StatusOr<CopyEngineEstimate> EstimateCopyEngineShift(const HardwareSpec& hw,
+                                                           const Operation& op,
+                                                           const Function& function,
+                                                           int64_t device);
+
 }  // namespace commir::sim
 
 #endif  // COMMIR_SIM_COLLECTIVE_OP_H_

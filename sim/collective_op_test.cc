@@ -99,5 +99,48 @@ TEST_F(CollectiveOpTest, BadRequestsAreErrors) {
             "gpus per node must be at least 1, got 0");
 }
 
+// A ring shift sends each link one way; a bidirectional ring's block shifts both ways; a
+// shift between two devices (or by half the axis) has one peer on both ends.
+TEST(ShiftLinksTest, OneWayRingsAndBothWayPairs) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(mesh @m(tp=8)
+spmd func @f(%b: bf16[1024, 1024]) -> bf16[1024, 1024] {
+  %uni = shift(%b) {axis = tp, offset = 1} : bf16[1024, 1024]
+  %half = shift(%b) {axis = tp, offset = 4} : bf16[1024, 1024]
+  %none = shift(%b) {axis = tp, offset = 8} : bf16[1024, 1024]
+  return %uni
+}
+spmd func @g(%b: bf16[1024, 1024]) -> bf16[1024, 1024] {
+  %right = shift(%b) {axis = tp, offset = 1} : bf16[1024, 1024]
+  %left = shift(%b) {axis = tp, offset = -1, stream = 1} : bf16[1024, 1024]
+  return %right
+})", "links.commir");
+  ASSERT_TRUE(module.ok()) << module.status();
+  const Function& f = *module->get()->functions()[0];
+  const Function& g = *module->get()->functions()[1];
+  std::vector<const Operation*> fo, go;
+  for (const Operation* op : *f.body()) fo.push_back(op);
+  for (const Operation* op : *g.body()) go.push_back(op);
+  auto both_ways = [](const Operation& op, const Function& fn) {
+    absl::StatusOr<CollectiveOpInfo> info = DescribeCollectiveOp(op, fn, 3);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() && ShiftUsesLinksBothWays(op, fn, *info);
+  };
+  EXPECT_FALSE(both_ways(*fo[0], f));
+  EXPECT_TRUE(both_ways(*fo[1], f));
+  EXPECT_FALSE(both_ways(*fo[2], f));
+  EXPECT_TRUE(both_ways(*go[0], g));
+  EXPECT_TRUE(both_ways(*go[1], g));
+  // 2 MiB at 378 GB/s one way, at 745 / 2 both ways; a shift onto itself sends nothing.
+  const double bytes = 2 * kMiB;
+  absl::StatusOr<CopyEngineEstimate> uni = EstimateCopyEngineShift(H100(), *fo[0], f, 3);
+  absl::StatusOr<CopyEngineEstimate> bi = EstimateCopyEngineShift(H100(), *go[0], g, 3);
+  absl::StatusOr<CopyEngineEstimate> none = EstimateCopyEngineShift(H100(), *fo[2], f, 3);
+  ASSERT_TRUE(uni.ok() && bi.ok() && none.ok());
+  EXPECT_NEAR(uni->seconds, 3e-6 + bytes / 378e9, 1e-15);
+  EXPECT_NEAR(bi->seconds, 3e-6 + bytes / (745e9 / 2), 1e-15);
+  EXPECT_EQ(none->seconds, 0);
+  EXPECT_FALSE(EstimateCopyEngineShift(H100(), *fo[3], f, 3).ok());  // `return`: no shift
+}
+
 }  // namespace
 }  // namespace commir::sim

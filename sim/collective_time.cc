@@ -73,4 +73,44 @@ absl::StatusOr<CollectiveEstimate> EstimateCollective(const HardwareSpec& hw, Co
   return est;
 }
 
+double CopyEngineBandwidth(const HardwareSpec& hw, bool link_used_both_ways) {
+  return link_used_both_ways ? hw.copy_engine_bandwidth_both_ways / 2
+                             : hw.copy_engine_bandwidth_one_way;
+}
+
+absl::StatusOr<CopyEngineEstimate> EstimateCopyEngineTransfer(const HardwareSpec& hw,
+                                                              double bytes,
+                                                              bool link_used_both_ways) {
+  if (!(bytes >= 0) || !std::isfinite(bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a peer copy's size must be finite and >= 0, got %g", bytes));
+  }
+  CopyEngineEstimate est;
+  est.bandwidth = CopyEngineBandwidth(hw, link_used_both_ways);
+  est.bytes = bytes;
+  if (bytes == 0) return est;  // no copy is issued
+  est.seconds = hw.copy_engine_latency_s + bytes / est.bandwidth;
+  return est;
+}
+
+double HbmAccessesPerLinkByte(CollectiveKind kind) {
+  return kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce ? 3 : 2;
+}
+
+CommunicationLoad NcclLoad(const HardwareSpec& hw, CollectiveKind kind,
+                           const CollectiveEstimate& estimate) {
+  CommunicationLoad load;
+  load.sms = kind == CollectiveKind::kSendRecv ? hw.nccl_p2p_sms : hw.nccl_collective_sms;
+  if (estimate.seconds > 0) {
+    load.hbm_bytes_per_s = HbmAccessesPerLinkByte(kind) * estimate.bus_bytes / estimate.seconds;
+  }
+  return load;
+}
+
+CommunicationLoad CopyEngineLoad(double bytes, double seconds) {
+  CommunicationLoad load;
+  if (seconds > 0) load.hbm_bytes_per_s = HbmAccessesPerLinkByte(CollectiveKind::kSendRecv) * bytes / seconds;
+  return load;
+}
+
 }  // namespace commir::sim

@@ -53,6 +53,41 @@ absl::StatusOr<CollectiveEstimate> EstimateCollective(const HardwareSpec& hw, Co
 // The size-efficiency factor of the curve above.
 double MessageSizeEfficiency(const HardwareSpec& hw, double message_bytes);
 
+// A peer copy by the copy engines inside a node (cudaMemcpyPeerAsync), which takes no SMs
+// and runs no NCCL protocol:
+//
+//   time = copy_engine_latency + bytes / bandwidth
+//
+// bandwidth: copy_engine_bandwidth_one_way when the link between the two GPUs carries
+// nothing the other way, copy_engine_bandwidth_both_ways / 2 when it does (a shift
+// between two GPUs, a bidirectional ring). Errors like EstimateCollective.
+struct CopyEngineEstimate {
+  double seconds = 0;
+  double bytes = 0;      // sent (and, in a ring step, received) by the device
+  double bandwidth = 0;  // bytes/s in this transfer's direction
+};
+double CopyEngineBandwidth(const HardwareSpec& hw, bool link_used_both_ways);
+absl::StatusOr<CopyEngineEstimate> EstimateCopyEngineTransfer(const HardwareSpec& hw,
+                                                              double bytes,
+                                                              bool link_used_both_ways);
+
+// What a transfer costs the GPU it runs on besides its time: the SMs its kernel occupies
+// (0 for the copy engines) and the HBM bandwidth its traffic takes. A device reads what it
+// sends and writes what it receives, each at the link rate; reduce_scatter and all_reduce
+// also read the local operand they add the received part to:
+//
+//   HBM bytes/s = (2, or 3 for reductions) x bytes moved over the link / time
+struct CommunicationLoad {
+  int sms = 0;
+  double hbm_bytes_per_s = 0;
+};
+double HbmAccessesPerLinkByte(CollectiveKind kind);
+// An NCCL kernel: hw.nccl_p2p_sms for send/recv, hw.nccl_collective_sms otherwise.
+CommunicationLoad NcclLoad(const HardwareSpec& hw, CollectiveKind kind,
+                           const CollectiveEstimate& estimate);
+// A copy-engine shift moving `bytes` each way (sends and receives) in `seconds`.
+CommunicationLoad CopyEngineLoad(double bytes, double seconds);
+
 }  // namespace commir::sim
 
 #endif  // COMMIR_SIM_COLLECTIVE_TIME_H_

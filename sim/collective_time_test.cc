@@ -130,5 +130,54 @@ TEST(CollectiveTimeTest, CollectiveKindOfOps) {
   EXPECT_FALSE(CollectiveKindOf(OpKind::kMatmul).has_value());
 }
 
+// calibration.md: p2pBandwidthLatencyTest on HGX H100, 376-380 GB/s one way, 740-750
+// both ways (NVIDIA/nccl issue 1264); the model adds a latency of 3 us.
+TEST(CollectiveTimeTest, CopyEngineTransferOneWayAndBothWays) {
+  const double bytes = 64 * kMiB;
+  absl::StatusOr<CopyEngineEstimate> one = EstimateCopyEngineTransfer(H100(), bytes, false);
+  absl::StatusOr<CopyEngineEstimate> both = EstimateCopyEngineTransfer(H100(), bytes, true);
+  ASSERT_TRUE(one.ok() && both.ok());
+  EXPECT_NEAR(one->seconds, 3e-6 + bytes / 378e9, 1e-15);
+  EXPECT_NEAR(both->seconds, 3e-6 + bytes / (745e9 / 2), 1e-15);
+  EXPECT_DOUBLE_EQ(one->bytes, bytes);
+  // Large copies reach the measured bandwidth; NCCL's send/recv (140 GB/s) is far below.
+  absl::StatusOr<CopyEngineEstimate> big = EstimateCopyEngineTransfer(H100(), kGiB, false);
+  ASSERT_TRUE(big.ok());
+  EXPECT_GT(kGiB / big->seconds, 376e9);
+  EXPECT_LT(kGiB / big->seconds, 380e9);
+  CollectiveEstimate nccl = Estimate(CollectiveKind::kSendRecv, kGiB, SingleNodeGroup(2));
+  EXPECT_GT(nccl.seconds, 2.5 * big->seconds);
+}
+
+TEST(CollectiveTimeTest, CopyEngineTransferOfNothingTakesNoTimeAndBadSizesAreErrors) {
+  absl::StatusOr<CopyEngineEstimate> none = EstimateCopyEngineTransfer(H100(), 0, false);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->seconds, 0);
+  EXPECT_FALSE(EstimateCopyEngineTransfer(H100(), -1, false).ok());
+  EXPECT_FALSE(EstimateCopyEngineTransfer(H100(), std::nan(""), true).ok());
+  EXPECT_FALSE(EstimateCopyEngineTransfer(H100(), INFINITY, true).ok());
+}
+
+// NCCL kernels take their channels' SMs; HBM traffic is 2 (3 for reductions) accesses per
+// byte over the link, spread over the collective's time.
+TEST(CollectiveTimeTest, LoadsOfNcclKernelsAndCopyEngineTransfers) {
+  GroupPlacement node = SingleNodeGroup(8);
+  CollectiveEstimate ag = Estimate(CollectiveKind::kAllGather, kGiB, node);
+  CommunicationLoad gather = NcclLoad(H100(), CollectiveKind::kAllGather, ag);
+  EXPECT_EQ(gather.sms, 32);
+  EXPECT_DOUBLE_EQ(gather.hbm_bytes_per_s, 2 * (7.0 / 8.0 * kGiB) / ag.seconds);
+  CollectiveEstimate rs = Estimate(CollectiveKind::kReduceScatter, kGiB, node);
+  EXPECT_DOUBLE_EQ(NcclLoad(H100(), CollectiveKind::kReduceScatter, rs).hbm_bytes_per_s,
+                   3 * (7.0 / 8.0 * kGiB) / rs.seconds);
+  HardwareSpec hw = H100();
+  hw.nccl_p2p_sms = 8;
+  CollectiveEstimate sr = Estimate(CollectiveKind::kSendRecv, kGiB, SingleNodeGroup(2));
+  EXPECT_EQ(NcclLoad(hw, CollectiveKind::kSendRecv, sr).sms, 8);
+  CommunicationLoad ce = CopyEngineLoad(kGiB, 0.5);
+  EXPECT_EQ(ce.sms, 0);
+  EXPECT_DOUBLE_EQ(ce.hbm_bytes_per_s, 2 * kGiB / 0.5);
+  EXPECT_EQ(CopyEngineLoad(0, 0).hbm_bytes_per_s, 0);
+}
+
 }  // namespace
 }  // namespace commir::sim

@@ -43,8 +43,10 @@ HardwareSpec CommonSpec() {
   hw.network_efficiency = 0.9;
   // Estimate: one ring step through the NIC, proxy thread and switch.
   hw.network_latency_s = 5e-6;
-  // Measured (published studies): ~19% average GEMM slowdown under NCCL kernels.
-  hw.gemm_comm_overlap_slowdown = 0.19;
+  // Estimate (not in calibration.md): cudaMemcpyPeerAsync takes a few microseconds from
+  // its issue to its first bytes on the peer, about one kernel launch.
+  hw.copy_engine_latency_s = 3e-6;
+  hw.p2p_transport = P2pTransport::kCopyEngine;
   // NCCL's tuning model (src/graph/tuning.cc), ring: base latency and per-step NVLink
   // latency per protocol; LL carries half payload, LL128 about 92%.
   const double base[] = {6.6e-6, 14.0e-6, 8.4e-6};
@@ -73,6 +75,16 @@ HardwareSpec H100Sxm() {
   hw.nvlink_links = 18;
   hw.p2p_bandwidth = 140e9;
   hw.copy_engines = 4;  // estimate: async copy engines usable for peer copies
+  // Measured: CUDA's p2pBandwidthLatencyTest on HGX H100 SXM, 376-380 GB/s one way and
+  // 740-750 GB/s both ways between every pair (NVIDIA/nccl issue 1264).
+  hw.copy_engine_bandwidth_one_way = 378e9;
+  hw.copy_engine_bandwidth_both_ways = 745e9;
+  // Estimate (not in calibration.md): NCCL logs 16 coll channels on H800 (8 NVLinks,
+  // NVIDIA/nccl issue 892) and scales channels with the NVLinks; H100's 18 links reach
+  // NCCL's cap of 32 channels, one CTA (one SM) each. send/recv uses as many p2p
+  // channels per peer (the same log: 16 p2p channels per peer of 16).
+  hw.nccl_collective_sms = 32;
+  hw.nccl_p2p_sms = 32;
   hw.network_bandwidth_per_gpu = 50e9;
   return hw;
 }
@@ -102,11 +114,21 @@ HardwareSpec A100Sxm80g() {
   hw.nvlink_links = 12;
   hw.p2p_bandwidth = 140e9 * 300.0 / 450.0;
   hw.copy_engines = 4;
+  // Copy engines: H100's measured figures scaled by the NVLink ratio (no A100 figure in
+  // calibration.md). NCCL logs 24 ring channels on HGX A100 (NVIDIA/nccl-tests issue 100).
+  hw.copy_engine_bandwidth_one_way = 378e9 * 300.0 / 450.0;
+  hw.copy_engine_bandwidth_both_ways = 745e9 * 300.0 / 450.0;
+  hw.nccl_collective_sms = 24;
+  hw.nccl_p2p_sms = 24;
   hw.network_bandwidth_per_gpu = 25e9;
   return hw;
 }
 
 }  // namespace
+
+absl::string_view P2pTransportName(P2pTransport transport) {
+  return transport == P2pTransport::kCopyEngine ? "ce" : "nccl";
+}
 
 absl::string_view NcclProtocolName(NcclProtocol protocol) {
   switch (protocol) {

@@ -15,6 +15,12 @@ namespace commir::sim {
 
 // NCCL's protocols, in the order of its tuning tables (src/graph/tuning.cc).
 enum class NcclProtocol { kLL = 0, kLL128 = 1, kSimple = 2 };
+
+// How a `shift` (and any peer copy a schedule decomposes into) moves data inside a node:
+// the GPUs' copy engines (cudaMemcpyPeerAsync: no SMs) or an NCCL send/recv kernel (SMs).
+// Across nodes it always goes through NCCL (copy engines reach peers over NVLink only).
+enum class P2pTransport { kCopyEngine, kNccl };
+absl::string_view P2pTransportName(P2pTransport transport);  // "ce", "nccl"
 inline constexpr int kNumNcclProtocols = 3;
 absl::string_view NcclProtocolName(NcclProtocol protocol);
 
@@ -54,7 +60,15 @@ struct HardwareSpec {
   double nvlink_bus_efficiency = 0;
   // Large-message bandwidth of one NCCL send/recv (a `shift`) between two GPUs of a node.
   double p2p_bandwidth = 0;
-  int copy_engines = 0;
+  int copy_engines = 0;  // 0: the GPU has none, peer copies go through NCCL
+  // Copy-engine peer copies (cudaMemcpyPeerAsync): the bandwidth of one GPU copying to a
+  // peer while nothing comes back, and the total of two GPUs copying to each other at
+  // once (both directions of the link; each direction gets half of it). Bytes/s.
+  double copy_engine_bandwidth_one_way = 0;
+  double copy_engine_bandwidth_both_ways = 0;
+  double copy_engine_latency_s = 0;  // from the copy's issue to its first bytes landing
+  // Which path `shift` takes inside a node (P2pTransport above).
+  P2pTransport p2p_transport = P2pTransport::kCopyEngine;
 
   // --- Between nodes ---
   double network_bandwidth_per_gpu = 0;  // bytes/s, one NIC per GPU
@@ -67,9 +81,12 @@ struct HardwareSpec {
   double bus_half_efficiency_bytes = 0;
 
   // --- Overlap ---
-  // Fractional slowdown of a GEMM that runs while an NCCL kernel occupies SMs (0.19 means
-  // 19% slower). Copy-engine transfers take no SMs and cause none.
-  double gemm_comm_overlap_slowdown = 0;
+  // SMs an NCCL kernel occupies while it runs (one CTA per channel): ring collectives
+  // (all_gather, reduce_scatter, all_reduce, all_to_all) and send/recv. A GEMM beside it
+  // runs its waves on the SMs left (sim_backend.h); the cuda backend's ncclConfig
+  // minCTAs/maxCTAs is what pins the real count to this figure.
+  int nccl_collective_sms = 0;
+  int nccl_p2p_sms = 0;
 
   // --- NCCL latencies, per protocol (LL, LL128, Simple) ---
   double nccl_base_latency_s[kNumNcclProtocols] = {0, 0, 0};

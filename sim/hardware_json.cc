@@ -21,6 +21,7 @@ using DoubleField = double HardwareSpec::*;
 using IntField = int HardwareSpec::*;
 using BoolField = bool HardwareSpec::*;
 using ProtocolField = double (HardwareSpec::*)[kNumNcclProtocols];
+using TransportField = P2pTransport HardwareSpec::*;
 
 // One JSON key: where it lands in HardwareSpec, the factor from the key's unit to SI,
 // and for numbers the physically meaningful values in the key's unit [min, max]: far
@@ -30,7 +31,7 @@ using ProtocolField = double (HardwareSpec::*)[kNumNcclProtocols];
 // otherwise give infinite or NaN times.
 struct FieldDef {
   const char* key;
-  std::variant<DoubleField, IntField, BoolField, ProtocolField> member;
+  std::variant<DoubleField, IntField, BoolField, ProtocolField, TransportField> member;
   double scale = 1;
   Range range = Range::kPositive;
   double min = 0;
@@ -42,7 +43,6 @@ constexpr double kMinRate = 1e-3, kMaxRate = 1e6;  // TFLOP/s, GB/s, GiB
 constexpr double kMinFraction = 1e-3;               // efficiencies, up to 1
 constexpr double kMaxLatencyUs = 1e6;               // one second
 constexpr double kMaxMessageMib = 1e6;              // about a TiB
-constexpr double kMaxSlowdown = 100;                // a GEMM 101 times slower
 constexpr double kMaxTileOverheadBlocks = 1e4;      // a CTA's fixed cost, in block times
 constexpr size_t kMaxNameLength = 256;
 
@@ -82,6 +82,13 @@ const std::vector<FieldDef>& Fields() {
       {"p2p_bandwidth_gb_per_s", &HardwareSpec::p2p_bandwidth, 1e9, Range::kPositive, kMinRate,
        kMaxRate},
       {"copy_engines", &HardwareSpec::copy_engines, 1, Range::kNonNegative},
+      {"copy_engine_bandwidth_one_way_gb_per_s", &HardwareSpec::copy_engine_bandwidth_one_way,
+       1e9, Range::kPositive, kMinRate, kMaxRate},
+      {"copy_engine_bandwidth_both_ways_gb_per_s",
+       &HardwareSpec::copy_engine_bandwidth_both_ways, 1e9, Range::kPositive, kMinRate, kMaxRate},
+      {"copy_engine_latency_us", &HardwareSpec::copy_engine_latency_s, 1e-6, Range::kNonNegative,
+       0, kMaxLatencyUs},
+      {"p2p", &HardwareSpec::p2p_transport},
       {"network_bandwidth_per_gpu_gb_per_s", &HardwareSpec::network_bandwidth_per_gpu, 1e9,
        Range::kPositive, kMinRate, kMaxRate},
       {"network_latency_us", &HardwareSpec::network_latency_s, 1e-6, Range::kNonNegative, 0,
@@ -90,8 +97,8 @@ const std::vector<FieldDef>& Fields() {
        1},
       {"bus_half_efficiency_mib", &HardwareSpec::bus_half_efficiency_bytes, 1024.0 * 1024.0,
        Range::kNonNegative, 0, kMaxMessageMib},
-      {"gemm_comm_overlap_slowdown", &HardwareSpec::gemm_comm_overlap_slowdown, 1,
-       Range::kNonNegative, 0, kMaxSlowdown},
+      {"nccl_collective_sms", &HardwareSpec::nccl_collective_sms, 1, Range::kNonNegative},
+      {"nccl_p2p_sms", &HardwareSpec::nccl_p2p_sms, 1, Range::kNonNegative},
       {"nccl_base_latency_us", &HardwareSpec::nccl_base_latency_s, 1e-6, Range::kNonNegative, 0,
        kMaxLatencyUs},
       {"nccl_nvlink_step_latency_us", &HardwareSpec::nccl_nvlink_step_latency_s, 1e-6,
@@ -165,6 +172,19 @@ absl::Status ApplyField(const Json& j, const FieldDef& f, absl::string_view sour
   if (auto* m = std::get_if<BoolField>(&f.member)) {
     if (!j.is_boolean()) return FieldError(source, f.key, "must be true or false, got " + TypeName(j));
     hw.**m = j.get<bool>();
+    return absl::OkStatus();
+  }
+  if (auto* m = std::get_if<TransportField>(&f.member)) {
+    if (j.is_string() && j.get<std::string>() == "ce") {
+      hw.**m = P2pTransport::kCopyEngine;
+    } else if (j.is_string() && j.get<std::string>() == "nccl") {
+      hw.**m = P2pTransport::kNccl;
+    } else {
+      std::string got = j.is_string()
+                            ? "'" + absl::CHexEscape(j.get<std::string>().substr(0, 32)) + "'"
+                            : TypeName(j);
+      return FieldError(source, f.key, "must be \"ce\" or \"nccl\", got " + got);
+    }
     return absl::OkStatus();
   }
   auto* m = std::get_if<ProtocolField>(&f.member);
@@ -286,6 +306,15 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
       continue;
     }
     if (absl::Status s = ApplyField(*it, f, source, hw); !s.ok()) return s;
+  }
+  // An NCCL kernel must leave a GEMM beside it at least one SM.
+  for (const auto& [key, sms] : {std::pair<const char*, int>{"nccl_collective_sms",
+                                                             hw.nccl_collective_sms},
+                                 {"nccl_p2p_sms", hw.nccl_p2p_sms}}) {
+    if (sms >= hw.sm_count) {
+      return FieldError(source, key,
+                        absl::StrFormat("must be below sm_count (%d), got %d", hw.sm_count, sms));
+    }
   }
   return hw;
 }

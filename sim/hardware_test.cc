@@ -79,7 +79,9 @@ constexpr char kFullFile[] = R"({
   "nvlink_bandwidth_per_direction_gb_per_s": 100, "nvlink_links": 4,
   "nvlink_bus_efficiency": 0.75, "p2p_bandwidth_gb_per_s": 40, "copy_engines": 2,
   "network_bandwidth_per_gpu_gb_per_s": 10, "network_latency_us": 7, "network_efficiency": 0.8,
-  "bus_half_efficiency_mib": 2, "gemm_comm_overlap_slowdown": 0.3,
+  "copy_engine_bandwidth_one_way_gb_per_s": 90, "copy_engine_bandwidth_both_ways_gb_per_s": 170,
+  "copy_engine_latency_us": 4, "p2p": "nccl",
+  "bus_half_efficiency_mib": 2, "nccl_collective_sms": 6, "nccl_p2p_sms": 3,
   "nccl_base_latency_us": [1, 2, 3], "nccl_nvlink_step_latency_us": [0.5, 1, 1.5],
   "nccl_protocol_bandwidth_fraction": [0.5, 0.9, 1]
 })";
@@ -111,7 +113,12 @@ TEST(HardwareJsonTest, FullFileInFileUnits) {
   EXPECT_DOUBLE_EQ(hw->network_latency_s, 7e-6);
   EXPECT_DOUBLE_EQ(hw->network_efficiency, 0.8);
   EXPECT_DOUBLE_EQ(hw->bus_half_efficiency_bytes, 2 * 1024.0 * 1024.0);
-  EXPECT_DOUBLE_EQ(hw->gemm_comm_overlap_slowdown, 0.3);
+  EXPECT_DOUBLE_EQ(hw->copy_engine_bandwidth_one_way, 90e9);
+  EXPECT_DOUBLE_EQ(hw->copy_engine_bandwidth_both_ways, 170e9);
+  EXPECT_DOUBLE_EQ(hw->copy_engine_latency_s, 4e-6);
+  EXPECT_EQ(hw->p2p_transport, P2pTransport::kNccl);
+  EXPECT_EQ(hw->nccl_collective_sms, 6);
+  EXPECT_EQ(hw->nccl_p2p_sms, 3);
   EXPECT_DOUBLE_EQ(hw->nccl_base_latency_s[2], 3e-6);
   EXPECT_DOUBLE_EQ(hw->nccl_nvlink_step_latency_s[0], 0.5e-6);
   EXPECT_DOUBLE_EQ(hw->nccl_protocol_bandwidth_fraction[1], 0.9);
@@ -210,12 +217,40 @@ TEST(HardwareJsonTest, FieldsOutsideAPhysicallyMeaningfulRangeAreRefused) {
       const bool may_be_tiny =
           std::string(value) == "1e-300" &&
           (key.find("latency") != std::string::npos || key == "kernel_launch_overhead_us" ||
-           key == "bus_half_efficiency_mib" || key == "gemm_comm_overlap_slowdown" ||
+           key == "bus_half_efficiency_mib" ||
            key.find("tile_overhead") != std::string::npos);
       if (may_be_tiny) continue;
       EXPECT_FALSE(hw.ok()) << key << "=" << value;
     }
   }
+}
+
+// calibration.md's copy-engine figures; NCCL's SMs must leave a GEMM at least one SM;
+// the transport is one of two words.
+TEST(HardwareJsonTest, CopyEnginesAndNcclSms) {
+  const HardwareSpec& h100 = *FindBuiltinHardware("h100-sxm");
+  EXPECT_DOUBLE_EQ(h100.copy_engine_bandwidth_one_way, 378e9);
+  EXPECT_DOUBLE_EQ(h100.copy_engine_bandwidth_both_ways, 745e9);
+  EXPECT_EQ(h100.p2p_transport, P2pTransport::kCopyEngine);
+  EXPECT_EQ(h100.nccl_collective_sms, 32);
+  EXPECT_EQ(P2pTransportName(P2pTransport::kNccl), "nccl");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nccl_collective_sms": 132})"),
+            "bad.json: field 'nccl_collective_sms' must be below sm_count (132), got 132");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "sm_count": 16, "nccl_p2p_sms": 16})"),
+            "bad.json: field 'nccl_collective_sms' must be below sm_count (16), got 32");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nccl_p2p_sms": -1})"),
+            "bad.json: field 'nccl_p2p_sms' must be >= 0, got -1");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "p2p": "nvlink"})"),
+            "bad.json: field 'p2p' must be \"ce\" or \"nccl\", got 'nvlink'");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "p2p": 1})"),
+            "bad.json: field 'p2p' must be \"ce\" or \"nccl\", got number");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "copy_engine_bandwidth_both_ways_gb_per_s": 0})"),
+            "bad.json: field 'copy_engine_bandwidth_both_ways_gb_per_s' must be positive, got 0");
+  absl::StatusOr<HardwareSpec> hw = ParseHardwareJson(
+      R"({"base": "h100-sxm", "p2p": "nccl", "nccl_collective_sms": 0})", "ok.json");
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  EXPECT_EQ(hw->p2p_transport, P2pTransport::kNccl);
+  EXPECT_EQ(hw->nccl_collective_sms, 0);
 }
 
 TEST(HardwareJsonTest, AKeyGivenTwiceIsRefused) {

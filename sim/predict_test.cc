@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 #include "sim/collective_op.h"
+#include "sim/contention.h"
 #include "sim/op_time.h"
 
 namespace commir::sim {
@@ -59,6 +60,18 @@ class PredictTest : public ::testing::Test {
     absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, **it, f, 0, 8);
     EXPECT_TRUE(e.ok()) << e.status();
     return e->seconds;
+  }
+  // A shift moved by the copy engines (collective_time.h's closed form).
+  double CopyEngineTime(const Operation& shift, const Function& f) {
+    absl::StatusOr<CopyEngineEstimate> e = EstimateCopyEngineShift(hw_, shift, f, 0);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->seconds : -1;
+  }
+  // What `f`'s op n takes beside `load` (contention.h).
+  double TimeBeside(const Function& f, int n, const CommunicationLoad& load) {
+    absl::StatusOr<double> t = OpTime(HardwareBeside(hw_, load), Op(f, n), f);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : -1;
   }
   double CollectiveTime(const Function& f, int n, int64_t device = 0) {
     absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, Op(f, n), f, device, 8);
@@ -180,19 +193,34 @@ spmd func @f(%a: bf16[16384@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[16384, 409
   EXPECT_DOUBLE_EQ(p.overlap_fraction, 0);
 }
 
-// A GEMM issued after an all_gather on another stream overlaps it and is slowed by the
-// contention factor over the overlapped part; with copy engines a shift slows nothing.
+// A GEMM issued after an all_gather on another stream overlaps it and runs, over the
+// overlapped part, at its speed beside the NCCL kernel's SMs and HBM traffic; a shift by
+// the copy engines takes no SMs (this GEMM is compute-bound: its HBM share does not slow
+// it); the same shift as an NCCL send/recv takes nccl_p2p_sms.
 TEST_F(PredictTest, CommunicationKernelSlowsAnOverlappingGemm) {
   const Function& f = Parse(R"(
 mesh @m(tp=4)
-spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096, 4096], bf16[1024, 8192]) {
-  %g = all_gather(%a) {axis = tp, dim = 0, stream = 1} : bf16[4096, 4096]
-  %x = matmul(%a, %b) : bf16[1024, 8192]
+spmd func @f(%a: bf16[16384@tp, 4096], %c: bf16[1024, 4096], %b: bf16[4096, 8192]) -> (bf16[16384, 4096], bf16[1024, 8192]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 1} : bf16[16384, 4096]
+  %x = matmul(%c, %b) : bf16[1024, 8192]
   return %g, %x
 })");
-  double gather = CollectiveTime(f, 0), matmul = Time(f, 1);
-  double slowed = matmul + hw_.gemm_comm_overlap_slowdown * std::min(matmul, gather);
-  EXPECT_DOUBLE_EQ(Run(f).time_s, std::max(gather, slowed));
+  absl::StatusOr<CollectiveEstimate> g = EstimateCollectiveOp(hw_, Op(f, 0), f, 0, 8);
+  ASSERT_TRUE(g.ok());
+  const double gather = g->seconds, matmul = Time(f, 1);
+  const CommunicationLoad load = NcclLoad(hw_, CollectiveKind::kAllGather, *g);
+  EXPECT_EQ(load.sms, 32);
+  const double beside = TimeBeside(f, 1, load);
+  ASSERT_GT(beside, matmul);
+  ASSERT_GT(gather, beside) << "the GEMM must run under the gather all along";
+  Prediction traced = Run(f);
+  EXPECT_NEAR(traced.time_s, gather, 1e-12);
+  // How long the GEMM took on the timeline: its time beside the load.
+  for (const TimelineEvent& e : traced.timeline) {
+    if (e.op == "matmul") {
+      EXPECT_NEAR(e.end_us - e.start_us, beside * 1e6, 1e-6);
+    }
+  }
 
   const Function& s = Parse(R"(
 mesh @m(tp=4)
@@ -202,11 +230,49 @@ spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096@tp, 40
   return %g, %x
 })");
   ASSERT_GT(hw_.copy_engines, 0);
-  EXPECT_DOUBLE_EQ(Run(s).time_s, std::max(CollectiveTime(s, 0), Time(s, 1)));
-  hw_.copy_engines = 0;  // now the shift is an NCCL kernel on the SMs
-  double shift = CollectiveTime(s, 0), gemm = Time(s, 1);
-  EXPECT_DOUBLE_EQ(Run(s).time_s,
-                   std::max(shift, gemm + hw_.gemm_comm_overlap_slowdown * std::min(gemm, shift)));
+  EXPECT_DOUBLE_EQ(Run(s).time_s, std::max(CopyEngineTime(Op(s, 0), s), Time(s, 1)));
+  hw_.p2p_transport = P2pTransport::kNccl;  // now the shift is an NCCL kernel on the SMs
+  absl::StatusOr<CollectiveEstimate> sr = EstimateCollectiveOp(hw_, Op(s, 0), s, 0, 8);
+  ASSERT_TRUE(sr.ok());
+  const double shift = sr->seconds, gemm = Time(s, 1);
+  const double gemm_beside = TimeBeside(s, 1, NcclLoad(hw_, CollectiveKind::kSendRecv, *sr));
+  ASSERT_LT(shift, gemm) << "the shift ends within the GEMM";
+  // The GEMM runs beside the shift for `shift` seconds, at gemm / gemm_beside of its speed.
+  EXPECT_NEAR(Run(s).time_s, gemm + shift * (gemm_beside / gemm - 1), 1e-12);
+}
+
+// Copy engines reach peers over NVLink only: a shift whose peers sit on another node is an
+// NCCL send/recv over the network, whatever p2p says; inside a node it is a peer copy.
+TEST_F(PredictTest, ShiftAcrossNodesGoesThroughNccl) {
+  const Function& f = Parse(R"(
+mesh @m(tp=4)
+spmd func @f(%a: bf16[4096@tp, 4096]) -> (bf16[4096@tp, 4096]) {
+  %g = shift(%a) {axis = tp, offset = 1} : bf16[1024, 4096]
+  return %g
+})");
+  for (int64_t gpus_per_node : {2, 4}) {
+    PredictOptions options;
+    options.hardware = hw_;
+    options.gpus_per_node = gpus_per_node;
+    options.record_timeline = true;
+    absl::StatusOr<Prediction> p = Predict(f, options);
+    ASSERT_TRUE(p.ok()) << p.status();
+    int shifts = 0;
+    for (const TimelineEvent& e : p->timeline) {
+      ++shifts;
+      double expected = CopyEngineTime(Op(f, 0), f);
+      if (gpus_per_node == 2) {  // every device has a peer on the other node
+        absl::StatusOr<CollectiveEstimate> nccl =
+            EstimateCollectiveOp(hw_, Op(f, 0), f, e.device, gpus_per_node);
+        ASSERT_TRUE(nccl.ok());
+        expected = nccl->seconds;
+        // The network's 50 GB/s x 0.9, far below the copy engines.
+        EXPECT_GT(expected, 5 * CopyEngineTime(Op(f, 0), f));
+      }
+      EXPECT_NEAR(e.end_us - e.start_us, expected * 1e6, 1e-6) << gpus_per_node;
+    }
+    EXPECT_EQ(shifts, 4);
+  }
 }
 
 // Three chunks gathered on stream 1, each multiplied on stream 0 as soon as it arrives.
@@ -225,7 +291,7 @@ spmd func @f(%a0: bf16[2048@tp, 8192], %a1: bf16[2048@tp, 8192], %a2: bf16[2048@
   %p2 = matmul(%g2, %b) : bf16[2048, 8192]
   return %p0, %p1, %p2
 })");
-  hw_.gemm_comm_overlap_slowdown = 0;  // contention is tested above; keep this by hand
+  hw_.nccl_collective_sms = 0;  // contention is tested above; keep this by hand
   double gather = CollectiveTime(f, 0), matmul = Time(f, 3);
   ASSERT_GT(matmul, gather) << "the chunks must be slower than the transfers";
   Prediction p = Run(f);
@@ -329,7 +395,7 @@ spmd func @f(%a0: bf16[4096@tp, 8192], %a1: bf16[4096@tp, 8192], %b: bf16[8192, 
   %p1 = matmul(%g1, %b) : bf16[4096, 1024]
   return %p0, %p1
 })");
-  hw_.gemm_comm_overlap_slowdown = 0;
+  hw_.nccl_collective_sms = 0;
   double gather = CollectiveTime(f, 0), matmul = Time(f, 2);
   Prediction p = Run(f);
   EXPECT_NEAR(p.time_s, gather + std::max(gather, matmul) + matmul, 1e-12);
@@ -364,16 +430,18 @@ spmd func @f(%a: bf16[2048, 2048], %w: bf16[2048, 2048]) -> (bf16[2048, 2048]) {
   return %y
 })";
     case 1:
+      // The shift (32 MiB by the copy engines) outlasts the GEMM, so the GEMMs follow the
+      // shifts: a steady state (a shift stream running ahead would hold more each step).
       return R"(
 mesh @m(tp=4)
-spmd func @f(%a: bf16[1024, 4096], %b: bf16[4096, 4096]) -> (bf16[1024, 4096], bf16[1024, 4096]) {
-  %c0 = full() {value = 0.0} : bf16[1024, 4096]
+spmd func @f(%a: bf16[4096, 4096], %b: bf16[4096, 128]) -> (bf16[4096, 128], bf16[4096, 4096]) {
+  %c0 = full() {value = 0.0} : bf16[4096, 128]
   %c, %last = for %i = 0 to )" + n + R"( step 1 iter(%acc = %c0, %blk = %a) {
-    %next = shift(%blk) {axis = tp, offset = 1, stream = 1} : bf16[1024, 4096]
-    %part = matmul(%blk, %b) : bf16[1024, 4096]
-    %acc1 = add(%acc, %part) : bf16[1024, 4096]
+    %next = shift(%blk) {axis = tp, offset = 1, stream = 1} : bf16[4096, 4096]
+    %part = matmul(%blk, %b) : bf16[4096, 128]
+    %acc1 = add(%acc, %part) : bf16[4096, 128]
     yield %acc1, %next
-  } : (bf16[1024, 4096], bf16[1024, 4096])
+  } : (bf16[4096, 128], bf16[4096, 4096])
   return %c, %last
 })";
     case 2:
@@ -524,7 +592,7 @@ spmd func @f(%a: f32[1024, 1024]) -> (f32[1024, 1024]) {
   } : (f32[1024, 1024])
   return %y
 })");
-  const double shift = CollectiveTime(*(*f.body()->begin())->region(0), 0, f);
+  const double shift = CopyEngineTime(**(*f.body()->begin())->region(0)->begin(), f);
   Prediction p = PredictLoop(f, hw_, true);
   const double trips = 9223372036854775807.0;
   EXPECT_NEAR(p.time_s, trips * shift, 1e-9 * trips * shift);

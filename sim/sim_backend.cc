@@ -15,6 +15,7 @@
 #include "sim/attention_positions.h"
 #include "sim/attention_time.h"
 #include "sim/collective_op.h"
+#include "sim/contention.h"
 #include "sim/op_time.h"
 #include "sim/placement.h"
 
@@ -146,7 +147,7 @@ SimBackend::SimBackend(const HardwareSpec& hw, const Function& function, int64_t
       memory_(std::make_shared<DeviceMemoryCounter>(num_devices)),
       clocks_(num_devices),
       finish_(num_devices, 0.0),
-      sm_communication_(num_devices),
+      contending_communication_(num_devices),
       longest_communication_(num_devices, 0.0),
       compute_busy_(num_devices),
       compute_spans_(num_devices),
@@ -247,14 +248,19 @@ std::pair<double, size_t> EarliestFit(const std::vector<std::pair<double, double
 
 }  // namespace
 
-double SimBackend::OverlapWithCommunication(int64_t device, int64_t stream, double start,
-                                            double seconds) const {
-  // The union of the overlapping communication intervals, clipped to the op's span.
-  std::vector<std::pair<double, double>> clipped;
-  double end = start + seconds;
-  // Sorted by start: only those starting before `end`, and (none being longer than the
-  // longest) after start - longest, can overlap.
-  const std::vector<Interval>& communication = sm_communication_[device];
+absl::StatusOr<double> SimBackend::ContentionDelay(const Operation& op, int64_t device,
+                                                   int64_t stream, double start,
+                                                   double seconds) {
+  // The overlapping communication, clipped to the op's span. Sorted by start: only those
+  // starting before `end`, and (none being longer than the longest) after
+  // start - longest, can overlap.
+  struct Clipped {
+    double start, end;
+    CommunicationLoad load;
+  };
+  std::vector<Clipped> clipped;
+  const double end = start + seconds;
+  const std::vector<Interval>& communication = contending_communication_[device];
   auto last = std::lower_bound(communication.begin(), communication.end(), end,
                                [](const Interval& c, double t) { return c.start < t; });
   const double earliest = start - longest_communication_[device];
@@ -262,19 +268,41 @@ double SimBackend::OverlapWithCommunication(int64_t device, int64_t stream, doub
     const Interval& c = *--it;
     if (c.start < earliest) break;
     if (c.stream == stream || c.end <= start) continue;
-    clipped.emplace_back(std::max(c.start, start), std::min(c.end, end));
+    clipped.push_back({std::max(c.start, start), std::min(c.end, end), c.load});
   }
-  if (clipped.empty()) return 0;
-  std::sort(clipped.begin(), clipped.end());
-  double covered = 0, run_start = clipped[0].first, run_end = clipped[0].second;
-  for (const auto& [s, e] : clipped) {
-    if (s > run_end) {
-      covered += run_end - run_start;
-      run_start = s;
+  if (clipped.empty()) return 0.0;
+  // Sweep the clipped intervals' ends: between two consecutive ends the same transfers
+  // run, and their loads add up.
+  std::vector<double> cuts;
+  for (const Clipped& c : clipped) {
+    cuts.push_back(c.start);
+    cuts.push_back(c.end);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  double delay = 0;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const double mid = 0.5 * (cuts[i] + cuts[i + 1]);
+    CommunicationLoad load;
+    for (const Clipped& c : clipped) {
+      if (c.start <= mid && mid < c.end) {
+        load.sms += c.load.sms;
+        load.hbm_bytes_per_s += c.load.hbm_bytes_per_s;
+      }
     }
-    run_end = std::max(run_end, e);
+    load.sms = std::min(load.sms, std::max(hw_.sm_count - 1, 0));
+    if (load.sms == 0 && load.hbm_bytes_per_s == 0) continue;
+    auto key = std::make_tuple(&op, load.sms, load.hbm_bytes_per_s);
+    auto it = beside_seconds_.find(key);
+    if (it == beside_seconds_.end()) {
+      absl::StatusOr<double> beside = OpTime(HardwareBeside(hw_, load), op, function_);
+      if (!beside.ok()) return beside.status();
+      it = beside_seconds_.emplace(key, *beside).first;
+    }
+    // The stretch runs at seconds / beside of the kernel's speed alone.
+    delay += (cuts[i + 1] - cuts[i]) * (it->second / seconds - 1);
   }
-  return covered + (run_end - run_start);
+  return std::max(delay, 0.0);
 }
 
 void SimBackend::Record(int64_t device, int64_t stream, const Operation& op, double start,
@@ -308,9 +336,10 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunOp(const Operation& op,
     // The SMs are free for the kernel's whole (possibly stretched) span.
     auto [fit, slot] = EarliestFit(busy, start, seconds);
     if ((*model)->slowed_by_communication) {
-      // Stretch by the slowdown over the overlapped part (see the header: approximations).
-      double stretched = seconds + hw_.gemm_comm_overlap_slowdown *
-                                       OverlapWithCommunication(d, context.stream, fit, seconds);
+      // Stretch over the overlapped part (see the header: contention, approximations).
+      absl::StatusOr<double> delay = ContentionDelay(op, d, context.stream, fit, seconds);
+      if (!delay.ok()) return delay.status();
+      double stretched = seconds + *delay;
       std::tie(fit, slot) = EarliestFit(busy, fit, stretched);
       seconds = stretched;
     }
@@ -347,7 +376,10 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunOp(const Operation& op,
 }
 
 bool SimBackend::UsesCopyEngine(const Operation& op, int64_t device) const {
-  if (!op.Is(OpKind::kShift) || hw_.copy_engines <= 0) return false;
+  if (!op.Is(OpKind::kShift) || hw_.copy_engines <= 0 ||
+      hw_.p2p_transport != P2pTransport::kCopyEngine) {
+    return false;
+  }
   // Copy engines move data over NVLink only: a shift to another node needs the network.
   absl::StatusOr<CollectiveOpInfo> info = DescribeCollectiveOp(op, function_, device);
   if (!info.ok()) return false;
@@ -385,23 +417,34 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunCollective(
     // is worked out once.
     auto it = collective_seconds_.find(key);
     if (it == collective_seconds_.end()) {
-      absl::StatusOr<CollectiveEstimate> estimate =
-          EstimateCollectiveOp(hw_, op, function_, member, gpus_per_node_);
-      if (!estimate.ok()) return estimate.status();
-      it = collective_seconds_.emplace(key, CollectiveCost{estimate->seconds, UsesCopyEngine(op, member)})
-               .first;
+      CollectiveCost cost;
+      cost.copy_engine = UsesCopyEngine(op, member);
+      if (cost.copy_engine) {
+        absl::StatusOr<CopyEngineEstimate> estimate =
+            EstimateCopyEngineShift(hw_, op, function_, member);
+        if (!estimate.ok()) return estimate.status();
+        cost.seconds = estimate->seconds;
+        cost.load = CopyEngineLoad(estimate->bytes, estimate->seconds);
+      } else {
+        absl::StatusOr<CollectiveEstimate> estimate =
+            EstimateCollectiveOp(hw_, op, function_, member, gpus_per_node_);
+        if (!estimate.ok()) return estimate.status();
+        cost.seconds = estimate->seconds;
+        cost.load = NcclLoad(hw_, *CollectiveKindOf(op.kind()), *estimate);
+      }
+      it = collective_seconds_.emplace(key, cost).first;
     }
     double end = start + it->second.seconds;
     Clock(member, stream) = end;
     if (it->second.seconds > 0) {
       Record(member, stream, op, start, end, /*is_communication=*/true);
-      if (!it->second.copy_engine) {
-        std::vector<Interval>& communication = sm_communication_[member];
+      if (it->second.load.sms > 0 || it->second.load.hbm_bytes_per_s > 0) {
+        std::vector<Interval>& communication = contending_communication_[member];
         communication.insert(std::upper_bound(communication.begin(), communication.end(), start,
                                               [](double t, const Interval& c) {
                                                 return t < c.start;
                                               }),
-                             {start, end, stream});
+                             {start, end, stream, it->second.load});
         longest_communication_[member] = std::max(longest_communication_[member], end - start);
       }
     }
@@ -431,7 +474,7 @@ void SimBackend::Prune(int64_t device) {
   // A device with much in flight beyond its floor (a stream running ahead of another)
   // is pruned when what it holds has doubled, not at every call: the passes below are
   // linear in it.
-  const size_t held = compute_busy_[device].size() + sm_communication_[device].size() +
+  const size_t held = compute_busy_[device].size() + contending_communication_[device].size() +
                       compute_spans_[device].size() + communication_spans_[device].size();
   if (held > kMinPruneThreshold && held < 2 * held_after_prune_[device]) return;
   pruned_at_[device] = floor;
@@ -441,7 +484,7 @@ void SimBackend::Prune(int64_t device) {
                return b.second > floor;
              }));
   // Sorted by start: only those starting before the floor can end by it.
-  std::vector<Interval>& communication = sm_communication_[device];
+  std::vector<Interval>& communication = contending_communication_[device];
   auto started = std::lower_bound(communication.begin(), communication.end(), floor,
                                   [](const Interval& c, double t) { return c.start < t; });
   communication.erase(std::remove_if(communication.begin(), started,
@@ -463,7 +506,7 @@ void SimBackend::Prune(int64_t device) {
   compute_total_[device] += UnionLength(compute);
   communication_total_[device] += UnionLength(communicated);
   exposed_total_[device] += UncoveredLength(std::move(communicated), std::move(compute));
-  held_after_prune_[device] = compute_busy_[device].size() + sm_communication_[device].size() +
+  held_after_prune_[device] = compute_busy_[device].size() + contending_communication_[device].size() +
                               compute_spans_[device].size() +
                               communication_spans_[device].size();
 }
@@ -471,7 +514,7 @@ void SimBackend::Prune(int64_t device) {
 int64_t SimBackend::retained_intervals() const {
   size_t held = 0;
   for (size_t d = 0; d < clocks_.size(); ++d) {
-    held += compute_busy_[d].size() + sm_communication_[d].size() + compute_spans_[d].size() +
+    held += compute_busy_[d].size() + contending_communication_[d].size() + compute_spans_[d].size() +
             communication_spans_[d].size();
   }
   return static_cast<int64_t>(held);
@@ -572,9 +615,10 @@ bool SimBackend::TakeSnapshot(absl::Span<const Tensor* const> carried, Snapshot&
     add(compute_busy_[d]);
     add(compute_spans_[d]);
     add(communication_spans_[d]);
-    snap.shape.push_back(static_cast<int64_t>(sm_communication_[d].size()));
-    for (const Interval& c : sm_communication_[d]) {
+    snap.shape.push_back(static_cast<int64_t>(contending_communication_[d].size()));
+    for (const Interval& c : contending_communication_[d]) {
       snap.shape.push_back(c.stream);
+      snap.shape.push_back(c.load.sms);
       snap.times.push_back(c.start);
       snap.times.push_back(c.end);
     }
@@ -709,7 +753,7 @@ void SimBackend::Shift(double seconds, absl::Span<const Tensor* const> carried,
         e += seconds;
       }
     }
-    for (Interval& c : sm_communication_[d]) {
+    for (Interval& c : contending_communication_[d]) {
       c.start += seconds;
       c.end += seconds;
     }

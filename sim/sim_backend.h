@@ -20,19 +20,27 @@
 // passes with each run of the op: every device and ring step is priced for the block it
 // computes (sim/attention_time.h), and a loop whose positions follow its iterations is
 // never repeated in closed form (sim/attention_positions.h).
-// Approximations (why): a GEMM or attention that overlaps a communication kernel on another
-// stream of its device is slowed by hw.gemm_comm_overlap_slowdown over the overlapped part,
-// but only when the communication was issued first in program order: re-timing an op
-// already issued would move every value that depends on it, which a single pass in
-// program order cannot do. A `shift` inside one node takes the copy-engine path when the
-// hardware has copy engines: it uses no SMs and slows nothing. Communication kernels are
-// never slowed by compute (the hardware description has no figure for that).
+// Contention (contention.h): a GEMM or attention that overlaps communication on another
+// stream of its device runs, over the overlapped part, at the speed it has beside that
+// communication's load: an NCCL kernel keeps its SMs (hw.nccl_collective_sms, or
+// nccl_p2p_sms for send/recv), so the GEMM's tiles run in waves over the SMs left; every
+// transfer takes HBM bandwidth for what it reads and writes. Loads of concurrent
+// transfers add up.
+// Transfers: a `shift` whose peers are all in the device's node goes by the copy engines
+// (hw.p2p_transport ce and hw.copy_engines > 0): no SMs, the copy-engine bandwidth
+// (collective_time.h), only the HBM load; otherwise it is an NCCL send/recv.
+// Approximations (why): a kernel is slowed only by communication issued before it in
+// program order: re-timing an op already issued would move every value that depends on
+// it, which a single pass in program order cannot do. Communication is never slowed by
+// compute, and concurrent transfers of one device do not share its links (the hardware
+// description has no figures for either).
 #ifndef COMMIR_SIM_SIM_BACKEND_H_
 #define COMMIR_SIM_SIM_BACKEND_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,6 +48,7 @@
 #include "commir/ir.h"
 #include "runtime/backend.h"
 #include "runtime/tensor.h"
+#include "sim/collective_time.h"
 #include "sim/hardware.h"
 
 namespace commir::sim {
@@ -188,10 +197,12 @@ class SimBackend : public runtime::Backend {
   // positions: one model per offset).
   absl::StatusOr<const OpModel*> ModelOf(const Operation& op, absl::Span<const int64_t> indices);
   double& Clock(int64_t device, int64_t stream);
-  // Seconds of [start, start + seconds) that overlap SM-using communication already issued
-  // on `device` on a stream other than `stream`.
-  double OverlapWithCommunication(int64_t device, int64_t stream, double start,
-                                  double seconds) const;
+  // How much longer `op` (a kernel of `seconds` alone) takes when it starts at `start` on
+  // `device` and `stream`: over each stretch of its span where communication already
+  // issued on other streams of the device runs, the difference between its time beside
+  // that communication's summed load and alone.
+  absl::StatusOr<double> ContentionDelay(const Operation& op, int64_t device, int64_t stream,
+                                         double start, double seconds);
   bool UsesCopyEngine(const Operation& op, int64_t device) const;
   void Record(int64_t device, int64_t stream, const Operation& op, double start, double end,
               bool is_communication);
@@ -221,15 +232,19 @@ class SimBackend : public runtime::Backend {
   struct CollectiveCost {
     double seconds = 0;
     bool copy_engine = false;  // UsesCopyEngine for this member
+    CommunicationLoad load;    // what it takes from the device's compute kernels
   };
   absl::flat_hash_map<std::pair<const Operation*, int64_t>, CollectiveCost> collective_seconds_;
-  // Per device, the SM-using communication kernels issued so far (start, end, stream)
-  // that a later kernel may still overlap, sorted by start, and the longest one's length.
+  // Per device, the communication issued so far (start, end, stream, load) that a later
+  // kernel may still overlap, sorted by start, and the longest one's length.
   struct Interval {
     double start, end;
     int64_t stream;
+    CommunicationLoad load;
   };
-  std::vector<std::vector<Interval>> sm_communication_;
+  std::vector<std::vector<Interval>> contending_communication_;
+  // An op's time beside a load (SMs taken, HBM bytes/s taken), worked out once.
+  absl::flat_hash_map<std::tuple<const Operation*, int, double>, double> beside_seconds_;
   std::vector<double> longest_communication_;
   // Per device, the intervals its compute kernels occupy, sorted and disjoint.
   std::vector<std::vector<std::pair<double, double>>> compute_busy_;
