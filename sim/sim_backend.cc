@@ -248,8 +248,9 @@ std::pair<double, size_t> EarliestFit(const std::vector<std::pair<double, double
 
 }  // namespace
 
-absl::StatusOr<double> SimBackend::ContentionDelay(const Operation& op, int64_t device,
-                                                   int64_t stream, double start,
+absl::StatusOr<double> SimBackend::ContentionDelay(const Operation& op, const OpModel* model,
+                                                   absl::Span<const int64_t> indices,
+                                                   int64_t device, int64_t stream, double start,
                                                    double seconds) {
   // The overlapping communication, clipped to the op's span. Sorted by start: only those
   // starting before `end`, and (none being longer than the longest) after
@@ -292,12 +293,23 @@ absl::StatusOr<double> SimBackend::ContentionDelay(const Operation& op, int64_t 
     }
     load.sms = std::min(load.sms, std::max(hw_.sm_count - 1, 0));
     if (load.sms == 0 && load.hbm_bytes_per_s == 0) continue;
-    auto key = std::make_tuple(&op, load.sms, load.hbm_bytes_per_s);
+    // Keyed by the model, not the op: a causal attention has one model per position offset.
+    auto key = std::make_tuple(model, load.sms, load.hbm_bytes_per_s);
     auto it = beside_seconds_.find(key);
     if (it == beside_seconds_.end()) {
-      absl::StatusOr<double> beside = OpTime(HardwareBeside(hw_, load), op, function_);
-      if (!beside.ok()) return beside.status();
-      it = beside_seconds_.emplace(key, *beside).first;
+      const HardwareSpec beside_hw = HardwareBeside(hw_, load);
+      double beside_seconds = 0;
+      if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
+        absl::StatusOr<AttentionKernel> kernel =
+            AttentionKernelTime(beside_hw, op, function_, indices);
+        if (!kernel.ok()) return kernel.status();
+        beside_seconds = kernel->seconds;
+      } else {
+        absl::StatusOr<double> beside = OpTime(beside_hw, op, function_);
+        if (!beside.ok()) return beside.status();
+        beside_seconds = *beside;
+      }
+      it = beside_seconds_.emplace(key, beside_seconds).first;
     }
     // The stretch runs at seconds / beside of the kernel's speed alone.
     delay += (cuts[i + 1] - cuts[i]) * (it->second / seconds - 1);
@@ -337,7 +349,7 @@ absl::StatusOr<std::vector<Tensor>> SimBackend::RunOp(const Operation& op,
     auto [fit, slot] = EarliestFit(busy, start, seconds);
     if ((*model)->slowed_by_communication) {
       // Stretch over the overlapped part (see the header: contention, approximations).
-      absl::StatusOr<double> delay = ContentionDelay(op, d, context.stream, fit, seconds);
+      absl::StatusOr<double> delay = ContentionDelay(op, *model, indices, d, context.stream, fit, seconds);
       if (!delay.ok()) return delay.status();
       double stretched = seconds + *delay;
       std::tie(fit, slot) = EarliestFit(busy, fit, stretched);

@@ -201,8 +201,11 @@ class SimBackend : public runtime::Backend {
   // `device` and `stream`: over each stretch of its span where communication already
   // issued on other streams of the device runs, the difference between its time beside
   // that communication's summed load and alone.
-  absl::StatusOr<double> ContentionDelay(const Operation& op, int64_t device, int64_t stream,
-                                         double start, double seconds);
+  // `model` is the op's model for this run and `indices` its index operands (a causal
+  // attention beside communication is re-priced at the same positions).
+  absl::StatusOr<double> ContentionDelay(const Operation& op, const OpModel* model,
+                                         absl::Span<const int64_t> indices, int64_t device,
+                                         int64_t stream, double start, double seconds);
   bool UsesCopyEngine(const Operation& op, int64_t device) const;
   void Record(int64_t device, int64_t stream, const Operation& op, double start, double end,
               bool is_communication);
@@ -244,7 +247,7 @@ class SimBackend : public runtime::Backend {
   };
   std::vector<std::vector<Interval>> contending_communication_;
   // An op's time beside a load (SMs taken, HBM bytes/s taken), worked out once.
-  absl::flat_hash_map<std::tuple<const Operation*, int, double>, double> beside_seconds_;
+  absl::flat_hash_map<std::tuple<const OpModel*, int, double>, double> beside_seconds_;
   std::vector<double> longest_communication_;
   // Per device, the intervals its compute kernels occupy, sorted and disjoint.
   std::vector<std::vector<std::pair<double, double>>> compute_busy_;
