@@ -29,9 +29,14 @@ struct HardwareSpec {
   // default: PyTorch and cuBLAS keep f32 GEMMs in full f32 unless told otherwise.
   bool f32_matmul_uses_tf32 = false;
   int sm_count = 0;
-  // Fraction of the tensor-core peak a GEMM reaches when its tiles fill every SM wave
-  // (the shape-independent part of cuBLAS's efficiency; wave quantization comes on top).
+  // GEMM pricing (sim/gemm_time.h): the fraction of its share of the tensor-core peak one
+  // SM's main loop sustains; the bandwidth (bytes/s, whole GPU) at which L2 feeds A and B
+  // tiles to the SMs, which makes small CTA tiles slower per SM; and the latency each wave
+  // of CTAs pays before its first MMA (prologue and pipeline fill), also paid once more by
+  // a split-K reduction.
   double gemm_peak_fraction = 0;
+  double gemm_operand_bandwidth = 0;
+  double gemm_wave_latency_s = 0;
   // Same for fused attention kernels (FlashAttention-style), which reach less than GEMMs.
   double attention_peak_fraction = 0;
   double kernel_launch_overhead_s = 0;  // added once per kernel
