@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 
@@ -69,24 +71,46 @@ double GemmCandidateTime(const HardwareSpec& hw, const GemmShape& shape, int sms
   return time;
 }
 
-absl::StatusOr<GemmPlan> PlanGemm(const HardwareSpec& hw, const GemmShape& shape, int sms) {
-  if (sms < 1 || sms > hw.sm_count) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a GEMM on %d SMs: %s has 1 to %d", sms, hw.name, hw.sm_count));
-  }
-  if (shape.m < 0 || shape.n < 0 || shape.k < 0 || !(shape.batch >= 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a GEMM of negative shape: batch %g, %d x %d x %d", shape.batch, shape.m, shape.n,
-        shape.k));
-  }
+namespace {
+
+// Everything a plan depends on. The searches price the same few GEMM shapes millions of
+// times, so plans are memoized per thread.
+using PlanKey = std::tuple<double, int64_t, int64_t, int64_t, int, double, double, int,
+                           double, double, double, double, double, double>;
+
+PlanKey KeyOf(const HardwareSpec& hw, const GemmShape& shape, int sms) {
+  return {shape.batch,         shape.m,
+          shape.n,             shape.k,
+          static_cast<int>(shape.type), shape.operand_bytes,
+          shape.result_element_bytes, sms,
+          MatmulPeakFlops(hw, shape.type) / hw.sm_count, hw.gemm_peak_fraction,
+          hw.gemm_operand_bandwidth / hw.sm_count, hw.gemm_wave_latency_s,
+          hw.kernel_launch_overhead_s, hw.hbm_bandwidth};
+}
+
+constexpr size_t kMaxCachedPlans = 1 << 14;
+
+GemmPlan SearchPlan(const HardwareSpec& hw, const GemmShape& shape, int sms) {
   GemmPlan best;
-  if (shape.batch == 0 || shape.m == 0 || shape.n == 0) return best;  // nothing to launch
-  const double k_block = kKBlockBytes / ElementTypeByteWidth(shape.type);
-  const double k_blocks = std::ceil(static_cast<double>(shape.k) / k_block);
+  const double elem = ElementTypeByteWidth(shape.type);
+  const double k_blocks = std::ceil(static_cast<double>(shape.k) / (kKBlockBytes / elem));
+  const double outputs =
+      shape.batch * static_cast<double>(shape.m) * static_cast<double>(shape.n);
+  const double flops = 2 * outputs * static_cast<double>(shape.k);
+  const double mma_rate = MatmulPeakFlops(hw, shape.type) / hw.sm_count * hw.gemm_peak_fraction;
   bool first = true;
   for (const GemmTile& tile : kGemmTiles) {
     for (int split = 1; split <= kMaxSplitK; ++split) {
       if (split > 1 && k_blocks < split * kMinKBlocksPerSplit) break;
+      if (split > 1) {
+        // A bound below every split of at least this factor (it grows with the split): all
+        // FLOPs at the MMA rate on every SM or the partials' stores, whichever is longer,
+        // the reduction's reads of them, and two latencies.
+        const double partials = outputs * kPartialBytes * split / hw.hbm_bandwidth;
+        double bound = hw.kernel_launch_overhead_s + 2 * hw.gemm_wave_latency_s +
+                       std::max(flops / (mma_rate * sms), partials) + partials;
+        if (bound >= best.time_s) break;
+      }
       double t = GemmCandidateTime(hw, shape, sms, tile, split);
       if (first || t < best.time_s) {
         first = false;
@@ -100,6 +124,28 @@ absl::StatusOr<GemmPlan> PlanGemm(const HardwareSpec& hw, const GemmShape& shape
     }
   }
   return best;
+}
+
+}  // namespace
+
+absl::StatusOr<GemmPlan> PlanGemm(const HardwareSpec& hw, const GemmShape& shape, int sms) {
+  if (sms < 1 || sms > hw.sm_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a GEMM on %d SMs: %s has 1 to %d", sms, hw.name, hw.sm_count));
+  }
+  if (shape.m < 0 || shape.n < 0 || shape.k < 0 || !(shape.batch >= 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a GEMM of negative shape: batch %g, %d x %d x %d", shape.batch, shape.m, shape.n,
+        shape.k));
+  }
+  if (shape.batch == 0 || shape.m == 0 || shape.n == 0) return GemmPlan{};  // no kernel
+  thread_local absl::flat_hash_map<PlanKey, GemmPlan> cache;
+  PlanKey key = KeyOf(hw, shape, sms);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  GemmPlan plan = SearchPlan(hw, shape, sms);
+  if (cache.size() >= kMaxCachedPlans) cache.clear();
+  cache.emplace(key, plan);
+  return plan;
 }
 
 absl::StatusOr<double> GemmTime(const HardwareSpec& hw, const GemmShape& shape) {

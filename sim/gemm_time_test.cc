@@ -150,6 +150,28 @@ TEST(GemmTimeTest, FewTilesAndLongKSplitK) {
   EXPECT_EQ(plan->split_k, 1);
 }
 
+// The plan's pruned search finds what pricing every candidate finds, over all of XLA's
+// shapes and on a part of the SMs.
+TEST(GemmTimeTest, PlanEqualsTheBruteForceMinimum) {
+  const HardwareSpec& hw = H100();
+  for (const Measured& r : XlaTable()) {
+    GemmShape shape = Bf16(r.batch, r.m, r.n, r.k);
+    for (int sms : {132, 100}) {
+      double brute = -1;
+      for (const GemmTile& tile : kGemmTiles) {
+        for (int split = 1; split <= kMaxSplitK; ++split) {
+          if (split > 1 && r.k / 64 < split * kMinKBlocksPerSplit) continue;
+          double t = GemmCandidateTime(hw, shape, sms, tile, split);
+          if (brute < 0 || t < brute) brute = t;
+        }
+      }
+      absl::StatusOr<GemmPlan> plan = PlanGemm(hw, shape, sms);
+      ASSERT_TRUE(plan.ok());
+      EXPECT_DOUBLE_EQ(plan->time_s, brute) << r.batch << "x" << r.m << "x" << r.n << "x" << r.k;
+    }
+  }
+}
+
 // The chosen kernel is the cheapest candidate, checked against every candidate.
 TEST(GemmTimeTest, PlanIsTheFastestCandidate) {
   const HardwareSpec& hw = H100();
