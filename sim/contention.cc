@@ -13,6 +13,8 @@ HardwareSpec HardwareBeside(const HardwareSpec& hw, const CommunicationLoad& loa
     shared.peak_flops_bf16 *= left;
     shared.peak_flops_tf32 *= left;
     shared.peak_flops_f32 *= left;
+    // The L2's feed per SM stays what it was (sim/gemm_time.h divides it by sm_count).
+    shared.gemm_operand_bandwidth *= left;
   }
   if (load.hbm_bytes_per_s > 0) {
     shared.hbm_bandwidth =

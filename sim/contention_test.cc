@@ -3,6 +3,7 @@
 #include "sim/contention.h"
 
 #include "gtest/gtest.h"
+#include "sim/gemm_time.h"
 #include "sim/op_time.h"
 
 namespace commir::sim {
@@ -10,28 +11,41 @@ namespace {
 
 const HardwareSpec& H100() { return *FindBuiltinHardware("h100-sxm"); }
 
-// bf16 512 x 8192 times 8192 x 7680 (compute-bound: 64 GFLOP against 142 MB). Its tiles,
-// per candidate: 128x256: 4 x 30 = 120; 128x128: 4 x 60 = 240; 256x128: 2 x 60 = 120 (half
-// padding). On 132 SMs the best takes one wave of 128x256 tiles (or two of 128x128: the
-// same work per SM). Beside an NCCL kernel of 32 SMs, 100 are left: 128x256 needs 2 waves
-// (2 x 32768 tile elements per SM), 128x128 3 waves (3 x 16384), 256x128 2 waves
-// (2 x 32768): the best does 49152 elements per SM against 32768, 1.5 times the time.
+// bf16 512 x 8192 times 8192 x 7680 (compute-bound: 64 GFLOP against 142 MB). Beside an
+// NCCL kernel of 32 SMs the GEMM has 100 SMs, each as fast as before: the hardware it sees
+// is the GPU with 100 SMs, and its time is the GEMM heuristic's plan on 100 SMs. With
+// 128x256 tiles (4 x 30 = 120 CTAs) that is two waves where 132 SMs need one.
+GemmShape ContentionShape() {
+  GemmShape shape;
+  shape.m = 512;
+  shape.n = 7680;
+  shape.k = 8192;
+  shape.operand_bytes = 2.0 * (512.0 * 8192 + 8192.0 * 7680);
+  return shape;
+}
+
 TEST(ContentionTest, AGemmBesideAnNcclKernelRunsItsWavesOnTheSmsLeft) {
   const HardwareSpec& hw = H100();
-  const int64_t m = 512, n = 7680, k = 8192;
-  const double flops = 2.0 * m * n * k;
-  const double bytes = 2.0 * (m * k + k * n + m * n);
-  const double alone = MatmulTime(hw, ElementType::kBF16, 1, m, n, flops, bytes);
+  const GemmShape shape = ContentionShape();
   const HardwareSpec beside = HardwareBeside(hw, {32, 0});
   EXPECT_EQ(beside.sm_count, 100);
   EXPECT_DOUBLE_EQ(beside.peak_flops_bf16, 989e12 * 100 / 132);
-  const double slowed = MatmulTime(beside, ElementType::kBF16, 1, m, n, flops, bytes);
+  EXPECT_DOUBLE_EQ(beside.gemm_operand_bandwidth, hw.gemm_operand_bandwidth * 100 / 132);
+  absl::StatusOr<double> alone = GemmTime(hw, shape);
+  absl::StatusOr<double> slowed = GemmTime(beside, shape);
+  absl::StatusOr<GemmPlan> on_100 = PlanGemm(hw, shape, 100);
+  ASSERT_TRUE(alone.ok() && slowed.ok() && on_100.ok());
+  EXPECT_NEAR(*slowed, on_100->time_s, 1e-12);
+  // 128x256 without split-K: one wave on 132 SMs, two on 100.
+  const GemmTile big{128, 256};
+  const double one_wave = GemmCandidateTime(hw, shape, 132, big, 1);
+  const double two_waves = GemmCandidateTime(hw, shape, 100, big, 1);
   const double launch = hw.kernel_launch_overhead_s;
-  EXPECT_NEAR(slowed - launch, 1.5 * (alone - launch), 1e-12);
-  // One wave on 132 SMs is one wave on 120: the same GEMM beside 12 SMs is not slower.
-  const double beside12 =
-      MatmulTime(HardwareBeside(hw, {12, 0}), ElementType::kBF16, 1, m, n, flops, bytes);
-  EXPECT_NEAR(beside12, alone, 1e-12);
+  EXPECT_GT(two_waves - launch, 1.9 * (one_wave - launch - 2 * hw.gemm_wave_latency_s));
+  EXPECT_GT(*slowed, 1.3 * *alone);
+  // One wave on 132 SMs is one wave on 120 for those tiles: beside 12 SMs it is no slower.
+  EXPECT_NEAR(GemmCandidateTime(HardwareBeside(hw, {12, 0}), shape, 120, big, 1), one_wave,
+              1e-12);
 }
 
 // A memory-bound kernel gets the HBM bandwidth the transfer leaves: bytes / (HBM - load).
@@ -45,10 +59,13 @@ TEST(ContentionTest, TrafficTakesHbmBandwidthFromAMemoryBoundKernel) {
   EXPECT_NEAR(MemoryBoundTime(beside, 0, bytes) - hw.kernel_launch_overhead_s,
               bytes / (3.35e12 - 0.75e12), 1e-15);
   // A compute-bound GEMM does not notice the same load (the roofline's compute side).
-  const int64_t m = 8192, n = 8192, k = 8192;
-  const double flops = 2.0 * m * n * k, gemm_bytes = 2.0 * 3 * m * n;
-  EXPECT_DOUBLE_EQ(MatmulTime(beside, ElementType::kBF16, 1, m, n, flops, gemm_bytes),
-                   MatmulTime(hw, ElementType::kBF16, 1, m, n, flops, gemm_bytes));
+  GemmShape big;
+  big.m = big.n = big.k = 8192;
+  big.operand_bytes = 2.0 * 2 * 8192.0 * 8192;
+  absl::StatusOr<double> with_load = GemmTime(beside, big);
+  absl::StatusOr<double> without = GemmTime(hw, big);
+  ASSERT_TRUE(with_load.ok() && without.ok());
+  EXPECT_DOUBLE_EQ(*with_load, *without);
 }
 
 TEST(ContentionTest, LoadsBeyondTheGpuLeaveOneSmAndAShareOfHbm) {

@@ -35,9 +35,14 @@ struct HardwareSpec {
   // default: PyTorch and cuBLAS keep f32 GEMMs in full f32 unless told otherwise.
   bool f32_matmul_uses_tf32 = false;
   int sm_count = 0;
-  // Fraction of the tensor-core peak a GEMM reaches when its tiles fill every SM wave
-  // (the shape-independent part of cuBLAS's efficiency; wave quantization comes on top).
+  // GEMM pricing (sim/gemm_time.h): the fraction of its share of the tensor-core peak one
+  // SM's main loop sustains; the bandwidth (bytes/s, whole GPU) at which L2 feeds A and B
+  // tiles to the SMs, which makes small CTA tiles slower per SM; and the latency each wave
+  // of CTAs pays before its first MMA (prologue and pipeline fill), also paid once more by
+  // a split-K reduction.
   double gemm_peak_fraction = 0;
+  double gemm_operand_bandwidth = 0;
+  double gemm_wave_latency_s = 0;
   // Fused attention kernels (sim/attention_time.h): the fraction of the tensor-core peak
   // a CTA's inner loop over 128x128 blocks reaches, forward and backward, and each CTA's
   // fixed cost (loading its tile, the epilogue) in block times.

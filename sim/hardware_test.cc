@@ -75,6 +75,7 @@ constexpr char kFullFile[] = R"({
   "attention_peak_fraction": 0.25, "attention_backward_peak_fraction": 0.2,
   "attention_tile_overhead_blocks": 1.5, "attention_backward_tile_overhead_blocks": 2,
   "kernel_launch_overhead_us": 2,
+  "gemm_operand_bandwidth_gb_per_s": 500, "gemm_wave_latency_us": 1.5,
   "hbm_bandwidth_gb_per_s": 1000, "hbm_capacity_gib": 16, "gpus_per_node": 4,
   "nvlink_bandwidth_per_direction_gb_per_s": 100, "nvlink_links": 4,
   "nvlink_bus_efficiency": 0.75, "p2p_bandwidth_gb_per_s": 40, "copy_engines": 2,
@@ -96,6 +97,8 @@ TEST(HardwareJsonTest, FullFileInFileUnits) {
   EXPECT_TRUE(hw->f32_matmul_uses_tf32);
   EXPECT_EQ(hw->sm_count, 10);
   EXPECT_DOUBLE_EQ(hw->gemm_peak_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(hw->gemm_operand_bandwidth, 500e9);
+  EXPECT_DOUBLE_EQ(hw->gemm_wave_latency_s, 1.5e-6);
   EXPECT_DOUBLE_EQ(hw->attention_peak_fraction, 0.25);
   EXPECT_DOUBLE_EQ(hw->attention_backward_peak_fraction, 0.2);
   EXPECT_DOUBLE_EQ(hw->attention_tile_overhead_blocks, 1.5);

@@ -73,16 +73,17 @@ void BM_OpTimeAddFromIr(benchmark::State& state) {
 BENCHMARK(BM_OpTimeAddFromIr);
 
 // The formula alone, for a caller that already holds the op's cost and shape.
-void BM_MatmulTime(benchmark::State& state) {
+void BM_GemmTime(benchmark::State& state) {
   const HardwareSpec& hw = H100();
   int64_t m = 4096;
   for (auto _ : state) {
     benchmark::DoNotOptimize(m);
-    double t = MatmulTime(hw, ElementType::kBF16, 1, m, 3584, 2.0 * m * 3584 * 8192, 1e8);
+    GemmShape shape{.m = m, .n = 3584, .k = 8192, .operand_bytes = 2.0 * (m + 3584) * 8192};
+    absl::StatusOr<double> t = GemmTime(hw, shape);
     benchmark::DoNotOptimize(t);
   }
 }
-BENCHMARK(BM_MatmulTime);
+BENCHMARK(BM_GemmTime);
 
 void BM_CollectiveTime(benchmark::State& state) {
   const HardwareSpec& hw = H100();

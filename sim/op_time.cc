@@ -13,11 +13,6 @@
 namespace commir::sim {
 namespace {
 
-struct Tile {
-  int64_t m, n;
-};
-// The CTA tiles Hopper/Ampere cuBLAS kernels mostly use for large bf16 GEMMs.
-constexpr Tile kGemmTiles[] = {{128, 256}, {256, 128}, {128, 128}};
 
 double CeilDiv(double a, double b) { return std::ceil(a / b); }
 
@@ -32,35 +27,6 @@ double WaveEfficiency(double tiles, int sm_count) {
   return tiles / (CeilDiv(tiles, sm_count) * sm_count);
 }
 
-double MatmulPeakFlops(const HardwareSpec& hw, ElementType type) {
-  switch (type) {
-    case ElementType::kBF16:
-    case ElementType::kF16:
-      return hw.peak_flops_bf16;
-    case ElementType::kF32:
-      return hw.f32_matmul_uses_tf32 ? hw.peak_flops_tf32 : hw.peak_flops_f32;
-    default:
-      return hw.peak_flops_f32;
-  }
-}
-
-double GemmTileEfficiency(const HardwareSpec& hw, double batch, int64_t m, int64_t n) {
-  if (batch <= 0 || m <= 0 || n <= 0) return 1;
-  double best = 0;
-  for (const Tile& tile : kGemmTiles) {
-    double tiles = batch * CeilDiv(m, tile.m) * CeilDiv(n, tile.n);
-    double slots = CeilDiv(tiles, hw.sm_count) * hw.sm_count;  // tiles the waves could hold
-    double useful = batch * static_cast<double>(m) * static_cast<double>(n);
-    best = std::max(best, useful / (slots * static_cast<double>(tile.m * tile.n)));
-  }
-  return best;
-}
-
-double MatmulTime(const HardwareSpec& hw, ElementType type, double batch, int64_t m, int64_t n,
-                  double flops, double bytes) {
-  double rate = MatmulPeakFlops(hw, type) * hw.gemm_peak_fraction * GemmTileEfficiency(hw, batch, m, n);
-  return RooflineTime(hw, flops / rate, bytes);
-}
 
 double MemoryBoundTime(const HardwareSpec& hw, double flops, double bytes) {
   return RooflineTime(hw, flops / hw.peak_flops_f32, bytes);
@@ -87,10 +53,18 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
   if (op.Is(OpKind::kMatmul)) {
     const std::vector<int64_t>& out = op.result(0)->type().dims();
     if (out.size() < 2) return absl::InvalidArgumentError("matmul result must have rank >= 2");
-    double batch = 1;
-    for (size_t i = 0; i + 2 < out.size(); ++i) batch *= static_cast<double>(out[i]);
-    return MatmulTime(hw, op.operand(0)->type().element_type(), batch, out[out.size() - 2],
-                      out.back(), cost.flops, cost.bytes_accessed);
+    GemmShape shape;
+    for (size_t i = 0; i + 2 < out.size(); ++i) shape.batch *= static_cast<double>(out[i]);
+    shape.m = out[out.size() - 2];
+    shape.n = out.back();
+    shape.type = op.operand(0)->type().element_type();
+    shape.result_element_bytes = ElementTypeByteWidth(op.result(0)->type().element_type());
+    double outputs = shape.batch * static_cast<double>(shape.m) * static_cast<double>(shape.n);
+    if (outputs == 0) return 0.0;
+    // The op table's FLOPs are 2 x outputs x K; its bytes are A, B and C.
+    shape.k = std::llround(cost.flops / (2 * outputs));
+    shape.operand_bytes = std::max(0.0, cost.bytes_accessed - outputs * shape.result_element_bytes);
+    return GemmTime(hw, shape);
   }
   // Positions not given here: a causal op that writes them is priced at the average.
   if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {

@@ -1,10 +1,9 @@
 // Time of one op on one device (issue 12, "Ops"), from the op table's cost (commir/op_def.h
 // OpCost: FLOPs and bytes, per device in spmd functions) and the hardware:
-//  * GEMMs (matmul, any batch dims): launch + max(FLOPs / (peak x gemm_peak_fraction x
-//    tile efficiency), bytes / HBM). Tile efficiency is wave quantization over the SMs:
-//    useful M x N x batch over waves x SMs x tile area, with waves = ceil(tiles / SMs),
-//    taking the best of the 128x256, 256x128 and 128x128 tiles cuBLAS picks among. The
-//    roofline max makes small-K and skinny GEMMs memory-bound.
+//  * GEMMs (matmul, any batch dims): sim/gemm_time.h, the fastest of the CTA tiles and
+//    split-K factors a cuBLASLt-style heuristic chooses among, each priced by its waves
+//    over the SMs, its main loop, pipeline-fill latency, epilogue and split-K reduction,
+//    and the memory roofline. Batch dims broadcast on one operand count once in its bytes.
 //  * attention and attention_grad: FlashAttention's tiles, by sequence lengths, head dims
 //    and the causal mask (sim/attention_time.h). OpTime does not know index values: a
 //    causal op that writes q_pos/k_pos is priced at the op table's average there; the
@@ -12,8 +11,7 @@
 //  * every other op with a cost (elementwise, reductions, norms, softmax, layout copies):
 //    launch + max(bytes / HBM, FLOPs / plain f32 peak).
 //  * ops with no cost (reshape, rank, loops, terminators) launch no kernel: 0.
-// Tensor-core peaks: bf16 and f16 on the bf16 peak; f32 on tf32 if the hardware says
-// f32_matmul_uses_tf32, else on plain f32; f64 and integers on plain f32 (a blind spot).
+// Tensor-core peaks: MatmulPeakFlops (sim/gemm_time.h).
 #ifndef COMMIR_SIM_OP_TIME_H_
 #define COMMIR_SIM_OP_TIME_H_
 
@@ -22,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "commir/element_type.h"
 #include "commir/ir.h"
+#include "sim/gemm_time.h"
 #include "sim/hardware.h"
 
 namespace commir::sim {
@@ -29,15 +28,6 @@ namespace commir::sim {
 // tiles / (ceil(tiles / sm_count) x sm_count): the fraction of SM slots the waves fill.
 double WaveEfficiency(double tiles, int sm_count);
 
-// The FLOP/s a matmul or attention of this element type runs at before any efficiency.
-double MatmulPeakFlops(const HardwareSpec& hw, ElementType type);
-
-// Best tile efficiency over the candidate tiles for `batch` GEMMs of M x N outputs.
-double GemmTileEfficiency(const HardwareSpec& hw, double batch, int64_t m, int64_t n);
-
-// Seconds of one kernel (launch overhead included).
-double MatmulTime(const HardwareSpec& hw, ElementType type, double batch, int64_t m, int64_t n,
-                  double flops, double bytes);
 double MemoryBoundTime(const HardwareSpec& hw, double flops, double bytes);
 
 // The time of `op`, an op of `function`, on one device. Collectives are an error (their
