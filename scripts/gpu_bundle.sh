@@ -36,7 +36,7 @@ log() { printf 'gpu_bundle: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
-  die "no CUDA toolkit here: the cuda targets cannot be built (see README.md, CUDA)"
+  die "no CUDA toolkit here: the cuda targets cannot be built (see docs/building.md, CUDA)"
 
 mapfile -t TESTS < <(bazel query 'attr(tags, "[\[ ]requires-gpu[,\]]", tests(//...))' 2>/dev/null | sort)
 [[ ${#TESTS[@]} -gt 0 ]] || die "bazel query found no tests tagged requires-gpu"

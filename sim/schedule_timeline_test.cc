@@ -126,7 +126,7 @@ func @attn_grad(%q: f32[1, 8, 8192@sp, 128], %k: f32[1, 8, 8192@sp, 128], %v: f3
 // Every other transfer but the first runs under a GEMM, so the exposed communication is at
 // most one chunk's all_gather plus the all_to_all, both from the collective formulas.
 // (Chunks on the two streams gather side by side, each at the full bus bandwidth: the
-// model does not share links between concurrent collectives; see README, blind spots.)
+// model does not share links between concurrent collectives; see docs/commir-run-sim.md, blind spots.)
 class PipelineTimelineTest : public testing::TestWithParam<int> {};
 
 TEST_P(PipelineTimelineTest, ExposesOneTransferPerRoundOfStreams) {

@@ -14,4 +14,4 @@ def load():
         raise ImportError(
             "commir: cannot import the extension module _commir (%s). Build it with "
             "`bazel build //python:_commir.so` and put bazel-bin/python on PYTHONPATH "
-            "(see README.md, 'Python')." % error) from error
+            "(see python/README.md)." % error) from error
