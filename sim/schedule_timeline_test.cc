@@ -191,7 +191,7 @@ TEST_P(PipelineTimelineTest, ExposesOneTransferPerRoundOfStreams) {
     // with more chunks than streams the slice and gather of chunk k + 2 queue on their
     // stream behind the update of chunk k + 1, which waits for that chunk's GEMM: one
     // transfer per round of streams is exposed, not only the first (a prefetching order
-    // would hide them; see the closing note of issue 12).
+    // would hide them; docs/commir-run-sim.md, blind spots).
     const int exposed_transfers = (chunks + 1) / 2;
     EXPECT_LE(exposed, exposed_transfers * gather->seconds + back->seconds + 1e-12)
         << "device " << d;
