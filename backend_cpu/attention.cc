@@ -1,5 +1,5 @@
 // Scaled dot-product attention with grouped kv heads, position-based causal masking and
-// the log-sum-exp of each query's scores (spec section 5.1, `attention`).
+// the log-sum-exp of each query's scores (docs/language.md, `attention`).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Attention's backward (spec section 5.1, `attention_grad`), flash-style: the scores of
+// Attention's backward (docs/language.md, `attention_grad`), flash-style: the scores of
 // each block of queries are recomputed from q and k and the probabilities rebuilt from
 // the forward's log-sum-exp, so no [Sq, Skv] matrix outlives its block.
 #include <algorithm>

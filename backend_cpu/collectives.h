@@ -1,4 +1,4 @@
-// Exact semantics of the CommIR collectives (spec section 5.2) on one group of devices,
+// Exact semantics of the CommIR collectives (docs/language.md, "Spmd-only ops") on one group of devices,
 // evaluated on the host: parts[c] is the local tensor of the group member with coordinate
 // c, and results are indexed the same way. The CPU and simulated backends execute
 // collectives with these functions; other backends are checked against them.

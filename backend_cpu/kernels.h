@@ -1,4 +1,4 @@
-// Reference CPU kernels for CommIR ops (spec section 5): pure functions on host tensors.
+// Reference CPU kernels for CommIR ops (docs/language.md, "Operations"): pure functions on host tensors.
 //
 // Conventions shared by every kernel:
 //  - Errors a program can cause (shape or type mismatches, bad dimensions, out-of-range

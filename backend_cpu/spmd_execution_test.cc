@@ -1,7 +1,7 @@
 // End-to-end tests of spmd execution on the cpu backend: small spmd programs are parsed and
 // run with runtime::Interpreter + cpu::CpuBackend on meshes of 1 to 12 devices, and every
 // device's results are compared with expectations computed here directly from the spec's
-// definitions (spec sections 2, 3 and 5.2), not from commir::Mesh or the collectives
+// definitions (docs/language.md: meshes, tensor types, spmd-only ops), not from commir::Mesh or the collectives
 // library, so that a mistake in either shows up as a failure:
 //  - devices are numbered row-major, the last mesh axis fastest;
 //  - the group of a device over an axis or axis group is the devices that share all other

@@ -228,7 +228,7 @@ absl::StatusOr<Tensor> CudaBackend::ToDevice(int64_t device, const Tensor& host)
 
 absl::Status CudaBackend::WaitFor(const DeviceBuffer& buffer) {
   // Poll rather than block: a hung collective upstream must become an error after the
-  // timeout, not a silent hang (spec issue 6).
+  // timeout, not a silent hang (docs/commir-run-cuda.md).
   const bool bounded = options_.timeout > absl::ZeroDuration();
   const absl::Time deadline = absl::Now() + options_.timeout;
   auto sleep = std::chrono::microseconds(2);

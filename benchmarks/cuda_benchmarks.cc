@@ -1,4 +1,4 @@
-// Benchmarks of the cuda backend (issue 6). Timings are CUDA events on the stream the
+// Benchmarks of the cuda backend. Timings are CUDA events on the stream the
 // work runs on (manual time), except where the host is what is measured.
 //
 //   BM_GemmDirect/m/n/k       bf16 GEMM by a hand-written cuBLASLt call (heuristic once,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the plan search's predicted MFU for published Megatron-LM runs beside the
-published figures (issue 15), with the error of each row and the plan the search prefers.
+published figures, with the error of each row and the plan the search prefers.
 
 GPT rows (A100) first, then Llama rows (LLAMA_ROWS below: on H100s Llama 3.1 405B from
 Meta, 8B and 70B from NVIDIA's NeMo recipes; on A100s Llama 3 70B with FSDP from

@@ -1,4 +1,4 @@
-// Attribute values (spec section 5): integers, floats, booleans, strings, bare
+// Attribute values (docs/language.md, "General form" of ops): integers, floats, booleans, strings, bare
 // identifiers, lists and axis groups; and the ordered dictionary an op carries.
 #ifndef COMMIR_COMMIR_ATTRIBUTE_H_
 #define COMMIR_COMMIR_ATTRIBUTE_H_

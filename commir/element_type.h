@@ -1,4 +1,4 @@
-// Element types of CommIR tensors (spec section 3) and their properties.
+// Element types of CommIR tensors (docs/language.md, "Element types") and their properties.
 #ifndef COMMIR_COMMIR_ELEMENT_TYPE_H_
 #define COMMIR_COMMIR_ELEMENT_TYPE_H_
 

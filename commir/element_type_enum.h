@@ -1,4 +1,4 @@
-// The element types of CommIR tensors (spec section 3), alone: plain C++ without Abseil,
+// The element types of CommIR tensors (docs/language.md, "Element types"), alone: plain C++ without Abseil,
 // so that nvcc's .cu files (which may include only such headers) name the same type as
 // the rest of the code. Their properties are in element_type.h.
 #ifndef COMMIR_COMMIR_ELEMENT_TYPE_ENUM_H_

@@ -1,4 +1,4 @@
-// Device meshes (spec section 2): named axes, devices numbered row-major with the last
+// Device meshes (docs/language.md, "Modules and meshes"): named axes, devices numbered row-major with the last
 // axis fastest, and the device groups that collectives over an axis or axis group use.
 #ifndef COMMIR_COMMIR_MESH_H_
 #define COMMIR_COMMIR_MESH_H_

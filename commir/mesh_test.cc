@@ -1,4 +1,4 @@
-// Meshes (spec section 2): row-major device ids, coordinates and the device groups of
+// Meshes (docs/language.md, "Modules and meshes"): row-major device ids, coordinates and the device groups of
 // collectives over one axis or an axis group (first listed axis major).
 #include "commir/mesh.h"
 

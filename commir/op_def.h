@@ -1,4 +1,4 @@
-// The single definition of every CommIR op (spec section 5): name, operand and
+// The single definition of every CommIR op (docs/language.md, "Operations"): name, operand and
 // attribute schema, traits, type inference (which is also shape verification) and cost.
 // The parser, printer, verifier, executors and cost model all read these definitions.
 #ifndef COMMIR_COMMIR_OP_DEF_H_

@@ -1,4 +1,4 @@
-// CommIR types (spec section 3): `index`, and tensors with an element type, a shape, a
+// CommIR types (docs/language.md, "Types"): `index`, and tensors with an element type, a shape, a
 // per-dimension sharding over mesh axes and an optional `partial(...)` suffix.
 //
 // Types are uniqued: a Type is a pointer to immutable storage owned by a process-wide

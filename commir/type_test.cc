@@ -1,4 +1,4 @@
-// Types (spec section 3): uniquing, canonical text, layout validation and the
+// Types (docs/language.md, "Types"): uniquing, canonical text, layout validation and the
 // per-device type of a global type.
 #include "commir/type.h"
 

@@ -1,4 +1,4 @@
-// Tokens of the CommIR text format (spec section 1).
+// Tokens of the CommIR text format (docs/language.md, "Lexical structure").
 #ifndef COMMIR_PARSER_LEXER_H_
 #define COMMIR_PARSER_LEXER_H_
 

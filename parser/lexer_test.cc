@@ -1,4 +1,4 @@
-// Tokens of the text format (spec section 1) with their locations.
+// Tokens of the text format (docs/language.md, "Lexical structure") with their locations.
 #include "parser/lexer.h"
 
 #include <string>

@@ -1,4 +1,4 @@
-// Recursive-descent parser for CommIR text (spec sections 1-5) into the SSA graph,
+// Recursive-descent parser for CommIR text (docs/language.md) into the SSA graph,
 // with type inference for omitted result types and error recovery: it reports every
 // error it can recover from, then runs the verifier over what it could build.
 #ifndef COMMIR_PARSER_PARSER_H_

@@ -1,5 +1,5 @@
 // Numerics checks for commir-run --check: comparing a result with its reference, and
-// the report line printed for it (spec section 6: "One line per result: name, shape,
+// the report line printed for it (the commir-run contract: "One line per result: name, shape,
 // dtype, relative L2 error, max abs error, PASS or FAIL").
 //
 // The errors are computed in double over the elements where both tensors are finite:
@@ -49,7 +49,7 @@ struct Comparison {
 };
 
 // The default relative L2 tolerance: 1e-5 for f64 and f32, 5e-3 for f16, 2e-2 for
-// bf16 (spec section 6), and 0 (exact) for integer types.
+// bf16 (the commir-run contract), and 0 (exact) for integer types.
 double DefaultTolerance(ElementType type);
 
 Comparison CompareWithReference(std::string_view name, const Tensor& actual, const Tensor& expected,

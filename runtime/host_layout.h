@@ -1,5 +1,5 @@
 // Moving between global tensors and the per-device parts their layout describes
-// (spec section 3), on the host: how commir-run feeds a spmd function and reassembles
+// (docs/language.md, "Tensor types"), on the host: how commir-run feeds a spmd function and reassembles
 // its results.
 //
 // Conventions:

@@ -1,5 +1,5 @@
-// Tests of the host-side layout helpers (global tensor <-> per-device parts, spec section
-// 3). Expected parts are computed here from the spec's definitions: device ids row-major
+// Tests of the host-side layout helpers (global tensor <-> per-device parts,
+// docs/language.md "Tensor types"). Expected parts are computed here from those definitions: device ids row-major
 // (last axis fastest); a dimension split over (a, b) gives block c_a * size(b) + c_b to the
 // device with those coordinates; axes a type does not mention are replicated.
 #include <algorithm>

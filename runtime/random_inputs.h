@@ -1,4 +1,4 @@
-// Deterministic random inputs for commir-run (spec section 6: "uniform in [-1, 1), from
+// Deterministic random inputs for commir-run (the commir-run contract: "uniform in [-1, 1), from
 // the seed, rounded to the element type, and the same global values whatever the
 // backend or device count").
 //

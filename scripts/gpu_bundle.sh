@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything a GPU machine without Bazel needs to test CommIR's cuda backend, and
 # bundles it into .carry/gpu/ (git-ignored) for scripts/gpu_run.sh to run there:
-#   - the cuda test binaries (tests(//backend_cuda/...) and //tools:commir_run_cuda_test),
+#   - the test binaries that need a GPU (the tests tagged requires-gpu: their host-side
+#     cases are separate targets that run in CI everywhere),
 #   - //:commir-run with its cuda backend //:libcommir_cuda.so, //:commir-opt,
 #     //benchmarks:cuda_benchmarks and
 #     //backend_cuda/kernels:kernels_benchmark,
@@ -35,10 +36,10 @@ log() { printf 'gpu_bundle: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
-  die "no CUDA toolkit here: the cuda targets cannot be built (see README.md, CUDA)"
+  die "no CUDA toolkit here: the cuda targets cannot be built (see docs/building.md, CUDA)"
 
-mapfile -t TESTS < <(bazel query 'tests(//backend_cuda/...) + //tools:commir_run_cuda_test' 2>/dev/null | sort)
-[[ ${#TESTS[@]} -gt 0 ]] || die "bazel query found no cuda tests"
+mapfile -t TESTS < <(bazel query 'attr(tags, "[\[ ]requires-gpu[,\]]", tests(//...))' 2>/dev/null | sort)
+[[ ${#TESTS[@]} -gt 0 ]] || die "bazel query found no tests tagged requires-gpu"
 # //:libcommir_cuda.so is the cuda backend that commir-run dlopens for --backend=cuda from
 # beside itself (bin/; test runfiles link to it there, as they link to commir-run).
 TOOLS=(//:commir-run //:libcommir_cuda.so //:commir-opt //benchmarks:cuda_benchmarks

@@ -6,7 +6,7 @@
 # dependencies) from the configured Debian mirrors. Nothing else is downloaded.
 #
 # CUDA is optional and not installed here: it is detected by Bazel at
-# $CUDA_PATH or /usr/local/cuda (see README.md, "CUDA").
+# $CUDA_PATH or /usr/local/cuda (see docs/building.md, "CUDA").
 set -euo pipefail
 
 PACKAGES=(

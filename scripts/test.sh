@@ -9,10 +9,13 @@
 #      30) over their seed corpora, side by side (Bazel runs the two tests in parallel,
 #      so the stage still takes about FUZZ_SECONDS), in an output base of its own so
 #      the main build cache stays warm
-# Tests tagged "requires-gpu" are filtered out when no GPU is visible.
-# The last line printed is "N passed, N failed" (", N skipped" is appended when
-# targets were skipped, e.g. CUDA-only tests on a machine without CUDA), summed
-# over both runs. Exit status is nonzero if any build or test failed.
+# Tests tagged "requires-gpu" (the cases that need a GPU; their host-side checks are
+# separate targets, see testing/gpu_test.bzl) run where `nvidia-smi -L` lists a GPU;
+# elsewhere they are filtered out and counted as skipped.
+# The last line printed is "N passed, M failed", with ", K skipped (no GPU)" appended
+# when requires-gpu tests were filtered out (", K skipped (G no GPU, I incompatible)"
+# when Bazel also skipped targets, e.g. CUDA-only ones on a machine without the CUDA
+# toolkit), summed over the runs. Exit status is nonzero if any build or test failed.
 #
 # Extra arguments are passed to both `bazel test` invocations, e.g.
 #   ./scripts/test.sh --test_output=all
@@ -30,10 +33,48 @@ LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/commir-test.XXXXXX")"
 trap 'rm -rf "${LOG_DIR}"' EXIT
 
 gpu_filter=""
-if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
+# `nvidia-smi -L` prints one "GPU n: ..." line per GPU (and exits 0 with none listed on
+# some driver setups), so the lines are what counts.
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU [0-9]'; }; then
   gpu_filter="-requires-gpu"
-  echo "test.sh: no GPU visible; tests tagged requires-gpu are filtered out."
+  echo "test.sh: no GPU visible; tests tagged requires-gpu are skipped."
 fi
+
+# The targets as a query expression: "//a/... -//a/b/..." -> "//a/... - //a/b/...".
+targets_query() {
+  local expr="" t
+  for t in "${TARGETS[@]}"; do
+    if [[ ${t} == -* ]]; then
+      expr="${expr:-//...} - \"${t#-}\""
+    else
+      expr="${expr:+${expr} + }\"${t}\""
+    fi
+  done
+  echo "${expr}"
+}
+
+# gpu_skipped_count [TAG...]: how many tests of the targets carry requires-gpu (and none
+# of TAGs, e.g. no_asan for the asan run, nor manual): the tests a run without a GPU
+# filters out. Bazel prints nothing about tests a tag filter removes, so they are
+# counted here.
+gpu_skipped_count() {
+  # A tag as a whole element of the printed list "[a, b]".
+  tag_re() { echo "'[\\[ ]$1[,\\]]'"; }
+  local tests
+  tests="tests($(targets_query))"
+  local expr tag
+  expr="attr(tags, $(tag_re requires-gpu), ${tests})"
+  for tag in manual "$@"; do
+    expr+=" except attr(tags, $(tag_re "${tag}"), ${tests})"
+  done
+  local out
+  if ! out="$(bazel query --color=no --curses=no "${expr}" 2>/dev/null)"; then
+    echo "test.sh: could not count the requires-gpu tests (bazel query ${expr})" >&2
+    echo 0
+    return
+  fi
+  grep -c '^//' <<<"${out}" || true
+}
 
 join_filters() {
   local IFS=,
@@ -46,6 +87,7 @@ join_filters() {
 total_passed=0
 total_failed=0
 total_skipped=0
+total_gpu_skipped=0
 overall_rc=0
 
 # count_results LOG BAZEL_RC NAME: parses Bazel's test summary lines
@@ -82,8 +124,11 @@ print(passed, failed, skipped)
 PY
 }
 
+# run_bazel_test NAME GPU_SKIPPED ARGS...: GPU_SKIPPED is how many tests the GPU filter
+# removed from this run.
 run_bazel_test() {
   local name="$1"; shift
+  local gpu_skipped="$1"; shift
   local log="${LOG_DIR}/${name}.log"
   echo
   echo "=== test.sh: [${name}] bazel test $* ==="
@@ -107,21 +152,26 @@ run_bazel_test() {
   fi
   ((rc != 0)) && overall_rc=1
   ((f > 0)) && overall_rc=1
-  echo "test.sh: [${name}] ${p} passed, ${f} failed, ${s} skipped"
+  echo "test.sh: [${name}] ${p} passed, ${f} failed, ${s} skipped by Bazel, ${gpu_skipped} skipped (no GPU)"
   total_passed=$((total_passed + p))
   total_failed=$((total_failed + f))
   total_skipped=$((total_skipped + s))
+  total_gpu_skipped=$((total_gpu_skipped + gpu_skipped))
 }
 
 # Startup options for the next `bazel` (the fuzz run uses its own output base).
 BAZEL_STARTUP=()
 
+gpu_skipped=0
+[[ -n "${gpu_filter}" ]] && gpu_skipped="$(gpu_skipped_count)"
 filters="$(join_filters "${gpu_filter}")"
-run_bazel_test default ${filters:+--test_tag_filters=${filters}} "$@" -- "${TARGETS[@]}"
+run_bazel_test default "${gpu_skipped}" ${filters:+--test_tag_filters=${filters}} "$@" -- "${TARGETS[@]}"
 
 if [[ "${COMMIR_SKIP_ASAN:-0}" != 1 ]]; then
+  gpu_skipped=0
+  [[ -n "${gpu_filter}" ]] && gpu_skipped="$(gpu_skipped_count no_asan)"
   filters="$(join_filters -no_asan "${gpu_filter}")"
-  run_bazel_test asan --config=asan --build_tests_only --test_tag_filters="${filters}" "$@" -- "${TARGETS[@]}"
+  run_bazel_test asan "${gpu_skipped}" --config=asan --build_tests_only --test_tag_filters="${filters}" "$@" -- "${TARGETS[@]}"
 fi
 
 if [[ "${COMMIR_SKIP_FUZZ:-0}" != 1 ]]; then
@@ -133,7 +183,7 @@ if [[ "${COMMIR_SKIP_FUZZ:-0}" != 1 ]]; then
     # The fuzz targets live in parser/ and transforms/fuzz/. Expanding //... from this
     # second output base would descend into the main build's convenience symlinks.
     read -r -a FUZZ_TARGETS <<<"${COMMIR_FUZZ_TARGETS:-//parser/... //transforms/fuzz/...}"
-    run_bazel_test fuzz --config=fuzz --symlink_prefix=/ --build_tests_only \
+    run_bazel_test fuzz 0 --config=fuzz --symlink_prefix=/ --build_tests_only \
       --test_tag_filters=fuzz --test_env=FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$@" -- "${FUZZ_TARGETS[@]}"
     BAZEL_STARTUP=()
   else
@@ -143,6 +193,12 @@ fi
 
 echo
 summary="${total_passed} passed, ${total_failed} failed"
-((total_skipped > 0)) && summary+=", ${total_skipped} skipped"
+if ((total_gpu_skipped > 0 && total_skipped > 0)); then
+  summary+=", $((total_gpu_skipped + total_skipped)) skipped (${total_gpu_skipped} no GPU, ${total_skipped} incompatible)"
+elif ((total_gpu_skipped > 0)); then
+  summary+=", ${total_gpu_skipped} skipped (no GPU)"
+elif ((total_skipped > 0)); then
+  summary+=", ${total_skipped} skipped (incompatible)"
+fi
 echo "${summary}"
 exit "${overall_rc}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The training demo (issue 14): a pre-norm transformer block trained with SGD on a 2x4
+# The training demo: a pre-norm transformer block trained with SGD on a 2x4
 # mesh (batch over dp, Megatron weights over tp), one training step being one CommIR
 # function, with the ring collective-matmul schedule applied to its forward and its
 # backward. It prints the two loss curves side by side, the 8-device run and the

@@ -1,5 +1,5 @@
 // commir-search: the fastest verified schedules of a global CommIR function on N devices
-// (issue 13; search.h describes the space). Arguments are parsed by hand, as in
+// (search.h describes the space). Arguments are parsed by hand, as in
 // commir-run, so that bad usage exits 2 (absl's flag parser exits 1, which the spec
 // reserves for invalid input).
 #include <cstdlib>

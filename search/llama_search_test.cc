@@ -1,4 +1,4 @@
-// Issue 13's Llama-3-8B check: on the layer with separate q/k/v weights (sequence 4096,
+// The search's Llama-3-8B check: on the layer with separate q/k/v weights (sequence 4096,
 // hidden 4096, 32 query and 8 kv heads, SwiGLU 14336, bf16; its Megatron layouts written
 // as pins), Megatron's own plan is among the candidates, sends what Megatron sends, and
 // the search's best is no slower and sends no more bytes per device.

@@ -1,6 +1,6 @@
 // The meshes a search tries for a device count: every ordered factorization into at
 // most three axes of size >= 2 (8 -> 8, 2x4, 4x2, 2x2x2). Order matters: devices are
-// numbered row-major with the last axis fastest (spec section 2), so the last axis
+// numbered row-major with the last axis fastest (docs/language.md, "Modules and meshes"), so the last axis
 // groups neighbouring devices (the same node, NVLink) and the first spans nodes.
 #ifndef COMMIR_SEARCH_MESH_SHAPES_H_
 #define COMMIR_SEARCH_MESH_SHAPES_H_

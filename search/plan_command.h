@@ -1,5 +1,5 @@
 // `commir-search --plan MODEL --gpus=N ...`: the whole-model plan search's command line
-// (issue 15; search/plan/plan_search.h), a mode of commir-search beside its operator
+// (search/plan/plan_search.h), a mode of commir-search beside its operator
 // search.
 #ifndef COMMIR_SEARCH_PLAN_COMMAND_H_
 #define COMMIR_SEARCH_PLAN_COMMAND_H_

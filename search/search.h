@@ -1,6 +1,6 @@
 // commir-search's core: the fastest schedules of a global function on N devices.
 //
-// The space (issue 13): every mesh of the device count (mesh_shapes.h) x every layout of
+// The space: every mesh of the device count (mesh_shapes.h) x every layout of
 // the function's arguments and results on it (layout_space.h), each partitioned by
 // propagate-sharding and lower-to-spmd (the default spmd pipeline), x every composition
 // of an attention schedule and a collective-matmul schedule (schedule_space.h). Each

@@ -1,4 +1,4 @@
-// NCCL-style time of one collective (issue 12, "Collectives"):
+// NCCL-style time of one collective:
 //
 //   time = base latency[p] + steps x step latency[p]
 //          + bus bytes / (bus bandwidth x size efficiency x protocol fraction[p])

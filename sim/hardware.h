@@ -1,4 +1,4 @@
-// Hardware descriptions for the performance model (issue 12): what one GPU computes and
+// Hardware descriptions for the performance model: what one GPU computes and
 // moves per second, how GPUs are wired inside a node and between nodes, and the NCCL
 // latency figures the collective model uses. All fields are in SI units (FLOP/s, bytes,
 // bytes/s, seconds); the JSON file format (hardware_json.h) spells the units in its keys.

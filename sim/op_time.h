@@ -1,4 +1,4 @@
-// Time of one op on one device (issue 12, "Ops"), from the op table's cost (commir/op_def.h
+// Time of one op on one device, from the op table's cost (commir/op_def.h
 // OpCost: FLOPs and bytes, per device in spmd functions) and the hardware:
 //  * GEMMs (matmul, any batch dims): sim/gemm_time.h, the fastest of the CTA tiles and
 //    split-K factors a cuBLASLt-style heuristic chooses among, each priced by its waves

@@ -1,4 +1,4 @@
-// Predicts one run of a function on a cluster (issue 12): runs the interpreter with the
+// Predicts one run of a function on a cluster: runs the interpreter with the
 // sim backend (sim_backend.h) on metadata-only inputs and summarises the timeline.
 #ifndef COMMIR_SIM_PREDICT_H_
 #define COMMIR_SIM_PREDICT_H_

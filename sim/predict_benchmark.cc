@@ -1,4 +1,4 @@
-// How fast the sim backend predicts whole programs (issue 12's bar): operator-sized
+// How fast the sim backend predicts whole programs, against its target: operator-sized
 // programs on 8 devices at >= 10,000 predictions per second, and an 80-layer
 // Llama-70B-shaped program (sequence 8k) on 64 devices in well under a second. Parsing is
 // outside the timed loop.

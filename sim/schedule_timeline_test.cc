@@ -307,7 +307,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, ZigzagRingTest, ::testing::Values(8, 64));
 // Every other transfer but the first runs under a GEMM, so the exposed communication is at
 // most one chunk's all_gather plus the all_to_all, both from the collective formulas.
 // (Chunks on the two streams gather side by side, each at the full bus bandwidth: the
-// model does not share links between concurrent collectives; see README, blind spots.)
+// model does not share links between concurrent collectives; see docs/commir-run-sim.md, blind spots.)
 class PipelineTimelineTest : public testing::TestWithParam<int> {};
 
 TEST_P(PipelineTimelineTest, ExposesOneTransferPerRoundOfStreams) {
@@ -372,7 +372,7 @@ TEST_P(PipelineTimelineTest, ExposesOneTransferPerRoundOfStreams) {
     // with more chunks than streams the slice and gather of chunk k + 2 queue on their
     // stream behind the update of chunk k + 1, which waits for that chunk's GEMM: one
     // transfer per round of streams is exposed, not only the first (a prefetching order
-    // would hide them; see the closing note of issue 12).
+    // would hide them; docs/commir-run-sim.md, blind spots).
     const int exposed_transfers = (chunks + 1) / 2;
     EXPECT_LE(exposed, exposed_transfers * gather->seconds + back->seconds + 1e-12)
         << "device " << d;

@@ -1,4 +1,4 @@
-// The sim backend (issue 12, "Timeline"): a runtime::Backend that advances clocks instead
+// The sim backend: a runtime::Backend that advances clocks instead
 // of computing. The interpreter keeps owning control flow, loops, liveness and collective
 // grouping; this backend only answers "when is each value ready" and "how many bytes are
 // live", with the times from op_time.h and collective_op.h.

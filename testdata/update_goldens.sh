@@ -25,9 +25,9 @@ done
 
 cd "$repo"
 # The runner is the test binary itself, run here outside the sandbox on the source tree.
-bazel build //:commir-opt //:commir-search //testdata:golden_test
+bazel build //:commir-opt //:commir-search //testdata:golden_runner
 bin="$(bazel info bazel-bin)"
-"$bin/testdata/golden_test" --commir-opt="$bin/commir-opt" --commir-search="$bin/commir-search" --root="$repo" --update "${cases[@]}"
+"$bin/testdata/golden_runner" --commir-opt="$bin/commir-opt" --commir-search="$bin/commir-search" --root="$repo" --update "${cases[@]}"
 
 # The example copies must stay identical to the shared originals when those are present.
 shared="$repo/../shared/examples"

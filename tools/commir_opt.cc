@@ -1,4 +1,4 @@
-// commir-opt: parse, verify, transform and print CommIR (spec section 6). The work is
+// commir-opt: parse, verify, transform and print CommIR (docs/commir-opt.md). The work is
 // in tools/opt_driver.cc; this binds it to the process: argv, the standard streams,
 // every registered pass, and `bazel run`'s working directory.
 #include <cstdlib>

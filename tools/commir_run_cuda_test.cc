@@ -1,6 +1,6 @@
 // commir-run --backend=cuda end to end, on whatever this machine is:
 //   - a build without CUDA, or a machine without a GPU or driver: exit 3 and a message
-//     that says which (spec section 6: "3 a backend or device failure ... with a clear
+//     that says which (the exit-status contract: "3 a backend or device failure ... with a clear
 //     message"), nothing on stdout;
 //   - a machine with a GPU: the shared example checks pass against the cpu reference.
 // The binary's path is the first argument; the program directories follow, the first

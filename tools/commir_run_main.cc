@@ -1,4 +1,4 @@
-// commir-run: executes a CommIR program on a mesh (spec section 6).
+// commir-run: executes a CommIR program on a mesh (docs/commir-run.md).
 //
 // The arguments are parsed by hand rather than with absl flags because absl's parser
 // exits with status 1 on an unknown flag, and the spec reserves 1 for invalid input:

@@ -1,4 +1,4 @@
-// Tests of the commir-run command line (spec section 6), running the real //:commir-run
+// Tests of the commir-run command line (docs/commir-run.md), running the real //:commir-run
 // binary on the programs in tools/testdata/ and the shared examples in testdata/examples/,
 // checking exit statuses, output lines, .npy files and traces.
 //

@@ -1,4 +1,4 @@
-// Process exit statuses of the command-line tools (spec section 6): part of the
+// Process exit statuses of the command-line tools (docs/commir-opt.md, docs/commir-run.md): part of the
 // interface that scripts rely on.
 #ifndef COMMIR_TOOLS_EXIT_CODES_H_
 #define COMMIR_TOOLS_EXIT_CODES_H_

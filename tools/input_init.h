@@ -1,6 +1,6 @@
 // commir-run --init: how random arguments are drawn.
 //
-//   uniform  (default) every argument uniform in [-1, 1) (spec section 6);
+//   uniform  (default) every argument uniform in [-1, 1) (the commir-run contract);
 //   scaled   values in a realistic range for deep programs: an argument used as a
 //            matmul's contracted operand b [..., K, N] (a weight; [..., N, K] with
 //            transpose_b) is uniform scaled to variance 1/K (fan-in, like PyTorch's

@@ -1,4 +1,4 @@
-// commir-opt's work, as a library (spec section 6): parse, verify, run a pass pipeline
+// commir-opt's work, as a library (docs/commir-opt.md): parse, verify, run a pass pipeline
 // and print the module, with the exit statuses of tools/exit_codes.h.
 //
 //   commir-opt [FILE|-] [--pass-pipeline=PIPE] [-o FILE] [--verify-each]

@@ -38,8 +38,8 @@ std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded)
   return std::nullopt;
 }
 
-// A second copy of `loaded`, partitioned by the default pipeline (spec section 6: a
-// global function is lowered before a multi-device run). Errors point into the source.
+// A second copy of `loaded`, partitioned by the default pipeline (a global
+// function is lowered before a multi-device run). Errors point into the source.
 std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& partitioned) {
   partitioned.path = loaded.path;
   partitioned.source = loaded.source;

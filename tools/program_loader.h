@@ -33,8 +33,8 @@ struct LoadedModule {
 // Reads and parses `path` ("-": stdin). Parse and verifier errors point into the source.
 std::optional<Failure> LoadModule(const std::string& path, LoadedModule& loaded);
 
-// A second copy of `loaded`, partitioned by the default pipeline (spec section 6: a
-// global function is lowered before a multi-device run). Errors point into the source.
+// A second copy of `loaded`, partitioned by the default pipeline (a global
+// function is lowered before a multi-device run). Errors point into the source.
 std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& partitioned);
 
 // The function named `name` (without '@'), or the module's only function when empty.

@@ -1,4 +1,4 @@
-// What one commir-run invocation asks for: the parsed command line (spec section 6).
+// What one commir-run invocation asks for: the parsed command line (docs/commir-run.md).
 #ifndef COMMIR_TOOLS_RUN_REQUEST_H_
 #define COMMIR_TOOLS_RUN_REQUEST_H_
 

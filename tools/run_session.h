@@ -1,5 +1,5 @@
 // commir-run's work, as a library: choose the function, make or load its inputs, run it
-// on a backend, then report, write or check its results (spec section 6).
+// on a backend, then report, write or check its results (docs/commir-run.md).
 #ifndef COMMIR_TOOLS_RUN_SESSION_H_
 #define COMMIR_TOOLS_RUN_SESSION_H_
 

@@ -4,7 +4,7 @@
 //
 // Calling convention (what the cuda executor does for one collective op):
 //   - `group` is the ordered list of mesh device ids of the group (coordinate order,
-//     spec section 5.2); every process calls once per group that has local members,
+//     docs/language.md, "Spmd-only ops"); every process calls once per group that has local members,
 //     and every process visits the groups of one op in the same order.
 //   - `local` lists this process's members of the group: their mesh device id, send and
 //     receive pointers (on that device's GPU) and the stream to run on. The collective

@@ -1,4 +1,4 @@
-// How this process was launched (spec issue 6, "launch modes"), read from the
+// How this process was launched (docs/commir-run-cuda.md, "Launch modes"), read from the
 // environment conventions of torchrun, Slurm, Open MPI and MPICH/PMI, and how the mesh
 // devices of a CommIR program are spread over processes and GPUs.
 //

@@ -12,7 +12,7 @@
     text = mb.text()            # canonical text: equal to print(parse(text))
     module = mb.module()        # parsed and verified commir.Module
 
-Every op infers its result type (spec section 5) the way the C++ ops do, so the text
+Every op infers its result type (docs/language.md, "Operations") the way the C++ ops do, so the text
 carries the `: type` annotation the printer would print; `type=` states a result type
 for ops that need one (reshape, convert, broadcast, full) or a sharding constraint.
 Shape errors are raised here as ValueError, naming the op.

@@ -1,4 +1,4 @@
-// Per-layer costs for the plan search (issue 15), measured by the sim on the layer's
+// Per-layer costs for the plan search, measured by the sim on the layer's
 // real CommIR program (layer_program.h): the program for one micro-batch on the tp x cp
 // mesh, its gradient by `autodiff{seed=cotangents}`, both partitioned by the spmd
 // pipeline (propagate-sharding, lower-to-spmd, canonicalize, cse, dce) and a

@@ -1,5 +1,5 @@
-// The CommIR programs whose predicted times are the plan's layer costs (issue 15: "costs
-// come from real partitioned and scheduled CommIR programs"): one transformer layer and
+// The CommIR programs whose predicted times are the plan's layer costs (the costs
+// come from real partitioned and scheduled CommIR programs): one transformer layer and
 // the output head of a model, for one micro-batch, laid out Megatron-style on a mesh of
 // the tensor-parallel and context-parallel groups.
 //

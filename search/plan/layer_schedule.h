@@ -1,5 +1,5 @@
-// Which communication schedule a plan's layer programs are costed with (issue 15: "the
-// operator schedule search supplies each layer's best schedule").
+// Which communication schedule a plan's layer programs are costed with (the
+// operator schedule search supplies each layer's best schedule).
 //
 //  * none: plain collectives, as the spmd pipeline leaves them;
 //  * search (the default): the operator search's attention and collective-matmul

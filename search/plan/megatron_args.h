@@ -1,5 +1,5 @@
-// A plan written as Megatron-LM launch arguments (issue 15: "so it runs on the training
-// engine people already use"). Flag names follow Megatron-LM's
+// A plan written as Megatron-LM launch arguments (so that a plan runs on the
+// training engine people already use). Flag names follow Megatron-LM's
 // megatron/training/arguments.py: the parallel sizes, --sequence-parallel,
 // --micro-batch-size/--global-batch-size, --num-layers-per-virtual-pipeline-stage,
 // --decoder-first/last-pipeline-num-layers (a split whose middle ranks are equal) or

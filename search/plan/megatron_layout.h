@@ -1,4 +1,4 @@
-// The Megatron-LM layout of a single-device transformer layer or output head (issue 15:
+// The Megatron-LM layout of a single-device transformer layer or output head (so that
 // the plan's costs come from the model file's own functions): writes the tp/cp/sp
 // sharding annotations on an unannotated function, the ones layer_program.h's programs
 // carry, so that propagate-sharding partitions it as Megatron-LM does.

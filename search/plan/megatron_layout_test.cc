@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -70,7 +71,7 @@ TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
     ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
     EXPECT_EQ(*head_laid_out, expected_head);
 
-    // And the programs the plan search costs are these.
+    // And the programs the plan search costs are these goldens too.
     EXPECT_EQ(TransformerLayerProgram(m, c.layout).value_or(""), expected_layer);
     EXPECT_EQ(HeadProgram(m, c.layout).value_or(""), expected_head);
   }
@@ -107,13 +108,41 @@ TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
   absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 2);
   ASSERT_TRUE(layer.ok());
   absl::StatusOr<std::string> wrong =
-      MegatronLayoutText(layer->Print(), {LayerLayout{2, 1, true, 4}});
+      MegatronLayoutText(layer->Print(), {LayerLayout{4, 1, true, 4}});
   EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
+  // A layer function under another name, renamed back by the options: the golden (not
+  // this step's output on the original name).
   absl::StatusOr<std::string> renamed =
       MegatronLayoutText(absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}),
-                         {LayerLayout{2, 1, true, 2}, 0, "layer"});
+                         {LayerLayout{4, 1, true, 2}, 0, "layer"});
   ASSERT_TRUE(renamed.ok()) << renamed.status();
-  EXPECT_EQ(*renamed, *TransformerLayerProgram(m, LayerLayout{2, 1, true, 2}));
+  EXPECT_EQ(*renamed, ReadGolden("gpt3-1.3b_tp4_cp1_sp_mb2.layer.commir"));
+}
+
+// The head's vocabulary is padded to a multiple of 128 x tp (Megatron-LM's
+// make-vocab-size-divisible-by 128, times tp) and split over tp: GPT-3's 50,257 tokens
+// become, worked by hand, 50,304 (393 x 128), 50,432 (197 x 256), 50,688 (99 x 512) and
+// 51,200 (50 x 1,024) for tp = 1, 2, 4, 8.
+TEST(MegatronLayout, TheHeadsVocabularyIsPaddedTo128TimesTp) {
+  const ModelSpec m = Model("gpt3-1.3b");
+  ASSERT_EQ(m.vocabulary, 50257);
+  absl::StatusOr<FunctionText> head = SingleDeviceHead(m, 1);
+  ASSERT_TRUE(head.ok());
+  const std::pair<int64_t, const char*> cases[] = {
+      {2, "%wout: bf16[2048, 50432@tp]"},
+      {4, "%wout: bf16[2048, 50688@tp]"},
+      {8, "%wout: bf16[2048, 51200@tp]"},
+  };
+  for (const auto& [tp, weight] : cases) {
+    absl::StatusOr<std::string> laid_out =
+        MegatronLayoutText(head->Print(), {LayerLayout{tp, 1, false, 1}, m.vocabulary});
+    ASSERT_TRUE(laid_out.ok()) << laid_out.status();
+    EXPECT_THAT(*laid_out, HasSubstr(weight)) << "tp=" << tp;
+  }
+  absl::StatusOr<std::string> one =
+      MegatronLayoutText(head->Print(), {LayerLayout{1, 1, false, 1}, m.vocabulary});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(*one, HasSubstr("50304"));
 }
 
 TEST(MegatronLayout, AViewOfAWeightIsAnErrorNotACrash) {

@@ -1,4 +1,4 @@
-// Memory per pipeline rank of a training plan (issue 15): weights, gradients and Adam's
+// Memory per pipeline rank of a training plan: weights, gradients and Adam's
 // mixed-precision optimizer state split by the ZeRO stage, and the activations held by
 // in-flight micro-batches, against the GPU's HBM capacity.
 //

@@ -53,25 +53,66 @@ TEST(MemoryModelTest, OneFOneBRankSHoldsPMinusSMicroBatches) {
   EXPECT_EQ(InFlightMicrobatches(4, 3, 2, 4), 4);
 }
 
-// The memory model's count equals the peak of forwards run minus backwards run in the
-// orders the cpu check executes (pipeline_schedule.h), rank by rank.
-TEST(MemoryModelTest, InFlightCountIsThePeakOfTheScheduleOrders) {
+// The count of micro-batches a rank holds, in closed form from the published schedules
+// (not from the schedule code the model and the orders share):
+//   - 1F1B (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+//     Clusters Using Megatron-LM", section 2.2.1): rank s of p runs p - s - 1 warm-up
+//     forwards and one more before its first backward, so it holds min(p - s, m);
+//   - interleaved with v chunks (same paper, section 2.2.2; Megatron-LM's
+//     forward_backward_pipelining_with_interleaving): 2 (p - s - 1) + (v - 1) p warm-up
+//     chunk forwards plus one, i.e. (2 (p - s - 1) + (v - 1) p + 1) / v micro-batches'
+//     worth; with m == p every forward runs first, so all m.
+double ClosedFormInFlight(int64_t p, int64_t s, int64_t v, int64_t m) {
+  if (v == 1) return static_cast<double>(std::min(p - s, m));
+  if (m == p) return static_cast<double>(m);
+  return static_cast<double>(2 * (p - s - 1) + (v - 1) * p + 1) / static_cast<double>(v);
+}
+
+TEST(MemoryModelTest, InFlightCountMatchesTheClosedForm) {
   for (int64_t p = 1; p <= 6; ++p) {
     for (int64_t v = 1; v <= 3; ++v) {
       for (int64_t m = 1; m <= 4 * p; ++m) {
         if (v > 1 && m % p != 0) continue;  // interleaving takes micro-batches p at a time
         for (int64_t s = 0; s < p; ++s) {
-          int64_t held = 0, peak = 0;
-          for (const PipelineStep& step : OneFOneBSchedule(p, v, m, s)) {
-            held += step.forward ? 1 : -1;
-            peak = std::max(peak, held);
-          }
-          EXPECT_DOUBLE_EQ(InFlightMicrobatches(p, s, v, m) * v, static_cast<double>(peak))
+          EXPECT_DOUBLE_EQ(InFlightMicrobatches(p, s, v, m), ClosedFormInFlight(p, s, v, m))
               << "p=" << p << " v=" << v << " m=" << m << " rank " << s;
         }
       }
     }
   }
+  // Worked by hand: p = 4, v = 2, m = 8 warms up 10, 8, 6, 4 chunks on ranks 0..3, so
+  // holds 11, 9, 7, 5 chunks: 5.5, 4.5, 3.5, 2.5 micro-batches.
+  const double by_hand[] = {5.5, 4.5, 3.5, 2.5};
+  for (int64_t s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(InFlightMicrobatches(4, s, 2, 8), by_hand[s]);
+}
+
+// The orders the cpu check executes (pipeline_schedule.h) hold, at their peak, the
+// micro-batches the closed form says: the memory model and the executed orders agree
+// because each agrees with the papers.
+TEST(MemoryModelTest, ScheduleOrdersPeakAtTheClosedForm) {
+  for (int64_t p = 1; p <= 6; ++p) {
+    for (int64_t v = 1; v <= 3; ++v) {
+      for (int64_t m = 1; m <= 4 * p; ++m) {
+        if (v > 1 && m % p != 0) continue;
+        for (int64_t s = 0; s < p; ++s) {
+          int64_t held = 0, peak = 0, forwards = 0, backwards = 0;
+          for (const PipelineStep& step : OneFOneBSchedule(p, v, m, s)) {
+            held += step.forward ? 1 : -1;
+            (step.forward ? forwards : backwards) += 1;
+            peak = std::max(peak, held);
+          }
+          EXPECT_EQ(forwards, m * v);
+          EXPECT_EQ(backwards, m * v);
+          EXPECT_DOUBLE_EQ(static_cast<double>(peak) / static_cast<double>(v),
+                           ClosedFormInFlight(p, s, v, m))
+              << "p=" << p << " v=" << v << " m=" << m << " rank " << s;
+        }
+      }
+    }
+  }
+  // Narayanan et al. 2021, Figure 4 (top): rank 0 of 4 with 8 micro-batches.
+  EXPECT_EQ(DescribeSchedule(OneFOneBSchedule(4, 1, 8, 0), 1),
+            "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
 }
 
 TEST(MemoryModelTest, RecomputationShrinksActivationsAndCapacityDecidesFit) {

@@ -1,4 +1,4 @@
-// The whole model written as CommIR (issue 15: "a model is CommIR: one function per
+// The whole model written as CommIR ("a model is CommIR: one function per
 // distinct layer and a top function that calls them, so a model of N identical layers is
 // written once and called N times"), generated from a model description for one
 // micro-batch: single-device functions (no mesh, no layouts; laying them out is the plan

@@ -1,4 +1,4 @@
-// Reads a model written as CommIR (issue 15; model_program.h writes one): the top
+// Reads a model written as CommIR (model_program.h writes one): the top
 // function (the global function no other function calls) calls a transformer layer
 // function once per layer and a head function last. The sizes come from the IR:
 // [micro_batch, seq, hidden] from the layer's first argument, heads, key/value heads and

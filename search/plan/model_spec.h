@@ -1,4 +1,4 @@
-// A whole-model description for the plan search (issue 15): the sizes of a decoder-only
+// A whole-model description for the plan search: the sizes of a decoder-only
 // transformer and its training batch, with presets for published models and a small
 // text form ("llama3-8b", "llama3-8b,seq=4096,global_batch=512" or every field spelled
 // out). The layer programs (layer_program.h) are generated from it.

@@ -1,4 +1,4 @@
-// One whole-model training plan (issue 15): how the GPUs split the model and the batch.
+// One whole-model training plan: how the GPUs split the model and the batch.
 // The search (plan_search.h) enumerates these; megatron_args.h prints one for Megatron-LM.
 #ifndef COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_
 #define COMMIR_SEARCH_PLAN_PARALLEL_PLAN_H_

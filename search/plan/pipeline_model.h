@@ -1,4 +1,4 @@
-// Iteration time of a pipelined, data-parallel training step (issue 15) from per-stage
+// Iteration time of a pipelined, data-parallel training step from per-stage
 // costs: 1F1B and interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale
 // Language Model Training on GPU Clusters Using Megatron-LM", section 2.2), the
 // point-to-point transfers between stages and the data-parallel gradient reduction.

@@ -1,4 +1,4 @@
-// The cpu-mesh check of a plan (issue 15: "for small models and meshes the chosen plan's
+// The cpu-mesh check of a plan (for small models and meshes, "the chosen plan's
 // training step also runs on the cpu mesh (pipeline stages included) and matches the
 // single-device step").
 //

@@ -1,4 +1,4 @@
-// The cost of one whole-model plan (issue 15): the layer costs measured on CommIR
+// The cost of one whole-model plan: the layer costs measured on CommIR
 // programs (layer_cost.h) assembled into pipeline ranks, then the iteration time
 // (pipeline_model.h), the memory of every rank (memory_model.h), throughput and model
 // FLOPs utilisation. What the plan search (plan_search.h) ranks.

@@ -1,4 +1,4 @@
-// The plan search's report (issue 15, `commir-search --plan`): for each cluster searched
+// The plan search's report (`commir-search --plan`): for each cluster searched
 // (one, or several for a hardware what-if), the ranked plans with iteration time,
 // tokens/s, MFU, the time breakdown and peak memory, the counts of plans costed, dropped
 // and pruned, the best standard Megatron-LM setting beside the best plan, the best plan's

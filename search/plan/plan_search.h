@@ -1,4 +1,4 @@
-// The whole-model plan search (issue 15): every way to split a model's training over N
+// The whole-model plan search: every way to split a model's training over N
 // GPUs that Megatron-LM can run, costed by plan_cost.h, the plans that do not fit in HBM
 // dropped and counted, the rest ranked by iteration time.
 //

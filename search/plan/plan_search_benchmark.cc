@@ -1,4 +1,4 @@
-// Seconds per whole-model plan search (issue 15: GPT-3 1.3B on 4 GPUs in under a second,
+// Seconds per whole-model plan search (targets: GPT-3 1.3B on 4 GPUs in under a second,
 // a 1,024-layer model in under ten, Llama-3 70B on 1,024 GPUs in under ten). Each
 // iteration is a whole search from a cold layer cache: the distinct layer programs
 // generated, partitioned and predicted by the sim, then every plan costed and ranked.

@@ -1,4 +1,4 @@
-// The fastest split of a model's layers over the ranks of a 1F1B pipeline (issue 15):
+// The fastest split of a model's layers over the ranks of a 1F1B pipeline:
 // any composition of the layers into pp positive counts, found exactly without
 // enumerating the compositions. What the plan search (plan_search.h) gives each
 // (tp, cp, pp, dp, micro-batch, ZeRO) group with v = 1.

@@ -32,9 +32,10 @@ Two styles are supported:
    if_cuda() for that dependency.
 
 cuda_cc_test adds the tag "cuda". Machines may have the CUDA toolkit but no
-GPU: a test should either handle cudaErrorNoDevice/cudaErrorInsufficientDriver
-itself (e.g. GTEST_SKIP()) or carry tags = ["requires-gpu"]; scripts/test.sh
-filters out "requires-gpu" tests when no GPU is present.
+GPU: a test whose cases need a GPU carries tags = ["requires-gpu"], which
+scripts/test.sh filters out (and counts as skipped) when no GPU is present; a
+binary that mixes such cases with host-side ones is split in two targets with
+gtest_with_gpu_part (//testing:gpu_test.bzl), so the host-side cases still run.
 """
 
 load(

@@ -1,5 +1,5 @@
-// The collective-matmul schedules on backward passes (issue 14, "Partitioned and
-// scheduled"). In a gradient function a gathered activation feeds the GEMM that the
+// The collective-matmul schedules on backward passes (the training step's
+// backward, partitioned and scheduled). In a gradient function a gathered activation feeds the GEMM that the
 // schedules decompose and also the weight gradient X^T dY, which contracts the gathered
 // rows and so cannot be computed block by block into output blocks. The schedules
 // assemble the gathered value from the blocks they move for such users instead of

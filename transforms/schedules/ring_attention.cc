@@ -26,7 +26,7 @@ namespace commir::schedules {
 namespace {
 
 // Communication goes on this stream, compute stays on stream 0; data dependencies alone
-// order them (spec section 5.2).
+// order them (docs/language.md, "Streams").
 constexpr int64_t kCommStream = 1;
 // A ring that leaves axes gathered shifts on its own stream: a ring over those axes in
 // each step (the double ring) shifts on kCommStream, and a stream runs its ops in issue

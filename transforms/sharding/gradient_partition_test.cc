@@ -1,4 +1,4 @@
-// The partitioner on gradient functions (issue 14, "Partitioned and scheduled"): the
+// The partitioner on gradient functions (the training step's backward): the
 // backward pass of a Megatron tensor- and sequence-parallel block must get Megatron's
 // backward collectives, and data-parallel weight gradients must end in one reduction
 // over the data axis per weight. Each case also runs on the cpu mesh against one device.

@@ -1,7 +1,7 @@
 // The layout algebra of the partitioner: layouts of global tensors on a mesh, the
 // collectives that turn one layout into another, and what that costs.
 //
-// A Layout is exactly the sharding a commir::Type carries (spec section 3): for each
+// A Layout is exactly the sharding a commir::Type carries (docs/language.md, "Tensor types"): for each
 // dimension the mesh axes it is split over (first axis major), and the axes over which
 // the value is `partial`. One addition exists only inside the partitioner: a partial
 // value may be pending a *max* instead of a sum (`reduce_max` over a split dimension

@@ -1,5 +1,5 @@
-// propagate-sharding + lower-to-spmd on Llama-shaped layers (issue 13, "Partitioner
-// quality the search depends on"): with x sequence-split and the weights laid out as
+// propagate-sharding + lower-to-spmd on Llama-shaped layers (the partitioner
+// quality commir-search depends on): with x sequence-split and the weights laid out as
 // Megatron TP+SP does, the partitioner must find Megatron's plan -- an all_gather of
 // each normed activation before the column-parallel projections and a reduce_scatter
 // after each row-parallel one -- and never anything that sends more.
