@@ -73,6 +73,16 @@ class PredictTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? *t : -1;
   }
+  // What `f`'s op n takes alone on the GPU with `hbm_load` bytes/s of its HBM bandwidth
+  // taken: the GEMM formula on the lowered bandwidth, not through the contention code.
+  double TimeWithHbmTaken(const Function& f, int n, double hbm_load) {
+    HardwareSpec left = hw_;
+    left.hbm_bandwidth -= hbm_load;
+    EXPECT_GT(left.hbm_bandwidth, 0.5 * hw_.hbm_bandwidth);
+    absl::StatusOr<double> t = OpTime(left, Op(f, n), f);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : -1;
+  }
   double CollectiveTime(const Function& f, int n, int64_t device = 0) {
     absl::StatusOr<CollectiveEstimate> e = EstimateCollectiveOp(hw_, Op(f, n), f, device, 8);
     EXPECT_TRUE(e.ok()) << e.status();
@@ -195,8 +205,9 @@ spmd func @f(%a: bf16[16384@tp, 4096], %b: bf16[4096, 4096]) -> (bf16[16384, 409
 
 // A GEMM issued after an all_gather on another stream overlaps it and runs, over the
 // overlapped part, at its speed beside the NCCL kernel's SMs and HBM traffic; a shift by
-// the copy engines takes no SMs (this GEMM is compute-bound: its HBM share does not slow
-// it); the same shift as an NCCL send/recv takes nccl_p2p_sms.
+// the copy engines takes no SMs, only HBM bandwidth (this GEMM is compute-bound: of its
+// time only the last wave's epilogue stores wait on HBM, so it slows by well under 1%);
+// the same shift as an NCCL send/recv takes nccl_p2p_sms.
 TEST_F(PredictTest, CommunicationKernelSlowsAnOverlappingGemm) {
   const Function& f = Parse(R"(
 mesh @m(tp=4)
@@ -230,7 +241,15 @@ spmd func @f(%a: bf16[4096@tp, 4096], %b: bf16[4096, 8192]) -> (bf16[4096@tp, 40
   return %g, %x
 })");
   ASSERT_GT(hw_.copy_engines, 0);
-  EXPECT_DOUBLE_EQ(Run(s).time_s, std::max(CopyEngineTime(Op(s, 0), s), Time(s, 1)));
+  absl::StatusOr<CopyEngineEstimate> ce = EstimateCopyEngineShift(hw_, Op(s, 0), s, 0);
+  ASSERT_TRUE(ce.ok()) << ce.status();
+  const double copy = ce->seconds, alone = Time(s, 1);
+  ASSERT_LT(copy, alone) << "the copy ends within the GEMM";
+  // The copy reads and writes its bytes in HBM: 2 x bytes / seconds of the bandwidth.
+  const double under_copy = TimeWithHbmTaken(s, 1, 2 * ce->bytes / copy);
+  EXPECT_GT(under_copy, alone);
+  EXPECT_LT(under_copy, 1.01 * alone);
+  EXPECT_NEAR(Run(s).time_s, alone + copy * (under_copy / alone - 1), 1e-12);
   hw_.p2p_transport = P2pTransport::kNccl;  // now the shift is an NCCL kernel on the SMs
   absl::StatusOr<CollectiveEstimate> sr = EstimateCollectiveOp(hw_, Op(s, 0), s, 0, 8);
   ASSERT_TRUE(sr.ok());
@@ -277,7 +296,10 @@ spmd func @f(%a: bf16[4096@tp, 4096]) -> (bf16[4096@tp, 4096]) {
 
 // Three chunks gathered on stream 1, each multiplied on stream 0 as soon as it arrives.
 // When a GEMM takes longer than a transfer, every transfer after the first runs under the
-// previous chunk's GEMM: time = G + 3M and only the first transfer is exposed.
+// previous chunk's GEMM and only the first transfer is exposed. With no NCCL SMs the
+// transfers still take HBM bandwidth: the first GEMM (longer than two transfers) runs
+// beside the second and third for 2G at M' / M of its time, so time = G + 3M + 2G (M'/M - 1),
+// M' being M on the HBM bandwidth the gather leaves.
 TEST_F(PredictTest, PipelinedAllGatherMatmulHidesAllButTheFirstTransfer) {
   const Function& f = Parse(R"(
 mesh @m(tp=4)
@@ -291,11 +313,17 @@ spmd func @f(%a0: bf16[2048@tp, 8192], %a1: bf16[2048@tp, 8192], %a2: bf16[2048@
   %p2 = matmul(%g2, %b) : bf16[2048, 8192]
   return %p0, %p1, %p2
 })");
-  hw_.nccl_collective_sms = 0;  // contention is tested above; keep this by hand
-  double gather = CollectiveTime(f, 0), matmul = Time(f, 3);
-  ASSERT_GT(matmul, gather) << "the chunks must be slower than the transfers";
+  hw_.nccl_collective_sms = 0;  // SM contention is tested above; keep this by hand
+  absl::StatusOr<CollectiveEstimate> g = EstimateCollectiveOp(hw_, Op(f, 0), f, 0, 8);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const double gather = g->seconds, matmul = Time(f, 3);
+  ASSERT_GT(matmul, 2 * gather) << "the first chunk's GEMM must outlast the other transfers";
+  // A device reads what it sends and writes what it receives: 2 x link bytes / time of
+  // HBM (collective_time.h).
+  const double under_gather = TimeWithHbmTaken(f, 3, 2 * g->bus_bytes / gather);
+  ASSERT_GT(under_gather, matmul);
   Prediction p = Run(f);
-  EXPECT_NEAR(p.time_s, gather + 3 * matmul, 1e-12);
+  EXPECT_NEAR(p.time_s, gather + 3 * matmul + 2 * gather * (under_gather / matmul - 1), 1e-12);
   for (const DevicePrediction& d : p.devices) {
     EXPECT_NEAR(d.exposed_communication_s, gather, 1e-12);
     EXPECT_NEAR(d.communication_s, 3 * gather, 1e-12);

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 #include "sim/collective_op.h"
+#include "sim/gemm_time.h"
 #include "sim/op_time.h"
 #include "sim/predict.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
@@ -122,10 +123,30 @@ TEST(ScheduleTimelineTest, CopyEngineRingUnderGemmsExposesAtMostItsFirstStep) {
   EXPECT_GT(nccl->time_s, p->time_s);
 }
 
-// A GEMM under an NCCL all_gather of S = 32 SMs runs its tiles on the 100 SMs left. The
-// GEMM (bf16 512 x 8192 by 8192 x 7680, compute-bound) fills one wave of 128x256 tiles on
-// 132 SMs; on 100 its best tiling (128x128: 240 tiles, 3 waves) does 1.5 times the work
-// per SM, so it takes 1.5 times as long (launch aside), whatever else the model says.
+// The matmul's GemmShape as op_time.cc builds it: bf16 512 x 8192 by 8192 x 7680.
+GemmShape BesideShape() {
+  GemmShape shape;
+  shape.m = 512;
+  shape.n = 7680;
+  shape.k = 8192;
+  shape.operand_bytes = 2.0 * (512.0 * 8192 + 8192.0 * 7680);
+  return shape;
+}
+
+// `hw` with `hbm_load` bytes/s of its HBM bandwidth taken (by hand, not HardwareBeside).
+HardwareSpec WithHbmTaken(HardwareSpec hw, double hbm_load) {
+  EXPECT_LT(hbm_load, 0.5 * hw.hbm_bandwidth);
+  hw.hbm_bandwidth -= hbm_load;
+  return hw;
+}
+
+// A GEMM under an NCCL all_gather of S = 32 SMs runs its tiles on the 100 SMs left, each
+// as fast as alone, with the HBM bandwidth the gather leaves: its time on the timeline is
+// the GEMM heuristic's plan on 100 of the GPU's SMs at that bandwidth (gemm_time.h). The
+// GEMM (bf16 512 x 8192 by 8192 x 7680, compute-bound) fills one wave of 128x256 tiles
+// (120) on 132 SMs; on 100 that tiling needs two waves, and the heuristic's best there
+// (128x128: 240 tiles in 3 waves, 1.5 times the work per SM) takes about 1.5 times as
+// long, less where the per-wave latency and the last epilogue do not scale with the work.
 TEST(ScheduleTimelineTest, GemmBesideAnNcclKernelTakesTheWavesOfTheSmsLeft) {
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(mesh @m(tp=8)
 spmd func @f(%a: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) -> (bf16[65536, 8192], bf16[512, 7680]) {
@@ -147,33 +168,47 @@ spmd func @f(%a: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) ->
   }
   ASSERT_NE(matmul, nullptr);
   absl::StatusOr<double> alone = OpTime(hw, *matmul, f);
-  ASSERT_TRUE(alone.ok());
+  absl::StatusOr<GemmPlan> on_132 = PlanGemm(hw, BesideShape(), 132);
+  ASSERT_TRUE(alone.ok() && on_132.ok());
+  ASSERT_NEAR(on_132->time_s, *alone, 1e-15) << "the shape is op_time.cc's";
+  EXPECT_EQ(on_132->waves, 1);
+  absl::StatusOr<CollectiveEstimate> g = EstimateCollectiveOp(hw, *f.body()->front(), f, 0, 8);
+  ASSERT_TRUE(g.ok()) << g.status();
+  // A device reads what it sends and writes what it receives (collective_time.h).
+  const double hbm_load = 2 * g->bus_bytes / g->seconds;
+  absl::StatusOr<GemmPlan> on_100 = PlanGemm(WithHbmTaken(hw, hbm_load), BesideShape(), 100);
+  ASSERT_TRUE(on_100.ok());
+  EXPECT_GT(on_100->waves, 1);
+  EXPECT_GT(on_100->time_s, 1.3 * *alone);
+  ASSERT_GT(g->seconds, on_100->time_s) << "the GEMM must run under the gather all along";
   absl::StatusOr<Prediction> p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  const double launch = hw.kernel_launch_overhead_s;
   int matmuls = 0;
   for (const TimelineEvent& e : p->timeline) {
     if (e.op != "matmul") continue;
     ++matmuls;
-    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6 - launch, 1.5 * (*alone - launch), 1e-12);
+    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, on_100->time_s, 1e-12);
   }
   EXPECT_EQ(matmuls, 8);
   // NCCL with no SMs of its own (not a real setting: a check of the mechanism) leaves the
-  // GEMM its time alone.
+  // GEMM all 132 SMs: only the gather's HBM traffic slows it (its last wave's epilogue).
   options.hardware.nccl_collective_sms = 0;
+  absl::StatusOr<GemmPlan> hbm_only = PlanGemm(WithHbmTaken(hw, hbm_load), BesideShape(), 132);
+  ASSERT_TRUE(hbm_only.ok());
+  EXPECT_GT(hbm_only->time_s, *alone);
+  EXPECT_LT(hbm_only->time_s, 1.01 * *alone);
   p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
   for (const TimelineEvent& e : p->timeline) {
     if (e.op == "matmul") {
-      EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, *alone, 1e-12);
+      EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, hbm_only->time_s, 1e-12);
     }
   }
 }
 
-// Two NCCL all_gathers at once (streams 1 and 2) keep 2 x 32 SMs: the same GEMM runs on
-// 68. Its tilings there: 128x256 120 tiles in 2 waves (2 x 32768 elements per SM),
-// 128x128 240 tiles in 4 waves (4 x 16384), 256x128 120 tiles in 2 waves: 65536 per SM
-// against 32768 on 132 SMs, twice the time (launch aside).
+// Two NCCL all_gathers at once (streams 1 and 2) keep 2 x 32 SMs and take twice the HBM
+// bandwidth: the same GEMM runs as the plan on 68 SMs at the bandwidth left (128x256: 120
+// tiles in 2 waves, 65536 outputs per SM against 32768 on 132), slower than on 100.
 TEST(ScheduleTimelineTest, ConcurrentNcclKernelsAddTheirSms) {
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(R"(mesh @m(tp=8)
 spmd func @f(%a: bf16[8192, 8192], %b: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) -> (bf16[65536, 8192], bf16[65536, 8192], bf16[512, 7680]) {
@@ -185,24 +220,26 @@ spmd func @f(%a: bf16[8192, 8192], %b: bf16[8192, 8192], %x: bf16[512, 8192], %w
   ASSERT_TRUE(module.ok()) << module.status();
   const Function& f = *module->get()->functions().front();
   const HardwareSpec hw = *FindBuiltinHardware("h100-sxm");
-  const Operation* matmul = nullptr;
-  for (const Operation* op : *f.body()) {
-    if (op->name() == "matmul") matmul = op;
-  }
-  ASSERT_NE(matmul, nullptr);
-  absl::StatusOr<double> alone = OpTime(hw, *matmul, f);
-  ASSERT_TRUE(alone.ok());
+  absl::StatusOr<CollectiveEstimate> g = EstimateCollectiveOp(hw, *f.body()->front(), f, 0, 8);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const double hbm_load = 2 * (2 * g->bus_bytes / g->seconds);  // both gathers
+  absl::StatusOr<GemmPlan> on_68 = PlanGemm(WithHbmTaken(hw, hbm_load), BesideShape(), 68);
+  absl::StatusOr<GemmPlan> on_100 =
+      PlanGemm(WithHbmTaken(hw, hbm_load / 2), BesideShape(), 100);
+  ASSERT_TRUE(on_68.ok() && on_100.ok());
+  EXPECT_EQ(on_68->waves * on_68->tile.m * on_68->tile.n, 65536);
+  EXPECT_GT(on_68->time_s, on_100->time_s);
+  ASSERT_GT(g->seconds, on_68->time_s) << "the GEMM must run under both gathers all along";
   PredictOptions options;
   options.hardware = hw;
   options.record_timeline = true;
   absl::StatusOr<Prediction> p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  const double launch = hw.kernel_launch_overhead_s;
   int matmuls = 0;
   for (const TimelineEvent& e : p->timeline) {
     if (e.op != "matmul") continue;
     ++matmuls;
-    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6 - launch, 2 * (*alone - launch), 1e-12);
+    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, on_68->time_s, 1e-12);
   }
   EXPECT_EQ(matmuls, 8);
 }
