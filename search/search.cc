@@ -217,6 +217,9 @@ class LayoutEvaluator {
         if (!matmul.empty() && stop_()) break;
         std::string schedule = JoinPipeline(attention, matmul);
         if (matmul.empty()) {
+          // An attention schedule alone is a schedule tried too (as before: counted for
+          // the attention step and for the combination).
+          if (!attention.empty()) ++out.schedules_tried;
           Consider(layout, global, schedule, attended, attended_fingerprint, out);
           continue;
         }
