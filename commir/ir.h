@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -29,6 +30,10 @@ class Block;
 class Function;
 class Module;
 class Operation;
+class Value;
+
+// Each value of a source to its copy: what cloning fills (commir/clone.h).
+using ValueMap = absl::flat_hash_map<const Value*, Value*>;
 
 class Value {
  public:
@@ -328,6 +333,11 @@ class Function {
 
   Block* body() const { return body_.get(); }
 
+  // A copy of the function (commir/clone.h): the same signature, names, locations and
+  // ops; `map` (if given) learns each value's copy. The copy is in no module and points
+  // at this function's mesh until the module it is added to resolves its meshes.
+  std::unique_ptr<Function> Clone(ValueMap* map = nullptr) const;
+
   // The module that holds the function (null until it is added to one): where a
   // `call` in its body finds its callee.
   Module* module() const { return module_; }
@@ -353,6 +363,11 @@ class Module {
   Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+
+  // A deep copy (commir/clone.h): meshes and functions in declaration order, each
+  // function on the copy of its mesh; value names and locations as they are. Printing
+  // the copy prints what printing this module prints.
+  std::unique_ptr<Module> Clone() const;
 
   Mesh* AddMesh(std::unique_ptr<Mesh> mesh);
   Function* AddFunction(std::unique_ptr<Function> function);

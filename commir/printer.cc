@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -26,6 +29,11 @@ class NameTable {
     used_.reserve(function.body()->num_arguments() + function.body()->size());
     for (int i = 0; i < function.body()->num_arguments(); ++i) Claim(function.body()->argument(i));
     AssignBlock(function.body());
+  }
+  // Calls `fn(value, name)` for each value printed under another name than its own.
+  template <typename Fn>
+  void ForEachRenamed(Fn&& fn) const {
+    for (const auto& [value, name] : renamed_) fn(value, *name);
   }
   const std::string& Name(const Value* value) const {
     if (!renamed_.empty()) {
@@ -264,6 +272,20 @@ class Printer {
 };
 
 }  // namespace
+
+void NameValuesAsPrinted(Function& function) {
+  // Collected first: the table points into the names being replaced.
+  std::vector<std::pair<Value*, std::string>> renamed;
+  {
+    NameTable names;
+    names.Assign(function);
+    names.ForEachRenamed([&](const Value* value, const std::string& name) {
+      // The table only reads; the function it read is ours to change.
+      renamed.emplace_back(const_cast<Value*>(value), name);
+    });
+  }
+  for (auto& [value, name] : renamed) value->set_name(std::move(name));
+}
 
 std::string PrintModule(const Module& module) {
   std::string out;

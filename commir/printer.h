@@ -21,6 +21,12 @@ namespace commir {
 std::string PrintModule(const Module& module);
 std::string PrintFunction(const Function& function);
 
+// Gives every value of `function` the name the printer prints it with (a number for an
+// unnamed value, a suffix for a clash), so that the function has the names its printed
+// and parsed form would have; printing it is unchanged. For code that copies a function
+// instead of printing and parsing it and must then agree with its text.
+void NameValuesAsPrinted(Function& function);
+
 // The entries of an op's attribute dictionary as the printer writes them ("causal",
 // "dim = 1", "stream = %s"): schema attributes in schema order, then keys the schema does
 // not know (invalid IR, shown for debugging) sorted, then the stream, a `stream = %v`

@@ -266,7 +266,7 @@ int Main(int argc, char** argv) {
   if (result->stats.cut_short) std::cerr << "commir-search: warning: " << CutShortText(*result) << "\n";
   if (!r.output.empty()) {
     const Candidate& best = result->ranked.front();
-    const std::string& text = r.emit == "global" ? best.global_text : best.spmd_text;
+    const std::string text = r.emit == "global" ? best.GlobalText() : best.SpmdText();
     if (absl::Status s = WriteOutputFile(ResolvePath(r.output), text); !s.ok()) {
       std::cerr << "commir-search: error: " << s.message() << "\n";
       return kExitInvalidInput;

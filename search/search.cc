@@ -17,10 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "commir/clone.h"
 #include "commir/diagnostics.h"
+#include "commir/fingerprint.h"
 #include "commir/printer.h"
 #include "commir/verifier.h"
-#include "parser/parser.h"
 #include "search/dim_classes.h"
 #include "search/mesh_shapes.h"
 #include "search/schedule_space.h"
@@ -79,69 +80,77 @@ absl::StatusOr<const Function*> ChooseFunction(const Module& module, const std::
   return found;
 }
 
-// Parses `text` and runs `pipeline` on it. Errors are the pass's or the parser's.
-absl::StatusOr<std::unique_ptr<Module>> Run(absl::string_view text, absl::string_view pipeline) {
-  DiagnosticEngine diagnostics;
-  std::unique_ptr<Module> module = ParseModule(text, diagnostics);
-  if (module == nullptr) return diagnostics.ToStatus("candidate.commir", text);
-  if (pipeline.empty()) return module;
+// Runs `pipeline` on `module`. Errors are the pass's.
+absl::Status RunPipeline(Module& module, absl::string_view pipeline) {
+  if (pipeline.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
       ParsePassPipeline(pipeline, RegisteredPasses());
   if (!passes.ok()) return passes.status();
   PassManager manager;
   manager.AddPasses(*std::move(passes));
-  if (absl::Status s = manager.Run(*module, diagnostics); !s.ok()) return s;
-  return module;
+  DiagnosticEngine diagnostics;
+  return manager.Run(module, diagnostics);
+}
+
+// A copy of `module` with `pipeline` run on it.
+absl::StatusOr<std::shared_ptr<const Module>> Scheduled(const Module& module,
+                                                        absl::string_view pipeline) {
+  std::shared_ptr<Module> copy = module.Clone();
+  if (absl::Status s = RunPipeline(*copy, pipeline); !s.ok()) return s;
+  return copy;
 }
 
 // The function with every sharding removed, which each candidate lays out anew: its
 // signature takes the candidate's layouts and intermediate values are left to
-// propagation. Each worker thread has its own (laying out mutates it).
+// propagation. Laying out copies it, so worker threads share one.
 class Template {
  public:
-  static absl::StatusOr<std::unique_ptr<Template>> Make(const Module& module,
-                                                        const std::string& name) {
-    auto t = std::unique_ptr<Template>(new Template());
-    DiagnosticEngine diagnostics;
-    std::string text = PrintModule(module);
-    t->module_ = ParseModule(text, diagnostics);
-    if (t->module_ == nullptr) return diagnostics.ToStatus("input", text);
-    t->function_ = t->module_->FindFunction(name);
-    t->function_->set_mesh_name("");
-    Block& body = *t->function_->body();
+  explicit Template(const Function& function) : function_(function.Clone()) {
+    // The names its text would have: the laid-out program is the recipe, and
+    // commir-opt reading that text must make the same program the search makes.
+    NameValuesAsPrinted(*function_);
+    function_->set_mesh_name("");
+    Block& body = *function_->body();
     for (int i = 0; i < body.num_arguments(); ++i) {
-      Type type = t->function_->arg_types()[i];
-      if (type.is_tensor()) t->function_->SetArgType(i, type.WithoutSharding());
+      Type type = function_->arg_types()[i];
+      if (type.is_tensor()) function_->SetArgType(i, type.WithoutSharding());
     }
-    for (size_t r = 0; r < t->function_->result_types().size(); ++r) {
-      Type type = t->function_->result_types()[r];
-      if (type.is_tensor()) t->function_->SetResultType(static_cast<int>(r), type.WithoutSharding());
+    for (size_t r = 0; r < function_->result_types().size(); ++r) {
+      Type type = function_->result_types()[r];
+      if (type.is_tensor()) function_->SetResultType(static_cast<int>(r), type.WithoutSharding());
     }
     WalkOps(&body, [](Operation* op) {
       for (Value* result : op->results()) {
         if (result->type().is_tensor()) result->set_type(result->type().WithoutSharding());
       }
     });
-    return t;
   }
 
-  // The laid-out global program of `layout`: its mesh and the function.
-  std::string GlobalText(const LayoutCandidate& layout) {
-    Block& body = *function_->body();
-    for (int i = 0; i < body.num_arguments(); ++i) {
-      function_->SetArgType(i, layout.arg_types[i]);
-      body.argument(i)->set_type(layout.arg_types[i]);
+  // The laid-out global program of `layout`: its mesh and a copy of the function, or
+  // why it does not verify (as its text would not parse).
+  absl::StatusOr<std::unique_ptr<Module>> LaidOut(const LayoutCandidate& layout) const {
+    auto module = std::make_unique<Module>();
+    std::vector<MeshAxis> axes;
+    std::vector<std::string> names = layout.mesh.axis_names();
+    for (size_t i = 0; i < layout.mesh.sizes.size(); ++i) {
+      axes.push_back(MeshAxis{names[i], layout.mesh.sizes[i], {}});
+    }
+    module->AddMesh(std::make_unique<Mesh>("m", std::move(axes)));
+    Function* function = module->AddFunction(function_->Clone());
+    for (size_t i = 0; i < layout.arg_types.size(); ++i) {
+      function->SetArgType(static_cast<int>(i), layout.arg_types[i]);
     }
     for (size_t r = 0; r < layout.result_types.size(); ++r) {
-      function_->SetResultType(static_cast<int>(r), layout.result_types[r]);
+      function->SetResultType(static_cast<int>(r), layout.result_types[r]);
     }
-    return absl::StrCat(layout.mesh.Declaration(), "\n\n", PrintFunction(*function_));
+    module->ResolveMeshes();
+    function->RefreshArgumentTypes();
+    if (absl::Status s = VerifyModule(*module); !s.ok()) return s;
+    return module;
   }
 
  private:
-  Template() = default;
-  std::unique_ptr<Module> module_;
-  Function* function_ = nullptr;
+  std::unique_ptr<Function> function_;
 };
 
 // What one layout gives: its distinct scheduled programs, predicted, in schedule order,
@@ -160,20 +169,22 @@ class LayoutEvaluator {
  public:
   // `stop` says when to leave the remaining schedules of a layout untried (the time
   // limit ran out): one layout of a large program can take minutes.
-  LayoutEvaluator(const std::string& function, const SearchOptions& options, Template& t,
+  LayoutEvaluator(const std::string& function, const SearchOptions& options, const Template& t,
                   std::function<bool()> stop)
       : function_(function), options_(options), template_(t), stop_(std::move(stop)) {}
 
   LayoutOutcome Evaluate(const LayoutCandidate& layout) {
     LayoutOutcome out;
     seen_.clear();
-    std::string global_text = template_.GlobalText(layout);
-    absl::StatusOr<std::unique_ptr<Module>> lowered =
-        search::Run(global_text, sharding::kDefaultSpmdPipeline);
+    absl::StatusOr<std::unique_ptr<Module>> laid_out = template_.LaidOut(layout);
+    if (!laid_out.ok()) return out;
+    std::shared_ptr<const Module> global = *std::move(laid_out);
+    absl::StatusOr<std::shared_ptr<const Module>> lowered =
+        Scheduled(*global, sharding::kDefaultSpmdPipeline);
     if (!lowered.ok()) return out;
     out.partitioned = true;
-    std::string lowered_text = PrintModule(**lowered);
-    // Families with nothing to rewrite are not tried: each would print the program as it
+    const Fingerprint lowered_fingerprint = ModuleFingerprint(**lowered);
+    // Families with nothing to rewrite are not tried: each would give the program as it
     // is (attention schedules need an attention, collective-matmul ones a gather or scatter).
     bool has_attention = false, has_gather_or_scatter = false;
     WalkOps((*lowered)->FindFunction(function_)->body(), [&](Operation* op) {
@@ -185,49 +196,55 @@ class LayoutEvaluator {
     for (const std::string& attention : attention_schedules) {
       // The plain program is always tried: every layout searched gives its candidate.
       if (!attention.empty() && stop_()) break;
-      std::string attention_text = lowered_text;
+      std::shared_ptr<const Module> attended = *lowered;
+      Fingerprint attended_fingerprint = lowered_fingerprint;
       if (!attention.empty()) {
         ++out.schedules_tried;
-        absl::StatusOr<std::unique_ptr<Module>> m = search::Run(lowered_text, attention);
+        absl::StatusOr<std::shared_ptr<const Module>> m = Scheduled(**lowered, attention);
         if (!m.ok()) {
           ++out.not_applicable;
           continue;
         }
-        attention_text = PrintModule(**m);
-        if (attention_text == lowered_text) {
+        attended_fingerprint = ModuleFingerprint(**m);
+        if (attended_fingerprint == lowered_fingerprint) {
           ++out.duplicates;
           continue;
         }
+        attended = *std::move(m);
       }
       for (const std::string& matmul : MatmulSchedules()) {
         if (!matmul.empty() && !has_gather_or_scatter && !has_attention) break;
         if (!matmul.empty() && stop_()) break;
         std::string schedule = JoinPipeline(attention, matmul);
-        if (schedule.empty()) {
-          Consider(layout, global_text, schedule, std::move(*lowered), out);
+        if (matmul.empty()) {
+          // An attention schedule alone is a schedule tried too (as before: counted for
+          // the attention step and for the combination).
+          if (!attention.empty()) ++out.schedules_tried;
+          Consider(layout, global, schedule, attended, attended_fingerprint, out);
           continue;
         }
         ++out.schedules_tried;
-        Consider(layout, global_text, schedule, search::Run(attention_text, matmul), out);
+        absl::StatusOr<std::shared_ptr<const Module>> m = Scheduled(*attended, matmul);
+        if (!m.ok()) {
+          ++out.not_applicable;
+          continue;
+        }
+        Fingerprint fingerprint = ModuleFingerprint(**m);
+        Consider(layout, global, schedule, *std::move(m), fingerprint, out);
       }
     }
     return out;
   }
 
  private:
-  void Consider(const LayoutCandidate& layout, const std::string& global_text,
-                const std::string& schedule, absl::StatusOr<std::unique_ptr<Module>> module,
-                LayoutOutcome& out) {
-    if (!module.ok() || *module == nullptr) {
-      ++out.not_applicable;
-      return;
-    }
-    std::string text = PrintModule(**module);
-    if (!seen_.insert(text).second) {
+  void Consider(const LayoutCandidate& layout, const std::shared_ptr<const Module>& global,
+                const std::string& schedule, std::shared_ptr<const Module> module,
+                const Fingerprint& fingerprint, LayoutOutcome& out) {
+    if (!seen_.insert(fingerprint).second) {
       ++out.duplicates;
       return;
     }
-    const Function* spmd = (*module)->FindFunction(function_);
+    const Function* spmd = module->FindFunction(function_);
     absl::StatusOr<sim::Prediction> prediction = sim::Predict(*spmd, options_.predict);
     if (!prediction.ok()) {
       ++out.prediction_failures;
@@ -237,8 +254,9 @@ class LayoutEvaluator {
     c.layout = layout;
     c.schedule = schedule;
     c.pipeline = JoinPipeline(sharding::kDefaultSpmdPipeline, schedule);
-    c.global_text = global_text;
-    c.spmd_text = std::move(text);
+    c.global_program = global;
+    c.spmd_program = std::move(module);
+    c.fingerprint = fingerprint;
     c.time_s = prediction->time_s;
     for (const sim::DevicePrediction& d : prediction->devices) {
       c.exposed_communication_s = std::max(c.exposed_communication_s, d.exposed_communication_s);
@@ -250,26 +268,9 @@ class LayoutEvaluator {
 
   const std::string& function_;
   const SearchOptions& options_;
-  Template& template_;
+  const Template& template_;
   std::function<bool()> stop_;
-  absl::flat_hash_set<std::string> seen_;
-};
-
-// A 128-bit fingerprint of a program's text: two unrelated 64-bit hashes (absl's and the
-// standard library's). Distinct candidates are remembered by it rather than by their
-// text, which is what bounds the search's memory; a collision among even a billion
-// programs has a probability under 1e-20.
-struct ProgramFingerprint {
-  uint64_t a = 0, b = 0;
-  explicit ProgramFingerprint(absl::string_view text)
-      : a(absl::Hash<absl::string_view>()(text)), b(std::hash<std::string_view>()(std::string_view(text.data(), text.size()))) {}
-  friend bool operator==(const ProgramFingerprint& x, const ProgramFingerprint& y) {
-    return x.a == y.a && x.b == y.b;
-  }
-  template <typename H>
-  friend H AbslHashValue(H h, const ProgramFingerprint& f) {
-    return H::combine(std::move(h), f.a, f.b);
-  }
+  absl::flat_hash_set<Fingerprint> seen_;
 };
 
 class Searcher {
@@ -321,10 +322,7 @@ class Searcher {
     bool calls = false;
     for (const Function* f : module.functions()) calls |= f->body() != nullptr && HasCalls(*f);
     if (!calls) return std::unique_ptr<Module>();
-    DiagnosticEngine diagnostics;
-    std::string text = PrintModule(module);
-    std::unique_ptr<Module> copy = ParseModule(text, diagnostics);
-    if (copy == nullptr) return diagnostics.ToStatus("input", text);
+    std::unique_ptr<Module> copy = module.Clone();
     absl::StatusOr<int64_t> inlined = InlineCalls(*copy);
     if (!inlined.ok()) return inlined.status();
     return copy;
@@ -393,11 +391,8 @@ class Searcher {
     int threads = options_.threads > 0 ? options_.threads
                                        : static_cast<int>(std::thread::hardware_concurrency());
     threads = static_cast<int>(std::clamp<int64_t>(threads, 1, stats().layouts_in_space));
-    for (int t = 0; t < threads; ++t) {
-      absl::StatusOr<std::unique_ptr<Template>> made = Template::Make(module, result_.function);
-      if (!made.ok()) return made.status();
-      templates_.push_back(*std::move(made));
-    }
+    // One template for every worker: laying out copies it and changes only the copy.
+    template_ = std::make_unique<Template>(*module.FindFunction(result_.function));
     const size_t batch_size = static_cast<size_t>(threads) * 16;
     std::vector<LayoutCandidate> batch;
     int64_t done_before = 0;
@@ -443,8 +438,8 @@ class Searcher {
     std::atomic<int> running{threads};
     std::mutex mu;
     std::condition_variable finished;
-    auto work = [&](int t) {
-      LayoutEvaluator evaluator(result_.function, options_, *templates_[t],
+    auto work = [&] {
+      LayoutEvaluator evaluator(result_.function, options_, *template_,
                                 [this] { return TimeIsUp(); });
       while (!stop_) {
         size_t i = next++;
@@ -459,7 +454,7 @@ class Searcher {
       if (--running == 0) finished.notify_all();
     };
     std::vector<std::thread> workers;
-    for (int t = 0; t < threads; ++t) workers.emplace_back(work, t);
+    for (int t = 0; t < threads; ++t) workers.emplace_back(work);
     {
       std::unique_lock<std::mutex> lock(mu);
       while (running > 0) {
@@ -497,7 +492,7 @@ class Searcher {
     stats().duplicates += o.duplicates;
     stats().prediction_failures += o.prediction_failures;
     for (Candidate& c : o.candidates) {
-      if (!seen_.insert(ProgramFingerprint(c.spmd_text)).second) {
+      if (!seen_.insert(c.fingerprint).second) {
         ++stats().duplicates;
         continue;
       }
@@ -574,14 +569,22 @@ class Searcher {
   std::vector<MeshShape> meshes_;
   std::vector<int64_t> mesh_layouts_;  // counted per mesh (0: skip it; -1: not counted)
   bool space_counted_ = true;          // layouts_in_space is exact (else a lower bound)
-  std::vector<std::unique_ptr<Template>> templates_;  // one per worker thread
-  absl::flat_hash_set<ProgramFingerprint> seen_;
+  std::unique_ptr<Template> template_;
+  absl::flat_hash_set<Fingerprint> seen_;
   Clock::time_point start_;
   Clock::time_point last_progress_;
   std::atomic<bool> stop_{false};  // time_limit_s ran out
 };
 
 }  // namespace
+
+std::string Candidate::GlobalText() const {
+  return global_program == nullptr ? std::string() : PrintModule(*global_program);
+}
+
+std::string Candidate::SpmdText() const {
+  return spmd_program == nullptr ? std::string() : PrintModule(*spmd_program);
+}
 
 int64_t DefaultMaxLayouts(int64_t devices) {
   return kDefaultMaxLayouts * 8 / std::max<int64_t>(8, devices);

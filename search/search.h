@@ -4,8 +4,9 @@
 // the function's arguments and results on it (layout_space.h), each partitioned by
 // propagate-sharding and lower-to-spmd (the default spmd pipeline), x every composition
 // of an attention schedule and a collective-matmul schedule (schedule_space.h). Each
-// candidate's spmd program is printed; candidates whose programs print identically are
-// one (the first in enumeration order stays). Each distinct candidate is predicted by
+// candidate is built in memory (a copy of the function laid out, copies scheduled), and
+// candidates whose programs have the same structural fingerprint (commir/fingerprint.h:
+// the same program up to value names) are one (the first in enumeration order stays). Each distinct candidate is predicted by
 // the sim backend's model (sim/predict.h) and ranked by predicted time, then bytes sent
 // per device, then enumeration order, so results are deterministic.
 //
@@ -16,19 +17,21 @@
 // searched with its calls inlined (the `inline` pass).
 //
 // A candidate is reproduced from its recipe: its laid-out global program
-// (`global_text`) run through `commir-opt --pass-pipeline=<pipeline>` prints exactly
-// `spmd_text`. Verification (the cpu mesh against the one-device program, on a shrunken
+// (GlobalText()) run through `commir-opt --pass-pipeline=<pipeline>` prints exactly
+// SpmdText(). Text is made only there, at the boundary. Verification (the cpu mesh against the one-device program, on a shrunken
 // copy) is left to a callback, so that the core needs no executor.
 #ifndef COMMIR_SEARCH_SEARCH_H_
 #define COMMIR_SEARCH_SEARCH_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "commir/fingerprint.h"
 #include "commir/ir.h"
 #include "search/layout_space.h"
 #include "sim/predict.h"
@@ -48,14 +51,21 @@ struct Candidate {
   int rank = 0;  // 1-based, after ranking
   LayoutCandidate layout;
   std::string schedule;     // the schedule passes alone ("" for plain collectives)
-  std::string pipeline;     // what commir-opt runs on global_text to get spmd_text
-  std::string global_text;  // the function with this candidate's mesh and layouts
-  std::string spmd_text;    // the partitioned and scheduled program
+  std::string pipeline;     // what commir-opt runs on the global program to get the spmd one
+  // The function with this candidate's mesh and layouts (shared by the candidates of a
+  // layout), and the partitioned and scheduled program. Neither changes once made.
+  std::shared_ptr<const Module> global_program;
+  std::shared_ptr<const Module> spmd_program;
+  Fingerprint fingerprint;  // of spmd_program
   double time_s = 0;
   double exposed_communication_s = 0;  // the most over the devices
   double bytes_per_device = 0;          // schedule-report's count (shifts included)
   int64_t peak_memory_bytes = 0;        // the most over the devices
   Verdict verdict;
+
+  // The recipe's text (what `--emit=global -o` writes) and the program it makes.
+  std::string GlobalText() const;
+  std::string SpmdText() const;
 };
 
 struct SearchStats {
@@ -65,7 +75,7 @@ struct SearchStats {
   int64_t partition_failures = 0; // layouts the partitioner refused
   int64_t schedules_tried = 0;    // (layout, schedule) pairs
   int64_t not_applicable = 0;     // a schedule pass refused the program (e.g. chunks)
-  int64_t duplicates = 0;         // printed like an earlier candidate
+  int64_t duplicates = 0;         // the same program as an earlier candidate (fingerprint)
   int64_t prediction_failures = 0;
   int64_t over_memory = 0;        // dropped by max_memory_bytes
   int64_t candidates = 0;         // distinct, predicted, within memory
@@ -73,7 +83,7 @@ struct SearchStats {
   int64_t layouts_in_space = 0;   // counted before the search (every mesh, up to a million)
   bool layouts_in_space_exact = true;  // false: the space has more (it was not all counted)
   bool cut_short = false;         // time_limit_s ran out before every layout was searched
-  // The most layouts and candidates (with their programs' text) held at once: what bounds
+  // The most layouts and candidates (with their programs) held at once: what bounds
   // the search's memory, whatever the size of the space.
   int64_t peak_layouts_held = 0;
   int64_t peak_candidates_held = 0;
@@ -122,9 +132,9 @@ struct SearchOptions {
   // Worker threads evaluating layouts (0: one per hardware thread). The result does not
   // depend on it.
   int threads = 0;
-  // How many ranked candidates to keep (0: all). Only these keep their programs' text
-  // during the search (unless top is 0 or verify is kAll); every other distinct candidate
-  // is remembered by a 128-bit fingerprint of its program, to merge duplicates.
+  // How many ranked candidates to keep (0: all). Only these keep their programs during
+  // the search (unless top is 0 or verify is kAll); every other distinct candidate is
+  // remembered by its program's 128-bit fingerprint, to merge duplicates.
   int top = 10;
   // Refuse a space of more layouts than this (0: no cap; -1: DefaultMaxLayouts(devices)),
   // saying how many it has.

@@ -1,6 +1,6 @@
 // Candidates searched per second (target: an attention layer's or an MLP's whole space
 // on 8 devices in under a second, on 64 in under ten). Each iteration is a whole search
-// without verification: meshes, layouts, partitioning, schedules, printing, dedupe,
+// without verification: meshes, layouts, partitioning, schedules (on in-memory copies), dedupe,
 // prediction and ranking. Counters: candidates (distinct programs predicted) and
 // schedules tried per second.
 //   bazel run -c opt //search:search_benchmark

@@ -83,7 +83,7 @@ SearchOptions Options(int64_t devices) {
   return options;
 }
 
-std::string Fingerprint(const SearchResult& r) {
+std::string Summary(const SearchResult& r) {
   std::string out;
   for (const Candidate& c : r.ranked) {
     absl::StrAppend(&out, c.rank, " ", c.layout.mesh.ToString(), " ", c.layout.description, " ",
@@ -100,20 +100,20 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
   absl::StatusOr<SearchResult> b = Search(*m, options);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(Fingerprint(*a), Fingerprint(*b));
+  EXPECT_EQ(Summary(*a), Summary(*b));
   // Layouts are evaluated in parallel and merged in enumeration order.
   options.threads = 1;
   absl::StatusOr<SearchResult> serial = Search(*m, options);
   options.threads = 3;
   absl::StatusOr<SearchResult> parallel = Search(*m, options);
   ASSERT_TRUE(serial.ok() && parallel.ok());
-  EXPECT_EQ(Fingerprint(*serial), Fingerprint(*a));
-  EXPECT_EQ(Fingerprint(*parallel), Fingerprint(*a));
+  EXPECT_EQ(Summary(*serial), Summary(*a));
+  EXPECT_EQ(Summary(*parallel), Summary(*a));
   EXPECT_EQ(serial->stats.duplicates, parallel->stats.duplicates);
   EXPECT_GT(a->stats.duplicates, 0);
   EXPECT_EQ(static_cast<int64_t>(a->ranked.size()), a->stats.candidates);
   absl::flat_hash_set<std::string> programs;
-  for (const Candidate& c : a->ranked) EXPECT_TRUE(programs.insert(c.spmd_text).second) << c.pipeline;
+  for (const Candidate& c : a->ranked) EXPECT_TRUE(programs.insert(c.SpmdText()).second) << c.pipeline;
   for (size_t i = 1; i < a->ranked.size(); ++i) {
     EXPECT_LE(a->ranked[i - 1].time_s, a->ranked[i].time_s);
     EXPECT_EQ(a->ranked[i].rank, static_cast<int>(i + 1));
@@ -125,16 +125,13 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
   EXPECT_TRUE(scheduled);
 }
 
-TEST(Search, RecipeReproducesTheSpmdProgram) {
-  std::unique_ptr<Module> m = Parse(kMlp);
-  SearchOptions options = Options(4);
-  options.top = 5;
-  absl::StatusOr<SearchResult> r = Search(*m, options);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->ranked.size(), 5u);
-  for (const Candidate& c : r->ranked) {
-    // What a user does: commir-opt --pass-pipeline=<pipeline> on the laid-out program.
-    std::unique_ptr<Module> global = Parse(c.global_text);
+// What a user does with a candidate: commir-opt --pass-pipeline=<pipeline> on the text of
+// the laid-out program. It must print exactly the candidate's program, which the search
+// made in memory (copies laid out and scheduled, no text in between).
+void ExpectRecipesReproduce(const SearchResult& r) {
+  for (const Candidate& c : r.ranked) {
+    std::unique_ptr<Module> global = Parse(c.GlobalText());
+    ASSERT_NE(global, nullptr) << c.pipeline;
     absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
         ParsePassPipeline(c.pipeline, RegisteredPasses());
     ASSERT_TRUE(passes.ok()) << passes.status();
@@ -142,8 +139,55 @@ TEST(Search, RecipeReproducesTheSpmdProgram) {
     manager.set_verify_each(true);
     manager.AddPasses(*std::move(passes));
     ASSERT_TRUE(manager.Run(*global).ok()) << c.pipeline;
-    EXPECT_EQ(PrintModule(*global), c.spmd_text) << c.pipeline;
+    EXPECT_EQ(PrintModule(*global), c.SpmdText()) << c.pipeline;
   }
+}
+
+TEST(Search, RecipeReproducesTheSpmdProgram) {
+  std::unique_ptr<Module> m = Parse(kMlp);
+  SearchOptions options = Options(4);
+  options.top = 5;
+  absl::StatusOr<SearchResult> r = Search(*m, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ranked.size(), 5u);
+  ExpectRecipesReproduce(*r);
+}
+
+TEST(Search, RecipesOfScheduledAttentionAndInlinedCallsReproduce) {
+  // Every candidate of the block (plain and scheduled).
+  std::unique_ptr<Module> m = Parse(kBlock);
+  const std::string before = PrintModule(*m);
+  SearchOptions options = Options(4);
+  options.max_mesh_axes = 1;
+  absl::StatusOr<SearchResult> r = Search(*m, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool scheduled = false;
+  for (const Candidate& c : r->ranked) scheduled |= !c.schedule.empty();
+  EXPECT_TRUE(scheduled);
+  ExpectRecipesReproduce(*r);
+  // The search works on copies.
+  EXPECT_EQ(PrintModule(*m), before);
+  // Inlined calls copy clashing names (%h and %a of the caller and of each call): the
+  // recipe's text renames them, and the search's programs must have those names too.
+  std::unique_ptr<Module> calls = Parse(R"(
+mesh @m(d=1)
+func @layer(%x: f32[64, 32], %w: f32[32, 32]) -> f32[64, 32] {
+  %h = matmul(%x, %w) : f32[64, 32]
+  %a = gelu(%h)
+  return %a
+}
+func @model(%x: f32[64, 32], %w: f32[32, 32]) -> f32[64, 32] {
+  %h = call @layer(%x, %w) : f32[64, 32]
+  %a = call @layer(%h, %w) : f32[64, 32]
+  return %a
+}
+)");
+  ASSERT_NE(calls, nullptr);
+  options.top = 8;
+  r = Search(*calls, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->ranked.empty());
+  ExpectRecipesReproduce(*r);
 }
 
 TEST(Search, MaxMemoryDropsCandidatesThatDoNotFit) {
@@ -341,7 +385,7 @@ func @layer(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->function, "model");  // the function nobody calls
   ASSERT_FALSE(r->ranked.empty());
-  EXPECT_EQ(r->ranked.front().global_text.find("call"), std::string::npos);
+  EXPECT_EQ(r->ranked.front().GlobalText().find("call"), std::string::npos);
   for (const Candidate& c : r->ranked) {
     EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
   }

@@ -8,9 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "commir/printer.h"
 #include "commir/verifier.h"
-#include "parser/parser.h"
 #include "transforms/sharding/op_rules.h"
 
 namespace commir::search {
@@ -482,10 +480,9 @@ absl::StatusOr<ShrunkModule> ShrinkFunction(const Module& module, absl::string_v
 
   KeepSlicesThatWouldNotFit(analysis, keep_divisors_of);
 
-  // The copy to resize: printed and parsed, so that it is a module of its own.
-  absl::StatusOr<std::unique_ptr<Module>> copy = ParseModuleOrError(PrintModule(module), "shrink");
-  if (!copy.ok()) return copy.status();
-  Function* shrunk = (*copy)->FindFunction(function);
+  // The copy to resize: op for op the same as the original (ForEachOpPair).
+  std::unique_ptr<Module> copy = module.Clone();
+  Function* shrunk = copy->FindFunction(function);
 
   ShrunkModule result;
   absl::flat_hash_map<int64_t, int64_t> size_map;
@@ -530,7 +527,7 @@ absl::StatusOr<ShrunkModule> ShrinkFunction(const Module& module, absl::string_v
     return absl::FailedPreconditionError(
         absl::StrCat("@", function, " cannot be shrunk: ", status.message()));
   }
-  if (absl::Status s = VerifyModule(**copy); !s.ok()) {
+  if (absl::Status s = VerifyModule(*copy); !s.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the shrunk copy of @", function, " does not verify: ", s.message()));
   }
@@ -543,7 +540,7 @@ absl::StatusOr<ShrunkModule> ShrinkFunction(const Module& module, absl::string_v
   result.sizes.assign(size_map.begin(), size_map.end());
   std::sort(result.sizes.begin(), result.sizes.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
-  result.module = *std::move(copy);
+  result.module = std::move(copy);
   return result;
 }
 

@@ -86,23 +86,21 @@ bool CompareResults(const std::vector<Tensor>& actual, const std::vector<Tensor>
   return pass;
 }
 
-absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view function,
+absl::StatusOr<SpmdCheck> CheckSpmd(const Module& module, absl::string_view function,
                                     const SpmdCheckOptions& options) {
-  absl::StatusOr<std::unique_ptr<Module>> reference = ParseModuleOrError(text, "input.commir");
-  if (!reference.ok()) return reference.status();
-  absl::StatusOr<std::unique_ptr<Module>> lowered = ParseModuleOrError(text, "input.commir");
-  if (!lowered.ok()) return lowered.status();
-  Function* global = (*reference)->FindFunction(function);
+  // The reference runs on `module` itself (running does not change it); the copy is
+  // lowered.
+  const Function* global = module.FindFunction(function);
   if (global == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function));
+  std::unique_ptr<Module> lowered = module.Clone();
   if (options.default_pipeline) {
-    if (absl::Status s = RunDefaultSpmdPipeline(**lowered, options.propagate); !s.ok()) return s;
+    if (absl::Status s = RunDefaultSpmdPipeline(*lowered, options.propagate); !s.ok()) return s;
   }
   if (!options.pipeline.empty()) {
-    if (absl::Status s = ApplyPassPipeline(options.pipeline, **lowered, options.passes); !s.ok()) return s;
+    if (absl::Status s = ApplyPassPipeline(options.pipeline, *lowered, options.passes); !s.ok()) return s;
   }
   SpmdCheck check;
-  check.module = *std::move(lowered);
-  check.lowered = PrintModule(*check.module);
+  check.module = std::move(lowered);
   std::vector<Tensor> inputs = RandomGlobalInputs(*global, options.seed);
   absl::StatusOr<std::vector<Tensor>> expected = RunWithGlobalInputs(*global, inputs);
   if (!expected.ok()) return expected.status();
@@ -110,11 +108,21 @@ absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view fu
       RunWithGlobalInputs(*check.module->FindFunction(function), inputs,
                           options.record_events ? &check.events : nullptr);
   if (!actual.ok()) {
+    // The program is shown: a failing run is what one debugs.
     return absl::Status(actual.status().code(), absl::StrCat("running the lowered program: ",
                                                              actual.status().message(), "\n",
-                                                             check.lowered));
+                                                             PrintModule(*check.module)));
   }
   check.pass = CompareResults(*actual, *expected, &check.report);
+  return check;
+}
+
+absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view function,
+                                    const SpmdCheckOptions& options) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "<text>");
+  if (!module.ok()) return module.status();
+  absl::StatusOr<SpmdCheck> check = CheckSpmd(**module, function, options);
+  if (check.ok()) check->lowered = PrintModule(*check->module);
   return check;
 }
 

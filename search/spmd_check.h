@@ -63,8 +63,10 @@ struct SpmdCheckOptions {
 };
 
 struct SpmdCheck {
-  // The module after lowering (and `pipeline`), and printed.
+  // The module after lowering (and `pipeline`).
   std::unique_ptr<Module> module;
+  // It printed: filled by the overloads that take text (tests read it), not by the one
+  // that takes a module.
   std::string lowered;
   // One line per result (runtime::FormatComparison).
   std::string report;
@@ -73,16 +75,22 @@ struct SpmdCheck {
   std::vector<runtime::OpEvent> events;
 };
 
-// Parses `text` twice: runs @`function` of the first copy on one device as the
-// reference; lowers the second copy (RunDefaultSpmdPipeline, unless
-// options.default_pipeline is false), applies `options.pipeline` and runs it on every device of the mesh, with the same random
-// inputs (from `options.seed`); and compares every result with the default tolerance
-// of its element type. Errors (parse, lowering, passes, verification, execution) come
-// back as a status.
+// Runs @`function` of `module` on one device as the reference; lowers a copy of the
+// module (RunDefaultSpmdPipeline, unless options.default_pipeline is false), applies
+// `options.pipeline` and runs it on every device of the mesh, with the same random
+// inputs (from `options.seed`); and compares every result with the default tolerance of
+// its element type. `module` is not changed. Errors (lowering, passes, verification,
+// execution) come back as a status, with the line and column in the text `module` was
+// read from where there is one.
+absl::StatusOr<SpmdCheck> CheckSpmd(const Module& module, absl::string_view function,
+                                    const SpmdCheckOptions& options);
+
+// The same for a program given as text (named "<text>" in parse errors), with
+// SpmdCheck::lowered filled.
 absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view function,
                                     const SpmdCheckOptions& options);
 
-// CheckSpmd with the default pipeline only.
+// CheckSpmd of text with the default pipeline only.
 absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_view function,
                                            uint64_t seed = 0, bool propagate = true);
 

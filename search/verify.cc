@@ -5,11 +5,10 @@
 #include <numeric>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "commir/printer.h"
-#include "parser/parser.h"
 #include "search/shrink.h"
 #include "search/spmd_check.h"
 
@@ -20,8 +19,8 @@ namespace {
 // (x8: pipeline chunks up to 8 of a block split over every device).
 constexpr int kMaxDoublings = 3;
 
-// Runs the recipe on `program` (the global program, shrunk or not).
-absl::StatusOr<VerifyOutcome> CheckProgram(std::string program, std::string sizes,
+// Runs the recipe on `program` (the global program, shrunk or a copy).
+absl::StatusOr<VerifyOutcome> CheckProgram(std::unique_ptr<Module> program, std::string sizes,
                                            absl::string_view function,
                                            absl::string_view pipeline,
                                            const VerifyOptions& options) {
@@ -34,7 +33,7 @@ absl::StatusOr<VerifyOutcome> CheckProgram(std::string program, std::string size
   check_options.passes = options.passes;
   check_options.default_pipeline = !options.pipeline_is_complete;
   absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckSpmd(outcome.checked_program, function, check_options);
+      sharding::CheckSpmd(*outcome.checked_program, function, check_options);
   if (!check.ok()) {
     return absl::Status(check.status().code(),
                         absl::StrCat("checking at sizes ", outcome.sizes, ": ",
@@ -48,14 +47,13 @@ absl::StatusOr<VerifyOutcome> CheckProgram(std::string program, std::string size
   }
   outcome.matched = check->pass;
   outcome.report = std::move(check->report);
-  outcome.lowered_program = std::move(check->lowered);
+  outcome.lowered_program = std::move(check->module);
   return outcome;
 }
 
 }  // namespace
 
-absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
-                                           absl::string_view function,
+absl::StatusOr<VerifyOutcome> VerifyRecipe(const Module& laid_out, absl::string_view function,
                                            absl::string_view pipeline,
                                            const VerifyOptions& options) {
   auto start = std::chrono::steady_clock::now();
@@ -66,39 +64,37 @@ absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
     }
     return outcome;
   };
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(laid_out_text, "recipe");
-  if (!module.ok()) return module.status();
-  const Function* global = (*module)->FindFunction(function);
+  const Function* global = laid_out.FindFunction(function);
   if (global == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function));
   if (global->is_spmd()) {
     return absl::InvalidArgumentError(
         absl::StrCat("@", function, " is a spmd function: a recipe lays out a global one"));
   }
   if (MaxValueElements(*global) <= options.max_elements_per_value) {
-    return timed(CheckProgram(std::string(laid_out_text), FormatSizes({}), function, pipeline,
-                              options));
+    return timed(CheckProgram(laid_out.Clone(), FormatSizes({}), function, pipeline, options));
   }
 
   int64_t devices = global->mesh() == nullptr ? 1 : global->mesh()->num_devices();
   int64_t keep = options.keep_divisors_of > 0 ? options.keep_divisors_of
                                               : std::lcm(devices, int64_t{16});
   absl::StatusOr<ShrunkModule> shrunk =
-      ShrinkFunction(**module, function, keep, options.max_elements_per_value);
+      ShrinkFunction(laid_out, function, keep, options.max_elements_per_value);
   if (!shrunk.ok()) return shrunk.status();
+  std::vector<std::pair<int64_t, int64_t>> sizes = shrunk->sizes;
   absl::StatusOr<VerifyOutcome> outcome = CheckProgram(
-      PrintModule(*shrunk->module), FormatSizes(shrunk->sizes), function, pipeline, options);
+      std::move(shrunk->module), FormatSizes(sizes), function, pipeline, options);
   // A pass may need more divisibility than the default keeps (pipeline chunks of a block
   // split over many devices): when the recipe cannot be checked at these sizes, try
   // larger ones, within the element limit. A mismatch is never retried.
   for (int i = 0; i < kMaxDoublings && !outcome.ok() && options.keep_divisors_of == 0; ++i) {
     keep *= 2;
     absl::StatusOr<ShrunkModule> larger =
-        ShrinkFunction(**module, function, keep, options.max_elements_per_value);
+        ShrinkFunction(laid_out, function, keep, options.max_elements_per_value);
     if (!larger.ok()) break;
-    if (larger->sizes == shrunk->sizes) continue;  // nothing divides further
-    shrunk = std::move(larger);
-    outcome = CheckProgram(PrintModule(*shrunk->module), FormatSizes(shrunk->sizes), function,
-                           pipeline, options);
+    if (larger->sizes == sizes) continue;  // nothing divides further
+    sizes = larger->sizes;
+    outcome = CheckProgram(std::move(larger->module), FormatSizes(sizes), function, pipeline,
+                           options);
   }
   return timed(std::move(outcome));
 }

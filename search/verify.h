@@ -7,11 +7,13 @@
 #define COMMIR_SEARCH_VERIFY_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "commir/ir.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search {
@@ -42,17 +44,19 @@ struct VerifyOutcome {
   std::string report;
   // The shrunk sizes, "4096->64, 128->64", or "unchanged".
   std::string sizes;
-  // The shrunk global program that was checked, and its lowered form.
-  std::string checked_program;
-  std::string lowered_program;
+  // The global program that was checked (a shrunk copy, or a copy of the recipe's when
+  // it was small enough), and its lowered form.
+  std::unique_ptr<Module> checked_program;
+  std::unique_ptr<Module> lowered_program;
   double seconds = 0;
 };
 
-// Checks the recipe. A mismatch is an outcome (matched = false); a recipe that cannot be
-// checked (parse errors, a function that cannot be shrunk, a pass that fails, a
-// pipeline that leaves the function unlowered, a run that fails) is an error status
-// saying why.
-absl::StatusOr<VerifyOutcome> VerifyRecipe(absl::string_view laid_out_text,
+// Checks the recipe: @`function` of `laid_out` (which is not changed; the checks run on
+// copies) and `pipeline`. A mismatch is an outcome (matched = false); a recipe that
+// cannot be checked (a function that cannot be shrunk, a pass that fails, a pipeline
+// that leaves the function unlowered, a run that fails) is an error status saying why,
+// with the line and column of the program `laid_out` was read from where there is one.
+absl::StatusOr<VerifyOutcome> VerifyRecipe(const Module& laid_out,
                                            absl::string_view function,
                                            absl::string_view pipeline,
                                            const VerifyOptions& options = {});

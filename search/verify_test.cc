@@ -8,8 +8,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_replace.h"
 #include "commir/ir.h"
+#include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parser/parser.h"
 #include "search/test_programs.h"
 #include "transforms/pass.h"
 #include "transforms/pass_registry.h"
@@ -20,6 +22,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The recipe read from `text`, as commir-search reads its input, then checked.
+absl::StatusOr<VerifyOutcome> VerifyText(absl::string_view text, absl::string_view function,
+                                         absl::string_view pipeline,
+                                         const VerifyOptions& options = {}) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "verify_test.commir");
+  if (!module.ok()) return module.status();
+  return VerifyRecipe(**module, function, pipeline, options);
+}
+
+std::string Printed(const std::unique_ptr<Module>& module) {
+  return module == nullptr ? "(none)" : PrintModule(*module);
+}
+
 struct Recipe {
   std::string program;
   std::string function;
@@ -29,9 +44,9 @@ struct Recipe {
 void ExpectVerified(const Recipe& recipe, const VerifyOptions& options = {}) {
   SCOPED_TRACE(recipe.pipeline);
   absl::StatusOr<VerifyOutcome> outcome =
-      VerifyRecipe(recipe.program, recipe.function, recipe.pipeline, options);
+      VerifyText(recipe.program, recipe.function, recipe.pipeline, options);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_TRUE(outcome->matched) << outcome->report << outcome->lowered_program;
+  EXPECT_TRUE(outcome->matched) << outcome->report << Printed(outcome->lowered_program);
   EXPECT_FALSE(outcome->report.empty());
   EXPECT_GE(outcome->seconds, 0);
 }
@@ -48,11 +63,11 @@ TEST(VerifyRecipe, LlamaLayerVerifiesShrunkOnMeshesOf8) {
            {"tp=8", "tp", "tp"}, {"sp=2, tp=4", "sp", "tp"}}) {
     SCOPED_TRACE(mesh);
     std::string program = LlamaLayer(mesh, seq, tp);
-    absl::StatusOr<VerifyOutcome> outcome = VerifyRecipe(program, "attention", "");
+    absl::StatusOr<VerifyOutcome> outcome = VerifyText(program, "attention", "");
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_TRUE(outcome->matched) << outcome->report;
     EXPECT_THAT(outcome->sizes, HasSubstr("4096->16"));
-    EXPECT_THAT(outcome->checked_program, HasSubstr("f32[16, 32, 16]"));
+    EXPECT_THAT(Printed(outcome->checked_program), HasSubstr("f32[16, 32, 16]"));
     ExpectVerified({program, "attention", "ring-collective-matmul{direction=bi}"});
     ExpectVerified({program, "mlp", "pipeline-collective-matmul{chunks=2}"});
     ExpectVerified({program, "mlp", "ring-collective-matmul"});
@@ -63,11 +78,11 @@ TEST(VerifyRecipe, LlamaLayerRingAttentionOverTheSequenceAxisOf2x4) {
   std::string program = LlamaLayer("sp=2, tp=4", "sp", "tp");
   for (const char* pipeline : {"ring-attention", "ring-attention{zigzag=true}"}) {
     SCOPED_TRACE(pipeline);
-    absl::StatusOr<VerifyOutcome> outcome = VerifyRecipe(program, "attention", pipeline);
+    absl::StatusOr<VerifyOutcome> outcome = VerifyText(program, "attention", pipeline);
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_TRUE(outcome->matched) << outcome->report;
     // The k/v gathers over sp became a ring of shifts.
-    EXPECT_THAT(outcome->lowered_program, HasSubstr("shift("));
+    EXPECT_THAT(Printed(outcome->lowered_program), HasSubstr("shift("));
   }
 }
 
@@ -104,7 +119,7 @@ TEST(VerifyRecipe, CompletePipelineAsCommirOptRunsIt) {
                   "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,ring-attention"},
                  options);
   // A pipeline that does not lower the function proves nothing.
-  absl::StatusOr<VerifyOutcome> unlowered = VerifyRecipe(program, "attention", "cse", options);
+  absl::StatusOr<VerifyOutcome> unlowered = VerifyText(program, "attention", "cse", options);
   ASSERT_FALSE(unlowered.ok());
   EXPECT_THAT(unlowered.status().message(), HasSubstr("unlowered"));
 }
@@ -112,21 +127,21 @@ TEST(VerifyRecipe, CompletePipelineAsCommirOptRunsIt) {
 TEST(VerifyRecipe, PipelineChunksOfABlockSplit8WaysGetTheDivisibilityTheyNeed) {
   // lcm(8, 16) leaves 2 rows per device; 8 chunks need 8.
   absl::StatusOr<VerifyOutcome> outcome =
-      VerifyRecipe(Example("ag_matmul"), "ag_matmul", "pipeline-collective-matmul{chunks=8}");
+      VerifyText(Example("ag_matmul"), "ag_matmul", "pipeline-collective-matmul{chunks=8}");
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->matched) << outcome->report;
   EXPECT_THAT(outcome->sizes, HasSubstr("1024->64"));
-  EXPECT_THAT(outcome->lowered_program, HasSubstr("all_gather"));
+  EXPECT_THAT(Printed(outcome->lowered_program), HasSubstr("all_gather"));
 }
 
 TEST(VerifyRecipe, SmallProgramsAreCheckedAsTheyAre) {
   VerifyOptions options;
   options.max_elements_per_value = 1 << 20;
-  absl::StatusOr<VerifyOutcome> outcome = VerifyRecipe(Example("mlp"), "mlp", "", options);
+  absl::StatusOr<VerifyOutcome> outcome = VerifyText(Example("mlp"), "mlp", "", options);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->matched);
   EXPECT_EQ(outcome->sizes, "unchanged");
-  EXPECT_THAT(outcome->checked_program, HasSubstr("f32[256@tp, 128]"));
+  EXPECT_THAT(Printed(outcome->checked_program), HasSubstr("f32[256@tp, 128]"));
 }
 
 // A broken schedule: negates the first result of every spmd function.
@@ -157,20 +172,20 @@ TEST(VerifyRecipe, BrokenPassIsAMismatch) {
   for (const char* pipeline : {"negate-results", "ring-attention,negate-results"}) {
     SCOPED_TRACE(pipeline);
     absl::StatusOr<VerifyOutcome> outcome =
-        VerifyRecipe(OnMesh("attention", "sp=4", "sp=8"), "attention", pipeline, options);
+        VerifyText(OnMesh("attention", "sp=4", "sp=8"), "attention", pipeline, options);
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_FALSE(outcome->matched);
     EXPECT_THAT(outcome->report, HasSubstr("result0"));
   }
   // The same table without the broken pass matches.
   absl::StatusOr<VerifyOutcome> outcome =
-      VerifyRecipe(OnMesh("attention", "sp=4", "sp=8"), "attention", "ring-attention", options);
+      VerifyText(OnMesh("attention", "sp=4", "sp=8"), "attention", "ring-attention", options);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->matched);
 }
 
 TEST(VerifyRecipe, UnshrinkableProgramSaysWhy) {
-  absl::StatusOr<VerifyOutcome> outcome = VerifyRecipe(R"(
+  absl::StatusOr<VerifyOutcome> outcome = VerifyText(R"(
 mesh @m(tp=2)
 func @f(%x: f32[600@tp, 400]) -> f32[400, 600] {
   %y = reshape(%x) : f32[400, 600]
@@ -183,10 +198,30 @@ func @f(%x: f32[600@tp, 400]) -> f32[400, 600] {
   EXPECT_THAT(outcome.status().message(), HasSubstr("does not factor"));
 }
 
+TEST(VerifyRecipe, ChecksCopiesAndLeavesTheRecipeAsItWas) {
+  absl::StatusOr<std::unique_ptr<Module>> module =
+      ParseModuleOrError(Example("mlp"), "mlp.commir");
+  ASSERT_TRUE(module.ok()) << module.status();
+  const std::string before = PrintModule(**module);
+  VerifyOptions options;
+  options.max_elements_per_value = 1 << 20;
+  absl::StatusOr<VerifyOutcome> small = VerifyRecipe(**module, "mlp", "", options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_TRUE(small->matched) << small->report;
+  // Checked as it is: a copy that prints as the recipe does.
+  EXPECT_EQ(Printed(small->checked_program), before);
+  options.max_elements_per_value = 1 << 12;
+  absl::StatusOr<VerifyOutcome> shrunk =
+      VerifyRecipe(**module, "mlp", "ring-collective-matmul", options);
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  EXPECT_TRUE(shrunk->matched) << shrunk->report;
+  EXPECT_NE(shrunk->sizes, "unchanged");
+  EXPECT_EQ(PrintModule(**module), before);
+}
+
 TEST(VerifyRecipe, BadRecipesAreErrors) {
-  EXPECT_EQ(VerifyRecipe("func @f(", "f", "").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(VerifyRecipe(Example("mlp"), "nope", "").status().code(), absl::StatusCode::kNotFound);
-  absl::StatusOr<VerifyOutcome> unknown_pass = VerifyRecipe(Example("mlp"), "mlp", "no-such-pass");
+  EXPECT_EQ(VerifyText(Example("mlp"), "nope", "").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<VerifyOutcome> unknown_pass = VerifyText(Example("mlp"), "mlp", "no-such-pass");
   ASSERT_FALSE(unknown_pass.ok());
   EXPECT_THAT(unknown_pass.status().message(), HasSubstr("no-such-pass"));
 }

@@ -10,45 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "commir/call_graph.h"
+#include "commir/clone.h"
 
 namespace commir {
 namespace {
-
-using ValueMap = absl::flat_hash_map<const Value*, Value*>;
-
-// A copy of `op` (and its regions) whose operands are mapped through `map`, inserted
-// into `block` before `position`; `map` learns the copy's results and region arguments.
-Operation* CloneOp(const Operation& op, Block* block, Operation* position, ValueMap& map) {
-  std::vector<Type> result_types;
-  for (int i = 0; i < op.num_results(); ++i) result_types.push_back(op.result(i)->type());
-  std::unique_ptr<Operation> copy =
-      Operation::Create(op.def(), {}, result_types, op.attrs(), op.num_regions(), op.loc());
-  copy->set_type_loc(op.type_loc());
-  for (Value* operand : op.operands()) {
-    if (operand->is_literal()) {
-      copy->AddLiteralOperand(operand->literal_value(), operand->type())->set_loc(operand->loc());
-    } else {
-      copy->AddOperand(map.at(operand));
-    }
-  }
-  if (Value* stream = op.stream_operand()) copy->SetStreamOperand(map.at(stream));
-  for (int r = 0; r < op.num_regions(); ++r) {
-    const Block* region = op.region(r);
-    Block* copied = copy->region(r);
-    for (int i = 0; i < region->num_arguments(); ++i) {
-      const Value* arg = region->argument(i);
-      map[arg] = copied->AddArgument(arg->type(), arg->name(), arg->loc());
-    }
-    for (const Operation* nested : *region) CloneOp(*nested, copied, nullptr, map);
-  }
-  for (int i = 0; i < op.num_results(); ++i) {
-    Value* result = copy->result(i);
-    result->set_name(op.result(i)->name());
-    result->set_loc(op.result(i)->loc());
-    map[op.result(i)] = result;
-  }
-  return block->InsertBefore(position, std::move(copy));
-}
 
 // `value` resharded to `declared` before `position` when a global function's signature
 // declares a layout `value` lacks (a zigzag layout exists only in signatures: left to
@@ -85,7 +50,7 @@ absl::Status InlineCall(Operation* call, const Function* callee) {
         ToDeclaredLayout(call->operand(i), callee->arg_types()[i], spmd, block, call);
   }
   for (const Operation* op : *body) {
-    if (op != ret) CloneOp(*op, block, call, map);
+    if (op != ret) CloneOp(*op, *block, call, map);
   }
   for (int r = 0; r < call->num_results(); ++r) {
     Value* mapped = map.at(ret->operand(r));

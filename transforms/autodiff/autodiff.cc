@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "commir/builder.h"
+#include "commir/clone.h"
 #include "commir/ops/vjp_helpers.h"
 #include "transforms/autodiff/pass_options.h"
 #include "transforms/dce.h"
@@ -151,27 +152,12 @@ class GradientBuilder {
   // there, else from the forward's (map_), and records its results in `copies`.
   Operation* AppendCopy(const Operation& op, AttrDict attrs,
                         absl::flat_hash_map<const Value*, Value*>& copies) {
-    std::vector<Type> types;
-    for (Value* r : op.results()) types.push_back(r->type());
-    if (std::optional<Type> lse = LseToAdd(op)) types.push_back(*lse);
-    std::unique_ptr<Operation> copy =
-        Operation::Create(op.def(), {}, types, std::move(attrs), 0, op.loc());
-    for (Value* v : op.operands()) {
-      if (v->is_literal()) {
-        copy->AddLiteralOperand(v->literal_value(), v->type());
-      } else {
-        auto it = copies.find(v);
-        copy->AddOperand(it != copies.end() ? it->second : map_.at(v));
-      }
-    }
-    copy->set_type_loc(op.type_loc());
-    Operation* inserted = grad_->body()->Append(std::move(copy));
-    for (int r = 0; r < op.num_results(); ++r) {
-      inserted->result(r)->set_name(op.result(r)->name());
-      inserted->result(r)->set_loc(op.result(r)->loc());
-      copies[op.result(r)] = inserted->result(r);
-    }
-    return inserted;
+    std::optional<Type> lse = LseToAdd(op);
+    CloneOpOptions options;
+    options.attrs = &attrs;
+    if (lse) options.extra_result_types = {&*lse, 1};
+    options.fallback = &map_;
+    return CloneOp(op, *grad_->body(), nullptr, copies, options);
   }
 
   // Copies @f's ops (not its return) into @f_grad, after finding which of them the
