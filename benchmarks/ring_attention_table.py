@@ -36,9 +36,11 @@ Exit status: 0 on success, 1 if a tool fails.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from schedule_table import build_missing_tools, run  # noqa: E402  (shared with the other table scripts)
 
 LOWER = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
 HEAD_DIM = 128
@@ -75,13 +77,6 @@ def program(devices, heads, sequence, zigzag):
             f"  return %o\n}}\n")
 
 
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stderr}")
-    return result.stdout
-
-
 def predict(tools, workdir, name, text, schedule):
     source = os.path.join(workdir, name + ".commir")
     with open(source, "w", encoding="utf-8") as f:
@@ -110,12 +105,7 @@ def main():
     parser.add_argument("--commir-opt", help="path to commir-opt (default: build it)")
     parser.add_argument("--commir-run", help="path to commir-run (default: build it)")
     args = parser.parse_args()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for tool in ("commir-opt", "commir-run"):
-        if getattr(args, tool.replace("-", "_")) is None:
-            subprocess.run(["bazel", "build", "//:" + tool], cwd=root, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            setattr(args, tool.replace("-", "_"), os.path.join(root, "bazel-bin", tool))
+    build_missing_tools(args, ("commir-opt", "commir-run"))
 
     table = []
     with tempfile.TemporaryDirectory() as workdir:

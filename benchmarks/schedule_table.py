@@ -76,6 +76,25 @@ def repo_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def build_missing_tools(args, tools):
+    """For each tool ("commir-run", ...) whose --tool option was not given, builds
+    //:tool and points args.tool at bazel-bin/tool (the table scripts' shared default)."""
+    for tool in tools:
+        attribute = tool.replace("-", "_")
+        if getattr(args, attribute) is None:
+            subprocess.run(["bazel", "build", "//:" + tool], cwd=repo_root(), check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            setattr(args, attribute, os.path.join(repo_root(), "bazel-bin", tool))
+
+
+def run(cmd):
+    """The command's stdout; RuntimeError with its stderr when it fails."""
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stderr}")
+    return result.stdout
+
+
 def kib(value):
     return f"{int(value) / 1024:g} KiB"
 

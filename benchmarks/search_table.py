@@ -67,6 +67,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from schedule_table import build_missing_tools  # noqa: E402  (shared with the other table scripts)
+
 LOWER = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
 SIM_FLAGS = ["--backend=sim", "--format=json", "--hardware=h100-sxm", "--gpus-per-node=8"]
 GPUS_PER_NODE = 8
@@ -569,12 +572,7 @@ def main():
     parser.add_argument("--check", metavar="FILE.md",
                         help="compare the regenerated rows with FILE.md instead of printing")
     args = parser.parse_args()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for tool in ("commir-search", "commir-opt", "commir-run"):
-        if getattr(args, tool.replace("-", "_")) is None:
-            subprocess.run(["bazel", "build", "//:" + tool], cwd=root, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            setattr(args, tool.replace("-", "_"), os.path.join(root, "bazel-bin", tool))
+    build_missing_tools(args, ("commir-search", "commir-opt", "commir-run"))
 
     rows = []
     with tempfile.TemporaryDirectory() as workdir:

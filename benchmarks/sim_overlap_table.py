@@ -31,12 +31,11 @@ Exit status: 0 on success, 1 if a tool fails.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from schedule_table import LOWER  # noqa: E402  (the same lowering)
+from schedule_table import LOWER, build_missing_tools, run  # noqa: E402  (the same lowering)
 
 PROGRAMS = {
     "llama3-70b mlp": """mesh @m(tp=8)
@@ -86,13 +85,6 @@ BEFORE = {
 NCCL_HARDWARE = {"base": "h100-sxm", "name": "h100-sxm-p2p-nccl", "p2p": "nccl"}
 
 
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stderr}")
-    return result.stdout
-
-
 def predict(tools, source, index, schedule, hardware):
     scheduled = f"{source}.{index}.commir"
     pipeline = ",".join(p for p in (LOWER, schedule) if p)
@@ -117,12 +109,7 @@ def main():
     parser.add_argument("--print-before", action="store_true",
                         help="print this model's figures as a BEFORE dictionary (to record them)")
     args = parser.parse_args()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for tool in ("commir-opt", "commir-run"):
-        if getattr(args, tool.replace("-", "_")) is None:
-            subprocess.run(["bazel", "build", "//:" + tool], cwd=root, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            setattr(args, tool.replace("-", "_"), os.path.join(root, "bazel-bin", tool))
+    build_missing_tools(args, ("commir-opt", "commir-run"))
 
     table = []
     with tempfile.TemporaryDirectory() as workdir:

@@ -38,12 +38,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from schedule_table import EXAMPLES, LOWER  # noqa: E402  (the same examples and schedules)
+from schedule_table import EXAMPLES, LOWER, build_missing_tools, run  # noqa: E402  (the same examples and schedules)
 
 DEVICES = 8
 HEAD_DIM = 128
@@ -94,13 +93,6 @@ def signature(text):
     """The scaled function's arguments, on one line (what the reader needs to see the sizes)."""
     match = re.search(r"func @\w+\((.*?)\)\s*->", text, re.DOTALL)
     return " ".join(match.group(1).split()) if match else "?"
-
-
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stderr}")
-    return result.stdout
 
 
 def predict(tools, workdir, name, index, schedule):
@@ -167,12 +159,7 @@ def main():
     args = parser.parse_args()
     if args.factor < 4 or args.factor % 4:
         parser.error("--factor must be a positive multiple of 4 (heads split over 8 devices)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for tool in ("commir-opt", "commir-run"):
-        if getattr(args, tool.replace("-", "_")) is None:
-            subprocess.run(["bazel", "build", "//:" + tool], cwd=root, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            setattr(args, tool.replace("-", "_"), os.path.join(root, "bazel-bin", tool))
+    build_missing_tools(args, ("commir-opt", "commir-run"))
 
     example_scales = scales(args.factor)
     table, sizes = [], []
