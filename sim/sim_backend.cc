@@ -189,6 +189,39 @@ absl::StatusOr<Tensor> SimBackend::ToDevice(int64_t device, const Tensor& host) 
 
 double& SimBackend::Clock(int64_t device, int64_t stream) { return clocks_[device][stream]; }
 
+namespace {
+
+// One kernel on `hw`: attention and attention_grad priced at their positions (`indices`,
+// their q_pos/k_pos values; AttentionKernelTime), every other op by OpTime. ModelOf prices
+// a kernel alone with it and ContentionDelay the same kernel beside communication, so the
+// two see the same mask.
+struct PricedKernel {
+  double seconds = 0;
+  double flops = 0;
+  bool positions_unknown = false;
+};
+
+absl::StatusOr<PricedKernel> PriceKernel(const HardwareSpec& hw, const Operation& op,
+                                         const Function& function,
+                                         absl::Span<const int64_t> indices) {
+  PricedKernel priced;
+  if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
+    absl::StatusOr<AttentionKernel> kernel = AttentionKernelTime(hw, op, function, indices);
+    if (!kernel.ok()) return kernel.status();
+    priced.seconds = kernel->seconds;
+    priced.flops = kernel->flops;
+    priced.positions_unknown = kernel->positions_unknown;
+    return priced;
+  }
+  absl::StatusOr<double> seconds = OpTime(hw, op, function);
+  if (!seconds.ok()) return seconds.status();
+  priced.seconds = *seconds;
+  priced.flops = EstimateOpCost(op, function).flops;
+  return priced;
+}
+
+}  // namespace
+
 absl::StatusOr<const SimBackend::OpModel*> SimBackend::ModelOf(const Operation& op,
                                                                absl::Span<const int64_t> indices) {
   const bool by_position = AttentionTimeDependsOnPositions(op) && !indices.empty();
@@ -204,19 +237,12 @@ absl::StatusOr<const SimBackend::OpModel*> SimBackend::ModelOf(const Operation& 
     auto it = op_models_.find(&op);
     if (it != op_models_.end()) return &it->second;
   }
+  absl::StatusOr<PricedKernel> kernel = PriceKernel(hw_, op, function_, indices);
+  if (!kernel.ok()) return kernel.status();
+  if (kernel->positions_unknown) ++attention_positions_unknown_;
   OpModel model;
-  if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
-    absl::StatusOr<AttentionKernel> kernel = AttentionKernelTime(hw_, op, function_, indices);
-    if (!kernel.ok()) return kernel.status();
-    if (kernel->positions_unknown) ++attention_positions_unknown_;
-    model.seconds = kernel->seconds;
-    model.flops = kernel->flops;
-  } else {
-    absl::StatusOr<double> seconds = OpTime(hw_, op, function_);
-    if (!seconds.ok()) return seconds.status();
-    model.seconds = *seconds;
-    model.flops = EstimateOpCost(op, function_).flops;
-  }
+  model.seconds = kernel->seconds;
+  model.flops = kernel->flops;
   model.slowed_by_communication = op.Is(OpKind::kMatmul) || op.Is(OpKind::kAttention);
   if (model.flops > 0 && op.num_results() > 0 && op.result(0)->type().is_tensor()) {
     double peak = MatmulPeakFlops(hw_, op.result(0)->type().element_type());
@@ -297,19 +323,10 @@ absl::StatusOr<double> SimBackend::ContentionDelay(const Operation& op, const Op
     auto key = std::make_tuple(model, load.sms, load.hbm_bytes_per_s);
     auto it = beside_seconds_.find(key);
     if (it == beside_seconds_.end()) {
-      const HardwareSpec beside_hw = HardwareBeside(hw_, load);
-      double beside_seconds = 0;
-      if (op.Is(OpKind::kAttention) || op.Is(OpKind::kAttentionGrad)) {
-        absl::StatusOr<AttentionKernel> kernel =
-            AttentionKernelTime(beside_hw, op, function_, indices);
-        if (!kernel.ok()) return kernel.status();
-        beside_seconds = kernel->seconds;
-      } else {
-        absl::StatusOr<double> beside = OpTime(beside_hw, op, function_);
-        if (!beside.ok()) return beside.status();
-        beside_seconds = *beside;
-      }
-      it = beside_seconds_.emplace(key, beside_seconds).first;
+      absl::StatusOr<PricedKernel> beside =
+          PriceKernel(HardwareBeside(hw_, load), op, function_, indices);
+      if (!beside.ok()) return beside.status();
+      it = beside_seconds_.emplace(key, beside->seconds).first;
     }
     // The stretch runs at seconds / beside of the kernel's speed alone.
     delay += (cuts[i + 1] - cuts[i]) * (it->second / seconds - 1);
