@@ -140,6 +140,17 @@ HardwareSpec WithHbmTaken(HardwareSpec hw, double hbm_load) {
   return hw;
 }
 
+// Every matmul on the timeline (one per device of the 8) took `seconds`.
+void ExpectEveryMatmulTakes(const Prediction& p, double seconds) {
+  int matmuls = 0;
+  for (const TimelineEvent& e : p.timeline) {
+    if (e.op != "matmul") continue;
+    ++matmuls;
+    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, seconds, 1e-12);
+  }
+  EXPECT_EQ(matmuls, 8);
+}
+
 // A GEMM under an NCCL all_gather of S = 32 SMs runs its tiles on the 100 SMs left, each
 // as fast as alone, with the HBM bandwidth the gather leaves: its time on the timeline is
 // the GEMM heuristic's plan on 100 of the GPU's SMs at that bandwidth (gemm_time.h). The
@@ -183,13 +194,7 @@ spmd func @f(%a: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) ->
   ASSERT_GT(g->seconds, on_100->time_s) << "the GEMM must run under the gather all along";
   absl::StatusOr<Prediction> p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  int matmuls = 0;
-  for (const TimelineEvent& e : p->timeline) {
-    if (e.op != "matmul") continue;
-    ++matmuls;
-    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, on_100->time_s, 1e-12);
-  }
-  EXPECT_EQ(matmuls, 8);
+  ExpectEveryMatmulTakes(*p, on_100->time_s);
   // NCCL with no SMs of its own (not a real setting: a check of the mechanism) leaves the
   // GEMM all 132 SMs: only the gather's HBM traffic slows it (its last wave's epilogue).
   options.hardware.nccl_collective_sms = 0;
@@ -199,11 +204,7 @@ spmd func @f(%a: bf16[8192, 8192], %x: bf16[512, 8192], %w: bf16[8192, 7680]) ->
   EXPECT_LT(hbm_only->time_s, 1.01 * *alone);
   p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  for (const TimelineEvent& e : p->timeline) {
-    if (e.op == "matmul") {
-      EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, hbm_only->time_s, 1e-12);
-    }
-  }
+  ExpectEveryMatmulTakes(*p, hbm_only->time_s);
 }
 
 // Two NCCL all_gathers at once (streams 1 and 2) keep 2 x 32 SMs and take twice the HBM
@@ -235,13 +236,7 @@ spmd func @f(%a: bf16[8192, 8192], %b: bf16[8192, 8192], %x: bf16[512, 8192], %w
   options.record_timeline = true;
   absl::StatusOr<Prediction> p = Predict(f, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  int matmuls = 0;
-  for (const TimelineEvent& e : p->timeline) {
-    if (e.op != "matmul") continue;
-    ++matmuls;
-    EXPECT_NEAR((e.end_us - e.start_us) * 1e-6, on_68->time_s, 1e-12);
-  }
-  EXPECT_EQ(matmuls, 8);
+  ExpectEveryMatmulTakes(*p, on_68->time_s);
 }
 
 // ring-attention on attention's backward (8 heads, 8192 keys over 4 devices, so a full
