@@ -31,7 +31,8 @@ Two styles are supported:
    Anything depending on a cuda_cc_library must itself be CUDA-only or use
    if_cuda() for that dependency.
 
-cuda_cc_test adds the tag "cuda". Machines may have the CUDA toolkit but no
+cuda_cc_test adds the tags "cuda" and "no_asan" (the sanitizer run skips CUDA tests:
+ASan does not instrument device code, and the default run builds and runs them). Machines may have the CUDA toolkit but no
 GPU: a test whose cases need a GPU carries tags = ["requires-gpu"], which
 scripts/test.sh filters out (and counts as skipped) when no GPU is present; a
 binary that mixes such cases with host-side ones is split in two targets with
@@ -63,6 +64,19 @@ def if_cuda(if_true, if_false = []):
     """Returns if_true when CUDA was detected, else if_false."""
     return if_true if _CUDA_AVAILABLE else if_false
 
+def if_cuda_plugin(if_true, if_false = []):
+    """Like if_cuda, but if_false in sanitizer builds (--config=asan).
+
+    For what only carries the cuda plugin along (commir-run's runfiles): building the
+    plugin compiles every kernel with nvcc again, uninstrumented, for nothing.
+    """
+    if not _CUDA_AVAILABLE:
+        return if_false
+    return select({
+        "//third_party/cuda:sanitizer_build": if_false,
+        "//conditions:default": if_true,
+    })
+
 def cuda_only(targets):
     """Returns targets (a list) when CUDA was detected, else []."""
     return targets if _CUDA_AVAILABLE else []
@@ -77,8 +91,10 @@ def _cuda_kwargs(kwargs, is_test = False):
             "@platforms//:incompatible",
         ]
     if is_test:
+        # no_asan: a CUDA test under --config=asan would compile every kernel it links
+        # with nvcc a second time, uninstrumented; the default run covers it.
         tags = kwargs.get("tags", [])
-        kwargs["tags"] = tags + ([] if "cuda" in tags else ["cuda"])
+        kwargs["tags"] = tags + [t for t in ("cuda", "no_asan") if t not in tags]
     return kwargs
 
 def cuda_cc_library(name, **kwargs):
