@@ -22,6 +22,9 @@ and the collectives (all_gather, reduce_scatter, all_reduce, all_to_all, shift) 
 """
 
 import math
+import re
+
+_IDENTIFIER = re.compile(r"^(?!(true|false)$)[A-Za-z_][A-Za-z0-9_.]*$")
 
 ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i1")
 _FLOAT_TYPES = ("f64", "f32", "f16", "bf16")
@@ -168,6 +171,11 @@ def _format_attr(value):
     if isinstance(value, (list, tuple)):
         return "[%s]" % ", ".join(_format_attr(v) for v in value)
     if isinstance(value, str):
+        # No op takes a string: a str is an identifier (an enum value, an axis), as the
+        # extension reads it for the op's schema; text that is none stays quoted, and the
+        # op definition rejects it.
+        if _IDENTIFIER.match(value):
+            return value
         return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
     raise TypeError("cannot write attribute value %r" % (value,))
 

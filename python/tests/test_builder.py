@@ -123,6 +123,25 @@ def test_shape_errors_carry_the_verifier_message():
         tensor("f8", [1])
 
 
+def test_any_op_through_op_with_the_cpp_schema():
+    # An op without a method: attributes are read against its C++ schema (a str is an
+    # enum identifier), and a bad value raises the verifier's message.
+    mb = ModuleBuilder()
+    f = mb.func("f")
+    a = f.arg("a", tensor("f32", [4]))
+    b = f.arg("b", tensor("f32", [2, 4]))
+    c = f.op("compare", [a, b], [("cmp", "lt")])
+    assert c.type == tensor("i1", [2, 4])
+    f.ret(c)
+    text = mb.text()
+    assert commir.parse(text).text() == text
+    expected = _verifier_message(
+        "func @bad(%a: f32[4], %b: f32[2, 4]) -> i1[2, 4] {\n  %t = compare(%a, %b) {cmp = zz}\n  return %t\n}\n")
+    with pytest.raises(commir.OpError) as error:
+        f.op("compare", [a, b], [("cmp", "zz")])
+    assert error.value.message == expected
+
+
 def test_collective_shape_error_carries_the_verifier_message():
     mb = ModuleBuilder()
     mb.mesh("m", tp=4)
