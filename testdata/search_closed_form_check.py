@@ -19,8 +19,10 @@ is checked, in arithmetic written out below (nothing calls the tools), for:
 Tolerances come from the printed precision alone (0.1 ms, 0.1 MFU points, integer
 tokens/s), so the checks are exact up to rounding.
 
-Goldens whose model comes from a .commir file (plan_commir_*, models.commir.d) are
-skipped: their sizes are in the file, not in the RUN line.
+A model written as a .commir file (plan_commir_*, models.commir.d) takes its sizes from
+the Megatron-LM arguments the golden prints for plan 1 (layers, hidden, FFN, heads,
+query groups, sequence, global batch; --swiglu: Llama) and its vocabulary from the
+file's output weight (%head_wout).
 
 Operator-search goldens (CSV): for candidates whose collectives follow from their
 layouts by hand (below), the exposed communication time is NCCL's ring model
@@ -56,12 +58,33 @@ HEADER = re.compile(r"^== (\S+) on (\d+) x (\S+)")
 BEST = re.compile(r"^best standard setting .*, ([\d.]+) ms, MFU ([\d.]+)%")
 
 
-def model_from_run(run):
-    """The model sizes a `--plan SPEC` RUN line asks for, or None for a .commir model."""
+def model_from_files(case, golden):
+    """A .commir model's sizes: the golden's Megatron-LM arguments and the file's logits."""
+    with open(golden) as f:
+        text = f.read()
+    with open(case) as f:
+        head = re.search(r"%head_wout: \w+\[(\d+), (\d+)\]", f.read())
+
+    def arg(name, default=None):
+        found = re.search(r"^--%s (\d+)" % name, text, re.M)
+        if found is None and default is None:
+            raise SystemExit("%s: no --%s in the golden's Megatron-LM arguments" % (golden, name))
+        return int(found.group(1)) if found else default
+    if head is None:
+        raise SystemExit("%s: no %%head_wout weight to read the vocabulary from" % case)
+    heads = arg("num-attention-heads")
+    return dict(arch="llama" if re.search(r"^--swiglu", text, re.M) else "gpt", layers=arg("num-layers"),
+                hidden=arg("hidden-size"), heads=heads, kv_heads=arg("num-query-groups", heads),
+                ffn=arg("ffn-hidden-size"), seq=arg("seq-length"), vocab=int(head.group(2)),
+                global_batch=arg("global-batch-size"))
+
+
+def model_from_run(run, case, golden):
+    """The model sizes a `--plan SPEC` RUN line asks for."""
     spec = re.search(r"--plan (\S+)", run).group(1)
     fields = spec.split(",")
     if fields[0] == "%s":
-        return None
+        return model_from_files(case, golden)
     model = {}
     if "=" not in fields[0]:
         model.update(PRESETS[fields[0]])
@@ -180,17 +203,16 @@ def main():
     c = Checker()
     for directory in sys.argv[1:]:
         check_operator_goldens(directory, c)
-        for case in sorted(glob.glob(os.path.join(directory, "plan_*.commir"))):
+        cases = glob.glob(os.path.join(directory, "plan_*.commir")) + glob.glob(
+            os.path.join(directory, "models.commir.d", "*.commir"))
+        for case in sorted(cases):
             golden = case[:-len(".commir")] + ".golden"
             with open(case) as f:
                 run = next((l for l in f if l.startswith("// RUN:")), "")
             with open(golden) as f:
                 if "rank  plan" not in f.read():
                     continue  # an error case: no predictions
-            model = model_from_run(run)
-            if model is None:
-                print("skip %s (model from a .commir file)" % golden)
-                continue
+            model = model_from_run(run, case, golden)
             print("%s: %d plan rows" % (golden, check_golden(golden, model, c)))
     print("%d checks, %d failed" % (c.checks, c.failures))
     return 1 if c.failures or c.checks == 0 else 0
