@@ -1,7 +1,8 @@
 // The extension module `_commir`: the C++ parser, printer, verifier, op type inference,
-// pass pipelines and the cpu backend, for the Python package `commir` (python/commir/__init__.py wraps it;
-// users import `commir`, not this). Errors in the input are raised as the package's
-// exception classes (commir.errors) with file, line, column and message.
+// pass pipelines and the cpu backend, for the Python package `commir`
+// (python/commir/__init__.py wraps it; users import `commir`, not this). Errors in the
+// input are raised as the package's exception classes (commir.errors) with file, line,
+// column and message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

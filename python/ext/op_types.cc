@@ -39,7 +39,9 @@ absl::StatusOr<int64_t> Int64(py::handle value, const std::string& what) {
   }
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-  if (overflow != 0) return Invalid(absl::StrCat(what, " ", std::string(py::str(value)), " does not fit in 64 bits"));
+  if (overflow != 0)
+    return Invalid(
+        absl::StrCat(what, " ", std::string(py::str(value)), " does not fit in 64 bits"));
   return static_cast<int64_t>(v);
 }
 
@@ -49,23 +51,28 @@ absl::StatusOr<std::vector<std::string>> Strings(py::handle value, const std::st
   }
   std::vector<std::string> out;
   for (py::handle item : value) {
-    if (!py::isinstance<py::str>(item)) return Invalid(absl::StrCat(what, " must be a list of axis names"));
+    if (!py::isinstance<py::str>(item))
+      return Invalid(absl::StrCat(what, " must be a list of axis names"));
     out.push_back(py::cast<std::string>(item));
   }
   return out;
 }
 
 absl::StatusOr<Type> TypeFromPython(py::handle value, const std::string& what) {
-  if (py::isinstance<py::str>(value) && py::cast<std::string>(value) == "index") return Type::Index();
+  if (py::isinstance<py::str>(value) && py::cast<std::string>(value) == "index")
+    return Type::Index();
   if (!py::isinstance<py::tuple>(value) || py::len(value) != 4) {
-    return Invalid(absl::StrCat(what, " must be \"index\" or (element type, dims, axes per dim, partial axes), not ",
-                                std::string(py::repr(value))));
+    return Invalid(absl::StrCat(
+        what, " must be \"index\" or (element type, dims, axes per dim, partial axes), not ",
+        std::string(py::repr(value))));
   }
   py::tuple t = py::reinterpret_borrow<py::tuple>(value);
-  if (!py::isinstance<py::str>(t[0])) return Invalid(absl::StrCat(what, ": the element type must be a string"));
+  if (!py::isinstance<py::str>(t[0]))
+    return Invalid(absl::StrCat(what, ": the element type must be a string"));
   std::string element_name = py::cast<std::string>(t[0]);
   std::optional<ElementType> element = ParseElementType(element_name);
-  if (!element.has_value()) return Invalid(absl::StrCat(what, ": unknown element type '", element_name, "'"));
+  if (!element.has_value())
+    return Invalid(absl::StrCat(what, ": unknown element type '", element_name, "'"));
   if (!py::isinstance<py::list>(t[1]) && !py::isinstance<py::tuple>(t[1])) {
     return Invalid(absl::StrCat(what, ": dims must be a list of integers"));
   }
@@ -81,18 +88,22 @@ absl::StatusOr<Type> TypeFromPython(py::handle value, const std::string& what) {
     return Invalid(absl::StrCat(what, ": the axes must be a list with one entry per dimension"));
   }
   for (py::handle axes : t[2]) {
-    absl::StatusOr<std::vector<std::string>> names = Strings(axes, absl::StrCat(what, ": a dimension's axes"));
+    absl::StatusOr<std::vector<std::string>> names =
+        Strings(axes, absl::StrCat(what, ": a dimension's axes"));
     if (!names.ok()) return names.status();
     dim_axes.push_back(*std::move(names));
   }
   if (!dim_axes.empty() && dim_axes.size() != dims.size()) {
-    return Invalid(absl::StrFormat("%s: %d axis entries for a rank-%d tensor", what, dim_axes.size(), dims.size()));
+    return Invalid(absl::StrFormat("%s: %d axis entries for a rank-%d tensor", what,
+                                   dim_axes.size(), dims.size()));
   }
-  absl::StatusOr<std::vector<std::string>> partial = Strings(t[3], absl::StrCat(what, ": the partial axes"));
+  absl::StatusOr<std::vector<std::string>> partial =
+      Strings(t[3], absl::StrCat(what, ": the partial axes"));
   if (!partial.ok()) return partial.status();
   Type type = Type::Tensor(*element, std::move(dims), std::move(dim_axes), *std::move(partial));
   if (ElementCountOverflows(type)) {
-    return Invalid(absl::StrCat(what, " ", type.ToString(), " has more elements than fit in 64 bits"));
+    return Invalid(
+        absl::StrCat(what, " ", type.ToString(), " has more elements than fit in 64 bits"));
   }
   return type;
 }
@@ -113,25 +124,30 @@ absl::StatusOr<std::unique_ptr<Mesh>> MeshFromPython(const py::object& value) {
   }
   std::vector<MeshAxis> axes;
   for (py::handle item : value) {
-    if (!py::isinstance<py::tuple>(item) || py::len(item) != 2 || !py::isinstance<py::str>(item[py::int_(0)])) {
+    if (!py::isinstance<py::tuple>(item) || py::len(item) != 2 ||
+        !py::isinstance<py::str>(item[py::int_(0)])) {
       return Invalid("the mesh must be a list of (axis, size) pairs");
     }
     std::string name = py::cast<std::string>(item[py::int_(0)]);
-    absl::StatusOr<int64_t> size = Int64(item[py::int_(1)], absl::StrCat("the size of mesh axis ", name));
+    absl::StatusOr<int64_t> size =
+        Int64(item[py::int_(1)], absl::StrCat("the size of mesh axis ", name));
     if (!size.ok()) return size.status();
     axes.push_back({name, *size, {}});
   }
   auto mesh = std::make_unique<Mesh>("builder", std::move(axes));
   // Group sizes are divided by and multiplied: only a mesh the verifier accepts is used.
   if (!mesh->IsWellFormed()) {
-    return Invalid("invalid mesh: every axis size must be at least 1, the names unique and the device count within 64 bits");
+    return Invalid(
+        "invalid mesh: every axis size must be at least 1, the names unique and the device count "
+        "within 64 bits");
   }
   return mesh;
 }
 
 // An attribute value, read as the op's schema for `key` wants it (spec null: a key the
 // op does not have, which ValidateAttributes reports).
-absl::StatusOr<Attribute> AttributeFromPython(const AttrSpec* spec, const std::string& key, py::handle value) {
+absl::StatusOr<Attribute> AttributeFromPython(const AttrSpec* spec, const std::string& key,
+                                              py::handle value) {
   std::string what = absl::StrCat("attribute '", key, "'");
   if (py::isinstance<py::bool_>(value)) return Attribute::Bool(py::cast<bool>(value));
   if (py::isinstance<py::int_>(value)) {
@@ -145,9 +161,12 @@ absl::StatusOr<Attribute> AttributeFromPython(const AttrSpec* spec, const std::s
     if (spec == nullptr) return Attribute::String(text);
     switch (spec->kind) {
       case AttrKind::kEnum:
-      case AttrKind::kSymbol: return Attribute::Ident(text);
-      case AttrKind::kAxes: return Attribute::Axes({text});
-      default: return Attribute::String(text);
+      case AttrKind::kSymbol:
+        return Attribute::Ident(text);
+      case AttrKind::kAxes:
+        return Attribute::Axes({text});
+      default:
+        return Attribute::String(text);
     }
   }
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
@@ -175,16 +194,17 @@ T OrRaise(absl::StatusOr<T> value) {
 
 }  // namespace
 
-py::list InferOpResultTypes(const std::string& op, const py::list& operand_types, const py::list& attrs,
-                            const py::list& result_types, const py::object& mesh_axes, bool spmd,
-                            int num_results) {
+py::list InferOpResultTypes(const std::string& op, const py::list& operand_types,
+                            const py::list& attrs, const py::list& result_types,
+                            const py::object& mesh_axes, bool spmd, int num_results) {
   const OpDef* def = LookupOp(op);
   if (def == nullptr) RaiseOpError(absl::StrCat("unknown op '", op, "'"));
   // The verifier's context rule (OpBuilder leaves it to the verifier).
   if (def->Has(kSpmdOnly) && !spmd && !def->Has(kIndexOperands)) {
     RaiseOpError(absl::StrCat("'", op, "' is only valid in spmd functions"));
   }
-  if (def->Has(kGlobalOnly) && spmd) RaiseOpError(absl::StrCat("'", op, "' is only valid in global functions"));
+  if (def->Has(kGlobalOnly) && spmd)
+    RaiseOpError(absl::StrCat("'", op, "' is only valid in global functions"));
   std::unique_ptr<Mesh> mesh = OrRaise(MeshFromPython(mesh_axes));
   // Operands: values first, then the literals typed like the first value (the parser's rule).
   std::vector<Type> operands(operand_types.size());
@@ -195,12 +215,15 @@ py::list InferOpResultTypes(const std::string& op, const py::list& operand_types
       has_literal = true;
       continue;
     }
-    operands[i] = OrRaise(TypeFromPython(operand_types[i], absl::StrFormat("%s: operand %d", op, i)));
+    operands[i] =
+        OrRaise(TypeFromPython(operand_types[i], absl::StrFormat("%s: operand %d", op, i)));
     if (!partner.has_value()) partner = operands[i];
   }
   if (has_literal) {
-    if (!def->Has(kAllowsLiteral)) RaiseOpError(absl::StrCat("'", op, "' does not take number literals"));
-    if (!partner.has_value()) RaiseOpError(absl::StrCat("'", op, "' needs at least one operand that is a value"));
+    if (!def->Has(kAllowsLiteral))
+      RaiseOpError(absl::StrCat("'", op, "' does not take number literals"));
+    if (!partner.has_value())
+      RaiseOpError(absl::StrCat("'", op, "' needs at least one operand that is a value"));
     Type literal = partner->is_index() ? Type::Index() : Type::Scalar(partner->element_type());
     for (size_t i = 0; i < operand_types.size(); ++i) {
       if (operand_types[i].is_none()) operands[i] = literal;
@@ -208,7 +231,8 @@ py::list InferOpResultTypes(const std::string& op, const py::list& operand_types
   }
   AttrDict dict;
   for (py::handle entry : attrs) {
-    if (!py::isinstance<py::tuple>(entry) || py::len(entry) != 2 || !py::isinstance<py::str>(entry[py::int_(0)])) {
+    if (!py::isinstance<py::tuple>(entry) || py::len(entry) != 2 ||
+        !py::isinstance<py::str>(entry[py::int_(0)])) {
       RaiseOpError(absl::StrCat(op, ": attributes must be (key, value) pairs"));
     }
     std::string key = py::cast<std::string>(entry[py::int_(0)]);
@@ -219,8 +243,9 @@ py::list InferOpResultTypes(const std::string& op, const py::list& operand_types
     Type t = OrRaise(TypeFromPython(result_types[i], absl::StrFormat("%s: result type %d", op, i)));
     // What the verifier requires of a written result type before inference.
     if (spmd && t.is_tensor() && t.has_sharding()) {
-      RaiseOpError(absl::StrFormat("%s: %s: types in a spmd function body are per-device and carry no sharding",
-                                   op, t.ToString()));
+      RaiseOpError(absl::StrFormat(
+          "%s: %s: types in a spmd function body are per-device and carry no sharding", op,
+          t.ToString()));
     }
     if (absl::Status s = ValidateLayout(t, mesh.get()); !s.ok()) {
       RaiseOpError(absl::StrCat(op, ": ", s.message()));
