@@ -14,14 +14,14 @@ Programs can be written with ``commir.builder`` and captured from PyTorch with
 import numpy as _np
 
 from commir import _commir_loader
-from commir.errors import (CaptureError, CommirError, ParseError, PassError,
+from commir.errors import (CaptureError, CommirError, OpError, ParseError, PassError,
                            PipelineError, RunError, VerifyError)
 
 _commir = _commir_loader.load()
 
 __all__ = [
     "Module", "parse", "parse_file", "verify", "opt", "run", "run_with", "predict", "Prediction", "pass_names",
-    "DEFAULT_SPMD_PIPELINE", "CommirError", "ParseError", "VerifyError", "PassError",
+    "DEFAULT_SPMD_PIPELINE", "CommirError", "OpError", "ParseError", "VerifyError", "PassError",
     "PipelineError", "RunError", "CaptureError",
 ]
 

@@ -12,13 +12,19 @@
     text = mb.text()            # canonical text: equal to print(parse(text))
     module = mb.module()        # parsed and verified commir.Module
 
-Every op infers its result type (docs/language.md, "Operations") the way the C++ ops do, so the text
-carries the `: type` annotation the printer would print; `type=` states a result type
-for ops that need one (reshape, convert, broadcast, full) or a sharding constraint.
-Shape errors are raised here as ValueError, naming the op.
+Every op's result type comes from the C++ op definitions (docs/language.md, "Operations"),
+the inference the parser and the verifier run, so the text carries the `: type`
+annotation the printer would print; `type=` states a result type for ops that need one
+(reshape, convert, broadcast, full) or a sharding constraint. An invalid op raises
+commir.OpError (a ValueError) with the C++ message, naming the op. `mb.func(name,
+spmd=True)` writes a spmd function: arguments have their per-device types in the body,
+and the collectives (all_gather, reduce_scatter, all_reduce, all_to_all, shift) are ops.
 """
 
 import math
+import re
+
+_IDENTIFIER = re.compile(r"^(?!(true|false)$)[A-Za-z_][A-Za-z0-9_.]*$")
 
 ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i1")
 _FLOAT_TYPES = ("f64", "f32", "f16", "bf16")
@@ -96,6 +102,17 @@ class TensorType:
     def with_layout(self, layout=None, partial=()):
         return TensorType(self.dtype, self.shape, layout, partial)
 
+    def _ext(self):
+        # The extension's form: (element type, dims, axes per dimension, partial axes).
+        return (self.dtype, list(self.shape), [list(axes or ()) for axes in self.layout], list(self.partial))
+
+    @classmethod
+    def _from_ext(cls, value):
+        if value == "index":
+            raise ValueError("the builder writes tensor values only, not index values")
+        dtype, shape, layout, partial = value
+        return cls(dtype, shape, [tuple(axes) or None for axes in layout], tuple(partial))
+
     def __eq__(self, other):
         return isinstance(other, TensorType) and str(self) == str(other)
 
@@ -140,23 +157,6 @@ class Value:
         return "%%%s: %s" % (self.name, self.type)
 
 
-def _broadcast_shapes(a, b, op):
-    out = []
-    for i in range(max(len(a), len(b))):
-        da = a[len(a) - 1 - i] if i < len(a) else 1
-        db = b[len(b) - 1 - i] if i < len(b) else 1
-        if da != db and da != 1 and db != 1:
-            raise ValueError("%s: shapes %s and %s do not broadcast" % (op, list(a), list(b)))
-        out.append(max(da, db) if da != 0 and db != 0 else 0)
-    return tuple(reversed(out))
-
-
-def _norm_dim(dim, rank, op):
-    if not -rank <= dim < max(rank, 1):
-        raise ValueError("%s: dim %d out of range for rank %d" % (op, dim, rank))
-    return dim % rank if rank else 0
-
-
 def _format_attr(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -166,9 +166,16 @@ def _format_attr(value):
         return format_float(value)
     if isinstance(value, Ident):
         return value.name
+    if isinstance(value, Axes):
+        return value.names[0] if len(value.names) == 1 else "(%s)" % ", ".join(value.names)
     if isinstance(value, (list, tuple)):
         return "[%s]" % ", ".join(_format_attr(v) for v in value)
     if isinstance(value, str):
+        # No op takes a string: a str is an identifier (an enum value, an axis), as the
+        # extension reads it for the op's schema; text that is none stays quoted, and the
+        # op definition rejects it.
+        if _IDENTIFIER.match(value):
+            return value
         return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
     raise TypeError("cannot write attribute value %r" % (value,))
 
@@ -184,14 +191,36 @@ _UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu"
 _BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
 
 
-class FunctionBuilder:
-    """One global function. Ops are methods; each returns the result Value."""
+class Axes:
+    """A collective's `axis` attribute: one mesh axis `tp` or an axis group `(dp, tp)`."""
 
-    def __init__(self, module, name, mesh):
+    def __init__(self, axes):
+        self.names = (axes,) if isinstance(axes, str) else tuple(axes)
+
+
+def _ext_attr(value):
+    # Attribute values as the extension reads them against the op's schema: identifiers
+    # and axis groups as strings and lists of strings.
+    if isinstance(value, Ident):
+        return value.name
+    if isinstance(value, Axes):
+        return value.names[0] if len(value.names) == 1 else list(value.names)
+    if isinstance(value, (list, tuple)):
+        return [_ext_attr(v) for v in value]
+    return value
+
+
+class FunctionBuilder:
+    """One function (global, or spmd with spmd=True). Ops are methods; each returns the
+    result Value, whose type the C++ op definitions infer."""
+
+    def __init__(self, module, name, mesh, spmd=False):
         self._module = module
         self.name = name
         self.mesh = mesh
+        self.spmd = spmd
         self._args = []
+        self._declared = {}
         self._lines = []
         self._names = set()
         self._results = None
@@ -208,52 +237,70 @@ class FunctionBuilder:
         self._names.add(name)
         return name
 
+    def _mesh_axes(self):
+        return self._module._mesh_axes(self.mesh)
+
     def arg(self, name, type):
-        """A new argument (it may be declared after ops: the signature lists them all)."""
-        value = Value(self._fresh(_sanitize(name)), type)
+        """A new argument (it may be declared after ops: the signature lists them all).
+        In a spmd function `type` is the global type the signature declares, and the
+        returned value has the per-device type the body sees."""
+        body_type = type
+        if self.spmd:
+            body_type = TensorType._from_ext(_extension().local_type(type._ext(), self._mesh_axes()))
+        value = Value(self._fresh(_sanitize(name)), body_type)
+        self._declared[value.name] = type
         self._args.append(value)
         return value
 
+    def result_type(self, opname, operands, attrs=(), type=None):
+        """The type of `opname(operands) {attrs}` from the C++ op definition (the
+        inference the parser and verifier run); `type` is a written result type, checked
+        against it. Without one the result carries no layout: in a global function only a
+        written layout constrains the partitioner. Raises commir.OpError with the C++
+        message when the op is invalid."""
+        ext_operands = [o.type._ext() if isinstance(o, Value) else None for o in operands]
+        ext_attrs = [(key, _ext_attr(value)) for key, value in attrs if value is not None]
+        written = [type._ext()] if type is not None else []
+        (inferred,) = _extension().infer_result_types(
+            opname, ext_operands, ext_attrs, written, self._mesh_axes(), self.spmd)
+        result = TensorType._from_ext(inferred)
+        return result if type is not None else result.unsharded()
+
     def op(self, opname, operands, attrs=(), type=None, name=None):
         """Emits `%name = opname(operands) {attrs} : type`; attrs is a list of (key,
-        value) in the op's schema order, None values left out."""
+        value) in the op's schema order, None values left out. `type` is needed only by
+        ops that require a written result type, or to constrain the layout."""
+        for o in operands:
+            if not isinstance(o, Value) and (isinstance(o, bool) or not isinstance(o, (int, float))):
+                raise ValueError("%s: operand %r is neither a value nor a number" % (opname, o))
+        result_type = self.result_type(opname, operands, attrs, type)
         parts = []
         for key, value in attrs:
             if value is None:
                 continue
             parts.append(key if value is True else "%s = %s" % (key, _format_attr(value)))
+        # A number literal takes the element type of the first value operand.
+        partner = next((o.type for o in operands if isinstance(o, Value)), None)
         operand_text = ", ".join(
-            "%" + o.name if isinstance(o, Value) else _literal(o, type) for o in operands)
-        result = Value(self._fresh(name), type)
+            "%" + o.name if isinstance(o, Value) else _literal(o, partner) for o in operands)
+        result = Value(self._fresh(name), result_type)
         line = "  %%%s = %s(%s)" % (result.name, opname, operand_text)
         if parts:
             line += " {%s}" % ", ".join(parts)
-        line += " : %s" % type
+        line += " : %s" % result_type
         self._lines.append(line)
         return result
 
     # ---- elementwise ----------------------------------------------------------
     def unary(self, opname, x, name=None, type=None):
-        return self.op(opname, [x], type=type or x.type.unsharded(), name=name)
+        return self.op(opname, [x], type=type, name=name)
 
     def gelu(self, x, approximate="none", name=None):
-        attrs = [("approximate", Ident("tanh"))] if approximate == "tanh" else []
-        if approximate not in ("none", "tanh"):
-            raise ValueError("gelu: approximate must be 'none' or 'tanh', not %r" % approximate)
-        return self.op("gelu", [x], attrs, type=x.type.unsharded(), name=name)
+        return self.op("gelu", [x], [("approximate", None if approximate == "none" else Ident(approximate))],
+                       name=name)
 
     def binary(self, opname, a, b, name=None, type=None):
-        if not isinstance(a, Value) and not isinstance(b, Value):
-            raise ValueError("%s: at least one operand must be a value" % opname)
-        if isinstance(a, Value) and isinstance(b, Value):
-            if a.type.dtype != b.type.dtype:
-                raise ValueError("%s: element types differ (%s and %s)" % (opname, a.type, b.type))
-            shape = _broadcast_shapes(a.type.shape, b.type.shape, opname)
-            dtype = a.type.dtype
-        else:
-            v = a if isinstance(a, Value) else b
-            shape, dtype = v.type.shape, v.type.dtype
-        return self.op(opname, [a, b], type=type or TensorType(dtype, shape), name=name)
+        return self.op(opname, [a, b], type=type, name=name)
 
     def convert(self, x, dtype, name=None):
         return self.op("convert", [x], type=TensorType(dtype, x.type.shape), name=name)
@@ -264,89 +311,61 @@ class FunctionBuilder:
 
     # ---- linear algebra -------------------------------------------------------
     def matmul(self, a, b, transpose_a=False, transpose_b=False, name=None, type=None):
-        sa, sb = a.type.shape, b.type.shape
-        if len(sa) < 2 or len(sb) < 2:
-            raise ValueError("matmul: operands need rank >= 2, got %s and %s" % (a.type, b.type))
-        m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
-        kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
-        if ka != kb:
-            raise ValueError("matmul: contracting sizes differ: %s and %s" % (a.type, b.type))
-        batch = _broadcast_shapes(sa[:-2], sb[:-2], "matmul")
         attrs = [("transpose_a", True if transpose_a else None), ("transpose_b", True if transpose_b else None)]
-        return self.op("matmul", [a, b], attrs, type=type or TensorType(a.type.dtype, batch + (m, n)), name=name)
+        return self.op("matmul", [a, b], attrs, type=type, name=name)
 
     def attention(self, q, k, v, causal=False, scale=None, name=None):
-        for t, what in ((q, "q"), (k, "k"), (v, "v")):
-            if t.type.rank != 4:
-                raise ValueError("attention: %s must have rank 4 [B, H, S, D], got %s" % (what, t.type))
-        b, h, sq, d = q.type.shape
-        if k.type.shape != v.type.shape or k.type.shape[0] != b or k.type.shape[3] != d:
-            raise ValueError("attention: k and v must be [B, Hkv, Skv, D] like q: %s, %s, %s" % (q.type, k.type, v.type))
-        if h % k.type.shape[1]:
-            raise ValueError("attention: %d query heads are not a multiple of %d kv heads" % (h, k.type.shape[1]))
         attrs = [("causal", True if causal else None), ("scale", None if scale is None else float(scale))]
-        return self.op("attention", [q, k, v], attrs, type=q.type.unsharded(), name=name)
+        return self.op("attention", [q, k, v], attrs, name=name)
 
     # ---- reductions and normalisation -----------------------------------------
     def reduce(self, opname, x, dims, keepdim=False, name=None):
-        dims = sorted(_norm_dim(d, x.type.rank, opname) for d in dims)
-        shape = [1 if i in dims else s for i, s in enumerate(x.type.shape)] if keepdim else [
-            s for i, s in enumerate(x.type.shape) if i not in dims]
-        return self.op(opname, [x], [("dims", dims), ("keepdim", True if keepdim else None)],
-                       type=TensorType(x.type.dtype, shape), name=name)
+        return self.op(opname, [x], [("dims", [int(d) for d in dims]), ("keepdim", True if keepdim else None)],
+                       name=name)
 
     def softmax(self, x, dim=-1, name=None):
-        _norm_dim(dim, x.type.rank, "softmax")
-        return self.op("softmax", [x], [("dim", None if dim == -1 else dim)], type=x.type.unsharded(), name=name)
+        return self.op("softmax", [x], [("dim", None if dim == -1 else dim)], name=name)
 
     def layernorm(self, x, weight, bias, eps=1e-5, name=None):
-        self._check_norm("layernorm", x, weight, bias)
-        return self.op("layernorm", [x, weight, bias], [("eps", None if eps == 1e-5 else float(eps))],
-                       type=x.type.unsharded(), name=name)
+        return self.op("layernorm", [x, weight, bias], [("eps", None if eps == 1e-5 else float(eps))], name=name)
 
     def rmsnorm(self, x, weight, eps=1e-6, name=None):
-        self._check_norm("rmsnorm", x, weight)
-        return self.op("rmsnorm", [x, weight], [("eps", None if eps == 1e-6 else float(eps))],
-                       type=x.type.unsharded(), name=name)
-
-    @staticmethod
-    def _check_norm(opname, x, *params):
-        for p in params:
-            if p.type.shape != (x.type.shape[-1],):
-                raise ValueError("%s: %s must be [%d] (the last dimension of %s)" % (opname, p.type, x.type.shape[-1], x.type))
+        return self.op("rmsnorm", [x, weight], [("eps", None if eps == 1e-6 else float(eps))], name=name)
 
     # ---- layout -----------------------------------------------------------------
     def reshape(self, x, shape, name=None, type=None):
-        shape = tuple(int(s) for s in shape)
-        if math.prod(shape) != math.prod(x.type.shape):
-            raise ValueError("reshape: %s has %d elements, [%s] has %d" % (
-                x.type, math.prod(x.type.shape), ", ".join(map(str, shape)), math.prod(shape)))
         return self.op("reshape", [x], type=type or TensorType(x.type.dtype, shape), name=name)
 
     def transpose(self, x, perm, name=None):
-        perm = [int(p) for p in perm]
-        if sorted(perm) != list(range(x.type.rank)):
-            raise ValueError("transpose: perm %s is not a permutation of %d dims" % (perm, x.type.rank))
-        return self.op("transpose", [x], [("perm", perm)],
-                       type=TensorType(x.type.dtype, [x.type.shape[p] for p in perm]), name=name)
+        return self.op("transpose", [x], [("perm", [int(p) for p in perm])], name=name)
 
     def slice(self, x, start, size, name=None):
-        if len(start) != x.type.rank or len(size) != x.type.rank or any(
-                s < 0 or n < 0 or s + n > d for s, n, d in zip(start, size, x.type.shape)):
-            raise ValueError("slice: start %s size %s out of bounds of %s" % (list(start), list(size), x.type))
-        return self.op("slice", [x], [("start", list(start)), ("size", list(size))],
-                       type=TensorType(x.type.dtype, size), name=name)
+        return self.op("slice", [x], [("start", list(start)), ("size", list(size))], name=name)
 
     def concat(self, values, dim, name=None):
-        first = values[0].type
-        d = _norm_dim(dim, first.rank, "concat")
-        shape = list(first.shape)
-        shape[d] = sum(v.type.shape[d] for v in values)
-        return self.op("concat", list(values), [("dim", dim)], type=TensorType(first.dtype, shape), name=name)
+        return self.op("concat", list(values), [("dim", dim)], name=name)
 
     def broadcast(self, x, shape, name=None):
-        _broadcast_shapes(x.type.shape, tuple(shape), "broadcast")
         return self.op("broadcast", [x], type=TensorType(x.type.dtype, shape), name=name)
+
+    # ---- collectives (spmd functions) --------------------------------------------
+    def all_gather(self, x, axis, dim, name=None):
+        return self.op("all_gather", [x], [("axis", Axes(axis)), ("dim", dim)], name=name)
+
+    def reduce_scatter(self, x, axis, dim, reduce="sum", name=None):
+        attrs = [("axis", Axes(axis)), ("dim", dim), ("reduce", None if reduce == "sum" else Ident(reduce))]
+        return self.op("reduce_scatter", [x], attrs, name=name)
+
+    def all_reduce(self, x, axis, reduce="sum", name=None):
+        return self.op("all_reduce", [x], [("axis", Axes(axis)), ("reduce", None if reduce == "sum" else Ident(reduce))],
+                       name=name)
+
+    def all_to_all(self, x, axis, split_dim, concat_dim, name=None):
+        return self.op("all_to_all", [x], [("axis", Axes(axis)), ("split_dim", split_dim), ("concat_dim", concat_dim)],
+                       name=name)
+
+    def shift(self, x, axis, offset=1, name=None):
+        return self.op("shift", [x], [("axis", Axes(axis)), ("offset", None if offset == 1 else offset)], name=name)
 
     def ret(self, *values, types=None):
         """The function's results; `types` may give the declared result types (a
@@ -361,10 +380,10 @@ class FunctionBuilder:
     def text(self):
         if self._results is None:
             raise ValueError("@%s has no return (call ret)" % self.name)
-        args = ", ".join("%%%s: %s" % (a.name, a.type) for a in self._args)
+        args = ", ".join("%%%s: %s" % (a.name, self._declared[a.name]) for a in self._args)
         types = [str(t) for t in self._result_types]
         results = types[0] if len(types) == 1 else "(%s)" % ", ".join(types)
-        head = "func @%s(%s) -> %s" % (self.name, args, results)
+        head = "%sfunc @%s(%s) -> %s" % ("spmd " if self.spmd else "", self.name, args, results)
         if self.mesh is not None:
             head += " on @%s" % self.mesh
         body = self._lines + ["  return %s" % ", ".join("%" + v.name for v in self._results)]
@@ -378,6 +397,11 @@ for _name in _BINARY:
 for _name in ("reduce_sum", "reduce_max", "reduce_mean"):
     setattr(FunctionBuilder, _name,
             lambda self, x, dims, keepdim=False, name=None, _op=_name: self.reduce(_op, x, dims, keepdim, name))
+
+
+def _extension():
+    import commir
+    return commir._commir
 
 
 def _literal(number, type):
@@ -407,10 +431,17 @@ class ModuleBuilder:
         self._meshes.append((name, [(a, int(s)) for a, s in axes.items()]))
         return name
 
-    def func(self, name, mesh=None):
-        f = FunctionBuilder(self, name, mesh if mesh is not None or len(self._meshes) != 1 else self._meshes[0][0])
+    def func(self, name, mesh=None, spmd=False):
+        """A global function, or a spmd one (its body per device, with collectives)."""
+        f = FunctionBuilder(self, name, mesh if mesh is not None or len(self._meshes) != 1 else self._meshes[0][0],
+                            spmd)
         self._functions.append(f)
         return f
+
+    def _mesh_axes(self, name):
+        # [(axis, size)] of mesh @name for the op definitions; None without one (an
+        # unknown name is reported when the module is parsed).
+        return next((axes for n, axes in self._meshes if n == name), None)
 
     def text(self):
         parts = ["mesh @%s(%s)\n" % (n, ", ".join("%s=%d" % a for a in axes)) for n, axes in self._meshes]

@@ -49,5 +49,10 @@ class RunError(_LocatedError):
     """A function could not run: wrong arguments or shapes, or an op failed."""
 
 
+class OpError(CommirError, ValueError):
+    """An op built with commir.builder is invalid (shapes, element types, attributes): the
+    message is the C++ op definition's, as the verifier would report it."""
+
+
 class CaptureError(CommirError):
     """commir.torch.capture met something it cannot express in CommIR."""

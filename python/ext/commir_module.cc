@@ -1,7 +1,8 @@
-// The extension module `_commir`: the C++ parser, printer, verifier, pass pipelines and
-// the cpu backend, for the Python package `commir` (python/commir/__init__.py wraps it;
-// users import `commir`, not this). Errors in the input are raised as the package's
-// exception classes (commir.errors) with file, line, column and message.
+// The extension module `_commir`: the C++ parser, printer, verifier, op type inference,
+// pass pipelines and the cpu backend, for the Python package `commir`
+// (python/commir/__init__.py wraps it; users import `commir`, not this). Errors in the
+// input are raised as the package's exception classes (commir.errors) with file, line,
+// column and message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -20,6 +21,7 @@
 #include "backend_cpu/cpu_backend.h"
 #include "parser/parser.h"
 #include "python/ext/numpy_tensor.h"
+#include "python/ext/op_types.h"
 #include "runtime/global_run.h"
 #include "sim/hardware.h"
 #include "sim/predict.h"
@@ -259,6 +261,10 @@ PYBIND11_MODULE(_commir, m) {
   m.def("run", &Run);
   m.def("pass_names", &PassNames);
   m.def("predict", &Predict);
+  m.def("infer_result_types", &InferOpResultTypes, py::arg("op"), py::arg("operand_types"),
+        py::arg("attrs") = py::list(), py::arg("result_types") = py::list(),
+        py::arg("mesh") = py::none(), py::arg("spmd") = false, py::arg("num_results") = 1);
+  m.def("local_type", &LocalTensorType, py::arg("type"), py::arg("mesh"));
 }
 
 }  // namespace

@@ -88,18 +88,163 @@ def test_every_builder_op_prints_as_the_printer_does():
     assert commir.parse(text).text() == text
 
 
-def test_shape_errors_are_raised_by_the_builder():
-    f = ModuleBuilder().func("bad")
-    a = f.arg("a", tensor("f32", [4, 8]))
-    b = f.arg("b", tensor("f32", [4, 8]))
-    with pytest.raises(ValueError, match="contracting sizes differ"):
-        f.matmul(a, b)
-    with pytest.raises(ValueError, match="do not broadcast"):
-        f.add(a, f.arg("c", tensor("f32", [3])))
-    with pytest.raises(ValueError, match="has 32 elements"):
-        f.reshape(a, [5, 7])
+def _verifier_message(text):
+    """The message the C++ parser/verifier gives for `text`, which must be invalid."""
+    with pytest.raises((commir.VerifyError, commir.ParseError)) as error:
+        commir.parse(text)
+    return error.value.message
+
+
+def test_shape_errors_carry_the_verifier_message():
+    # Each bad op raises commir.OpError (a ValueError) carrying exactly the message the
+    # verifier reports for the same op written as text.
+    cases = [
+        ("matmul", lambda f, a, b: f.matmul(a, b),
+         "func @bad(%a: f32[4, 8], %b: f32[4, 8]) -> f32[4, 8] {\n  %t = matmul(%a, %b)\n  return %t\n}\n"),
+        ("add", lambda f, a, b: f.add(a, f.arg("c", tensor("f32", [3]))),
+         "func @bad(%a: f32[4, 8], %c: f32[3]) -> f32[4, 8] {\n  %t = add(%a, %c)\n  return %t\n}\n"),
+        ("reshape", lambda f, a, b: f.reshape(a, [5, 7]),
+         "func @bad(%a: f32[4, 8]) -> f32[5, 7] {\n  %t = reshape(%a) : f32[5, 7]\n  return %t\n}\n"),
+        ("transpose", lambda f, a, b: f.transpose(a, [0, 0]),
+         "func @bad(%a: f32[4, 8]) -> f32[4, 4] {\n  %t = transpose(%a) {perm = [0, 0]}\n  return %t\n}\n"),
+        ("reduce_sum", lambda f, a, b: f.reduce_sum(a, [2]),
+         "func @bad(%a: f32[4, 8]) -> f32[4] {\n  %t = reduce_sum(%a) {dims = [2]}\n  return %t\n}\n"),
+    ]
+    for opname, build, text in cases:
+        f = ModuleBuilder().func("bad")
+        a = f.arg("a", tensor("f32", [4, 8]))
+        b = f.arg("b", tensor("f32", [4, 8]))
+        expected = _verifier_message(text)
+        with pytest.raises(ValueError) as error:
+            build(f, a, b)
+        assert isinstance(error.value, commir.OpError)
+        assert error.value.message == "%s: %s" % (opname, expected), (error.value.message, expected)
     with pytest.raises(ValueError, match="unknown element type"):
         tensor("f8", [1])
+
+
+def test_any_op_through_op_with_the_cpp_schema():
+    # An op without a method: attributes are read against its C++ schema (a str is an
+    # enum identifier), and a bad value raises the verifier's message.
+    mb = ModuleBuilder()
+    f = mb.func("f")
+    a = f.arg("a", tensor("f32", [4]))
+    b = f.arg("b", tensor("f32", [2, 4]))
+    c = f.op("compare", [a, b], [("cmp", "lt")])
+    assert c.type == tensor("i1", [2, 4])
+    f.ret(c)
+    text = mb.text()
+    assert commir.parse(text).text() == text
+    expected = _verifier_message(
+        "func @bad(%a: f32[4], %b: f32[2, 4]) -> i1[2, 4] {\n  %t = compare(%a, %b) {cmp = zz}\n  return %t\n}\n")
+    with pytest.raises(commir.OpError) as error:
+        f.op("compare", [a, b], [("cmp", "zz")])
+    assert error.value.message == expected
+
+
+def test_collective_shape_error_carries_the_verifier_message():
+    mb = ModuleBuilder()
+    mb.mesh("m", tp=4)
+    f = mb.func("bad", spmd=True)
+    x = f.arg("x", tensor("f32", [6, 8]))
+    expected = _verifier_message(
+        "mesh @m(tp=4)\nspmd func @bad(%x: f32[6, 8]) -> f32[6, 8] on @m {\n"
+        "  %t = reduce_scatter(%x) {axis = tp, dim = 0}\n  return %x\n}\n")
+    with pytest.raises(commir.OpError) as error:
+        f.reduce_scatter(x, "tp", 0)
+    assert error.value.message == "reduce_scatter: " + expected
+    assert "not divisible by the group size 4" in expected
+    with pytest.raises(commir.OpError, match="only valid in spmd functions"):
+        mb.func("global").all_gather(mb._functions[-1].arg("y", tensor("f32", [4])), "tp", 0)
+
+
+def _random_shape(rng, rank):
+    return [rng.randint(1, 5) for _ in range(rank)]
+
+
+def test_result_types_match_numpy_and_the_verifier():
+    # Shapes from NumPy (an independent implementation of matmul, broadcasting,
+    # reductions and transposes); the module the builder writes must then parse and
+    # verify, and print exactly as written (the verifier accepts every annotation).
+    rng = random.Random(7)
+    for trial in range(40):
+        mb = ModuleBuilder()
+        f = mb.func("f%d" % trial)
+        batch = _random_shape(rng, rng.randint(0, 2))
+        m, k, n = (rng.randint(1, 6) for _ in range(3))
+        ta, tb = rng.random() < 0.5, rng.random() < 0.5
+        a_shape = batch + ([k, m] if ta else [m, k])
+        b_shape = ([1] * len(batch) if batch and rng.random() < 0.5 else batch) + ([n, k] if tb else [k, n])
+        a = f.arg("a", tensor("bf16", a_shape))
+        b = f.arg("b", tensor("bf16", b_shape))
+        mm = f.matmul(a, b, transpose_a=ta, transpose_b=tb)
+        za, zb = np.zeros(a_shape), np.zeros(b_shape)
+        want = np.matmul(np.swapaxes(za, -1, -2) if ta else za, np.swapaxes(zb, -1, -2) if tb else zb).shape
+        assert mm.type == tensor("bf16", want), (mm.type, want)
+
+        rank = len(want)
+        c_shape = [d if rng.random() < 0.6 else 1 for d in want[rng.randint(0, rank - 1):]]
+        c = f.arg("c", tensor("bf16", c_shape))
+        s = f.add(mm, c)
+        assert s.type == tensor("bf16", np.broadcast_shapes(want, tuple(c_shape)))
+        e = f.mul(f.exp(s), 0.5)
+        assert e.type == s.type
+
+        dims = sorted(rng.sample(range(rank), rng.randint(1, rank)))
+        keep = rng.random() < 0.5
+        r = f.reduce_sum(e, dims, keepdim=keep)
+        assert r.type == tensor("bf16", np.sum(np.zeros(s.type.shape), axis=tuple(dims), keepdims=keep).shape)
+
+        perm = list(range(rank))
+        rng.shuffle(perm)
+        t = f.transpose(e, perm)
+        assert t.type == tensor("bf16", np.transpose(np.zeros(s.type.shape), perm).shape)
+        f.ret(r, t)
+        text = mb.text()
+        assert commir.parse(text).text() == text
+
+
+def test_collective_result_types():
+    # Per-device shapes on a 2x4 mesh, written out: all_gather multiplies the gathered
+    # dimension by the group size, reduce_scatter divides it, all_to_all divides
+    # split_dim and multiplies concat_dim, all_reduce and shift keep the shape.
+    mb = ModuleBuilder()
+    mb.mesh("m", dp=2, tp=4)
+    f = mb.func("collectives", spmd=True)
+    x = f.arg("x", tensor("bf16", [16, 32], layout=["tp", None]))
+    assert x.type == tensor("bf16", [4, 32])  # the body sees the local part
+    g = f.all_gather(x, "tp", 0)
+    assert g.type == tensor("bf16", [16, 32])
+    g2 = f.all_gather(x, ("dp", "tp"), -1)
+    assert g2.type == tensor("bf16", [4, 256])
+    rs = f.reduce_scatter(g, "tp", 1, reduce="max")
+    assert rs.type == tensor("bf16", [16, 8])
+    a2a = f.all_to_all(g, "tp", 0, 1)
+    assert a2a.type == tensor("bf16", [4, 128])
+    ar = f.all_reduce(rs, ("dp", "tp"))
+    assert ar.type == tensor("bf16", [16, 8])
+    sh = f.shift(x, "tp", offset=3)
+    assert sh.type == x.type
+    assert f.reduce_scatter(ar, "dp", 0).type == tensor("bf16", [8, 8])
+    assert f.all_gather(sh, "dp", 0).type == tensor("bf16", [8, 32])
+    f.ret(a2a, types=[tensor("bf16", [16, 128], layout=["tp", None])])
+    text = mb.text()
+    assert commir.parse(text).text() == text
+
+
+def test_written_type_is_checked_and_kept():
+    mb = ModuleBuilder()
+    mb.mesh("m", tp=4)
+    f = mb.func("f")
+    a = f.arg("a", tensor("f32", [4, 8]))
+    b = f.arg("b", tensor("f32", [8, 6]))
+    # A written layout is a constraint and stays; matmul may choose its element type.
+    y = f.matmul(a, b, type=tensor("bf16", [4, 6], layout=["tp", None]))
+    assert str(y.type) == "bf16[4@tp, 6]"
+    with pytest.raises(commir.OpError, match=r"result type f32\[4, 5\] does not match the inferred type f32\[4, 6\]"):
+        f.matmul(a, b, type=tensor("f32", [4, 5]))
+    with pytest.raises(commir.OpError, match="not divisible"):
+        f.matmul(a, b, type=tensor("f32", [4, 6], layout=[None, "tp"]))
 
 
 def test_format_float_matches_printer():
