@@ -1,5 +1,6 @@
 // What autodiff reports the backward keeps of the forward (DifferentiateWithSaved): on a
-// two-layer MLP the saved activations derived by hand from the matmul and relu rules.
+// two-layer MLP the saved activations derived by hand from the matmul and relu rules, and
+// flash attention's (its inputs, output and log-sum-exp).
 #include <memory>
 #include <set>
 #include <string>
@@ -80,6 +81,41 @@ TEST(AutodiffSaved, OnlyWhatTheRequestedGradientsRead) {
   EXPECT_EQ(SavedActivations({"w1"}), (std::set<std::string>{"x", "w2", "u"}));
   // d w2 alone: dW2 = a^T dy.
   EXPECT_EQ(SavedActivations({"w2"}), (std::set<std::string>{"a"}));
+}
+
+// Flash attention's backward (FlashAttention-2, Dao 2023, Algorithm 2) reads q, k, v,
+// the output o and the row log-sum-exp: the lse that autodiff adds to the forward's copy
+// is filed under o, beside o itself.
+TEST(AutodiffSaved, AttentionKeepsItsInputsOutputAndLogSumExp) {
+  std::unique_ptr<Module> module = testing::ParseForTest(
+      R"(func @f(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]) -> f32[1, 2, 4, 8] {
+  %o = attention(%q, %k, %v) {causal}
+  return %o
+})");
+  ASSERT_NE(module, nullptr);
+  const Function& f = *module->FindFunction("f");
+  AutodiffOptions options;
+  options.seed_cotangents = true;
+  absl::StatusOr<Gradient> grad = DifferentiateWithSaved(*module, f, options);
+  ASSERT_TRUE(grad.ok()) << grad.status();
+  const Value* o = f.body()->front()->result(0);
+  ASSERT_EQ(grad->saved.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(grad->saved.contains(f.body()->argument(i))) << i;
+    EXPECT_EQ(grad->saved.at(f.body()->argument(i)).size(), 1u);
+  }
+  ASSERT_TRUE(grad->saved.contains(o));
+  const std::vector<BackwardRead>& reads = grad->saved.at(o);
+  ASSERT_EQ(reads.size(), 2u);
+  // Both read by the one attention_grad, as two results of the attention's copy.
+  const Operation* copy = reads[0].value->defining_op();
+  ASSERT_NE(copy, nullptr);
+  EXPECT_TRUE(copy->Is(OpKind::kAttention));
+  EXPECT_EQ(copy->num_results(), 2);
+  EXPECT_EQ(reads[1].value->defining_op(), copy);
+  EXPECT_NE(reads[0].value, reads[1].value);
+  EXPECT_TRUE(reads[0].user->Is(OpKind::kAttentionGrad));
+  EXPECT_EQ(reads[1].user, reads[0].user);
 }
 
 }  // namespace
