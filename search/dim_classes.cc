@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "search/union_find.h"
 #include "transforms/sharding/op_rules.h"
 
 namespace commir::search {
@@ -13,30 +14,6 @@ namespace {
 
 using sharding::FactorKind;
 using sharding::OpRule;
-
-class UnionFind {
- public:
-  int Add() {
-    parent_.push_back(static_cast<int>(parent_.size()));
-    return parent_.back();
-  }
-  int Find(int x) {
-    while (parent_[x] != x) {
-      parent_[x] = parent_[parent_[x]];
-      x = parent_[x];
-    }
-    return x;
-  }
-  void Union(int a, int b) {
-    a = Find(a);
-    b = Find(b);
-    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
-  }
-  int size() const { return static_cast<int>(parent_.size()); }
-
- private:
-  std::vector<int> parent_;
-};
 
 struct NodeFacts {
   int64_t divisible_size = 0;  // gcd of the occurrences' sizes (0: none yet)

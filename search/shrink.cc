@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commir/verifier.h"
+#include "search/union_find.h"
 #include "transforms/sharding/op_rules.h"
 
 namespace commir::search {
@@ -23,14 +24,11 @@ using AtomList = std::vector<int>;
 class Atoms {
  public:
   int New(int64_t size, bool keep = false) {
-    atoms_.push_back({size, static_cast<int>(atoms_.size()), keep, {}});
-    return atoms_.back().parent;
+    atoms_.push_back({size, keep, {}});
+    return sets_.Add();
   }
 
-  int Find(int a) {
-    while (atoms_[a].parent != a) a = atoms_[a].parent = atoms_[atoms_[a].parent].parent;
-    return a;
-  }
+  int Find(int a) { return sets_.Find(a); }
 
   int64_t Size(int a) { return atoms_[Find(a)].size; }
 
@@ -55,7 +53,7 @@ class Atoms {
       }
       int64_t su = atoms_[u].size, sv = atoms_[v].size;
       if (su == sv) {
-        atoms_[v].parent = u;
+        sets_.Union(u, v);
         atoms_[u].keep |= atoms_[v].keep;
         x.pop_front();
         y.pop_front();
@@ -116,9 +114,9 @@ class Atoms {
   }
 
  private:
+  // The facts of each atom, indexed by its id in sets_ (those of a root hold).
   struct Atom {
     int64_t size;
-    int parent;
     bool keep;  // keeps its size (the part count of a concatenation)
     AtomList children;
   };
@@ -159,6 +157,7 @@ class Atoms {
     return absl::StrCat("[", absl::StrJoin(sizes, "x"), "]");
   }
 
+  UnionFind sets_;
   std::vector<Atom> atoms_;
 };
 

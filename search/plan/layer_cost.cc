@@ -38,13 +38,14 @@ absl::StatusOr<std::unique_ptr<Module>> ParseAndRun(const std::string& text,
   return module;
 }
 
-// Bytes one device holds of `type`: spmd bodies carry per-device types, but a type that
-// still names axes (a signature's) is divided by their sizes.
-int64_t DeviceBytes(Type type, const LayerLayout& layout) {
+// Bytes one device holds of `type` in `function`: spmd bodies carry per-device types, but
+// a type that still names axes (a signature's) is divided by their sizes on the
+// function's mesh, whatever the axes are called.
+int64_t DeviceBytes(Type type, const Function& function) {
   if (!type.is_tensor()) return 0;
   int64_t elements = type.num_elements();
-  for (const AxisList& axes : type.dim_axes()) {
-    for (const std::string& axis : axes) elements /= axis == "tp" ? layout.tp : layout.cp;
+  if (function.mesh() != nullptr) {
+    for (const AxisList& axes : type.dim_axes()) elements /= function.mesh()->GroupSize(axes);
   }
   return elements * ElementTypeByteWidth(type.element_type());
 }
@@ -59,8 +60,7 @@ struct SavedValues {
 // partitioner keeps a result's name), so a value of @layer_grad named like a value of
 // @layer, or the layer input, that an op outside the forward uses is an activation the
 // layer keeps for its backward. Values only the forward uses are transient.
-SavedValues MeasureSaved(const Function& forward, const Function& gradient,
-                         const LayerLayout& layout) {
+SavedValues MeasureSaved(const Function& forward, const Function& gradient) {
   absl::flat_hash_set<std::string> forward_names;
   WalkOps(forward.body(), [&](Operation* op) {
     for (Value* result : op->results()) forward_names.insert(result->name());
@@ -77,7 +77,7 @@ SavedValues MeasureSaved(const Function& forward, const Function& gradient,
   auto visit = [&](Value* value, bool attention) {
     for (const Operation* user : value->users()) {
       if (!is_backward(user)) continue;
-      const int64_t bytes = DeviceBytes(value->type(), layout);
+      const int64_t bytes = DeviceBytes(value->type(), gradient);
       saved.all_bytes += bytes;
       if (attention) saved.attention_bytes += bytes;
       return;
@@ -253,7 +253,7 @@ absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kin
 
 // The cost of a partitioned (and scheduled) layer whose gradient is predicted.
 absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string& name,
-                                 const std::string& gradient_name, const LayerLayout& layout,
+                                 const std::string& gradient_name,
                                  const LayerCostOptions& options) {
   const Function* forward = chosen.module->FindFunction(name);
   const Function* gradient = chosen.module->FindFunction(gradient_name);
@@ -277,10 +277,10 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
       cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
     }
   }
-  const SavedValues saved = MeasureSaved(*forward, *gradient, layout);
+  const SavedValues saved = MeasureSaved(*forward, *gradient);
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;
-  cost.input_bytes = DeviceBytes(forward->arg_types()[0], layout);
+  cost.input_bytes = DeviceBytes(forward->arg_types()[0], *forward);
   cost.schedule = chosen.schedule;
   cost.programs_predicted = chosen.programs_predicted;
   cost.schedules_skipped = chosen.skipped;
@@ -313,7 +313,7 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   absl::StatusOr<ScheduledLayer> chosen =
       ChooseSchedule(*std::move(partitioned), name, gradient_name, layout, options);
   if (!chosen.ok()) return fail(chosen.status());
-  absl::StatusOr<LayerCost> cost = CostOf(*chosen, name, gradient_name, layout, options);
+  absl::StatusOr<LayerCost> cost = CostOf(*chosen, name, gradient_name, options);
   if (!cost.ok()) return fail(cost.status());
   if (!chosen->schedule.empty()) {
     // A schedule can keep more activations than plain collectives (ring attention's
@@ -325,7 +325,7 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
     if (absl::Status s = PredictTrainingStep(plain, name, gradient_name, options.predict); !s.ok()) {
       return fail(s);
     }
-    absl::StatusOr<LayerCost> plain_cost = CostOf(plain, name, gradient_name, layout, options);
+    absl::StatusOr<LayerCost> plain_cost = CostOf(plain, name, gradient_name, options);
     if (!plain_cost.ok()) return fail(plain_cost.status());
     // Only a variant that needs no more memory in any recomputation is a fallback: then a
     // plan the scheduled layer fits, the plain one fits too (the search's per-rank choice

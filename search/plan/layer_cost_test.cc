@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "commir/element_type.h"
 #include "gtest/gtest.h"
+#include "parser/parser.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_cost.h"
 #include "sim/hardware.h"
+#include "transforms/autodiff/autodiff.h"
 
 namespace commir::search::plan {
 namespace {
@@ -209,6 +213,48 @@ TEST(LayerCostTest, EmbeddingIsMemoryBound) {
   const LayerCost e = EmbeddingCost(m, {1, 1, false, 1}, hw);
   EXPECT_NEAR(e.forward_s - hw.kernel_launch_overhead_s,
               2.0 * m.sequence * m.hidden * 2 / hw.hbm_bandwidth, 1e-12);
+}
+
+
+// On one device the partitioner changes nothing, so the activations the layer cost
+// finds by matching @layer_grad's values to @layer's by name are the ones autodiff says
+// by identity its backward reads (the layer input and every intermediate it keeps; not
+// the weights, counted as parameters), plus one value: the layer's output, which
+// @layer_grad returns as its forward result and the name match counts as a backward use.
+// The backward never reads it (the residual add's derivative needs no values); it is the
+// next layer's input, counted there as well.
+TEST(LayerCostTest, OneDeviceActivationsAreAutodiffsSavedValuesAndTheOutput) {
+  for (const char* spec : {"llama3-8b,seq=512", "gpt3-1.3b,seq=512"}) {
+    SCOPED_TRACE(spec);
+    const ModelSpec m = *ParseModelSpec(spec);
+    LayerLayout one;
+    absl::StatusOr<std::string> text = TransformerLayerProgram(m, one);
+    ASSERT_TRUE(text.ok()) << text.status();
+    std::unique_ptr<Module> module = ParseModuleOrError(*text, "layer.commir").value();
+    const Function& layer = *module->FindFunction(kLayerFunction);
+    AutodiffOptions options;
+    options.seed_cotangents = true;
+    absl::StatusOr<Gradient> grad = DifferentiateWithSaved(*module, layer, options);
+    ASSERT_TRUE(grad.ok()) << grad.status();
+    int64_t saved_bytes = 0;
+    for (const auto& [value, reads] : grad->saved) {
+      if (value->kind() == Value::Kind::kBlockArgument && value != layer.body()->argument(0)) {
+        continue;
+      }
+      // Each value of @layer_grad once (an attention's output and its log-sum-exp are two).
+      absl::flat_hash_set<const Value*> distinct;
+      for (const BackwardRead& read : reads) distinct.insert(read.value);
+      for (const Value* v : distinct) {
+        saved_bytes += v->type().num_elements() * ElementTypeByteWidth(v->type().element_type());
+      }
+    }
+    const Value* output = layer.body()->terminator()->operand(0);
+    EXPECT_FALSE(grad->saved.contains(output));
+    const int64_t output_bytes =
+        output->type().num_elements() * ElementTypeByteWidth(output->type().element_type());
+    EXPECT_EQ(Measure(m, LayerKind::kTransformer, one).activation_bytes,
+              saved_bytes + output_bytes);
+  }
 }
 
 }  // namespace

@@ -29,6 +29,11 @@ class GradientBuilder {
                   DiagnosticEngine* diagnostics)
       : module_(module), source_(function), options_(options), diagnostics_(diagnostics) {}
 
+  // The backward's reads of the forward; filled by Build.
+  const absl::flat_hash_map<const Value*, std::vector<BackwardRead>>& saved() const {
+    return saved_;
+  }
+
   absl::StatusOr<Function*> Build() {
     if (source_.is_spmd()) {
       return Error(source_.loc(),
@@ -83,6 +88,7 @@ class GradientBuilder {
     // Rules emit every operand's cotangent; those of operands that carry no gradient
     // (and forward ops nothing returns) go here.
     EliminateDeadCode(*grad_);
+    CollectSaved();
     return module_.InsertFunctionAfter(&source_, std::move(grad));
   }
 
@@ -172,8 +178,39 @@ class GradientBuilder {
       forward_.push_back(op);
     }
     Analyze();
-    for (const Operation* op : forward_) AppendCopy(*op, op->attrs(), map_);
+    for (const Operation* op : forward_) {
+      const Operation* copy = AppendCopy(*op, op->attrs(), map_);
+      forward_copies_.insert(copy);
+      // An added log-sum-exp is filed under the op's first result (BackwardRead).
+      for (int r = op->num_results(); r < copy->num_results(); ++r) {
+        extra_results_[copy->result(r)] = op->result(0);
+      }
+    }
     return absl::OkStatus();
+  }
+
+  // Fills saved_ from @f_grad as dead code elimination left it: every read of a forward
+  // value's stand-in by an op that is not a forward copy. Only live ops are looked at
+  // (forward_copies_ may name erased ones, which no live op equals).
+  void CollectSaved() {
+    absl::flat_hash_map<const Value*, const Value*> forward_of;
+    for (const auto& [forward, copy] : map_) forward_of[copy] = forward;
+    for (const auto& [copy, forward] : extra_results_) forward_of[copy] = forward;
+    const Operation* ret = grad_->body()->terminator();
+    const int forward_results = static_cast<int>(source_.result_types().size());
+    for (Operation* op : *grad_->body()) {
+      if (forward_copies_.contains(op)) continue;
+      for (int i = 0; i < op->num_operands(); ++i) {
+        if (op == ret && i < forward_results) continue;  // @f's own result, not a gradient
+        Value* v = op->operand(i);
+        auto it = forward_of.find(v);
+        if (it == forward_of.end()) continue;
+        std::vector<BackwardRead>& reads = saved_[it->second];
+        // An op reading a value twice (mul(%x, %x)) reads it once here.
+        if (!reads.empty() && reads.back().user == op && reads.back().value == v) continue;
+        reads.push_back({v, op});
+      }
+    }
   }
 
   // A differentiated attention that returns no lse is copied returning its lse too
@@ -343,6 +380,9 @@ class GradientBuilder {
   absl::flat_hash_set<const Operation*> active_ops_;
   absl::flat_hash_set<const Value*> needed_;
   absl::flat_hash_map<const Value*, Value*> cotangents_;
+  absl::flat_hash_set<const Operation*> forward_copies_;
+  absl::flat_hash_map<const Value*, const Value*> extra_results_;
+  absl::flat_hash_map<const Value*, std::vector<BackwardRead>> saved_;
   RematBlocks remat_;
   // Per remat block, its recomputed values by the forward value they recompute (empty
   // until the block's backward starts).
@@ -355,6 +395,15 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
                                         const AutodiffOptions& options,
                                         DiagnosticEngine* diagnostics) {
   return GradientBuilder(module, function, options, diagnostics).Build();
+}
+
+absl::StatusOr<Gradient> DifferentiateWithSaved(Module& module, const Function& function,
+                                                const AutodiffOptions& options,
+                                                DiagnosticEngine* diagnostics) {
+  GradientBuilder builder(module, function, options, diagnostics);
+  absl::StatusOr<Function*> built = builder.Build();
+  if (!built.ok()) return built.status();
+  return Gradient{*built, builder.saved()};
 }
 
 absl::Status AutodiffPass::Run(Module& module) {

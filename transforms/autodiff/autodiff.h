@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
@@ -55,6 +56,32 @@ struct AutodiffOptions {
 absl::StatusOr<Function*> Differentiate(Module& module, const Function& function,
                                         const AutodiffOptions& options,
                                         DiagnosticEngine* diagnostics = nullptr);
+
+// One read of a forward value by the backward part of @f_grad.
+struct BackwardRead {
+  // The value of @f_grad read: the argument or forward copy standing for the forward
+  // value, or the log-sum-exp autodiff adds to a differentiated attention's copy (filed
+  // under the attention's result).
+  Value* value = nullptr;
+  // The reading op: a derivative rule's op, a remat block's recomputation (it reads the
+  // block's checkpoints), or @f_grad's return where it returns the value as a gradient.
+  Operation* user = nullptr;
+};
+
+// A gradient function and what its backward keeps of the forward, by identity rather
+// than by name: the saved activations are the keys of `saved`.
+struct Gradient {
+  Function* function = nullptr;
+  // Each argument or op result of @f that the backward reads (after dead code is
+  // removed), with its reads in @f_grad's order. Values only the forward copy reads, and
+  // @f's results returned as @f_grad's leading results, are not in it.
+  absl::flat_hash_map<const Value*, std::vector<BackwardRead>> saved;
+};
+
+// Differentiate, also returning the map from @f's values to their backward reads.
+absl::StatusOr<Gradient> DifferentiateWithSaved(Module& module, const Function& function,
+                                                const AutodiffOptions& options,
+                                                DiagnosticEngine* diagnostics = nullptr);
 
 // Options: func (a function name, empty: every global function), wrt, seed, grad-type,
 // remat (none, blocks), remat-at (value names).

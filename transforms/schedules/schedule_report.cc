@@ -10,10 +10,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "commir/op_cost.h"
+#include "runtime/liveness.h"
 #include "transforms/loop_trip_count.h"
 
 namespace commir::schedules {
@@ -138,13 +139,12 @@ class LoopHistory {
 // shapes), tracking buffers by reference count.
 class Simulator {
  public:
-  Simulator(const Function& function, const absl::flat_hash_set<int>& excluded,
-            bool fast_forward)
-      : function_(function), excluded_(excluded), fast_forward_(fast_forward) {}
+  Simulator(const Function& function, const runtime::Liveness& liveness,
+            const absl::flat_hash_set<int>& excluded, bool fast_forward)
+      : function_(function), liveness_(liveness), excluded_(excluded), fast_forward_(fast_forward) {}
 
   void Run() {
     const Block& body = *function_.body();
-    Prepare(body);
     for (int i = 0; i < body.num_arguments(); ++i) {
       int id = NewBuffer(body.argument(i)->type());
       argument_buffers_.insert(id);
@@ -171,32 +171,6 @@ class Simulator {
   const std::vector<int>& returned() const { return returned_; }
 
  private:
-  // For each op position of `block`, the values of the block whose last use it is.
-  void Prepare(const Block& block) {
-    absl::flat_hash_map<const Operation*, int> position;
-    int p = 0;
-    for (const Operation* op : block) position[op] = p++;
-    auto& dying = dying_[&block];
-    dying.assign(p + 1, {});
-    auto last_use = [&](const Value* v, int def_position) {
-      int last = def_position;
-      for (const Operation* user : v->users()) {
-        const Operation* a = user;
-        while (a != nullptr && a->parent_block() != &block) a = a->parent_op();
-        if (a != nullptr) last = std::max(last, position.at(a));
-      }
-      return last;
-    };
-    for (int i = 0; i < block.num_arguments(); ++i) {
-      dying[std::max(0, last_use(block.argument(i), 0))].push_back(block.argument(i));
-    }
-    for (const Operation* op : block) {
-      for (const Value* r : op->results()) dying[last_use(r, position.at(op))].push_back(r);
-      for (int i = 0; i < op->num_regions(); ++i) Prepare(*op->region(i));
-    }
-    for (const Operation* op : block) dies_at_[op] = &dying[position.at(op)];
-  }
-
   int NewBuffer(Type type) {
     int id = static_cast<int>(buffers_.size());
     Buffer b;
@@ -219,17 +193,25 @@ class Simulator {
     stats_.peak_extra_bytes = std::max(stats_.peak_extra_bytes, live_);
   }
 
+  // Releases the values whose last use is `op`. At a terminator that includes the values
+  // the block hands to its runner: the buffers passed on were acquired before, and the
+  // arguments nothing reads were released when the block started (no longer bound).
   void ReleaseDying(const Operation* op) {
-    for (const Value* v : *dies_at_.at(op)) {
-      auto it = binding_.find(v);
-      if (it == binding_.end()) continue;
-      Release(it->second);
-      binding_.erase(it);
-    }
+    auto release = [&](absl::Span<const Value* const> values) {
+      for (const Value* v : values) {
+        auto it = binding_.find(v);
+        if (it == binding_.end()) continue;
+        Release(it->second);
+        binding_.erase(it);
+      }
+    };
+    release(liveness_.DeadAfter(*op));
+    if (op->def().Has(kTerminator)) release(liveness_.ReleasedByOwner(*op->parent_block()));
   }
 
+  // Whether `op` (not a terminator) is the last use of `v`.
   bool DiesAt(const Value* v, const Operation* op) const {
-    const std::vector<const Value*>& d = *dies_at_.at(op);
+    absl::Span<const Value* const> d = liveness_.DeadAfter(*op);
     return std::find(d.begin(), d.end(), v) != d.end();
   }
 
@@ -391,13 +373,11 @@ class Simulator {
   // The buffers the function's return passes.
   std::vector<int> returned_;
   const Function& function_;
+  const runtime::Liveness& liveness_;
   const absl::flat_hash_set<int>& excluded_;
   std::vector<Buffer> buffers_;
   absl::flat_hash_set<int> argument_buffers_;
   absl::flat_hash_map<const Value*, int> binding_;
-  // Node-based: dies_at_ points into the vectors while nested blocks are added.
-  absl::node_hash_map<const Block*, std::vector<std::vector<const Value*>>> dying_;
-  absl::flat_hash_map<const Operation*, std::vector<const Value*>*> dies_at_;
   double live_ = 0;
   const bool fast_forward_;
   Counters counters_;
@@ -412,11 +392,12 @@ ScheduleStats ComputeScheduleStats(const Function& function, LoopSimulation loop
   bool fast_forward = loops == LoopSimulation::kFastForward;
   // First run: which buffers end up returned. Second run: the peak without them (the
   // simulation is deterministic, so buffer ids agree).
+  const runtime::Liveness liveness(function);
   absl::flat_hash_set<int> none;
-  Simulator first(function, none, fast_forward);
+  Simulator first(function, liveness, none, fast_forward);
   first.Run();
   absl::flat_hash_set<int> excluded(first.returned().begin(), first.returned().end());
-  Simulator second(function, excluded, fast_forward);
+  Simulator second(function, liveness, excluded, fast_forward);
   second.Run();
   return second.stats();
 }

@@ -141,6 +141,38 @@ TEST(ScheduleReportTest, TrillionTripLoopReportsExactCounts) {
   EXPECT_EQ(r.bytes_per_device, 512.0 * kTrips);
 }
 
+// The peak by hand, on the liveness shared with the interpreter (runtime/liveness.h):
+// every f32[8, 4] is 128 bytes and the arguments and the returned buffer do not count.
+// %u is unused and dies with its op (w + u = 640); %w is used only inside the loop and
+// lives until the loop ends, so from the second trip w, the carried y and the new y are
+// live at once (384). Releasing %u late would give 896; releasing %w at its definition
+// would give 256 in the loop.
+TEST(ScheduleReportTest, PeakFollowsLastUsesByHand) {
+  std::unique_ptr<Module> module = testing::ParseForTest(R"(mesh @m(tp=4)
+spmd func @f(%a: f32[8, 4]) -> f32[8, 4] on @m {
+  %w = neg(%a) : f32[8, 4]
+  %u = all_gather(%a) {axis = tp, dim = 0} : f32[32, 4]
+  %r = for %i = 0 to 3 step 1 iter(%x = %a) {
+    %y = add(%x, %w) : f32[8, 4]
+    yield %y
+  } : f32[8, 4]
+  %z = neg(%r) : f32[8, 4]
+  return %z
+}
+spmd func @g(%a: f32[8, 4]) -> f32[8, 4] on @m {
+  %w = neg(%a) : f32[8, 4]
+  %r = for %i = 0 to 3 step 1 iter(%x = %a) {
+    %y = add(%x, %w) : f32[8, 4]
+    yield %y
+  } : f32[8, 4]
+  return %r
+})");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(ComputeScheduleStats(*module->FindFunction("f")).peak_extra_bytes, 640);
+  // Without %u: w, y of trip 1 and y of trip 2 (the last trip's y is returned).
+  EXPECT_EQ(ComputeScheduleStats(*module->FindFunction("g")).peak_extra_bytes, 384);
+}
+
 TEST(ScheduleReportTest, CountsBeyondInt64AreFlaggedAtTheLoop) {
   std::unique_ptr<Module> module = testing::ParseForTest(R"(mesh @m(tp=4)
 spmd func @f(%a: f32[8, 4]) -> f32[8, 4] on @m {
