@@ -10,6 +10,7 @@
 #include "parser/parser.h"
 #include "search/recipe_verifier.h"
 #include "search/search.h"
+#include "search/search_report.h"
 #include "sim/hardware.h"
 
 namespace commir::search {
@@ -60,6 +61,8 @@ TEST(TrainSearch, TheBestTrainingPlanShardsTheWeightsAndItsTrafficIsMegatrons) {
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->trained_function, "mlp_grad");
+  EXPECT_THAT(FormatSummary(*r, ReportContext{"h100-sxm", 4, 8}),
+              ::testing::HasSubstr("searched training @mlp (forward and backward @mlp_grad)"));
   EXPECT_FALSE(r->training_addition.has_value());
   ASSERT_FALSE(r->ranked.empty());
   const Candidate& best = r->ranked.front();
@@ -107,6 +110,7 @@ TEST(TrainSearch, AForwardOnlySearchSaysWhatTrainingWouldAdd) {
   absl::StatusOr<SearchResult> r = Search(*m, Options(4, /*train=*/false));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->trained_function.empty());
+  EXPECT_GT(r->stats.renamed_meshes, 0);  // 2x2's layouts with a and b swapped
   ASSERT_FALSE(r->ranked.empty());
   // Forward only, data parallelism communicates nothing and wins.
   EXPECT_EQ(r->ranked.front().layout.description, "x.0@a");
@@ -118,6 +122,12 @@ TEST(TrainSearch, AForwardOnlySearchSaysWhatTrainingWouldAdd) {
   EXPECT_DOUBLE_EQ(t.added_bytes_per_device, RingAllReduceBytes(kWeightBytes, 4));
   EXPECT_GT(t.added_communication_s, 0);
   EXPECT_GT(t.backward_s, t.added_communication_s / 2);
+  // The summary line says it searched the forward only, and what training would add.
+  const std::string summary = FormatSummary(*r, ReportContext{"h100-sxm", 4, 8});
+  EXPECT_THAT(summary, ::testing::HasSubstr("searched @mlp forward only on 4 devices"));
+  EXPECT_THAT(summary, ::testing::HasSubstr(
+                           "the best plan replicates %w1, %w2, and training would add 48.0 KiB "
+                           "per device of gradient all_reduce over a ("));
   // The same figures as the training search's data-parallel candidate.
   absl::StatusOr<SearchResult> train = Search(*m, Options(4, /*train=*/true));
   ASSERT_TRUE(train.ok());
