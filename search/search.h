@@ -75,7 +75,7 @@ struct Candidate {
 struct SearchStats {
   int64_t meshes = 0;
   LayoutSpaceStats layout_space;
-  int64_t layouts = 0;            // layouts partitioned
+  int64_t layouts = 0;            // layouts taken from the space (renamed_meshes included)
   int64_t partition_failures = 0; // layouts the partitioner refused
   int64_t schedules_tried = 0;    // (layout, schedule) pairs
   int64_t not_applicable = 0;     // a schedule pass refused the program (e.g. chunks)
