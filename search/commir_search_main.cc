@@ -71,8 +71,9 @@ A function that calls others is searched with its calls inlined.
                       its best plan replicates weights
   --quiet             no progress lines on stderr
 Exit status: 0 success; 1 invalid program, nothing to search, a space over --max-layouts,
-nothing found before --time-limit, no candidate kept (the error says why), or a candidate
-that does not match the one-device program; 2 bad usage.
+nothing found before --time-limit, no candidate kept (the error says why), a candidate
+that does not match the one-device program, or with --train a function without a
+backward; 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
