@@ -33,7 +33,7 @@ constexpr char kUsage[] = R"(usage: commir-search FILE|- [--devices=N] [--func=@
                      [--gpus-per-node=N] [--max-memory=SIZE] [--top=N] [-o FILE]
                      [--emit=spmd|global] [--format=table|json|csv] [--verify=all|top|none]
                      [--max-mesh-axes=1..3] [--max-layouts=N] [--time-limit=SECONDS]
-                     [--quiet]
+                     [--train] [--quiet]
        commir-search --plan MODEL --gpus=N [...]   (see commir-search --plan x --help)
        commir-search --emit-model=MODEL [--micro-batch=N]   (the model as CommIR)
 
@@ -63,10 +63,17 @@ A function that calls others is searched with its calls inlined.
                       20000 on up to 8 devices, 20000*8/N on more; 0: no cap)
   --time-limit=S      stop after S seconds and report the best found so far, marked as
                       cut short (default: none; verification comes after it)
+  --train             search the training step: each layout's forward with its autodiff
+                      backward (gradients of every float argument, reduced over the axes
+                      that split the data), ranked by forward + backward time; the
+                      table adds both times and --verify checks @FUNC_grad. Without it
+                      the search is forward only, and says what training would add when
+                      its best plan replicates weights
   --quiet             no progress lines on stderr
 Exit status: 0 success; 1 invalid program, nothing to search, a space over --max-layouts,
-nothing found before --time-limit, no candidate kept (the error says why), or a candidate
-that does not match the one-device program; 2 bad usage.
+nothing found before --time-limit, no candidate kept (the error says why), a candidate
+that does not match the one-device program, or with --train a function without a
+backward; 2 bad usage.
 )";
 
 int UsageError(const std::string& message) { return commir::UsageError("commir-search", message); }
@@ -155,6 +162,10 @@ int ParseArgs(int argc, char** argv, Request& r) {
         return UsageError("--time-limit needs a number of seconds > 0");
       }
       r.options.time_limit_s = seconds;
+    } else if (arg == "--train") {
+      r.options.train = true;
+    } else if (absl::StartsWith(arg, "--train=")) {
+      return UsageError("--train takes no value");
     } else if (arg == "--quiet") {
       r.quiet = true;
     } else if (arg != "-" && absl::StartsWith(arg, "-")) {

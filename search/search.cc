@@ -8,9 +8,11 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
@@ -24,7 +26,9 @@
 #include "commir/verifier.h"
 #include "search/dim_classes.h"
 #include "search/mesh_shapes.h"
+#include "search/mesh_symmetry.h"
 #include "search/schedule_space.h"
+#include "search/train_program.h"
 #include "transforms/inline.h"
 #include "transforms/pass_manager.h"
 #include "transforms/pass_registry.h"
@@ -169,15 +173,21 @@ class LayoutEvaluator {
  public:
   // `stop` says when to leave the remaining schedules of a layout untried (the time
   // limit ran out): one layout of a large program can take minutes.
-  LayoutEvaluator(const std::string& function, const SearchOptions& options, const Template& t,
-                  std::function<bool()> stop)
-      : function_(function), options_(options), template_(t), stop_(std::move(stop)) {}
+  // `target` is the function predicted and ranked: `function`, or its training step
+  // @function_grad (SearchOptions::train), which each laid-out copy gets.
+  LayoutEvaluator(const std::string& function, const std::string& target,
+                  const SearchOptions& options, const Template& t, std::function<bool()> stop)
+      : function_(function), target_(target), options_(options), template_(t),
+        stop_(std::move(stop)) {}
 
   LayoutOutcome Evaluate(const LayoutCandidate& layout) {
     LayoutOutcome out;
     seen_.clear();
     absl::StatusOr<std::unique_ptr<Module>> laid_out = template_.LaidOut(layout);
     if (!laid_out.ok()) return out;
+    // The backward is built on the laid-out copy, so its gradients take this layout's
+    // argument layouts and are partitioned with the forward.
+    if (options_.train && !AddBackward(**laid_out, function_).ok()) return out;
     std::shared_ptr<const Module> global = *std::move(laid_out);
     absl::StatusOr<std::shared_ptr<const Module>> lowered =
         Scheduled(*global, sharding::kDefaultSpmdPipeline);
@@ -187,7 +197,7 @@ class LayoutEvaluator {
     // Families with nothing to rewrite are not tried: each would give the program as it
     // is (attention schedules need an attention, collective-matmul ones a gather or scatter).
     bool has_attention = false, has_gather_or_scatter = false;
-    WalkOps((*lowered)->FindFunction(function_)->body(), [&](Operation* op) {
+    WalkOps((*lowered)->FindFunction(target_)->body(), [&](Operation* op) {
       has_attention |= op->Is(OpKind::kAttention);
       has_gather_or_scatter |= op->Is(OpKind::kAllGather) || op->Is(OpKind::kReduceScatter);
     });
@@ -244,13 +254,21 @@ class LayoutEvaluator {
       ++out.duplicates;
       return;
     }
-    const Function* spmd = module->FindFunction(function_);
+    const Function* spmd = module->FindFunction(target_);
     absl::StatusOr<sim::Prediction> prediction = sim::Predict(*spmd, options_.predict);
-    if (!prediction.ok()) {
+    absl::StatusOr<sim::Prediction> forward = prediction;
+    if (options_.train && prediction.ok()) {
+      forward = sim::Predict(*module->FindFunction(function_), options_.predict);
+    }
+    if (!prediction.ok() || !forward.ok()) {
       ++out.prediction_failures;
       return;
     }
     Candidate c;
+    if (options_.train) {
+      c.forward_time_s = forward->time_s;
+      c.backward_time_s = prediction->time_s - forward->time_s;
+    }
     c.layout = layout;
     c.schedule = schedule;
     c.pipeline = JoinPipeline(sharding::kDefaultSpmdPipeline, schedule);
@@ -267,6 +285,7 @@ class LayoutEvaluator {
   }
 
   const std::string& function_;
+  const std::string& target_;
   const SearchOptions& options_;
   const Template& template_;
   std::function<bool()> stop_;
@@ -288,6 +307,14 @@ class Searcher {
     if (!inlined.ok()) return inlined.status();
     if (*inlined != nullptr) module = inlined->get();
     function_ = module->FindFunction(result_.function);
+    if (options_.train) {
+      // Once, on a copy of the input: a function without a backward is refused here,
+      // with the location of the op that has no derivative rule.
+      std::unique_ptr<Module> copy = module->Clone();
+      absl::StatusOr<std::string> trained = AddBackward(*copy, result_.function);
+      if (!trained.ok()) return trained.status();
+      result_.trained_function = *trained;
+    }
     absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(*function_);
     if (!classes.ok()) return classes.status();
     if (classes->empty()) {
@@ -308,6 +335,7 @@ class Searcher {
     }
     if (absl::Status s = SearchSpace(*module); !s.ok()) return s;
     Rank();
+    if (!options_.train) result_.training_addition = WhatTrainingAdds();
     stats().search_seconds = SecondsSince(start_);
     Verify();
     return std::move(result_);
@@ -368,6 +396,36 @@ class Searcher {
             : ""));
   }
 
+  // What the best forward-only plan's backward adds when the plan replicates float
+  // arguments (nothing when it does not, or when the function has no backward).
+  std::optional<TrainingAddition> WhatTrainingAdds() const {
+    if (result_.ranked.empty()) return std::nullopt;
+    const Candidate& best = result_.ranked.front();
+    const Function* global = best.global_program->FindFunction(result_.function);
+    TrainingAddition addition;
+    addition.replicated_arguments = ReplicatedFloatArguments(*global);
+    if (addition.replicated_arguments.empty()) return std::nullopt;
+    addition.axes = best.layout.mesh.axis_names();
+    std::unique_ptr<Module> trained = best.global_program->Clone();
+    absl::StatusOr<std::string> backward = AddBackward(*trained, result_.function);
+    if (!backward.ok()) return std::nullopt;
+    absl::StatusOr<std::shared_ptr<const Module>> spmd = Scheduled(*trained, best.pipeline);
+    if (!spmd.ok()) return std::nullopt;
+    const Function* f = (*spmd)->FindFunction(result_.function);
+    const Function* step = (*spmd)->FindFunction(*backward);
+    absl::StatusOr<sim::Prediction> forward = sim::Predict(*f, options_.predict);
+    absl::StatusOr<sim::Prediction> train = sim::Predict(*step, options_.predict);
+    if (!forward.ok() || !train.ok()) return std::nullopt;
+    double forward_comm = 0, train_comm = 0;
+    for (const sim::DevicePrediction& d : forward->devices) forward_comm = std::max(forward_comm, d.communication_s);
+    for (const sim::DevicePrediction& d : train->devices) train_comm = std::max(train_comm, d.communication_s);
+    addition.added_bytes_per_device = schedules::ComputeScheduleStats(*step).bytes_per_device -
+                                      schedules::ComputeScheduleStats(*f).bytes_per_device;
+    addition.added_communication_s = train_comm - forward_comm;
+    addition.backward_s = train->time_s - forward->time_s;
+    return addition;
+  }
+
   // No mesh of the device count splits any class evenly (or the pins cannot be met).
   absl::Status NoLayoutError() const {
     std::vector<std::string> classes;
@@ -396,15 +454,26 @@ class Searcher {
     const size_t batch_size = static_cast<size_t>(threads) * 16;
     std::vector<LayoutCandidate> batch;
     int64_t done_before = 0;
+    // Canonical keys of the layouts taken (mesh_symmetry.h): a layout on a mesh that is
+    // an earlier one with its axes renamed or reordered is that layout again.
+    absl::flat_hash_set<std::vector<int64_t>> keys;
     for (size_t m = 0; m < meshes_.size() && !stop_; ++m) {
       if (mesh_layouts_[m] == 0) continue;
       LayoutEnumerator enumerator(*function_, result_.classes, meshes_[m],
                                   options_.max_classes_per_axis);
+      const std::vector<std::vector<int>> symmetries =
+          NodeKeepingPermutations(meshes_[m].sizes, options_.predict.gpus_per_node);
       bool more = true;
       while (more && !stop_) {
         batch.clear();
         LayoutCandidate layout;
         while (batch.size() < batch_size && (more = enumerator.Next(layout))) {
+          if (!keys.insert(CanonicalLayoutKey(layout, symmetries)).second) {
+            ++stats().renamed_meshes;
+            ++stats().layouts;
+            ++done_before;
+            continue;
+          }
           batch.push_back(std::move(layout));
         }
         if (batch.empty()) break;
@@ -439,8 +508,9 @@ class Searcher {
     std::mutex mu;
     std::condition_variable finished;
     auto work = [&] {
-      LayoutEvaluator evaluator(result_.function, options_, *template_,
-                                [this] { return TimeIsUp(); });
+      LayoutEvaluator evaluator(result_.function,
+                                options_.train ? result_.trained_function : result_.function,
+                                options_, *template_, [this] { return TimeIsUp(); });
       while (!stop_) {
         size_t i = next++;
         if (i >= batch.size()) break;
@@ -544,7 +614,8 @@ class Searcher {
     }
     for (size_t i = 0; i < count; ++i) {
       Candidate& c = result_.ranked[i];
-      c.verdict = options_.verifier(result_.function, c);
+      c.verdict = options_.verifier(
+          options_.train ? result_.trained_function : result_.function, c);
       switch (c.verdict.state) {
         case Verdict::State::kMatched: ++stats().verified; break;
         case Verdict::State::kMismatched: ++stats().mismatched; break;

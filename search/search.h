@@ -57,7 +57,11 @@ struct Candidate {
   std::shared_ptr<const Module> global_program;
   std::shared_ptr<const Module> spmd_program;
   Fingerprint fingerprint;  // of spmd_program
-  double time_s = 0;
+  double time_s = 0;  // with SearchOptions::train, forward + backward (the training step)
+  // With SearchOptions::train: the forward alone (@f) and what the backward adds (@f_grad,
+  // which runs the forward and the backward, less @f); time_s is their sum.
+  double forward_time_s = 0;
+  double backward_time_s = 0;
   double exposed_communication_s = 0;  // the most over the devices
   double bytes_per_device = 0;          // schedule-report's count (shifts included)
   int64_t peak_memory_bytes = 0;        // the most over the devices
@@ -71,11 +75,14 @@ struct Candidate {
 struct SearchStats {
   int64_t meshes = 0;
   LayoutSpaceStats layout_space;
-  int64_t layouts = 0;            // layouts partitioned
+  int64_t layouts = 0;            // layouts taken from the space (renamed_meshes included)
   int64_t partition_failures = 0; // layouts the partitioner refused
   int64_t schedules_tried = 0;    // (layout, schedule) pairs
   int64_t not_applicable = 0;     // a schedule pass refused the program (e.g. chunks)
   int64_t duplicates = 0;         // the same program as an earlier candidate (fingerprint)
+  // Layouts not evaluated: the same as an earlier one on a mesh that differs only in the
+  // names and order of its axes (mesh_symmetry.h). Counted in `layouts` too.
+  int64_t renamed_meshes = 0;
   int64_t prediction_failures = 0;
   int64_t over_memory = 0;        // dropped by max_memory_bytes
   int64_t candidates = 0;         // distinct, predicted, within memory
@@ -142,6 +149,12 @@ struct SearchOptions {
   // Stop taking new layouts after this many seconds (0: no limit) and rank what was found,
   // with stats.cut_short set. Verification of the reported candidates comes after it.
   double time_limit_s = 0;
+  // Search training rather than inference: each layout's program gets its backward
+  // (train_program.h: @f_grad, the autodiff pass on a copy), both are partitioned and
+  // scheduled together, and candidates are ranked by the training step's time (forward
+  // + backward), its bytes and its peak memory (gradients included). Verification
+  // checks @f_grad.
+  bool train = false;
   VerifyMode verify = VerifyMode::kTop;
   // Checks one candidate's recipe (of the searched function); required unless verify is
   // kNone.
@@ -150,8 +163,26 @@ struct SearchOptions {
   std::function<void(const SearchProgress&)> progress;
 };
 
+// What training the best forward-only plan would add, when that plan leaves float
+// arguments (weights) replicated: their gradients must then be summed over the axes that
+// split the data, which a forward-only search never sees.
+struct TrainingAddition {
+  std::vector<std::string> replicated_arguments;  // names, without '%'
+  std::vector<std::string> axes;                   // the mesh's axes
+  // The backward of that plan (the same layouts and schedule), per device, the most over
+  // the devices: bytes sent, communication kernels' time, and the step's added time.
+  double added_bytes_per_device = 0;
+  double added_communication_s = 0;
+  double backward_s = 0;
+};
+
 struct SearchResult {
   std::string function;
+  // With SearchOptions::train: the function verified and predicted as the training step
+  // (@<function>_grad).
+  std::string trained_function;
+  // Without SearchOptions::train, when the best plan replicates a float argument.
+  std::optional<TrainingAddition> training_addition;
   std::vector<DimClass> classes;
   std::vector<Candidate> ranked;  // the best `top` (all with top = 0), best first
   SearchStats stats;

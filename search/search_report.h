@@ -15,10 +15,15 @@ struct ReportContext {
   int64_t gpus_per_node = 0;
 };
 
-// "searched @f on 8 devices: 4 meshes, 120 layouts, 960 schedules; 410 duplicates
+// "searched @f forward only on 8 devices: 4 meshes, 120 layouts, 960 schedules; 410 duplicates
 // merged, 12 not applicable, 0 over memory; 538 candidates ranked in 0.41 s; verified
 // 10 of 10 (0 mismatched) in 0.83 s"
 std::string FormatSummary(const SearchResult& result, const ReportContext& context);
+
+// Without --train, when the best plan replicates float arguments: "the best plan
+// replicates %w1, %w2, and training would add 768.0 KiB per device of gradient
+// all_reduce over a (...)"; "" otherwise.
+std::string TrainingAdditionText(const SearchResult& result);
 
 // "cut short by the time limit after 120 of 4000 layouts: the best found so far" (when
 // stats.cut_short).
