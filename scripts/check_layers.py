@@ -34,6 +34,7 @@ LAYERS = [
     ["transforms"],                  # the pass manager, generic passes
     ["transforms/sharding", "transforms/autodiff"],
     ["transforms/schedules"],        # schedules rewrite lowered (spmd) programs
+    ["transforms/registry"],         # the table of every pass, above the passes
     ["transforms/fuzz"],
     ["runtime"],                     # tensors, the interpreter, random inputs, liveness
     ["backend_cpu", "sim"],          # the cpu backend; the performance model
@@ -47,16 +48,6 @@ LAYERS = [
     ["python/ext"],
     ["python", "benchmarks", "docs", "scripts", ""],  # "" is the root BUILD
 ]
-
-# The one known exception: the pass registry (//transforms:pass_registry) names every
-# pass, including those of the sub-packages that build on //transforms:pass, so
-# //transforms and its sub-packages depend on each other. Moving the registry into a
-# package above them would remove it; until then these edges are allowed, from that
-# target only, and left out of the cycle check, so that any other cycle still fails.
-ALLOWED = {
-    ("transforms", "pass_registry", dep)
-    for dep in ("transforms/autodiff", "transforms/sharding", "transforms/schedules")
-}
 
 TEST_KINDS = {"cc_test", "sh_test", "py_test", "cuda_cc_test", "gtest_with_gpu_part",
               "commir_run_test", "test_suite", "cc_fuzz_target"}
@@ -167,7 +158,7 @@ def main():
                     if not label.startswith(("//", "@")) and attr != "deps" and attr != "actual":
                         continue  # a file of this package
                     dep = package_of(label, pkg)
-                    if dep is None or dep == pkg or (pkg, attrs["name"], dep) in ALLOWED:
+                    if dep is None or dep == pkg:
                         continue
                     graph[pkg].add(dep)
                     if dep not in layer:

@@ -27,7 +27,7 @@
 #include "search/schedule_space.h"
 #include "transforms/inline.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/schedules/schedule_report.h"
 #include "transforms/sharding/lower.h"

@@ -12,7 +12,7 @@
 #include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 

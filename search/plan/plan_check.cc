@@ -26,7 +26,7 @@
 #include "search/plan/model_program.h"
 #include "search/plan/pipeline_schedule.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 
