@@ -21,7 +21,7 @@
 #include "runtime/tensor.h"
 #include "transforms/inline.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 
 namespace commir::cpu {

@@ -31,7 +31,7 @@
 #include "search/train_program.h"
 #include "transforms/inline.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/schedules/schedule_report.h"
 #include "transforms/sharding/lower.h"

@@ -18,7 +18,7 @@
 #include "search/recipe_verifier.h"
 #include "sim/hardware.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search {

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 #include "search/shrink.h"
-#include "search/spmd_check.h"
+#include "testing/spmd_check.h"
 #include "transforms/sharding/random_program.h"
 
 namespace commir::search {
@@ -58,7 +58,7 @@ TEST(ShrinkProperty, ShrunkRandomProgramsKeepDivisibilityAndMatch) {
       }
     }
     std::string text = PrintModule(*shrunk->module);
-    absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckPartitioned(text, "f", seed);
+    absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, "f", seed);
     ASSERT_TRUE(check.ok()) << "seed " << seed << ": " << check.status() << "\noriginal:\n"
                             << program << "shrunk:\n"
                             << text;

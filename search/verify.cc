@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "search/shrink.h"
-#include "search/spmd_check.h"
+#include "testing/spmd_check.h"
 
 namespace commir::search {
 namespace {
@@ -27,13 +27,13 @@ absl::StatusOr<VerifyOutcome> CheckProgram(std::unique_ptr<Module> program, std:
   VerifyOutcome outcome;
   outcome.sizes = std::move(sizes);
   outcome.checked_program = std::move(program);
-  sharding::SpmdCheckOptions check_options;
+  testing::SpmdCheckOptions check_options;
   check_options.seed = options.seed;
   check_options.pipeline = std::string(pipeline);
   check_options.passes = options.passes;
   check_options.default_pipeline = !options.pipeline_is_complete;
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckSpmd(*outcome.checked_program, function, check_options);
+  absl::StatusOr<testing::SpmdCheck> check =
+      testing::CheckSpmd(*outcome.checked_program, function, check_options);
   if (!check.ok()) {
     return absl::Status(check.status().code(),
                         absl::StrCat("checking at sizes ", outcome.sizes, ": ",

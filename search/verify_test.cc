@@ -14,7 +14,7 @@
 #include "parser/parser.h"
 #include "search/test_programs.h"
 #include "transforms/pass.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search {

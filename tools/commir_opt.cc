@@ -10,7 +10,7 @@
 #include "tools/exit_codes.h"
 #include "tools/opt_driver.h"
 #include "tools/output_file.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

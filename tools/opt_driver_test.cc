@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "tools/exit_codes.h"
 #include "transforms/pass.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 
 namespace commir {
 namespace {

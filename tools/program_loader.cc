@@ -10,7 +10,7 @@
 #include "parser/parser.h"
 #include "tools/input_file.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 

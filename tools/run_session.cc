@@ -37,7 +37,7 @@
 #include "tools/sim_session.h"
 #include "tools/step_loop.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 

@@ -12,7 +12,7 @@
 #include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/test_util.h"
 
 namespace commir {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 
 namespace commir {
 namespace {

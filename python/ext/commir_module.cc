@@ -27,7 +27,7 @@
 #include "sim/predict.h"
 #include "sim/prediction_format.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/comm_report.h"
 

@@ -17,7 +17,7 @@
 #include "search/schedule_space.h"
 #include "search/plan/megatron_layout.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 

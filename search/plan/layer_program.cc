@@ -1,11 +1,19 @@
 #include "search/plan/layer_program.h"
 
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "commir/attribute.h"
+#include "commir/builder.h"
 #include "commir/element_type.h"
+#include "commir/ir.h"
+#include "commir/type.h"
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -42,81 +50,112 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   return CheckMicroBatch(m, l.micro_batch);
 }
 
+// A module holding one global function `name` on no mesh, with the given arguments
+// (name, type) and one result, its body left to `build` (an OpBuilder at its end, the
+// arguments by name). Built in memory: ops get their types from their definitions.
+template <typename Build>
+absl::StatusOr<std::unique_ptr<Module>> BuildFunction(
+    absl::string_view name, const std::vector<std::pair<std::string, Type>>& args,
+    Type result_type, Build build) {
+  auto module = std::make_unique<Module>();
+  std::vector<Type> arg_types;
+  std::vector<std::string> arg_names;
+  for (const auto& [arg, type] : args) {
+    arg_names.push_back(arg);
+    arg_types.push_back(type);
+  }
+  Function* f = AddFunction(*module, std::string(name), /*spmd=*/false, /*mesh=*/nullptr,
+                            arg_types, {result_type}, arg_names);
+  absl::flat_hash_map<std::string, Value*> arg_values;
+  for (int i = 0; i < f->body()->num_arguments(); ++i) {
+    arg_values[arg_names[i]] = f->body()->argument(i);
+  }
+  OpBuilder b(f);
+  Value* out = build(b, [&](const std::string& arg) { return arg_values.at(arg); });
+  if (!b.ok()) {
+    return absl::InternalError(absl::StrCat("building @", name, ": ", b.status().message()));
+  }
+  b.Return({out});
+  return module;
+}
+
 // The single-device layer: the one definition of the layer's ops, which the model
 // written as CommIR calls and megatron_layout.h lays out for the plan search.
-FunctionText LayerFunction(const ModelSpec& m, int64_t micro_batch) {
+absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_t micro_batch) {
   const bool gpt = m.architecture == Architecture::kGpt;
   const int64_t d = m.head_dim();
-  const std::string t(ElementTypeName(m.dtype));
-  auto type = [&](std::vector<int64_t> dims) {
-    return absl::StrCat(t, "[", absl::StrJoin(dims, ", "), "]");
-  };
+  auto type = [&](std::vector<int64_t> dims) { return Type::Tensor(m.dtype, std::move(dims)); };
   const int64_t B = micro_batch, S = m.sequence, H = m.hidden;
-  const std::string x = type({B, S, H});
-  const std::string vec = type({H});
+  const Type x = type({B, S, H});
+  const Type vec = type({H});
 
-  FunctionText f;
-  f.name = kLayerFunction;
-  f.result_type = x;
-  f.args = {{"x", x}, {"g1", vec}};
-  if (gpt) f.args.push_back({"b1", vec});
-  f.args.insert(f.args.end(), {{"wq", type({H, m.heads * d})},
-                               {"wk", type({H, m.kv_heads * d})},
-                               {"wv", type({H, m.kv_heads * d})},
-                               {"wo", type({m.heads * d, H})},
-                               {"g2", vec}});
+  std::vector<std::pair<std::string, Type>> args = {{"x", x}, {"g1", vec}};
+  if (gpt) args.push_back({"b1", vec});
+  args.insert(args.end(), {{"wq", type({H, m.heads * d})},
+                           {"wk", type({H, m.kv_heads * d})},
+                           {"wv", type({H, m.kv_heads * d})},
+                           {"wo", type({m.heads * d, H})},
+                           {"g2", vec}});
   if (gpt) {
-    f.args.insert(f.args.end(), {{"b2", vec}, {"w1", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
+    args.insert(args.end(), {{"b2", vec}, {"w1", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
   } else {
-    f.args.insert(f.args.end(),
-                  {{"w1", type({H, m.ffn})}, {"w3", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
+    args.insert(args.end(),
+                {{"w1", type({H, m.ffn})}, {"w3", type({H, m.ffn})}, {"w2", type({m.ffn, H})}});
   }
-  const std::string norm1 = gpt ? "layernorm(%x, %g1, %b1)" : "rmsnorm(%x, %g1)";
-  const std::string norm2 = gpt ? "layernorm(%r, %g2, %b2)" : "rmsnorm(%r, %g2)";
-  f.body = absl::StrCat(
-      "  %h = ", norm1, " : ", x, "\n", "  %q = matmul(%h, %wq) : ", type({B, S, m.heads * d}),
-      "\n", "  %k = matmul(%h, %wk) : ", type({B, S, m.kv_heads * d}), "\n",
-      "  %v = matmul(%h, %wv) : ", type({B, S, m.kv_heads * d}), "\n",
-      "  %q4 = reshape(%q) : ", type({B, S, m.heads, d}), "\n",
-      "  %k4 = reshape(%k) : ", type({B, S, m.kv_heads, d}), "\n",
-      "  %v4 = reshape(%v) : ", type({B, S, m.kv_heads, d}), "\n",
-      "  %qh = transpose(%q4) {perm = [0, 2, 1, 3]}\n",
-      "  %kh = transpose(%k4) {perm = [0, 2, 1, 3]}\n",
-      "  %vh = transpose(%v4) {perm = [0, 2, 1, 3]}\n",
-      "  %oh = attention(%qh, %kh, %vh) {causal}\n",
-      "  %ot = transpose(%oh) {perm = [0, 2, 1, 3]}\n",
-      "  %o = reshape(%ot) : ", type({B, S, m.heads * d}), "\n", "  %y = matmul(%o, %wo) : ", x,
-      "\n", "  %r = add(%x, %y)\n", "  %h2 = ", norm2, " : ", x, "\n",
-      "  %u = matmul(%h2, %w1) : ", type({B, S, m.ffn}), "\n");
-  if (gpt) {
-    absl::StrAppend(&f.body, "  %a = gelu(%u)\n");
-  } else {
-    absl::StrAppend(&f.body, "  %w = matmul(%h2, %w3) : ", type({B, S, m.ffn}), "\n",
-                    "  %s = silu(%u)\n", "  %a = mul(%s, %w)\n");
-  }
-  absl::StrAppend(&f.body, "  %dn = matmul(%a, %w2) : ", x, "\n", "  %out = add(%r, %dn)\n",
-                  "  return %out\n");
-  return f;
+  return BuildFunction(kLayerFunction, args, x, [&](OpBuilder& b, auto arg) {
+    auto norm = [&](Value* in, const char* g, const char* bias, const char* name) {
+      return gpt ? b.Op(OpKind::kLayerNorm, {in, arg(g), arg(bias)}, {}, std::nullopt, name)
+                 : b.Op(OpKind::kRmsNorm, {in, arg(g)}, {}, std::nullopt, name);
+    };
+    AttrDict heads_first;
+    heads_first.Set("perm", Attribute::IntList({0, 2, 1, 3}));
+    AttrDict causal;
+    causal.Set("causal", Attribute::Bool(true));
+    Value* h = norm(arg("x"), "g1", "b1", "h");
+    Value* q = b.Op(OpKind::kMatmul, {h, arg("wq")}, {}, std::nullopt, "q");
+    Value* k = b.Op(OpKind::kMatmul, {h, arg("wk")}, {}, std::nullopt, "k");
+    Value* v = b.Op(OpKind::kMatmul, {h, arg("wv")}, {}, std::nullopt, "v");
+    Value* q4 = b.Op(OpKind::kReshape, {q}, {}, type({B, S, m.heads, d}), "q4");
+    Value* k4 = b.Op(OpKind::kReshape, {k}, {}, type({B, S, m.kv_heads, d}), "k4");
+    Value* v4 = b.Op(OpKind::kReshape, {v}, {}, type({B, S, m.kv_heads, d}), "v4");
+    Value* qh = b.Op(OpKind::kTranspose, {q4}, heads_first, std::nullopt, "qh");
+    Value* kh = b.Op(OpKind::kTranspose, {k4}, heads_first, std::nullopt, "kh");
+    Value* vh = b.Op(OpKind::kTranspose, {v4}, heads_first, std::nullopt, "vh");
+    Value* oh = b.Op(OpKind::kAttention, {qh, kh, vh}, causal, std::nullopt, "oh");
+    Value* ot = b.Op(OpKind::kTranspose, {oh}, heads_first, std::nullopt, "ot");
+    Value* o = b.Op(OpKind::kReshape, {ot}, {}, type({B, S, m.heads * d}), "o");
+    Value* y = b.Op(OpKind::kMatmul, {o, arg("wo")}, {}, std::nullopt, "y");
+    Value* r = b.Op(OpKind::kAdd, {arg("x"), y}, {}, std::nullopt, "r");
+    Value* h2 = norm(r, "g2", "b2", "h2");
+    Value* u = b.Op(OpKind::kMatmul, {h2, arg("w1")}, {}, std::nullopt, "u");
+    Value* a = nullptr;
+    if (gpt) {
+      a = b.Op(OpKind::kGelu, {u}, {}, std::nullopt, "a");
+    } else {
+      Value* w = b.Op(OpKind::kMatmul, {h2, arg("w3")}, {}, std::nullopt, "w");
+      Value* s = b.Op(OpKind::kSilu, {u}, {}, std::nullopt, "s");
+      a = b.Op(OpKind::kMul, {s, w}, {}, std::nullopt, "a");
+    }
+    Value* dn = b.Op(OpKind::kMatmul, {a, arg("w2")}, {}, std::nullopt, "dn");
+    return b.Op(OpKind::kAdd, {r, dn}, {}, std::nullopt, "out");
+  });
 }
 
 // The single-device head over the model's own vocabulary.
-FunctionText HeadFunction(const ModelSpec& m, int64_t micro_batch) {
+absl::StatusOr<std::unique_ptr<Module>> HeadFunction(const ModelSpec& m, int64_t micro_batch) {
   const bool gpt = m.architecture == Architecture::kGpt;
-  const std::string t(ElementTypeName(m.dtype));
-  const std::string x = absl::StrCat(t, "[", micro_batch, ", ", m.sequence, ", ", m.hidden, "]");
-  const std::string logits =
-      absl::StrCat(t, "[", micro_batch, ", ", m.sequence, ", ", m.vocabulary, "]");
-  const std::string vec = absl::StrCat(t, "[", m.hidden, "]");
-  FunctionText f;
-  f.name = kHeadFunction;
-  f.result_type = logits;
-  f.args = {{"x", x}, {"g", vec}};
-  if (gpt) f.args.push_back({"b", vec});
-  f.args.push_back({"wout", absl::StrCat(t, "[", m.hidden, ", ", m.vocabulary, "]")});
-  f.body = absl::StrCat("  %h = ", gpt ? "layernorm(%x, %g, %b)" : "rmsnorm(%x, %g)", " : ", x,
-                        "\n", "  %l = matmul(%h, %wout) : ", logits, "\n",
-                        "  %p = softmax(%l) : ", logits, "\n", "  return %p\n");
-  return f;
+  const Type x = Type::Tensor(m.dtype, {micro_batch, m.sequence, m.hidden});
+  const Type logits = Type::Tensor(m.dtype, {micro_batch, m.sequence, m.vocabulary});
+  const Type vec = Type::Tensor(m.dtype, {m.hidden});
+  std::vector<std::pair<std::string, Type>> args = {{"x", x}, {"g", vec}};
+  if (gpt) args.push_back({"b", vec});
+  args.push_back({"wout", Type::Tensor(m.dtype, {m.hidden, m.vocabulary})});
+  return BuildFunction(kHeadFunction, args, logits, [&](OpBuilder& b, auto arg) {
+    Value* h = gpt ? b.Op(OpKind::kLayerNorm, {arg("x"), arg("g"), arg("b")}, {}, std::nullopt, "h")
+                   : b.Op(OpKind::kRmsNorm, {arg("x"), arg("g")}, {}, std::nullopt, "h");
+    Value* l = b.Op(OpKind::kMatmul, {h, arg("wout")}, {}, std::nullopt, "l");
+    return b.Op(OpKind::kSoftmax, {l}, {}, std::nullopt, "p");
+  });
 }
 
 }  // namespace
@@ -126,20 +165,14 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
   return (vocabulary + multiple - 1) / multiple * multiple;
 }
 
-std::string FunctionText::Print() const {
-  std::vector<std::string> parts;
-  parts.reserve(args.size());
-  for (const auto& [arg, type] : args) parts.push_back(absl::StrCat("%", arg, ": ", type));
-  return absl::StrCat("func @", name, "(", absl::StrJoin(parts, ", "), ") -> ", result_type, " {\n",
-                      body, "}\n");
-}
-
 // One way to lay out a layer: the single-device function through the Megatron layout.
 absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
-  return MegatronLayoutText(LayerFunction(m, l.micro_batch).Print(), o);
+  absl::StatusOr<std::unique_ptr<Module>> layer = LayerFunction(m, l.micro_batch);
+  if (!layer.ok()) return layer.status();
+  return MegatronLayout(*(*layer)->FindFunction(kLayerFunction), o);
 }
 
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
@@ -147,15 +180,17 @@ absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l
   MegatronLayoutOptions o;
   o.layout = l;
   o.vocabulary = m.vocabulary;
-  return MegatronLayoutText(HeadFunction(m, l.micro_batch).Print(), o);
+  absl::StatusOr<std::unique_ptr<Module>> head = HeadFunction(m, l.micro_batch);
+  if (!head.ok()) return head.status();
+  return MegatronLayout(*(*head)->FindFunction(kHeadFunction), o);
 }
 
-absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& m, int64_t micro_batch) {
+absl::StatusOr<std::unique_ptr<Module>> SingleDeviceLayer(const ModelSpec& m, int64_t micro_batch) {
   if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
   return LayerFunction(m, micro_batch);
 }
 
-absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& m, int64_t micro_batch) {
+absl::StatusOr<std::unique_ptr<Module>> SingleDeviceHead(const ModelSpec& m, int64_t micro_batch) {
   if (absl::Status s = CheckMicroBatch(m, micro_batch); !s.ok()) return s;
   return HeadFunction(m, micro_batch);
 }

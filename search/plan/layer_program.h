@@ -23,11 +23,13 @@
 #define COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "commir/ir.h"
 #include "search/plan/model_spec.h"
 
 namespace commir::search::plan {
@@ -56,21 +58,14 @@ absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& model,
 // exponentials; the loss's gather of the label is not modelled).
 absl::StatusOr<std::string> HeadProgram(const ModelSpec& model, const LayerLayout& layout);
 
-// A generated function's text in parts, so that a caller can name its arguments (the
-// whole model's top function passes each layer its own weights).
-struct FunctionText {
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> args;  // name (no %), type
-  std::string result_type;
-  std::string body;           // the ops, one per indented line, the return last
-  std::string Print() const;  // `func @name(%a: T, ...) -> R {...}`
-};
-
 // The single-device layer and head for one micro-batch: the same ops as the programs
 // above with no mesh and no layouts, and the head over the model's own (unpadded)
-// vocabulary. The whole model written as CommIR (model_program.h) calls these.
-absl::StatusOr<FunctionText> SingleDeviceLayer(const ModelSpec& model, int64_t micro_batch);
-absl::StatusOr<FunctionText> SingleDeviceHead(const ModelSpec& model, int64_t micro_batch);
+// vocabulary. The whole model written as CommIR (model_program.h) calls these. Each is
+// built in memory (OpBuilder) as a module holding the one function (@layer, @head).
+absl::StatusOr<std::unique_ptr<Module>> SingleDeviceLayer(const ModelSpec& model,
+                                                          int64_t micro_batch);
+absl::StatusOr<std::unique_ptr<Module>> SingleDeviceHead(const ModelSpec& model,
+                                                         int64_t micro_batch);
 
 // The vocabulary padded as Megatron-LM does for this tp.
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);

@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 #include "search/plan/megatron_schedule_args.h"
 #include "search/schedule_space.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search::plan {

@@ -6,11 +6,13 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/plan/layer_program.h"
@@ -57,17 +59,17 @@ TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
   for (const Case& c : cases) {
     const ModelSpec m = Model(c.model);
     SCOPED_TRACE(c.golden);
-    absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, c.layout.micro_batch);
-    absl::StatusOr<FunctionText> head = SingleDeviceHead(m, c.layout.micro_batch);
+    absl::StatusOr<std::unique_ptr<Module>> layer = SingleDeviceLayer(m, c.layout.micro_batch);
+    absl::StatusOr<std::unique_ptr<Module>> head = SingleDeviceHead(m, c.layout.micro_batch);
     ASSERT_TRUE(layer.ok() && head.ok());
     const std::string expected_layer = ReadGolden(absl::StrCat(c.golden, ".layer.commir"));
     const std::string expected_head = ReadGolden(absl::StrCat(c.golden, ".head.commir"));
 
-    absl::StatusOr<std::string> laid_out = MegatronLayoutText(layer->Print(), {c.layout});
+    absl::StatusOr<std::string> laid_out = MegatronLayoutText(PrintModule(**layer), {c.layout});
     ASSERT_TRUE(laid_out.ok()) << laid_out.status();
     EXPECT_EQ(*laid_out, expected_layer);
     absl::StatusOr<std::string> head_laid_out =
-        MegatronLayoutText(head->Print(), {c.layout, m.vocabulary});
+        MegatronLayoutText(PrintModule(**head), {c.layout, m.vocabulary});
     ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
     EXPECT_EQ(*head_laid_out, expected_head);
 
@@ -79,10 +81,12 @@ TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
 
 TEST(MegatronLayout, AnExtraElementwiseOpIsLaidOutWithItsOperand) {
   const ModelSpec m = Model("llama3-8b");
-  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 1);
+  absl::StatusOr<std::unique_ptr<Module>> layer = SingleDeviceLayer(m, 1);
   ASSERT_TRUE(layer.ok());
   const std::string edited = absl::StrReplaceAll(
-      layer->Print(), {{"  %a = mul(%s, %w)\n", "  %a0 = mul(%s, %w)\n  %a = tanh(%a0)\n"}});
+      PrintModule(**layer), {{"  %a = mul(%s, %w) : bf16[1, 8192, 14336]\n",
+                              "  %a0 = mul(%s, %w) : bf16[1, 8192, 14336]\n"
+                              "  %a = tanh(%a0) : bf16[1, 8192, 14336]\n"}});
   absl::StatusOr<std::string> laid_out = MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
   ASSERT_TRUE(laid_out.ok()) << laid_out.status();
   EXPECT_THAT(*laid_out,
@@ -105,15 +109,15 @@ func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8] {
 
 TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
   const ModelSpec m = Model("gpt3-1.3b");
-  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(m, 2);
+  absl::StatusOr<std::unique_ptr<Module>> layer = SingleDeviceLayer(m, 2);
   ASSERT_TRUE(layer.ok());
   absl::StatusOr<std::string> wrong =
-      MegatronLayoutText(layer->Print(), {LayerLayout{4, 1, true, 4}});
+      MegatronLayoutText(PrintModule(**layer), {LayerLayout{4, 1, true, 4}});
   EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
   // A layer function under another name, renamed back by the options: the golden (not
   // this step's output on the original name).
   absl::StatusOr<std::string> renamed =
-      MegatronLayoutText(absl::StrReplaceAll(layer->Print(), {{"@layer", "@block"}}),
+      MegatronLayoutText(absl::StrReplaceAll(PrintModule(**layer), {{"@layer", "@block"}}),
                          {LayerLayout{4, 1, true, 2}, 0, "layer"});
   ASSERT_TRUE(renamed.ok()) << renamed.status();
   EXPECT_EQ(*renamed, ReadGolden("gpt3-1.3b_tp4_cp1_sp_mb2.layer.commir"));
@@ -126,7 +130,7 @@ TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
 TEST(MegatronLayout, TheHeadsVocabularyIsPaddedTo128TimesTp) {
   const ModelSpec m = Model("gpt3-1.3b");
   ASSERT_EQ(m.vocabulary, 50257);
-  absl::StatusOr<FunctionText> head = SingleDeviceHead(m, 1);
+  absl::StatusOr<std::unique_ptr<Module>> head = SingleDeviceHead(m, 1);
   ASSERT_TRUE(head.ok());
   const std::pair<int64_t, const char*> cases[] = {
       {2, "%wout: bf16[2048, 50432@tp]"},
@@ -135,12 +139,12 @@ TEST(MegatronLayout, TheHeadsVocabularyIsPaddedTo128TimesTp) {
   };
   for (const auto& [tp, weight] : cases) {
     absl::StatusOr<std::string> laid_out =
-        MegatronLayoutText(head->Print(), {LayerLayout{tp, 1, false, 1}, m.vocabulary});
+        MegatronLayoutText(PrintModule(**head), {LayerLayout{tp, 1, false, 1}, m.vocabulary});
     ASSERT_TRUE(laid_out.ok()) << laid_out.status();
     EXPECT_THAT(*laid_out, HasSubstr(weight)) << "tp=" << tp;
   }
   absl::StatusOr<std::string> one =
-      MegatronLayoutText(head->Print(), {LayerLayout{1, 1, false, 1}, m.vocabulary});
+      MegatronLayoutText(PrintModule(**head), {LayerLayout{1, 1, false, 1}, m.vocabulary});
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_THAT(*one, HasSubstr("50304"));
 }

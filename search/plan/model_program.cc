@@ -4,81 +4,79 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "commir/attribute.h"
+#include "commir/builder.h"
 #include "commir/ir.h"
 #include "commir/printer.h"
-#include "parser/parser.h"
+#include "commir/verifier.h"
 #include "search/plan/layer_program.h"
 
 namespace commir::search::plan {
 
-std::string LayerChainFunction(absl::string_view name, const FunctionText& layer,
-                               int64_t first_layer, int64_t count, const FunctionText* head) {
+absl::StatusOr<Function*> AddLayerChain(Module& module, absl::string_view name,
+                                        const Function& layer, int64_t first_layer, int64_t count,
+                                        const Function* head) {
   // The arguments: the input, then each callee's weights (its arguments after the first)
   // under a prefix naming whose they are.
-  std::vector<std::string> args = {absl::StrCat("%x: ", layer.args[0].second)};
-  auto weights = [&](const FunctionText& f, const std::string& prefix) {
-    std::vector<std::string> names;
-    for (size_t i = 1; i < f.args.size(); ++i) {
-      const std::string arg = absl::StrCat("%", prefix, "_", f.args[i].first);
-      args.push_back(absl::StrCat(arg, ": ", f.args[i].second));
-      names.push_back(arg);
+  std::vector<Type> arg_types = {layer.arg_types()[0]};
+  std::vector<std::string> arg_names = {"x"};
+  auto weights = [&](const Function& f, const std::string& prefix) {
+    for (int i = 1; i < static_cast<int>(f.arg_types().size()); ++i) {
+      arg_types.push_back(f.arg_types()[i]);
+      arg_names.push_back(absl::StrCat(prefix, "_", f.body()->argument(i)->name()));
     }
-    return names;
   };
-  std::string body;
-  std::string input = "%x";
-  std::string result_type = layer.result_type;
-  for (int64_t i = first_layer; i < first_layer + count; ++i) {
-    std::vector<std::string> operands = weights(layer, absl::StrCat("l", i));
-    operands.insert(operands.begin(), input);
-    const std::string output = absl::StrCat("%x", i + 1);
-    // A call names its result type: the callee may be declared after its caller.
-    absl::StrAppend(&body, "  ", output, " = call @", layer.name, "(",
-                    absl::StrJoin(operands, ", "), ") : ", layer.result_type, "\n");
-    input = output;
-  }
-  if (head != nullptr) {
-    std::vector<std::string> operands = weights(*head, "head");
-    operands.insert(operands.begin(), input);
-    absl::StrAppend(&body, "  %logits = call @", head->name, "(", absl::StrJoin(operands, ", "),
-                    ") : ", head->result_type, "\n");
-    input = "%logits";
-    result_type = head->result_type;
-  }
-  return absl::StrCat("func @", name, "(", absl::StrJoin(args, ", "), ") -> ", result_type,
-                      " {\n", body, "  return ", input, "\n}\n");
-}
+  for (int64_t i = first_layer; i < first_layer + count; ++i) weights(layer, absl::StrCat("l", i));
+  if (head != nullptr) weights(*head, "head");
+  const Type result_type = (head != nullptr ? head : &layer)->result_types()[0];
+  Function* chain = AddFunction(module, std::string(name), /*spmd=*/false, layer.mesh(),
+                                arg_types, {result_type}, arg_names);
 
-FunctionText SignatureOf(const Function& function) {
-  FunctionText out;
-  out.name = function.name();
-  for (int i = 0; i < function.body()->num_arguments(); ++i) {
-    out.args.emplace_back(function.body()->argument(i)->name(),
-                          function.arg_types()[i].ToString());
+  OpBuilder b(chain);
+  auto call = [&](const Function& callee, int& next_arg, Value* input, std::string output) {
+    std::vector<OpBuilder::Operand> operands = {input};
+    for (size_t i = 1; i < callee.arg_types().size(); ++i) {
+      operands.push_back(chain->body()->argument(next_arg++));
+    }
+    AttrDict attrs;
+    attrs.Set("callee", Attribute::Ident(callee.name()));
+    // A call names its result type: the callee may be declared after its caller.
+    return b.Op(OpKind::kCall, std::move(operands), std::move(attrs), callee.result_types()[0],
+                std::move(output));
+  };
+  Value* input = chain->body()->argument(0);
+  int next_arg = 1;
+  for (int64_t i = first_layer; i < first_layer + count; ++i) {
+    input = call(layer, next_arg, input, absl::StrCat("x", i + 1));
   }
-  if (!function.result_types().empty()) out.result_type = function.result_types()[0].ToString();
-  return out;
+  if (head != nullptr) input = call(*head, next_arg, input, "logits");
+  if (!b.ok()) return b.status();
+  b.Return({input});
+  return chain;
 }
 
 absl::StatusOr<std::string> ModelProgram(const ModelSpec& model, int64_t micro_batch) {
-  absl::StatusOr<FunctionText> layer = SingleDeviceLayer(model, micro_batch);
+  absl::StatusOr<std::unique_ptr<Module>> layer = SingleDeviceLayer(model, micro_batch);
   if (!layer.ok()) return layer.status();
-  absl::StatusOr<FunctionText> head = SingleDeviceHead(model, micro_batch);
+  absl::StatusOr<std::unique_ptr<Module>> head = SingleDeviceHead(model, micro_batch);
   if (!head.ok()) return head.status();
+  const Function& layer_fn = *(*layer)->FindFunction(kLayerFunction);
+  const Function& head_fn = *(*head)->FindFunction(kHeadFunction);
 
-  const std::string text = absl::StrCat(LayerChainFunction(kModelFunction, *layer, 0, model.layers,
-                                                          &*head),
-                                       "\n", layer->Print(), "\n", head->Print());
-  // Parsed and printed back: the text verifies, and it is commir-opt's canonical form
-  // (a fixed point of commir-opt; comments would not survive it).
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "model.commir");
-  if (!module.ok()) {
+  // @model first, then the functions it calls.
+  Module module;
+  absl::StatusOr<Function*> top =
+      AddLayerChain(module, kModelFunction, layer_fn, 0, model.layers, &head_fn);
+  if (!top.ok()) return top.status();
+  module.AddFunction(layer_fn.Clone());
+  module.AddFunction(head_fn.Clone());
+  if (absl::Status s = VerifyModule(module); !s.ok()) {
     return absl::InternalError(
-        absl::StrCat("the generated model does not verify: ", module.status().message()));
+        absl::StrCat("the generated model does not verify: ", s.message()));
   }
-  return PrintModule(**module);
+  return PrintModule(module);
 }
 
 }  // namespace commir::search::plan

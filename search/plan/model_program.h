@@ -25,22 +25,20 @@ namespace commir::search::plan {
 
 inline constexpr char kModelFunction[] = "model";
 
-// The module's text in commir-opt's canonical form (verified). Errors when the spec is invalid or
+// The module built in memory and printed once: commir-opt's canonical form (verified). Errors when the spec is invalid or
 // the micro-batch below 1.
 absl::StatusOr<std::string> ModelProgram(const ModelSpec& model, int64_t micro_batch);
 
 // A chain of layers as one function, the one builder of "call the layer once per layer
 // with that layer's own weights": `func @name(%x, %l{first}_w..., ..., [%head_w...])`
 // calling `layer` for layers first .. first + count - 1 (outputs %x{i+1} for layer i), then
-// `head` when given (output %logits), returning the last. The whole model's top function
+// `head` when given (output %logits), returning the last. Built in `module` (OpBuilder),
+// on `layer`'s mesh, after the functions already there. The whole model's top function
 // (ModelProgram: first 0, every layer, the head) and a pipeline chunk's (plan_check.h).
 // Only the callees' names, arguments and result types are used (not their bodies).
-std::string LayerChainFunction(absl::string_view name, const FunctionText& layer,
-                               int64_t first_layer, int64_t count, const FunctionText* head);
-
-// A function's signature as a FunctionText (no body): argument names and types and the
-// result type as the printer writes them, layouts included.
-FunctionText SignatureOf(const Function& function);
+absl::StatusOr<Function*> AddLayerChain(Module& module, absl::string_view name,
+                                        const Function& layer, int64_t first_layer, int64_t count,
+                                        const Function* head);
 
 }  // namespace commir::search::plan
 

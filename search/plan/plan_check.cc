@@ -10,21 +10,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "backend_cpu/cpu_backend.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
 #include "commir/op_def.h"
+#include "commir/type.h"
+#include "commir/verifier.h"
 #include "parser/parser.h"
 #include "runtime/global_run.h"
+#include "runtime/random_inputs.h"
 #include "runtime/tensor.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/megatron_layout.h"
 #include "search/plan/model_program.h"
 #include "search/plan/pipeline_schedule.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 
@@ -38,60 +40,70 @@ constexpr char kStageFunction[] = "stage";
 // ---- The programs --------------------------------------------------------------------
 
 // The layer or head written for one device (the model file's own, or the generator's),
-// in f32 whatever the model's dtype: the check compares in f32.
-// (Tensor types are the only place an element type is followed by '['; "bf16[" is
-// matched before the "f16[" inside it, and becomes " f32[" so that columns stay the
-// file's.)
-std::string InF32(const std::string& function_text) {
-  return absl::StrReplaceAll(function_text, {{"bf16[", " f32["}, {"f16[", "f32["}});
+// in f32 whatever the model's dtype: the check compares in f32. Rewritten in memory, so
+// the ops keep their places in the file.
+void ToF32(Function& f) {
+  auto f32 = [](Type t) {
+    const bool half = t.is_tensor() && (t.element_type() == ElementType::kBF16 ||
+                                        t.element_type() == ElementType::kF16);
+    return half ? t.WithElementType(ElementType::kF32) : t;
+  };
+  for (int i = 0; i < static_cast<int>(f.arg_types().size()); ++i) {
+    f.SetArgType(i, f32(f.arg_types()[i]));
+  }
+  for (int i = 0; i < static_cast<int>(f.result_types().size()); ++i) {
+    f.SetResultType(i, f32(f.result_types()[i]));
+  }
+  f.RefreshArgumentTypes();
+  WalkOps(f.body(), [&](Operation* op) {
+    for (int i = 0; i < op->num_results(); ++i) op->result(i)->set_type(f32(op->result(i)->type()));
+    for (int r = 0; r < op->num_regions(); ++r) {
+      Block* block = op->region(r);
+      for (int i = 0; i < block->num_arguments(); ++i) {
+        block->argument(i)->set_type(f32(block->argument(i)->type()));
+      }
+    }
+  });
 }
 
 // A model chunk as one module: @layer, @head (when the chunk ends the model) and
 // @stage(x, layer weights..., head weights) calling them (model_program.h's
-// LayerChainFunction), inlined, differentiated and partitioned; @stage and @stage_grad
+// AddLayerChain), inlined, differentiated and partitioned; @stage and @stage_grad
 // are what runs. `layer_program` and `head_program` are laid-out modules
-// (megatron_layout.h).
+// (megatron_layout.h), copied, not changed.
 struct StageProgram {
   std::unique_ptr<Module> module;
   const Function* forward = nullptr;
   const Function* gradient = nullptr;
 };
 
-absl::StatusOr<FunctionText> SignatureIn(const std::string& program, absl::string_view name) {
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(program, "laid_out.commir");
-  if (!module.ok()) return module.status();
-  const Function* f = (*module)->FindFunction(name);
-  if (f == nullptr) {
-    return absl::InternalError(absl::StrCat("no @", name, " in the laid-out program"));
-  }
-  return SignatureOf(*f);
-}
-
-absl::StatusOr<StageProgram> BuildStage(const std::string& layer_program,
-                                        const std::string& head_program, int64_t first_layer,
-                                        int64_t layers, bool head, Recompute recompute) {
+absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Module& head_program,
+                                        int64_t first_layer, int64_t layers, bool head,
+                                        Recompute recompute) {
   if (layers == 0 && !head) {
     return absl::InvalidArgumentError("a pipeline chunk has no layers and no head");
   }
-  absl::StatusOr<FunctionText> layer_sig = SignatureIn(layer_program, kLayerFunction);
-  if (!layer_sig.ok()) return layer_sig.status();
-  std::string text = layer_program;
-  FunctionText head_sig;
-  if (head) {
-    absl::StatusOr<FunctionText> sig = SignatureIn(head_program, kHeadFunction);
-    if (!sig.ok()) return sig.status();
-    head_sig = *std::move(sig);
-    // The head's program repeats the mesh declaration; the module has one.
-    absl::StrAppend(&text, "\n", head_program.substr(head_program.find("func @")));
-  }
-  absl::StrAppend(&text, "\n",
-                  LayerChainFunction(kStageFunction, *layer_sig, first_layer, layers,
-                                     head ? &head_sig : nullptr));
-
-  DiagnosticEngine diagnostics;
   StageProgram stage;
-  stage.module = ParseModule(text, diagnostics);
-  if (stage.module == nullptr) return diagnostics.ToStatus("stage.commir", text);
+  stage.module = layer_program.Clone();
+  const Function* layer_fn = stage.module->FindFunction(kLayerFunction);
+  if (layer_fn == nullptr) return absl::InternalError("no @layer in the laid-out program");
+  const Function* head_fn = nullptr;
+  if (head) {
+    const Function* original = head_program.FindFunction(kHeadFunction);
+    if (original == nullptr) return absl::InternalError("no @head in the laid-out program");
+    // Onto the layer's mesh: the head's program declares the same one.
+    head_fn = stage.module->AddFunction(original->Clone());
+    if (!stage.module->ResolveMeshes()) {
+      return absl::InternalError("the laid-out layer and head are on different meshes");
+    }
+  }
+  absl::StatusOr<Function*> chain =
+      AddLayerChain(*stage.module, kStageFunction, *layer_fn, first_layer, layers, head_fn);
+  if (!chain.ok()) return chain.status();
+
+  // What parsing checked when the stage was text.
+  if (absl::Status s = VerifyModule(*stage.module); !s.ok()) return s;
+  DiagnosticEngine diagnostics;
   const std::string pipeline = absl::StrCat(
       "inline,autodiff{func=", kStageFunction, ",seed=cotangents",
       recompute == Recompute::kFull ? ",remat=blocks" : "", "},", sharding::kDefaultSpmdPipeline);
@@ -111,14 +123,12 @@ absl::StatusOr<StageProgram> BuildStage(const std::string& layer_program,
 
 // ---- Tensors ---------------------------------------------------------------------------
 
-// Uniform in [-1, 1) from (seed, stream, index): splitmix64, so every tensor's values
-// depend only on where it is, not on the order tensors are made.
-float Uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xBF58476D1CE4E5B9ull + index + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+// Every tensor's values come from runtime/random_inputs.h (the values commir-run draws):
+// uniform in [-1, 1) from (seed, stream, index), so they depend only on where a tensor
+// is, not on the order tensors are made. The streams: 1 the input, 2 the output's
+// cotangent, 1000 on the weights in order.
+double Uniform(uint64_t seed, uint64_t stream, int64_t index) {
+  return runtime::RandomUniformValue(seed, static_cast<int>(stream), index);
 }
 
 // Small weights so that the softmax stays well-conditioned: norm gains near 1, biases
@@ -136,10 +146,7 @@ Tensor MakeWeight(const std::string& name, const std::vector<int64_t>& dims, uin
 }
 
 Tensor MakeUniform(const std::vector<int64_t>& dims, uint64_t seed, uint64_t stream) {
-  Tensor t(ElementType::kF32, dims);
-  float* data = t.data<float>();
-  for (int64_t i = 0; i < t.num_elements(); ++i) data[i] = Uniform(seed, stream, i);
-  return t;
+  return runtime::RandomGlobalTensor(seed, static_cast<int>(stream), ElementType::kF32, dims);
 }
 
 int64_t RowElements(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.num_elements() / t.dim(0); }
@@ -448,20 +455,38 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     std::swap(chunks[0].first_layer, chunks[1].first_layer);
   }
 
-  // The single-device layer and head, laid out for a layout: the model file's own
+  // The model file's layer and head, read once (their text is the file's, at its
+  // positions, so errors point into the file), in f32.
+  std::unique_ptr<Module> own_layer, own_head;
+  if (own_functions) {
+    for (auto [text, module] : {std::pair{&options.layer_function, &own_layer},
+                                std::pair{&options.head_function, &own_head}}) {
+      absl::StatusOr<std::unique_ptr<Module>> parsed = ParseModuleOrError(*text, options.file);
+      if (!parsed.ok()) return parsed.status();
+      if ((*parsed)->functions().size() != 1) {
+        return absl::InvalidArgumentError("the Megatron layout takes a module of one function");
+      }
+      ToF32(*(*parsed)->functions()[0]);
+      *module = *std::move(parsed);
+    }
+  }
+  // The single-device layer and head laid out for a layout: the model file's own
   // functions (written for the plan's micro-batch), or the generator's for `batch`.
   auto laid_out = [&](bool head, const LayerLayout& layout,
-                      int64_t padded_vocabulary) -> absl::StatusOr<std::string> {
-    std::string source;
+                      int64_t padded_vocabulary) -> absl::StatusOr<std::unique_ptr<Module>> {
+    std::unique_ptr<Module> generated;
+    const Function* source = nullptr;
     if (own_functions) {
-      source = head ? options.head_function : options.layer_function;
+      source = (head ? own_head : own_layer)->functions()[0];
     } else {
       ModelSpec unpadded = model;
       unpadded.vocabulary = given.vocabulary;
-      absl::StatusOr<FunctionText> f = head ? SingleDeviceHead(unpadded, layout.micro_batch)
-                                            : SingleDeviceLayer(unpadded, layout.micro_batch);
+      absl::StatusOr<std::unique_ptr<Module>> f = head
+                                                      ? SingleDeviceHead(unpadded, layout.micro_batch)
+                                                      : SingleDeviceLayer(unpadded, layout.micro_batch);
       if (!f.ok()) return f.status();
-      source = f->Print();
+      generated = *std::move(f);
+      source = generated->functions()[0];  // f32 already: `model` is
     }
     MegatronLayoutOptions o;
     o.layout = layout;
@@ -469,7 +494,10 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     o.padded_vocabulary = padded_vocabulary;
     o.name = head ? kHeadFunction : kLayerFunction;
     if (own_functions) o.file = options.file;
-    return MegatronLayoutText(InF32(source), o);
+    absl::StatusOr<std::string> text = MegatronLayout(*source, o);
+    if (!text.ok()) return text.status();
+    // The layout writes text (its annotations are parsed back to types once, here).
+    return ParseModuleOrError(*text, "laid_out.commir");
   };
 
   // The reference: every layer, then the head, on one device; over the whole global batch
@@ -478,11 +506,13 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   const int64_t reference_batch = own_functions ? plan.micro_batch : model.global_batch;
   const LayerLayout reference_layout{1, 1, false, reference_batch};
   absl::StatusOr<StageProgram> reference = [&]() -> absl::StatusOr<StageProgram> {
-    absl::StatusOr<std::string> layer = laid_out(false, reference_layout, model.vocabulary);
+    absl::StatusOr<std::unique_ptr<Module>> layer =
+        laid_out(false, reference_layout, model.vocabulary);
     if (!layer.ok()) return layer.status();
-    absl::StatusOr<std::string> head = laid_out(true, reference_layout, model.vocabulary);
+    absl::StatusOr<std::unique_ptr<Module>> head =
+        laid_out(true, reference_layout, model.vocabulary);
     if (!head.ok()) return head.status();
-    return BuildStage(*layer, *head, 0, model.layers, true, Recompute::kNone);
+    return BuildStage(**layer, **head, 0, model.layers, true, Recompute::kNone);
   }();
   if (!reference.ok()) {
     return absl::Status(reference.status().code(),
@@ -520,9 +550,9 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
 
   // The plan's chunk programs, one per distinct (layers, head, recomputation).
   const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
-  absl::StatusOr<std::string> layer_program = laid_out(false, layout, 0);
+  absl::StatusOr<std::unique_ptr<Module>> layer_program = laid_out(false, layout, 0);
   if (!layer_program.ok()) return layer_program.status();
-  absl::StatusOr<std::string> head_program = laid_out(true, layout, 0);
+  absl::StatusOr<std::unique_ptr<Module>> head_program = laid_out(true, layout, 0);
   if (!head_program.ok()) return head_program.status();
   std::vector<std::unique_ptr<StageProgram>> programs;
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -535,7 +565,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     }
     if (chunks[c].program != nullptr) continue;
     absl::StatusOr<StageProgram> built =
-        BuildStage(*layer_program, *head_program, chunks[c].first_layer, chunks[c].layers,
+        BuildStage(**layer_program, **head_program, chunks[c].first_layer, chunks[c].layers,
                    chunks[c].head, chunks[c].recompute);
     if (!built.ok()) {
       return absl::Status(built.status().code(),

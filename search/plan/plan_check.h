@@ -5,7 +5,7 @@
 // The plan's side: every model chunk (a pipeline rank's layers, from LayersPerStage; with
 // v > 1 each rank's v chunks in Megatron-LM's interleaved order; the head on the last) is
 // a function calling @layer once per layer with that layer's own weights, and @head on
-// the last (model_program.h's LayerChainFunction). @layer and @head are a model file's
+// the last (model_program.h's AddLayerChain). @layer and @head are a model file's
 // own functions (PlanCheckOptions) or the generator's single-device ones
 // (layer_program.h), laid out by megatron_layout.h for the plan's tp x cp layout,
 // sequence parallelism and micro-batch. A chunk is inlined, differentiated

@@ -120,8 +120,8 @@ void ExpectGradientPartitions(const std::string& text, const std::string& functi
       Differentiate(*module, *module->FindFunction(function), AutodiffOptions{});
   ASSERT_TRUE(grad.ok()) << grad.status();
   const std::string with_grad = PrintModule(*module);
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckPartitioned(with_grad, function + "_grad", /*seed=*/5);
+  absl::StatusOr<testing::SpmdCheck> check =
+      testing::CheckPartitioned(with_grad, function + "_grad", /*seed=*/5);
   ASSERT_TRUE(check.ok()) << check.status() << "\n" << with_grad;
   EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
 }
@@ -153,13 +153,13 @@ TEST_P(GradientOnMeshTest, Bf16MlpWithF32GradientsMatchesOneDevice) {
   ASSERT_NE(lowered, nullptr);
   ASSERT_TRUE(Differentiate(*reference, *reference->FindFunction("mlp"), options).ok());
   ASSERT_TRUE(Differentiate(*lowered, *lowered->FindFunction("mlp"), options).ok());
-  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*lowered).ok());
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*lowered).ok());
   const Function& one = *reference->FindFunction("mlp_grad");
   const Function& many = *lowered->FindFunction("mlp_grad");
   ASSERT_TRUE(many.is_spmd());
-  const std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(one, 11);
-  absl::StatusOr<std::vector<runtime::Tensor>> want = sharding::RunWithGlobalInputs(one, inputs);
-  absl::StatusOr<std::vector<runtime::Tensor>> got = sharding::RunWithGlobalInputs(many, inputs);
+  const std::vector<runtime::Tensor> inputs = testing::RandomGlobalInputs(one, 11);
+  absl::StatusOr<std::vector<runtime::Tensor>> want = testing::RunWithGlobalInputs(one, inputs);
+  absl::StatusOr<std::vector<runtime::Tensor>> got = testing::RunWithGlobalInputs(many, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 4u);
@@ -206,8 +206,8 @@ TEST_P(SharedExampleGradientTest, PartitionedGradientMatchesOneDevice) {
   options.seed_cotangents = true;
   absl::StatusOr<Function*> grad = Differentiate(*module, *module->FindFunction(function), options);
   ASSERT_TRUE(grad.ok()) << grad.status();
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckPartitioned(PrintModule(*module), function + "_grad", /*seed=*/3);
+  absl::StatusOr<testing::SpmdCheck> check =
+      testing::CheckPartitioned(PrintModule(*module), function + "_grad", /*seed=*/3);
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
 }

@@ -147,14 +147,14 @@ TEST(AutodiffTest, CotangentSeedIsAVectorJacobianProduct) {
 
   std::vector<runtime::Tensor> inputs = testing::UniformInputs(**grad, -1, 1, 7);
   absl::StatusOr<std::vector<runtime::Tensor>> from_vjp =
-      sharding::RunWithGlobalInputs(**vjp, inputs);
+      testing::RunWithGlobalInputs(**vjp, inputs);
   absl::StatusOr<std::vector<runtime::Tensor>> from_loss =
-      sharding::RunWithGlobalInputs(**grad, inputs);
+      testing::RunWithGlobalInputs(**grad, inputs);
   ASSERT_TRUE(from_vjp.ok()) << from_vjp.status();
   ASSERT_TRUE(from_loss.ok()) << from_loss.status();
   ASSERT_EQ(from_vjp->size(), 3u);
   std::string report;
-  EXPECT_TRUE(sharding::CompareResults({(*from_vjp)[2]}, {(*from_loss)[1]}, &report)) << report;
+  EXPECT_TRUE(testing::CompareResults({(*from_vjp)[2]}, {(*from_loss)[1]}, &report)) << report;
 }
 
 // A bf16 forward with f32 gradients: the gradients are f32, and agree with the gradient
@@ -195,9 +195,9 @@ TEST(AutodiffTest, Bf16ForwardWithF32Gradients) {
     high_inputs.push_back(runtime::Tensor::FromDouble(ElementType::kF32, t.shape(), t.ToDouble()));
   }
   absl::StatusOr<std::vector<runtime::Tensor>> got =
-      sharding::RunWithGlobalInputs(**low_grad, low_inputs);
+      testing::RunWithGlobalInputs(**low_grad, low_inputs);
   absl::StatusOr<std::vector<runtime::Tensor>> want =
-      sharding::RunWithGlobalInputs(**high_grad, high_inputs);
+      testing::RunWithGlobalInputs(**high_grad, high_inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
   for (int r : {1, 2}) {

@@ -26,7 +26,7 @@ namespace {
 
 absl::StatusOr<double> Loss(const Function& function, const std::vector<runtime::Tensor>& inputs) {
   absl::StatusOr<std::vector<runtime::Tensor>> results =
-      sharding::RunWithGlobalInputs(function, inputs);
+      testing::RunWithGlobalInputs(function, inputs);
   if (!results.ok()) return results.status();
   return (*results)[0].GetAsDouble(0);
 }
@@ -38,7 +38,7 @@ absl::StatusOr<double> MaxGradientError(const Function& function, const Function
                                         const std::vector<runtime::Tensor>& inputs, double h,
                                         std::string* report) {
   absl::StatusOr<std::vector<runtime::Tensor>> analytic =
-      sharding::RunWithGlobalInputs(gradient, inputs);
+      testing::RunWithGlobalInputs(gradient, inputs);
   if (!analytic.ok()) return analytic.status();
   const size_t first_gradient = function.result_types().size();
   if (analytic->size() != first_gradient + wrt.size()) {

@@ -111,10 +111,10 @@ std::vector<int64_t> RematMarks(const Function& function) {
 // Runs both gradient functions on one device with the same inputs and expects the same
 // results (the recomputation runs the same ops on the same values).
 void ExpectSameGradients(const Function& kept, const Function& recomputed) {
-  const std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(kept, 17);
-  absl::StatusOr<std::vector<runtime::Tensor>> want = sharding::RunWithGlobalInputs(kept, inputs);
+  const std::vector<runtime::Tensor> inputs = testing::RandomGlobalInputs(kept, 17);
+  absl::StatusOr<std::vector<runtime::Tensor>> want = testing::RunWithGlobalInputs(kept, inputs);
   absl::StatusOr<std::vector<runtime::Tensor>> got =
-      sharding::RunWithGlobalInputs(recomputed, inputs);
+      testing::RunWithGlobalInputs(recomputed, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), want->size());
@@ -229,11 +229,11 @@ void ExpectPartitionedMatches(const std::string& text, const std::string& functi
                               const std::string& pipeline) {
   std::unique_ptr<Module> module = WithGradient(text, function, Blocks());
   ASSERT_NE(module, nullptr);
-  sharding::SpmdCheckOptions options;
+  testing::SpmdCheckOptions options;
   options.seed = 5;
   options.pipeline = pipeline;
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckSpmd(PrintModule(*module), function + "_grad", options);
+  absl::StatusOr<testing::SpmdCheck> check =
+      testing::CheckSpmd(PrintModule(*module), function + "_grad", options);
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
   EXPECT_FALSE(RematMarks(*check->module->FindFunction(function + "_grad")).empty())
@@ -269,8 +269,8 @@ TEST(RematMemoryTest, PeakDropsByAboutOneBlocksActivations) {
   std::unique_ptr<Module> remat = WithGradient(text, "model", Blocks());
   ASSERT_NE(kept, nullptr);
   ASSERT_NE(remat, nullptr);
-  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*kept).ok());
-  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*remat).ok());
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*kept).ok());
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*remat).ok());
   const Function& kept_grad = *kept->FindFunction("model_grad");
   const Function& remat_grad = *remat->FindFunction("model_grad");
   schedules::ScheduleStats k = schedules::ComputeScheduleStats(kept_grad);

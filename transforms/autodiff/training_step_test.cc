@@ -75,11 +75,11 @@ TEST(TrainingStepTest, UpdatesEachParamByMinusLearningRateTimesItsGradient) {
   ASSERT_TRUE(grad.ok()) << grad.status();
 
   const Function& step = *module->FindFunction("mlp_step");
-  const std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(step, 7);
+  const std::vector<runtime::Tensor> inputs = testing::RandomGlobalInputs(step, 7);
   absl::StatusOr<std::vector<runtime::Tensor>> stepped =
-      sharding::RunWithGlobalInputs(step, inputs);
+      testing::RunWithGlobalInputs(step, inputs);
   absl::StatusOr<std::vector<runtime::Tensor>> grads =
-      sharding::RunWithGlobalInputs(**grad, inputs);
+      testing::RunWithGlobalInputs(**grad, inputs);
   ASSERT_TRUE(stepped.ok()) << stepped.status();
   ASSERT_TRUE(grads.ok()) << grads.status();
   ASSERT_EQ(stepped->size(), 3u);
@@ -173,8 +173,8 @@ TEST(TrainingStepOnMeshTest, PartitionedStepMatchesOneDevice) {
     std::unique_ptr<Module> module = testing::ParseForTest(Mlp(mesh, "@dp", "@tp"));
     ASSERT_NE(module, nullptr);
     ASSERT_TRUE(BuildTrainingStep(*module, *module->FindFunction("mlp"), Sgd(0.5)).ok());
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckPartitioned(PrintModule(*module), "mlp_step", /*seed=*/3);
+    absl::StatusOr<testing::SpmdCheck> check =
+        testing::CheckPartitioned(PrintModule(*module), "mlp_step", /*seed=*/3);
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << mesh << "\n" << check->report << "\n" << check->lowered;
     // Data-parallel weight gradients are summed over dp before the update.

@@ -28,7 +28,7 @@
 #include "commir/verifier.h"
 #include "parser/parser.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/schedules/schedule_report.h"
 #include "transforms/sharding/comm_report.h"

@@ -43,7 +43,7 @@ struct Mesh2D {
 std::string ExpectMatches(const AttentionCase& c, const Mesh2D& mesh, const std::string& pipeline,
                           const std::string& split = "(a, b)") {
   SCOPED_TRACE(absl::StrCat(c.Name(), " on ", mesh.Axes(), " split ", split, ": ", pipeline));
-  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+  absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
       GlobalAttentionOnMesh(c, mesh.Axes(), split), "attn", {.seed = 11, .pipeline = pipeline});
   if (!check.ok()) {
     ADD_FAILURE() << check.status();
@@ -117,8 +117,8 @@ TEST(Attention2DTest, ThreeAxisMeshesComposeTheSameWay) {
         "ring-attention{axes=a},ring-attention{axes=b},ring-attention{axes=c}",
         "ring-attention{axes=\"a,b\"},ring-attention{axes=c}"}) {
     SCOPED_TRACE(pipeline);
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckSpmd(global, "attn", {.seed = 5, .pipeline = pipeline});
+    absl::StatusOr<commir::testing::SpmdCheck> check =
+        commir::testing::CheckSpmd(global, "attn", {.seed = 5, .pipeline = pipeline});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;
@@ -179,21 +179,21 @@ spmd func @f(%q: f32[1, 4, 64@sp, 16], %k: f32[1, 2, 64@sp, 16], %v: f32[1, 2, 6
   std::unique_ptr<Module> reference = commir::testing::ParseForTest(kProgram);
   ASSERT_NE(reference, nullptr);
   const Function& f = *reference->FindFunction("f");
-  std::vector<runtime::Tensor> inputs = sharding::RandomGlobalInputs(f, 3);
-  absl::StatusOr<std::vector<runtime::Tensor>> expected = sharding::RunWithGlobalInputs(f, inputs);
+  std::vector<runtime::Tensor> inputs = commir::testing::RandomGlobalInputs(f, 3);
+  absl::StatusOr<std::vector<runtime::Tensor>> expected = commir::testing::RunWithGlobalInputs(f, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
   for (const char* pipeline : {"ring-attention", "ring-attention{zigzag=true}", "ulysses-attention"}) {
     SCOPED_TRACE(pipeline);
     std::unique_ptr<Module> module = commir::testing::ParseForTest(kProgram);
     ASSERT_NE(module, nullptr);
-    ASSERT_TRUE(sharding::ApplyPassPipeline(pipeline, *module).ok());
+    ASSERT_TRUE(commir::testing::ApplyPassPipeline(pipeline, *module).ok());
     std::string printed = PrintModule(*module);
     EXPECT_EQ(CountLines(printed, "all_gather("), 0) << printed;
     absl::StatusOr<std::vector<runtime::Tensor>> actual =
-        sharding::RunWithGlobalInputs(*module->FindFunction("f"), inputs);
+        commir::testing::RunWithGlobalInputs(*module->FindFunction("f"), inputs);
     ASSERT_TRUE(actual.ok()) << actual.status() << printed;
     std::string report;
-    EXPECT_TRUE(sharding::CompareResults(*actual, *expected, &report)) << report << printed;
+    EXPECT_TRUE(commir::testing::CompareResults(*actual, *expected, &report)) << report << printed;
   }
 }
 
@@ -204,8 +204,8 @@ std::vector<std::string> Skipped(const std::string& global, bool ring, const Axi
                                  const std::string& before = "") {
   std::unique_ptr<Module> module = commir::testing::ParseForTest(global);
   if (module == nullptr) return {};
-  absl::Status lowered = sharding::RunDefaultSpmdPipeline(*module);
-  if (lowered.ok() && !before.empty()) lowered = sharding::ApplyPassPipeline(before, *module);
+  absl::Status lowered = commir::testing::RunDefaultSpmdPipeline(*module);
+  if (lowered.ok() && !before.empty()) lowered = commir::testing::ApplyPassPipeline(before, *module);
   if (!lowered.ok()) {
     ADD_FAILURE() << lowered;
     return {};
@@ -277,7 +277,7 @@ TEST(Attention2DTest, UnknownAxisFailsNamingPassAndAxis) {
   for (const char* pipeline : {"ring-attention{axes=x}", "ulysses-attention{axes=\"a,x\"}",
                                "ring-attention{axes=\"a,a\"}"}) {
     SCOPED_TRACE(pipeline);
-    absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+    absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
         GlobalAttentionOnMesh({}, "a=2, b=2", "(a, b)"), "attn", {.pipeline = pipeline});
     ASSERT_FALSE(check.ok());
     EXPECT_EQ(check.status().code(), absl::StatusCode::kFailedPrecondition) << check.status();

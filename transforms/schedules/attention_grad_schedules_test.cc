@@ -36,8 +36,8 @@ std::string ExpectMatches(const AttentionCase& c, const std::string& pipeline,
   SCOPED_TRACE(absl::StrCat(c.Name(), " ", mesh, " ", pipeline));
   std::string program =
       mesh.empty() ? GlobalAttentionGrad(c) : GlobalAttentionGradOnMesh(c, mesh, split);
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckSpmd(program, "attn_grad", {.seed = 13, .pipeline = pipeline});
+  absl::StatusOr<commir::testing::SpmdCheck> check =
+      commir::testing::CheckSpmd(program, "attn_grad", {.seed = 13, .pipeline = pipeline});
   if (!check.ok()) {
     ADD_FAILURE() << check.status();
     return "";
@@ -123,7 +123,7 @@ TEST(RingAttentionGradTest, ZigzagOnAnOddGroupFallsBackWithARemark) {
   EXPECT_EQ(CountLines(ir, "= attention_grad("), 3) << ir;
   std::unique_ptr<Module> module = commir::testing::ParseForTest(GlobalAttentionGrad(c));
   ASSERT_NE(module, nullptr);
-  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*module).ok());
+  ASSERT_TRUE(commir::testing::RunDefaultSpmdPipeline(*module).ok());
   std::vector<std::string> skipped;
   int rewritten = 0;
   ASSERT_TRUE(RingAttention(*module, /*zigzag=*/true, {}, &skipped, &rewritten).ok());
@@ -249,8 +249,8 @@ func @layer(%%q: f32[1, 8, 32@sp, 8], %%k: f32[1, 2, 32@sp, 8], %%v: f32[1, 2, 3
     const std::string with_grad = PrintModule(*module);
     for (const char* pipeline : {"ring-attention", "ulysses-attention"}) {
       SCOPED_TRACE(absl::StrCat(n, " devices, ", pipeline));
-      absl::StatusOr<sharding::SpmdCheck> check =
-          sharding::CheckSpmd(with_grad, "layer_grad", {.seed = 17, .pipeline = pipeline});
+      absl::StatusOr<commir::testing::SpmdCheck> check =
+          commir::testing::CheckSpmd(with_grad, "layer_grad", {.seed = 17, .pipeline = pipeline});
       ASSERT_TRUE(check.ok()) << check.status() << "\n" << with_grad;
       EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;
       EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;

@@ -61,7 +61,7 @@ func @f(%x: f32[16@tp, 8], %w: f32[8, 12@tp], %dy: f32[16, 12@tp]) -> (f32[16, 1
 TEST(BackwardCollectiveMatmul, WeightGradientReadsTheAssembledGather) {
   for (const char* schedule : kSchedules) {
     SCOPED_TRACE(schedule);
-    absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+    absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
         LinearWithWeightGradient(false), "f", {.seed = 3, .pipeline = schedule});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
@@ -81,8 +81,8 @@ TEST(BackwardCollectiveMatmul, WeightGradientReadsTheAssembledGather) {
 TEST(BackwardCollectiveMatmul, AnEarlierUserKeepsTheAllGather) {
   for (const char* schedule : kSchedules) {
     SCOPED_TRACE(schedule);
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckSpmd(LinearWithWeightGradient(true), "f", {.seed = 3, .pipeline = schedule});
+    absl::StatusOr<commir::testing::SpmdCheck> check =
+        commir::testing::CheckSpmd(LinearWithWeightGradient(true), "f", {.seed = 3, .pipeline = schedule});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     const Function& f = *check->module->FindFunction("f");
@@ -111,7 +111,7 @@ TEST(BackwardCollectiveMatmul, SharedBlockGradientScheduledMatchesOneDevice) {
   // The unscheduled plan, lowered only (running it is gradient_partition_test's job).
   std::unique_ptr<Module> plain = testing::ParseForTest(with_grad);
   ASSERT_NE(plain, nullptr);
-  ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*plain).ok());
+  ASSERT_TRUE(commir::testing::RunDefaultSpmdPipeline(*plain).ok());
   const Collectives unscheduled = Count(*plain->FindFunction("block_grad"));
   EXPECT_EQ(unscheduled.all_gathers, 4);
   EXPECT_EQ(unscheduled.reduce_scatters, 4);
@@ -121,8 +121,8 @@ TEST(BackwardCollectiveMatmul, SharedBlockGradientScheduledMatchesOneDevice) {
     SCOPED_TRACE(schedule);
     std::unique_ptr<Module> scheduled = testing::ParseForTest(with_grad);
     ASSERT_NE(scheduled, nullptr);
-    ASSERT_TRUE(sharding::RunDefaultSpmdPipeline(*scheduled).ok());
-    ASSERT_TRUE(sharding::ApplyPassPipeline(schedule, *scheduled).ok());
+    ASSERT_TRUE(commir::testing::RunDefaultSpmdPipeline(*scheduled).ok());
+    ASSERT_TRUE(commir::testing::ApplyPassPipeline(schedule, *scheduled).ok());
     const Function& grad = *scheduled->FindFunction("block_grad");
     EXPECT_DOUBLE_EQ(Count(grad).bytes, unscheduled.bytes);
     int top_level = 0;
@@ -137,8 +137,8 @@ TEST(BackwardCollectiveMatmul, SharedBlockGradientScheduledMatchesOneDevice) {
   for (const char* schedule :
        {"pipeline-collective-matmul{chunks=4,streams=2}", "ring-collective-matmul{direction=bi}"}) {
     SCOPED_TRACE(schedule);
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckSpmd(with_grad, "block_grad", {.seed = 5, .pipeline = schedule});
+    absl::StatusOr<commir::testing::SpmdCheck> check =
+        commir::testing::CheckSpmd(with_grad, "block_grad", {.seed = 5, .pipeline = schedule});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     const Function& grad = *check->module->FindFunction("block_grad");

@@ -136,7 +136,7 @@ struct Param {
 
 class CollectiveMatmulTest : public ::testing::TestWithParam<Param> {};
 
-int64_t StreamsUsedByCollectives(const sharding::SpmdCheck& check, int64_t stream) {
+int64_t StreamsUsedByCollectives(const commir::testing::SpmdCheck& check, int64_t stream) {
   int64_t count = 0;
   for (const runtime::OpEvent& e : check.events) {
     if (e.device == 0 && e.op->def().Has(kCollective) && e.stream == stream) ++count;
@@ -152,7 +152,7 @@ TEST_P(CollectiveMatmulTest, PipelinedEqualsGlobal) {
       const int64_t streams = chunks == 4 ? 3 : 2;
       SCOPED_TRACE(absl::StrFormat("%s n=%d %s chunks=%d streams=%d", program.name, p.n, p.type,
                                    chunks, streams));
-      absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+      absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
           text, "f",
           {.pipeline = absl::StrFormat("pipeline-collective-matmul{chunks=%d,streams=%d}", chunks,
                                        streams),
@@ -186,7 +186,7 @@ TEST_P(CollectiveMatmulTest, RingEqualsGlobal) {
     for (RingDirection direction : {RingDirection::kUni, RingDirection::kBi}) {
       bool bi = direction == RingDirection::kBi;
       SCOPED_TRACE(absl::StrFormat("%s n=%d %s %s", program.name, p.n, p.type, bi ? "bi" : "uni"));
-      absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+      absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
           text, "f",
           {.pipeline = absl::StrCat("ring-collective-matmul{direction=", bi ? "bi" : "uni", "}"),
            .record_events = true});

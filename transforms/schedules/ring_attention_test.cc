@@ -36,7 +36,7 @@ const char* RingPipeline(bool zigzag) {
 // one-device run; then the structure: no all_gather, the ring's shifts on stream 1.
 void ExpectRingMatches(const AttentionCase& c, bool zigzag) {
   SCOPED_TRACE(c.Name() + (zigzag ? " zigzag" : ""));
-  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+  absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
       GlobalAttention(c), "attn", {.seed = 7, .pipeline = RingPipeline(zigzag)});
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
@@ -99,8 +99,8 @@ func @attn(%q: f32[1, 4, 64@sp zigzag, 8], %k: f32[1, 2, 64@sp zigzag, 8], %v: f
   return %p
 }
 )");
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckSpmd(program, "attn", {.seed = 5, .pipeline = RingPipeline(true)});
+    absl::StatusOr<commir::testing::SpmdCheck> check =
+        commir::testing::CheckSpmd(program, "attn", {.seed = 5, .pipeline = RingPipeline(true)});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     EXPECT_EQ(CountLines(check->lowered, "all_to_all("), 0) << check->lowered;
@@ -110,7 +110,7 @@ func @attn(%q: f32[1, 4, 64@sp zigzag, 8], %k: f32[1, 2, 64@sp zigzag, 8], %v: f
 
 // Bytes each device sends after `pipeline` on the lowered program of `c`.
 double RingBytes(const AttentionCase& c, bool zigzag) {
-  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+  absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
       GlobalAttention(c), "attn", {.seed = 7, .pipeline = RingPipeline(zigzag)});
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return -1;
@@ -196,8 +196,8 @@ func @attn(%q: f32[1, 2, 64@sp, 16], %k: f32[1, 2, 64@sp, 16], %v: f32[1, 2, 64@
 }
 )";
   for (bool zigzag : {false, true}) {
-    absl::StatusOr<sharding::SpmdCheck> check =
-        sharding::CheckSpmd(kProgram, "attn", {.pipeline = RingPipeline(zigzag)});
+    absl::StatusOr<commir::testing::SpmdCheck> check =
+        commir::testing::CheckSpmd(kProgram, "attn", {.pipeline = RingPipeline(zigzag)});
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0);
@@ -231,7 +231,7 @@ std::vector<std::vector<int64_t>> WorkPerStep(int64_t n, bool zigzag) {
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(GlobalAttention(c), "in");
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return {};
-  EXPECT_TRUE(sharding::RunDefaultSpmdPipeline(**module).ok());
+  EXPECT_TRUE(commir::testing::RunDefaultSpmdPipeline(**module).ok());
   EXPECT_TRUE(RingAttention(**module, zigzag).ok());
   const Function& function = *(*module)->FindFunction("attn");
   AttentionWorkRecorder backend;

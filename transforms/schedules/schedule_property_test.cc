@@ -99,14 +99,14 @@ std::string Compare(const std::vector<Tensor>& actual, const std::vector<Tensor>
     return absl::StrCat(actual.size(), " results, expected ", expected.size(), "\n");
   }
   std::string report;
-  return sharding::CompareResults(actual, expected, &report) ? "" : report;
+  return commir::testing::CompareResults(actual, expected, &report) ? "" : report;
 }
 
 absl::StatusOr<std::vector<Tensor>> RunSpmd(const Module& module,
                                             const std::vector<Tensor>& inputs) {
   const Function* f = module.FindFunction("f");
   if (f == nullptr) return absl::NotFoundError("no @f");
-  return sharding::RunWithGlobalInputs(*f, inputs);
+  return commir::testing::RunWithGlobalInputs(*f, inputs);
 }
 
 // How often each pass changed a program, and the chunk-count refusals: the test is only
@@ -138,14 +138,14 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
     ASSERT_TRUE(global.ok()) << global.status();
     const Function* global_f = (*global)->FindFunction("f");
     ASSERT_NE(global_f, nullptr);
-    const std::vector<Tensor> inputs = sharding::RandomGlobalInputs(*global_f, seed);
-    absl::StatusOr<std::vector<Tensor>> expected = sharding::RunWithGlobalInputs(*global_f, inputs);
+    const std::vector<Tensor> inputs = commir::testing::RandomGlobalInputs(*global_f, seed);
+    absl::StatusOr<std::vector<Tensor>> expected = commir::testing::RunWithGlobalInputs(*global_f, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status();
 
     absl::StatusOr<std::unique_ptr<Module>> lowered_module =
         ParseModuleOrError(program, "input.commir");
     ASSERT_TRUE(lowered_module.ok()) << lowered_module.status();
-    absl::Status lowered_status = sharding::RunDefaultSpmdPipeline(**lowered_module);
+    absl::Status lowered_status = commir::testing::RunDefaultSpmdPipeline(**lowered_module);
     ASSERT_TRUE(lowered_status.ok()) << lowered_status;
     const std::string lowered = PrintModule(**lowered_module);
 
@@ -153,7 +153,7 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
       SCOPED_TRACE(absl::StrCat("pipeline ", pipeline, "\nlowered:\n", lowered));
       absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(lowered, "lowered.commir");
       ASSERT_TRUE(module.ok()) << module.status();
-      absl::Status applied = sharding::ApplyPassPipeline(pipeline, **module);
+      absl::Status applied = commir::testing::ApplyPassPipeline(pipeline, **module);
       if (!applied.ok() && absl::StrContains(applied.message(), "does not divide") &&
           absl::StrContains(pipeline, "pipeline-collective-matmul")) {
         // A chunk count the blocks cannot honour: an error at the collective, and the
@@ -180,7 +180,7 @@ TEST_P(ScheduleProperty, SchedulesMatchTheReference) {
       ASSERT_EQ(PrintModule(**reparsed), scheduled);
 
       // Again on its own output: valid IR, the same numbers.
-      absl::Status again = sharding::ApplyPassPipeline(pipeline, **reparsed);
+      absl::Status again = commir::testing::ApplyPassPipeline(pipeline, **reparsed);
       ASSERT_TRUE(again.ok()) << again << "\nscheduled:\n" << scheduled;
       const std::string twice = PrintModule(**reparsed);
       if (twice != scheduled) {

@@ -25,7 +25,7 @@ using testing::GlobalAttention;
 // all_to_all on stream 1, and no all_gather.
 void ExpectUlyssesMatches(const AttentionCase& c) {
   SCOPED_TRACE(c.Name());
-  absl::StatusOr<sharding::SpmdCheck> check = sharding::CheckSpmd(
+  absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
       GlobalAttention(c), "attn", {.seed = 11, .pipeline = "ulysses-attention"});
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
@@ -82,8 +82,8 @@ func @attn(%q: f32[1, 4, 64@sp, 16], %k: f32[1, 4, 64@sp, 16], %v: f32[1, 4, 64@
   return %o, %lse
 }
 )";
-  absl::StatusOr<sharding::SpmdCheck> check =
-      sharding::CheckSpmd(kProgram, "attn", {.pipeline = "ulysses-attention"});
+  absl::StatusOr<commir::testing::SpmdCheck> check =
+      commir::testing::CheckSpmd(kProgram, "attn", {.pipeline = "ulysses-attention"});
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
   EXPECT_EQ(CountLines(check->lowered, "all_gather("), 0) << check->lowered;

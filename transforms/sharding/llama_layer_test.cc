@@ -268,7 +268,7 @@ TEST(LlamaLayer, ReplicatedKeyValueHeadsMatchTheOneDeviceRun) {
   for (bool whole : {true, false}) {
     LayerShape s{16, 32, 4, 2, 64, 4, "f32"};
     s.replicated_kv_weights = whole;
-    absl::StatusOr<SpmdCheck> check = CheckPartitioned(Layer(s), "layer", /*seed=*/7);
+    absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(Layer(s), "layer", /*seed=*/7);
     ASSERT_TRUE(check.ok()) << check.status();
     EXPECT_TRUE(check->pass) << check->report << check->lowered;
     EXPECT_EQ(LocalQueryHeads(*check->module), 1) << check->lowered;
@@ -279,7 +279,7 @@ TEST(LlamaLayer, ReplicatedKeyValueHeadsMatchTheOneDeviceRun) {
 // ratios (GQA 4:2, one q/k/v gather) on the cpu mesh against the one-device run.
 TEST(LlamaLayer, SharedGatherPlanMatchesTheOneDeviceRun) {
   LayerShape s{32, 64, 4, 2, 96, 2, "f32"};
-  absl::StatusOr<SpmdCheck> check = CheckPartitioned(Layer(s), "layer", /*seed=*/3);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(Layer(s), "layer", /*seed=*/3);
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
   FunctionCommReport report = ComputeCommReport(*check->module->functions()[0]);

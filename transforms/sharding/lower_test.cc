@@ -23,7 +23,7 @@ using ::testing::Not;
 // Lowers `text` with the default pipeline, checks it against the one-device reference
 // and returns the printed spmd module.
 std::string LowerAndCheck(const std::string& text, const std::string& function, uint64_t seed = 0) {
-  absl::StatusOr<SpmdCheck> check = CheckPartitioned(text, function, seed);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, function, seed);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return "";
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
@@ -497,7 +497,7 @@ func @ag_matmul(%a: f32[1024@tp, 256], %b: f32[256, 512@tp]) -> f32[1024, 512@tp
 TEST(LowerToSpmdPass, ReportsTheCommunication) {
   std::unique_ptr<Module> m = testing::ParseForTest(kTransformerBlock);
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(RunDefaultSpmdPipeline(*m).ok());
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*m).ok());
   FunctionCommReport report = ComputeCommReport(*m->functions()[0]);
   ASSERT_EQ(report.collectives.size(), 2u);
   EXPECT_EQ(report.collectives[0].kind, OpKind::kAllGather);

@@ -49,7 +49,7 @@ TEST(PartitionerProperty, RandomProgramsMatchTheReference) {
     uint64_t seed = first + static_cast<uint64_t>(i);
     std::string program = GenerateRandomProgram(seed);
     for (bool propagate : {true, false}) {
-      absl::StatusOr<SpmdCheck> check = CheckPartitioned(program, "f", seed, propagate);
+      absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(program, "f", seed, propagate);
       ASSERT_TRUE(check.ok()) << "seed " << seed << (propagate ? "" : " (lower-to-spmd only)")
                               << ": " << check.status().message() << "\nprogram:\n"
                               << program;

@@ -28,7 +28,7 @@ int Count(const std::string& text, const std::string& op) {
 std::string LowerAndCheck(int64_t devices, const std::string& signature, const std::string& body) {
   std::string text = absl::StrFormat("mesh @m(sp=%d)\n\nfunc @f%s {\n%s}\n", devices, signature, body);
   SCOPED_TRACE(text);
-  absl::StatusOr<SpmdCheck> check = CheckPartitioned(text, "f", /*seed=*/3);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, "f", /*seed=*/3);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return "";
   EXPECT_TRUE(check->pass) << check->report << check->lowered;
@@ -116,7 +116,7 @@ TEST(ZigzagLowering, OddDeviceCounts) {
   std::string out = LowerAndCheck(3, "(%x: f32[48@sp zigzag, 8]) -> f32[48@sp zigzag, 8]",
                                   "  %e = exp(%x)\n  return %e\n");
   EXPECT_EQ(Count(out, "all_to_all"), 0) << out;
-  absl::StatusOr<SpmdCheck> check = CheckPartitioned(R"(mesh @m(sp=3)
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(R"(mesh @m(sp=3)
 
 func @f(%x: f32[48@sp zigzag, 8]) -> f32[8] {
   %s = reduce_sum(%x) {dims = [0]}

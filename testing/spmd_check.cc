@@ -1,4 +1,4 @@
-#include "search/spmd_check.h"
+#include "testing/spmd_check.h"
 
 #include <memory>
 #include <utility>
@@ -12,18 +12,18 @@
 #include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
 #include "transforms/pass_manager.h"
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
 
-namespace commir::sharding {
+namespace commir::testing {
 
 using runtime::Tensor;
 
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
   // The pipeline commir-run runs, so that what the tests check is what users get.
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(kDefaultSpmdPipeline, RegisteredPasses());
+      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
   if (!passes.ok()) return passes.status();
   PassManager manager;
   manager.set_verify_each(true);
@@ -134,4 +134,4 @@ absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_
   return CheckSpmd(text, function, options);
 }
 
-}  // namespace commir::sharding
+}  // namespace commir::testing

@@ -1,7 +1,7 @@
 // The registry of every pass: one table that --list-passes, the pipeline parser and
 // the documentation all read. Adding a pass means adding one row in pass_registry.cc.
-#ifndef COMMIR_TRANSFORMS_PASS_REGISTRY_H_
-#define COMMIR_TRANSFORMS_PASS_REGISTRY_H_
+#ifndef COMMIR_TRANSFORMS_REGISTRY_PASS_REGISTRY_H_
+#define COMMIR_TRANSFORMS_REGISTRY_PASS_REGISTRY_H_
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -17,4 +17,4 @@ const PassInfo* FindRegisteredPass(absl::string_view name);
 
 }  // namespace commir
 
-#endif  // COMMIR_TRANSFORMS_PASS_REGISTRY_H_
+#endif  // COMMIR_TRANSFORMS_REGISTRY_PASS_REGISTRY_H_

@@ -3,7 +3,7 @@
 // errors for a missing global batch, a bad option, a file that does not parse; an
 // edited layer is costed as written (the costs change), one outside the layout rules is
 // refused when the file is read.
-#include "search/plan_model_loader.h"
+#include "tools/plan_model_loader.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "search/plan_model_loader.h"
+#include "tools/plan_model_loader.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "search/plan_command.h"
+#include "tools/plan_command.h"
 
 #include <filesystem>
 #include <fstream>
@@ -19,7 +19,7 @@
 #include "search/plan/memory_headroom.h"
 #include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
-#include "search/plan_model_loader.h"
+#include "tools/plan_model_loader.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/plan_check.h"
 #include "search/plan/plan_cost.h"

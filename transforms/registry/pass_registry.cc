@@ -1,4 +1,4 @@
-#include "transforms/pass_registry.h"
+#include "transforms/registry/pass_registry.h"
 
 #include <algorithm>
 #include <vector>

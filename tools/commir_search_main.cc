@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "parser/parser.h"
-#include "search/plan_command.h"
+#include "tools/plan_command.h"
 #include "search/recipe_verifier.h"
 #include "search/search.h"
 #include "search/search_report.h"

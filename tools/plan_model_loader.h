@@ -2,8 +2,8 @@
 // text form (model_spec.h), a file holding the text form, or a model written as CommIR,
 // `FILE.commir,global_batch=N` (model_reader.h: the sizes read from its functions, the
 // global batch from the suffix, the search kept to the file's micro-batch).
-#ifndef COMMIR_SEARCH_PLAN_MODEL_LOADER_H_
-#define COMMIR_SEARCH_PLAN_MODEL_LOADER_H_
+#ifndef COMMIR_TOOLS_PLAN_MODEL_LOADER_H_
+#define COMMIR_TOOLS_PLAN_MODEL_LOADER_H_
 
 #include <cstdint>
 #include <string>
@@ -37,4 +37,4 @@ absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg);
 
 }  // namespace commir::search
 
-#endif  // COMMIR_SEARCH_PLAN_MODEL_LOADER_H_
+#endif  // COMMIR_TOOLS_PLAN_MODEL_LOADER_H_

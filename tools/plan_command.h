@@ -1,8 +1,8 @@
 // `commir-search --plan MODEL --gpus=N ...`: the whole-model plan search's command line
 // (search/plan/plan_search.h), a mode of commir-search beside its operator
 // search.
-#ifndef COMMIR_SEARCH_PLAN_COMMAND_H_
-#define COMMIR_SEARCH_PLAN_COMMAND_H_
+#ifndef COMMIR_TOOLS_PLAN_COMMAND_H_
+#define COMMIR_TOOLS_PLAN_COMMAND_H_
 
 namespace commir::search {
 
@@ -22,4 +22,4 @@ int EmitModelMain(int argc, char** argv);
 
 }  // namespace commir::search
 
-#endif  // COMMIR_SEARCH_PLAN_COMMAND_H_
+#endif  // COMMIR_TOOLS_PLAN_COMMAND_H_
