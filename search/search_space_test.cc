@@ -332,8 +332,11 @@ TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {
   EXPECT_EQ(matmul.front(), "");
   EXPECT_THAT(matmul, ::testing::Contains("ring-collective-matmul{direction=bi}"));
   EXPECT_THAT(matmul, ::testing::Contains("ring-collective-matmul"));
-  // streams=2 is the pass's default, so the text leaves it out.
-  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{chunks=4}"));
+  // The text names only options that differ from the pass's defaults (4 chunks, 2
+  // streams).
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul"));
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{chunks=2}"));
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{streams=4}"));
   EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{chunks=8,streams=4}"));
   EXPECT_EQ(matmul.size(), 8u);
   std::vector<std::string> attention = Texts(AttentionSchedules(MeshShape{{8}}));
