@@ -38,8 +38,7 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
   if (text.empty()) {
     return absl::InvalidArgumentError("the layer schedule is none, search or a pass pipeline");
   }
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(text, RegisteredPasses());
+  absl::StatusOr<Pipeline> passes = ParsePipeline(text, RegisteredPasses());
   if (!passes.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the layer schedule is none, search or a pass pipeline: ",
@@ -51,12 +50,12 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
   static const absl::flat_hash_set<absl::string_view> kSchedulePasses = {
       "ring-attention", "ulysses-attention", "ring-collective-matmul",
       "pipeline-collective-matmul"};
-  for (const std::unique_ptr<Pass>& pass : *passes) {
-    if (!kSchedulePasses.contains(pass->name())) {
+  for (const PassStep& pass : passes->steps) {
+    if (!kSchedulePasses.contains(pass.name())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the layer schedule is none, search or a pipeline of schedule passes (ring-attention, "
           "ulysses-attention, ring-collective-matmul, pipeline-collective-matmul): '",
-          pass->name(), "' is not one"));
+          pass.name(), "' is not one"));
     }
   }
   return LayerSchedule::Fixed(std::string(text));
