@@ -20,9 +20,8 @@
 #include "runtime/random_inputs.h"
 #include "runtime/tensor.h"
 #include "transforms/inline.h"
-#include "transforms/pass_manager.h"
-#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::cpu {
 namespace {
@@ -140,13 +139,8 @@ TEST(CallExecutionTest, PartitionedModelWithCallsMatchesOneDevice) {
     std::unique_ptr<Module> partitioned = Parse(text);
     ASSERT_NE(global, nullptr);
     ASSERT_NE(partitioned, nullptr);
-    absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes = ParsePassPipeline(
-        "propagate-sharding,lower-to-spmd,canonicalize,cse,dce", RegisteredPasses());
-    ASSERT_TRUE(passes.ok()) << passes.status();
-    PassManager manager;
-    manager.AddPasses(*std::move(passes));
-    manager.set_verify_each(true);
-    ASSERT_TRUE(manager.Run(*partitioned).ok());
+    ASSERT_TRUE(RunPipeline(*partitioned, sharding::DefaultSpmdPipeline(), {.verify_each = true})
+                    .ok());
     const Function& spmd = *partitioned->FindFunction("model");
     ASSERT_TRUE(spmd.is_spmd());
     EXPECT_FALSE(HasCalls(spmd));

@@ -30,11 +30,10 @@
 #include "search/schedule_space.h"
 #include "search/train_program.h"
 #include "transforms/inline.h"
-#include "transforms/pass_manager.h"
-#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/schedules/schedule_report.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::search {
 namespace {
@@ -84,23 +83,14 @@ absl::StatusOr<const Function*> ChooseFunction(const Module& module, const std::
   return found;
 }
 
-// Runs `pipeline` on `module`. Errors are the pass's.
-absl::Status RunPipeline(Module& module, absl::string_view pipeline) {
-  if (pipeline.empty()) return absl::OkStatus();
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  DiagnosticEngine diagnostics;
-  return manager.Run(module, diagnostics);
-}
-
-// A copy of `module` with `pipeline` run on it.
+// A copy of `module` with `pipeline` run on it. Errors are the pass's.
 absl::StatusOr<std::shared_ptr<const Module>> Scheduled(const Module& module,
-                                                        absl::string_view pipeline) {
+                                                        const Pipeline& pipeline) {
   std::shared_ptr<Module> copy = module.Clone();
-  if (absl::Status s = RunPipeline(*copy, pipeline); !s.ok()) return s;
+  DiagnosticEngine diagnostics;  // only the status is kept: a refusal is counted
+  if (absl::Status s = RunPipeline(*copy, pipeline, {.diagnostics = &diagnostics}); !s.ok()) {
+    return s;
+  }
   return copy;
 }
 
@@ -190,7 +180,7 @@ class LayoutEvaluator {
     if (options_.train && !AddBackward(**laid_out, function_).ok()) return out;
     std::shared_ptr<const Module> global = *std::move(laid_out);
     absl::StatusOr<std::shared_ptr<const Module>> lowered =
-        Scheduled(*global, sharding::kDefaultSpmdPipeline);
+        Scheduled(*global, sharding::DefaultSpmdPipeline());
     if (!lowered.ok()) return out;
     out.partitioned = true;
     const Fingerprint lowered_fingerprint = ModuleFingerprint(**lowered);
@@ -201,9 +191,9 @@ class LayoutEvaluator {
       has_attention |= op->Is(OpKind::kAttention);
       has_gather_or_scatter |= op->Is(OpKind::kAllGather) || op->Is(OpKind::kReduceScatter);
     });
-    std::vector<std::string> attention_schedules = {""};
+    std::vector<Pipeline> attention_schedules = {Pipeline{}};
     if (has_attention) attention_schedules = AttentionSchedules(layout.mesh);
-    for (const std::string& attention : attention_schedules) {
+    for (const Pipeline& attention : attention_schedules) {
       // The plain program is always tried: every layout searched gives its candidate.
       if (!attention.empty() && stop_()) break;
       std::shared_ptr<const Module> attended = *lowered;
@@ -222,10 +212,10 @@ class LayoutEvaluator {
         }
         attended = *std::move(m);
       }
-      for (const std::string& matmul : MatmulSchedules()) {
+      for (const Pipeline& matmul : MatmulSchedules()) {
         if (!matmul.empty() && !has_gather_or_scatter && !has_attention) break;
         if (!matmul.empty() && stop_()) break;
-        std::string schedule = JoinPipeline(attention, matmul);
+        const Pipeline schedule = attention.Then(matmul);
         if (matmul.empty()) {
           // An attention schedule alone is a schedule tried too (as before: counted for
           // the attention step and for the combination).
@@ -248,7 +238,7 @@ class LayoutEvaluator {
 
  private:
   void Consider(const LayoutCandidate& layout, const std::shared_ptr<const Module>& global,
-                const std::string& schedule, std::shared_ptr<const Module> module,
+                const Pipeline& schedule, std::shared_ptr<const Module> module,
                 const Fingerprint& fingerprint, LayoutOutcome& out) {
     if (!seen_.insert(fingerprint).second) {
       ++out.duplicates;
@@ -270,8 +260,9 @@ class LayoutEvaluator {
       c.backward_time_s = prediction->time_s - forward->time_s;
     }
     c.layout = layout;
-    c.schedule = schedule;
-    c.pipeline = JoinPipeline(sharding::kDefaultSpmdPipeline, schedule);
+    c.schedule = schedule.ToString();
+    c.passes = sharding::DefaultSpmdPipeline().Then(schedule);
+    c.pipeline = c.passes.ToString();
     c.global_program = global;
     c.spmd_program = std::move(module);
     c.fingerprint = fingerprint;
@@ -409,7 +400,7 @@ class Searcher {
     std::unique_ptr<Module> trained = best.global_program->Clone();
     absl::StatusOr<std::string> backward = AddBackward(*trained, result_.function);
     if (!backward.ok()) return std::nullopt;
-    absl::StatusOr<std::shared_ptr<const Module>> spmd = Scheduled(*trained, best.pipeline);
+    absl::StatusOr<std::shared_ptr<const Module>> spmd = Scheduled(*trained, best.passes);
     if (!spmd.ok()) return std::nullopt;
     const Function* f = (*spmd)->FindFunction(result_.function);
     const Function* step = (*spmd)->FindFunction(*backward);

@@ -35,6 +35,7 @@
 #include "commir/ir.h"
 #include "search/layout_space.h"
 #include "sim/predict.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search {
 
@@ -52,6 +53,7 @@ struct Candidate {
   LayoutCandidate layout;
   std::string schedule;     // the schedule passes alone ("" for plain collectives)
   std::string pipeline;     // what commir-opt runs on the global program to get the spmd one
+  Pipeline passes;          // the same pipeline as a value (pipeline is its text)
   // The function with this candidate's mesh and layouts (shared by the candidates of a
   // layout), and the partitioned and scheduled program. Neither changes once made.
   std::shared_ptr<const Module> global_program;

@@ -320,22 +320,38 @@ TEST(LayoutSpace, EnumerationIsLazy) {
   EXPECT_GT(AssignmentBound(18, 3, 3), 9e8);
 }
 
+// The texts a user would write for each schedule, spelled out here rather than derived.
+std::vector<std::string> Texts(const std::vector<Pipeline>& pipelines) {
+  std::vector<std::string> texts;
+  for (const Pipeline& p : pipelines) texts.push_back(p.ToString());
+  return texts;
+}
+
 TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {
-  EXPECT_EQ(JoinPipeline("ring-attention", "ring-collective-matmul"),
-            "ring-attention,ring-collective-matmul");
-  EXPECT_EQ(JoinPipeline("", "x"), "x");
-  EXPECT_EQ(JoinPipeline("x", ""), "x");
-  std::vector<std::string> matmul = MatmulSchedules();
+  std::vector<std::string> matmul = Texts(MatmulSchedules());
   EXPECT_EQ(matmul.front(), "");
   EXPECT_THAT(matmul, ::testing::Contains("ring-collective-matmul{direction=bi}"));
-  std::vector<std::string> attention = AttentionSchedules(MeshShape{{8}});
+  EXPECT_THAT(matmul, ::testing::Contains("ring-collective-matmul"));
+  // The text names only options that differ from the pass's defaults (4 chunks, 2
+  // streams).
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul"));
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{chunks=2}"));
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{streams=4}"));
+  EXPECT_THAT(matmul, ::testing::Contains("pipeline-collective-matmul{chunks=8,streams=4}"));
+  EXPECT_EQ(matmul.size(), 8u);
+  std::vector<std::string> attention = Texts(AttentionSchedules(MeshShape{{8}}));
   EXPECT_THAT(attention, ::testing::Contains("ulysses-attention"));
   EXPECT_THAT(attention, ::testing::Contains("ring-attention{zigzag=true}"));
   EXPECT_EQ(attention.size(), 4u);
-  std::vector<std::string> two_d = AttentionSchedules(MeshShape{{2, 4}});
+  std::vector<Pipeline> two_d_pipelines = AttentionSchedules(MeshShape{{2, 4}});
+  std::vector<std::string> two_d = Texts(two_d_pipelines);
   EXPECT_THAT(two_d, ::testing::Contains("ulysses-attention{axes=b},ring-attention{axes=a}"));
   EXPECT_THAT(two_d, ::testing::Contains("ring-attention{axes=a},ring-attention{axes=b}"));
   EXPECT_THAT(two_d, ::testing::Contains("ring-attention{axes=b}"));
+  // Composition appends steps.
+  EXPECT_EQ(two_d_pipelines[1].Then(MatmulSchedules().back()).ToString(),
+            "ring-attention,ring-collective-matmul{direction=bi}");
+  EXPECT_EQ(Pipeline{}.Then(MatmulSchedules()[0]).ToString(), "");
 }
 
 }  // namespace

@@ -132,13 +132,9 @@ void ExpectRecipesReproduce(const SearchResult& r) {
   for (const Candidate& c : r.ranked) {
     std::unique_ptr<Module> global = Parse(c.GlobalText());
     ASSERT_NE(global, nullptr) << c.pipeline;
-    absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-        ParsePassPipeline(c.pipeline, RegisteredPasses());
-    ASSERT_TRUE(passes.ok()) << passes.status();
-    PassManager manager;
-    manager.set_verify_each(true);
-    manager.AddPasses(*std::move(passes));
-    ASSERT_TRUE(manager.Run(*global).ok()) << c.pipeline;
+    absl::StatusOr<Pipeline> pipeline = ParsePipeline(c.pipeline, RegisteredPasses());
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    ASSERT_TRUE(RunPipeline(*global, *pipeline, {.verify_each = true}).ok()) << c.pipeline;
     EXPECT_EQ(PrintModule(*global), c.SpmdText()) << c.pipeline;
   }
 }

@@ -11,10 +11,10 @@
 #include "runtime/compare.h"
 #include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
-#include "transforms/pass_manager.h"
 #include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::testing {
 
@@ -22,28 +22,17 @@ using runtime::Tensor;
 
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
   // The pipeline commir-run runs, so that what the tests check is what users get.
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.set_verify_each(true);
-  for (std::unique_ptr<Pass>& pass : *passes) {
-    // Without propagation the function's own annotations must be the whole layout.
-    if (!propagate && pass->name() == "propagate-sharding") continue;
-    manager.AddPass(std::move(pass));
-  }
-  return manager.Run(module);
+  // Without propagation the function's own annotations must be the whole layout.
+  return RunPipeline(module, sharding::DefaultSpmdPipeline(propagate), {.verify_each = true});
 }
 
 absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module,
                                absl::Span<const PassInfo> table) {
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, table.empty() ? RegisteredPasses() : table);
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.set_verify_each(true);
-  manager.AddPasses(*std::move(passes));
-  return manager.Run(module);
+  // Text: the tests' and recipes' pipelines.
+  absl::StatusOr<Pipeline> parsed =
+      ParsePipeline(pipeline, table.empty() ? RegisteredPasses() : table);
+  if (!parsed.ok()) return parsed.status();
+  return RunPipeline(module, *parsed, {.verify_each = true});
 }
 
 std::vector<Tensor> RandomGlobalInputs(const Function& function, uint64_t seed) {

@@ -9,10 +9,8 @@
 #include "commir/diagnostics.h"
 #include "parser/parser.h"
 #include "tools/input_file.h"
-#include "transforms/pass_manager.h"
-#include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
-#include "transforms/sharding/lower.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir {
 
@@ -45,15 +43,12 @@ std::optional<Failure> Partition(const LoadedModule& loaded, LoadedModule& parti
   partitioned.source = loaded.source;
   DiagnosticEngine diagnostics;
   partitioned.module = ParseModule(loaded.source, diagnostics);
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(sharding::kDefaultSpmdPipeline, RegisteredPasses());
-  if (partitioned.module == nullptr || !passes.ok()) {
+  if (partitioned.module == nullptr) {
     return Failure{kExitInvalidInput, absl::StrCat(loaded.path, ": error: cannot partition the module")};
   }
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  manager.set_verify_each(true);
-  absl::Status status = manager.Run(*partitioned.module, diagnostics);
+  absl::Status status =
+      RunPipeline(*partitioned.module, sharding::DefaultSpmdPipeline(),
+                  {.verify_each = true, .diagnostics = &diagnostics});
   if (!status.ok()) {
     std::string text = diagnostics.Render(loaded.path, loaded.source);
     if (text.empty()) text = absl::StrCat(loaded.path, ": error: ", status.message());

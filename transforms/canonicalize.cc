@@ -281,11 +281,24 @@ int64_t Canonicalize(Module& module, const CanonicalizeOptions& options) {
   return rewrites;
 }
 
+const OptionSchema<CanonicalizeOptions>& CanonicalizeOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<CanonicalizeOptions>())
+           .Bool("fold-constants", &CanonicalizeOptions::fold_constants,
+                 "Fold elementwise and index ops whose operands are all constants into 'full'")
+           .Int("max-rewrites", &CanonicalizeOptions::max_rewrites,
+                "Stop after this many rewrites (-1: no limit); bisects a bad rewrite", -1);
+  return *schema;
+}
+
+const PassInfo& CanonicalizePass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<CanonicalizePass>(
+      "canonicalize", "Fold constants and simplify algebraic identities, to a fixed point"));
+  return *info;
+}
+
 absl::Status CanonicalizePass::Run(Module& module) {
-  CanonicalizeOptions options;
-  options.fold_constants = this->options().GetBool("fold-constants");
-  options.max_rewrites = this->options().GetInt("max-rewrites");
-  const int64_t rewrites = Canonicalize(module, options);
+  const int64_t rewrites = Canonicalize(module, options());
   AddToStatistic("rewrites", "Constants folded and identities simplified", rewrites);
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "commir/ir.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir {
@@ -32,13 +33,15 @@ struct CanonicalizeOptions {
   bool fold_constants = true;
   // Stop after this many rewrites (negative: no limit). Bisects a bad rewrite.
   int64_t max_rewrites = -1;
+
+  static const OptionSchema<CanonicalizeOptions>& Schema();
 };
 
 // Returns the number of rewrites applied.
 int64_t Canonicalize(Function& function, const CanonicalizeOptions& options = {});
 int64_t Canonicalize(Module& module, const CanonicalizeOptions& options = {});
 
-COMMIR_DECLARE_PASS(CanonicalizePass);
+COMMIR_DECLARE_PASS_WITH_OPTIONS(CanonicalizePass, CanonicalizeOptions);
 
 }  // namespace commir
 

@@ -1,5 +1,7 @@
 #include "transforms/cse.h"
 
+#include "transforms/option_schema.h"
+
 #include <bit>
 #include <cstdint>
 #include <utility>
@@ -173,6 +175,13 @@ int64_t EliminateCommonSubexpressions(Module& module) {
   int64_t erased = 0;
   for (Function* function : module.functions()) erased += EliminateCommonSubexpressions(*function);
   return erased;
+}
+
+const PassInfo& CsePass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<CsePass>(
+      "cse",
+      "Merge equivalent ops into an identical op that dominates them"));
+  return *info;
 }
 
 absl::Status CsePass::Run(Module& module) {

@@ -1,5 +1,7 @@
 #include "transforms/dce.h"
 
+#include "transforms/option_schema.h"
+
 #include <memory>
 #include <utility>
 #include <vector>
@@ -187,6 +189,13 @@ DceStats EliminateDeadCode(Module& module) {
     total.carried_values_dropped += stats.carried_values_dropped;
   }
   return total;
+}
+
+const PassInfo& DcePass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<DcePass>(
+      "dce",
+      "Erase unused ops, dead loops and loop-carried values nothing reads"));
+  return *info;
 }
 
 absl::Status DcePass::Run(Module& module) {

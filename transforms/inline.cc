@@ -1,5 +1,7 @@
 #include "transforms/inline.h"
 
+#include "transforms/option_schema.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -261,6 +263,13 @@ absl::StatusOr<int64_t> InlineCalls(Module& module, DiagnosticEngine* diagnostic
     }
   }
   return inlined;
+}
+
+const PassInfo& InlinePass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<InlinePass>(
+      "inline",
+      "Replace every call by a copy of its callee's body (the callees stay in the module)"));
+  return *info;
 }
 
 absl::Status InlinePass::Run(Module& module) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -27,68 +28,97 @@ std::string DescribeOptionType(const PassOptionSpec& spec) {
   return "";
 }
 
-const PassOptions::Value& PassOptions::Get(absl::string_view name) const {
+const PassOptions::Value* PassOptions::Find(absl::string_view name) const {
   auto it = values_.find(name);
-  COMMIR_CHECK(it != values_.end(), "asking a pass for an option it does not declare");
-  return it->second;
+  return it == values_.end() ? nullptr : &it->second;
 }
 
-int64_t PassOptions::GetInt(absl::string_view name) const {
-  const Value& value = Get(name);
-  COMMIR_CHECK(std::holds_alternative<int64_t>(value), "pass option is not an int");
-  return std::get<int64_t>(value);
+absl::Status CheckOptionValue(const PassOptionSpec& spec, const PassOptions::Value& value) {
+  switch (spec.type) {
+    case PassOptionType::kInt: {
+      COMMIR_CHECK(std::holds_alternative<int64_t>(value), "an int option holds another type");
+      const int64_t v = std::get<int64_t>(value);
+      const bool too_small = spec.min_value && v < *spec.min_value;
+      const bool too_large = spec.max_value && v > *spec.max_value;
+      if (!too_small && !too_large) return absl::OkStatus();
+      if (spec.min_value && spec.max_value) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("option '%s' must be between %d and %d, got %d", spec.name,
+                            *spec.min_value, *spec.max_value, v));
+      }
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "option '%s' must be at %s %d, got %d", spec.name, too_small ? "least" : "most",
+          too_small ? *spec.min_value : *spec.max_value, v));
+    }
+    case PassOptionType::kBool:
+      COMMIR_CHECK(std::holds_alternative<bool>(value), "a bool option holds another type");
+      return absl::OkStatus();
+    case PassOptionType::kString:
+      COMMIR_CHECK(std::holds_alternative<std::string>(value),
+                   "a string option holds another type");
+      return absl::OkStatus();
+    case PassOptionType::kEnum: {
+      COMMIR_CHECK(std::holds_alternative<std::string>(value), "an enum option holds another type");
+      const std::string& text = std::get<std::string>(value);
+      if (std::find(spec.enum_values.begin(), spec.enum_values.end(), text) !=
+          spec.enum_values.end()) {
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrFormat("option '%s' expects one of %s, got '%s'",
+                                                        spec.name, DescribeOptionType(spec), text));
+    }
+  }
+  return absl::InvalidArgumentError("unknown option type");
 }
 
-bool PassOptions::GetBool(absl::string_view name) const {
-  const Value& value = Get(name);
-  COMMIR_CHECK(std::holds_alternative<bool>(value), "pass option is not a bool");
-  return std::get<bool>(value);
-}
-
-const std::string& PassOptions::GetString(absl::string_view name) const {
-  const Value& value = Get(name);
-  COMMIR_CHECK(std::holds_alternative<std::string>(value), "pass option is not a string");
-  return std::get<std::string>(value);
+std::string FormatOptionValue(const PassOptions::Value& value) {
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return absl::StrCat(*i);
+  if (const bool* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  const std::string& text = std::get<std::string>(value);
+  // The parser strips unquoted values and ends them at ',', '{' or '}'.
+  const bool plain = !text.empty() && text.find_first_of(",{}\"\\") == std::string::npos &&
+                     !absl::ascii_isspace(static_cast<unsigned char>(text.front())) &&
+                     !absl::ascii_isspace(static_cast<unsigned char>(text.back()));
+  if (plain) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') quoted.push_back('\\');
+    quoted.push_back(c);
+  }
+  quoted.push_back('"');
+  return quoted;
 }
 
 absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
                                                     absl::string_view text) {
+  PassOptions::Value value;
   switch (spec.type) {
     case PassOptionType::kInt: {
-      int64_t value = 0;
-      if (!absl::SimpleAtoi(text, &value)) {
+      int64_t parsed = 0;
+      if (!absl::SimpleAtoi(text, &parsed)) {
         return absl::InvalidArgumentError(
             absl::StrFormat("option '%s' expects an integer, got '%s'", spec.name, text));
       }
-      const bool too_small = spec.min_value && value < *spec.min_value;
-      const bool too_large = spec.max_value && value > *spec.max_value;
-      if (too_small || too_large) {
-        if (spec.min_value && spec.max_value) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("option '%s' must be between %d and %d, got %d", spec.name,
-                              *spec.min_value, *spec.max_value, value));
-        }
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "option '%s' must be at %s %d, got %d", spec.name, too_small ? "least" : "most",
-            too_small ? *spec.min_value : *spec.max_value, value));
-      }
-      return PassOptions::Value(value);
+      value = parsed;
+      break;
     }
     case PassOptionType::kBool:
-      if (text == "true" || text == "1") return PassOptions::Value(true);
-      if (text == "false" || text == "0") return PassOptions::Value(false);
-      return absl::InvalidArgumentError(
-          absl::StrFormat("option '%s' expects true or false, got '%s'", spec.name, text));
-    case PassOptionType::kString: return PassOptions::Value(std::string(text));
-    case PassOptionType::kEnum:
-      if (std::find(spec.enum_values.begin(), spec.enum_values.end(), text) !=
-          spec.enum_values.end()) {
-        return PassOptions::Value(std::string(text));
+      if (text == "true" || text == "1") {
+        value = true;
+      } else if (text == "false" || text == "0") {
+        value = false;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("option '%s' expects true or false, got '%s'", spec.name, text));
       }
-      return absl::InvalidArgumentError(absl::StrFormat("option '%s' expects one of %s, got '%s'",
-                                                        spec.name, DescribeOptionType(spec), text));
+      break;
+    case PassOptionType::kString:
+    case PassOptionType::kEnum:
+      value = std::string(text);
+      break;
   }
-  return absl::InvalidArgumentError("unknown option type");
+  if (absl::Status s = CheckOptionValue(spec, value); !s.ok()) return s;
+  return value;
 }
 
 const PassOptionSpec* PassInfo::FindOption(absl::string_view option_name) const {

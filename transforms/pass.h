@@ -1,6 +1,7 @@
-// Passes in the MLIR style: a pass has a name, a one-line description and a schema of
-// options; it is created from a registry row (transforms/pass_registry.h) with option
-// values parsed from pipeline text (transforms/pipeline.h), and transforms a Module.
+// Passes in the MLIR style: a pass has a name, a one-line description and a typed options
+// struct whose schema (transforms/option_schema.h) is declared beside the pass. A pass is
+// constructed from that struct in C++, or from pipeline text (transforms/pipeline.h)
+// through its registry row (transforms/pass_registry.h), and transforms a Module.
 //
 // Status codes used across transforms/ (commir-opt maps them to exit statuses):
 //   kInvalidArgument     bad usage: unknown pass or option, malformed option value or
@@ -51,25 +52,29 @@ struct PassOptionSpec {
 // with '|'.
 std::string DescribeOptionType(const PassOptionSpec& spec);
 
-// Option values of one configured pass, by option name. Enum values are strings.
+// Option values of one configured pass by option name, as the pipeline parser reads them
+// from text (enum values are their spellings). Passes never read them: a pass's registry
+// row turns them into its typed options struct (OptionSchema::FromValues).
 class PassOptions {
  public:
   using Value = std::variant<int64_t, bool, std::string>;
 
   void Set(std::string name, Value value) { values_[std::move(name)] = std::move(value); }
-  bool Has(absl::string_view name) const { return values_.contains(name); }
-
-  // The option must exist with that type (the pipeline parser guarantees it for
-  // schema options; asking for anything else is a programming error).
-  int64_t GetInt(absl::string_view name) const;
-  bool GetBool(absl::string_view name) const;
-  // String and enum options.
-  const std::string& GetString(absl::string_view name) const;
+  // The value of `name`, or null when it is not set.
+  const Value* Find(absl::string_view name) const;
 
  private:
-  const Value& Get(absl::string_view name) const;
   absl::flat_hash_map<std::string, Value> values_;
 };
+
+// Whether `value` has `spec`'s type and lies in its range (or is one of its enum
+// spellings). The error (InvalidArgument) names the expected form, e.g.
+// "option 'chunks' must be at least 1, got 0".
+absl::Status CheckOptionValue(const PassOptionSpec& spec, const PassOptions::Value& value);
+
+// `value` as pipeline text: decimal, true/false, or the string; a string that is empty
+// or holds a character the pipeline syntax reserves is quoted, with backslash escapes.
+std::string FormatOptionValue(const PassOptions::Value& value);
 
 // Parses `text` as a value of `spec`'s type. Booleans are `true`/`false` (or `1`/`0`);
 // integers are decimal int64 within the spec's range. The error (InvalidArgument) names
@@ -97,7 +102,7 @@ struct PassStatistic {
   int64_t value = 0;
 };
 
-using PassFactory = std::function<std::unique_ptr<Pass>(const PassInfo&, PassOptions)>;
+using PassFactory = std::function<std::unique_ptr<Pass>(const PassInfo&, const PassOptions&)>;
 
 // A registry row: everything --list-passes shows and the pipeline parser checks.
 struct PassInfo {
@@ -113,23 +118,24 @@ struct PassInfo {
   std::unique_ptr<Pass> CreateWithDefaults() const { return create(*this, DefaultOptions()); }
 };
 
-// Factory for passes whose constructor is `P(const PassInfo&, PassOptions)`.
+// Factory for passes without options whose constructor is `P(const PassInfo&)` (tests'
+// own registries).
 template <typename P>
-std::unique_ptr<Pass> MakePass(const PassInfo& info, PassOptions options) {
-  return std::make_unique<P>(info, std::move(options));
+std::unique_ptr<Pass> MakePass(const PassInfo& info, const PassOptions&) {
+  return std::make_unique<P>(info);
 }
 
 class Pass {
  public:
-  Pass(const PassInfo& info, PassOptions options) : info_(&info), options_(std::move(options)) {}
+  explicit Pass(const PassInfo& info) : info_(&info) {}
   virtual ~Pass() = default;
   Pass(const Pass&) = delete;
   Pass& operator=(const Pass&) = delete;
 
   const std::string& name() const { return info_->name; }
   const std::string& description() const { return info_->description; }
+  const PassInfo& info() const { return *info_; }
   const std::vector<PassOptionSpec>& option_specs() const { return info_->options; }
-  const PassOptions& options() const { return options_; }
 
   // Transforms `module`. A pass that fails on its input returns a non-OK status; it
   // may first report errors at source locations with diagnostics().Error(...), which
@@ -162,7 +168,6 @@ class Pass {
 
  private:
   const PassInfo* info_;
-  PassOptions options_;
   std::vector<PassRemark> remarks_;
   std::vector<PassStatistic> statistics_;
   DiagnosticEngine* diagnostics_ = nullptr;
@@ -184,14 +189,40 @@ class ReportPass : public Pass {
   std::ostream* out_ = nullptr;
 };
 
-// Declares a pass whose only behaviour is Run (its constructor takes the registry's name,
-// description and options): the common case spelled once, as MLIR generates its pass
-// declarations. Passes with more to say (report sinks) declare their class by hand.
+// A pass configured by a typed options struct O (which declares its schema with
+// `static const OptionSchema<O>& Schema()`, option_schema.h). The pass reads its fields
+// (`options().axes`) and never looks an option up by name.
+template <typename O>
+class OptionsPass : public Pass {
+ public:
+  using Options = O;
+  OptionsPass(const PassInfo& info, O options) : Pass(info), options_(std::move(options)) {}
+  const O& options() const { return options_; }
+
+ private:
+  O options_;
+};
+
+// Declares a pass whose only behaviour is Run: the common case spelled once, as MLIR
+// generates its pass declarations. `Info()` (defined beside Run with MakePassInfo) is its
+// registry row; the pass is constructed directly, `ClassName()`. Passes with more to say
+// (report sinks) declare their class by hand.
 #define COMMIR_DECLARE_PASS(ClassName)                     \
   class ClassName : public ::commir::Pass {                \
    public:                                                 \
-    using Pass::Pass;                                      \
+    static const ::commir::PassInfo& Info();              \
+    ClassName() : Pass(Info()) {}                          \
     absl::Status Run(::commir::Module& module) override;  \
+  }
+
+// The same for a pass with the typed options struct `OptionsType`:
+// `ClassName(OptionsType{...})`, or ClassName() with the defaults.
+#define COMMIR_DECLARE_PASS_WITH_OPTIONS(ClassName, OptionsType)                         \
+  class ClassName : public ::commir::OptionsPass<OptionsType> {                          \
+   public:                                                                               \
+    static const ::commir::PassInfo& Info();                                            \
+    explicit ClassName(OptionsType options = {}) : OptionsPass(Info(), std::move(options)) {} \
+    absl::Status Run(::commir::Module& module) override;                                \
   }
 
 // "@f, @g": the functions of `module` that `pick` selects, in module order ("" if none).

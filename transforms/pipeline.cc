@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "transforms/pass_manager.h"
 
 namespace commir {
 namespace {
@@ -37,14 +38,14 @@ class PipelineParser {
   PipelineParser(absl::string_view text, absl::Span<const PassInfo> registry)
       : text_(text), registry_(registry) {}
 
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> Parse() {
-    std::vector<std::unique_ptr<Pass>> passes;
+  absl::StatusOr<Pipeline> Parse() {
+    Pipeline passes;
     SkipSpace();
     if (AtEnd()) return passes;
     while (true) {
-      absl::StatusOr<std::unique_ptr<Pass>> pass = ParseEntry();
+      absl::StatusOr<PassStep> pass = ParseEntry();
       if (!pass.ok()) return pass.status();
-      passes.push_back(*std::move(pass));
+      passes.steps.push_back(*std::move(pass));
       SkipSpace();
       if (AtEnd()) return passes;
       if (!Consume(',')) return SyntaxError("expected ',' between passes");
@@ -76,7 +77,7 @@ class PipelineParser {
     return text_.substr(start, pos_ - start);
   }
 
-  absl::StatusOr<std::unique_ptr<Pass>> ParseEntry() {
+  absl::StatusOr<PassStep> ParseEntry() {
     absl::string_view name = ParseName();
     if (name.empty()) return SyntaxError("expected a pass name");
     const PassInfo* info = nullptr;
@@ -92,7 +93,7 @@ class PipelineParser {
     if (Consume('{')) {
       if (absl::Status s = ParseOptions(*info, options); !s.ok()) return s;
     }
-    return info->create(*info, std::move(options));
+    return PassStep(*info, std::move(options));
   }
 
   // After '{': options up to and including '}'.
@@ -161,9 +162,79 @@ class PipelineParser {
 
 }  // namespace
 
+absl::Status PassStep::Check() const {
+  for (const PassOptionSpec& spec : info_->options) {
+    const PassOptions::Value* value = values_.Find(spec.name);
+    if (value == nullptr) continue;  // the default
+    if (absl::Status s = CheckOptionValue(spec, *value); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("pass '%s': %s; %s", info_->name, s.message(), ValidOptions(*info_)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string PassStep::ToString() const {
+  const PassOptions defaults = info_->DefaultOptions();
+  std::vector<std::string> set;
+  for (const PassOptionSpec& spec : info_->options) {
+    const PassOptions::Value* value = values_.Find(spec.name);
+    if (value == nullptr || *value == *defaults.Find(spec.name)) continue;
+    set.push_back(absl::StrCat(spec.name, "=", FormatOptionValue(*value)));
+  }
+  if (set.empty()) return info_->name;
+  return absl::StrCat(info_->name, "{", absl::StrJoin(set, ","), "}");
+}
+
+Pipeline Pipeline::Then(const Pipeline& next) const {
+  Pipeline joined = *this;
+  joined.steps.insert(joined.steps.end(), next.steps.begin(), next.steps.end());
+  return joined;
+}
+
+Pipeline Pipeline::Then(PassStep next) const {
+  Pipeline joined = *this;
+  joined.steps.push_back(std::move(next));
+  return joined;
+}
+
+std::string Pipeline::ToString() const {
+  return absl::StrJoin(steps, ",",
+                       [](std::string* out, const PassStep& step) { out->append(step.ToString()); });
+}
+
+absl::StatusOr<Pipeline> ParsePipeline(absl::string_view text,
+                                       absl::Span<const PassInfo> registry) {
+  return PipelineParser(text, registry).Parse();
+}
+
+std::vector<std::unique_ptr<Pass>> CreatePasses(const Pipeline& pipeline) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  for (const PassStep& step : pipeline.steps) passes.push_back(step.Create());
+  return passes;
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Pass>>> ParsePassPipeline(
     absl::string_view text, absl::Span<const PassInfo> registry) {
-  return PipelineParser(text, registry).Parse();
+  absl::StatusOr<Pipeline> pipeline = ParsePipeline(text, registry);
+  if (!pipeline.ok()) return pipeline.status();
+  return CreatePasses(*pipeline);
+}
+
+absl::Status RunPipeline(Module& module, const Pipeline& pipeline,
+                         const RunPipelineOptions& options) {
+  for (const PassStep& step : pipeline.steps) {
+    if (absl::Status s = step.Check(); !s.ok()) return s;
+  }
+  PassManager manager;
+  manager.set_verify_each(options.verify_each);
+  manager.AddPasses(CreatePasses(pipeline));
+  if (options.diagnostics != nullptr) return manager.Run(module, *options.diagnostics);
+  return manager.Run(module);
+}
+
+absl::Status RunPipeline(Module& module, const Pipeline& pipeline) {
+  return RunPipeline(module, pipeline, RunPipelineOptions{});
 }
 
 }  // namespace commir

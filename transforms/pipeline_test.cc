@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "transforms/canonicalize.h"
+#include "transforms/option_schema.h"
 #include "transforms/registry/pass_registry.h"
 
 namespace commir {
@@ -15,23 +17,49 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A pass that does nothing; tests read its options back.
+// A pass without options that does nothing.
 class NopPass : public Pass {
  public:
   using Pass::Pass;
   absl::Status Run(Module&) override { return absl::OkStatus(); }
 };
 
+// Options of every type, declared as a real pass declares them.
+struct AlphaOptions {
+  enum class Mode { kFast, kSlow };
+  int64_t count = 3;
+  bool flag = false;
+  std::string label;
+  Mode mode = Mode::kFast;
+
+  static const OptionSchema<AlphaOptions>& Schema() {
+    static const auto* schema = &(*new OptionSchema<AlphaOptions>())
+                                     .Int("count", &AlphaOptions::count, "an int")
+                                     .Bool("flag", &AlphaOptions::flag, "a bool")
+                                     .String("label", &AlphaOptions::label, "a string")
+                                     .Enum("mode", &AlphaOptions::mode,
+                                           {{"fast", Mode::kFast}, {"slow", Mode::kSlow}},
+                                           "an enum");
+    return *schema;
+  }
+};
+
+// A pass that does nothing; tests read its typed options back.
+class AlphaPass : public OptionsPass<AlphaOptions> {
+ public:
+  static const PassInfo& Info() {
+    static const PassInfo* info =
+        new PassInfo(MakePassInfo<AlphaPass>("alpha", "Every kind of option"));
+    return *info;
+  }
+  explicit AlphaPass(AlphaOptions options = {}) : OptionsPass(Info(), std::move(options)) {}
+  absl::Status Run(Module&) override { return absl::OkStatus(); }
+};
+
 // A registry with every option type.
 const std::vector<PassInfo>& TestRegistry() {
   static const auto* registry = new std::vector<PassInfo>{
-      {"alpha",
-       "Every kind of option",
-       {{"count", PassOptionType::kInt, "3", "an int"},
-        {"flag", PassOptionType::kBool, "false", "a bool"},
-        {"label", PassOptionType::kString, "", "a string"},
-        {"mode", PassOptionType::kEnum, "fast", "an enum", {"fast", "slow"}}},
-       MakePass<NopPass>},
+      AlphaPass::Info(),
       {"beta", "No options", {}, MakePass<NopPass>},
   };
   return *registry;
@@ -58,6 +86,11 @@ std::vector<std::string> Names(const std::vector<std::unique_ptr<Pass>>& passes)
   return names;
 }
 
+// The typed options of a parsed alpha pass.
+const AlphaOptions& Alpha(const std::unique_ptr<Pass>& pass) {
+  return static_cast<const AlphaPass&>(*pass).options();
+}
+
 TEST(PipelineTest, EmptyPipelineHasNoPasses) {
   EXPECT_TRUE(Parse("").empty());
   EXPECT_TRUE(Parse("  \t ").empty());
@@ -66,11 +99,11 @@ TEST(PipelineTest, EmptyPipelineHasNoPasses) {
 TEST(PipelineTest, PassesInOrderWithDefaults) {
   std::vector<std::unique_ptr<Pass>> passes = Parse("beta,alpha,beta");
   EXPECT_THAT(Names(passes), ::testing::ElementsAre("beta", "alpha", "beta"));
-  const PassOptions& options = passes[1]->options();
-  EXPECT_EQ(options.GetInt("count"), 3);
-  EXPECT_FALSE(options.GetBool("flag"));
-  EXPECT_EQ(options.GetString("label"), "");
-  EXPECT_EQ(options.GetString("mode"), "fast");
+  const AlphaOptions& options = Alpha(passes[1]);
+  EXPECT_EQ(options.count, 3);
+  EXPECT_FALSE(options.flag);
+  EXPECT_EQ(options.label, "");
+  EXPECT_EQ(options.mode, AlphaOptions::Mode::kFast);
   EXPECT_EQ(passes[1]->description(), "Every kind of option");
 }
 
@@ -78,31 +111,31 @@ TEST(PipelineTest, ParsesEveryOptionType) {
   std::vector<std::unique_ptr<Pass>> passes =
       Parse(R"(alpha{count=-12,flag=true,label=hello world,mode=slow})");
   ASSERT_EQ(passes.size(), 1u);
-  const PassOptions& options = passes[0]->options();
-  EXPECT_EQ(options.GetInt("count"), -12);
-  EXPECT_TRUE(options.GetBool("flag"));
-  EXPECT_EQ(options.GetString("label"), "hello world");
-  EXPECT_EQ(options.GetString("mode"), "slow");
+  const AlphaOptions& options = Alpha(passes[0]);
+  EXPECT_EQ(options.count, -12);
+  EXPECT_TRUE(options.flag);
+  EXPECT_EQ(options.label, "hello world");
+  EXPECT_EQ(options.mode, AlphaOptions::Mode::kSlow);
 }
 
 TEST(PipelineTest, ToleratesWhitespaceEverywhere) {
   std::vector<std::unique_ptr<Pass>> passes =
       Parse(" beta ,\n alpha { count = 7 , flag , label = \"a, b}\" } , beta ");
   EXPECT_THAT(Names(passes), ::testing::ElementsAre("beta", "alpha", "beta"));
-  EXPECT_EQ(passes[1]->options().GetInt("count"), 7);
-  EXPECT_TRUE(passes[1]->options().GetBool("flag"));
-  EXPECT_EQ(passes[1]->options().GetString("label"), "a, b}");
+  EXPECT_EQ(Alpha(passes[1]).count, 7);
+  EXPECT_TRUE(Alpha(passes[1]).flag);
+  EXPECT_EQ(Alpha(passes[1]).label, "a, b}");
 }
 
 TEST(PipelineTest, EmptyBracesKeepDefaults) {
   std::vector<std::unique_ptr<Pass>> passes = Parse("alpha{}");
   ASSERT_EQ(passes.size(), 1u);
-  EXPECT_EQ(passes[0]->options().GetInt("count"), 3);
+  EXPECT_EQ(Alpha(passes[0]).count, 3);
 }
 
 TEST(PipelineTest, BoolsAcceptOneAndZero) {
-  EXPECT_TRUE(Parse("alpha{flag=1}")[0]->options().GetBool("flag"));
-  EXPECT_FALSE(Parse("alpha{flag=0}")[0]->options().GetBool("flag"));
+  EXPECT_TRUE(Alpha(Parse("alpha{flag=1}")[0]).flag);
+  EXPECT_FALSE(Alpha(Parse("alpha{flag=0}")[0]).flag);
 }
 
 TEST(PipelineTest, UnknownPassListsEveryPass) {
@@ -184,8 +217,10 @@ TEST(RegistryTest, PipelineOfRealPasses) {
                         RegisteredPasses());
   ASSERT_TRUE(passes.ok()) << passes.status();
   ASSERT_EQ(passes->size(), 3u);
-  EXPECT_FALSE((*passes)[0]->options().GetBool("fold-constants"));
-  EXPECT_EQ((*passes)[0]->options().GetInt("max-rewrites"), 10);
+  const CanonicalizeOptions& options =
+      static_cast<const CanonicalizePass&>(*(*passes)[0]).options();
+  EXPECT_FALSE(options.fold_constants);
+  EXPECT_EQ(options.max_rewrites, 10);
   absl::Status unknown = ParsePassPipeline("cse,frobnicate", RegisteredPasses()).status();
   std::string names;
   for (const PassInfo& info : RegisteredPasses()) {

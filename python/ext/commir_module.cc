@@ -26,7 +26,6 @@
 #include "sim/hardware.h"
 #include "sim/predict.h"
 #include "sim/prediction_format.h"
-#include "transforms/pass_manager.h"
 #include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
 #include "transforms/sharding/comm_report.h"
@@ -93,8 +92,7 @@ void Verify(const ModuleHandle& handle) {
 // Runs the pipeline on a fresh copy of `handle`'s module; the result is reparsed from
 // its printed text so that it carries the text later errors point into.
 std::shared_ptr<ModuleHandle> Opt(const ModuleHandle& handle, const std::string& pipeline) {
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
+  absl::StatusOr<Pipeline> passes = ParsePipeline(pipeline, RegisteredPasses());
   if (!passes.ok()) RaisePlain("PipelineError", std::string(passes.status().message()));
   // Every handle's module is parse(handle.source) (opt results are reparsed from their
   // printed text), so a fresh copy comes from the source and errors point into it.
@@ -102,12 +100,10 @@ std::shared_ptr<ModuleHandle> Opt(const ModuleHandle& handle, const std::string&
   DiagnosticEngine diagnostics;
   std::unique_ptr<Module> module = ParseModule(input, diagnostics);
   if (module == nullptr) RaiseFromEngine("VerifyError", diagnostics, handle.file, input);
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  manager.set_verify_each(true);
   // Passes that report (comm-report, schedule-report) write to stderr; keep the
   // Python process's stderr quiet and offer the report through comm_report() instead.
-  absl::Status status = manager.Run(*module, diagnostics);
+  absl::Status status =
+      RunPipeline(*module, *passes, {.verify_each = true, .diagnostics = &diagnostics});
   if (!status.ok()) {
     if (diagnostics.has_errors()) RaiseFromEngine("PassError", diagnostics, handle.file, input);
     RaisePlain("PassError", absl::StrCat(handle.file, ": error: ", status.message()));

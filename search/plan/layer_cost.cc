@@ -16,25 +16,23 @@
 #include "parser/parser.h"
 #include "search/schedule_space.h"
 #include "search/plan/megatron_layout.h"
-#include "transforms/pass_manager.h"
 #include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
+#include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::search::plan {
 namespace {
 
 absl::StatusOr<std::unique_ptr<Module>> ParseAndRun(const std::string& text,
-                                                    const std::string& pipeline) {
+                                                    const Pipeline& pipeline) {
   DiagnosticEngine diagnostics;
   std::unique_ptr<Module> module = ParseModule(text, diagnostics);
   if (module == nullptr) return diagnostics.ToStatus("layer.commir", text);
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  if (absl::Status s = manager.Run(*module, diagnostics); !s.ok()) return s;
+  if (absl::Status s = RunPipeline(*module, pipeline, {.diagnostics = &diagnostics}); !s.ok()) {
+    return s;
+  }
   return module;
 }
 
@@ -155,7 +153,10 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
   // pass that refuses a program may have rewritten part of it.
   const std::string plain_text = PrintModule(*best.module);
   if (mode.mode == LayerSchedule::Mode::kFixed) {
-    absl::StatusOr<std::unique_ptr<Module>> scheduled = ParseAndRun(plain_text, mode.pipeline);
+    // The fixed schedule is --layer-schedule's text.
+    absl::StatusOr<Pipeline> fixed = ParsePipeline(mode.pipeline, RegisteredPasses());
+    if (!fixed.ok()) return fixed.status();  // bad pipeline text: the caller's mistake
+    absl::StatusOr<std::unique_ptr<Module>> scheduled = ParseAndRun(plain_text, *fixed);
     if (scheduled.ok()) {
       // Passes with nothing to rewrite (ring attention on a layer without cp) leave the
       // layer plain, and the report says so.
@@ -178,10 +179,10 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
   absl::flat_hash_set<std::string> seen = {plain_text};
   int64_t programs = best.programs_predicted, skipped = 0;
   // Considers one scheduled module; keeps it when strictly faster than the best so far.
-  auto consider = [&](const std::string& schedule, std::unique_ptr<Module> module) {
+  auto consider = [&](const Pipeline& schedule, std::unique_ptr<Module> module) {
     ScheduledLayer candidate;
     candidate.module = std::move(module);
-    candidate.schedule = schedule;
+    candidate.schedule = schedule.ToString();
     if (!PredictTrainingStep(candidate, forward_name, gradient_name, options.predict).ok()) {
       ++skipped;
       return;
@@ -197,7 +198,8 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
   // 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
   const LayerScheduleSpace space = LayerSchedules(layout);
   std::string best_attention_text = plain_text;
-  for (const std::string& attention : space.attention) {
+  Pipeline best_attention;
+  for (const Pipeline& attention : space.attention) {
     if (attention.empty()) continue;  // plain: predicted above
     absl::StatusOr<std::unique_ptr<Module>> m = ParseAndRun(plain_text, attention);
     if (!m.ok()) {
@@ -208,10 +210,12 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
     if (!seen.insert(text).second) continue;  // rewrote nothing, or like an earlier one
     const std::string before = best.schedule;
     consider(attention, *std::move(m));
-    if (best.schedule != before) best_attention_text = std::move(text);
+    if (best.schedule != before) {
+      best_attention_text = std::move(text);
+      best_attention = attention;
+    }
   }
-  const std::string best_attention = best.schedule;
-  for (const std::string& matmul : space.matmul) {
+  for (const Pipeline& matmul : space.matmul) {
     if (matmul.empty()) continue;  // the best attention schedule alone: predicted above
     absl::StatusOr<std::unique_ptr<Module>> m = ParseAndRun(best_attention_text, matmul);
     if (!m.ok()) {
@@ -219,7 +223,7 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
       continue;
     }
     if (!seen.insert(PrintModule(**m)).second) continue;
-    consider(JoinPipeline(best_attention, matmul), *std::move(m));
+    consider(best_attention.Then(matmul), *std::move(m));
   }
   best.programs_predicted = programs;
   best.skipped = skipped;
@@ -299,8 +303,10 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
   absl::StatusOr<std::string> text = LaidOutProgram(model, kind, layout, options, name);
   if (!text.ok()) return fail(text.status());
-  const std::string pipeline =
-      absl::StrCat("autodiff{func=", name, ",seed=cotangents},", sharding::kDefaultSpmdPipeline);
+  const Pipeline pipeline =
+      Pipeline{{PassStep::Of<AutodiffPass>(
+                   {.func = name, .seed = AutodiffPassOptions::Seed::kCotangents})}}
+          .Then(sharding::DefaultSpmdPipeline());
   absl::StatusOr<std::unique_ptr<Module>> partitioned = ParseAndRun(*text, pipeline);
   if (!partitioned.ok()) return fail(partitioned.status());
   const std::string gradient_name = absl::StrCat(name, "_grad");

@@ -38,8 +38,7 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
   if (text.empty()) {
     return absl::InvalidArgumentError("the layer schedule is none, search or a pass pipeline");
   }
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(text, RegisteredPasses());
+  absl::StatusOr<Pipeline> passes = ParsePipeline(text, RegisteredPasses());
   if (!passes.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the layer schedule is none, search or a pass pipeline: ",
@@ -51,12 +50,12 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
   static const absl::flat_hash_set<absl::string_view> kSchedulePasses = {
       "ring-attention", "ulysses-attention", "ring-collective-matmul",
       "pipeline-collective-matmul"};
-  for (const std::unique_ptr<Pass>& pass : *passes) {
-    if (!kSchedulePasses.contains(pass->name())) {
+  for (const PassStep& pass : passes->steps) {
+    if (!kSchedulePasses.contains(pass.name())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the layer schedule is none, search or a pipeline of schedule passes (ring-attention, "
           "ulysses-attention, ring-collective-matmul, pipeline-collective-matmul): '",
-          pass->name(), "' is not one"));
+          pass.name(), "' is not one"));
     }
   }
   return LayerSchedule::Fixed(std::string(text));
@@ -75,17 +74,19 @@ std::vector<std::string> MeshAxes(const LayerLayout& layout) {
 }  // namespace
 
 LayerScheduleSpace FullLayerSchedules(const LayerLayout& layout) {
-  if (layout.devices() == 1) return {{""}, {""}};  // one device: nothing to schedule
+  if (layout.devices() == 1) return {{Pipeline{}}, {Pipeline{}}};  // one device: nothing to schedule
   return {AttentionSchedules(MeshAxes(layout)), MatmulSchedules()};
 }
 
-bool MegatronRuns(const std::string& schedule, const LayerLayout& layout) {
+bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout) {
   if (schedule.empty()) return true;
   ScheduleMesh mesh;
   mesh.tp = layout.tp;
   mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
   if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
-  absl::StatusOr<ScheduleArgs> args = MegatronScheduleArgs(schedule, "", mesh);
+  // Megatron-LM's arguments are derived from the schedule's recipe text, as for a
+  // --layer-schedule given on the command line.
+  absl::StatusOr<ScheduleArgs> args = MegatronScheduleArgs(schedule.ToString(), "", mesh);
   if (!args.ok()) return false;
   for (const std::string& note : args->notes) {
     // Megatron-LM runs something else: another schedule, or the balanced ring.
@@ -99,12 +100,12 @@ bool MegatronRuns(const std::string& schedule, const LayerLayout& layout) {
 
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout) {
   LayerScheduleSpace space = FullLayerSchedules(layout);
-  if (layout.cp == 1) space.attention = {""};
-  if (layout.tp == 1) space.matmul = {""};
+  if (layout.cp == 1) space.attention = {Pipeline{}};
+  if (layout.tp == 1) space.matmul = {Pipeline{}};
   // What is costed is what Megatron-LM runs: only schedules it has an equivalent of.
-  for (std::vector<std::string>* list : {&space.attention, &space.matmul}) {
-    std::vector<std::string> kept;
-    for (std::string& s : *list) {
+  for (std::vector<Pipeline>* list : {&space.attention, &space.matmul}) {
+    std::vector<Pipeline> kept;
+    for (Pipeline& s : *list) {
       if (MegatronRuns(s, layout)) kept.push_back(std::move(s));
     }
     *list = std::move(kept);

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "search/plan/layer_program.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
@@ -47,8 +48,8 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text);
 // reduce_scatter (the k/v gathers over cp feed the attention). And only schedules
 // Megatron-LM runs (MegatronRuns): a plan's layers are costed as its arguments run them.
 struct LayerScheduleSpace {
-  std::vector<std::string> attention;
-  std::vector<std::string> matmul;
+  std::vector<Pipeline> attention;  // typed; the empty pipeline is none
+  std::vector<Pipeline> matmul;
 };
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout);
 
@@ -57,7 +58,7 @@ LayerScheduleSpace LayerSchedules(const LayerLayout& layout);
 // the ring without causal load balancing, which Megatron-LM runs balanced): the
 // bidirectional ring collective matmul, the double ring and schedules over the tp axis
 // are not.
-bool MegatronRuns(const std::string& schedule, const LayerLayout& layout);
+bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout);
 
 // Every schedule of `LayerSchedules(layout)` unpruned: the operator search's whole space
 // for the layout's mesh (what the pruning above is checked against).

@@ -16,6 +16,13 @@
 namespace commir::search::plan {
 namespace {
 
+// The recipe texts of typed schedules (what --layer-schedule takes).
+std::vector<std::string> Texts(const std::vector<Pipeline>& pipelines) {
+  std::vector<std::string> texts;
+  for (const Pipeline& p : pipelines) texts.push_back(p.ToString());
+  return texts;
+}
+
 ModelSpec Gpt() { return *ParseModelSpec("gpt3-1.3b"); }
 
 LayerCostOptions With(LayerSchedule schedule) {
@@ -48,7 +55,7 @@ TEST(LayerScheduleTest, ContextParallelLayersGetTheFastestAttentionSchedule) {
     EXPECT_LE(Seconds(chosen), Seconds(plain)) << "cp=2, tp=" << layout.tp;
     EXPECT_EQ(plain.schedule, "");
     double fastest_attention = Seconds(plain);
-    for (const std::string& attention : LayerSchedules(layout).attention) {
+    for (const std::string& attention : Texts(LayerSchedules(layout).attention)) {
       if (attention.empty()) continue;
       const LayerCost c = Measure(m, layout, LayerSchedule::Fixed(attention));
       fastest_attention = std::min(fastest_attention, Seconds(c));
@@ -121,21 +128,21 @@ TEST(LayerScheduleTest, PrunedFamiliesCannotApply) {
   const ModelSpec m = Gpt();
   const LayerLayout tp_only{4, 1, true, 2};
   const double tp_plain = Seconds(Measure(m, tp_only, LayerSchedule::None()));
-  EXPECT_EQ(LayerSchedules(tp_only).attention, std::vector<std::string>{""});
-  for (const std::string& attention : FullLayerSchedules(tp_only).attention) {
+  EXPECT_EQ(Texts(LayerSchedules(tp_only).attention), std::vector<std::string>{""});
+  for (const std::string& attention : Texts(FullLayerSchedules(tp_only).attention)) {
     if (attention.empty()) continue;
     EXPECT_EQ(Seconds(Measure(m, tp_only, LayerSchedule::Fixed(attention))), tp_plain)
         << attention;
   }
   const LayerLayout cp_only{1, 4, false, 2};
   const double cp_plain = Seconds(Measure(m, cp_only, LayerSchedule::None()));
-  EXPECT_EQ(LayerSchedules(cp_only).matmul, std::vector<std::string>{""});
-  for (const std::string& matmul : FullLayerSchedules(cp_only).matmul) {
+  EXPECT_EQ(Texts(LayerSchedules(cp_only).matmul), std::vector<std::string>{""});
+  for (const std::string& matmul : Texts(FullLayerSchedules(cp_only).matmul)) {
     if (matmul.empty()) continue;
     EXPECT_EQ(Seconds(Measure(m, cp_only, LayerSchedule::Fixed(matmul))), cp_plain) << matmul;
   }
   // On a cp x tp mesh the attention schedules name the layer's own axes.
-  const std::vector<std::string> both = LayerSchedules({2, 2, true, 1}).attention;
+  const std::vector<std::string> both = Texts(LayerSchedules({2, 2, true, 1}).attention);
   EXPECT_NE(std::find(both.begin(), both.end(), "ulysses-attention{axes=cp}"), both.end());
 }
 
@@ -147,7 +154,8 @@ TEST(LayerScheduleTest, PrunedFamiliesCannotApply) {
 TEST(LayerScheduleTest, OnlySchedulesMegatronRunsAreSearched) {
   const LayerLayout layout{2, 4, true, 1};
   const LayerScheduleSpace space = LayerSchedules(layout);
-  auto has = [](const std::vector<std::string>& list, const std::string& s) {
+  auto has = [](const std::vector<Pipeline>& pipelines, const std::string& s) {
+    const std::vector<std::string> list = Texts(pipelines);
     return std::find(list.begin(), list.end(), s) != list.end();
   };
   for (const char* kept : {"", "ring-attention{zigzag=true}", "ulysses-attention",
@@ -161,12 +169,13 @@ TEST(LayerScheduleTest, OnlySchedulesMegatronRunsAreSearched) {
     EXPECT_TRUE(has(FullLayerSchedules(layout).attention, dropped)) << dropped;
   }
   EXPECT_TRUE(has(space.matmul, "ring-collective-matmul"));
-  EXPECT_TRUE(has(space.matmul, "pipeline-collective-matmul{chunks=4,streams=2}"));
+  // 4 chunks on 2 streams: the pass's defaults, which the text leaves out.
+  EXPECT_TRUE(has(space.matmul, "pipeline-collective-matmul"));
   EXPECT_FALSE(has(space.matmul, "ring-collective-matmul{direction=bi}"));
   // Without sequence parallelism Megatron-LM refuses --tp-comm-overlap.
-  EXPECT_EQ(LayerSchedules({2, 1, false, 1}).matmul, std::vector<std::string>{""});
-  for (const std::string& s : FullLayerSchedules(layout).attention) {
-    EXPECT_EQ(has(space.attention, s), MegatronRuns(s, layout)) << s;
+  EXPECT_EQ(Texts(LayerSchedules({2, 1, false, 1}).matmul), std::vector<std::string>{""});
+  for (const Pipeline& s : FullLayerSchedules(layout).attention) {
+    EXPECT_EQ(has(space.attention, s.ToString()), MegatronRuns(s, layout)) << s.ToString();
   }
 }
 

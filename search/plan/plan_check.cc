@@ -25,10 +25,10 @@
 #include "search/plan/megatron_layout.h"
 #include "search/plan/model_program.h"
 #include "search/plan/pipeline_schedule.h"
-#include "transforms/pass_manager.h"
-#include "transforms/registry/pass_registry.h"
+#include "transforms/autodiff/autodiff.h"
+#include "transforms/inline.h"
 #include "transforms/pipeline.h"
-#include "transforms/sharding/lower.h"
+#include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::search::plan {
 namespace {
@@ -104,15 +104,17 @@ absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Modul
   // What parsing checked when the stage was text.
   if (absl::Status s = VerifyModule(*stage.module); !s.ok()) return s;
   DiagnosticEngine diagnostics;
-  const std::string pipeline = absl::StrCat(
-      "inline,autodiff{func=", kStageFunction, ",seed=cotangents",
-      recompute == Recompute::kFull ? ",remat=blocks" : "", "},", sharding::kDefaultSpmdPipeline);
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> passes =
-      ParsePassPipeline(pipeline, RegisteredPasses());
-  if (!passes.ok()) return passes.status();
-  PassManager manager;
-  manager.AddPasses(*std::move(passes));
-  if (absl::Status s = manager.Run(*stage.module, diagnostics); !s.ok()) return s;
+  AutodiffPassOptions autodiff;
+  autodiff.func = kStageFunction;
+  autodiff.seed = AutodiffPassOptions::Seed::kCotangents;
+  if (recompute == Recompute::kFull) autodiff.remat = RematPolicy::kBlocks;
+  const Pipeline pipeline =
+      Pipeline{{PassStep::Of<InlinePass>(), PassStep::Of<AutodiffPass>(autodiff)}}.Then(
+          sharding::DefaultSpmdPipeline());
+  if (absl::Status s = RunPipeline(*stage.module, pipeline, {.diagnostics = &diagnostics});
+      !s.ok()) {
+    return s;
+  }
   stage.forward = stage.module->FindFunction(kStageFunction);
   stage.gradient = stage.module->FindFunction(absl::StrCat(kStageFunction, "_grad"));
   if (stage.forward == nullptr || stage.gradient == nullptr) {

@@ -406,23 +406,66 @@ absl::StatusOr<Gradient> DifferentiateWithSaved(Module& module, const Function& 
   return Gradient{*built, builder.saved()};
 }
 
+std::vector<std::pair<std::string, GradTypeOption>> GradTypeSpellings() {
+  return {{"same", GradTypeOption::kSame}, {"f32", GradTypeOption::kF32},
+          {"f64", GradTypeOption::kF64}};
+}
+
+std::optional<ElementType> GradElementType(GradTypeOption option) {
+  switch (option) {
+    case GradTypeOption::kSame: return std::nullopt;
+    case GradTypeOption::kF32: return ElementType::kF32;
+    case GradTypeOption::kF64: return ElementType::kF64;
+  }
+  return std::nullopt;
+}
+
+const OptionSchema<AutodiffPassOptions>& AutodiffPassOptions::Schema() {
+  using O = AutodiffPassOptions;
+  static const auto* schema =
+      &(*new OptionSchema<O>())
+           .String("func", &O::func,
+                   "The function to differentiate, e.g. @mlp (empty: every global function)")
+           .String("wrt", &O::wrt,
+                   "Arguments to differentiate with respect to, e.g. \"w1,w2\" (empty: every "
+                   "float argument)")
+           .Enum("seed", &O::seed, {{"loss", O::Seed::kLoss}, {"cotangents", O::Seed::kCotangents}},
+                 "loss: the gradient of the first result, a float scalar; cotangents: a VJP "
+                 "taking one cotangent argument per float result")
+           .Enum("grad-type", &O::grad_type, GradTypeSpellings(),
+                 "Element type of every gradient: same (each value's own) or f32/f64 (e.g. bf16 "
+                 "forward, f32 gradients)")
+           .Enum("remat", &O::remat, {{"none", RematPolicy::kNone}, {"blocks", RematPolicy::kBlocks}},
+                 "Activation recomputation: none (keep every forward value the backward reads) "
+                 "or blocks (the backward recomputes each pre-norm residual block's inside)")
+           .String("remat-at", &O::remat_at,
+                   "Checkpoint values instead of remat=blocks, e.g. \"%r1,%y\": the backward "
+                   "recomputes what lies between them");
+  return *schema;
+}
+
+const PassInfo& AutodiffPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<AutodiffPass>(
+      "autodiff",
+      "Add @f_grad to each global function @f: its results and the gradients of its first "
+      "(scalar) result, or a vector-Jacobian product"));
+  return *info;
+}
+
 absl::Status AutodiffPass::Run(Module& module) {
   AutodiffOptions ad;
-  absl::StatusOr<std::vector<std::string>> wrt =
-      ValueNameList(options().GetString("wrt"), "autodiff", "wrt");
+  absl::StatusOr<std::vector<std::string>> wrt = ValueNameList(options().wrt, "autodiff", "wrt");
   if (!wrt.ok()) return wrt.status();
   ad.wrt = *std::move(wrt);
-  ad.seed_cotangents = options().GetString("seed") == "cotangents";
-  const std::string& grad_type = options().GetString("grad-type");
-  if (grad_type != "same") ad.grad_type = ParseElementType(grad_type);
-  if (options().GetString("remat") == "blocks") ad.remat = RematPolicy::kBlocks;
+  ad.seed_cotangents = options().seed == AutodiffPassOptions::Seed::kCotangents;
+  ad.grad_type = GradElementType(options().grad_type);
+  ad.remat = options().remat;
   absl::StatusOr<std::vector<std::string>> remat_at =
-      ValueNameList(options().GetString("remat-at"), "autodiff", "remat-at");
+      ValueNameList(options().remat_at, "autodiff", "remat-at");
   if (!remat_at.ok()) return remat_at.status();
   ad.remat_at = *std::move(remat_at);
 
-  absl::StatusOr<std::vector<Function*>> picked =
-      PickFunctions(module, options().GetString("func"), "autodiff");
+  absl::StatusOr<std::vector<Function*>> picked = PickFunctions(module, options().func, "autodiff");
   if (!picked.ok()) return picked.status();
   for (Function* f : *picked) {
     if (ad.remat == RematPolicy::kBlocks && ad.remat_at.empty()) {

@@ -23,6 +23,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -30,6 +31,7 @@
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
 #include "transforms/autodiff/remat.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir {
@@ -57,6 +59,28 @@ absl::StatusOr<Function*> Differentiate(Module& module, const Function& function
                                         const AutodiffOptions& options,
                                         DiagnosticEngine* diagnostics = nullptr);
 
+// The element type of the gradients a pass builds: each value's own, or f32/f64.
+enum class GradTypeOption { kSame, kF32, kF64 };
+// Its spellings in pipeline text (same, f32, f64), shared by autodiff and training-step.
+std::vector<std::pair<std::string, GradTypeOption>> GradTypeSpellings();
+// kSame: unset.
+std::optional<ElementType> GradElementType(GradTypeOption option);
+
+// The autodiff pass's options (docs/language.md).
+struct AutodiffPassOptions {
+  enum class Seed { kLoss, kCotangents };
+  std::string func = "";  // "@f" or "f"; empty: every global function
+  std::string wrt = "";   // "w1,w2"; empty: every float argument
+  Seed seed = Seed::kLoss;
+  GradTypeOption grad_type = GradTypeOption::kSame;
+  RematPolicy remat = RematPolicy::kNone;
+  std::string remat_at = "";  // "%r1,%y"
+
+  static const OptionSchema<AutodiffPassOptions>& Schema();
+};
+
+COMMIR_DECLARE_PASS_WITH_OPTIONS(AutodiffPass, AutodiffPassOptions);
+
 // One read of a forward value by the backward part of @f_grad.
 struct BackwardRead {
   // The value of @f_grad read: the argument or forward copy standing for the forward
@@ -83,9 +107,6 @@ absl::StatusOr<Gradient> DifferentiateWithSaved(Module& module, const Function& 
                                                 const AutodiffOptions& options,
                                                 DiagnosticEngine* diagnostics = nullptr);
 
-// Options: func (a function name, empty: every global function), wrt, seed, grad-type,
-// remat (none, blocks), remat-at (value names).
-COMMIR_DECLARE_PASS(AutodiffPass);
 
 }  // namespace commir
 

@@ -147,22 +147,44 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
   return module.InsertFunctionAfter(&function, std::move(step));
 }
 
+const OptionSchema<TrainingStepPassOptions>& TrainingStepPassOptions::Schema() {
+  using O = TrainingStepPassOptions;
+  static const auto* schema =
+      &(*new OptionSchema<O>())
+           .String("func", &O::func, "The function, e.g. @block (empty: every global function)")
+           .String("params", &O::params,
+                   "The trained arguments, e.g. \"w1,w2\" (required); their new values follow "
+                   "the loss in argument order")
+           .String("lr", &O::lr, "The learning rate")
+           .Enum("grad-type", &O::grad_type, GradTypeSpellings(),
+                 "Element type of the gradients and the update: same (each param's own) or "
+                 "f32/f64 (an f32 update of bf16 params, rounded back)");
+  return *schema;
+}
+
+const PassInfo& TrainingStepPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<TrainingStepPass>(
+      "training-step",
+      "Add @f_step to each global function @f: one SGD step returning the loss (@f's "
+      "first result) and each trained param p - lr * dloss/dp"));
+  return *info;
+}
+
 absl::Status TrainingStepPass::Run(Module& module) {
   TrainingStepOptions step;
   absl::StatusOr<std::vector<std::string>> params =
-      ValueNameList(options().GetString("params"), "training-step", "params");
+      ValueNameList(options().params, "training-step", "params");
   if (!params.ok()) return params.status();
   step.params = *std::move(params);
-  const std::string& lr = options().GetString("lr");
+  const std::string& lr = options().lr;
   if (!absl::SimpleAtod(lr, &step.learning_rate) || !std::isfinite(step.learning_rate)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("training-step: lr must be a finite number, got '%s'", lr));
   }
-  const std::string& grad_type = options().GetString("grad-type");
-  if (grad_type != "same") step.grad_type = ParseElementType(grad_type);
+  step.grad_type = GradElementType(options().grad_type);
 
   absl::StatusOr<std::vector<Function*>> picked =
-      PickFunctions(module, options().GetString("func"), "training-step");
+      PickFunctions(module, options().func, "training-step");
   if (!picked.ok()) return picked.status();
   for (Function* f : *picked) {
     absl::StatusOr<Function*> built = BuildTrainingStep(module, *f, step, &diagnostics());

@@ -25,6 +25,8 @@
 #include "absl/status/statusor.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
+#include "transforms/autodiff/autodiff.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir {
@@ -44,8 +46,17 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
                                             const TrainingStepOptions& options,
                                             DiagnosticEngine* diagnostics = nullptr);
 
-// Options: func (one function name; empty: every global function), params, lr, grad-type.
-COMMIR_DECLARE_PASS(TrainingStepPass);
+// The training-step pass's options.
+struct TrainingStepPassOptions {
+  std::string func = "";    // "@f"; empty: every global function
+  std::string params = "";  // "w1,w2" (required)
+  std::string lr = "0.05";  // text, parsed as a finite double by the pass
+  GradTypeOption grad_type = GradTypeOption::kSame;
+
+  static const OptionSchema<TrainingStepPassOptions>& Schema();
+};
+
+COMMIR_DECLARE_PASS_WITH_OPTIONS(TrainingStepPass, TrainingStepPassOptions);
 
 }  // namespace commir
 

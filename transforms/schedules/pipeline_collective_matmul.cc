@@ -305,10 +305,28 @@ absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int
   return rewritten;
 }
 
+const OptionSchema<PipelineCollectiveMatmulOptions>& PipelineCollectiveMatmulOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<PipelineCollectiveMatmulOptions>())
+           .Int("chunks", &PipelineCollectiveMatmulOptions::chunks,
+                "Chunks S per collective; must divide each device's block (1: leave unchanged)", 1)
+           .Int("streams", &PipelineCollectiveMatmulOptions::streams,
+                "Streams K; chunk i's slice, collective and GEMM run on stream i mod K", 1);
+  return *schema;
+}
+
+const PassInfo& PipelineCollectiveMatmulPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<PipelineCollectiveMatmulPass>(
+      "pipeline-collective-matmul",
+      "Split all_gather+matmul and matmul+reduce_scatter pairs into chunks pipelined over "
+      "streams"));
+  return *info;
+}
+
 absl::Status PipelineCollectiveMatmulPass::Run(Module& module) {
-  const int64_t chunks = options().GetInt("chunks");
+  const int64_t chunks = options().chunks;
   absl::StatusOr<int> n =
-      PipelineCollectiveMatmul(module, chunks, options().GetInt("streams"), &diagnostics());
+      PipelineCollectiveMatmul(module, chunks, options().streams, &diagnostics());
   if (!n.ok()) return n.status();
   ReportRewrites(*n, "Collective+matmul pairs split into pipelined chunks",
                  chunks == 1 ? std::string("chunks=1 leaves every pair unchanged")

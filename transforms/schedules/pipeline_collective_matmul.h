@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
@@ -44,7 +45,14 @@ namespace commir::schedules {
 absl::StatusOr<int> PipelineCollectiveMatmul(Module& module, int64_t chunks, int64_t streams,
                                              DiagnosticEngine* diagnostics = nullptr);
 
-COMMIR_DECLARE_PASS(PipelineCollectiveMatmulPass);
+struct PipelineCollectiveMatmulOptions {
+  int64_t chunks = 4;   // S chunks per collective; must divide each device's block
+  int64_t streams = 2;  // K streams; chunk i runs on stream i mod K
+
+  static const OptionSchema<PipelineCollectiveMatmulOptions>& Schema();
+};
+
+COMMIR_DECLARE_PASS_WITH_OPTIONS(PipelineCollectiveMatmulPass, PipelineCollectiveMatmulOptions);
 
 }  // namespace commir::schedules
 

@@ -386,13 +386,31 @@ absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes,
   return absl::OkStatus();
 }
 
+const OptionSchema<RingAttentionOptions>& RingAttentionOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<RingAttentionOptions>())
+           .Bool("zigzag", &RingAttentionOptions::zigzag,
+                 "Causal: hold chunks r and 2n-1-r so every step does equal work (permutes q, k, "
+                 "v and the output with all_to_all)")
+           .String("axes", &RingAttentionOptions::axes,
+                   "Mesh axes of the k/v gather to ring over, e.g. sp or \"dp,sp\": the leading "
+                   "axes of the gather; the rest stay gathered in each step (empty: every axis)");
+  return *schema;
+}
+
+const PassInfo& RingAttentionPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<RingAttentionPass>(
+      "ring-attention",
+      "Replace all-gathered k/v of sequence-parallel attention by a ring of shifted blocks "
+      "merged by online softmax"));
+  return *info;
+}
+
 absl::Status RingAttentionPass::Run(Module& module) {
   skipped_.clear();
-  COMMIR_ASSIGN_OR_RETURN(AxisList axes,
-                          ParseScheduleAxes(module, options().GetString("axes"), name()));
+  COMMIR_ASSIGN_OR_RETURN(AxisList axes, ParseScheduleAxes(module, options().axes, name()));
   int rewritten = 0;
-  absl::Status status =
-      RingAttention(module, options().GetBool("zigzag"), axes, &skipped_, &rewritten);
+  absl::Status status = RingAttention(module, options().zigzag, axes, &skipped_, &rewritten);
   ReportRewrites(rewritten, "Attention ops rewritten to a ring",
                  skipped_.empty()
                      ? absl::StrCat("no attention with k/v all-gathered along the sequence ",

@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "commir/ir.h"
 #include "commir/type.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
@@ -63,9 +64,20 @@ namespace commir::schedules {
 absl::Status RingAttention(Module& module, bool zigzag, const AxisList& axes = {},
                            std::vector<std::string>* skipped = nullptr, int* rewritten = nullptr);
 
-class RingAttentionPass : public Pass {
+struct RingAttentionOptions {
+  // Causal: hold chunks r and 2n-1-r so that every step does equal work.
+  bool zigzag = false;
+  // Mesh axes of the k/v gather to ring over, "sp" or "dp,sp" (empty: every axis).
+  std::string axes = "";
+
+  static const OptionSchema<RingAttentionOptions>& Schema();
+};
+
+class RingAttentionPass : public OptionsPass<RingAttentionOptions> {
  public:
-  using Pass::Pass;
+  static const PassInfo& Info();
+  explicit RingAttentionPass(RingAttentionOptions options = {})
+      : OptionsPass(Info(), std::move(options)) {}
   absl::Status Run(Module& module) override;
   // Why the last Run left attentions alone (for remarks): one line each.
   const std::vector<std::string>& skipped() const { return skipped_; }

@@ -565,10 +565,26 @@ absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction
   return rewritten;
 }
 
+const OptionSchema<RingCollectiveMatmulOptions>& RingCollectiveMatmulOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<RingCollectiveMatmulOptions>())
+           .Enum("direction", &RingCollectiveMatmulOptions::direction,
+                 {{"uni", RingDirection::kUni}, {"bi", RingDirection::kBi}},
+                 "uni: n-1 steps one way; bi: half-blocks both ways, n-1 steps of half the bytes "
+                 "(odd blocks: whole blocks both ways, ceil((n-1)/2) steps)");
+  return *schema;
+}
+
+const PassInfo& RingCollectiveMatmulPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<RingCollectiveMatmulPass>(
+      "ring-collective-matmul",
+      "Replace all_gather+matmul and matmul+reduce_scatter pairs by a ring of shifts "
+      "overlapping the block GEMMs"));
+  return *info;
+}
+
 absl::Status RingCollectiveMatmulPass::Run(Module& module) {
-  RingDirection direction =
-      options().GetString("direction") == "bi" ? RingDirection::kBi : RingDirection::kUni;
-  absl::StatusOr<int> n = RingCollectiveMatmul(module, direction);
+  absl::StatusOr<int> n = RingCollectiveMatmul(module, options().direction);
   if (!n.ok()) return n.status();
   ReportRewrites(*n, "Collective+matmul pairs rewritten to a ring of shifts",
                  absl::StrCat(cmm::kNoCollectiveMatmulPair, " ", InSpmdFunctions(module)));

@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
@@ -50,7 +51,13 @@ enum class RingDirection { kUni, kBi };
 // Rewrites every matching pair of `module`'s spmd functions; returns how many.
 absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction);
 
-COMMIR_DECLARE_PASS(RingCollectiveMatmulPass);
+struct RingCollectiveMatmulOptions {
+  RingDirection direction = RingDirection::kUni;
+
+  static const OptionSchema<RingCollectiveMatmulOptions>& Schema();
+};
+
+COMMIR_DECLARE_PASS_WITH_OPTIONS(RingCollectiveMatmulPass, RingCollectiveMatmulOptions);
 
 }  // namespace commir::schedules
 

@@ -1,5 +1,7 @@
 #include "transforms/schedules/schedule_report.h"
 
+#include "transforms/option_schema.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -430,6 +432,14 @@ std::string FormatScheduleReport(const Module& module) {
     out += FormatFunctionLine(*function, ComputeScheduleStats(*function));
   }
   return out;
+}
+
+const PassInfo& ScheduleReportPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<ScheduleReportPass>(
+      "schedule-report",
+      "Print to stderr, per spmd function, the steps executed, bytes sent and peak extra "
+      "memory per device"));
+  return *info;
 }
 
 absl::Status ScheduleReportPass::Run(Module& module) {

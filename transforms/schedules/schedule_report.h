@@ -63,7 +63,8 @@ std::string FormatScheduleReport(const Module& module);
 
 class ScheduleReportPass : public ReportPass {
  public:
-  using ReportPass::ReportPass;
+  static const PassInfo& Info();
+  ScheduleReportPass() : ReportPass(Info()) {}
   absl::Status Run(Module& module) override;
 };
 

@@ -227,10 +227,26 @@ absl::Status UlyssesAttention(Module& module, const AxisList& axes,
   return absl::OkStatus();
 }
 
+const OptionSchema<UlyssesAttentionOptions>& UlyssesAttentionOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<UlyssesAttentionOptions>())
+           .String("axes", &UlyssesAttentionOptions::axes,
+                   "Mesh axes of the k/v gather to all_to_all over, e.g. sp or \"dp,sp\": the "
+                   "trailing axes of the gather; the rest stay gathered (empty: every axis)");
+  return *schema;
+}
+
+const PassInfo& UlyssesAttentionPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<UlyssesAttentionPass>(
+      "ulysses-attention",
+      "Replace all-gathered k/v of sequence-parallel attention by all_to_all to a head split "
+      "and back"));
+  return *info;
+}
+
 absl::Status UlyssesAttentionPass::Run(Module& module) {
   skipped_.clear();
-  COMMIR_ASSIGN_OR_RETURN(AxisList axes,
-                          ParseScheduleAxes(module, options().GetString("axes"), name()));
+  COMMIR_ASSIGN_OR_RETURN(AxisList axes, ParseScheduleAxes(module, options().axes, name()));
   int rewritten = 0;
   absl::Status status = UlyssesAttention(module, axes, &skipped_, &rewritten);
   ReportRewrites(rewritten, "Attention ops rewritten to all_to_all over heads",

@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "commir/ir.h"
 #include "commir/type.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir::schedules {
@@ -49,9 +50,18 @@ namespace commir::schedules {
 absl::Status UlyssesAttention(Module& module, const AxisList& axes = {},
                               std::vector<std::string>* skipped = nullptr, int* rewritten = nullptr);
 
-class UlyssesAttentionPass : public Pass {
+struct UlyssesAttentionOptions {
+  // Mesh axes of the k/v gather to all_to_all over, "sp" or "dp,sp" (empty: every axis).
+  std::string axes = "";
+
+  static const OptionSchema<UlyssesAttentionOptions>& Schema();
+};
+
+class UlyssesAttentionPass : public OptionsPass<UlyssesAttentionOptions> {
  public:
-  using Pass::Pass;
+  static const PassInfo& Info();
+  explicit UlyssesAttentionPass(UlyssesAttentionOptions options = {})
+      : OptionsPass(Info(), std::move(options)) {}
   absl::Status Run(Module& module) override;
   // Why the last Run left attentions alone (for remarks): one line each.
   const std::vector<std::string>& skipped() const { return skipped_; }

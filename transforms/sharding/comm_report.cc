@@ -1,5 +1,7 @@
 #include "transforms/sharding/comm_report.h"
 
+#include "transforms/option_schema.h"
+
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -100,6 +102,13 @@ std::string FormatCommReport(const Module& module) {
                           report.total_count(), std::round(report.total_bytes()));
   }
   return out;
+}
+
+const PassInfo& CommReportPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<CommReportPass>(
+      "comm-report",
+      "Print to stderr, per spmd function, the collectives by kind: count and bytes per device"));
+  return *info;
 }
 
 absl::Status CommReportPass::Run(Module& module) {

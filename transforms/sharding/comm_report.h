@@ -54,7 +54,8 @@ std::string FormatCommReport(const Module& module);
 
 class CommReportPass : public ReportPass {
  public:
-  using ReportPass::ReportPass;
+  static const PassInfo& Info();
+  CommReportPass() : ReportPass(Info()) {}
   absl::Status Run(Module& module) override;
 };
 

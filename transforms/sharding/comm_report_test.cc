@@ -83,8 +83,7 @@ spmd func @s(%x: f32[4@tp]) -> f32[4] {
 }
 )");
   ASSERT_NE(m, nullptr);
-  PassInfo info{"comm-report", "", {}, MakePass<CommReportPass>};
-  CommReportPass pass(info, PassOptions());
+  CommReportPass pass;
   std::ostringstream out;
   pass.set_output(&out);
   ASSERT_TRUE(pass.Run(*m).ok());

@@ -1,5 +1,7 @@
 #include "transforms/sharding/lower.h"
 
+#include "transforms/option_schema.h"
+
 #include <optional>
 #include <utility>
 #include <vector>
@@ -423,6 +425,13 @@ absl::Status LowerToSpmd(Module& module, DiagnosticEngine* diagnostics) {
     if (absl::Status s = LowerToSpmd(*function, diagnostics); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+const PassInfo& LowerToSpmdPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<LowerToSpmdPass>(
+      "lower-to-spmd",
+      "Partition global functions into spmd functions with explicit collectives"));
+  return *info;
 }
 
 absl::Status LowerToSpmdPass::Run(Module& module) {

@@ -425,6 +425,26 @@ const Function* GlobalFunctionWithArgument(const Module& module, absl::string_vi
 
 }  // namespace
 
+const OptionSchema<PropagateShardingPassOptions>& PropagateShardingPassOptions::Schema() {
+  static const auto* schema =
+      &(*new OptionSchema<PropagateShardingPassOptions>())
+           .Int("iterations", &PropagateShardingPassOptions::iterations,
+                "Backward/forward rounds (1 to 100); later rounds see the layouts chosen before",
+                1, 100)
+           .String("explain", &PropagateShardingPassOptions::explain,
+                   "Values (e.g. \"%q,%k\") whose op's strategy choice is explained on stderr: "
+                   "every candidate's layouts and costs, and why the chosen one won");
+  return *schema;
+}
+
+const PassInfo& PropagateShardingPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<PropagateShardingPass>(
+      "propagate-sharding",
+      "Complete the layout of every value of global functions from arguments, results and "
+      "annotations"));
+  return *info;
+}
+
 absl::Status PropagateShardingPass::Run(Module& module) {
   // Propagation sees one function at a time: calls are expanded first.
   if (absl::StatusOr<int64_t> inlined = InlineCalls(module, &diagnostics()); !inlined.ok()) {
@@ -433,20 +453,18 @@ absl::Status PropagateShardingPass::Run(Module& module) {
   PropagationOptions propagation;
   PropagationReport report;
   propagation.report = &report;
-  if (options().Has("explain")) {
-    for (absl::string_view name :
-         absl::StrSplit(options().GetString("explain"), absl::ByAnyChar(", "), absl::SkipEmpty())) {
-      propagation.explain.push_back(std::string(absl::StripPrefix(name, "%")));
-    }
+  for (absl::string_view name :
+       absl::StrSplit(options().explain, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    propagation.explain.push_back(std::string(absl::StripPrefix(name, "%")));
   }
-  if (options().Has("iterations")) {
-    int64_t iterations = options().GetInt("iterations");
-    if (iterations < 1 || iterations > 100) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("option 'iterations' must be between 1 and 100, got ", iterations));
-    }
-    propagation.iterations = static_cast<int>(iterations);
+  // The parser and RunPipeline check the schema's range; a pass constructed directly
+  // in C++ is checked here.
+  const int64_t iterations = options().iterations;
+  if (iterations < 1 || iterations > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("option 'iterations' must be between 1 and 100, got ", iterations));
   }
+  propagation.iterations = static_cast<int>(iterations);
   if (absl::Status s = PropagateSharding(module, propagation, &diagnostics()); !s.ok()) return s;
   for (const std::string& name : propagation.explain) {
     if (report.explained_names.contains(name)) continue;

@@ -61,6 +61,7 @@
 #include "absl/status/status.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
+#include "transforms/option_schema.h"
 #include "transforms/pass.h"
 
 namespace commir::sharding {
@@ -101,7 +102,16 @@ absl::Status PropagateSharding(Function& function, const PropagationOptions& opt
 absl::Status PropagateSharding(Module& module, const PropagationOptions& options = {},
                                DiagnosticEngine* diagnostics = nullptr);
 
-COMMIR_DECLARE_PASS(PropagateShardingPass);
+// propagate-sharding's options.
+struct PropagateShardingPassOptions {
+  int64_t iterations = 1;  // PropagationOptions::iterations
+  // Values ("%q,%k" or "q k") whose op's strategy choice is explained as remarks.
+  std::string explain = "";
+
+  static const OptionSchema<PropagateShardingPassOptions>& Schema();
+};
+
+COMMIR_DECLARE_PASS_WITH_OPTIONS(PropagateShardingPass, PropagateShardingPassOptions);
 
 }  // namespace commir::sharding
 

@@ -200,17 +200,14 @@ spmd func @f(%x: f32[4@tp]) -> f32[4@tp] on @m {
 }
 
 TEST(PropagateShardingPass, RejectsAnOutOfRangeIterationCount) {
-  PassInfo info{"propagate-sharding", "", {}, MakePass<PropagateShardingPass>};
-  PassOptions options;
-  options.Set("iterations", int64_t{0});
-  PropagateShardingPass pass(info, options);
+  // Constructed directly, so no parser checked the range: the pass does.
+  PropagateShardingPass pass({.iterations = 0});
   std::unique_ptr<Module> m = testing::ParseForTest(kMlp);
   ASSERT_NE(m, nullptr);
   absl::Status s = pass.Run(*m);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("iterations"));
-  options.Set("iterations", int64_t{2});
-  PropagateShardingPass two(info, options);
+  PropagateShardingPass two({.iterations = 2});
   EXPECT_TRUE(two.Run(*m).ok());
 }
 
@@ -218,11 +215,7 @@ TEST(PropagateShardingPass, RejectsAnOutOfRangeIterationCount) {
 absl::Status RunExplaining(const std::string& text, const std::string& explain,
                            std::vector<PassRemark>* remarks, std::string* printed = nullptr,
                            int64_t iterations = 1) {
-  PassInfo info{"propagate-sharding", "", {}, MakePass<PropagateShardingPass>};
-  PassOptions options;
-  options.Set("explain", explain);
-  options.Set("iterations", iterations);
-  PropagateShardingPass pass(info, options);
+  PropagateShardingPass pass({.iterations = iterations, .explain = explain});
   std::unique_ptr<Module> m = testing::ParseForTest(text);
   if (m == nullptr) return absl::InternalError("no module");
   absl::Status status = pass.Run(*m);
