@@ -17,6 +17,7 @@
 #include "transforms/schedules/ulysses_attention.h"
 #include "transforms/sharding/comm_report.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/sharding/propagate.h"
 
 namespace commir {
@@ -81,6 +82,19 @@ std::vector<PassInfo> BuildRegistry() {
        "Partition global functions into spmd functions with explicit collectives",
        {},
        MakePass<sharding::LowerToSpmdPass>},
+      {"megatron-layout",
+       "Lay out an unannotated pre-norm transformer as Megatron-LM does: tensor, sequence and "
+       "context parallelism on a mesh @m(cp=C, tp=T)",
+       {{"tp", PassOptionType::kInt, "1",
+         "Tensor-parallel devices: attention heads and MLP columns split over the tp axis", {},
+         1, sharding::kMaxMegatronParallelism},
+        {"cp", PassOptionType::kInt, "1",
+         "Context-parallel devices: the sequence split over the cp axis everywhere", {}, 1,
+         sharding::kMaxMegatronParallelism},
+        {"sp", PassOptionType::kBool, "false",
+         "Sequence parallelism: the residual stream's sequence split over tp too (Megatron-LM's "
+         "--sequence-parallel; nothing with tp=1)"}},
+       MakePass<sharding::MegatronLayoutPass>},
       {"comm-report",
        "Print to stderr, per spmd function, the collectives by kind: count and bytes per device",
        {},
