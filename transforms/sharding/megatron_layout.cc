@@ -331,9 +331,9 @@ absl::Status LayOut(Function& function, const Mesh* mesh, const MegatronLayoutOp
 const Mesh* AddMegatronMesh(Module& module, const MegatronLayoutOptions& options) {
   if (options.tp * options.cp <= 1) return nullptr;
   std::vector<MeshAxis> axes;
-  if (options.cp > 1) axes.push_back({"cp", options.cp});
-  if (options.tp > 1) axes.push_back({"tp", options.tp});
-  return module.AddMesh(std::make_unique<Mesh>(kMegatronMeshName, std::move(axes)));
+  if (options.cp > 1) axes.push_back({"cp", options.cp, Location{}});
+  if (options.tp > 1) axes.push_back({"tp", options.tp, Location{}});
+  return module.AddMeshFirst(std::make_unique<Mesh>(kMegatronMeshName, std::move(axes)));
 }
 
 absl::Status LayOutMegatron(Function& function, const Mesh* mesh,
