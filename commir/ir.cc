@@ -319,6 +319,12 @@ Mesh* Module::AddMesh(std::unique_ptr<Mesh> mesh) {
   return meshes_.back().get();
 }
 
+Mesh* Module::AddMeshFirst(std::unique_ptr<Mesh> mesh) {
+  meshes_.insert(meshes_.begin(), std::move(mesh));
+  decls_.insert(decls_.begin(), {meshes_.front().get(), nullptr});
+  return meshes_.front().get();
+}
+
 Function* Module::AddFunction(std::unique_ptr<Function> function) {
   function->module_ = this;
   functions_.push_back(std::move(function));

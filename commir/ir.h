@@ -370,6 +370,9 @@ class Module {
   std::unique_ptr<Module> Clone() const;
 
   Mesh* AddMesh(std::unique_ptr<Mesh> mesh);
+  // Declares `mesh` before every other declaration: for a pass that puts the functions
+  // already in the module on a new mesh (the text declares a mesh before its users).
+  Mesh* AddMeshFirst(std::unique_ptr<Mesh> mesh);
   Function* AddFunction(std::unique_ptr<Function> function);
   // Inserts `function` right after `after` in declaration order.
   Function* InsertFunctionAfter(const Function* after, std::unique_ptr<Function> function);

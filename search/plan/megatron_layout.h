@@ -1,28 +1,14 @@
-// The Megatron-LM layout of a single-device transformer layer or output head (so that
-// the plan's costs come from the model file's own functions): writes the tp/cp/sp
-// sharding annotations on an unannotated function, the ones layer_program.h's programs
-// carry, so that propagate-sharding partitions it as Megatron-LM does.
-//
-// The rules, by where a value comes from:
-//  * the residual stream (the first argument, a row-parallel projection's output, and
-//    elementwise ops of those): sequence over cp, and over tp with sequence parallelism;
-//  * a norm's output: the sequence over cp only (gathered over tp inside the block);
-//  * a column-parallel projection (a matmul of a norm's output by an argument weight):
-//    the weight's and the output's columns over tp; when the output is reshaped into
-//    heads that tp does not divide (key/value heads under grouped-query attention with
-//    tp > kv heads), they stay whole;
-//  * a reshape into or out of heads carries the columns' split to the heads and back;
-//  * a row-parallel projection (a matmul of tp-split columns by an argument weight): the
-//    weight's rows over tp, its output back in the residual stream's layout;
-//  * the head's vocabulary (`vocabulary` > 0): padded to a multiple of 128 x tp, as
-//    Megatron-LM's --make-vocab-size-divisible-by does, and split over tp.
-// Written on the ops whose layout is not implied by their operands (norms, matmuls,
-// reshapes, softmax) and on the signature; the rest is left to the parser, exactly as
-// layer_program.h writes its programs. An op outside these rules is an error naming it.
+// The Megatron-LM layout of a single-device transformer layer or output head for the plan
+// search (so that the plan's costs come from the model file's own functions): the
+// `megatron-layout` pass's rules (transforms/sharding/megatron_layout.h) applied to a copy
+// of the function in a module of its own, with the plan's micro-batch checked, the head's
+// vocabulary padded as Megatron-LM pads it, and errors as "FILE:LINE:COL: @name: the
+// Megatron layout: ..." (the planner reports them on its own).
 #ifndef COMMIR_SEARCH_PLAN_MEGATRON_LAYOUT_H_
 #define COMMIR_SEARCH_PLAN_MEGATRON_LAYOUT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,8 +29,12 @@ struct MegatronLayoutOptions {
   std::string file = "function.commir";
 };
 
-// The laid-out module's text: the mesh (none when tp = cp = 1) and `function` annotated.
-// `function` must be global and unannotated, written for the layout's micro-batch.
+// A module holding the mesh (none when tp = cp = 1) and a laid-out copy of `function`,
+// which must be global and unannotated, written for the layout's micro-batch.
+absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& function,
+                                                             const MegatronLayoutOptions& options);
+
+// That module's canonical text.
 absl::StatusOr<std::string> MegatronLayout(const Function& function,
                                            const MegatronLayoutOptions& options);
 

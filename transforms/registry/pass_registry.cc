@@ -17,6 +17,7 @@
 #include "transforms/schedules/ulysses_attention.h"
 #include "transforms/sharding/comm_report.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/sharding/propagate.h"
 
 namespace commir {
@@ -32,6 +33,7 @@ std::vector<PassInfo> BuildRegistry() {
       InlinePass::Info(),
       sharding::PropagateShardingPass::Info(),
       sharding::LowerToSpmdPass::Info(),
+      sharding::MegatronLayoutPass::Info(),
       sharding::CommReportPass::Info(),
       schedules::PipelineCollectiveMatmulPass::Info(),
       schedules::RingCollectiveMatmulPass::Info(),

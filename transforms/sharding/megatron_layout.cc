@@ -1,0 +1,409 @@
+#include "transforms/sharding/megatron_layout.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "commir/call_graph.h"
+#include "commir/op_def.h"
+
+namespace commir::sharding {
+namespace {
+
+// What a value is, for the rules: the residual stream, a norm output (gathered), a
+// column-parallel output or its views (its columns over tp, or whole where tp does not
+// divide its heads), or something else.
+enum class Role { kResidual, kGathered, kColumns, kOther };
+
+// Each laid-out function's returned value's role, for the calls of it.
+using ReturnRoles = absl::flat_hash_map<const Function*, Role>;
+
+class LayoutSetter {
+ public:
+  LayoutSetter(Function& f, const Mesh* mesh, const MegatronLayoutOptions& o,
+               const FunctionsByName* functions, ReturnRoles* return_roles)
+      : f_(f), mesh_(mesh), o_(o), functions_(functions), return_roles_(return_roles) {
+    if (o.cp > 1) cp_ = {"cp"};
+    if (o.tp > 1) tp_ = {"tp"};
+    residual_ = cp_;
+    if (o.sequence_parallel) residual_.insert(residual_.end(), tp_.begin(), tp_.end());
+  }
+
+  absl::Status Run() {
+    if (f_.is_spmd()) return Error(f_.loc(), "a spmd function is laid out already");
+    if (f_.mesh() != nullptr || !f_.mesh_name().empty()) {
+      return Error(f_.loc(), "the function is on a mesh already (the layout makes its own)");
+    }
+    Block* body = f_.body();
+    for (int i = 0; i < body->num_arguments(); ++i) {
+      if (f_.arg_types()[i].is_tensor() && f_.arg_types()[i].has_sharding()) {
+        return Error(body->argument(i)->loc(),
+                     absl::StrCat("%", body->argument(i)->name(), " is laid out already"));
+      }
+    }
+    if (f_.arg_types().empty() || !f_.arg_types()[0].is_tensor() ||
+        f_.arg_types()[0].rank() != 3) {
+      return Error(f_.loc(), "the first argument is not the residual stream [batch, seq, hidden]");
+    }
+    f_.set_mesh(mesh_);
+    if (mesh_ != nullptr) f_.set_mesh_name(mesh_->name());
+    Value* x = body->argument(0);
+    if (absl::Status s = SetArgument(x, Role::kResidual, SeqSplit(x->type(), residual_)); !s.ok()) {
+      return s;
+    }
+    for (Operation* op = body->front(); op != nullptr; op = op->next()) {
+      if (absl::Status s = Op(*op); !s.ok()) return s;
+    }
+    f_.RefreshArgumentTypes();
+    return absl::OkStatus();
+  }
+
+  Location error_loc() const { return error_loc_; }
+
+ private:
+  absl::Status Error(Location loc, absl::string_view message) {
+    error_loc_ = loc;
+    return absl::InvalidArgumentError(message);
+  }
+
+  // The type `t` with each dimension split over `axes` (dims unchanged).
+  static Type Split(Type t, std::vector<AxisList> axes) {
+    return Type::Tensor(t.element_type(), t.dims(), std::move(axes));
+  }
+  static Type Whole(Type t) { return t.WithoutSharding(); }
+
+  Type SeqSplit(Type t, const AxisList& seq) const {
+    std::vector<AxisList> axes(t.dims().size());
+    if (axes.size() >= 2) axes[1] = seq;
+    return Split(t, std::move(axes));
+  }
+
+  int64_t GroupSize(const AxisList& axes) const {
+    int64_t n = 1;
+    for (const std::string& a : axes) n *= a == "tp" ? o_.tp : o_.cp;
+    return n;
+  }
+
+  // Every split dimension of `t`, written for `v`, is divisible by its group.
+  absl::Status CheckSplits(const Value* v, Type t) {
+    for (size_t d = 0; d < t.dims().size(); ++d) {
+      const int64_t n = GroupSize(t.dim_axes()[d]);
+      if (t.dims()[d] % n != 0) {
+        return Error(v->loc(), absl::StrCat("%", v->name(), "'s dimension ", d, " (", t.dims()[d],
+                                            ") does not split over ", n, " devices"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // An argument's layout, the first rule to lay it out deciding; a second, different one
+  // (a weight shared by two projections of other kinds) is an error.
+  absl::Status SetArgument(Value* a, Role role, Type t) {
+    if (absl::Status s = CheckSplits(a, t); !s.ok()) return s;
+    if (auto it = roles_.find(a); it != roles_.end() && a->type() != t) {
+      return Error(a->loc(), absl::StrCat("%", a->name(), " is used as ", a->type().ToString(),
+                                          " and as ", t.ToString()));
+    }
+    a->set_type(t);
+    f_.SetArgType(a->index(), t);
+    roles_[a] = role;
+    axes_[a] = t.dim_axes();
+    return absl::OkStatus();
+  }
+
+  // `op`'s result: `written` as its written type (null: inferred from the operands), as
+  // the parser would type the op written so. `axes` (for an inferred type): the split the
+  // rules follow through it, which the inference may not keep (a transpose's result is
+  // free for propagation, but a reshape back to columns after it keeps the heads' split).
+  absl::Status SetResult(Operation& op, Role role, Type written,
+                         std::vector<AxisList> axes = {}) {
+    Value* out = op.result(0);
+    if (!written.is_null()) {
+      if (absl::Status s = CheckSplits(out, written); !s.ok()) return s;
+    }
+    std::vector<Type> operand_types;
+    for (const Value* v : op.operands()) operand_types.push_back(v->type());
+    std::vector<Type> annotated;
+    if (!written.is_null()) annotated.push_back(written);
+    const OpSignature sig{operand_types, op.attrs(), annotated, 1, mesh_, false};
+    absl::StatusOr<std::vector<Type>> types = InferResultTypes(op.def(), sig);
+    if (!types.ok()) return Error(op.loc(), types.status().message());
+    if (absl::Status s = ValidateLayout((*types)[0], mesh_); !s.ok()) {
+      return Error(op.loc(), absl::StrCat("%", out->name(), ": ", s.message()));
+    }
+    out->set_type((*types)[0]);
+    roles_[out] = role;
+    axes_[out] = written.is_null() ? std::move(axes) : written.dim_axes();
+    return absl::OkStatus();
+  }
+
+  Role RoleOf(const Value* v) const {
+    auto it = roles_.find(v);
+    return it == roles_.end() ? Role::kOther : it->second;
+  }
+  bool LaidOut(const Value* v) const { return roles_.contains(v); }
+  bool IsArgument(const Value* v) const { return v->kind() == Value::Kind::kBlockArgument; }
+
+  // Whether the columns of a column-parallel output split over tp: not when it is
+  // reshaped into heads that tp does not divide.
+  bool ColumnsSplit(const Value* out) const {
+    for (const Operation* user : out->users()) {
+      if (user->Is(OpKind::kReshape) && user->result(0)->type().rank() == 4) {
+        return user->result(0)->type().dims()[2] % o_.tp == 0;
+      }
+    }
+    return true;
+  }
+
+  // The columns of a column-parallel weight of the head's vocabulary are padded.
+  int64_t Columns(int64_t n) const {
+    return o_.vocabulary > 0 && n == o_.vocabulary && o_.padded_vocabulary > 0
+               ? o_.padded_vocabulary
+               : n;
+  }
+
+  absl::Status Return(const Operation& op) {
+    if (op.num_operands() != 1 || !LaidOut(op.operand(0))) {
+      return Error(op.loc(), "the function must return one computed value");
+    }
+    f_.SetResultType(0, op.operand(0)->type());
+    (*return_roles_)[&f_] = RoleOf(op.operand(0));
+    return absl::OkStatus();
+  }
+
+  absl::Status Call(Operation& op) {
+    const Function* callee = functions_ == nullptr ? nullptr : functions_->Callee(op);
+    if (callee == nullptr || !return_roles_->contains(callee) || op.num_results() != 1 ||
+        callee->arg_types().size() != static_cast<size_t>(op.num_operands())) {
+      return Error(op.loc(), "a call of a function the layout did not lay out");
+    }
+    for (int i = 0; i < op.num_operands(); ++i) {
+      Value* v = op.operand(i);
+      const Type want = callee->arg_types()[i];
+      if (IsArgument(v) && !LaidOut(v)) {
+        if (absl::Status s = SetArgument(v, Role::kOther, want); !s.ok()) return s;
+      } else if (v->type() != want) {
+        return Error(op.loc(), absl::StrCat("passes %", v->name(), " as ", v->type().ToString(),
+                                            " where @", callee->name(), " takes ",
+                                            want.ToString()));
+      }
+    }
+    op.result(0)->set_type(callee->result_types()[0]);
+    roles_[op.result(0)] = return_roles_->at(callee);
+    axes_[op.result(0)] = callee->result_types()[0].dim_axes();
+    return absl::OkStatus();
+  }
+
+  absl::Status Op(Operation& op) {
+    const std::string name(op.def().name);
+    if (op.Is(OpKind::kReturn)) return Return(op);
+    if (op.Is(OpKind::kCall)) return Call(op);
+    if (op.num_results() != 1 || op.num_regions() != 0) {
+      return Error(op.loc(), absl::StrCat("no Megatron layout rule for `", name, "`"));
+    }
+    const Value* out = op.result(0);
+    const bool first_laid_out = op.num_operands() > 0 && LaidOut(op.operand(0));
+    if (!first_laid_out && (op.Is(OpKind::kReshape) || op.Is(OpKind::kTranspose) ||
+                            op.Is(OpKind::kAttention) || op.Is(OpKind::kSoftmax))) {
+      return Error(op.loc(),
+                   absl::StrCat("`", name, "` of a value no rule has laid out (a weight?)"));
+    }
+    if (op.Is(OpKind::kLayerNorm) || op.Is(OpKind::kRmsNorm)) {
+      if (RoleOf(op.operand(0)) != Role::kResidual) {
+        return Error(op.loc(), "a norm's input is not the residual stream (not a pre-norm layer)");
+      }
+      for (int i = 1; i < op.num_operands(); ++i) {
+        Value* v = op.operand(i);
+        if (IsArgument(v) && !LaidOut(v)) {
+          if (absl::Status s = SetArgument(v, Role::kOther, Whole(v->type())); !s.ok()) return s;
+        }
+      }
+      return SetResult(op, Role::kGathered, SeqSplit(out->type(), cp_));
+    }
+    if (op.Is(OpKind::kMatmul)) {
+      const Value* lhs = op.operand(0);
+      Value* w = op.operand(1);
+      if (!IsArgument(w) || w->type().rank() != 2) {
+        return Error(op.loc(), "a projection's weight is not a [in, out] argument");
+      }
+      const int64_t in = w->type().dims()[0], cols = Columns(w->type().dims()[1]);
+      const ElementType et = w->type().element_type();
+      if (RoleOf(lhs) == Role::kGathered) {  // column-parallel
+        const AxisList split = ColumnsSplit(out) ? tp_ : AxisList{};
+        if (absl::Status s = SetArgument(w, Role::kOther, Type::Tensor(et, {in, cols}, {{}, split}));
+            !s.ok()) {
+          return s;
+        }
+        std::vector<int64_t> dims = out->type().dims();
+        dims.back() = cols;
+        std::vector<AxisList> axes(dims.size());
+        if (axes.size() >= 2) axes[1] = cp_;
+        axes.back() = split;
+        return SetResult(op, Role::kColumns, Type::Tensor(out->type().element_type(), dims, axes));
+      }
+      if (RoleOf(lhs) == Role::kColumns) {  // row-parallel
+        if (absl::Status s = SetArgument(w, Role::kOther, Type::Tensor(et, {in, cols}, {tp_, {}}));
+            !s.ok()) {
+          return s;
+        }
+        return SetResult(op, Role::kResidual, SeqSplit(out->type(), residual_));
+      }
+      return Error(op.loc(),
+                   "a matmul neither after a norm (column-parallel) nor of "
+                   "tp-split columns (row-parallel)");
+    }
+    // The first operand's split, for the views below (laid out: checked above).
+    static const std::vector<AxisList> kNone;
+    const std::vector<AxisList>& in = first_laid_out ? axes_.at(op.operand(0)) : kNone;
+    if (op.Is(OpKind::kReshape)) {
+      std::vector<AxisList> axes(out->type().dims().size());
+      if (axes.size() >= 2 && in.size() >= 2) axes[1] = in[1];
+      if (axes.size() == 4 && in.size() == 3) axes[2] = in[2];  // columns to heads
+      if (axes.size() == 3 && in.size() == 4) axes[2] = in[2];  // heads to columns
+      return SetResult(op, RoleOf(op.operand(0)), Split(out->type(), std::move(axes)));
+    }
+    if (op.Is(OpKind::kSoftmax)) {
+      return SetResult(op, RoleOf(op.operand(0)), Split(op.operand(0)->type(), in));
+    }
+    if (op.Is(OpKind::kTranspose)) {
+      const std::vector<int64_t> perm = op.RequiredIntListAttr("perm");
+      std::vector<AxisList> axes(out->type().dims().size());
+      for (size_t d = 0; d < perm.size() && d < axes.size(); ++d) {
+        if (perm[d] >= 0 && static_cast<size_t>(perm[d]) < in.size()) axes[d] = in[perm[d]];
+      }
+      return SetResult(op, RoleOf(op.operand(0)), Type(), std::move(axes));
+    }
+    if (op.Is(OpKind::kAttention)) return SetResult(op, RoleOf(op.operand(0)), Type(), in);
+    if (op.def().Has(kElementwise)) {
+      // The first computed operand's role (the residual add keeps the residual's).
+      const Value* from = nullptr;
+      for (const Value* v : op.operands()) {
+        if (from == nullptr && !v->is_literal() && LaidOut(v)) from = v;
+      }
+      if (from == nullptr || out->type().dims() != from->type().dims()) {
+        return Error(op.loc(), absl::StrCat("`", name, "` is not elementwise on a laid-out value"));
+      }
+      return SetResult(op, RoleOf(from), Type(), axes_.at(from));
+    }
+    return Error(op.loc(), absl::StrCat("no Megatron layout rule for `", name, "`"));
+  }
+
+  Function& f_;
+  const Mesh* mesh_;
+  const MegatronLayoutOptions& o_;
+  const FunctionsByName* functions_;
+  ReturnRoles* return_roles_;
+  AxisList cp_, tp_, residual_;
+  absl::flat_hash_map<const Value*, Role> roles_;
+  // The split the rules give each laid-out value (its type's, unless inferred).
+  absl::flat_hash_map<const Value*, std::vector<AxisList>> axes_;
+  Location error_loc_;
+};
+
+absl::Status CheckOptions(const MegatronLayoutOptions& o) {
+  if (o.tp < 1 || o.tp > kMaxMegatronParallelism || o.cp < 1 || o.cp > kMaxMegatronParallelism) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tp and cp must be between 1 and ", kMaxMegatronParallelism, ", got tp=",
+                     o.tp, " cp=", o.cp));
+  }
+  if (o.padded_vocabulary != 0 && o.padded_vocabulary < o.vocabulary) {
+    return absl::InvalidArgumentError("the padded vocabulary is narrower than the vocabulary");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LayOut(Function& function, const Mesh* mesh, const MegatronLayoutOptions& options,
+                    const FunctionsByName* functions, ReturnRoles& return_roles,
+                    Location* where) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  LayoutSetter setter(function, mesh, options, functions, &return_roles);
+  absl::Status s = setter.Run();
+  if (!s.ok() && where != nullptr) *where = setter.error_loc();
+  return s;
+}
+
+}  // namespace
+
+const Mesh* AddMegatronMesh(Module& module, const MegatronLayoutOptions& options) {
+  if (options.tp * options.cp <= 1) return nullptr;
+  std::vector<MeshAxis> axes;
+  if (options.cp > 1) axes.push_back({"cp", options.cp, Location{}});
+  if (options.tp > 1) axes.push_back({"tp", options.tp, Location{}});
+  return module.AddMeshFirst(std::make_unique<Mesh>(kMegatronMeshName, std::move(axes)));
+}
+
+absl::Status LayOutMegatron(Function& function, const Mesh* mesh,
+                            const MegatronLayoutOptions& options, Location* where) {
+  ReturnRoles roles;
+  std::unique_ptr<FunctionsByName> functions;
+  if (function.module() != nullptr) functions = std::make_unique<FunctionsByName>(*function.module());
+  return LayOut(function, mesh, options, functions.get(), roles, where);
+}
+
+absl::Status LayOutMegatron(Module& module, const MegatronLayoutOptions& options,
+                            DiagnosticEngine& diagnostics) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (!module.meshes().empty()) {
+    const Mesh* mesh = module.meshes().front();
+    diagnostics.Error(mesh->loc(), absl::StrCat("the module has a mesh (@", mesh->name(),
+                                                "); the Megatron layout lays out an "
+                                                "unannotated model on its own"));
+    return absl::InvalidArgumentError("the module has a mesh already");
+  }
+  const Mesh* mesh = AddMegatronMesh(module, options);
+  const FunctionsByName functions(module);
+  ReturnRoles roles;
+  bool cycle = false;
+  const std::vector<Function*> order =
+      CalleesFirst(module, [&](Operation& call, const Function&, absl::Span<Function* const>) {
+        diagnostics.Error(call.loc(), "a recursive call: the Megatron layout takes no cycles");
+        cycle = true;
+      });
+  if (cycle) return absl::InvalidArgumentError("a recursive call");
+  for (Function* f : order) {
+    Location where;
+    if (absl::Status s = LayOut(*f, mesh, options, &functions, roles, &where); !s.ok()) {
+      diagnostics.Error(where, absl::StrCat("@", f->name(), ": ", s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the Megatron layout of @", f->name(), " failed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const OptionSchema<MegatronLayoutOptions>& MegatronLayoutOptions::Schema() {
+  using O = MegatronLayoutOptions;
+  static const auto* schema =
+      &(*new OptionSchema<O>())
+           .Int("tp", &O::tp,
+                "Tensor-parallel devices: attention heads and MLP columns split over the tp axis",
+                1, kMaxMegatronParallelism)
+           .Int("cp", &O::cp, "Context-parallel devices: the sequence split over the cp axis everywhere",
+                1, kMaxMegatronParallelism)
+           .Bool("sp", &O::sequence_parallel,
+                 "Sequence parallelism: the residual stream's sequence split over tp too "
+                 "(Megatron-LM's --sequence-parallel; nothing with tp=1)");
+  return *schema;
+}
+
+const PassInfo& MegatronLayoutPass::Info() {
+  static const PassInfo* info = new PassInfo(MakePassInfo<MegatronLayoutPass>(
+      "megatron-layout",
+      "Lay out an unannotated pre-norm transformer as Megatron-LM does: tensor, sequence and "
+      "context parallelism on a mesh @m(cp=C, tp=T)"));
+  return *info;
+}
+
+absl::Status MegatronLayoutPass::Run(Module& module) {
+  MegatronLayoutOptions o;
+  o.tp = options().tp;
+  o.cp = options().cp;
+  o.sequence_parallel = options().sequence_parallel;
+  return LayOutMegatron(module, o, diagnostics());
+}
+
+}  // namespace commir::sharding
