@@ -55,7 +55,7 @@ HardwareSpec CommonSpec() {
   hw.network_efficiency = 0.94;
   // Estimate: one ring step through the NIC, proxy thread and switch. Checked, not
   // fitted: with it the 32-GPU all_reduce curve of calibration.md (NCCL 2.24, 1 MiB to
-  // 8 GiB) comes out within 16% at every size (benchmarks/sim_calibration.md).
+  // 8 GiB) comes out within 11% at every size (benchmarks/sim_calibration.md).
   hw.network_latency_s = 5e-6;
   // Fitted to the one published large-message figure: nccl-tests all_to_all reaches
   // about 320 GB/s bus bandwidth on 8 H100s in a node (calibration.md: GTC24 S62129 via
