@@ -23,7 +23,12 @@ table checks what a user of `--backend=sim` sees:
     reduce_scatter and all_to_all, 2(n-1)/n for all_reduce, 1 for send/recv = `shift`).
     bytes is nccl-tests' size: the whole gathered buffer for all_gather, the whole input
     for reduce_scatter, the buffer for all_reduce, one device's buffer for all_to_all and
-    shift.
+    shift. Groups of 32 run on 4 nodes of 8 (the built-in's gpus_per_node). all_reduce
+    inside a node runs by NVLS where that is faster (h100-sxm has it); the ring row runs
+    with a hardware file {"base": "h100-sxm", "nvls": false}.
+  * collective model parameters: each one's value as sim/hardware.cc sets it (checked
+    against the built-in: the same predictions as a JSON file setting them all), its
+    source, and the errors of the rows that check it.
   * latency: the predicted time of a small collective, in microseconds.
   * attention TFLOP/s: FlashAttention's benchmark (head dim 128, 16 heads, batch 16k / seq)
     on one GPU: a program doing one attention (forward) or one attention_grad (backward),
@@ -65,14 +70,13 @@ ROW = 8192
 BF16_BYTES = 2
 LARGE_ERROR = 0.10
 
-# nccl-tests bus-bandwidth factors (calibration.md).
-BUS_FACTOR = {
-    "all_gather": (GPUS - 1) / GPUS,
-    "reduce_scatter": (GPUS - 1) / GPUS,
-    "all_to_all": (GPUS - 1) / GPUS,
-    "all_reduce": 2 * (GPUS - 1) / GPUS,
-    "shift": 1.0,
-}
+def bus_factor(kind, gpus=GPUS):
+    """nccl-tests' bus-bandwidth factor of `kind` on `gpus` devices (calibration.md)."""
+    if kind == "all_reduce":
+        return 2 * (gpus - 1) / gpus
+    if kind == "shift":
+        return 1.0
+    return (gpus - 1) / gpus
 
 SRC_GEMM = "calibration.md: public PyTorch/cuBLAS measurements"
 SRC_FA3 = ("calibration.md: FlashAttention-3 forward, H100 (Dao-AILab/flash-attention "
@@ -108,8 +112,41 @@ SRC_OVERLAP = "calibration.md: published overlap studies (average; up to 40%)"
 SRC_CE = "calibration.md: p2pBandwidthLatencyTest, HGX H100 (NVIDIA/nccl issue 1264)"
 SRC_CE_BATCH = ("calibration.md: cudaMemcpyBatchAsync 32 MB at 354 GiB/s = 380.1 GB/s "
                 "(NVIDIA/nccl issue 2177)")
+SRC_NVLS = ("calibration.md: NVIDIA/nccl issue 1455, nccl-tests issue 212 (8xH100, messages "
+            "2-4 GB)")
+SRC_GTC = ("calibration.md: GTC24 S62129 via stas00/ml-engineering network/benchmarks "
+           "(4 DGX H100, 8x400G per node)")
+SRC_VP = ("calibration.md: 32 H100, 4 nodes, 3.2 Tb/s IB per node, NCCL 2.24 "
+          "(ZiyanIshani/vpbenchmarking)")
 # The hardware file that turns `shift` into an NCCL send/recv.
 P2P_NCCL = {"base": "h100-sxm", "name": "h100-sxm-p2p-nccl", "p2p": "nccl"}
+# The same hardware without NVLink SHARP: all_reduce as a ring.
+NO_NVLS = {"base": "h100-sxm", "name": "h100-sxm-no-nvls", "nvls": False}
+# The collective model's parameters as sim/hardware.cc sets them for h100-sxm (checked
+# against the built-in before use): JSON key, value, where it comes from, and the keys of
+# the table's rows that check it.
+COLLECTIVE_PARAMETERS = [
+    ("nvlink_bus_efficiency", 0.82,
+     "fitted: nccl-tests all_gather/reduce_scatter 360-370 GB/s at >= 1 GiB",
+     ["all_gather 1 GiB", "reduce_scatter 1 GiB", "all_reduce ring 1 GiB", "all_gather 1 GiB eff"]),
+    ("bus_half_efficiency_mib", 0.75,
+     "fitted: the efficiency table's 0.45 of peak at 16 MiB",
+     ["all_gather 16 MiB", "reduce_scatter 16 MiB"]),
+    ("nvls_bus_efficiency", 0.686,
+     "fitted to NVLS all_reduce's 480 GB/s at 8 GPUs; 5-7 GPUs check it",
+     ["nvls 5", "nvls 6", "nvls 7", "nvls 8"]),
+    ("nccl_nvls_latency_us", 25, "NCCL src/graph/tuning.cc (NVLS, NVLink, Simple)", []),
+    ("nccl_nvls_sms", 16, "NCCL src/transport/nvls.cc (NVLS_NCHANNELS_SM90)", []),
+    ("all_to_all_bus_efficiency", 0.71,
+     "fitted to all_to_all's 320 GB/s on 8 GPUs (GTC24)",
+     ["a2a 8", "tp all_to_all", "a2a 32"]),
+    ("network_efficiency", 0.94, "measured: one 400G NIC gives 46-48 GB/s",
+     ["ar 32 gtc", "ar 32 8 GiB", "ag 32 8 GiB", "a2a 32"]),
+    ("network_latency_us", 5, "estimate (not in calibration.md), checked on the 32-GPU curve",
+     ["ar 32 1 MiB", "ar 32 16 MiB", "ar 32 64 MiB", "ar 32 128 MiB"]),
+]
+# Programs whose predictions must not change when the listed values are written out.
+CHECK_PROGRAMS = [("all_reduce", GIB, 8), ("all_to_all", GIB, 32), ("all_reduce", MIB, 32)]
 
 
 def rows_of(rows):
@@ -261,7 +298,7 @@ class Runner:
 
 def busbw_gbs(runner, kind, nbytes, gpus=GPUS, hardware=None):
     prediction, _ = runner.predict(collective_program(kind, nbytes, gpus), hardware=hardware)
-    return nbytes / prediction["time_s"] * BUS_FACTOR[kind] / 1e9
+    return nbytes / prediction["time_s"] * bus_factor(kind, gpus) / 1e9
 
 
 def latency_us(runner, kind, nbytes):
@@ -316,6 +353,34 @@ def gemm_parameter_rows(runner, table):
     return rows
 
 
+def check_collective_parameters(runner):
+    """Raises unless the built-in h100-sxm carries the values COLLECTIVE_PARAMETERS lists."""
+    listed = runner.write_hardware({key: value for key, value, _, _ in COLLECTIVE_PARAMETERS})
+    for kind, nbytes, gpus in CHECK_PROGRAMS:
+        program = collective_program(kind, nbytes, gpus)
+        builtin = runner.predict(program)[0]["time_s"]
+        written = runner.predict(program, hardware=listed)[0]["time_s"]
+        if abs(builtin - written) > 1e-9 * builtin:
+            raise ValueError("COLLECTIVE_PARAMETERS differ from the built-in h100-sxm "
+                             "(sim/hardware.cc)")
+
+
+def collective_parameter_rows(rows):
+    """(key, value, source, mean and worst |error| over the rows that check it, their count)."""
+    errors = {}
+    for key, _, _, model, _, (low, high), _ in rows:
+        reference = (low + high) / 2
+        errors[key] = abs(model - reference) / reference
+    out = []
+    for key, value, source, checked_by in COLLECTIVE_PARAMETERS:
+        found = [errors[k] for k in checked_by]
+        if len(found) != len(checked_by):
+            raise KeyError(f"{key}: a row it names is missing")
+        summary = (sum(found) / len(found), max(found)) if found else None
+        out.append((key, value, source, summary, len(found)))
+    return out
+
+
 def matmul_duration_us(events):
     durations = [e["dur"] for e in events
                  if e.get("ph") == "X" and e.get("pid") == 0 and e.get("name") == "matmul"]
@@ -347,21 +412,30 @@ def tuning_latency_us(kind):
 
 # Why a row may miss by more than LARGE_ERROR: printed under the table for the rows that do.
 NOTES = {
-    "all_reduce 1 GiB": "The measured figure uses NVLS (NVLink SHARP: the switch reduces), "
-                        "which the model does not have: it prices all_reduce as a ring "
-                        "(reduce-scatter then all-gather) at the all_gather bus bandwidth.",
-    "all_reduce 16 MiB": "The efficiency table is one curve for every collective. In the model "
-                         "all_reduce moves twice the bus bytes of all_gather over the same "
-                         "size-efficient bandwidth while its latency (base + 14 steps) grows "
-                         "less, so at 16 MiB its bus bandwidth comes out higher.",
+    "all_reduce 16 MiB": "The efficiency table is one curve for every collective, without "
+                         "NVLS. The model runs a 16 MiB all_reduce by NVLS (in-switch "
+                         "reduction: each GPU's links carry 9/8 of the buffer, not 2 x 7/8), "
+                         "as NCCL picks it on H100 from a few MiB up; the nccl-tests bus "
+                         "factor 2(n-1)/n then reports more than the link carries.",
     "tp all_gather": "The simulator's tensor-parallel figures are single numbers for all "
                      "message sizes (calibration.md gives no size); the model's bandwidth "
                      "rises with size and 128 MiB is near its large-message plateau.",
     "tp reduce_scatter": "As for all_gather: one figure for every size vs. the model's curve.",
-    "tp all_reduce": "As for all_gather; and the model has no NVLS for all_reduce.",
-    "tp all_to_all": "The model treats all_to_all as a ring of n-1 steps at the ring "
-                     "collectives' bus bandwidth (a known blind spot); NCCL's pairwise "
-                     "exchange reaches less.",
+    "tp all_reduce": "As for all_gather; and the model runs all_reduce by NVLS, which the "
+                     "simulator's single figure does not.",
+    "tp all_to_all": "As for all_gather: one figure for every size. The model's pairwise "
+                     "exchange reaches 0.71 of NVLink at large sizes (the 320 GB/s row); "
+                     "the simulator's 230 GB/s is 0.82 of its own all_gather figure, the "
+                     "model's ratio is 0.88.",
+    "a2a 32": "The model sends 24 of the 31 pairs over the GPU's own NIC at the measured "
+              "single-NIC rate (47 GB/s), which bounds the bus bandwidth at 47 x 31/24 = "
+              "61 GB/s; the measured 48 GB/s is 79% of that bound: congestion of many "
+              "flows in the fabric (and PXN forwarding inside the node) is not modelled.",
+    "ar 32 8 GiB": "The two published 32-GPU figures disagree by 13% (380 GB/s at GTC24, "
+                   "330.9 in this benchmark); the model's NVLink bound (369 GB/s, from the "
+                   "single-node measurements) lies between them.",
+    "ag 32 8 GiB": "As for all_reduce at 8 GiB: the benchmark's cross-node figures sit "
+                   "below both the single-node ring measurement and the GTC24 figure.",
     "latency all_reduce": "The reference is NCCL's latency term alone. The model adds the "
                           "bytes term at LL's half bandwidth times the size efficiency fitted "
                           "at >= 16 MiB (~7 us at 8 KiB). calibration.md's measurements only "
@@ -389,9 +463,37 @@ def measurements(runner):
         rows.append((f"h200 {m}x{n}x{k}", f"bf16 GEMM {m} x {n} x {k}", "1 H200",
                      shape_tflops(runner, 1, m, n, k, hardware="h200"), "TFLOP/s",
                      (figure, figure), SRC_H200))
-    for kind in ("all_gather", "reduce_scatter", "all_reduce"):
+    for kind in ("all_gather", "reduce_scatter"):
         rows.append((f"{kind} 1 GiB", f"{kind} bus bandwidth", f"8 H100, {size_label(GIB)}",
                      busbw_gbs(runner, kind, GIB), "GB/s", (360, 370), SRC_NCCL_TESTS))
+    rows.append(("all_reduce ring 1 GiB", "all_reduce bus bandwidth, ring (hardware nvls false)",
+                 f"8 H100, {size_label(GIB)}",
+                 busbw_gbs(runner, "all_reduce", GIB, hardware=NO_NVLS), "GB/s", (365, 370),
+                 SRC_NVLS))
+    for gpus, figure in ((5, 420), (6, 440), (7, 460), (8, 480)):
+        rows.append((f"nvls {gpus}", "all_reduce bus bandwidth, NVLS",
+                     f"{gpus} H100, {size_label(2 * GIB)}",
+                     busbw_gbs(runner, "all_reduce", 2 * GIB, gpus=gpus), "GB/s",
+                     (figure, figure), SRC_NVLS))
+    rows.append(("a2a 8", "all_to_all bus bandwidth", f"8 H100, {size_label(GIB)}",
+                 busbw_gbs(runner, "all_to_all", GIB), "GB/s", (320, 320), SRC_GTC))
+    rows.append(("a2a 32", "all_to_all bus bandwidth across nodes",
+                 f"32 H100 on 4 nodes, {size_label(GIB)}",
+                 busbw_gbs(runner, "all_to_all", GIB, gpus=32), "GB/s", (48, 48), SRC_GTC))
+    rows.append(("ar 32 gtc", "all_reduce bus bandwidth across nodes",
+                 f"32 H100 on 4 nodes, {size_label(8 * GIB)}",
+                 busbw_gbs(runner, "all_reduce", 8 * GIB, gpus=32), "GB/s", (380, 380), SRC_GTC))
+    for nbytes, figure in ((8 * GIB, 330.9), (128 * MIB, 275), (64 * MIB, 224),
+                           (16 * MIB, 120), (MIB, 22)):
+        key = f"ar 32 {size_label(nbytes)}"
+        rows.append((key, "all_reduce bus bandwidth across nodes",
+                     f"32 H100 on 4 nodes, {size_label(nbytes)}",
+                     busbw_gbs(runner, "all_reduce", nbytes, gpus=32), "GB/s", (figure, figure),
+                     SRC_VP))
+    rows.append(("ag 32 8 GiB", "all_gather bus bandwidth across nodes",
+                 f"32 H100 on 4 nodes, {size_label(8 * GIB)}",
+                 busbw_gbs(runner, "all_gather", 8 * GIB, gpus=32), "GB/s", (323.5, 323.5),
+                 SRC_VP))
     for kind in ("all_gather", "reduce_scatter", "all_reduce"):
         rows.append((f"{kind} 16 MiB", f"{kind} bus bandwidth", f"8 H100, {size_label(16 * MIB)}",
                      busbw_gbs(runner, kind, 16 * MIB), "GB/s", (0.45 * 450,) * 2,
@@ -458,6 +560,8 @@ def main():
         try:
             runner = Runner(tool, workdir)
             rows = measurements(runner)
+            check_collective_parameters(runner)
+            collective_parameters = collective_parameter_rows(rows)
             table = read_xla_table(root)
             parameters = gemm_parameter_rows(runner, table)
         except (RuntimeError, ValueError, KeyError, OSError) as e:
@@ -488,6 +592,18 @@ def main():
         print(f"\nNotes (rows whose error is over {LARGE_ERROR * 100:.0f}%):\n")
         for number, what, config, why in notes:
             print(f"{number}. {what}, {config}: {why or 'no explanation recorded.'}")
+    print("\n## Collective model parameters (h100-sxm)\n")
+    print("Each parameter of the collective model (`sim/collective_time.h`) with its value, "
+          "where it comes from and the mean / worst absolute error of the table rows above "
+          "that check it (the rows a fitted parameter was fitted to included; \"-\": no "
+          "published figure checks it on its own). The script first checks that the built-in "
+          "h100-sxm carries these values.\n")
+    print("| parameter | value | source | error (rows) |")
+    print("|---|---:|---|---:|")
+    for key, value, source, summary, count in collective_parameters:
+        cell = "-" if summary is None else \
+            f"{summary[0] * 100:.1f}% / {summary[1] * 100:.0f}% ({count})"
+        print(f"| `{key}` | {value:g} | {source} | {cell} |")
     print("\n## GEMM model parameters (h100-sxm)\n")
     print(f"Error of the GEMM model (`sim/gemm_time.h`) over all {len(table)} shapes of XLA's "
           "measured H100 bf16 table (`sim/testdata/xla_sm90_bf16_gemm.txt`, source in its "

@@ -1,20 +1,42 @@
-// NCCL-style time of one collective:
+// NCCL-style time of one collective: the fastest of the algorithms and protocols NCCL's
+// tuner could pick for it (NCCL's own cost structure, src/graph/tuning.cc):
 //
-//   time = base latency[p] + steps x step latency[p]
-//          + bus bytes / (bus bandwidth x size efficiency x protocol fraction[p])
+//   time = latency[a, p] + bus bytes / (bus bandwidth[a] x size efficiency x fraction[p])
 //
-// minimized over the protocols p = LL, LL128, Simple, as NCCL's tuner picks the fastest.
 //  * bus bytes = message bytes x the nccl-tests bus factor: (n-1)/n for all_gather,
-//    reduce_scatter and all_to_all, 2(n-1)/n for all_reduce, 1 for send/recv (`shift`).
-//  * ring steps: n-1, all_reduce 2(n-1) (reduce-scatter then all-gather), send/recv 1.
-//  * bus bandwidth: inside one node NVLink per direction x nvlink_bus_efficiency for ring
-//    collectives and p2p_bandwidth for send/recv; a group spanning nodes is limited by its
-//    members' NICs: network bandwidth per GPU x network_efficiency, with the network's
-//    latency per step. What is NOT modelled: NVLS/SHARP and tree or hierarchical
-//    algorithms (a spanning ring is the conservative bound), several groups sharing one
-//    node's NICs, and all_to_all's pairwise exchange (treated as a ring of n-1 steps).
+//    reduce_scatter and all_to_all, 2(n-1)/n for all_reduce, 1 for send/recv (`shift`);
+//    (n+1)/n for an NVLS all_reduce (below).
+//  * protocols p = LL, LL128, Simple: base latency[p], per-step NVLink latency[p], and
+//    the fraction[p] of the bandwidth each reaches (LL sends half its bytes as flags).
 //  * size efficiency = bytes / (bytes + bus_half_efficiency_bytes): small messages use
 //    few channels and cannot fill the links (fitted to calibration.md's curve).
+//
+// Algorithms:
+//  * ring (all_gather, reduce_scatter, all_reduce): n-1 steps, 2(n-1) for all_reduce.
+//    latency = base[p] + intra steps x NVLink step latency[p] + inter steps x
+//    network_latency, where a ring over k nodes crosses the network in k-1 of its steps
+//    (2(k-1) for all_reduce) and stays on NVLink in the others. Bus bandwidth: inside a
+//    node NVLink x nvlink_bus_efficiency. Across nodes NCCL runs one ring per channel and
+//    lets each channel cross between nodes at a different GPU's NIC (rail), so a node's
+//    crossing traffic spreads over the NICs of its m members: the bandwidth is
+//    min(NVLink x nvlink_bus_efficiency, m x network_bandwidth_per_gpu x
+//    network_efficiency) (only the NIC term when m = 1). m = members / nodes.
+//  * NVLS (all_reduce inside one node, when hw.nvls): the NVSwitch reduces: every GPU
+//    pulls the reduction of its 1/n of the buffer from the switch (whose multimem load
+//    reads that part of every GPU, its own included) and multicasts the result to all,
+//    so each GPU's links carry (n+1)/n of the buffer each way and nothing is added on
+//    its SMs. Bus bandwidth NVLink x nvls_bus_efficiency; latency nccl_nvls_latency
+//    (Simple only). nccl-tests' busbw is then 2(n-1)/(n+1) x that bandwidth.
+//  * pairwise (all_to_all): n-1 steps, in each a GPU sends S/n to one peer and receives
+//    S/n from another; a step to a peer on the same node costs NVLink step latency[p] +
+//    (S/n) / (NVLink x all_to_all_bus_efficiency), one to another node network_latency +
+//    (S/n) / (network_bandwidth_per_gpu x network_efficiency), plus base[p] once.
+//  * send/recv (`shift`): one step, p2p_bandwidth inside a node, the NIC across nodes.
+//
+// What is NOT modelled: trees and NVLS across nodes (NVLSTree, CollNet/SHARP: with IB
+// SHARP all_reduce reaches more, calibration.md), NVLS for all_gather/reduce_scatter,
+// congestion of the network under all_to_all (see benchmarks/sim_calibration.md), and
+// groups of different sizes per node (m is the average).
 // A group of one device, or an empty message, costs nothing (NCCL is not called).
 #ifndef COMMIR_SIM_COLLECTIVE_TIME_H_
 #define COMMIR_SIM_COLLECTIVE_TIME_H_
@@ -22,6 +44,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "commir/op_def.h"
 #include "sim/hardware.h"
 #include "sim/placement.h"
@@ -34,10 +57,14 @@ enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, k
 // for every other op.
 std::optional<CollectiveKind> CollectiveKindOf(OpKind kind);
 
+enum class CollectiveAlgorithm { kRing, kNvls, kPairwise, kSendRecv };
+absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm algorithm);
+
 struct CollectiveEstimate {
   double seconds = 0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   NcclProtocol protocol = NcclProtocol::kSimple;
-  int64_t steps = 0;
+  int64_t steps = 0;        // latency steps of the algorithm (0 for NVLS: one latency)
   double bus_bytes = 0;      // bytes each device moves over its link
   double bus_bandwidth = 0;  // bytes/s reached by the chosen protocol at this size
 };
@@ -74,15 +101,18 @@ absl::StatusOr<CopyEngineEstimate> EstimateCopyEngineTransfer(const HardwareSpec
 // What a transfer costs the GPU it runs on besides its time: the SMs its kernel occupies
 // (0 for the copy engines) and the HBM bandwidth its traffic takes. A device reads what it
 // sends and writes what it receives, each at the link rate; reduce_scatter and all_reduce
-// also read the local operand they add the received part to:
+// also read the local operand they add the received part to, except under NVLS, where
+// the switch adds:
 //
-//   HBM bytes/s = (2, or 3 for reductions) x bytes moved over the link / time
+//   HBM bytes/s = (2, or 3 for reductions on the SMs) x bytes moved over the link / time
 struct CommunicationLoad {
   int sms = 0;
   double hbm_bytes_per_s = 0;
 };
-double HbmAccessesPerLinkByte(CollectiveKind kind);
-// An NCCL kernel: hw.nccl_p2p_sms for send/recv, hw.nccl_collective_sms otherwise.
+double HbmAccessesPerLinkByte(CollectiveKind kind,
+                              CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing);
+// An NCCL kernel: hw.nccl_p2p_sms for send/recv and all_to_all's pairs, hw.nccl_nvls_sms
+// for NVLS, hw.nccl_collective_sms for the rings.
 CommunicationLoad NcclLoad(const HardwareSpec& hw, CollectiveKind kind,
                            const CollectiveEstimate& estimate);
 // A copy-engine shift moving `bytes` each way (sends and receives) in `seconds`.

@@ -50,10 +50,22 @@ HardwareSpec CommonSpec() {
   // ~365 GB/s at 1 GiB and ~200 GB/s (0.45 of peak) at 16 MiB on 8 GPUs.
   hw.nvlink_bus_efficiency = 0.82;
   hw.bus_half_efficiency_bytes = 0.75 * kMiB;
-  // Estimate (not in calibration.md): NDR InfiniBand reaches about 90% of its line rate.
-  hw.network_efficiency = 0.9;
-  // Estimate: one ring step through the NIC, proxy thread and switch.
+  // Measured: one 400 Gb/s NIC gives 46-48 GB/s in nccl-tests (calibration.md:
+  // stas00/ml-engineering network/benchmarks, nccl-tests issue 290): 47 of 50 GB/s.
+  hw.network_efficiency = 0.94;
+  // Estimate: one ring step through the NIC, proxy thread and switch. Checked, not
+  // fitted: with it the 32-GPU all_reduce curve of calibration.md (NCCL 2.24, 1 MiB to
+  // 8 GiB) comes out within 11% at every size (benchmarks/sim_calibration.md).
   hw.network_latency_s = 5e-6;
+  // Fitted to the one published large-message figure: nccl-tests all_to_all reaches
+  // about 320 GB/s bus bandwidth on 8 H100s in a node (calibration.md: GTC24 S62129 via
+  // stas00/ml-engineering), 0.71 of 450 GB/s, less than the rings' 0.82 (each pair's
+  // send/recv runs on p2p channels with smaller chunks). Checked against the simulator
+  // figure of 230 GB/s and the 32-GPU cross-node figure (benchmarks/sim_calibration.md).
+  hw.all_to_all_bus_efficiency = 0.71;
+  // NCCL's tuning model (src/graph/tuning.cc): NVLS has no base latency and 25 us of
+  // NVLink latency, Simple protocol only.
+  hw.nccl_nvls_latency_s = 25e-6;
   // Estimate (not in calibration.md): cudaMemcpyPeerAsync takes a few microseconds from
   // its issue to its first bytes on the peer, about one kernel launch.
   hw.copy_engine_latency_s = 3e-6;
@@ -97,6 +109,16 @@ HardwareSpec H100Sxm() {
   hw.nccl_collective_sms = 32;
   hw.nccl_p2p_sms = 32;
   hw.network_bandwidth_per_gpu = 50e9;
+  // NVLink SHARP on the HGX H100's third-generation NVSwitches (datasheet). Measured
+  // (calibration.md: NVIDIA/nccl issue 1455, nccl-tests issue 212): NVLS all_reduce bus
+  // bandwidth 480 GB/s at 8 GPUs; a GPU's links then carry (n+1)/n of the buffer each way
+  // (collective_time.h), so 480 = 450 x e x 2(n-1)/(n+1) gives e = 0.686. Checked on the
+  // 420/440/460 GB/s at 5/6/7 GPUs (benchmarks/sim_calibration.md).
+  hw.nvls = true;
+  hw.nvls_bus_efficiency = 0.686;
+  // NCCL's NVLS channels on sm_90 (NVLS_NCHANNELS_SM90 in src/transport/nvls.cc), one
+  // CTA each.
+  hw.nccl_nvls_sms = 16;
   return hw;
 }
 
@@ -131,6 +153,10 @@ HardwareSpec A100Sxm80g() {
   hw.copy_engine_bandwidth_both_ways = 745e9 * 300.0 / 450.0;
   hw.nccl_collective_sms = 24;
   hw.nccl_p2p_sms = 24;
+  // A100's NVSwitches (second generation) have no NVLink SHARP.
+  hw.nvls = false;
+  hw.nvls_bus_efficiency = 0.686;
+  hw.nccl_nvls_sms = 16;
   hw.network_bandwidth_per_gpu = 25e9;
   // No A100 GEMM table: H100's operand feed scaled by the tensor-core peaks, so tiles keep
   // H100's relative speeds (an estimate).

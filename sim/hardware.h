@@ -65,6 +65,16 @@ struct HardwareSpec {
   double nvlink_bus_efficiency = 0;
   // Large-message bandwidth of one NCCL send/recv (a `shift`) between two GPUs of a node.
   double p2p_bandwidth = 0;
+  // NCCL's all_to_all (a pairwise exchange of send/recv pairs, collective_time.h): the
+  // fraction of the NVLink bandwidth its bus bandwidth reaches for the largest messages.
+  double all_to_all_bus_efficiency = 0;
+  // NVLink SHARP (NVLS): the NVSwitch reduces and multicasts, so an all_reduce inside a
+  // node moves each GPU's bytes about once per direction (collective_time.h). `nvls`:
+  // the node's switches have it; the fraction of the NVLink bandwidth NVLS traffic
+  // reaches; its fixed latency (NCCL runs it with the Simple protocol only).
+  bool nvls = false;
+  double nvls_bus_efficiency = 0;
+  double nccl_nvls_latency_s = 0;
   int copy_engines = 0;  // 0: the GPU has none, peer copies go through NCCL
   // Copy-engine peer copies (cudaMemcpyPeerAsync): the bandwidth of one GPU copying to a
   // peer while nothing comes back, and the total of two GPUs copying to each other at
@@ -77,7 +87,7 @@ struct HardwareSpec {
 
   // --- Between nodes ---
   double network_bandwidth_per_gpu = 0;  // bytes/s, one NIC per GPU
-  double network_latency_s = 0;          // per ring step that crosses the network
+  double network_latency_s = 0;          // per ring step (or pair) that crosses the network
   double network_efficiency = 0;         // fraction of the NIC rate NCCL reaches
 
   // --- Message-size curve shared by every transfer ---
@@ -87,11 +97,13 @@ struct HardwareSpec {
 
   // --- Overlap ---
   // SMs an NCCL kernel occupies while it runs (one CTA per channel): ring collectives
-  // (all_gather, reduce_scatter, all_reduce, all_to_all) and send/recv. A GEMM beside it
-  // runs its waves on the SMs left (sim_backend.h); the cuda backend's ncclConfig
-  // minCTAs/maxCTAs is what pins the real count to this figure.
+  // (all_gather, reduce_scatter, all_reduce) and send/recv (a `shift`, and the pairs of
+  // an all_to_all). A GEMM beside it runs its waves on the SMs left (sim_backend.h); the
+  // cuda backend's ncclConfig minCTAs/maxCTAs is what pins the real count to this figure.
   int nccl_collective_sms = 0;
   int nccl_p2p_sms = 0;
+  // An NVLS all_reduce runs on NCCL's NVLS channels, fewer than its ring channels.
+  int nccl_nvls_sms = 0;
 
   // --- NCCL latencies, per protocol (LL, LL128, Simple) ---
   double nccl_base_latency_s[kNumNcclProtocols] = {0, 0, 0};

@@ -85,6 +85,13 @@ const std::vector<FieldDef>& Fields() {
        kMinFraction, 1},
       {"p2p_bandwidth_gb_per_s", &HardwareSpec::p2p_bandwidth, 1e9, Range::kPositive, kMinRate,
        kMaxRate},
+      {"all_to_all_bus_efficiency", &HardwareSpec::all_to_all_bus_efficiency, 1,
+       Range::kFraction, kMinFraction, 1},
+      {"nvls", &HardwareSpec::nvls},
+      {"nvls_bus_efficiency", &HardwareSpec::nvls_bus_efficiency, 1, Range::kFraction,
+       kMinFraction, 1},
+      {"nccl_nvls_latency_us", &HardwareSpec::nccl_nvls_latency_s, 1e-6, Range::kNonNegative, 0,
+       kMaxLatencyUs},
       {"copy_engines", &HardwareSpec::copy_engines, 1, Range::kNonNegative},
       {"copy_engine_bandwidth_one_way_gb_per_s", &HardwareSpec::copy_engine_bandwidth_one_way,
        1e9, Range::kPositive, kMinRate, kMaxRate},
@@ -103,6 +110,7 @@ const std::vector<FieldDef>& Fields() {
        Range::kNonNegative, 0, kMaxMessageMib},
       {"nccl_collective_sms", &HardwareSpec::nccl_collective_sms, 1, Range::kNonNegative},
       {"nccl_p2p_sms", &HardwareSpec::nccl_p2p_sms, 1, Range::kNonNegative},
+      {"nccl_nvls_sms", &HardwareSpec::nccl_nvls_sms, 1, Range::kNonNegative},
       {"nccl_base_latency_us", &HardwareSpec::nccl_base_latency_s, 1e-6, Range::kNonNegative, 0,
        kMaxLatencyUs},
       {"nccl_nvlink_step_latency_us", &HardwareSpec::nccl_nvlink_step_latency_s, 1e-6,
@@ -314,7 +322,8 @@ absl::StatusOr<HardwareSpec> ParseHardwareJson(absl::string_view text, absl::str
   // An NCCL kernel must leave a GEMM beside it at least one SM.
   for (const auto& [key, sms] : {std::pair<const char*, int>{"nccl_collective_sms",
                                                              hw.nccl_collective_sms},
-                                 {"nccl_p2p_sms", hw.nccl_p2p_sms}}) {
+                                 {"nccl_p2p_sms", hw.nccl_p2p_sms},
+                                 {"nccl_nvls_sms", hw.nccl_nvls_sms}}) {
     if (sms >= hw.sm_count) {
       return FieldError(source, key,
                         absl::StrFormat("must be below sm_count (%d), got %d", hw.sm_count, sms));

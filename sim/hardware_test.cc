@@ -82,7 +82,9 @@ constexpr char kFullFile[] = R"({
   "network_bandwidth_per_gpu_gb_per_s": 10, "network_latency_us": 7, "network_efficiency": 0.8,
   "copy_engine_bandwidth_one_way_gb_per_s": 90, "copy_engine_bandwidth_both_ways_gb_per_s": 170,
   "copy_engine_latency_us": 4, "p2p": "nccl",
-  "bus_half_efficiency_mib": 2, "nccl_collective_sms": 6, "nccl_p2p_sms": 3,
+  "all_to_all_bus_efficiency": 0.6, "nvls": true, "nvls_bus_efficiency": 0.7,
+  "nccl_nvls_latency_us": 20,
+  "bus_half_efficiency_mib": 2, "nccl_collective_sms": 6, "nccl_p2p_sms": 3, "nccl_nvls_sms": 2,
   "nccl_base_latency_us": [1, 2, 3], "nccl_nvlink_step_latency_us": [0.5, 1, 1.5],
   "nccl_protocol_bandwidth_fraction": [0.5, 0.9, 1]
 })";
@@ -122,6 +124,11 @@ TEST(HardwareJsonTest, FullFileInFileUnits) {
   EXPECT_EQ(hw->p2p_transport, P2pTransport::kNccl);
   EXPECT_EQ(hw->nccl_collective_sms, 6);
   EXPECT_EQ(hw->nccl_p2p_sms, 3);
+  EXPECT_EQ(hw->nccl_nvls_sms, 2);
+  EXPECT_DOUBLE_EQ(hw->all_to_all_bus_efficiency, 0.6);
+  EXPECT_TRUE(hw->nvls);
+  EXPECT_DOUBLE_EQ(hw->nvls_bus_efficiency, 0.7);
+  EXPECT_DOUBLE_EQ(hw->nccl_nvls_latency_s, 20e-6);
   EXPECT_DOUBLE_EQ(hw->nccl_base_latency_s[2], 3e-6);
   EXPECT_DOUBLE_EQ(hw->nccl_nvlink_step_latency_s[0], 0.5e-6);
   EXPECT_DOUBLE_EQ(hw->nccl_protocol_bandwidth_fraction[1], 0.9);
@@ -243,6 +250,12 @@ TEST(HardwareJsonTest, CopyEnginesAndNcclSms) {
             "bad.json: field 'nccl_collective_sms' must be below sm_count (16), got 32");
   EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nccl_p2p_sms": -1})"),
             "bad.json: field 'nccl_p2p_sms' must be >= 0, got -1");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "sm_count": 40, "nccl_nvls_sms": 40})"),
+            "bad.json: field 'nccl_nvls_sms' must be below sm_count (40), got 40");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nvls": 1})"),
+            "bad.json: field 'nvls' must be true or false, got number");
+  EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "nvls_bus_efficiency": 1.5})"),
+            "bad.json: field 'nvls_bus_efficiency' must be in (0, 1], got 1.5");
   EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "p2p": "nvlink"})"),
             "bad.json: field 'p2p' must be \"ce\" or \"nccl\", got 'nvlink'");
   EXPECT_EQ(ErrorOf(R"({"base": "h100-sxm", "p2p": 1})"),

@@ -55,7 +55,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
   --allow-tf32          cuda: let f32 matmuls use TF32 tensor cores (faster, ~1e-3 error)
   --p2p=ce|nccl         cuda: how shift, all_gather and all_to_all move data inside a
                         node: ce (default) copy engines (no SMs; CUDA IPC between the
-                        node's processes for shift), nccl: NCCL wherever it can run
+                        node's processes for shift), nccl: NCCL wherever it can run;
+                        sim: how a shift inside a node is priced, overriding the
+                        hardware's "p2p" (default: the hardware's, ce for the built-ins)
   --nccl-ctas=N|MIN:MAX cuda: NCCL's SM budget, the CTAs (one SM each) a collective may
                         use, 1 to 64 (default: NCCL's choice)
   --steps=N             run a training-step function N times (the training-step pass

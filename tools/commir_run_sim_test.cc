@@ -131,6 +131,41 @@ TEST(CommirRunSim, HardwareFromAFile) {
   EXPECT_THAT(r.err, HasSubstr("tpu-v5"));
 }
 
+// A 1 GiB shift on a ring of 8 H100s: copy engines one way (3 us + bytes / 378 GB/s,
+// calibration.md's p2pBandwidthLatencyTest figure) or NCCL send/recv (8.4 + 3.4 us +
+// bytes / (140 GB/s x the size efficiency at 0.75 MiB)), by --p2p, which overrides the
+// hardware file's "p2p".
+TEST(CommirRunSim, P2pFlagChoosesHowAShiftIsPricedOverTheHardwareFile) {
+  const std::string program = TempPath("shift.commir");
+  WriteFile(program, R"(mesh @m(tp=8)
+spmd func @shift(%x: bf16[65536, 8192]) -> bf16[65536, 8192] {
+  %y = shift(%x) {axis = tp, offset = 1} : bf16[65536, 8192]
+  return %y
+}
+)");
+  const std::string nccl_file = TempPath("p2p_nccl.json");
+  WriteFile(nccl_file, R"({"base": "h100-sxm", "p2p": "nccl"})");
+  auto time_of = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {program, "--backend=sim", "--format=json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ToolResult r = RunSim(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["time_s"].get<double>() : 0.0;
+  };
+  const double bytes = 65536.0 * 8192 * 2;
+  const double ce = 3e-6 + bytes / 378e9;
+  const double nccl = 8.4e-6 + 3.4e-6 + bytes / (140e9 * bytes / (bytes + 0.75 * 1024 * 1024));
+  EXPECT_NEAR(time_of({}), ce, 1e-9);
+  EXPECT_NEAR(time_of({"--p2p=nccl"}), nccl, 1e-9);
+  EXPECT_NEAR(time_of({"--p2p=ce"}), ce, 1e-9);
+  EXPECT_NEAR(time_of({"--hardware=" + nccl_file}), nccl, 1e-9);
+  EXPECT_NEAR(time_of({"--hardware=" + nccl_file, "--p2p=ce"}), ce, 1e-9);
+  EXPECT_NEAR(time_of({"--hardware=" + nccl_file, "--p2p", "nccl"}), nccl, 1e-9);
+  ToolResult bad = RunSim({program, "--backend=sim", "--p2p=nvlink"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_THAT(bad.err, HasSubstr("--p2p must be ce or nccl"));
+}
+
 TEST(CommirRunSim, TraceHasAProcessPerDeviceAndATrackPerStream) {
   const std::string trace = TempPath("ring.json");
   ToolResult r = RunSim({Example("ring_ag_matmul.commir"), "--backend=sim", "--trace=" + trace});

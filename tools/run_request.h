@@ -36,9 +36,10 @@ struct RunRequest {
   // cuda backend: f32 GEMMs may use TF32 tensor cores (--allow-tf32); off by default
   // because TF32 misses the spec's 1e-5 tolerance for f32.
   bool allow_tf32 = false;
-  // cuda backend: how data moves between devices (--p2p=ce|nccl): copy engines inside a
-  // node (default), or NCCL wherever it can run.
-  bool p2p_nccl = false;
+  // How data moves between devices inside a node (--p2p=ce|nccl): copy engines, or NCCL
+  // wherever it can run. Unset: the cuda backend uses copy engines, the sim backend its
+  // hardware description's "p2p" (which the flag overrides when given).
+  std::optional<bool> p2p_nccl;
   // cuda backend: NCCL's SM budget (--nccl-ctas=N or MIN:MAX): ncclConfig_t minCTAs and
   // maxCTAs; 0: NCCL's choice.
   int nccl_min_ctas = 0;

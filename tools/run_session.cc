@@ -190,7 +190,7 @@ std::optional<Failure> MakeCudaBackend(const RunRequest& request, const Function
   options.timeout = request.timeout_seconds > 0 ? absl::Seconds(request.timeout_seconds)
                                                 : absl::ZeroDuration();
   options.allow_tf32 = request.allow_tf32;
-  options.p2p_nccl = request.p2p_nccl;
+  options.p2p_nccl = request.p2p_nccl.value_or(false);
   options.nccl_min_ctas = request.nccl_min_ctas;
   options.nccl_max_ctas = request.nccl_max_ctas;
   if (const char* file = std::getenv("COMMIR_RENDEZVOUS_FILE")) options.rendezvous_file = file;

@@ -53,7 +53,7 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f GiB", bytes / kGiB);
 }
 
-// The hardware with --gpus-per-node applied, or the failure that says why not.
+// The hardware with --gpus-per-node and --p2p applied, or the failure that says why not.
 std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec& hardware) {
   absl::StatusOr<sim::HardwareSpec> loaded = LoadHardwareArgument(request.hardware);
   if (!loaded.ok()) {
@@ -64,6 +64,10 @@ std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec&
     return Failure{kExitUsage, "error: --gpus-per-node needs a positive number of GPUs"};
   }
   if (request.gpus_per_node > 0) hardware.gpus_per_node = static_cast<int>(request.gpus_per_node);
+  if (request.p2p_nccl.has_value()) {
+    hardware.p2p_transport = *request.p2p_nccl ? sim::P2pTransport::kNccl
+                                               : sim::P2pTransport::kCopyEngine;
+  }
   return std::nullopt;
 }
 

@@ -25,6 +25,16 @@ LayerCostOptions On(double hbm_bytes, int gpus_per_node = 8) {
   return o;
 }
 
+// Two nodes of 4 GPUs on a slow network, 10 GB/s per GPU: a data-parallel group of 8
+// crosses between the nodes at about 38 GB/s (its 4 members' NICs at 94%), where
+// pipelines win over data parallelism at the small capacities the recomputation tests
+// need (on the built-in's 50 GB/s NICs the crossing runs at NVLink's bound and FSDP wins).
+LayerCostOptions OnSlowNetwork(double hbm_bytes) {
+  LayerCostOptions o = On(hbm_bytes, /*gpus_per_node=*/4);
+  o.predict.hardware.network_bandwidth_per_gpu = 10e9;
+  return o;
+}
+
 double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
 
 // The properties of the issue on one result: every plan fits by the model's own
@@ -207,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(PrimeLayers, PruningLosesNothingTest,
                                           testing::Values<int64_t>(4, 8),
                                           testing::Values(0.8, 80.0)));
 
-// At 1.35 GB on 8 GPUs the best plan is a two-rank pipeline whose first rank, holding both
+// At 1.35 GB on 8 GPUs (two nodes on a slow network) the best plan is a two-rank pipeline whose first rank, holding both
 // micro-batches in flight, needs selective recomputation and the second none (below that
 // capacity FSDP with full recomputation wins, above it data parallelism): the per-rank plan
 // is strictly faster than any plan with one recomputation for every rank, and the brute
@@ -216,7 +226,7 @@ TEST(PlanSearchTest, RecomputationChosenPerRankBeatsEveryUniformPlan) {
   const ModelSpec m = *ParseModelSpec(
       "name=tiny,arch=gpt,layers=8,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
       "vocab=32000,global_batch=16");
-  LayerCostCache layers(On(1.35e9, /*gpus_per_node=*/4));
+  LayerCostCache layers(OnSlowNetwork(1.35e9));
   PlanSearchOptions o;
   o.gpus = 8;
   o.top = 3;
@@ -247,7 +257,7 @@ TEST(PlanSearchTest, RecomputationChosenPerRankBeatsEveryUniformPlan) {
   EXPECT_GT(Seconds(*heaviest), Seconds(best.cost));
 }
 
-// At 0.8 GB on 8 GPUs, 9 layers over 4 ranks go 1,3,4,1: the ends carry the embedding and
+// At 0.8 GB on 8 GPUs (two nodes on a slow network), 9 layers over 4 ranks go 1,3,4,1: the ends carry the embedding and
 // the head, rank 1 holds 3 micro-batches in flight and rank 2 only 2, so the middle ranks
 // differ. No first/last-only split reaches it: the brute force over every composition and
 // every per-rank recomputation agrees it is the best and that the best ends-only plan is
@@ -256,7 +266,7 @@ TEST(PlanSearchTest, AnySplitBeatsEveryEndsOnlySplit) {
   const ModelSpec m = *ParseModelSpec(
       "name=tiny,arch=gpt,layers=9,hidden=1024,heads=16,kv_heads=16,ffn=4096,seq=2048,"
       "vocab=32000,global_batch=16");
-  LayerCostCache layers(On(0.8e9, /*gpus_per_node=*/4));
+  LayerCostCache layers(OnSlowNetwork(0.8e9));
   PlanSearchOptions o;
   o.gpus = 8;
   o.top = 3;
