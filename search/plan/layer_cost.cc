@@ -293,6 +293,35 @@ absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kin
 }
 
 
+// Megatron-LM accumulates a layer's weight gradients over the micro-batches and reduces
+// them once per iteration over the data-parallel-with-context-parallel group (dp x cp:
+// the cp ranks hold the same weights), which pipeline_model.h costs as the data-parallel
+// term. The spmd-partitioned gradient function instead all-reduces each weight gradient
+// over cp itself, once per micro-batch: counted here it would be paid m times per
+// iteration and twice over. So a weight gradient's all_reduce over cp alone is left out
+// of the layer (the gradient returned is the local partial sum that the data-parallel
+// reduction sums). The layer input's gradient (the first after the forward's results)
+// needs no such reduction and keeps whatever it has.
+void LeaveWeightGradientsToDataParallel(Module& module, const std::string& name,
+                                        const std::string& gradient_name) {
+  const Function* forward = module.FindFunction(name);
+  Function* gradient = module.FindFunction(gradient_name);
+  if (forward == nullptr || gradient == nullptr) return;
+  Operation* ret = gradient->body()->terminator();
+  if (ret == nullptr || !ret->Is(OpKind::kReturn)) return;
+  const int first_weight = static_cast<int>(forward->result_types().size()) + 1;
+  for (int i = first_weight; i < ret->num_operands(); ++i) {
+    Value* value = ret->operand(i);
+    if (value->kind() != Value::Kind::kResult) continue;
+    Operation* reduce = value->defining_op();
+    if (reduce == nullptr || !reduce->Is(OpKind::kAllReduce)) continue;
+    const Attribute* axis = reduce->attrs().Find("axis");
+    if (axis == nullptr || axis->axes() != AxisList{"cp"}) continue;
+    ret->SetOperand(i, reduce->operand(0));
+    if (value->use_empty()) reduce->Erase();
+  }
+}
+
 // The cost of a partitioned (and scheduled) layer whose gradient is predicted.
 absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string& name,
                                  const std::string& gradient_name, const LayerLayout& layout,
@@ -385,6 +414,7 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       (*partitioned)->FindFunction(gradient_name) == nullptr) {
     return fail(absl::InternalError("the forward or gradient function is missing"));
   }
+  LeaveWeightGradientsToDataParallel(**partitioned, name, gradient_name);
   // Kept for the plain variant (see LayerCost::plain).
   const std::string plain_text = PrintModule(**partitioned);
   absl::StatusOr<ScheduledLayer> chosen =
