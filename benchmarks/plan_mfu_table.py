@@ -141,7 +141,7 @@ FLOPS_RELATIVE_TOLERANCE = 0.005
 
 GIVEN = re.compile(
     r"^given plan: (?P<plan>.*?), (?P<ms>[0-9.]+) ms, MFU (?P<mfu>[0-9.]+)%, "
-    r"peak (?P<gb>[0-9.]+) GB, (?P<fits>fits|does not fit)"
+    r"peak (?P<gb>[0-9.]+) GB, (?P<fits>fits|does not fit), layer schedule (?P<schedule>[^;]+)"
     r"(?:; best plan: (?P<best>.*), MFU (?P<best_mfu>[0-9.]+)% \((?P<gain>[0-9.]+)x\))?$")
 
 HEADER = ("| row | model | GPUs | published setting | published TFLOP/s/GPU | published MFU "

@@ -9,6 +9,7 @@
 #include "commir/op_cost.h"
 #include "sim/attention_time.h"
 #include "sim/collective_time.h"
+#include "sim/gemm_views.h"
 
 namespace commir::sim {
 namespace {
@@ -48,6 +49,8 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
     default:
       break;
   }
+  // A block a GEMM reads or writes in place is a pointer offset, not a copy.
+  if (IsGemmBlockInPlace(op)) return 0.0;
   OpCost cost = EstimateOpCost(op, function);
   if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
   if (op.Is(OpKind::kMatmul)) {

@@ -10,7 +10,8 @@
 //    sim backend passes the values (AttentionKernelTime).
 //  * every other op with a cost (elementwise, reductions, norms, softmax, layout copies):
 //    launch + max(bytes / HBM, FLOPs / plain f32 peak).
-//  * ops with no cost (reshape, rank, loops, terminators) launch no kernel: 0.
+//  * ops with no cost (reshape, rank, loops, terminators) launch no kernel: 0; nor do
+//    the blocks a GEMM reads or writes in place (sim/gemm_views.h).
 // Tensor-core peaks: MatmulPeakFlops (sim/gemm_time.h).
 #ifndef COMMIR_SIM_OP_TIME_H_
 #define COMMIR_SIM_OP_TIME_H_

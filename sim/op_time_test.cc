@@ -176,5 +176,114 @@ spmd func @f(%a: f32[16, 4]) -> f32[128, 4] {
             "'all_gather' is a collective: its time depends on its device group (EstimateCollective)");
 }
 
+
+// The blocks a GEMM reads or writes in place (sim/gemm_views.h) launch no kernel; the
+// same ops beside anything but a GEMM are copies: launch + their bytes over HBM.
+class GemmBlockTest : public OpTimeTest {
+ protected:
+  double TimeOf(const std::string& source, const std::string& name) {
+    absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(source, "test.commir");
+    EXPECT_TRUE(module.ok()) << module.status();
+    if (!module.ok()) return -1;
+    module_ = std::move(*module);
+    function_ = module_->functions().front();
+    for (Operation* op : *function_->body()) {
+      for (Value* result : op->results()) {
+        if (result->name() != name) continue;
+        absl::StatusOr<double> t = OpTime(H100(), *op, *function_);
+        EXPECT_TRUE(t.ok()) << t.status();
+        return t.ok() ? *t : -1;
+      }
+    }
+    ADD_FAILURE() << "no value %" << name;
+    return -1;
+  }
+};
+
+constexpr char kBlocks[] = R"(mesh @m(tp=4)
+spmd func @f(%x: bf16[1, 1024, 512], %w: bf16[512, 256], %y: bf16[2, 3, 64, 512], %buf: bf16[1, 1024, 256], %z: bf16[1, 256, 256]) -> (bf16[1, 1024, 256], bf16[1, 256, 512], bf16[2, 1, 64, 512], bf16[1, 256, 256], bf16[1, 1024, 256]) on @m {
+  %r = rank() {axis = tp} : index
+  %off = mul(%r, 256) : index
+  %rows = dynamic_slice(%x, %off) {dim = 1, size = 256} : bf16[1, 256, 512]
+  %p = matmul(%rows, %w) : bf16[1, 256, 256]
+  %out = dynamic_update_slice(%buf, %p, %off) {dim = 1} : bf16[1, 1024, 256]
+  %copied = dynamic_slice(%x, %off) {dim = 1, size = 256} : bf16[1, 256, 512]
+  %twice = add(%copied, %copied) : bf16[1, 256, 512]
+  %i = rem(%r, 3) : index
+  %strided = dynamic_slice(%y, %i) {dim = 1, size = 1} : bf16[2, 1, 64, 512]
+  %q = matmul(%strided, %strided) {transpose_b} : bf16[2, 1, 64, 64]
+  %p2 = matmul(%rows, %w) : bf16[1, 256, 256]
+  %both = dynamic_update_slice(%buf, %p2, %off) {dim = 1} : bf16[1, 1024, 256]
+  %p3 = add(%p2, %p2) : bf16[1, 256, 256]
+  %got = shift(%z) {axis = tp, offset = 1} : bf16[1, 256, 256]
+  %put = dynamic_update_slice(%buf, %got, %off) {dim = 1} : bf16[1, 1024, 256]
+  return %out, %twice, %strided, %p3, %put
+}
+)";
+
+TEST_F(GemmBlockTest, RowsAGemmReadsAreAPointerOffset) {
+  EXPECT_EQ(TimeOf(kBlocks, "rows"), 0.0);
+}
+
+TEST_F(GemmBlockTest, AGemmWritesItsResultAtItsOffset) {
+  EXPECT_EQ(TimeOf(kBlocks, "out"), 0.0);
+}
+
+TEST_F(GemmBlockTest, AReceivedBlockLandsInItsSlot) {
+  EXPECT_EQ(TimeOf(kBlocks, "put"), 0.0);
+}
+
+// In a ring loop the block written into the gathered value is the loop-carried block:
+// inside the body (the argument the last iteration's shift replaced) and after it (the
+// loop's result). Both land in place; a block the body computes otherwise is a copy.
+TEST_F(GemmBlockTest, TheRingsCarriedBlockLandsInItsSlot) {
+  constexpr char kRing[] = R"(mesh @m(tp=4)
+spmd func @f(%x: bf16[1, 256, 512], %buf: bf16[1, 1024, 512]) -> (bf16[1, 1024, 512], bf16[1, 1024, 512]) on @m {
+  %r = rank() {axis = tp} : index
+  %acc_out, %blk_last = for %i = 0 to 3 step 1 iter(%acc = %buf, %blk = %x) {
+    %next = shift(%blk) {axis = tp, offset = 1, stream = 1} : bf16[1, 256, 512]
+    %off = mul(%i, 256) : index
+    %acc_1 = dynamic_update_slice(%acc, %blk, %off) {dim = 1} : bf16[1, 1024, 512]
+    yield %acc_1, %next
+  } : (bf16[1, 1024, 512], bf16[1, 256, 512])
+  %off_last = mul(%r, 256) : index
+  %gathered = dynamic_update_slice(%acc_out, %blk_last, %off_last) {dim = 1} : bf16[1, 1024, 512]
+  %doubled = add(%x, %x) : bf16[1, 256, 512]
+  %other = dynamic_update_slice(%buf, %doubled, %off_last) {dim = 1} : bf16[1, 1024, 512]
+  return %gathered, %other
+}
+)";
+  EXPECT_EQ(TimeOf(kRing, "gathered"), 0.0);
+  EXPECT_GT(TimeOf(kRing, "other"), kLaunch);
+  // The body's update: found by walking into the loop.
+  const Operation* loop = nullptr;
+  for (Operation* op : *function_->body()) {
+    if (op->Is(OpKind::kFor)) loop = op;
+  }
+  ASSERT_NE(loop, nullptr);
+  for (Operation* op : *loop->region(0)) {
+    if (op->Is(OpKind::kDynamicUpdateSlice)) {
+      absl::StatusOr<double> t = OpTime(H100(), *op, *function_);
+      ASSERT_TRUE(t.ok()) << t.status();
+      EXPECT_EQ(*t, 0.0);
+    }
+  }
+}
+
+TEST_F(GemmBlockTest, ASliceReadByAnElementwiseOpIsACopy) {
+  // A kernel: at least its launch and a read and a write of 256 x 512 bf16 values.
+  EXPECT_GE(TimeOf(kBlocks, "copied"), kLaunch + 2.0 * 256 * 512 * 2 / kHbm);
+}
+
+TEST_F(GemmBlockTest, ABlockOfAStridedBatchIsACopy) {
+  // Along dimension 1 of [2, 3, 64, 512]: two separate runs of rows, not one matrix layout.
+  EXPECT_GT(TimeOf(kBlocks, "strided"), kLaunch);
+}
+
+TEST_F(GemmBlockTest, AGemmResultUsedTwiceIsWrittenByACopy) {
+  // %p2 is also read by an add: the GEMM writes it once, the update copies it.
+  EXPECT_GT(TimeOf(kBlocks, "both"), kLaunch);
+}
+
 }  // namespace
 }  // namespace commir::sim

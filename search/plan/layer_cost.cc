@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -53,6 +54,23 @@ struct SavedValues {
   int64_t attention_bytes = 0;
 };
 
+// What a layer keeps of a value its backward reads. With sequence parallelism
+// Megatron-LM keeps the sequence-sharded input of a column-parallel GEMM (the norm's
+// output) and all-gathers it again in the backward (Korthikanti et al., "Reducing
+// Activation Recomputation in Large Transformer Models", section 4.2.2), launching that
+// gather before the input-gradient GEMM so that the two overlap
+// (LinearWithGradAccumulationAndAsyncCommunication); TransformerEngine's overlapped
+// layers do the same. So a gather over tp is kept as its operand, 1/tp of it.
+Type KeptType(const Value* value) {
+  const Operation* def =
+      value->kind() == Value::Kind::kResult ? value->defining_op() : nullptr;
+  if (def != nullptr && def->Is(OpKind::kAllGather)) {
+    const Attribute* axis = def->attrs().Find("axis");
+    if (axis != nullptr && axis->axes() == AxisList{"tp"}) return def->operand(0)->type();
+  }
+  return value->type();
+}
+
 // What the backward reads from the forward, measured on the partitioned programs: the
 // gradient function recomputes the forward under the forward's value names (the
 // partitioner keeps a result's name), so a value of @layer_grad named like a value of
@@ -71,11 +89,32 @@ SavedValues MeasureSaved(const Function& forward, const Function& gradient) {
     }
     return true;
   };
+  // The gradient function returns the forward's results first (the re-run forward's
+  // output, which the next layer keeps as its input), then the gradients: only a forward
+  // value returned among the gradients is kept for this layer's backward.
+  const int forward_results = static_cast<int>(forward.result_types().size());
+  auto backward_use = [&](const Operation* user, const Value* value) {
+    if (!user->Is(OpKind::kReturn)) return is_backward(user);
+    for (int i = forward_results; i < user->num_operands(); ++i) {
+      if (user->operand(i) == value) return true;
+    }
+    return false;
+  };
+  // A reshape or transpose of a kept value is the same tensor in another layout (the
+  // attention's [b, s, heads, d] and [b, heads, s, d] views: FlashAttention reads and
+  // writes either with strides), kept once: each value's layout root.
+  absl::flat_hash_map<const Value*, const Value*> root;
+  absl::flat_hash_set<const Value*> kept_roots;
+  auto root_of = [&](const Value* v) {
+    auto it = root.find(v);
+    return it == root.end() ? v : it->second;
+  };
   SavedValues saved;
   auto visit = [&](Value* value, bool attention) {
     for (const Operation* user : value->users()) {
-      if (!is_backward(user)) continue;
-      const int64_t bytes = DeviceBytes(value->type(), gradient);
+      if (!backward_use(user, value)) continue;
+      if (!kept_roots.insert(root_of(value)).second) return;  // its layout is kept already
+      const int64_t bytes = DeviceBytes(KeptType(value), gradient);
       saved.all_bytes += bytes;
       if (attention) saved.attention_bytes += bytes;
       return;
@@ -93,6 +132,9 @@ SavedValues MeasureSaved(const Function& forward, const Function& gradient) {
   WalkOps(gradient.body(), [&](Operation* op) {
     if (is_backward(op)) return;
     const bool attention = from_attention(op);
+    if (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) {
+      root[op->result(0)] = root_of(op->operand(0));
+    }
     for (Value* result : op->results()) {
       if (attention) attention_outputs.insert(result);
       visit(result, attention);
@@ -111,6 +153,7 @@ double MaxExposed(const sim::Prediction& p) {
 struct ScheduledLayer {
   std::unique_ptr<Module> module;
   std::string schedule;
+  Pipeline passes;  // the schedule as a value (schedule is its text)
   sim::Prediction gradient;
   double seconds = 0;  // forward + backward, as LayerCost counts them
   int64_t programs_predicted = 0;
@@ -160,7 +203,10 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
     if (scheduled.ok()) {
       // Passes with nothing to rewrite (ring attention on a layer without cp) leave the
       // layer plain, and the report says so.
-      if (PrintModule(**scheduled) != plain_text) best.schedule = mode.pipeline;
+      if (PrintModule(**scheduled) != plain_text) {
+        best.schedule = mode.pipeline;
+        best.passes = *fixed;
+      }
       best.module = *std::move(scheduled);
     } else if (scheduled.status().code() == absl::StatusCode::kInvalidArgument) {
       return scheduled.status();  // bad pipeline text: the caller's mistake
@@ -183,6 +229,7 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
     ScheduledLayer candidate;
     candidate.module = std::move(module);
     candidate.schedule = schedule.ToString();
+    candidate.passes = schedule;
     if (!PredictTrainingStep(candidate, forward_name, gradient_name, options.predict).ok()) {
       ++skipped;
       return;
@@ -255,6 +302,35 @@ absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kin
 }
 
 
+// Megatron-LM accumulates a layer's weight gradients over the micro-batches and reduces
+// them once per iteration over the data-parallel-with-context-parallel group (dp x cp:
+// the cp ranks hold the same weights), which pipeline_model.h costs as the data-parallel
+// term. The spmd-partitioned gradient function instead all-reduces each weight gradient
+// over cp itself, once per micro-batch: counted here it would be paid m times per
+// iteration and twice over. So a weight gradient's all_reduce over cp alone is left out
+// of the layer (the gradient returned is the local partial sum that the data-parallel
+// reduction sums). The layer input's gradient (the first after the forward's results)
+// needs no such reduction and keeps whatever it has.
+void LeaveWeightGradientsToDataParallel(Module& module, const std::string& name,
+                                        const std::string& gradient_name) {
+  const Function* forward = module.FindFunction(name);
+  Function* gradient = module.FindFunction(gradient_name);
+  if (forward == nullptr || gradient == nullptr) return;
+  Operation* ret = gradient->body()->terminator();
+  if (ret == nullptr || !ret->Is(OpKind::kReturn)) return;
+  const int first_weight = static_cast<int>(forward->result_types().size()) + 1;
+  for (int i = first_weight; i < ret->num_operands(); ++i) {
+    Value* value = ret->operand(i);
+    if (value->kind() != Value::Kind::kResult) continue;
+    Operation* reduce = value->defining_op();
+    if (reduce == nullptr || !reduce->Is(OpKind::kAllReduce)) continue;
+    const Attribute* axis = reduce->attrs().Find("axis");
+    if (axis == nullptr || axis->axes() != AxisList{"cp"}) continue;
+    ret->SetOperand(i, reduce->operand(0));
+    if (value->use_empty()) reduce->Erase();
+  }
+}
+
 // The cost of a partitioned (and scheduled) layer whose gradient is predicted.
 absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string& name,
                                  const std::string& gradient_name,
@@ -291,6 +367,43 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
   return cost;
 }
 
+// A collective-matmul schedule changes how the gathers and scatters around the
+// projections run, not what the layer keeps for its backward: TransformerEngine's
+// overlapped layers keep the same sequence-sharded inputs as plain collectives and gather
+// them again in the backward. In the scheduled program the gathered value is assembled
+// block by block (no all_gather for KeptType to see), so the kept bytes are measured
+// on the program without the collective-matmul passes: plain, or with the attention
+// schedule alone (which does change what is kept: ring attention's per-step blocks).
+absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const std::string& plain_text,
+                                                       const Pipeline& schedule,
+                                                       const std::string& name,
+                                                       const std::string& gradient_name,
+                                                       LayerCost& cost) {
+  Pipeline attention;
+  bool has_matmul_schedule = false;
+  for (const PassStep& step : schedule.steps) {
+    if (step.name() == "ring-collective-matmul" || step.name() == "pipeline-collective-matmul") {
+      has_matmul_schedule = true;
+    } else {
+      attention.steps.push_back(step);
+    }
+  }
+  if (!has_matmul_schedule) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<Module>> module =
+      attention.empty() ? ParseModuleOrError(plain_text, "layer.commir")
+                        : ParseAndRun(plain_text, attention);
+  if (!module.ok()) return module.status();
+  const Function* forward = (*module)->FindFunction(name);
+  const Function* gradient = (*module)->FindFunction(gradient_name);
+  if (forward == nullptr || gradient == nullptr) {
+    return absl::InternalError("the forward or gradient function is missing");
+  }
+  const SavedValues saved = MeasureSaved(*forward, *gradient);
+  cost.activation_bytes = saved.all_bytes;
+  cost.selective_saved_bytes = saved.attention_bytes;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
@@ -314,6 +427,7 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       (*partitioned)->FindFunction(gradient_name) == nullptr) {
     return fail(absl::InternalError("the forward or gradient function is missing"));
   }
+  LeaveWeightGradientsToDataParallel(**partitioned, name, gradient_name);
   // Kept for the plain variant (see LayerCost::plain).
   const std::string plain_text = PrintModule(**partitioned);
   absl::StatusOr<ScheduledLayer> chosen =
@@ -321,6 +435,11 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   if (!chosen.ok()) return fail(chosen.status());
   absl::StatusOr<LayerCost> cost = CostOf(*chosen, name, gradient_name, options);
   if (!cost.ok()) return fail(cost.status());
+  if (absl::Status s = KeepWhatTheLayerWithoutMatmulScheduleKeeps(plain_text, chosen->passes,
+                                                                  name, gradient_name, *cost);
+      !s.ok()) {
+    return fail(s);
+  }
   if (!chosen->schedule.empty()) {
     // A schedule can keep more activations than plain collectives (ring attention's
     // per-step blocks): the plain variant too, for plans the scheduled one does not fit.

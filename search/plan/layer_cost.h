@@ -2,7 +2,10 @@
 // real CommIR program (layer_program.h): the program for one micro-batch on the tp x cp
 // mesh, its gradient by `autodiff{seed=cotangents}`, both partitioned by the spmd
 // pipeline (propagate-sharding, lower-to-spmd, canonicalize, cse, dce) and a
-// communication schedule (layer_schedule.h), then predicted by sim::Predict.
+// communication schedule (layer_schedule.h), then predicted by sim::Predict. A weight
+// gradient's all-reduce over cp alone is taken out of the gradient function first:
+// Megatron-LM reduces weight gradients once per iteration over dp x cp, which
+// pipeline_model.h's data-parallel term costs, not in every micro-batch's layer.
 //
 // The schedule (LayerCostOptions::schedule): by default the best of the operator
 // search's space (LayerSchedules). The layer is partitioned once and each schedule runs
@@ -24,8 +27,11 @@
 //    0), what Megatron-LM's selective recomputation re-runs (its "core attention").
 //  * activation_bytes: per device, the forward values the gradient function's backward
 //    ops read (the layer input included): what a layer keeps for its backward without
-//    recomputation. Measured on the partitioned programs, so gathered copies that the
-//    backward reads count (a PyTorch implementation may re-gather instead).
+//    recomputation, measured on the partitioned programs as Megatron-LM keeps them: a tp
+//    all_gather's result as its sharded operand (gathered again in the backward), a
+//    reshaped or transposed copy of a kept value once, not the layer's output (the next
+//    layer's input), and with a collective-matmul schedule what the layer without it
+//    keeps (TransformerEngine keeps the same sharded inputs).
 //  * selective_saved_bytes: of those, the attention's output and its reshaped or
 //    transposed views (the output projection's input), which selective recomputation
 //    re-runs the attention (from the kept q, k, v) to get. With a fused attention kernel

@@ -257,5 +257,22 @@ TEST(LayerCostTest, OneDeviceActivationsAreAutodiffsSavedValuesAndTheOutput) {
   }
 }
 
+// Context parallelism: the weight gradients are partial sums over cp, which Megatron-LM
+// reduces once per iteration over dp x cp (pipeline_model.h's data-parallel term), not in
+// each micro-batch's layer. An all-reduce of the layer's weights over two GPUs needs at
+// least their bytes over one direction's NVLink bandwidth (a ring over 2 moves half the
+// bytes each way twice); the layer's whole exposed backward communication at cp = 2 (the
+// k/v gathers' gradients) stays under that, which it would not with the weight reduction
+// inside (it ran exposed after the backward).
+TEST(LayerCostTest, ContextParallelWeightGradientsAreReducedWithDataParallelism) {
+  const ModelSpec m = Llama8b();
+  const LayerCost c = Measure(m, LayerKind::kTransformer, {1, 2, false, 1});
+  const sim::HardwareSpec& hw = H100().predict.hardware;
+  const double weight_bytes = 2.0 * static_cast<double>(LayerParameters(m));
+  const double all_reduce_floor = weight_bytes / hw.nvlink_bandwidth_per_direction;
+  EXPECT_GT(all_reduce_floor, 0);
+  EXPECT_LT(c.backward_exposed_comm_s, all_reduce_floor);
+}
+
 }  // namespace
 }  // namespace commir::search::plan
