@@ -148,4 +148,39 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a
   });
 }
 
+absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose_a,
+                                bool transpose_b, Tensor& destination, int64_t dim,
+                                int64_t offset) {
+  const ElementType type = destination.element_type();
+  if (a.rank() != 2 || b.rank() != 2 || destination.rank() != 2 || a.element_type() != type ||
+      b.element_type() != type || (type != ElementType::kF32 && type != ElementType::kF64)) {
+    return false;
+  }
+  if (dim < 0) dim += 2;
+  if (dim != 0 && dim != 1) return false;
+  absl::StatusOr<MatMulPlan> plan = PlanMatMul(a, b, transpose_a, transpose_b);
+  if (!plan.ok()) return false;
+  // The product [m, n] must match the destination across `dim` and fit at `offset`.
+  const int64_t block = dim == 0 ? plan->m : plan->n;
+  const int64_t across = dim == 0 ? plan->n : plan->m;
+  if (across != destination.dim(1 - dim) || offset < 0 || block > destination.dim(dim) ||
+      offset > destination.dim(dim) - block) {
+    return false;
+  }
+  const int64_t lda = plan->transpose_a ? plan->m : plan->k;
+  const int64_t ldb = plan->transpose_b ? plan->k : plan->n;
+  // Row-major: a row block starts `offset` rows in, a column block `offset` columns in;
+  // either way consecutive product rows are a destination row apart.
+  const int64_t ldc = destination.dim(1);
+  const int64_t first = dim == 0 ? offset * ldc : offset;
+  if (type == ElementType::kF32) {
+    Gemm(plan->transpose_a, plan->transpose_b, plan->m, plan->n, plan->k, 1.0f, a.data<float>(),
+         lda, b.data<float>(), ldb, destination.data<float>() + first, ldc);
+  } else {
+    Gemm(plan->transpose_a, plan->transpose_b, plan->m, plan->n, plan->k, 1.0, a.data<double>(),
+         lda, b.data<double>(), ldb, destination.data<double>() + first, ldc);
+  }
+  return true;
+}
+
 }  // namespace commir::cpu
