@@ -1,6 +1,7 @@
 // Batched matrix multiplication with NumPy-broadcast batch dimensions. Float products go
 // through BLAS one batch entry at a time; integer products use a plain triple loop.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,6 +13,7 @@
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
 #include "runtime/compute_values.h"
+#include "runtime/in_place.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -156,23 +158,14 @@ absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose
       b.element_type() != type || (type != ElementType::kF32 && type != ElementType::kF64)) {
     return false;
   }
-  if (dim < 0) dim += 2;
-  if (dim != 0 && dim != 1) return false;
   absl::StatusOr<MatMulPlan> plan = PlanMatMul(a, b, transpose_a, transpose_b);
   if (!plan.ok()) return false;
-  // The product [m, n] must match the destination across `dim` and fit at `offset`.
-  const int64_t block = dim == 0 ? plan->m : plan->n;
-  const int64_t across = dim == 0 ? plan->n : plan->m;
-  if (across != destination.dim(1 - dim) || offset < 0 || block > destination.dim(dim) ||
-      offset > destination.dim(dim) - block) {
-    return false;
-  }
+  const std::optional<runtime::BlockPlacement> place = runtime::PlaceBlock(
+      destination.dim(0), destination.dim(1), dim, offset, plan->m, plan->n);
+  if (!place.has_value()) return false;
   const int64_t lda = plan->transpose_a ? plan->m : plan->k;
   const int64_t ldb = plan->transpose_b ? plan->k : plan->n;
-  // Row-major: a row block starts `offset` rows in, a column block `offset` columns in;
-  // either way consecutive product rows are a destination row apart.
-  const int64_t ldc = destination.dim(1);
-  const int64_t first = dim == 0 ? offset * ldc : offset;
+  const int64_t first = place->first, ldc = place->row_stride;
   if (type == ElementType::kF32) {
     Gemm(plan->transpose_a, plan->transpose_b, plan->m, plan->n, plan->k, 1.0f, a.data<float>(),
          lda, b.data<float>(), ldb, destination.data<float>() + first, ldc);

@@ -17,6 +17,9 @@
 #ifndef COMMIR_RUNTIME_IN_PLACE_H_
 #define COMMIR_RUNTIME_IN_PLACE_H_
 
+#include <cstdint>
+#include <optional>
+
 #include "commir/ir.h"
 
 namespace commir::runtime {
@@ -39,6 +42,20 @@ const Operation* MatmulWritesInto(const Operation& matmul);
 // The inverse: for a dynamic_update_slice, the matmul that writes its update in place
 // (MatmulWritesInto(*matmul) == &update), or null.
 const Operation* UpdateWrittenByMatmul(const Operation& update);
+
+// Where a row-major [m, n] product goes in a row-major [rows, cols] destination when it is
+// the block at `offset` along `dim` (0: rows offset..offset+m; 1: columns offset..offset+n;
+// -1 and -2 count from the end): its first element, in elements from the destination's
+// start, and its row stride (always the destination's row length, cols). What a GEMM
+// needs to store the block in place: an offset output pointer and that leading dimension.
+// Empty where the block does not fit there (the other extent differs, the offset is out
+// of range) or `dim` is no dimension of a matrix.
+struct BlockPlacement {
+  int64_t first = 0;
+  int64_t row_stride = 0;
+};
+std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
+                                         int64_t m, int64_t n);
 
 }  // namespace commir::runtime
 
