@@ -3,6 +3,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/kernel_table.h"
+#include "backend_cpu/kernels.h"
 
 namespace commir::cpu {
 
@@ -18,10 +19,36 @@ CpuBackend::CpuBackend() {
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
-                                                      const runtime::OpContext& /*context*/,
+                                                      const runtime::OpContext& context,
                                                       absl::Span<const Tensor* const> tensors,
                                                       absl::Span<const int64_t> indices) {
+  if (context.donated != nullptr && op.Is(OpKind::kDynamicUpdateSlice) && tensors.size() == 2 &&
+      indices.size() == 1) {
+    Tensor& destination = *context.donated;
+    if (absl::Status s = DynamicUpdateSliceInPlace(destination, *tensors[1],
+                                                   op.RequiredIntAttr("dim"), indices[0]);
+        !s.ok()) {
+      return s;
+    }
+    std::vector<Tensor> results;
+    results.push_back(std::move(destination));
+    return results;
+  }
   return RunOp(op, tensors, indices);
+}
+
+absl::StatusOr<bool> CpuBackend::RunMatmulInto(const Operation& matmul,
+                                               const runtime::OpContext& /*context*/,
+                                               absl::Span<const Tensor* const> tensors,
+                                               const Operation& update, int64_t offset,
+                                               Tensor& destination) {
+  if (!matmul.Is(OpKind::kMatmul) || tensors.size() != 2 ||
+      matmul.result(0)->type().element_type() != destination.element_type()) {
+    return false;
+  }
+  return MatMulInto(*tensors[0], *tensors[1], matmul.BoolAttr("transpose_a"),
+                    matmul.BoolAttr("transpose_b"), destination, update.RequiredIntAttr("dim"),
+                    offset);
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(

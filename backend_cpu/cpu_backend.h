@@ -22,6 +22,14 @@ class CpuBackend : public runtime::Backend {
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;
+  // A handed-over dynamic_update_slice destination is written in place, and a matmul
+  // into such a destination is one BLAS call with an offset output pointer and the
+  // destination's row length as its row stride (f32 and f64 operands of the
+  // destination's type; others decline and run as two ops).
+  absl::StatusOr<bool> RunMatmulInto(const Operation& matmul, const runtime::OpContext& context,
+                                     absl::Span<const runtime::Tensor* const> tensors,
+                                     const Operation& update, int64_t offset,
+                                     runtime::Tensor& destination) override;
 
   // The same without a context, for tests and benchmarks.
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(

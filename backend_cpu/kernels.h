@@ -69,6 +69,17 @@ using runtime::Full;
 absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
                               ElementType result_type);
 
+// The product of two matrices (rank 2) stored straight into `destination` (rank 2) at
+// `offset` along `dim` (0: a block of rows, at an offset pointer; 1: a block of columns,
+// with the destination's row length as the row stride): what MatMul followed by
+// DynamicUpdateSlice(destination, product, dim, offset) computes, bit for bit, without the
+// product tensor or a copy of the destination. Returns false, destination untouched, where
+// it does not apply: other ranks or dimensions, an element type other than f32 and f64
+// (then a and b must have destination's), a product that does not fit at `offset`.
+absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose_a,
+                                bool transpose_b, Tensor& destination, int64_t dim,
+                                int64_t offset);
+
 // ---------------------------------------------------------------------------------------
 // Reductions (reduce.cc)
 
@@ -175,6 +186,10 @@ absl::StatusOr<Tensor> DynamicSlice(const Tensor& x, int64_t dim, int64_t offset
 // and matches x in every other dimension. Out-of-range offsets are errors as above.
 absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update, int64_t dim,
                                           int64_t offset);
+// The same, writing into x's own buffer (the interpreter hands over a destination nothing
+// else holds); x is unchanged on error.
+absl::Status DynamicUpdateSliceInPlace(Tensor& x, const Tensor& update, int64_t dim,
+                                       int64_t offset);
 
 }  // namespace commir::cpu
 

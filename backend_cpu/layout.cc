@@ -134,8 +134,8 @@ absl::StatusOr<Tensor> DynamicSlice(const Tensor& x, int64_t dim, int64_t offset
   return result;
 }
 
-absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update, int64_t dim,
-                                          int64_t offset) {
+absl::Status DynamicUpdateSliceInPlace(Tensor& x, const Tensor& update, int64_t dim,
+                                       int64_t offset) {
   absl::StatusOr<int64_t> update_dim = NormalizeDim("dynamic_update_slice", dim, x.rank());
   if (!update_dim.ok()) return update_dim.status();
   bool compatible = update.element_type() == x.element_type() && update.rank() == x.rank();
@@ -152,10 +152,19 @@ absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update,
       !status.ok()) {
     return status;
   }
-  Tensor result = x;
   std::vector<int64_t> start(x.rank(), 0);
   start[*update_dim] = offset;
-  CopyBoxIn(update, start, result);
+  CopyBoxIn(update, start, x);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update, int64_t dim,
+                                          int64_t offset) {
+  Tensor result = x;
+  if (absl::Status status = DynamicUpdateSliceInPlace(result, update, dim, offset);
+      !status.ok()) {
+    return status;
+  }
   return result;
 }
 

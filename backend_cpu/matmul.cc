@@ -1,6 +1,7 @@
 // Batched matrix multiplication with NumPy-broadcast batch dimensions. Float products go
 // through BLAS one batch entry at a time; integer products use a plain triple loop.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,6 +13,7 @@
 #include "backend_cpu/shape_util.h"
 #include "commir/element_type.h"
 #include "runtime/compute_values.h"
+#include "runtime/in_place.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -146,6 +148,32 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a
     const std::vector<T> product = FloatMatMul(*plan, LoadAs<T>(a), LoadAs<T>(b));
     return StoreAs<T>(result_type, plan->ResultShape(), product);
   });
+}
+
+absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose_a,
+                                bool transpose_b, Tensor& destination, int64_t dim,
+                                int64_t offset) {
+  const ElementType type = destination.element_type();
+  if (a.rank() != 2 || b.rank() != 2 || destination.rank() != 2 || a.element_type() != type ||
+      b.element_type() != type || (type != ElementType::kF32 && type != ElementType::kF64)) {
+    return false;
+  }
+  absl::StatusOr<MatMulPlan> plan = PlanMatMul(a, b, transpose_a, transpose_b);
+  if (!plan.ok()) return false;
+  const std::optional<runtime::BlockPlacement> place = runtime::PlaceBlock(
+      destination.dim(0), destination.dim(1), dim, offset, plan->m, plan->n);
+  if (!place.has_value()) return false;
+  const int64_t lda = plan->transpose_a ? plan->m : plan->k;
+  const int64_t ldb = plan->transpose_b ? plan->k : plan->n;
+  const int64_t first = place->first, ldc = place->row_stride;
+  if (type == ElementType::kF32) {
+    Gemm(plan->transpose_a, plan->transpose_b, plan->m, plan->n, plan->k, 1.0f, a.data<float>(),
+         lda, b.data<float>(), ldb, destination.data<float>() + first, ldc);
+  } else {
+    Gemm(plan->transpose_a, plan->transpose_b, plan->m, plan->n, plan->k, 1.0, a.data<double>(),
+         lda, b.data<double>(), ldb, destination.data<double>() + first, ldc);
+  }
+  return true;
 }
 
 }  // namespace commir::cpu

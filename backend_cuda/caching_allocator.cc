@@ -183,6 +183,25 @@ absl::Status DeviceBuffer::UseOn(cudaStream_t stream) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceBuffer::WaitForUsers(cudaStream_t stream) {
+  std::vector<cudaStream_t> users = other_streams_;
+  users.push_back(home_stream());
+  for (cudaStream_t user : users) {
+    if (user == stream) continue;
+    absl::StatusOr<cudaEvent_t> event = allocator_->events().Acquire();
+    if (!event.ok()) return event.status();
+    // The wait takes the event's state when it is enqueued, so the event may go back to
+    // the pool at once.
+    cudaError_t recorded = cudaEventRecord(*event, user);
+    cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream, *event, 0)
+                                                 : cudaSuccess;
+    allocator_->events().Release(*event);
+    COMMIR_CUDA_RETURN_IF_ERROR(recorded, "cudaEventRecord");
+    COMMIR_CUDA_RETURN_IF_ERROR(waited, "cudaStreamWaitEvent");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> DeviceBuffer::Ready() const {
   if (written_ == nullptr) return true;
   cudaError_t state = QueryEvent(written_);

@@ -98,6 +98,10 @@ class DeviceBuffer : public runtime::DeviceStorage {
   // Makes `stream` wait for the producer (nothing when it is the producer's stream) and
   // notes the use, so the memory outlives work queued on `stream` now.
   absl::Status UseOn(cudaStream_t stream);
+  // Makes `stream` wait for everything queued so far on the other streams that used the
+  // buffer (and its home stream): before `stream` writes a value in place whose earlier
+  // readers may still run elsewhere.
+  absl::Status WaitForUsers(cudaStream_t stream);
   // Whether the producer has finished (true when none was recorded); never blocks.
   absl::StatusOr<bool> Ready() const;
 

@@ -105,7 +105,7 @@ CublasLtGemm::~CublasLtGemm() {
 absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& args, int alignment) {
   Key key{static_cast<int>(args.ab_type), static_cast<int>(args.c_type), args.m, args.n,
           args.k, args.transpose_a, args.transpose_b, args.batch, args.stride_a,
-          args.stride_b, args.stride_c, alignment};
+          args.stride_b, args.stride_c, args.ldc, alignment};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
@@ -141,7 +141,7 @@ absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& args, 
                                                        second_cols, static_cast<int64_t>(second_rows)),
                             "cublasLtMatrixLayoutCreate");
   COMMIR_LT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->out, c, args.n, args.m, args.n),
+      cublasLtMatrixLayoutCreate(&plan->out, c, args.n, args.m, args.ldc > 0 ? args.ldc : args.n),
       "cublasLtMatrixLayoutCreate");
   if (args.batch > 1) {
     const int32_t count = static_cast<int32_t>(args.batch);
@@ -201,6 +201,20 @@ absl::Status CublasLtGemm::Run(const GemmArgs& args, cudaStream_t stream) {
         ElementTypeName(args.c_type)));
   }
   if (args.m == 0 || args.n == 0 || args.batch == 0) return absl::OkStatus();
+  if (args.ldc != 0 && (args.ldc < args.n || args.batch != 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a GEMM row stride of %d for %d columns (batch %d)", args.ldc, args.n, args.batch));
+  }
+  if (args.k == 0 && args.ldc > args.n) {
+    // The empty sum's zeros, row by row.
+    const size_t bytes = ElementTypeByteWidth(args.c_type);
+    COMMIR_CUDA_RETURN_IF_ERROR(
+        cudaMemset2DAsync(args.c, static_cast<size_t>(args.ldc) * bytes, 0,
+                          static_cast<size_t>(args.n) * bytes, static_cast<size_t>(args.m),
+                          stream),
+        "cudaMemset2DAsync");
+    return absl::OkStatus();
+  }
   if (args.k == 0) {
     // An empty sum: zeros, without asking cuBLASLt about a degenerate shape.
     const size_t elements = static_cast<size_t>((args.batch - 1) * args.stride_c + args.m * args.n);
@@ -217,7 +231,8 @@ absl::Status CublasLtGemm::Run(const GemmArgs& args, cudaStream_t stream) {
   int alignment = std::min({Alignment(args.a), Alignment(args.b), Alignment(args.c),
                             stride_alignment(args.stride_a, args.ab_type),
                             stride_alignment(args.stride_b, args.ab_type),
-                            stride_alignment(args.stride_c, args.c_type)});
+                            stride_alignment(args.stride_c, args.c_type),
+                            stride_alignment(args.ldc, args.c_type)});
   absl::StatusOr<Plan*> plan = GetPlan(args, alignment);
   if (!plan.ok()) return plan.status();
   // The workspace is stream-ordered: freed right after the launch, it is reused only by

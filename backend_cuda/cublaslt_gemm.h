@@ -49,6 +49,9 @@ struct GemmArgs {
   bool transpose_a = false, transpose_b = false;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements
+  // c's row stride in elements, 0 for n (packed). Larger for a column block written in
+  // place of a wider matrix (runtime/in_place.h's PlaceBlock); batch must then be 1.
+  int64_t ldc = 0;
 };
 
 // Whether cuBLASLt multiplies ab_type into c_type directly (f32->f32, f16->f16|f32,
@@ -76,7 +79,7 @@ class CublasLtGemm {
  private:
   struct Plan;
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,
-                         int64_t, int64_t, int>;
+                         int64_t, int64_t, int64_t, int>;
   CublasLtGemm(std::shared_ptr<CachingAllocator> allocator, Options options,
                cublasLtHandle_t handle);
   absl::StatusOr<Plan*> GetPlan(const GemmArgs& args, int alignment);

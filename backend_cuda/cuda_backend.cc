@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -19,6 +20,7 @@
 #include "backend_cuda/launch_context.h"
 #include "backend_cuda/launchers.h"
 #include "commir/check.h"
+#include "runtime/in_place.h"
 
 namespace commir::cuda {
 namespace {
@@ -323,10 +325,12 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
   if (!stream.ok()) return stream.status();
   COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
   absl::StatusOr<std::vector<Tensor>> results =
-      RunTensorOp(op, context.device, *stream, tensors, indices);
+      RunTensorOp(op, context.device, *stream, tensors, indices, context.donated);
   if (!results.ok()) return results.status();
   // Consumers on other streams wait for this event (DeviceBuffer::UseOn). Results that
-  // share an operand's storage (reshape, reshard) keep the producer's record.
+  // share an operand's storage (reshape, reshard) keep the producer's record; a donated
+  // operand moved into the result is no operand any more (on_device() is false), so its
+  // buffer's record moves to this op.
   for (Tensor& result : *results) {
     DeviceBuffer* buffer = BufferOf(result);
     bool aliased = false;
@@ -337,9 +341,60 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
   return results;
 }
 
+absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
+                                                const runtime::OpContext& context,
+                                                absl::Span<const Tensor* const> tensors,
+                                                const Operation& update, int64_t offset,
+                                                Tensor& destination) {
+  if (!matmul.Is(OpKind::kMatmul) || tensors.size() != 2 || !destination.on_device()) {
+    return false;
+  }
+  const Tensor& a = *tensors[0];
+  const Tensor& b = *tensors[1];
+  const ElementType c_type = destination.element_type();
+  if (a.rank() != 2 || b.rank() != 2 || destination.rank() != 2 || !a.on_device() ||
+      !b.on_device() || a.element_type() != b.element_type() ||
+      matmul.result(0)->type().element_type() != c_type ||
+      !GemmSupportsDirectly(a.element_type(), c_type)) {
+    return false;
+  }
+  GemmArgs args;
+  args.ab_type = a.element_type();
+  args.c_type = c_type;
+  args.transpose_a = matmul.BoolAttr("transpose_a");
+  args.transpose_b = matmul.BoolAttr("transpose_b");
+  args.m = a.dim(args.transpose_a ? 1 : 0);
+  args.k = a.dim(args.transpose_a ? 0 : 1);
+  args.n = b.dim(args.transpose_b ? 0 : 1);
+  if (b.dim(args.transpose_b ? 1 : 0) != args.k) return false;
+  const std::optional<runtime::BlockPlacement> place =
+      runtime::PlaceBlock(destination.dim(0), destination.dim(1),
+                          update.RequiredIntAttr("dim"), offset, args.m, args.n);
+  if (!place.has_value()) return false;
+  absl::StatusOr<cudaStream_t> stream = StreamFor(context.device, context.stream);
+  if (!stream.ok()) return stream.status();
+  COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
+  absl::StatusOr<const void*> a_ptr = Operand(context.device, *stream, a);
+  if (!a_ptr.ok()) return a_ptr.status();
+  absl::StatusOr<const void*> b_ptr = Operand(context.device, *stream, b);
+  if (!b_ptr.ok()) return b_ptr.status();
+  // The destination's producer, and its earlier readers on other streams, come first.
+  absl::StatusOr<const void*> c_ptr = Operand(context.device, *stream, destination);
+  if (!c_ptr.ok()) return c_ptr.status();
+  DeviceBuffer* buffer = BufferOf(destination);
+  if (absl::Status s = buffer->WaitForUsers(*stream); !s.ok()) return s;
+  args.a = *a_ptr;
+  args.b = *b_ptr;
+  args.c = static_cast<char*>(buffer->data()) + place->first * ElementTypeByteWidth(c_type);
+  args.ldc = place->row_stride;
+  if (absl::Status s = GpuFor(context.device).gemm->Run(args, *stream); !s.ok()) return s;
+  if (absl::Status s = buffer->MarkWritten(*stream); !s.ok()) return s;
+  return true;
+}
+
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
     const Operation& op, int64_t device, cudaStream_t stream, absl::Span<const Tensor* const> t,
-    absl::Span<const int64_t> indices) {
+    absl::Span<const int64_t> indices, runtime::Tensor* donated) {
   TensorLauncher launcher = CudaTensorLaunchers().Find(op.kind());
   if (launcher == nullptr) {
     return absl::UnimplementedError(
@@ -359,7 +414,8 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(
                         .allocate = [this, device, stream](ElementType type,
                                                            std::vector<int64_t> shape) {
                           return Allocate(device, stream, type, std::move(shape));
-                        }};
+                        },
+                        .donated = donated};
   // Operand pointers (waits included) for every tensor operand.
   for (const Tensor* tensor : t) {
     absl::StatusOr<const void*> ptr = Operand(device, stream, *tensor);

@@ -67,6 +67,15 @@ class CudaBackend : public runtime::Backend {
       const Operation& op, const runtime::OpContext& context,
       absl::Span<const runtime::Tensor* const> tensors,
       absl::Span<const int64_t> indices) override;
+  // A matmul of two matrices stored straight into the handed-over destination of its
+  // dynamic_update_slice: one cuBLASLt call with the output pointer at the block
+  // (runtime/in_place.h's PlaceBlock) and the destination's row length as its leading
+  // dimension. Declines (false) for types cuBLASLt does not write directly, batches and
+  // blocks that do not fit.
+  absl::StatusOr<bool> RunMatmulInto(const Operation& matmul, const runtime::OpContext& context,
+                                     absl::Span<const runtime::Tensor* const> tensors,
+                                     const Operation& update, int64_t offset,
+                                     runtime::Tensor& destination) override;
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;
@@ -119,10 +128,12 @@ class CudaBackend : public runtime::Backend {
   // host literal is uploaded (once per value) first.
   absl::StatusOr<const void*> Operand(int64_t device, cudaStream_t stream,
                                       const runtime::Tensor& tensor);
-  // Dispatches to the op's launcher (launchers.h) with its operands on the device.
+  // Dispatches to the op's launcher (launchers.h) with its operands on the device;
+  // `donated` is operand 0 when the interpreter handed it over (OpContext::donated).
   absl::StatusOr<std::vector<runtime::Tensor>> RunTensorOp(
       const Operation& op, int64_t device, cudaStream_t stream,
-      absl::Span<const runtime::Tensor* const> tensors, absl::Span<const int64_t> indices);
+      absl::Span<const runtime::Tensor* const> tensors, absl::Span<const int64_t> indices,
+      runtime::Tensor* donated = nullptr);
   absl::Status WaitFor(const DeviceBuffer& buffer);
 
   CudaBackendOptions options_;

@@ -28,6 +28,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "backend_cpu/cpu_backend.h"
 #include "backend_cuda/cuda_status.h"
 #include "backend_cuda/kernels/elementwise.h"
@@ -190,6 +191,79 @@ TEST(CudaBackendTest, MatmulTransposesBatchesAndResultTypes) {
     int compared = 0;
     EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
     EXPECT_EQ(compared, 1) << source;
+  }
+}
+
+// A ring's accumulator updated in place (the interpreter hands the dying destination
+// over): row and column blocks, f32 and bf16, and a reader of the accumulator on another
+// stream just before the update, which the in-place write must wait for.
+TEST(CudaBackendTest, AccumulatorsUpdatedInPlaceAgreeWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  const std::string ring =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%a: $T[64@tp, 24], %b: $T[24, 52@tp]) -> $T[64, 52@tp] on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %c_init = full() {value = 0.0} : $T[64, 13]\n"
+      "  %c_part, %a_last = for %i = 0 to 3 step 1 iter(%c_acc = %c_init, %a_blk = %a) {\n"
+      "    %a_next = shift(%a_blk) {axis = tp, offset = 1, stream = 1} : $T[16, 24]\n"
+      "    %src_raw = sub(%r, %i) : index\n"
+      "    %src = rem(%src_raw, 4) : index\n"
+      "    %off = mul(%src, 16) : index\n"
+      "    %c_blk = matmul(%a_blk, %b) : $T[16, 13]\n"
+      "    %c_acc_1 = dynamic_update_slice(%c_acc, %c_blk, %off) {dim = 0} : $T[64, 13]\n"
+      "    yield %c_acc_1, %a_next\n"
+      "  } : ($T[64, 13], $T[16, 24])\n"
+      "  %src_last_raw = add(%r, 1) : index\n"
+      "  %src_last = rem(%src_last_raw, 4) : index\n"
+      "  %off_1 = mul(%src_last, 16) : index\n"
+      "  %c_blk_1 = matmul(%a_last, %b) : $T[16, 13]\n"
+      "  %c = dynamic_update_slice(%c_part, %c_blk_1, %off_1) {dim = 0} : $T[64, 13]\n"
+      "  return %c\n"
+      "}\n";
+  const std::string columns =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%a: $T[64@tp, 24], %b: $T[24, 52@tp]) -> $T[64@tp, 52] on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %c_init = full() {value = 0.0} : $T[16, 52]\n"
+      "  %c_part, %b_last = for %i = 0 to 3 step 1 iter(%c_acc = %c_init, %b_blk = %b) {\n"
+      "    %b_next = shift(%b_blk) {axis = tp, offset = -1, stream = 1} : $T[24, 13]\n"
+      "    %src_raw = add(%r, %i) : index\n"
+      "    %src = rem(%src_raw, 4) : index\n"
+      "    %off = mul(%src, 13) : index\n"
+      "    %c_blk = matmul(%a, %b_blk) : $T[16, 13]\n"
+      "    %c_acc_1 = dynamic_update_slice(%c_acc, %c_blk, %off) {dim = 1} : $T[16, 52]\n"
+      "    yield %c_acc_1, %b_next\n"
+      "  } : ($T[16, 52], $T[24, 13])\n"
+      "  %src_last_raw = add(%r, 3) : index\n"
+      "  %src_last = rem(%src_last_raw, 4) : index\n"
+      "  %off_1 = mul(%src_last, 13) : index\n"
+      "  %c_blk_1 = matmul(%a, %b_last) : $T[16, 13]\n"
+      "  %c = dynamic_update_slice(%c_part, %c_blk_1, %off_1) {dim = 1} : $T[16, 52]\n"
+      "  return %c\n"
+      "}\n";
+  // The accumulator is read on stream 1 right before it is updated on stream 0.
+  const std::string cross_stream =
+      "mesh @m(tp=2)\n"
+      "spmd func @f(%x: $T[8, 16], %u: $T[2, 16]) -> ($T[8, 16], $T[8, 16]) on @m {\n"
+      "  %acc0 = full() {value = 1.0} : $T[8, 16]\n"
+      "  %acc, %seen = for %i = 0 to 4 step 1 iter(%a = %acc0, %s = %x) {\n"
+      "    %n = neg(%a) {stream = 1} : $T[8, 16]\n"
+      "    %off = mul(%i, 2) : index\n"
+      "    %a1 = dynamic_update_slice(%a, %u, %off) {dim = 0} : $T[8, 16]\n"
+      "    %s1 = add(%s, %n) {stream = 1} : $T[8, 16]\n"
+      "    yield %a1, %s1\n"
+      "  } : ($T[8, 16], $T[8, 16])\n"
+      "  return %acc, %seen\n"
+      "}\n";
+  for (const std::string& text : {ring, columns, cross_stream}) {
+    for (const char* type : {"f32", "bf16"}) {
+      const std::string source = absl::StrReplaceAll(text, {{"$T", type}});
+      std::unique_ptr<Module> module = Parse(source);
+      if (module == nullptr) continue;
+      int compared = 0;
+      EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
+      EXPECT_GT(compared, 0) << source;
+    }
   }
 }
 

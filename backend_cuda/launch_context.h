@@ -40,6 +40,9 @@ struct LaunchContext {
   int32_t* error_flag = nullptr;  // the GPU's data-dependent error bits
   CublasLtGemm* gemm = nullptr;   // the GPU's GEMM runner
   DeviceAllocator allocate;
+  // Operand 0 handed over by the interpreter (runtime::OpContext::donated): a launcher may
+  // write into its buffer and return it as its result. Null otherwise.
+  runtime::Tensor* donated = nullptr;
 
   const runtime::Tensor& operand(int i) const { return *operands[i]; }
 

@@ -3,6 +3,7 @@
 #include <span>
 
 #include "absl/strings/str_format.h"
+#include "backend_cuda/caching_allocator.h"
 #include "backend_cuda/cuda_status.h"
 #include "backend_cuda/kernels/layout.h"
 #include "backend_cuda/launchers.h"
@@ -105,7 +106,24 @@ Results LaunchDynamicUpdateSlice(const LaunchContext& ctx) {
         "dynamic_update_slice of %s at offset %d is out of range for dimension %d of %s",
         update.DebugTypeString(), offset, dim, x.DebugTypeString()));
   }
-  // A copy of x with the update written in: values are immutable.
+  // A destination nothing else holds is written where it is: no copy of the whole
+  // accumulator (the ring schedules' every step). The stream already waited for x's
+  // producer; its other readers are all earlier ops (this is its last use), which may
+  // still run on other streams.
+  if (ctx.donated != nullptr && ctx.donated->on_device()) {
+    auto* buffer = static_cast<DeviceBuffer*>(ctx.donated->device_storage());
+    if (absl::Status s = buffer->WaitForUsers(ctx.stream); !s.ok()) return s;
+    if (absl::Status s = ctx.Check(k::LaunchDynamicUpdateSliceInPlace(
+            x.element_type(), buffer->data(), x.shape(), ctx.in[1], update.dim(dim), dim,
+            offset, ctx.stream));
+        !s.ok()) {
+      return s;
+    }
+    std::vector<Tensor> results;
+    results.push_back(std::move(*ctx.donated));
+    return results;
+  }
+  // Otherwise a copy of x with the update written in.
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) -> absl::Status {
     if (x.byte_size() > 0) {
       COMMIR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out[0], ctx.in[0], x.byte_size(),

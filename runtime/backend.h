@@ -29,6 +29,12 @@ struct OpContext {
   // The op's stream on this device: its `stream = N` attribute or the value of its
   // `stream = %v` operand (0 by default).
   int64_t stream = 0;
+  // Operand 0 handed over to the op: set only for a dynamic_update_slice that is its
+  // destination's last use (in_place.h) when nothing else refers to the destination's
+  // buffer (not a caller's argument, not another value, loop, callee or device, not a
+  // view sharing its device storage). The backend may write the update into it and move
+  // it into its result instead of copying it; tensors[0] points to the same tensor.
+  Tensor* donated = nullptr;
 };
 
 // One device group's instance of a collective.
@@ -56,6 +62,20 @@ class Backend {
                                                     const OpContext& context,
                                                     absl::Span<const Tensor* const> tensors,
                                                     absl::Span<const int64_t> indices) = 0;
+
+  // Runs `matmul` with its product written straight into `destination`, the handed-over
+  // destination (see OpContext::donated) of the dynamic_update_slice `update` that is its
+  // only use (in_place.h: MatmulWritesInto), at `offset` along update's dimension: no
+  // block tensor and no copy of the destination. Returns false to decline (then the
+  // destination must be unchanged and the two ops run one by one), e.g. for an offset
+  // out of range, which the update then reports. The default declines.
+  virtual absl::StatusOr<bool> RunMatmulInto(const Operation& /*matmul*/,
+                                             const OpContext& /*context*/,
+                                             absl::Span<const Tensor* const> /*tensors*/,
+                                             const Operation& /*update*/, int64_t /*offset*/,
+                                             Tensor& /*destination*/) {
+    return false;
+  }
 
   // Runs a collective for one device group: parts[i] is the operand of the local member
   // group[local[i]]; returns each local member's result in the same order.

@@ -1,5 +1,6 @@
 #include "runtime/interpreter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "commir/call_graph.h"
 #include "commir/scalar_math.h"
+#include "runtime/in_place.h"
 
 namespace commir::runtime {
 namespace {
@@ -33,6 +35,30 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
       num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {
   if (num_devices_ > kMaxDevices) return;  // Run and set_local_devices refuse it
+  WalkOps(function.body(), [&](Operation* op) {
+    if (UpdatesDestinationInPlace(*op)) updates_in_place_.insert(op);
+    if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
+      matmul_into_[op] = update;
+    }
+    if (!op->Is(OpKind::kFor)) return;
+    const absl::Span<const Value* const> dead = liveness_.DeadAfter(*op);
+    std::vector<bool> moved(op->num_operands(), false);
+    bool any = false;
+    for (int i = 0; i < op->num_operands(); ++i) {
+      const Value* init = op->operand(i);
+      if (!init->type().is_tensor() || init->is_literal() ||
+          std::find(dead.begin(), dead.end(), init) == dead.end()) {
+        continue;
+      }
+      bool once = true;
+      for (int j = 0; j < op->num_operands(); ++j) once = once && (j == i || op->operand(j) != init);
+      bool read_inside = false;
+      for (const Operation* user : init->users()) read_inside = read_inside || user != op;
+      moved[i] = once && !read_inside;
+      any = any || moved[i];
+    }
+    if (any) moved_inits_[op] = std::move(moved);
+  });
   is_local_.assign(num_devices_, true);
   for (int64_t d = 0; d < num_devices_; ++d) local_.push_back(d);
 }
@@ -91,6 +117,19 @@ Interpreter::Slot Interpreter::Lookup(const Env& env, int64_t device, const Valu
     return slot;
   }
   return env[device].at(value);
+}
+
+std::shared_ptr<const Tensor> Interpreter::TakeIfUnique(Env& env, int64_t device,
+                                                        const Value* value) const {
+  auto it = env[device].find(value);
+  if (it == env[device].end() || it->second.tensor == nullptr) return nullptr;
+  // A caller's argument is held through an empty owner: its use_count is 0.
+  if (it->second.tensor.use_count() != 1) return nullptr;
+  const Tensor& tensor = *it->second.tensor;
+  if (tensor.on_device() && tensor.shared_storage().use_count() != 1) return nullptr;
+  std::shared_ptr<const Tensor> taken = std::move(it->second.tensor);
+  env[device].erase(it);
+  return taken;
 }
 
 void Interpreter::Release(absl::Span<const Value* const> values, Env& env) const {
@@ -269,8 +308,21 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
   int64_t step = op.IntAttr("step");
   // Carried values start as the init operands.
   std::vector<std::vector<Slot>> carried(num_devices_);
+  auto moved = moved_inits_.find(&op);
   for (int64_t d : local_) {
-    for (const Value* init : op.operands()) carried[d].push_back(Lookup(env, d, init));
+    for (int i = 0; i < op.num_operands(); ++i) {
+      const Value* init = op.operand(i);
+      // An init that dies here is moved, not shared: the loop's first in-place update
+      // may then reuse its buffer.
+      auto it = moved == moved_inits_.end() || !moved->second[i] ? env[d].end()
+                                                                 : env[d].find(init);
+      if (it == env[d].end()) {
+        carried[d].push_back(Lookup(env, d, init));
+        continue;
+      }
+      carried[d].push_back(std::move(it->second));
+      env[d].erase(it);
+    }
   }
   if (step <= 0) return Fail(op, local_.front(), "the loop step must be positive");
   // Iterate by trip count: `i += step` would overflow past an upper bound near the
@@ -299,8 +351,10 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
                                            trip * static_cast<uint64_t>(step));
     for (int64_t d : local_) {
       env[d][body.argument(0)] = Slot{nullptr, i};
+      // Moved, not shared: the yield below sets them again, and a carried value held
+      // only by the body may be updated in place.
       for (size_t c = 0; c < carried[d].size(); ++c) {
-        env[d][body.argument(static_cast<int>(c) + 1)] = carried[d][c];
+        env[d][body.argument(static_cast<int>(c) + 1)] = std::move(carried[d][c]);
       }
     }
     if (absl::Status s = RunBlock(body, env); !s.ok()) {
@@ -446,13 +500,27 @@ absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
 }
 
 absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
+  const bool in_place = updates_in_place_.contains(&op);
+  auto into = matmul_into_.find(&op);
   for (int64_t d : local_) {
+    // A matmul already wrote this update's block into its destination: pass it on.
+    if (in_place) {
+      Slot block = Lookup(env, d, op.operand(1));
+      if (block.written_into_destination) {
+        env[d][op.result(0)] = Slot{std::move(block.tensor), 0};
+        continue;
+      }
+    }
+    // The destination's buffer, handed over when nothing else holds it.
+    std::shared_ptr<const Tensor> donated;
+    if (in_place) donated = TakeIfUnique(env, d, op.operand(0));
     // Ops have a handful of operands: keep the per-op bookkeeping off the heap.
     absl::InlinedVector<Slot, 4> slots;
     absl::InlinedVector<const Tensor*, 4> tensors;
     absl::InlinedVector<int64_t, 2> indices;
-    for (const Value* operand : op.operands()) {
-      slots.push_back(Lookup(env, d, operand));
+    for (int i = 0; i < op.num_operands(); ++i) {
+      const Value* operand = op.operand(i);
+      slots.push_back(i == 0 && donated != nullptr ? Slot{donated, 0} : Lookup(env, d, operand));
       if (operand->type().is_index()) {
         indices.push_back(slots.back().index);
       } else {
@@ -460,6 +528,23 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
       }
     }
     OpContext context{d, StreamOf(op, env, d)};
+    if (donated != nullptr) context.donated = const_cast<Tensor*>(donated.get());
+    if (into != matmul_into_.end()) {
+      const Operation& update = *into->second;
+      std::shared_ptr<const Tensor> destination = TakeIfUnique(env, d, update.operand(0));
+      if (destination != nullptr) {
+        const int64_t offset = Lookup(env, d, update.operand(2)).index;
+        absl::StatusOr<bool> wrote =
+            backend_.RunMatmulInto(op, context, tensors, update, offset,
+                                   const_cast<Tensor&>(*destination));
+        if (!wrote.ok()) return Fail(op, d, wrote.status());
+        if (*wrote) {
+          env[d][op.result(0)] = Slot{std::move(destination), 0, true};
+          continue;
+        }
+        env[d][update.operand(0)] = Slot{std::move(destination), 0};
+      }
+    }
     absl::StatusOr<std::vector<Tensor>> results = backend_.RunOp(op, context, tensors, indices);
     if (!results.ok()) return Fail(op, d, results.status());
     if (static_cast<int>(results->size()) != op.num_results()) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "runtime/backend.h"
@@ -70,6 +71,9 @@ class Interpreter {
   struct Slot {
     std::shared_ptr<const Tensor> tensor;
     int64_t index = 0;
+    // A matmul's result that the backend wrote into its update's destination (in_place.h):
+    // `tensor` is that destination, already holding the block; the update just passes it on.
+    bool written_into_destination = false;
   };
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
 
@@ -89,6 +93,13 @@ class Interpreter {
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
   Slot Lookup(const Env& env, int64_t device, const Value* value) const;
+  // Moves `value`'s tensor out of `device`'s environment when that is the only reference
+  // to it anywhere: not a caller's argument (held without ownership), not shared with
+  // another value, a loop's carried values, a callee or another device, and for a device
+  // tensor not a view of shared storage. Returns null, with the environment unchanged,
+  // otherwise. The caller may then modify the tensor: the interpreter makes every tensor
+  // it owns as a non-const object (make_shared<Tensor>).
+  std::shared_ptr<const Tensor> TakeIfUnique(Env& env, int64_t device, const Value* value) const;
   // Drops every local device's reference to `values` (see Liveness).
   void Release(absl::Span<const Value* const> values, Env& env) const;
   int64_t StreamOf(const Operation& op, const Env& env, int64_t device) const;
@@ -99,6 +110,13 @@ class Interpreter {
   Backend& backend_;
   // Where each value dies, computed once: a value is released after its last use.
   Liveness liveness_;
+  // Ops that may reuse a buffer (in_place.h), found once: dynamic_update_slice ops that
+  // are their destination's last use, matmuls that write into such an update's
+  // destination (mapped to the update), and the init operands a loop may move into its
+  // carried values (their last use is the loop and its body does not read them).
+  absl::flat_hash_set<const Operation*> updates_in_place_;
+  absl::flat_hash_map<const Operation*, const Operation*> matmul_into_;
+  absl::flat_hash_map<const Operation*, std::vector<bool>> moved_inits_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;

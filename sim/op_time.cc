@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/op_cost.h"
+#include "runtime/in_place.h"
 #include "sim/attention_time.h"
 #include "sim/collective_time.h"
 #include "sim/gemm_views.h"
@@ -49,8 +50,15 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
     default:
       break;
   }
-  // A block a GEMM reads or writes in place is a pointer offset, not a copy.
+  // A block a GEMM reads or writes in place is a pointer offset, not a copy
+  // (gemm_views.h). Among them, the matmul that makes an update's block stores it at its
+  // place in the destination (the GEMM's output pointer and row stride; runtime/in_place.h),
+  // which the cpu and cuda backends do: the update runs no kernel, and the matmul's price
+  // already writes the block once.
   if (IsGemmBlockInPlace(op)) return 0.0;
+  if (op.Is(OpKind::kDynamicUpdateSlice) && runtime::UpdateWrittenByMatmul(op) != nullptr) {
+    return 0.0;
+  }
   OpCost cost = EstimateOpCost(op, function);
   if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
   if (op.Is(OpKind::kMatmul)) {

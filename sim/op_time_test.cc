@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 
@@ -121,6 +122,50 @@ TEST_F(OpTimeTest, ElementwiseAddIsBytesOverHbmPlusLaunch) {
     return %c
   })", *FindBuiltinHardware("h200"));
   EXPECT_NEAR(t200, kLaunch + 3.0 * 4096 * 4096 * 4 / 4.8e12, 1e-12);
+}
+
+// A matmul whose block a dynamic_update_slice puts into an accumulator that dies there
+// writes the block itself (the GEMM's output pointer at the block): the update costs
+// nothing and the matmul costs what it does alone. An update whose destination is read
+// again, or whose block no matmul makes, is an in-place kernel: it reads the block and
+// writes its region, launch + 2 x block bytes / HBM.
+TEST_F(OpTimeTest, UpdateOfAMatmulBlockIsTheMatmulsEpilogue) {
+  const std::string source = R"(mesh @m(tp=1)
+  spmd func @f(%a: f32[1024, 256], %b: f32[256, 512], %c: f32[4096, 512],
+               %x: f32[1024, 512]) -> (f32[4096, 512], f32[4096, 512], f32[4096, 512]) on @m {
+    %off = full() {value = 1024} : index
+    %blk = matmul(%a, %b) : f32[1024, 512]
+    %fused = dynamic_update_slice(%c, %blk, %off) {dim = 0} : f32[4096, 512]
+    %blk2 = matmul(%a, %b) : f32[1024, 512]
+    %kept = dynamic_update_slice(%fused, %blk2, %off) {dim = 0} : f32[4096, 512]
+    %plain = dynamic_update_slice(%kept, %x, %off) {dim = 0} : f32[4096, 512]
+    %again = add(%kept, %plain) : f32[4096, 512]
+    return %fused, %plain, %again
+  })";
+  FirstOp(source);
+  absl::flat_hash_map<std::string, const Operation*> ops;
+  for (const Operation* op : *function_->body()) {
+    if (op->num_results() == 1) ops[op->result(0)->name()] = op;
+  }
+  auto time = [&](const std::string& name) {
+    absl::StatusOr<double> t = OpTime(H100(), *ops.at(name), *function_);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : -1;
+  };
+  GemmShape shape;
+  shape.m = 1024;
+  shape.n = 512;
+  shape.k = 256;
+  shape.type = ElementType::kF32;
+  shape.result_element_bytes = 4;
+  shape.operand_bytes = (1024.0 * 256 + 256.0 * 512) * 4;
+  EXPECT_NEAR(time("blk"), *GemmTime(H100(), shape), 1e-15);
+  // %c's last use is %fused.
+  EXPECT_EQ(time("fused"), 0.0);
+  // %fused is returned, a use after %kept: the block cannot go into a live buffer.
+  EXPECT_NEAR(time("kept"), kLaunch + 2.0 * 1024 * 512 * 4 / kHbm, 1e-15);
+  // %x is no matmul's block.
+  EXPECT_NEAR(time("plain"), kLaunch + 2.0 * 1024 * 512 * 4 / kHbm, 1e-15);
 }
 
 TEST_F(OpTimeTest, SoftmaxIsMemoryBound) {

@@ -1,0 +1,107 @@
+#include "runtime/in_place.h"
+
+#include <cstdint>
+
+namespace commir::runtime {
+namespace {
+
+// The op of `block` that is `user` or holds it in a region; null if none does.
+const Operation* AncestorIn(const Block* block, const Operation* user) {
+  while (user != nullptr && user->parent_block() != block) {
+    const Block* parent = user->parent_block();
+    user = parent == nullptr ? nullptr : parent->parent_op();
+  }
+  return user;
+}
+
+// Whether `value` is available before `op` runs: defined in an enclosing block (an
+// argument or an op outside op's block) or by an op of op's block before it.
+bool DefinedBefore(const Value& value, const Operation& op) {
+  if (value.is_literal() || value.kind() == Value::Kind::kBlockArgument) return true;
+  const Operation* def = value.defining_op();
+  if (def == nullptr) return true;
+  const Operation* in_block = AncestorIn(op.parent_block(), def);
+  if (in_block == nullptr) return true;  // defined outside op's block, which it encloses
+  return in_block != &op && in_block->IsBeforeInBlock(&op);
+}
+
+}  // namespace
+
+bool UpdatesDestinationInPlace(const Operation& update) {
+  if (!update.Is(OpKind::kDynamicUpdateSlice) || update.num_operands() < 2) return false;
+  const Value* destination = update.operand(0);
+  if (destination->is_literal() || destination == update.operand(1)) return false;
+  const Block* block = update.parent_block();
+  if (block == nullptr) return false;
+  // The destination must belong to this block: a value of an enclosing block lives on
+  // after a loop iteration (the next one reads it again).
+  const Block* defining = destination->kind() == Value::Kind::kBlockArgument
+                              ? destination->owner_block()
+                              : (destination->defining_op() == nullptr
+                                     ? nullptr
+                                     : destination->defining_op()->parent_block());
+  if (defining != block) return false;
+  for (const Operation* user : destination->users()) {
+    const Operation* use = AncestorIn(block, user);
+    if (use == nullptr || use == &update) continue;
+    if (!use->IsBeforeInBlock(&update)) return false;
+  }
+  return true;
+}
+
+const Operation* MatmulWritesInto(const Operation& matmul) {
+  if (!matmul.Is(OpKind::kMatmul) || matmul.num_results() != 1) return nullptr;
+  const Value* block_value = matmul.result(0);
+  if (!block_value->type().is_tensor() || block_value->type().rank() != 2) return nullptr;
+  if (block_value->users().size() != 1) return nullptr;
+  const Operation* update = block_value->users()[0];
+  if (update->parent_block() != matmul.parent_block() || update->num_operands() < 3 ||
+      update->operand(1) != block_value || !UpdatesDestinationInPlace(*update)) {
+    return nullptr;
+  }
+  const Value* destination = update->operand(0);
+  if (destination->type().rank() != 2) return nullptr;
+  const int64_t dim = update->attrs().GetInt("dim", 0);
+  if (dim != 0 && dim != 1 && dim != -1 && dim != -2) return nullptr;
+  if (block_value->type().element_type() != destination->type().element_type()) return nullptr;
+  for (const Value* operand : matmul.operands()) {
+    if (operand == destination) return nullptr;
+  }
+  for (int i = 0; i < update->num_operands(); ++i) {
+    if (i != 1 && !DefinedBefore(*update->operand(i), matmul)) return nullptr;
+  }
+  const Block* block = matmul.parent_block();
+  for (const Operation* user : destination->users()) {
+    const Operation* use = AncestorIn(block, user);
+    if (use == nullptr || use == update) continue;
+    if (use == &matmul || matmul.IsBeforeInBlock(use)) return nullptr;
+  }
+  return update;
+}
+
+const Operation* UpdateWrittenByMatmul(const Operation& update) {
+  if (!update.Is(OpKind::kDynamicUpdateSlice) || update.num_operands() < 2) return nullptr;
+  const Value* block_value = update.operand(1);
+  const Operation* matmul = block_value->defining_op();
+  if (block_value->kind() != Value::Kind::kResult || matmul == nullptr) return nullptr;
+  return MatmulWritesInto(*matmul) == &update ? matmul : nullptr;
+}
+
+std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
+                                         int64_t m, int64_t n) {
+  if (dim < 0) dim += 2;
+  if ((dim != 0 && dim != 1) || rows < 0 || cols < 0 || m < 0 || n < 0) return std::nullopt;
+  const int64_t extent = dim == 0 ? rows : cols;
+  const int64_t block = dim == 0 ? m : n;
+  const int64_t across = dim == 0 ? n : m;
+  const int64_t other = dim == 0 ? cols : rows;
+  // offset > extent - block, written so that nothing overflows.
+  if (across != other || block > extent || offset < 0 || offset > extent - block) {
+    return std::nullopt;
+  }
+  // A row block starts `offset` whole rows in (offset * cols <= rows * cols, the
+  // destination's element count); a column block `offset` elements into the first row.
+  return BlockPlacement{dim == 0 ? offset * cols : offset, cols};
+}
+
+}  // namespace commir::runtime

@@ -1,0 +1,62 @@
+// Which dynamic_update_slice ops may write into their destination's buffer, and which
+// matmuls may write their result straight into such a destination, decided from the
+// program alone so that the interpreter (which runs it) and the sim (which prices it)
+// agree. The ring and pipeline schedules build their output block by block on a loop
+// carried accumulator:
+//
+//   %c_blk = matmul(%a_blk, %b)
+//   %c_acc_1 = dynamic_update_slice(%c_acc, %c_blk, %off) {dim = 0}
+//
+// A production runtime neither copies %c_acc every step nor materialises %c_blk: the
+// GEMM's epilogue stores its tile at the block's place in the accumulator (an offset
+// output pointer; a column block is a row stride of the whole row).
+//
+// What is decided here is only what the program allows. Whether a buffer is really
+// free at run time (not a caller's argument, not shared with another value or device)
+// is the interpreter's check (interpreter.h).
+#ifndef COMMIR_RUNTIME_IN_PLACE_H_
+#define COMMIR_RUNTIME_IN_PLACE_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "commir/ir.h"
+
+namespace commir::runtime {
+
+// Whether `update`, a dynamic_update_slice, is its destination's (operand 0) last use in
+// the destination's block (a use nested in a later op's region counts as that op's) and
+// the destination is not also the update: its buffer may become the result.
+bool UpdatesDestinationInPlace(const Operation& update);
+
+// For a matmul, the dynamic_update_slice its result may be written into, or null. It
+// applies when:
+//  - the matmul's rank-2 result has one use: the update (operand 1) of a
+//    dynamic_update_slice of the same block along dimension 0 or 1 of a rank-2
+//    destination, that UpdatesDestinationInPlace;
+//  - the destination and the offset are defined before the matmul, the matmul does not
+//    read the destination, and no op between the two uses it (the destination's old
+//    contents are not seen once the block is written).
+const Operation* MatmulWritesInto(const Operation& matmul);
+
+// The inverse: for a dynamic_update_slice, the matmul that writes its update in place
+// (MatmulWritesInto(*matmul) == &update), or null.
+const Operation* UpdateWrittenByMatmul(const Operation& update);
+
+// Where a row-major [m, n] product goes in a row-major [rows, cols] destination when it is
+// the block at `offset` along `dim` (0: rows offset..offset+m; 1: columns offset..offset+n;
+// -1 and -2 count from the end): its first element, in elements from the destination's
+// start, and its row stride (always the destination's row length, cols). What a GEMM
+// needs to store the block in place: an offset output pointer and that leading dimension.
+// Empty where the block does not fit there (the other extent differs, the offset is out
+// of range) or `dim` is no dimension of a matrix.
+struct BlockPlacement {
+  int64_t first = 0;
+  int64_t row_stride = 0;
+};
+std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
+                                         int64_t m, int64_t n);
+
+}  // namespace commir::runtime
+
+#endif  // COMMIR_RUNTIME_IN_PLACE_H_

@@ -1,0 +1,93 @@
+#include "runtime/in_place.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "commir/diagnostics.h"
+#include "gtest/gtest.h"
+#include "parser/parser.h"
+
+namespace commir::runtime {
+namespace {
+
+TEST(PlaceBlockTest, RowBlockIsAnOffsetPointerColumnBlockAStride) {
+  // Rows 16..31 of a [64, 13] matrix start at element 16 * 13 = 208, a row apart.
+  std::optional<BlockPlacement> rows = PlaceBlock(64, 13, 0, 16, 16, 13);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->first, 208);
+  EXPECT_EQ(rows->row_stride, 13);
+  // Columns 26..38 of a [16, 52] matrix: element 26, rows 52 apart.
+  std::optional<BlockPlacement> cols = PlaceBlock(16, 52, 1, 26, 16, 13);
+  ASSERT_TRUE(cols.has_value());
+  EXPECT_EQ(cols->first, 26);
+  EXPECT_EQ(cols->row_stride, 52);
+  // Counted from the end: -1 is the columns.
+  std::optional<BlockPlacement> last = PlaceBlock(16, 52, -1, 39, 16, 13);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->first, 39);
+}
+
+TEST(PlaceBlockTest, DeclinesWhatDoesNotFit) {
+  EXPECT_FALSE(PlaceBlock(64, 13, 0, 49, 16, 13).has_value());  // rows 49..64
+  EXPECT_FALSE(PlaceBlock(64, 13, 0, -1, 16, 13).has_value());
+  EXPECT_FALSE(PlaceBlock(64, 13, 0, 0, 16, 12).has_value());  // narrower than a row
+  EXPECT_FALSE(PlaceBlock(16, 52, 1, 40, 16, 13).has_value());
+  EXPECT_FALSE(PlaceBlock(16, 52, 2, 0, 16, 13).has_value());
+  EXPECT_FALSE(PlaceBlock(16, 52, 1, INT64_MAX, 16, 13).has_value());
+}
+
+// The update of each case's %blk: whether the matmul writes into it.
+bool Fuses(const std::string& body) {
+  const std::string source = "mesh @m(tp=1)\n"
+                             "spmd func @f(%a: f32[4, 8], %b: f32[8, 3], %c: f32[12, 3]) -> "
+                             "f32[12, 3] on @m {\n" +
+                             body + "}\n";
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  if (module == nullptr) return false;
+  const Operation* matmul = nullptr;
+  for (const Operation* op : *module->functions()[0]->body()) {
+    if (op->Is(OpKind::kMatmul)) matmul = op;
+  }
+  const Operation* update = matmul == nullptr ? nullptr : MatmulWritesInto(*matmul);
+  if (update != nullptr) {
+    EXPECT_EQ(UpdateWrittenByMatmul(*update), matmul);
+  }
+  return update != nullptr;
+}
+
+TEST(MatmulWritesIntoTest, OnlyWhereTheDestinationIsFreeAndReady) {
+  EXPECT_TRUE(Fuses("  %o = full() {value = 4} : index\n"
+                    "  %blk = matmul(%a, %b) : f32[4, 3]\n"
+                    "  %r = dynamic_update_slice(%c, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                    "  return %r\n"));
+  // The offset is known only after the matmul.
+  EXPECT_FALSE(Fuses("  %blk = matmul(%a, %b) : f32[4, 3]\n"
+                     "  %o = full() {value = 4} : index\n"
+                     "  %r = dynamic_update_slice(%c, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                     "  return %r\n"));
+  // The destination is read between the two: it must still hold its old rows.
+  EXPECT_FALSE(Fuses("  %o = full() {value = 4} : index\n"
+                     "  %blk = matmul(%a, %b) : f32[4, 3]\n"
+                     "  %n = neg(%c) : f32[12, 3]\n"
+                     "  %r = dynamic_update_slice(%c, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                     "  %s = add(%r, %n) : f32[12, 3]\n"
+                     "  return %s\n"));
+  // The destination is read after the update: it is not the update's to reuse.
+  EXPECT_FALSE(Fuses("  %o = full() {value = 4} : index\n"
+                     "  %blk = matmul(%a, %b) : f32[4, 3]\n"
+                     "  %r = dynamic_update_slice(%c, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                     "  %s = add(%r, %c) : f32[12, 3]\n"
+                     "  return %s\n"));
+  // The block is used twice.
+  EXPECT_FALSE(Fuses("  %o = full() {value = 4} : index\n"
+                     "  %blk = matmul(%a, %b) : f32[4, 3]\n"
+                     "  %r = dynamic_update_slice(%c, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                     "  %t = dynamic_update_slice(%r, %blk, %o) {dim = 0} : f32[12, 3]\n"
+                     "  return %t\n"));
+}
+
+}  // namespace
+}  // namespace commir::runtime
