@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "runtime/backend.h"
-#include "runtime/liveness.h"
+#include "commir/liveness.h"
 #include "runtime/tensor.h"
 
 namespace commir::runtime {

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "commir/call_graph.h"
 #include "commir/element_type.h"
-#include "runtime/liveness.h"
+#include "commir/liveness.h"
 
 namespace commir::runtime {
 namespace {

@@ -36,7 +36,7 @@ LAYERS = [
     ["transforms/schedules"],        # schedules rewrite lowered (spmd) programs
     ["transforms/registry"],         # the table of every pass, above the passes
     ["transforms/fuzz"],
-    ["runtime"],                     # tensors, the interpreter, random inputs, liveness
+    ["runtime"],                     # tensors, the interpreter, random inputs
     ["backend_cpu", "sim"],          # the cpu backend; the performance model
     ["backend_cuda/kernels"],
     ["backend_cuda/comm"],

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/in_place.h"
+
 namespace commir::sim {
 namespace {
 
@@ -64,16 +66,16 @@ bool IsGemmBlockInPlace(const Operation& op) {
   }
   if (op.Is(OpKind::kDynamicUpdateSlice)) {
     if (op.num_operands() < 2) return false;
-    const Value* update = op.operand(1);
-    const Operation* producer =
-        update->kind() == Value::Kind::kResult ? update->defining_op() : nullptr;
-    const bool gemm_result = IsMatmul(producer) && update->users().size() == 1;
+    // A GEMM's block: only where the backends store it in place (the destination dies
+    // here, runtime/in_place.h), so what is priced is what runs.
+    if (runtime::UpdateWrittenByMatmul(op) != nullptr) return true;
     // A received block written into the gathered buffer: the transfer lands there.
-    const bool received = IsRingBlock(update);
-    if (!gemm_result && !received) return false;
+    const Value* update = op.operand(1);
+    if (!IsRingBlock(update)) return false;
     const Block* where = update->kind() == Value::Kind::kBlockArgument
                              ? update->owner_block()
-                             : (producer != nullptr ? producer->parent_block() : nullptr);
+                             : (update->defining_op() != nullptr ? update->defining_op()->parent_block()
+                                                                 : nullptr);
     if (where != op.parent_block()) return false;
     return OneMatrixLayout(op.result(0)->type().dims(), dim);
   }

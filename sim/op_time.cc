@@ -56,9 +56,6 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
   // which the cpu and cuda backends do: the update runs no kernel, and the matmul's price
   // already writes the block once.
   if (IsGemmBlockInPlace(op)) return 0.0;
-  if (op.Is(OpKind::kDynamicUpdateSlice) && runtime::UpdateWrittenByMatmul(op) != nullptr) {
-    return 0.0;
-  }
   OpCost cost = EstimateOpCost(op, function);
   if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
   if (op.Is(OpKind::kMatmul)) {

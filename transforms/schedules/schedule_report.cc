@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "commir/op_cost.h"
-#include "runtime/liveness.h"
+#include "commir/liveness.h"
 #include "transforms/loop_trip_count.h"
 
 namespace commir::schedules {
@@ -141,7 +141,7 @@ class LoopHistory {
 // shapes), tracking buffers by reference count.
 class Simulator {
  public:
-  Simulator(const Function& function, const runtime::Liveness& liveness,
+  Simulator(const Function& function, const Liveness& liveness,
             const absl::flat_hash_set<int>& excluded, bool fast_forward)
       : function_(function), liveness_(liveness), excluded_(excluded), fast_forward_(fast_forward) {}
 
@@ -375,7 +375,7 @@ class Simulator {
   // The buffers the function's return passes.
   std::vector<int> returned_;
   const Function& function_;
-  const runtime::Liveness& liveness_;
+  const Liveness& liveness_;
   const absl::flat_hash_set<int>& excluded_;
   std::vector<Buffer> buffers_;
   absl::flat_hash_set<int> argument_buffers_;
@@ -394,7 +394,7 @@ ScheduleStats ComputeScheduleStats(const Function& function, LoopSimulation loop
   bool fast_forward = loops == LoopSimulation::kFastForward;
   // First run: which buffers end up returned. Second run: the peak without them (the
   // simulation is deterministic, so buffer ids agree).
-  const runtime::Liveness liveness(function);
+  const Liveness liveness(function);
   absl::flat_hash_set<int> none;
   Simulator first(function, liveness, none, fast_forward);
   first.Run();

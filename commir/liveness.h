@@ -7,8 +7,8 @@
 // the region, so such a value lives until the loop has finished. Uses include `stream =
 // %v` operands. Values used by a block's terminator (`yield`, `return`) are not released
 // by the block: whoever runs the block reads them first (see ReleasedByOwner).
-#ifndef COMMIR_RUNTIME_LIVENESS_H_
-#define COMMIR_RUNTIME_LIVENESS_H_
+#ifndef COMMIR_COMMIR_LIVENESS_H_
+#define COMMIR_COMMIR_LIVENESS_H_
 
 #include <vector>
 
@@ -16,7 +16,7 @@
 #include "absl/types/span.h"
 #include "commir/ir.h"
 
-namespace commir::runtime {
+namespace commir {
 
 class Liveness {
  public:
@@ -37,6 +37,6 @@ class Liveness {
   absl::flat_hash_map<const Block*, std::vector<const Value*>> released_by_owner_;
 };
 
-}  // namespace commir::runtime
+}  // namespace commir
 
-#endif  // COMMIR_RUNTIME_LIVENESS_H_
+#endif  // COMMIR_COMMIR_LIVENESS_H_

@@ -1,4 +1,4 @@
-#include "runtime/liveness.h"
+#include "commir/liveness.h"
 
 #include <memory>
 #include <string>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "parser/parser.h"
 
-namespace commir::runtime {
+namespace commir {
 namespace {
 
 using ::testing::UnorderedElementsAre;
@@ -74,4 +74,4 @@ TEST(Liveness, NestedUsesKeepOuterValuesUntilTheLoopEnds) {
 }
 
 }  // namespace
-}  // namespace commir::runtime
+}  // namespace commir

@@ -1,6 +1,6 @@
-#include "runtime/liveness.h"
+#include "commir/liveness.h"
 
-namespace commir::runtime {
+namespace commir {
 namespace {
 
 // The block a value belongs to: its defining op's block, or the block it is an
@@ -68,4 +68,4 @@ absl::Span<const Value* const> Liveness::ReleasedByOwner(const Block& block) con
   return it->second;
 }
 
-}  // namespace commir::runtime
+}  // namespace commir
