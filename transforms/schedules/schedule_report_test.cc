@@ -141,7 +141,7 @@ TEST(ScheduleReportTest, TrillionTripLoopReportsExactCounts) {
   EXPECT_EQ(r.bytes_per_device, 512.0 * kTrips);
 }
 
-// The peak by hand, on the liveness shared with the interpreter (runtime/liveness.h):
+// The peak by hand, on the liveness shared with the interpreter (commir/liveness.h):
 // every f32[8, 4] is 128 bytes and the arguments and the returned buffer do not count.
 // %u is unused and dies with its op (w + u = 640); %w is used only inside the loop and
 // lives until the loop ends, so from the second trip w, the carried y and the new y are
