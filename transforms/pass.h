@@ -1,7 +1,7 @@
 // Passes in the MLIR style: a pass has a name, a one-line description and a typed options
 // struct whose schema (transforms/option_schema.h) is declared beside the pass. A pass is
 // constructed from that struct in C++, or from pipeline text (transforms/pipeline.h)
-// through its registry row (transforms/pass_registry.h), and transforms a Module.
+// through its registry row (transforms/registry/pass_registry.h), and transforms a Module.
 //
 // Status codes used across transforms/ (commir-opt maps them to exit statuses):
 //   kInvalidArgument     bad usage: unknown pass or option, malformed option value or
