@@ -16,6 +16,7 @@
 #include "search/layout_space.h"
 #include "search/mesh_shapes.h"
 #include "search/recipe_verifier.h"
+#include "search/test_programs.h"
 #include "sim/hardware.h"
 #include "transforms/pass_manager.h"
 #include "transforms/registry/pass_registry.h"
@@ -55,18 +56,6 @@ func @block(%x: f32[64, 64], %g: f32[64], %wq: f32[64, 64], %wk: f32[64, 64], %w
 }
 )";
 
-// Cheaper to search (fewer ops and classes): most tests use it, so the suite stays fast
-// under ASan.
-constexpr char kMlp[] = R"(
-mesh @m(d=1)
-func @mlp(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32] {
-  %u = matmul(%x, %w1) : f32[64, 128]
-  %a = gelu(%u)
-  %d = matmul(%a, %w2) : f32[64, 32]
-  %y = add(%x, %d)
-  return %y
-}
-)";
 
 std::unique_ptr<Module> Parse(const std::string& text) {
   absl::StatusOr<std::unique_ptr<Module>> m = ParseModuleOrError(text, "test.commir");
@@ -140,7 +129,7 @@ void ExpectRecipesReproduce(const SearchResult& r) {
 }
 
 TEST(Search, RecipeReproducesTheSpmdProgram) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4);
   options.top = 5;
   absl::StatusOr<SearchResult> r = Search(*m, options);
@@ -187,7 +176,7 @@ func @model(%x: f32[64, 32], %w: f32[32, 32]) -> f32[64, 32] {
 }
 
 TEST(Search, MaxMemoryDropsCandidatesThatDoNotFit) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   absl::StatusOr<SearchResult> all = Search(*m, Options(4));
   ASSERT_TRUE(all.ok());
   std::vector<int64_t> peaks;
@@ -203,7 +192,7 @@ TEST(Search, MaxMemoryDropsCandidatesThatDoNotFit) {
 }
 
 TEST(Search, VerifiesTheReportedCandidatesAndReportsMismatches) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4);
   options.top = 3;
   options.verify = VerifyMode::kTop;
@@ -222,7 +211,7 @@ TEST(Search, VerifiesTheReportedCandidatesAndReportsMismatches) {
 }
 
 TEST(Search, TheCpuMeshProvesTheBest) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4);
   options.top = 4;
   options.verify = VerifyMode::kTop;
@@ -264,7 +253,7 @@ std::string Chain(int matmuls) {
 }
 
 TEST(Search, CountsTheSpaceAndRefusesOneOverTheCap) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4);
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -343,7 +332,7 @@ TEST(Search, HoldsOnlyABatchOfLayoutsAndTheTopCandidates) {
 }
 
 TEST(Search, TimeLimitStopsAndReportsTheBestSoFar) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4);
   options.threads = 1;
   options.time_limit_s = 1e-9;  // out before the second layout
@@ -388,7 +377,7 @@ func @layer(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32
 }
 
 TEST(Search, ErrorsSayWhy) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(3);  // 64, 32 and 128 do not split over 3
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_FALSE(r.ok());

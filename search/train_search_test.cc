@@ -11,22 +11,12 @@
 #include "search/recipe_verifier.h"
 #include "search/search.h"
 #include "search/search_report.h"
+#include "search/test_programs.h"
 #include "sim/hardware.h"
 
 namespace commir::search {
 namespace {
 
-// A pre-norm-less residual MLP: x [64, 32], w1 [32, 128], w2 [128, 32], f32.
-constexpr char kMlp[] = R"(
-mesh @m(d=1)
-func @mlp(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32] {
-  %u = matmul(%x, %w1) : f32[64, 128]
-  %a = gelu(%u)
-  %d = matmul(%a, %w2) : f32[64, 32]
-  %y = add(%x, %d)
-  return %y
-}
-)";
 constexpr double kF32 = 4;
 constexpr double kActivationBytes = 64 * 32 * kF32;  // x, d, y and their gradients
 constexpr double kWeightBytes = (32 * 128 + 128 * 32) * kF32;
@@ -53,7 +43,7 @@ SearchOptions Options(int64_t devices, bool train) {
 bool Split(Type type) { return type.is_tensor() && type.has_sharding(); }
 
 TEST(TrainSearch, TheBestTrainingPlanShardsTheWeightsAndItsTrafficIsMegatrons) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   SearchOptions options = Options(4, /*train=*/true);
   options.top = 2;
   options.verify = VerifyMode::kTop;
@@ -90,7 +80,7 @@ TEST(TrainSearch, TheBestTrainingPlanShardsTheWeightsAndItsTrafficIsMegatrons) {
 }
 
 TEST(TrainSearch, DataParallelPaysTheWeightGradientAllReduce) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   absl::StatusOr<SearchResult> r = Search(*m, Options(4, /*train=*/true));
   ASSERT_TRUE(r.ok()) << r.status();
   bool found = false;
@@ -106,7 +96,7 @@ TEST(TrainSearch, DataParallelPaysTheWeightGradientAllReduce) {
 }
 
 TEST(TrainSearch, AForwardOnlySearchSaysWhatTrainingWouldAdd) {
-  std::unique_ptr<Module> m = Parse(kMlp);
+  std::unique_ptr<Module> m = Parse(kResidualMlp);
   absl::StatusOr<SearchResult> r = Search(*m, Options(4, /*train=*/false));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->trained_function.empty());
