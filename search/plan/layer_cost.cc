@@ -19,6 +19,8 @@
 #include "search/plan/megatron_layout.h"
 #include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
+#include "transforms/schedules/pipeline_collective_matmul.h"
+#include "transforms/schedules/ring_collective_matmul.h"
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/lower.h"
 #include "transforms/sharding/spmd_pipeline.h"
@@ -382,7 +384,8 @@ absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const std::string& plain
   Pipeline attention;
   bool has_matmul_schedule = false;
   for (const PassStep& step : schedule.steps) {
-    if (step.name() == "ring-collective-matmul" || step.name() == "pipeline-collective-matmul") {
+    if (&step.info() == &schedules::RingCollectiveMatmulPass::Info() ||
+        &step.info() == &schedules::PipelineCollectiveMatmulPass::Info()) {
       has_matmul_schedule = true;
     } else {
       attention.steps.push_back(step);
