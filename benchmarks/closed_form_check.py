@@ -112,11 +112,18 @@ class Checker:
         self.failures += not ok
 
 
-def find(rows, measurement, configuration):
+def row_of(rows, first, second):
+    """The row whose first cell is `first` and whose second is `second` (or satisfies it,
+    when it is a function)."""
+    matches = second if callable(second) else (lambda cell: cell == second)
     for row in rows:
-        if row[0] == measurement and row[1] == configuration:
-            return float(row[2])
-    raise SystemExit("no row %r / %r in the table" % (measurement, configuration))
+        if row[0] == first and matches(row[1]):
+            return row
+    raise SystemExit("no row %r / %r in the table" % (first, second))
+
+
+def find(rows, measurement, configuration):
+    return float(row_of(rows, measurement, configuration)[2])
 
 
 def check_calibration(rows, c):
@@ -169,12 +176,7 @@ def check_overlap(rows, c):
     # 1024 tiles of 128x256, 8 waves for 7.76 of work. The plain schedule's compute with
     # copy-engine shifts (no NCCL kernel beside it, so no SM contention) is that GEMM's
     # waves' closed form within 1%.
-    for row in rows:
-        if row[0] == "nvfuser ag+gemm" and row[1] == "plain":
-            compute_ms = float(row[6])
-            break
-    else:
-        raise SystemExit("no nvfuser ag+gemm plain row")
+    compute_ms = float(row_of(rows, "nvfuser ag+gemm", "plain")[6])
     c.near("nvfuser ag+gemm plain, compute ce (ms) vs 2mnk / (peak x 0.86) in 8 waves", compute_ms,
            gemm_time(32768, 1024, 16384)[1] * 1e3, 0.01)
 
@@ -185,12 +187,7 @@ def check_schedule_table(rows, c):
     # 512 tiles of 128x256, 4 waves for 3.88 of work. Its compute column (printed to
     # 1 us of 180) is that GEMM's closed form within 2%. (The communication is an
     # all_gather and an all_to_all, whose pricing is being reworked: not checked here.)
-    for row in rows:
-        if row[0] == "ag_matmul" and row[1].startswith("lowered"):
-            compute_ms = float(row[4])
-            break
-    else:
-        raise SystemExit("no ag_matmul lowered row")
+    compute_ms = float(row_of(rows, "ag_matmul", lambda cell: cell.startswith("lowered"))[4])
     c.near("ag_matmul x16 lowered, compute (ms) vs 2mnk / (peak x 0.86) in 4 waves", compute_ms,
            gemm_time(2048, 8192, 4096)[1] * 1e3, 0.02)
 
@@ -201,12 +198,7 @@ def check_search_table(rows, c):
     # [4096, 2048], GELU over [8192, 2048] (memory-bound: read and write at the HBM
     # bandwidth, plus a launch), [8192, 2048] x [2048, 4096], reduce_scatter (64 MiB), one
     # after another. Within 2%: the GELU's roofline leaves out its math (~5 us of 780).
-    for row in rows:
-        if row[0] == "mlp" and row[1] == "8":
-            megatron_ms = float(row[3].split()[0])
-            break
-    else:
-        raise SystemExit("no mlp row on 8 GPUs")
+    megatron_ms = float(row_of(rows, "mlp", "8")[3].split()[0])
     collectives = 2 * (7 / 8) * 64 * MiB / ring_bus_bandwidth(8, 64 * MiB)
     gelu = 2 * 8192 * 2048 * 2 / HBM_BANDWIDTH + KERNEL_LAUNCH
     want = collectives + gemm_time(8192, 2048, 4096)[1] + gelu + gemm_time(8192, 4096, 2048)[1]
