@@ -384,8 +384,9 @@ absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const std::string& plain
   Pipeline attention;
   bool has_matmul_schedule = false;
   for (const PassStep& step : schedule.steps) {
-    if (&step.info() == &schedules::RingCollectiveMatmulPass::Info() ||
-        &step.info() == &schedules::PipelineCollectiveMatmulPass::Info()) {
+    // By name: a parsed pipeline's steps point at the registry's copies of the PassInfo.
+    if (step.name() == schedules::RingCollectiveMatmulPass::Info().name ||
+        step.name() == schedules::PipelineCollectiveMatmulPass::Info().name) {
       has_matmul_schedule = true;
     } else {
       attention.steps.push_back(step);
