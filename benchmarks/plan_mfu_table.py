@@ -46,6 +46,11 @@ H100_PEAK_TFLOPS = 989.0  # sim/hardware.cc's h100-sxm bf16 peak (dense)
 # sc21: Narayanan et al., SC'21, Table 1 (full recomputation, no sequence parallelism;
 #       published MFU = their % of peak x 3/4, their FLOPs counting the recomputation).
 # mlsys23: Korthikanti et al., MLSys'23, selective recomputation + sequence parallelism.
+# Both ran before FlashAttention: Megatron-LM's attention materialised the s x s scores
+# (a batched GEMM, its fused scale-mask-softmax kernel, dropout, a batched GEMM; the
+# s^2 terms of Korthikanti et al.'s activation formula, and what their selective
+# recomputation re-runs), so these rows' models are costed with attention=unfused
+# (search/plan/layer_program.h), not the FlashAttention default.
 ROWS = [
     ("sc21-1.7b", "sc21", "1.7B", 24, 2304, 24, 1, 1, 32, 512, "full", False, 137, None),
     ("sc21-3.6b", "sc21", "3.6B", 32, 3072, 30, 2, 1, 64, 512, "full", False, 138, None),
@@ -156,7 +161,8 @@ class ToolError(Exception):
 def model_text(row):
     rid, _, label, heads, hidden, layers, _, _, _, batch = row[:10]
     return (f"name=gpt-{label.lower()},arch=gpt,layers={layers},hidden={hidden},heads={heads},"
-            f"kv_heads={heads},ffn={4 * hidden},seq=2048,vocab=51200,global_batch={batch}")
+            f"kv_heads={heads},ffn={4 * hidden},seq=2048,vocab=51200,global_batch={batch},"
+            "attention=unfused")
 
 
 def plan_text(row):
@@ -200,7 +206,7 @@ def format_row(row, m):
     rid, source, label = row[0], row[1], row[2]
     tp, pp, gpus = row[6], row[7], row[8]
     setting = (f"tp={tp} pp={pp} dp={gpus // (tp * pp)} batch={row[9]} "
-               f"recompute={row[10]}" + (" sp" if row[11] else ""))
+               f"recompute={row[10]}" + (" sp" if row[11] else "") + " attention=unfused")
     pub = published_mfu(row)
     pub_tflops = f"{row[12]}" if row[12] is not None else "-"
     return table_row(rid, f"GPT {label}", gpus, setting, pub_tflops, pub, m)

@@ -16,6 +16,7 @@
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "search/schedule_space.h"
+#include "sim/op_time.h"
 #include "search/plan/megatron_layout.h"
 #include "transforms/registry/pass_registry.h"
 #include "transforms/pipeline.h"
@@ -49,6 +50,37 @@ int64_t DeviceBytes(Type type, const Function& function) {
     for (const AxisList& axes : type.dim_axes()) elements /= function.mesh()->GroupSize(axes);
   }
   return elements * ElementTypeByteWidth(type.element_type());
+}
+
+// An unfused attention's batched GEMM (layer_program.h: the scores q k^T and the
+// probabilities times v): the layer's only matmuls with a [b, heads, s, *] result (its
+// projections' are [b, s, width]).
+bool IsUnfusedAttentionGemm(const Operation& op) {
+  return op.Is(OpKind::kMatmul) && op.num_results() == 1 && op.result(0)->type().rank() == 4;
+}
+
+// The time of an unfused attention's own kernels in `forward` (one device's ops: an spmd
+// body's types are per device): its two batched GEMMs and the softmax between them, what
+// Megatron-LM's selective recomputation re-runs ("core attention": Korthikanti et al.,
+// section 5). Zero for a fused attention, which the timeline's `attention` kernels time.
+absl::StatusOr<double> UnfusedAttentionTime(const Function& forward, const sim::HardwareSpec& hw) {
+  absl::flat_hash_set<const Value*> core;
+  double seconds = 0;
+  absl::Status status = absl::OkStatus();
+  WalkOps(forward.body(), [&](Operation* op) {
+    const bool gemm = IsUnfusedAttentionGemm(*op);
+    if (!gemm && !(op->Is(OpKind::kSoftmax) && core.contains(op->operand(0)))) return;
+    if (gemm) core.insert(op->result(0));
+    if (op->Is(OpKind::kSoftmax)) core.insert(op->result(0));
+    absl::StatusOr<double> t = sim::OpTime(hw, *op, forward);
+    if (!t.ok()) {
+      if (status.ok()) status = t.status();
+      return;
+    }
+    seconds += *t;
+  });
+  if (!status.ok()) return status;
+  return seconds;
 }
 
 struct SavedValues {
@@ -126,8 +158,9 @@ SavedValues MeasureSaved(const Function& forward, const Function& gradient) {
   // projection's input): what selective recomputation re-runs the attention to get.
   absl::flat_hash_set<const Value*> attention_outputs;
   auto from_attention = [&](const Operation* op) {
-    if (op->Is(OpKind::kAttention)) return true;
-    return (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) &&
+    if (op->Is(OpKind::kAttention) || IsUnfusedAttentionGemm(*op)) return true;
+    return (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose) ||
+            op->Is(OpKind::kSoftmax)) &&
            attention_outputs.contains(op->operand(0));
   };
   visit(gradient.body()->argument(0), false);
@@ -359,6 +392,9 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
       cost.selective_recompute_s += (e.end_us - e.start_us) * 1e-6;
     }
   }
+  absl::StatusOr<double> unfused = UnfusedAttentionTime(*forward, predict.hardware);
+  if (!unfused.ok()) return unfused.status();
+  cost.selective_recompute_s += *unfused;
   const SavedValues saved = MeasureSaved(*forward, *gradient);
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;

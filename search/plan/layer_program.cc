@@ -1,5 +1,6 @@
 #include "search/plan/layer_program.h"
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,11 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
     return absl::InvalidArgumentError(absl::StrCat("tp=", l.tp, " does not divide the ", m.heads,
                                                    " heads and the FFN width ", m.ffn));
   }
+  if (m.attention == AttentionKind::kUnfused && l.cp > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cp=", l.cp, ": attention=unfused has no context parallelism (its score matrix "
+        "needs every key; Megatron-LM's context parallelism runs a fused attention)"));
+  }
   const int64_t seq_split = l.cp * (l.sequence_parallel ? l.tp : 1);
   if (m.sequence % seq_split != 0) {
     return absl::InvalidArgumentError(
@@ -77,6 +83,27 @@ absl::StatusOr<std::unique_ptr<Module>> BuildFunction(
   }
   b.Return({out});
   return module;
+}
+
+// Self-attention as pre-FlashAttention Megatron-LM computed it, from the ops the cpu
+// backend, autodiff and the sim share: q scaled by 1/sqrt(d) (Megatron-LM folds the scale
+// into the score GEMM or the softmax kernel; here it is an op on q, s/d times smaller than
+// the scores), the [b, heads, s, s] scores by a batched GEMM, a softmax over the keys,
+// and the probabilities times v by a batched GEMM. Left out, documented in the header:
+// the causal mask (Megatron-LM's fused kernel masks inside the softmax it runs anyway, and
+// its GEMMs compute the whole s x s: the mask changes values, not the work or the bytes;
+// there is no op to build the triangle from) and the dropout on the probabilities (no
+// random op).
+Value* UnfusedAttention(OpBuilder& b, const ModelSpec& m, Value* qh, Value* kh, Value* vh) {
+  const Type scalar = Type::Scalar(m.dtype);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim()));
+  Value* qs = b.Op(OpKind::kMul, {qh, OpBuilder::Operand::Literal(scale, scalar)}, {},
+                   std::nullopt, "qs");
+  AttrDict transpose_b;
+  transpose_b.Set("transpose_b", Attribute::Bool(true));
+  Value* scores = b.Op(OpKind::kMatmul, {qs, kh}, transpose_b, std::nullopt, "scores");
+  Value* probs = b.Op(OpKind::kSoftmax, {scores}, {}, std::nullopt, "probs");
+  return b.Op(OpKind::kMatmul, {probs, vh}, {}, std::nullopt, "oh");
 }
 
 // The single-device layer: the one definition of the layer's ops, which the model
@@ -121,7 +148,9 @@ absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_
     Value* qh = b.Op(OpKind::kTranspose, {q4}, heads_first, std::nullopt, "qh");
     Value* kh = b.Op(OpKind::kTranspose, {k4}, heads_first, std::nullopt, "kh");
     Value* vh = b.Op(OpKind::kTranspose, {v4}, heads_first, std::nullopt, "vh");
-    Value* oh = b.Op(OpKind::kAttention, {qh, kh, vh}, causal, std::nullopt, "oh");
+    Value* oh = m.attention == AttentionKind::kUnfused
+                    ? UnfusedAttention(b, m, qh, kh, vh)
+                    : b.Op(OpKind::kAttention, {qh, kh, vh}, causal, std::nullopt, "oh");
     Value* ot = b.Op(OpKind::kTranspose, {oh}, heads_first, std::nullopt, "ot");
     Value* o = b.Op(OpKind::kReshape, {ot}, {}, type({B, S, m.heads * d}), "o");
     Value* y = b.Op(OpKind::kMatmul, {o, arg("wo")}, {}, std::nullopt, "y");

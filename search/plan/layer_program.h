@@ -19,6 +19,15 @@
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
 // elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
 // gather op yet; layer_cost.h costs it from its bytes).
+//
+// The attention is the fused `attention` op (causal; FlashAttention's cost curves) or,
+// with the model's attention=unfused, pre-FlashAttention Megatron-LM's: scale q, a
+// batched GEMM for the [b, heads, s, s] scores, softmax, a batched GEMM with v. That
+// variant leaves out the causal mask (the GEMMs and the softmax touch the whole s x s
+// either way, as Megatron-LM's did, so its cost is the masked one's, but its values are
+// bidirectional attention's) and the attention dropout (no random op: Megatron-LM's
+// dropout reads the probabilities and writes them and a mask in the forward, and reads
+// the mask in the backward, traffic this layer does not have). It needs cp = 1.
 #ifndef COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_
 #define COMMIR_SEARCH_PLAN_LAYER_PROGRAM_H_
 

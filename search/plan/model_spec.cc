@@ -84,6 +84,17 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
     }
     return absl::OkStatus();
   }
+  if (key == "attention") {
+    if (value == "flash") {
+      m.attention = AttentionKind::kFlash;
+    } else if (value == "unfused") {
+      m.attention = AttentionKind::kUnfused;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention=", value, ": expected flash or unfused"));
+    }
+    return absl::OkStatus();
+  }
   if (key == "dtype") {
     std::optional<ElementType> type = ParseElementType(value);
     if (!type.has_value() || !IsFloatType(*type) || *type == ElementType::kF64) {
@@ -112,7 +123,7 @@ absl::Status SetField(ModelSpec& m, absl::string_view key, absl::string_view val
     return absl::InvalidArgumentError(
         absl::StrCat("unknown key '", key,
                      "' (expected name, arch, layers, hidden, heads, kv_heads, ffn, seq, vocab, "
-                     "global_batch, dtype)"));
+                     "global_batch, dtype, attention)"));
   }
   int64_t number = 0;
   if (!absl::SimpleAtoi(value, &number) || number <= 0) {
@@ -221,6 +232,12 @@ absl::Status Validate(const ModelSpec& m) {
     return absl::InvalidArgumentError(
         absl::StrCat("model: kv_heads (", m.kv_heads, ") must divide heads (", m.heads, ")"));
   }
+  if (m.attention == AttentionKind::kUnfused && m.kv_heads != m.heads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: attention=unfused needs kv_heads = heads (got ", m.kv_heads, " and ", m.heads,
+        "): the unfused attention models pre-FlashAttention Megatron-LM, which had no "
+        "grouped-query attention"));
+  }
   return absl::OkStatus();
 }
 
@@ -277,7 +294,8 @@ std::string FormatModelSpec(const ModelSpec& m) {
       "name=", m.name, ",arch=", m.architecture == Architecture::kGpt ? "gpt" : "llama",
       ",layers=", m.layers, ",hidden=", m.hidden, ",heads=", m.heads, ",kv_heads=", m.kv_heads,
       ",ffn=", m.ffn, ",seq=", m.sequence, ",vocab=", m.vocabulary,
-      ",global_batch=", m.global_batch, ",dtype=", ElementTypeName(m.dtype));
+      ",global_batch=", m.global_batch, ",dtype=", ElementTypeName(m.dtype),
+      m.attention == AttentionKind::kUnfused ? ",attention=unfused" : "");
 }
 
 }  // namespace commir::search::plan

@@ -20,6 +20,14 @@ namespace commir::search::plan {
 // three matrices, no biases, rotary positions (no weights), untied output embedding.
 enum class Architecture { kGpt, kLlama };
 
+// How the layer computes its self-attention. kFlash: one fused `attention` op
+// (FlashAttention: the s x s scores stay on chip). kUnfused: as Megatron-LM ran before
+// FlashAttention (Narayanan et al. 2021, Korthikanti et al. 2022): the scores
+// q k^T / sqrt(d) written by a batched GEMM, a softmax kernel reading and writing them,
+// and a batched GEMM of the probabilities with v, all as separate ops the sim prices
+// (the s x s tensors at HBM bandwidth) and autodiff differentiates.
+enum class AttentionKind { kFlash, kUnfused };
+
 struct ModelSpec {
   std::string name;
   Architecture architecture = Architecture::kLlama;
@@ -32,6 +40,7 @@ struct ModelSpec {
   int64_t vocabulary = 0;
   int64_t global_batch = 0;  // sequences per iteration
   ElementType dtype = ElementType::kBF16;
+  AttentionKind attention = AttentionKind::kFlash;
 
   int64_t head_dim() const { return hidden / heads; }
 };
@@ -52,7 +61,8 @@ std::vector<std::string> PresetNames();
 absl::StatusOr<ModelSpec> Preset(absl::string_view name);
 
 // "PRESET[,key=value...]" or "key=value,..." with keys name, arch (gpt|llama), layers,
-// hidden, heads, kv_heads, ffn, seq, vocab, global_batch, dtype (bf16|f16|f32). Errors
+// hidden, heads, kv_heads, ffn, seq, vocab, global_batch, dtype (bf16|f16|f32),
+// attention (flash, the default, or unfused: AttentionKind). Errors
 // name the bad key or value (a key given twice is one); the result is validated
 // (Validate). kv_heads left out is heads (multi-head attention) without a preset or with
 // a multi-head one (GPT-3's), and a grouped-query preset's own (Llama 3's 8; a refusal of
@@ -74,10 +84,12 @@ inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxTokensPerIteration = int64_t{1} << 32;
 
 // Sizes positive and within their bounds above, heads dividing hidden, kv_heads dividing
-// heads, a float dtype.
+// heads, a float dtype; unfused attention with multi-head attention only (the
+// pre-FlashAttention Megatron-LM it models had no grouped-query attention).
 absl::Status Validate(const ModelSpec& model);
 
-// The spec in ParseModelSpec's form (every key).
+// The spec in ParseModelSpec's form (every key; `attention` only when unfused, so that
+// the default's text is what it was before the key existed).
 std::string FormatModelSpec(const ModelSpec& model);
 
 }  // namespace commir::search::plan

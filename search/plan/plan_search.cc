@@ -182,6 +182,8 @@ std::vector<Group> EnumerateGroups(const ModelSpec& m, const PlanSearchOptions& 
     if (tp > gpus_per_node || m.heads % tp != 0 || m.ffn % tp != 0) continue;
     for (int64_t cp : Divisors(o.gpus / tp)) {
       if (cp > o.max_context_parallel) continue;
+      // An unfused attention's scores need every key on the rank (layer_program.h).
+      if (cp > 1 && m.attention == AttentionKind::kUnfused) continue;
       if (m.sequence % (cp * (tp > 1 ? tp : 1)) != 0) continue;
       for (int64_t pp : Divisors(o.gpus / (tp * cp))) {
         if (pp > m.layers) continue;
@@ -288,7 +290,10 @@ std::vector<ParallelPlan> StandardPlans(const ModelSpec& model, int64_t gpus,
   std::vector<int64_t> micro_batches = {1, 2};
   if (micro_batch > 0) micro_batches = {micro_batch};
   std::vector<int64_t> context = {1};
-  if (model.sequence >= kRecipeContextParallelSequence) context.push_back(2);
+  if (model.sequence >= kRecipeContextParallelSequence &&
+      model.attention != AttentionKind::kUnfused) {
+    context.push_back(2);
+  }
   for (int64_t tp = 1; tp <= std::min<int64_t>(8, gpus_per_node); tp *= 2) {
     for (int64_t cp : context) {
       if (gpus % (tp * cp) != 0) continue;

@@ -198,6 +198,39 @@ class LayoutSetter {
     return absl::OkStatus();
   }
 
+  // A batched matmul of two heads-first [b, heads, s, *] values inside the attention
+  // (an unfused attention's scores q k^T and probabilities x v): each head's GEMM on the
+  // rank holding the head, so the result keeps the operands' heads split over tp. Both
+  // operands need the whole sequence (the scores pair every query with every key): the
+  // sequence may not be split (cp).
+  absl::Status HeadsMatmul(Operation& op) {
+    const Value* a = op.operand(0);
+    const Value* b = op.operand(1);
+    if (!LaidOut(a) || !LaidOut(b) || RoleOf(a) != Role::kColumns ||
+        RoleOf(b) != Role::kColumns || a->type().rank() != 4 || b->type().rank() != 4) {
+      return Error(op.loc(),
+                   "a matmul of two computed values that are not both heads-first "
+                   "[b, heads, s, d] values of the attention");
+    }
+    const std::vector<AxisList>& in_a = axes_.at(a);
+    const std::vector<AxisList>& in_b = axes_.at(b);
+    if (in_a.size() != 4 || in_b.size() != 4 || in_a[1] != in_b[1]) {
+      return Error(op.loc(), "the attention's batched matmul operands split their heads differently");
+    }
+    for (const std::vector<AxisList>* in : {&in_a, &in_b}) {
+      if (!(*in)[0].empty() || !(*in)[2].empty() || !(*in)[3].empty()) {
+        return Error(op.loc(),
+                     "an attention written as batched matmuls needs the whole sequence on "
+                     "each rank (no context parallelism)");
+      }
+    }
+    const Value* out = op.result(0);
+    std::vector<AxisList> axes(4);
+    axes[1] = in_a[1];
+    return SetResult(op, Role::kColumns,
+                     Type::Tensor(out->type().element_type(), out->type().dims(), axes));
+  }
+
   absl::Status Op(Operation& op) {
     const std::string name(op.def().name);
     if (op.Is(OpKind::kReturn)) return Return(op);
@@ -224,6 +257,7 @@ class LayoutSetter {
       }
       return SetResult(op, Role::kGathered, SeqSplit(out->type(), cp_));
     }
+    if (op.Is(OpKind::kMatmul) && !IsArgument(op.operand(1))) return HeadsMatmul(op);
     if (op.Is(OpKind::kMatmul)) {
       const Value* lhs = op.operand(0);
       Value* w = op.operand(1);
