@@ -24,7 +24,8 @@
 //    the forward before its backward ops, so this is the backward alone; a fully
 //    recomputed layer's backward is @layer_grad's whole time.
 //  * selective_recompute_s: the attention kernels' time in the forward timeline (device
-//    0), what Megatron-LM's selective recomputation re-runs (its "core attention").
+//    0), what Megatron-LM's selective recomputation re-runs (its "core attention"); with
+//    the model's attention=unfused, its two batched GEMMs and the softmax between them.
 //  * activation_bytes: per device, the forward values the gradient function's backward
 //    ops read (the layer input included): what a layer keeps for its backward without
 //    recomputation, measured on the partitioned programs as Megatron-LM keeps them: a tp
@@ -37,6 +38,8 @@
 //    re-runs the attention (from the kept q, k, v) to get. With a fused attention kernel
 //    the s^2 scores of Korthikanti et al. are never stored (attention_grad recomputes
 //    them inside the backward already), so this is all selective recomputation saves.
+//    An unfused attention (attention=unfused) keeps its softmax's [b, heads, s, s]
+//    output too, which selective recomputation drops, as Korthikanti et al. describe.
 //  * input_bytes: per device, the layer input (the residual stream): what full
 //    recomputation keeps, and what a pipeline stage sends its neighbour per micro-batch.
 //

@@ -265,6 +265,31 @@ TEST(LayerCostTest, OneDeviceActivationsAreAutodiffsSavedValuesEachTensorOnce) {
   }
 }
 
+// The unfused attention (attention=unfused) keeps what Korthikanti et al.'s activation
+// formula counts for it: the softmax's output, 2 a s^2 b bytes in bf16 (their 5 a s^2 b
+// less the dropout mask and output this layer has not), where the fused op keeps its f32
+// log-sum-exp (4 a s b); q, k, v and the attention output are kept either way. Selective
+// recomputation drops the probabilities and the output and re-runs the two batched GEMMs
+// and the softmax, which takes at least the softmax's two passes over the scores at HBM
+// bandwidth and the GEMMs' FLOPs at the peak.
+TEST(LayerCostTest, UnfusedAttentionKeepsTheProbabilitiesForSelectiveRecomputation) {
+  const ModelSpec flash = *ParseModelSpec("gpt3-1.3b,seq=512");
+  const ModelSpec unfused = *ParseModelSpec("gpt3-1.3b,seq=512,attention=unfused");
+  const LayerCost f = Measure(flash, LayerKind::kTransformer, {1, 1, false, 1});
+  const LayerCost u = Measure(unfused, LayerKind::kTransformer, {1, 1, false, 1});
+  const int64_t a = unfused.heads, s = unfused.sequence, h = unfused.hidden, b = 1;
+  const int64_t probabilities = 2 * a * s * s * b, lse = 4 * a * s * b;
+  EXPECT_EQ(u.activation_bytes - f.activation_bytes, probabilities - lse);
+  EXPECT_EQ(u.selective_saved_bytes, probabilities + 2 * s * b * h);
+  const sim::HardwareSpec& hw = H100().predict.hardware;
+  const double softmax = hw.kernel_launch_overhead_s + 2.0 * probabilities / hw.hbm_bandwidth;
+  const double gemms = 2 * (2.0 * b * a * s * s * unfused.head_dim()) / hw.peak_flops_bf16;
+  EXPECT_GT(u.selective_recompute_s, softmax + gemms);
+  EXPECT_LT(u.selective_recompute_s, u.forward_s);
+  EXPECT_GT(u.forward_s, f.forward_s);
+  EXPECT_GT(u.backward_s, f.backward_s);
+}
+
 // Context parallelism: the weight gradients are partial sums over cp, which Megatron-LM
 // reduces once per iteration over dp x cp (pipeline_model.h's data-parallel term), not in
 // each micro-batch's layer. An all-reduce of the layer's weights over two GPUs needs at
