@@ -120,6 +120,13 @@ TEST(PlanCheck, TensorParallelWithSequenceParallel) {
   ExpectMatches(Check(kGpt, "tp=2,sp,mb=4"), 3, "tp=2,sp,mb=4");
 }
 
+// The unfused attention (attention=unfused): its batched matmuls and softmax partitioned
+// with the heads over tp, differentiated, and pipelined match one device.
+TEST(PlanCheck, UnfusedAttentionWithTensorParallelism) {
+  const std::string unfused = std::string(kGpt) + ",attention=unfused";
+  ExpectMatches(Check(unfused.c_str(), "tp=2,sp,pp=3,mb=4"), 3, "tp=2,sp,pp=3,mb=4");
+}
+
 TEST(PlanCheck, ContextParallel) {
   ExpectMatches(Check(kLlama, "cp=2,mb=4"), 4, "cp=2,mb=4");
   ExpectMatches(Check(kGpt, "cp=2,tp=2,sp,mb=4"), 3, "cp=2,tp=2,sp,mb=4");
