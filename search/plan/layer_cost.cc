@@ -61,8 +61,8 @@ bool IsUnfusedAttentionGemm(const Operation& op) {
 
 // The time of an unfused attention's own kernels in `forward` (one device's ops: an spmd
 // body's types are per device): its two batched GEMMs and the softmax between them, what
-// Megatron-LM's selective recomputation re-runs ("core attention": Korthikanti et al.,
-// section 5). Zero for a fused attention, which the timeline's `attention` kernels time.
+// Megatron-LM's selective recomputation re-runs (Korthikanti et al.'s "core attention").
+// Zero for a fused attention, which the timeline's `attention` kernels time.
 absl::StatusOr<double> UnfusedAttentionTime(const Function& forward, const sim::HardwareSpec& hw) {
   absl::flat_hash_set<const Value*> core;
   double seconds = 0;

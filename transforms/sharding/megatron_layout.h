@@ -13,6 +13,10 @@
 //    heads that tp does not divide (key/value heads under grouped-query attention with
 //    tp > kv heads), they stay whole;
 //  * a reshape into or out of heads carries the columns' split to the heads and back;
+//  * a batched matmul of two heads-first [b, heads, s, *] values (an attention written
+//    as matmuls: the scores q k^T, the probabilities times v) keeps their heads' split;
+//    the sequence may not be split there (cp), since the scores pair every query with
+//    every key;
 //  * a row-parallel projection (a matmul of tp-split columns by an argument weight): the
 //    weight's rows over tp, its output back in the residual stream's layout;
 //  * the head's vocabulary (`vocabulary` > 0): padded to `padded_vocabulary` columns and

@@ -151,6 +151,16 @@ TEST(MegatronLayoutPass, AModelItCannotMapIsALocatedError) {
        "func @f(%x: f32[2, 8, 16], %g: f32[16]) -> f32[2, 8] {\n"
        "  %h = rmsnorm(%x, %g)\n  %s = reduce_sum(%h) {dims = [2]}\n  return %s\n}\n",
        {3, 8}, "@f: no Megatron layout rule for `reduce_sum`"},
+      // An attention written as matmuls needs every key: no cp.
+      {{1, 2, false},
+       "func @f(%x: f32[2, 8, 16], %g: f32[16], %wq: f32[16, 16], %wk: f32[16, 16]) -> "
+       "f32[2, 2, 8, 8] {\n"
+       "  %h = rmsnorm(%x, %g)\n  %q = matmul(%h, %wq)\n  %k = matmul(%h, %wk)\n"
+       "  %q4 = reshape(%q) : f32[2, 8, 2, 8]\n  %k4 = reshape(%k) : f32[2, 8, 2, 8]\n"
+       "  %qh = transpose(%q4) {perm = [0, 2, 1, 3]}\n"
+       "  %kh = transpose(%k4) {perm = [0, 2, 1, 3]}\n"
+       "  %s = matmul(%qh, %kh) {transpose_b}\n  return %s\n}\n",
+       {9, 8}, "@f: an attention written as batched matmuls needs the whole sequence"},
       {{1, 2, false}, "func @f(%x: f32[2, 8]) -> f32[2, 8] {\n  return %x\n}\n", {1, 1},
        "@f: the first argument is not the residual stream [batch, seq, hidden]"},
       {{2, 1, false},
