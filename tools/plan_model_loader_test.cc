@@ -56,6 +56,7 @@ plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch
     const FunctionTexts own = LayerCostFunctionTexts(*file);
     o.layer_function = own.layer;
     o.head_function = own.head;
+    o.functions_file = file->file;
   }
   plan::LayerCostCache layers(o);
   plan::PlanSearchOptions options;

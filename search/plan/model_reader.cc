@@ -1,6 +1,7 @@
 #include "search/plan/model_reader.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -260,30 +261,33 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
 
 std::string FunctionSourceText(const Function& f, absl::string_view source,
                                absl::string_view file) {
-  const Operation* last = f.body()->terminator();
-  if (source.empty() || last == nullptr) return PrintFunction(f);
-  const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
-  const int first_line = f.loc().line;  // 1-based
-  if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) {
-    return PrintFunction(f);
-  }
-  // The function's closing brace: the first line after its return that starts with '}'.
-  for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
-    if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) continue;
-    std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
-    std::string text =
-        absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
-    // Kept only when it is the same function (a layout this scan does not expect, e.g.
-    // the brace on the return's line, falls back to the print). Parsed as the file it
-    // comes from: its positions are that file's.
-    absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, std::string(file));
-    if (!alone.ok() || (*alone)->functions().size() != 1) break;
-    Module expected;
-    expected.AddFunction(f.Clone());
-    if (ModuleFingerprint(**alone) == ModuleFingerprint(expected)) return text;
-    break;
-  }
-  return PrintFunction(f);
+  // The function's own lines, or nothing when the scan cannot cut them out.
+  auto cut = [&]() -> std::optional<std::string> {
+    const Operation* last = f.body()->terminator();
+    if (source.empty() || last == nullptr) return std::nullopt;
+    const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
+    const int first_line = f.loc().line;  // 1-based
+    if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) return std::nullopt;
+    // The function's closing brace: the first line after its return that starts with '}'.
+    for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
+      if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) continue;
+      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
+      std::string text =
+          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+      // Kept only when it is the same function (a layout this scan does not expect, e.g.
+      // the brace on the return's line, is not). Parsed as the file it comes from: its
+      // positions are that file's.
+      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, file);
+      if (!alone.ok() || (*alone)->functions().size() != 1) return std::nullopt;
+      Module expected;
+      expected.AddFunction(f.Clone());
+      if (ModuleFingerprint(**alone) != ModuleFingerprint(expected)) return std::nullopt;
+      return text;
+    }
+    return std::nullopt;
+  };
+  std::optional<std::string> own = cut();
+  return own.has_value() ? *std::move(own) : PrintFunction(f);
 }
 
 }  // namespace commir::search::plan
