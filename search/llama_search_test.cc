@@ -44,7 +44,7 @@ TEST(LlamaSearch, BestIsNoWorseThanMegatron) {
   const Candidate& best = result->ranked.front();
   EXPECT_LE(best.time_s, megatron->time_s);
   EXPECT_LE(best.bytes_per_device, megatron->bytes_per_device)
-      << best.layout.mesh.ToString() << " " << best.layout.description << " " << best.pipeline;
+      << best.layout.mesh.ToString() << " " << best.layout.description << " " << best.PipelineText();
 }
 
 }  // namespace

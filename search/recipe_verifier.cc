@@ -19,7 +19,7 @@ std::function<Verdict(const std::string& function, const Candidate&)> CpuMeshVer
       return Verdict{Verdict::State::kFailed, "the candidate has no global program"};
     }
     absl::StatusOr<VerifyOutcome> outcome =
-        VerifyRecipe(*c.global_program, function, c.pipeline, options);
+        VerifyRecipe(*c.global_program, function, c.PipelineText(), options);
     if (!outcome.ok()) return Verdict{Verdict::State::kFailed, std::string(outcome.status().message())};
     std::string detail = absl::StrCat("checked at sizes ", outcome->sizes, ":\n", outcome->report);
     return Verdict{outcome->matched ? Verdict::State::kMatched : Verdict::State::kMismatched,

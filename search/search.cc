@@ -260,9 +260,7 @@ class LayoutEvaluator {
       c.backward_time_s = prediction->time_s - forward->time_s;
     }
     c.layout = layout;
-    c.schedule = schedule.ToString();
-    c.passes = sharding::DefaultSpmdPipeline().Then(schedule);
-    c.pipeline = c.passes.ToString();
+    c.schedule = schedule;
     c.global_program = global;
     c.spmd_program = std::move(module);
     c.fingerprint = fingerprint;
@@ -400,7 +398,7 @@ class Searcher {
     std::unique_ptr<Module> trained = best.global_program->Clone();
     absl::StatusOr<std::string> backward = AddBackward(*trained, result_.function);
     if (!backward.ok()) return std::nullopt;
-    absl::StatusOr<std::shared_ptr<const Module>> spmd = Scheduled(*trained, best.passes);
+    absl::StatusOr<std::shared_ptr<const Module>> spmd = Scheduled(*trained, best.passes());
     if (!spmd.ok()) return std::nullopt;
     const Function* f = (*spmd)->FindFunction(result_.function);
     const Function* step = (*spmd)->FindFunction(*backward);
@@ -639,6 +637,8 @@ class Searcher {
 };
 
 }  // namespace
+
+Pipeline Candidate::passes() const { return sharding::DefaultSpmdPipeline().Then(schedule); }
 
 std::string Candidate::GlobalText() const {
   return global_program == nullptr ? std::string() : PrintModule(*global_program);

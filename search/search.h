@@ -51,9 +51,9 @@ struct Verdict {
 struct Candidate {
   int rank = 0;  // 1-based, after ranking
   LayoutCandidate layout;
-  std::string schedule;     // the schedule passes alone ("" for plain collectives)
-  std::string pipeline;     // what commir-opt runs on the global program to get the spmd one
-  Pipeline passes;          // the same pipeline as a value (pipeline is its text)
+  // The schedule passes alone (empty for plain collectives): the candidate's one record
+  // of its passes; the whole pipeline and the texts are derived from it.
+  Pipeline schedule;
   // The function with this candidate's mesh and layouts (shared by the candidates of a
   // layout), and the partitioned and scheduled program. Neither changes once made.
   std::shared_ptr<const Module> global_program;
@@ -68,6 +68,15 @@ struct Candidate {
   double bytes_per_device = 0;          // schedule-report's count (shifts included)
   int64_t peak_memory_bytes = 0;        // the most over the devices
   Verdict verdict;
+
+  // What commir-opt runs on the global program to get the spmd one: the default spmd
+  // pipeline, then the schedule.
+  Pipeline passes() const;
+
+  // Text, for the report and the recipe only: the schedule ("" for plain collectives)
+  // and the whole pipeline as `commir-opt --pass-pipeline` takes them.
+  std::string ScheduleText() const { return schedule.ToString(); }
+  std::string PipelineText() const { return passes().ToString(); }
 
   // The recipe's text (what `--emit=global -o` writes) and the program it makes.
   std::string GlobalText() const;

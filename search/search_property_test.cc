@@ -43,7 +43,7 @@ TEST(SearchProperty, EveryReportedCandidateVerifies) {
       ++candidates;
       EXPECT_EQ(c.verdict.state, Verdict::State::kMatched)
           << "seed " << seed << ", rank " << c.rank << ": " << c.layout.description << " | "
-          << c.pipeline << "\n" << c.verdict.detail << "\n" << c.GlobalText();
+          << c.PipelineText() << "\n" << c.verdict.detail << "\n" << c.GlobalText();
     }
   }
   // The generator's programs are mostly searchable.

@@ -99,7 +99,7 @@ std::string FormatTable(const SearchResult& result, const ReportContext& context
     rows.push_back({absl::StrCat(c.rank), c.layout.mesh.ToString(), c.layout.description,
                     Seconds(c.time_s), Seconds(c.exposed_communication_s),
                     Bytes(c.bytes_per_device), Bytes(static_cast<double>(c.peak_memory_bytes)),
-                    VerdictText(c.verdict), absl::StrCat("'", c.pipeline, "'")});
+                    VerdictText(c.verdict), absl::StrCat("'", c.PipelineText(), "'")});
     if (train) {
       rows.back().insert(rows.back().begin() + 4,
                          {Seconds(c.forward_time_s), Seconds(c.backward_time_s)});
@@ -168,8 +168,8 @@ std::string FormatJson(const SearchResult& result, const ReportContext& context)
     ranked.push_back({{"rank", c.rank},
                       {"mesh", c.layout.mesh.Declaration()},
                       {"layouts", c.layout.description},
-                      {"schedule", c.schedule},
-                      {"pipeline", c.pipeline},
+                      {"schedule", c.ScheduleText()},
+                      {"pipeline", c.PipelineText()},
                       {"time_s", c.time_s},
                       {"exposed_communication_s", c.exposed_communication_s},
                       {"bytes_per_device", c.bytes_per_device},
@@ -197,7 +197,7 @@ std::string FormatCsv(const SearchResult& result) {
       train ? ",forward_time_s,backward_time_s" : "", "\n");
   for (const Candidate& c : result.ranked) {
     absl::StrAppend(&out, c.rank, ",", c.layout.mesh.ToString(), ",", quote(c.layout.description),
-                    ",", quote(c.pipeline), ",", absl::StrFormat("%.9g", c.time_s), ",",
+                    ",", quote(c.PipelineText()), ",", absl::StrFormat("%.9g", c.time_s), ",",
                     absl::StrFormat("%.9g", c.exposed_communication_s), ",",
                     absl::StrFormat("%.0f", c.bytes_per_device), ",", c.peak_memory_bytes, ",",
                     VerdictState(c.verdict));

@@ -76,7 +76,7 @@ std::string Summary(const SearchResult& r) {
   std::string out;
   for (const Candidate& c : r.ranked) {
     absl::StrAppend(&out, c.rank, " ", c.layout.mesh.ToString(), " ", c.layout.description, " ",
-                    c.pipeline, " ", c.time_s, "\n");
+                    c.PipelineText(), " ", c.time_s, "\n");
   }
   return out;
 }
@@ -102,7 +102,7 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
   EXPECT_GT(a->stats.duplicates, 0);
   EXPECT_EQ(static_cast<int64_t>(a->ranked.size()), a->stats.candidates);
   absl::flat_hash_set<std::string> programs;
-  for (const Candidate& c : a->ranked) EXPECT_TRUE(programs.insert(c.SpmdText()).second) << c.pipeline;
+  for (const Candidate& c : a->ranked) EXPECT_TRUE(programs.insert(c.SpmdText()).second) << c.PipelineText();
   for (size_t i = 1; i < a->ranked.size(); ++i) {
     EXPECT_LE(a->ranked[i - 1].time_s, a->ranked[i].time_s);
     EXPECT_EQ(a->ranked[i].rank, static_cast<int>(i + 1));
@@ -120,11 +120,11 @@ TEST(Search, IsDeterministicAndReportsEachProgramOnce) {
 void ExpectRecipesReproduce(const SearchResult& r) {
   for (const Candidate& c : r.ranked) {
     std::unique_ptr<Module> global = Parse(c.GlobalText());
-    ASSERT_NE(global, nullptr) << c.pipeline;
-    absl::StatusOr<Pipeline> pipeline = ParsePipeline(c.pipeline, RegisteredPasses());
+    ASSERT_NE(global, nullptr) << c.PipelineText();
+    absl::StatusOr<Pipeline> pipeline = ParsePipeline(c.PipelineText(), RegisteredPasses());
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-    ASSERT_TRUE(RunPipeline(*global, *pipeline, {.verify_each = true}).ok()) << c.pipeline;
-    EXPECT_EQ(PrintModule(*global), c.SpmdText()) << c.pipeline;
+    ASSERT_TRUE(RunPipeline(*global, *pipeline, {.verify_each = true}).ok()) << c.PipelineText();
+    EXPECT_EQ(PrintModule(*global), c.SpmdText()) << c.PipelineText();
   }
 }
 
@@ -219,7 +219,7 @@ TEST(Search, TheCpuMeshProvesTheBest) {
   absl::StatusOr<SearchResult> r = Search(*m, options);
   ASSERT_TRUE(r.ok());
   for (const Candidate& c : r->ranked) {
-    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
+    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.PipelineText() << "\n" << c.verdict.detail;
   }
   EXPECT_EQ(r->stats.verified, 4);
 }
@@ -319,7 +319,7 @@ TEST(Search, HoldsOnlyABatchOfLayoutsAndTheTopCandidates) {
   ASSERT_EQ(top->ranked.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(top->ranked[i].layout.description, all->ranked[i].layout.description);
-    EXPECT_EQ(top->ranked[i].pipeline, all->ranked[i].pipeline);
+    EXPECT_EQ(top->ranked[i].PipelineText(), all->ranked[i].PipelineText());
     EXPECT_EQ(top->ranked[i].layout.mesh.ToString(), all->ranked[i].layout.mesh.ToString());
   }
   EXPECT_EQ(top->stats.candidates, all->stats.candidates);
@@ -372,7 +372,7 @@ func @layer(%x: f32[64, 32], %w1: f32[32, 128], %w2: f32[128, 32]) -> f32[64, 32
   ASSERT_FALSE(r->ranked.empty());
   EXPECT_EQ(r->ranked.front().GlobalText().find("call"), std::string::npos);
   for (const Candidate& c : r->ranked) {
-    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
+    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.PipelineText() << "\n" << c.verdict.detail;
   }
 }
 

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
+#include "search/dim_classes.h"
 #include "search/test_programs.h"
 
 namespace commir::search {
@@ -218,6 +219,56 @@ TEST(ShrinkFunction, BadArgumentsAreErrors) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ShrinkFunction(*module, "mlp", 0, 1 << 16).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+
+// Why the dimension classes (dim_classes.h) and the shrinker's atoms are two analyses
+// (search/README.md): neither relation is a coarsening of the other, and the shrinker's
+// is partial where the classes' is total.
+TEST(ShrinkFunction, TheAtomsAndTheDimensionClassesRelateDimensionsDifferently) {
+  // One dimension of 12 factored [4, 3] by one reshape and [6, 2] by another: the
+  // classes keep the gcd of the major factors (4 and 6: it splits over 2 devices);
+  // the atoms cannot factor 12 both ways, so the shrinker refuses the function.
+  std::unique_ptr<Module> reshapes = Parse(R"(
+func @f(%x: f32[12, 8]) -> (f32[4, 3, 8], f32[6, 2, 8]) {
+  %a = reshape(%x) : f32[4, 3, 8]
+  %b = reshape(%x) : f32[6, 2, 8]
+  return %a, %b
+}
+)");
+  ASSERT_NE(reshapes, nullptr);
+  absl::StatusOr<std::vector<DimClass>> classes = FindDimClasses(*reshapes->FindFunction("f"));
+  ASSERT_TRUE(classes.ok()) << classes.status();
+  ASSERT_FALSE(classes->empty());
+  EXPECT_EQ(classes->front().name, "x.0");
+  EXPECT_EQ(classes->front().divisible_size, 2);
+  absl::StatusOr<ShrunkModule> shrunk = ShrinkFunction(*reshapes, "f", 4, 1 << 16);
+  ASSERT_FALSE(shrunk.ok());
+  EXPECT_THAT(shrunk.status().message(), HasSubstr("cannot be shrunk"));
+
+  // Two alike parts concatenated: the classes keep the parts' concatenated dimensions
+  // apart (the concat's rule gives each its own factor, which no split may cross), while
+  // the shrinker must shrink them alike (VisitConcat aligns their atoms) and shrinks both.
+  std::unique_ptr<Module> concat = Parse(R"(
+func @g(%a: f32[64, 16], %b: f32[64, 16]) -> f32[128, 16] {
+  %an = tanh(%a)
+  %bn = tanh(%b)
+  %c = concat(%an, %bn) {dim = 0}
+  return %c
+}
+)");
+  ASSERT_NE(concat, nullptr);
+  classes = FindDimClasses(*concat->FindFunction("g"));
+  ASSERT_TRUE(classes.ok()) << classes.status();
+  std::vector<std::string> names;
+  for (const DimClass& c : *classes) names.push_back(c.name);
+  EXPECT_THAT(names, ::testing::Contains("a.0"));
+  EXPECT_THAT(names, ::testing::Contains("b.0"));
+  shrunk = ShrinkFunction(*concat, "g", 4, 1 << 16);
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  const Function& g = *shrunk->module->FindFunction("g");
+  EXPECT_EQ(g.arg_types()[0].dims()[0], g.arg_types()[1].dims()[0]);
+  EXPECT_EQ(g.result_types()[0].dims()[0], 2 * g.arg_types()[0].dims()[0]);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(TrainSearch, TheBestTrainingPlanShardsTheWeightsAndItsTrafficIsMegatrons) {
   EXPECT_GT(best.peak_memory_bytes, 0);
   // The training step (@mlp_grad) was checked on the cpu mesh against one device.
   for (const Candidate& c : r->ranked) {
-    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.pipeline << "\n" << c.verdict.detail;
+    EXPECT_EQ(c.verdict.state, Verdict::State::kMatched) << c.PipelineText() << "\n" << c.verdict.detail;
   }
   // Ranked by the step's time.
   for (size_t i = 1; i < r->ranked.size(); ++i) EXPECT_LE(r->ranked[i - 1].time_s, r->ranked[i].time_s);

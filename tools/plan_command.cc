@@ -393,6 +393,8 @@ int PlanSearchMain(int argc, char** argv) {
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
+  // layer_cost.h takes a model file's functions as text, at the file's positions.
+  const FunctionTexts own = LayerCostFunctionTexts(*loaded);
   std::vector<plan::PlanScenario> scenarios;
   std::string given_line;
   bool any_fits = false;
@@ -402,8 +404,8 @@ int PlanSearchMain(int argc, char** argv) {
     layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
     layer_options.schedule = r.layer_schedule;
     // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
-    layer_options.layer_function = loaded->layer_function;
-    layer_options.head_function = loaded->head_function;
+    layer_options.layer_function = own.layer;
+    layer_options.head_function = own.head;
     if (!loaded->file.empty()) layer_options.functions_file = loaded->file;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;
@@ -445,8 +447,9 @@ int PlanSearchMain(int argc, char** argv) {
                                            : *plan::ParsePlan(r.plan_eval);
     // A model file's own layer and head are what runs, on both sides.
     plan::PlanCheckOptions check_options;
-    check_options.layer_function = loaded->layer_function;
-    check_options.head_function = loaded->head_function;
+    check_options.functions = loaded->functions;
+    check_options.layer_name = loaded->layer_name;
+    check_options.head_name = loaded->head_name;
     check_options.micro_batch = loaded->micro_batch;
     check_options.file = loaded->file;
     absl::StatusOr<plan::PlanCheckResult> result =

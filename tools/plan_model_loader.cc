@@ -96,20 +96,21 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
   }
   absl::StatusOr<std::string> text = ReadModelFile(path, kMaxProgramBytes);
   if (!text.ok()) return text.status();
-  // The text is kept, so that the layer and head handed on keep the file's line:col.
-  const std::string& source = *text;
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(source, path);
+  // Parsed once, as the file: the layer and head handed on keep its line:col.
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(*text, path);
   if (!module.ok()) return module.status();
   const std::string name = std::filesystem::path(path).stem().string();
   absl::StatusOr<plan::ModelFromIr> read =
-      plan::ReadModelFromIr(**module, path, name, global_batch, source);
+      plan::ReadModelFromIr(**module, path, name, global_batch);
   if (!read.ok()) return read.status();
   LoadedModel out;
   out.spec = read->spec;
   out.micro_batch = read->micro_batch;
   out.file = path;
-  out.layer_function = std::move(read->layer_function);
-  out.head_function = std::move(read->head_function);
+  out.functions = std::move(read->functions);
+  out.layer_name = std::move(read->layer_name);
+  out.head_name = std::move(read->head_name);
+  out.source = *std::move(text);
   return out;
 }
 
@@ -174,6 +175,14 @@ absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg) {
   LoadedModel out;
   out.spec = *std::move(spec);
   return out;
+}
+
+FunctionTexts LayerCostFunctionTexts(const LoadedModel& model) {
+  if (model.functions == nullptr) return {};
+  return {plan::FunctionSourceText(*model.functions->FindFunction(model.layer_name), model.source,
+                                   model.file),
+          plan::FunctionSourceText(*model.functions->FindFunction(model.head_name), model.source,
+                                   model.file)};
 }
 
 }  // namespace commir::search

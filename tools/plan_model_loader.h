@@ -6,9 +6,11 @@
 #define COMMIR_TOOLS_PLAN_MODEL_LOADER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "commir/ir.h"
 #include "search/plan/model_spec.h"
 
 namespace commir::search {
@@ -16,11 +18,16 @@ namespace commir::search {
 struct LoadedModel {
   plan::ModelSpec spec;
   // From a CommIR file only: the micro-batch it is written for (0 otherwise) and its
-  // unannotated layer and head functions.
+  // unannotated layer and head functions (model_reader.h: copies that keep the file's
+  // positions; null otherwise).
   int64_t micro_batch = 0;
   std::string file;  // the path as given: layout errors found later name it
-  std::string layer_function;
-  std::string head_function;
+  std::shared_ptr<const Module> functions;
+  std::string layer_name;
+  std::string head_name;
+  // The file's text, for the one consumer that takes the functions as text
+  // (layer_cost.h's options, through plan::FunctionSourceText).
+  std::string source;
 };
 
 // Whether `arg` names a CommIR model file: FILE.commir,KEY=VALUE..., or FILE.commir whose
@@ -30,6 +37,14 @@ bool IsCommirModel(const std::string& arg);
 // The N of FILE.commir[,global_batch=N] (0 when not given). Errors: an option other
 // than global_batch (named), global_batch given twice, N not a count >= 1.
 absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg);
+
+// The file's layer and head as layer_cost.h's options take them (text): their own lines
+// in the file at the file's positions (plan::FunctionSourceText); empty without a file.
+struct FunctionTexts {
+  std::string layer;
+  std::string head;
+};
+FunctionTexts LayerCostFunctionTexts(const LoadedModel& model);
 
 // Errors name the file (parse and verifier errors and missing parts with line:col).
 // A CommIR file without `,global_batch=N` is an InvalidArgument naming the form.

@@ -53,8 +53,10 @@ plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch
   o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
   o.predict.gpus_per_node = 8;
   if (file != nullptr) {
-    o.layer_function = file->layer_function;
-    o.head_function = file->head_function;
+    const FunctionTexts own = LayerCostFunctionTexts(*file);
+    o.layer_function = own.layer;
+    o.head_function = own.head;
+    o.functions_file = file->file;
   }
   plan::LayerCostCache layers(o);
   plan::PlanSearchOptions options;

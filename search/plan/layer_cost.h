@@ -97,7 +97,7 @@ struct LayerCostOptions {
   std::string layer_function;
   std::string head_function;
   // Where they were written (layout errors are FILE:LINE:COL: ...).
-  std::string functions_file = "function.commir";
+  std::string functions_file;
 };
 
 // Measures one layer's cost (no cache). Errors are the generator's, the spmd

@@ -17,9 +17,10 @@ absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& fun
   const LayerLayout& l = options.layout;
   if (l.tp < 1 || l.cp < 1) return absl::InvalidArgumentError("tp and cp must be at least 1");
   auto error = [&](Location loc, absl::string_view message) {
-    return absl::InvalidArgumentError(absl::StrCat(options.file, ":", loc.line, ":", loc.col,
-                                                   ": @", function.name(),
-                                                   ": the Megatron layout: ", message));
+    const std::string at =
+        options.file.empty() ? "" : absl::StrCat(options.file, ":", loc.line, ":", loc.col, ": ");
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, "@", function.name(), ": the Megatron layout: ", message));
   };
   if (!function.arg_types().empty() && function.arg_types()[0].is_tensor() &&
       function.arg_types()[0].rank() == 3 && function.arg_types()[0].dims()[0] != l.micro_batch) {

@@ -25,8 +25,9 @@ struct MegatronLayoutOptions {
   // one-device reference with the plan's padding (plan_check.h).
   int64_t padded_vocabulary = 0;
   // Where the function was written: errors are "FILE:LINE:COL: @name: ...", and
-  // MegatronLayoutText parses under this name.
-  std::string file = "function.commir";
+  // MegatronLayoutText parses under this name. Empty (a function built in memory, at
+  // no file's position): "@name: ...".
+  std::string file;
 };
 
 // A module holding the mesh (none when tp = cp = 1) and a laid-out copy of `function`,
@@ -34,11 +35,12 @@ struct MegatronLayoutOptions {
 absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& function,
                                                              const MegatronLayoutOptions& options);
 
-// That module's canonical text.
+// That module's canonical text (the text programs layer_program.h hands to layer_cost.h).
 absl::StatusOr<std::string> MegatronLayout(const Function& function,
                                            const MegatronLayoutOptions& options);
 
-// The same from a module's text holding one function (e.g. its canonical print).
+// The same from a module's text holding one function: for layer_cost.h, whose options
+// still carry a model file's functions as text (model_reader.h's FunctionSourceText).
 absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
                                                const MegatronLayoutOptions& options);
 

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "commir/printer.h"
+#include "commir/fingerprint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "commir/printer.h"
@@ -30,6 +30,36 @@ ModelSpec Model(const std::string& text) {
   absl::StatusOr<ModelSpec> m = ParseModelSpec(text);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *m : ModelSpec{};
+}
+
+// The layout of the module's one function, in memory, printed to be compared with the
+// goldens' text. The module it builds is the one its print parses to (the same structural
+// fingerprint): the parser infers the types the layout set in memory, so callers use the
+// module as built.
+absl::StatusOr<std::string> LaidOut(const Module& module, const MegatronLayoutOptions& options) {
+  EXPECT_EQ(module.functions().size(), 1u);
+  absl::StatusOr<std::unique_ptr<Module>> laid_out =
+      MegatronLayoutModule(*module.functions()[0], options);
+  if (!laid_out.ok()) return laid_out.status();
+  const std::string text = PrintModule(**laid_out);
+  absl::StatusOr<std::unique_ptr<Module>> parsed = ParseModuleOrError(text, "laid_out.commir");
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  if (parsed.ok()) EXPECT_EQ(ModuleFingerprint(**parsed), ModuleFingerprint(**laid_out));
+  return text;
+}
+
+// A test's program, parsed as the file t.commir.
+std::unique_ptr<Module> Parse(const std::string& text) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "t.commir");
+  EXPECT_TRUE(module.ok()) << module.status();
+  return module.ok() ? *std::move(module) : std::make_unique<Module>();
+}
+
+MegatronLayoutOptions InFile(LayerLayout layout) {
+  MegatronLayoutOptions o;
+  o.layout = layout;
+  o.file = "t.commir";
+  return o;
 }
 
 struct Case {
@@ -74,11 +104,11 @@ TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
     const std::string expected_layer = ReadGolden(absl::StrCat(c.golden, ".layer.commir"));
     const std::string expected_head = ReadGolden(absl::StrCat(c.golden, ".head.commir"));
 
-    absl::StatusOr<std::string> laid_out = MegatronLayoutText(PrintModule(**layer), {c.layout});
+    absl::StatusOr<std::string> laid_out = LaidOut(**layer, {c.layout});
     ASSERT_TRUE(laid_out.ok()) << laid_out.status();
     EXPECT_EQ(*laid_out, expected_layer);
     absl::StatusOr<std::string> head_laid_out =
-        MegatronLayoutText(PrintModule(**head), {c.layout, m.vocabulary});
+        LaidOut(**head, {c.layout, m.vocabulary});
     ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
     EXPECT_EQ(*head_laid_out, expected_head);
 
@@ -96,7 +126,7 @@ TEST(MegatronLayout, AnExtraElementwiseOpIsLaidOutWithItsOperand) {
       PrintModule(**layer), {{"  %a = mul(%s, %w) : bf16[1, 8192, 14336]\n",
                               "  %a0 = mul(%s, %w) : bf16[1, 8192, 14336]\n"
                               "  %a = tanh(%a0) : bf16[1, 8192, 14336]\n"}});
-  absl::StatusOr<std::string> laid_out = MegatronLayoutText(edited, {LayerLayout{4, 1, true, 1}});
+  absl::StatusOr<std::string> laid_out = LaidOut(*Parse(edited), {LayerLayout{4, 1, true, 1}});
   ASSERT_TRUE(laid_out.ok()) << laid_out.status();
   EXPECT_THAT(*laid_out,
               HasSubstr("  %a = tanh(%a0) : bf16[1, 8192, 14336@tp]\n"
@@ -111,9 +141,9 @@ func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8] {
   return %s
 }
 )";
-  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
+  absl::StatusOr<std::string> laid_out = LaidOut(*Parse(kText), InFile({2, 1, false, 2}));
   EXPECT_FALSE(laid_out.ok());
-  EXPECT_THAT(laid_out.status().message(), HasSubstr("function.commir:3:"));
+  EXPECT_THAT(laid_out.status().message(), HasSubstr("t.commir:3:8: @layer: the Megatron layout: "));
   EXPECT_THAT(laid_out.status().message(), HasSubstr("a matmul neither after a norm"));
 }
 
@@ -122,13 +152,13 @@ TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
   absl::StatusOr<std::unique_ptr<Module>> layer = SingleDeviceLayer(m, 2);
   ASSERT_TRUE(layer.ok());
   absl::StatusOr<std::string> wrong =
-      MegatronLayoutText(PrintModule(**layer), {LayerLayout{4, 1, true, 4}});
+      LaidOut(**layer, {LayerLayout{4, 1, true, 4}});
   EXPECT_THAT(wrong.status().message(), HasSubstr("written for micro-batch 2, not 4"));
   // A layer function under another name, renamed back by the options: the golden (not
   // this step's output on the original name).
   absl::StatusOr<std::string> renamed =
-      MegatronLayoutText(absl::StrReplaceAll(PrintModule(**layer), {{"@layer", "@block"}}),
-                         {LayerLayout{4, 1, true, 2}, 0, "layer"});
+      LaidOut(*Parse(absl::StrReplaceAll(PrintModule(**layer), {{"@layer", "@block"}})),
+              {LayerLayout{4, 1, true, 2}, 0, "layer"});
   ASSERT_TRUE(renamed.ok()) << renamed.status();
   EXPECT_EQ(*renamed, ReadGolden("gpt3-1.3b_tp4_cp1_sp_mb2.layer.commir"));
 }
@@ -149,12 +179,12 @@ TEST(MegatronLayout, TheHeadsVocabularyIsPaddedTo128TimesTp) {
   };
   for (const auto& [tp, weight] : cases) {
     absl::StatusOr<std::string> laid_out =
-        MegatronLayoutText(PrintModule(**head), {LayerLayout{tp, 1, false, 1}, m.vocabulary});
+        LaidOut(**head, {LayerLayout{tp, 1, false, 1}, m.vocabulary});
     ASSERT_TRUE(laid_out.ok()) << laid_out.status();
     EXPECT_THAT(*laid_out, HasSubstr(weight)) << "tp=" << tp;
   }
   absl::StatusOr<std::string> one =
-      MegatronLayoutText(PrintModule(**head), {LayerLayout{1, 1, false, 1}, m.vocabulary});
+      LaidOut(**head, {LayerLayout{1, 1, false, 1}, m.vocabulary});
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_THAT(*one, HasSubstr("50304"));
 }
@@ -167,7 +197,7 @@ func @layer(%x: f32[2, 8, 16], %w: f32[16, 16]) -> f32[2, 8, 16] {
   return %r
 }
 )";
-  absl::StatusOr<std::string> laid_out = MegatronLayoutText(kText, {LayerLayout{2, 1, false, 2}});
+  absl::StatusOr<std::string> laid_out = LaidOut(*Parse(kText), InFile({2, 1, false, 2}));
   EXPECT_THAT(laid_out.status().message(),
               HasSubstr("`transpose` of a value no rule has laid out"));
 }

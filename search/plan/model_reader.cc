@@ -1,5 +1,7 @@
 #include "search/plan/model_reader.h"
 
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "commir/fingerprint.h"
 #include "commir/printer.h"
 #include "parser/parser.h"
 #include "search/plan/megatron_layout.h"
@@ -141,41 +144,10 @@ absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::
                                                  ", vocabulary] argument multiplied by matmul"));
 }
 
-// The function as written in `source` (the file's text), behind as many empty lines as
-// precede it: parsed alone it keeps the file's line:col, so that errors found later (a
-// layout the search tries) point into the file. Without the source: the canonical print.
-std::string SourceOf(const Function& f, absl::string_view source) {
-  const Operation* last = f.body()->terminator();
-  if (source.empty() || last == nullptr) return PrintFunction(f);
-  const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
-  const int first_line = f.loc().line;  // 1-based
-  if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) {
-    return PrintFunction(f);
-  }
-  // The function's closing brace: the first line after its return that starts with '}'.
-  for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
-    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) {
-      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
-      std::string text =
-          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
-      // Kept only when it is the same function (a layout this scan does not expect, e.g.
-      // the brace on the return's line, falls back to the print).
-      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, "function.commir");
-      if (alone.ok() && (*alone)->functions().size() == 1 &&
-          PrintFunction(*(*alone)->functions()[0]) == PrintFunction(f)) {
-        return text;
-      }
-      break;
-    }
-  }
-  return PrintFunction(f);
-}
-
 }  // namespace
 
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
-                                            absl::string_view name, int64_t global_batch,
-                                            absl::string_view source) {
+                                            absl::string_view name, int64_t global_batch) {
   // Every callee, and the calls of each function in order.
   absl::flat_hash_set<std::string> called;
   for (const Function* f : module.functions()) {
@@ -276,11 +248,46 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     o.layout.micro_batch = out.micro_batch;
     o.vocabulary = vocabulary;
     o.file = std::string(file);
-    if (absl::Status s = MegatronLayout(*f, o).status(); !s.ok()) return s;
+    if (absl::Status s = MegatronLayoutModule(*f, o).status(); !s.ok()) return s;
   }
-  out.layer_function = SourceOf(layer, source);
-  out.head_function = SourceOf(head, source);
+  auto functions = std::make_shared<Module>();
+  functions->AddFunction(layer.Clone());
+  functions->AddFunction(head.Clone());
+  out.functions = std::move(functions);
+  out.layer_name = layer.name();
+  out.head_name = head.name();
   return out;
+}
+
+std::string FunctionSourceText(const Function& f, absl::string_view source,
+                               absl::string_view file) {
+  // The function's own lines, or nothing when the scan cannot cut them out.
+  auto cut = [&]() -> std::optional<std::string> {
+    const Operation* last = f.body()->terminator();
+    if (source.empty() || last == nullptr) return std::nullopt;
+    const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
+    const int first_line = f.loc().line;  // 1-based
+    if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) return std::nullopt;
+    // The function's closing brace: the first line after its return that starts with '}'.
+    for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
+      if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) continue;
+      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
+      std::string text =
+          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
+      // Kept only when it is the same function (a layout this scan does not expect, e.g.
+      // the brace on the return's line, is not). Parsed as the file it comes from: its
+      // positions are that file's.
+      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, file);
+      if (!alone.ok() || (*alone)->functions().size() != 1) return std::nullopt;
+      Module expected;
+      expected.AddFunction(f.Clone());
+      if (ModuleFingerprint(**alone) != ModuleFingerprint(expected)) return std::nullopt;
+      return text;
+    }
+    return std::nullopt;
+  };
+  std::optional<std::string> own = cut();
+  return own.has_value() ? *std::move(own) : PrintFunction(f);
 }
 
 }  // namespace commir::search::plan

@@ -10,6 +10,7 @@
 #define COMMIR_SEARCH_PLAN_MODEL_READER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,19 +23,31 @@ namespace commir::search::plan {
 struct ModelFromIr {
   ModelSpec spec;
   int64_t micro_batch = 0;  // the one the file is written for
-  // The layer's and head's functions, unannotated: as written in the source (behind
-  // blank lines, so that they parse at the file's own line:col), or their canonical
-  // print when no source is given.
-  std::string layer_function;
-  std::string head_function;
+  // A module holding copies (Function::Clone) of the file's layer and head, unannotated,
+  // under their own names: each op keeps its source location, so that a layout error
+  // found later (for a tp the search tries) is said at the file's line:col. Shared: the
+  // search's threads and the cpu check only read it.
+  std::shared_ptr<const Module> functions;
+  std::string layer_name;
+  std::string head_name;
+
+  const Function& layer() const { return *functions->FindFunction(layer_name); }
+  const Function& head() const { return *functions->FindFunction(head_name); }
 };
 
 // `file` names the module in errors ("FILE:LINE:COL: ..." at the function or op that
-// lacks what the plan search needs). `name` becomes the spec's name. `source` is the
-// text `module` was parsed from (optional: see ModelFromIr).
+// lacks what the plan search needs). `name` becomes the spec's name.
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
-                                            absl::string_view name, int64_t global_batch,
-                                            absl::string_view source = {});
+                                            absl::string_view name, int64_t global_batch);
+
+// `function`'s own lines in `source` (the text its module was parsed from, as `file`),
+// behind as many empty lines as precede it, so that parsed alone it keeps the file's
+// line:col; checked by parsing it (as `file`) and comparing structural fingerprints,
+// and the canonical print when the line scan cannot cut it out (a closing brace on the
+// return's line). For a consumer that still takes a function as text (layer_cost.h's
+// options); the others take the functions themselves.
+std::string FunctionSourceText(const Function& function, absl::string_view source,
+                               absl::string_view file);
 
 }  // namespace commir::search::plan
 

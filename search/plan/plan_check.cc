@@ -17,7 +17,6 @@
 #include "commir/op_def.h"
 #include "commir/type.h"
 #include "commir/verifier.h"
-#include "parser/parser.h"
 #include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
 #include "runtime/tensor.h"
@@ -409,8 +408,9 @@ double CheckElements(const ModelSpec& m) {
 absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const ParallelPlan& plan,
                                                    const PlanCheckOptions& options) {
   if (absl::Status s = CheckPlan(given, plan); !s.ok()) return s;
-  const bool own_functions = !options.layer_function.empty();
-  if (own_functions != !options.head_function.empty()) {
+  const bool own_functions = options.functions != nullptr;
+  if (own_functions && (options.functions->FindFunction(options.layer_name) == nullptr ||
+                        options.functions->FindFunction(options.head_name) == nullptr)) {
     return absl::InvalidArgumentError("the check takes a model file's layer and head together");
   }
   if (own_functions && plan.micro_batch != options.micro_batch) {
@@ -457,20 +457,14 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     std::swap(chunks[0].first_layer, chunks[1].first_layer);
   }
 
-  // The model file's layer and head, read once (their text is the file's, at its
-  // positions, so errors point into the file), in f32.
-  std::unique_ptr<Module> own_layer, own_head;
+  // The model file's layer and head, copied in f32 (rewritten in memory: their ops keep
+  // the file's positions, so errors point into the file).
+  std::unique_ptr<Function> own_layer, own_head;
   if (own_functions) {
-    for (auto [text, module] : {std::pair{&options.layer_function, &own_layer},
-                                std::pair{&options.head_function, &own_head}}) {
-      absl::StatusOr<std::unique_ptr<Module>> parsed = ParseModuleOrError(*text, options.file);
-      if (!parsed.ok()) return parsed.status();
-      if ((*parsed)->functions().size() != 1) {
-        return absl::InvalidArgumentError("the Megatron layout takes a module of one function");
-      }
-      ToF32(*(*parsed)->functions()[0]);
-      *module = *std::move(parsed);
-    }
+    own_layer = options.functions->FindFunction(options.layer_name)->Clone();
+    own_head = options.functions->FindFunction(options.head_name)->Clone();
+    ToF32(*own_layer);
+    ToF32(*own_head);
   }
   // The single-device layer and head laid out for a layout: the model file's own
   // functions (written for the plan's micro-batch), or the generator's for `batch`.
@@ -479,7 +473,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     std::unique_ptr<Module> generated;
     const Function* source = nullptr;
     if (own_functions) {
-      source = (head ? own_head : own_layer)->functions()[0];
+      source = (head ? own_head : own_layer).get();
     } else {
       ModelSpec unpadded = model;
       unpadded.vocabulary = given.vocabulary;
@@ -496,10 +490,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     o.padded_vocabulary = padded_vocabulary;
     o.name = head ? kHeadFunction : kLayerFunction;
     if (own_functions) o.file = options.file;
-    absl::StatusOr<std::string> text = MegatronLayout(*source, o);
-    if (!text.ok()) return text.status();
-    // The layout writes text (its annotations are parsed back to types once, here).
-    return ParseModuleOrError(*text, "laid_out.commir");
+    return MegatronLayoutModule(*source, o);
   };
 
   // The reference: every layer, then the head, on one device; over the whole global batch

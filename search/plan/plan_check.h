@@ -29,10 +29,12 @@
 #define COMMIR_SEARCH_PLAN_PLAN_CHECK_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "commir/ir.h"
 #include "search/plan/model_spec.h"
 #include "runtime/tensor.h"
 #include "search/plan/parallel_plan.h"
@@ -60,13 +62,15 @@ struct PlanCheckOptions {
   // Pass when every tensor's max |actual - reference| / its max |reference| is at most
   // this.
   double tolerance = 1e-4;
-  // A model file's own layer and head (model_reader.h: unannotated single-device
-  // functions, written for `micro_batch`, which must be the plan's); empty: the
+  // A model file's own layer and head (model_reader.h: a module holding the unannotated
+  // single-device functions `layer_name` and `head_name`, written for `micro_batch`,
+  // which must be the plan's; their ops keep the file's positions); null: the
   // generator's for the model.
-  std::string layer_function;
-  std::string head_function;
+  std::shared_ptr<const Module> functions;
+  std::string layer_name;
+  std::string head_name;
   int64_t micro_batch = 0;
-  std::string file = "function.commir";  // where they were written (error positions)
+  std::string file;  // where they were written (errors are FILE:LINE:COL: ...)
   // Keep the plan's compared tensors' values in the result (tests compare runs).
   bool keep_actual = false;
   // The most elements (weights plus the reference's activations over the global batch)

@@ -192,8 +192,10 @@ FileFunctions ReadFile(const char* model, int64_t micro_batch,
   if (!read.ok()) return {};
   FileFunctions out;
   out.spec = read->spec;
-  out.options.layer_function = read->layer_function;
-  out.options.head_function = read->head_function;
+  out.options.functions = read->functions;
+  out.options.layer_name = read->layer_name;
+  out.options.head_name = read->head_name;
+  out.options.file = "m.commir";
   out.options.micro_batch = read->micro_batch;
   out.options.keep_actual = true;
   return out;
