@@ -81,6 +81,21 @@ double Chain(double comm, double compute, int64_t layers, double share) {
   return comm + static_cast<double>(layers - 1) * std::max(0.0, spill);
 }
 
+// FSDP2's copies around its collectives, per micro-batch, on the compute stream's path
+// (pytorch/pytorch torch/distributed/_composable/fsdp/_fsdp_collectives.py):
+// foreach_all_gather_copy_out splits each gathered buffer into the parameters on the
+// current stream (split_with_sizes_copy: the gathered bytes read and written, for the
+// forward's gather and the backward's), and foreach_reduce's copy-in (chunk_cat of the
+// gradients into the reduce dtype's buffer) runs on the reduce-scatter stream with the
+// current stream waiting on it (reading the bf16 gradients, writing grad_bytes_per_param).
+// Memory-bound copies at the HBM bandwidth.
+double FsdpCopySeconds(const StageCost& s, const PipelineConfig& c, const sim::HardwareSpec& hw) {
+  if (hw.hbm_bandwidth <= 0) return 0;
+  const double bytes_per_param =
+      2 * 2 * c.param_bytes_per_param + c.param_bytes_per_param + c.grad_bytes_per_param;
+  return static_cast<double>(s.parameters_per_device) * bytes_per_param / hw.hbm_bandwidth;
+}
+
 }  // namespace
 
 absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
@@ -129,7 +144,8 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   const double m = static_cast<double>(c.microbatches);
   return m * (Chain(gather->seconds, forward, units, share(*gather)) +
               Chain(gather->seconds + reduce->seconds, backward, units,
-                    std::min(share(*gather), share(*reduce))));
+                    std::min(share(*gather), share(*reduce))) +
+              FsdpCopySeconds(s, c, hw));
 }
 
 absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,

@@ -51,7 +51,13 @@
 // parameters: every micro-batch gathers each layer before its forward and again before its
 // backward, and reduce-scatters each layer's gradients after it (FSDP), so it exposes
 //
-//   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward))
+//   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward) + copies)
+//
+// where copies are FSDP2's memory-bound copies on the compute stream's path: each gather's
+// copy-out into the parameters (read and write, twice) and the reduce-scatter's copy-in of
+// the bf16 gradients into the reduce dtype, 4 x 2 + 2 + 4 = 14 bytes per parameter at the
+// HBM bandwidth (pytorch/pytorch torch/distributed/_composable/fsdp/_fsdp_collectives.py:
+// foreach_all_gather_copy_out, foreach_reduce).
 //
 // The iteration adds the most exposed data-parallel time of any rank (a bound: ranks
 // finish at different times; ZeRO 3's per-micro-batch part is exact with one stage, the
