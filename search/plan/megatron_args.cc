@@ -29,7 +29,9 @@ bool EndsOnly(const std::vector<int64_t>& split) {
 // "Et*9|t*8|t*8|t*7L": the embedding on the first rank, the loss (our head) on the last.
 std::string PipelineLayout(const std::vector<int64_t>& split) {
   std::vector<std::string> stages;
-  for (int64_t n : split) stages.push_back(n == 1 ? "t" : absl::StrCat("t*", n));
+  for (int64_t n : split) {
+    stages.push_back(n == 0 ? "" : n == 1 ? "t" : absl::StrCat("t*", n));
+  }
   stages.front() = absl::StrCat("E", stages.front());
   stages.back() = absl::StrCat(stages.back(), "L");
   return absl::StrJoin(stages, "|");
@@ -101,7 +103,11 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   if (plan.sequence_parallel) flag("--sequence-parallel");
   out.args.insert(out.args.end(), schedule->args.begin(), schedule->args.end());
   out.notes.insert(out.notes.end(), schedule->notes.begin(), schedule->notes.end());
-  if (plan.uneven()) {
+  if (plan.uneven() && plan.virtual_stages > 1) {
+    // Interleaved with uneven ends: the layout names every virtual stage (its stage count
+    // over pp is the virtual pipeline size), an end chunk with no layer as "E" or "L" alone.
+    value("--pipeline-model-parallel-layout", PipelineLayout(ChunkLayers(model, plan)));
+  } else if (plan.uneven()) {
     const std::vector<int64_t> split = LayersPerStage(model, plan);
     if (EndsOnly(split)) {
       // The ranks between the ends hold equal counts: Megatron-LM's ends-only flags.
@@ -111,7 +117,7 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
       value("--pipeline-model-parallel-layout", PipelineLayout(split));
     }
   }
-  if (plan.virtual_stages > 1) {
+  if (plan.virtual_stages > 1 && !plan.uneven()) {
     value("--num-layers-per-virtual-pipeline-stage",
           model.layers / (plan.pp * plan.virtual_stages));
   }

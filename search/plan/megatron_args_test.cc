@@ -184,8 +184,29 @@ TEST(MegatronArgsTest, CheckPlanSaysWhichRuleFails) {
   bad.last_stage_layers = 8;  // 17 left for 2 ranks
   EXPECT_NE(error(bad).find("do not split evenly over the other 2 stages"), std::string::npos);
   bad = pipelined;
-  bad.virtual_stages = 2;
+  bad.virtual_stages = 2;  // the middle ranks' 9 layers do not make 2 chunks
+  EXPECT_NE(error(bad).find("9 layers each do not split into v = 2 chunks"), std::string::npos);
+  bad.stage_layers = {7, 9, 9, 7};
+  bad.first_stage_layers = bad.last_stage_layers = 0;
   EXPECT_NE(error(bad).find("not combined with interleaving"), std::string::npos);
+  // Interleaved with uneven ends: every virtual stage in the layout, the ends' outermost
+  // chunks short (6 = 1 + 5 on the first rank, 5 + 1 on the last), no per-stage count flag.
+  ParallelPlan interleaved = pipelined;
+  interleaved.virtual_stages = 2;
+  interleaved.first_stage_layers = interleaved.last_stage_layers = 6;  // 6 + 10 + 10 + 6
+  const std::vector<std::string> ends_args = ToMegatronArgs(m, interleaved)->args;
+  EXPECT_EQ(after_in(ends_args, "--pipeline-model-parallel-layout"),
+            "Et|t*5|t*5|t*5|t*5|t*5|t*5|tL");
+  EXPECT_EQ(after_in(ends_args, "--num-layers-per-virtual-pipeline-stage"), "absent");
+  EXPECT_EQ(after_in(ends_args, "--decoder-first-pipeline-num-layers"), "absent");
+  interleaved.first_stage_layers = interleaved.last_stage_layers = 5;  // 5 + 11 + 11 + 5
+  EXPECT_NE(error(interleaved).find("11 layers each do not split into v = 2"), std::string::npos);
+  interleaved.pp = 8;
+  interleaved.dp = 1;
+  interleaved.first_stage_layers = interleaved.last_stage_layers = 1;  // 30 = 6 x 5: 1 a chunk
+  interleaved.virtual_stages = 5;
+  EXPECT_NE(error(interleaved).find("an end rank's 1 layers leave its v - 1 = 4 inner chunks"),
+            std::string::npos);
   bad = p;
   bad.first_stage_layers = 4;
   EXPECT_NE(error(bad).find("uneven stages need pp > 1"), std::string::npos);

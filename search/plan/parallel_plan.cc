@@ -93,7 +93,9 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
   }
   if (p.uneven()) {
     if (p.pp < 2) return refuse("uneven stages need pp > 1");
-    if (p.virtual_stages > 1) return refuse("uneven stages are not combined with interleaving");
+    if (p.virtual_stages > 1 && !p.stage_layers.empty()) {
+      return refuse("a layers=... split is not combined with interleaving (first=/last= is)");
+    }
   }
   if (!p.stage_layers.empty()) {
     if (p.first_stage_layers != 0 || p.last_stage_layers != 0) {
@@ -125,6 +127,23 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& p) {
     if (others > 0 && (rest < others || rest % others != 0)) {
       return refuse("the other ", rest, " layers do not split evenly over the other ", others,
                     " stages");
+    }
+    if (p.virtual_stages > 1) {
+      // Interleaved: the middle ranks' chunks hold equal counts, and an end rank's chunks
+      // hold that count but for its outermost one, which takes what the end rank lacks.
+      const int64_t v = p.virtual_stages;
+      if (others == 0) return refuse("interleaving with first=/last= needs a rank between them");
+      if ((rest / others) % v != 0) {
+        return refuse("the other ranks' ", rest / others, " layers each do not split into v = ",
+                      v, " chunks");
+      }
+      const int64_t per_chunk = rest / others / v;
+      for (int64_t end : {p.first_stage_layers, p.last_stage_layers}) {
+        if (end > 0 && end < (v - 1) * per_chunk) {
+          return refuse("an end rank's ", end, " layers leave its v - 1 = ", v - 1,
+                        " inner chunks short of the ", per_chunk, " layers of every other chunk");
+        }
+      }
     }
   } else if (model.layers % (p.pp * p.virtual_stages) != 0) {
     return refuse("the ", model.layers,
@@ -160,6 +179,29 @@ std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& 
   std::vector<int64_t> out(p.pp, others > 0 ? rest / others : 0);
   if (p.first_stage_layers > 0) out.front() = p.first_stage_layers;
   if (p.last_stage_layers > 0) out.back() = p.last_stage_layers;
+  return out;
+}
+
+std::vector<int64_t> ChunkLayers(const ModelSpec& model, const ParallelPlan& p) {
+  const int64_t v = std::max<int64_t>(1, p.virtual_stages);
+  const std::vector<int64_t> ranks = LayersPerStage(model, p);
+  if (v == 1) return ranks;
+  const int64_t pp = static_cast<int64_t>(ranks.size());
+  // Chunk c lives on rank c % pp; every chunk holds the middle ranks' share per chunk.
+  int64_t per_chunk = 0;
+  for (int64_t r = 0; r < pp; ++r) {
+    const bool end = (r == 0 && p.first_stage_layers > 0) ||
+                     (r == pp - 1 && p.last_stage_layers > 0);
+    if (!end) {
+      per_chunk = ranks[r] / v;
+      break;
+    }
+  }
+  std::vector<int64_t> out(pp * v, per_chunk);
+  // The ends' outermost chunks (the model's first and last) take what their rank lacks
+  // (or holds beyond the others), as Meta's Llama 3 schedule drops a layer from them.
+  if (p.first_stage_layers > 0) out.front() = ranks.front() - (v - 1) * per_chunk;
+  if (p.last_stage_layers > 0) out.back() = ranks.back() - (v - 1) * per_chunk;
   return out;
 }
 

@@ -73,9 +73,11 @@ inline constexpr int64_t kMaxPlanGpus = int64_t{1} << 24;
 
 // Whether the plan can train the model: sizes at least 1, sequence parallelism only with
 // tp > 1, the global batch a multiple of micro-batch x dp, the layers a multiple of
-// pp x v (or, with uneven stages, v = 1, pp > 1 and: stage_layers one positive count per
-// rank summing to the layers, not combined with first/last; or first/last with the rest a
-// multiple of the other ranks), interleaving only with
+// pp x v (or, with uneven stages, pp > 1 and: stage_layers one positive count per rank
+// summing to the layers, with v = 1 and not combined with first/last; or first/last with
+// the rest a multiple of the other ranks, and with v > 1 a rank between the ends, the
+// other ranks' count a multiple of v and each end at least v - 1 chunks of it: see
+// ChunkLayers), interleaving only with
 // pp > 1 and micro-batches a multiple of pp, tp dividing the heads and FFN, cp (x tp with
 // sequence parallelism) the sequence, ZeRO 0..3, a per-rank recomputation with one entry
 // per pipeline rank. The error says which rule fails.
@@ -83,6 +85,14 @@ absl::Status CheckPlan(const ModelSpec& model, const ParallelPlan& plan);
 
 // Transformer layers on each pipeline rank (the plan must pass CheckPlan).
 std::vector<int64_t> LayersPerStage(const ModelSpec& model, const ParallelPlan& plan);
+
+// Transformer layers of each model chunk, pp x v of them in model order (chunk c on rank
+// c % pp; the plan must pass CheckPlan). With v = 1 LayersPerStage. Interleaved with the
+// ends-only shorthand, every chunk holds the middle ranks' layers / v except the first
+// rank's first chunk and the last rank's last chunk, which hold what their rank's count
+// leaves (Meta's Llama 3 405B pipeline: 126 layers, first=7 last=7, pp = 16, v = 8 gives
+// chunks of one layer but for an embedding-only first chunk and a head-only last one).
+std::vector<int64_t> ChunkLayers(const ModelSpec& model, const ParallelPlan& plan);
 
 // "tp=4 cp=1 pp=2 (v=2) dp=8 sp mb=1 zero=1 recompute=selective", with " layers=9,8,8,7"
 // for an explicit split (" first=N last=M" for the shorthand); ranks that differ:

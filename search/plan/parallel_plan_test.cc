@@ -57,6 +57,29 @@ TEST(ParsePlanTest, AnySplitReadsBackAndFirstLastStaysAShorthand) {
   EXPECT_EQ(LayersPerStage(m, *ends), (std::vector<int64_t>{7, 9, 9, 7}));
 }
 
+// Meta's Llama 3 405B pipeline (The Llama 3 Herd of Models, section 3.3.2: one layer fewer
+// on the first and the last stage, so that the first model chunk holds only the embedding
+// and the last only the output projection and loss): 126 layers on 16 ranks, interleaved
+// over 8 chunks of one layer each.
+TEST(CheckPlanTest, InterleavingWithUnevenEndsLeavesTheOuterChunksShort) {
+  const ModelSpec m = *Preset("llama3-405b");
+  ASSERT_EQ(m.layers, 126);
+  absl::StatusOr<ParallelPlan> p =
+      ParsePlan("tp=8,pp=16,v=8,dp=128,sp,mb=1,zero=1,first=7,last=7");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ModelSpec batch = m;
+  batch.global_batch = 2048;
+  ASSERT_TRUE(CheckPlan(batch, *p).ok()) << CheckPlan(batch, *p);
+  const std::vector<int64_t> chunks = ChunkLayers(batch, *p);
+  ASSERT_EQ(chunks.size(), 128u);
+  EXPECT_EQ(chunks.front(), 0);  // the embedding alone
+  EXPECT_EQ(chunks.back(), 0);   // the head alone
+  for (size_t c = 1; c + 1 < chunks.size(); ++c) EXPECT_EQ(chunks[c], 1) << c;
+  // Interleaving needs the micro-batches (2,048 / 128 = 16) a multiple of pp.
+  batch.global_batch = 128 * 8;
+  EXPECT_NE(CheckPlan(batch, *p).ToString().find("multiple of pp"), std::string::npos);
+}
+
 TEST(CheckPlanTest, SplitNamesEveryRankAndEveryLayer) {
   const ModelSpec m = *Preset("llama3-8b");  // 32 layers
   auto error = [&](absl::string_view text) {

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective_time.h"
+#include "sim/contention.h"
 #include "sim/placement.h"
 
 namespace commir::search::plan {
@@ -43,21 +44,56 @@ absl::Status CheckConfig(const std::vector<StageCost>& stages, const PipelineCon
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> Collective(const sim::HardwareSpec& hw, sim::CollectiveKind kind,
-                                  double bytes, const std::vector<int64_t>& devices,
-                                  int64_t gpus_per_node) {
-  if (devices.size() < 2 || bytes <= 0) return 0.0;
+// One collective's time and the share of the compute rate a kernel keeps beside it.
+struct Transfer {
+  double seconds = 0;
+  double compute_share = 1;
+};
+
+// The share of its FLOP rate a compute-bound kernel keeps beside an NCCL kernel: the sim's
+// contention model (sim/contention.h: the NCCL kernel holds its SMs for its whole run, a
+// GEMM's waves run on the others), as peak beside the load over peak.
+double ComputeShareBeside(const sim::HardwareSpec& hw, sim::CollectiveKind kind,
+                          const sim::CollectiveEstimate& e) {
+  if (hw.peak_flops_bf16 <= 0) return 1;
+  const sim::HardwareSpec beside = sim::HardwareBeside(hw, sim::NcclLoad(hw, kind, e));
+  return std::clamp(beside.peak_flops_bf16 / hw.peak_flops_bf16, 0.0, 1.0);
+}
+
+absl::StatusOr<Transfer> Collective(const sim::HardwareSpec& hw, sim::CollectiveKind kind,
+                                    double bytes, const std::vector<int64_t>& devices,
+                                    int64_t gpus_per_node) {
+  if (devices.size() < 2 || bytes <= 0) return Transfer{};
   absl::StatusOr<sim::GroupPlacement> group = sim::PlaceGroup(devices, gpus_per_node);
   if (!group.ok()) return group.status();
   absl::StatusOr<sim::CollectiveEstimate> e = sim::EstimateCollective(hw, kind, bytes, *group);
   if (!e.ok()) return e.status();
-  return e->seconds;
+  return Transfer{e->seconds, ComputeShareBeside(hw, kind, *e)};
 }
 
 // Layer i's transfer runs under layer i+1's compute; the last transfer has nothing left to
-// hide behind. `comm` and `compute` are per layer.
-double Chain(double comm, double compute, int64_t layers) {
-  return comm + static_cast<double>(layers - 1) * std::max(0.0, comm - compute);
+// hide behind. `comm` and `compute` are per layer. While the transfer runs, the compute
+// beside it goes at `share` of its rate (the NCCL kernel holds SMs), so an overlapped layer
+// takes max(comm, compute + comm x (1 - share)): it exposes max(comm - compute,
+// comm x (1 - share)) beyond its compute.
+double Chain(double comm, double compute, int64_t layers, double share) {
+  const double spill = std::max(comm - compute, comm * (1 - share));
+  return comm + static_cast<double>(layers - 1) * std::max(0.0, spill);
+}
+
+// FSDP2's copies around its collectives, per micro-batch, on the compute stream's path
+// (pytorch/pytorch torch/distributed/_composable/fsdp/_fsdp_collectives.py):
+// foreach_all_gather_copy_out splits each gathered buffer into the parameters on the
+// current stream (split_with_sizes_copy: the gathered bytes read and written, for the
+// forward's gather and the backward's), and foreach_reduce's copy-in (chunk_cat of the
+// gradients into the reduce dtype's buffer) runs on the reduce-scatter stream with the
+// current stream waiting on it (reading the bf16 gradients, writing grad_bytes_per_param).
+// Memory-bound copies at the HBM bandwidth.
+double FsdpCopySeconds(const StageCost& s, const PipelineConfig& c, const sim::HardwareSpec& hw) {
+  if (hw.hbm_bandwidth <= 0) return 0;
+  const double bytes_per_param =
+      2 * 2 * c.param_bytes_per_param + c.param_bytes_per_param + c.grad_bytes_per_param;
+  return static_cast<double>(s.parameters_per_device) * bytes_per_param / hw.hbm_bandwidth;
 }
 
 }  // namespace
@@ -77,6 +113,8 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   auto collective = [&](sim::CollectiveKind kind, double bytes_per_param) {
     return Collective(hw, kind, bytes_per_param * per_unit, group, gpus_per_node);
   };
+  // Without overlap nothing runs beside the collectives: the compute keeps its whole rate.
+  auto share = [&](const Transfer& t) { return c.overlap_dp_comm ? t.compute_share : 1.0; };
   const double forward = c.overlap_dp_comm ? s.forward_s / units : 0;
   const double backward = c.overlap_dp_comm ? (s.backward_s + s.recompute_s) / units : 0;
   // With interleaving only the first chunk's layers are left at the end of the backward
@@ -85,22 +123,29 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   // layers / v.
   const int64_t tail = std::max<int64_t>(1, units / c.virtual_stages);
   if (c.zero_stage == 0) {
-    absl::StatusOr<double> reduce =
+    absl::StatusOr<Transfer> reduce =
         collective(sim::CollectiveKind::kAllReduce, c.grad_bytes_per_param);
     if (!reduce.ok()) return reduce.status();
-    return Chain(*reduce, backward, tail);
+    return Chain(reduce->seconds, backward, tail, share(*reduce));
   }
-  absl::StatusOr<double> reduce =
+  absl::StatusOr<Transfer> reduce =
       collective(sim::CollectiveKind::kReduceScatter, c.grad_bytes_per_param);
   if (!reduce.ok()) return reduce.status();
-  absl::StatusOr<double> gather =
+  absl::StatusOr<Transfer> gather =
       collective(sim::CollectiveKind::kAllGather, c.param_bytes_per_param);
   if (!gather.ok()) return gather.status();
-  if (c.zero_stage < 3) return Chain(*reduce, backward, tail) + Chain(*gather, forward, tail);
+  if (c.zero_stage < 3) {
+    return Chain(reduce->seconds, backward, tail, share(*reduce)) +
+           Chain(gather->seconds, forward, tail, share(*gather));
+  }
   // ZeRO 3: every micro-batch gathers each layer for its forward, again for its backward,
-  // and reduce-scatters its gradients; the backward's gather and reduction share the links.
+  // and reduce-scatters its gradients; the backward's gather and reduction share the links
+  // and run one after the other beside the compute (the same SMs taken: the lesser share).
   const double m = static_cast<double>(c.microbatches);
-  return m * (Chain(*gather, forward, units) + Chain(*gather + *reduce, backward, units));
+  return m * (Chain(gather->seconds, forward, units, share(*gather)) +
+              Chain(gather->seconds + reduce->seconds, backward, units,
+                    std::min(share(*gather), share(*reduce))) +
+              FsdpCopySeconds(s, c, hw));
 }
 
 absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
@@ -114,18 +159,18 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
 
   PipelineTime out;
   if (p > 1) {
-    absl::StatusOr<double> hop =
+    absl::StatusOr<Transfer> hop =
         Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
                    {0, stride}, gpus_per_node);
     if (!hop.ok()) return hop.status();
-    out.p2p_s = *hop;
+    out.p2p_s = hop->seconds;
     if (c.virtual_stages > 1) {
       // Interleaving also sends from the last rank back to the first (the next chunk).
-      absl::StatusOr<double> wrap =
+      absl::StatusOr<Transfer> wrap =
           Collective(hw, sim::CollectiveKind::kSendRecv, static_cast<double>(c.boundary_bytes),
                      {0, (p - 1) * stride}, gpus_per_node);
       if (!wrap.ok()) return wrap.status();
-      out.p2p_s = std::max(out.p2p_s, *wrap);
+      out.p2p_s = std::max(out.p2p_s, wrap->seconds);
     }
   }
   const double hops = p > 1 ? 2.0 * (static_cast<double>(p) * v - 1) * out.p2p_s : 0;

@@ -13,7 +13,9 @@
 //                                                         backward's hops between stages
 //
 // For equal stages the bubble is (p-1)(F+B)/v: a fraction (p-1)/(m+p-1) of the time
-// with v = 1, and interleaving divides it by v. Steady-state transfers are taken as
+// with v = 1, and interleaving divides it by v: (p-1)/(v m) of the ideal m (F+B), the
+// ratio Meta gives for its Llama 3 schedule. Ranks whose chunks differ (the ends-only
+// split with v > 1, parallel_plan.h's ChunkLayers) are taken at their mean chunk. Steady-state transfers are taken as
 // hidden behind the other micro-batches' compute (Megatron-LM overlaps them).
 // t_p2p is one send/recv of a micro-batch's boundary activations costed by the sim's
 // collective model (sim/collective_time.h): NVLink when the neighbouring stages share a
@@ -27,7 +29,16 @@
 // layers on the rank and comm c, compute t per layer, a chain where layer i's transfer
 // runs under layer i+1's compute exposes
 //
-//   chain(c, t) = c + (L - 1) x max(0, c - t)      (the unhidden end, then what spills)
+//   chain(c, t) = c + (L - 1) x max(c - t, c x (1 - r))   (the unhidden end, then what
+//                                                         spills or is slowed)
+//
+// where r is the share of its FLOP rate the compute keeps beside the NCCL kernel: the
+// sim's contention model (sim/contention.h), which holds the ring's SMs (hardware.h's
+// nccl_collective_sms, or NVLS's) for the whole transfer, so that a GEMM's waves run on
+// the others: r = (SMs - S) / SMs, 100/132 on an H100 beside a ring, 84/108 on an A100
+// (calibration.md: published studies see GEMMs beside NCCL kernels about 19% slower on
+// average, up to 40%). An overlapped layer thus takes max(c, t + c x (1 - r)): while the
+// transfer runs the compute goes at r of its rate. Without overlap r does not apply.
 //
 // With interleaving over v chunks only the first chunk's L / v layers are left at the end
 // (the other chunks' last backwards finish earlier in the cool-down and reduce under it;
@@ -40,7 +51,13 @@
 // parameters: every micro-batch gathers each layer before its forward and again before its
 // backward, and reduce-scatters each layer's gradients after it (FSDP), so it exposes
 //
-//   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward))
+//   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward) + copies)
+//
+// where copies are FSDP2's memory-bound copies on the compute stream's path: each gather's
+// copy-out into the parameters (read and write, twice) and the reduce-scatter's copy-in of
+// the bf16 gradients into the reduce dtype, 4 x 2 + 2 + 4 = 14 bytes per parameter at the
+// HBM bandwidth (pytorch/pytorch torch/distributed/_composable/fsdp/_fsdp_collectives.py:
+// foreach_all_gather_copy_out, foreach_reduce).
 //
 // The iteration adds the most exposed data-parallel time of any rank (a bound: ranks
 // finish at different times; ZeRO 3's per-micro-batch part is exact with one stage, the

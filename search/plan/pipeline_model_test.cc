@@ -20,6 +20,15 @@ std::vector<StageCost> Equal(int64_t p, double f, double b) {
   return std::vector<StageCost>(p, s);
 }
 
+// The share of its FLOP rate a GEMM keeps beside this collective's NCCL kernel: its SMs
+// (hardware.h: the ring's channels, or NVLS's) left to the GEMM's waves out of all SMs.
+double ComputeShare(sim::CollectiveKind kind, double bytes, const sim::GroupPlacement& group) {
+  const sim::CollectiveEstimate e = *sim::EstimateCollective(H100(), kind, bytes, group);
+  const int sms = e.algorithm == sim::CollectiveAlgorithm::kNvls ? H100().nccl_nvls_sms
+                                                                 : H100().nccl_collective_sms;
+  return static_cast<double>(H100().sm_count - sms) / H100().sm_count;
+}
+
 PipelineTime Predict(const std::vector<StageCost>& stages, const PipelineConfig& c) {
   absl::StatusOr<PipelineTime> t = PredictIteration(stages, c, H100(), 8);
   EXPECT_TRUE(t.ok()) << t.status();
@@ -48,6 +57,34 @@ TEST(PipelineModelTest, InterleavingDividesTheBubbleByV) {
     const PipelineTime t = Predict(Equal(4, 1e-3, 2e-3), c);
     EXPECT_NEAR(t.breakdown.bubble_s, plain / v, 1e-12) << v;
     EXPECT_NEAR(t.bubble_fraction, 3.0 / (v * 8 + 3.0), 1e-12) << v;
+  }
+}
+
+// Meta's closed form for its interleaved schedule (The Llama 3 Herd of Models, section
+// 3.3.2: "Overall pipeline bubble ratio is (PP-1)/(V*M)"), bubble over the ideal time, at
+// the 405B runs' sizes: 16 ranks, 8 chunks, 16 or 32 micro-batches; and 1F1B's
+// (p-1)/m at v = 1. The hops (2 (p v - 1) of them, v times 1F1B's less one) are costed
+// apart from the bubble: the boundary's bytes once per hop.
+TEST(PipelineModelTest, InterleavedBubbleRatioIsPMinusOneOverVM) {
+  for (int64_t m : {16, 32}) {
+    for (int64_t v : {1, 8}) {
+      PipelineConfig c;
+      c.microbatches = m;
+      c.virtual_stages = v;
+      const PipelineTime t = Predict(Equal(16, 1e-3, 2e-3), c);
+      EXPECT_NEAR(t.breakdown.bubble_s / (m * 3e-3), 15.0 / (v * m), 1e-12) << m << " " << v;
+      EXPECT_EQ(t.p2p_s, 0);  // no boundary bytes: no hop time
+      c.boundary_bytes = 1 << 20;
+      c.tp = 8;  // each rank on its own node: the hops cross the network
+      const PipelineTime hopping = Predict(Equal(16, 1e-3, 2e-3), c);
+      const double hop =
+          sim::EstimateCollective(H100(), sim::CollectiveKind::kSendRecv, 1 << 20,
+                                  *sim::PlaceGroup({0, 8}, 8))
+              ->seconds;
+      EXPECT_NEAR(hopping.p2p_s, hop, 1e-12);
+      EXPECT_NEAR(hopping.breakdown.total_s - t.breakdown.total_s, 2.0 * (16 * v - 1) * hop,
+                  1e-12);
+    }
   }
 }
 
@@ -112,9 +149,20 @@ TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
       sim::EstimateCollective(H100(), sim::CollectiveKind::kAllReduce,
                               4.0 * s.parameters_per_device / 4, sim::SingleNodeGroup(8))
           ->seconds;
-  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, quarter + 3 * std::max(0.0, quarter - 0.5e-3), 1e-12);
-  s.backward_s = 10;  // a long backward hides all but the last layer's reduction
-  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, quarter, 1e-12);
+  // Each overlapped layer runs its backward beside the NCCL kernel, at `share` of its rate:
+  // it takes max(reduction, backward + reduction x (1 - share)).
+  const double share = ComputeShare(sim::CollectiveKind::kAllReduce,
+                                    4.0 * s.parameters_per_device / 4, sim::SingleNodeGroup(8));
+  ASSERT_LT(share, 1.0);
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s,
+              quarter + 3 * std::max(quarter - 0.5e-3, quarter * (1 - share)), 1e-12);
+  // A long backward hides all but the last layer's reduction, less what the others take
+  // from the compute beside them.
+  s.backward_s = 10;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, quarter + 3 * quarter * (1 - share), 1e-12);
+  // Run without overlap, nothing runs beside the compute.
+  c.overlap_dp_comm = false;
+  EXPECT_NEAR(Predict({s}, c).dp_exposed_s, all_reduce, 1e-12);
 }
 
 TEST(PipelineModelTest, ZeroOneAndTwoChainTheReduceScatterAndTheParameterGather) {
@@ -132,8 +180,10 @@ TEST(PipelineModelTest, ZeroOneAndTwoChainTheReduceScatterAndTheParameterGather)
       sim::EstimateCollective(H100(), sim::CollectiveKind::kReduceScatter, 4e8, node)->seconds;
   const double gather =  // one layer's bf16 parameters: 200 MB
       sim::EstimateCollective(H100(), sim::CollectiveKind::kAllGather, 2e8, node)->seconds;
-  const double expected =
-      reduce + 3 * std::max(0.0, reduce - 2e-3) + gather + 3 * std::max(0.0, gather - 1e-3);
+  const double reduce_share = ComputeShare(sim::CollectiveKind::kReduceScatter, 4e8, node);
+  const double gather_share = ComputeShare(sim::CollectiveKind::kAllGather, 2e8, node);
+  const double expected = reduce + 3 * std::max(reduce - 2e-3, reduce * (1 - reduce_share)) +
+                          gather + 3 * std::max(gather - 1e-3, gather * (1 - gather_share));
   for (int zero : {1, 2}) {
     c.zero_stage = zero;
     EXPECT_NEAR(Predict({s}, c).dp_exposed_s, expected, 1e-12) << zero;
@@ -176,11 +226,22 @@ TEST(PipelineModelTest, ZeroThreeGathersEachLayerEveryMicroBatchLikeFsdp) {
       sim::EstimateCollective(H100(), sim::CollectiveKind::kReduceScatter, 4e8, nodes)->seconds;
   // Per micro-batch: the first gather, the second spilling past layer one's forward; in
   // the backward each layer's gather and reduction, the second's spilling past 2 ms.
-  const double per_microbatch = gather + std::max(0.0, gather - 1e-3) + (gather + reduce) +
-                                std::max(0.0, gather + reduce - 2e-3);
+  // Beside either collective the compute keeps the same share (both rings hold their SMs).
+  const double share =
+      std::min(ComputeShare(sim::CollectiveKind::kAllGather, 2e8, nodes),
+               ComputeShare(sim::CollectiveKind::kReduceScatter, 4e8, nodes));
+  EXPECT_NEAR(share, (132.0 - 32.0) / 132.0, 1e-12);  // hardware.cc: h100-sxm's 32 of 132
+  const double per_microbatch =
+      gather + std::max(gather - 1e-3, gather * (1 - share)) + (gather + reduce) +
+      std::max(gather + reduce - 2e-3, (gather + reduce) * (1 - share));
+  // FSDP2's copies on the compute stream's path: both gathers' copy-out (2 bytes read and
+  // written, twice) and the reduce-scatter's copy-in (2 bytes read, 4 written) of each of
+  // the 2e8 parameters, at the H100's HBM bandwidth (3.35 TB/s, calibration.md).
+  const double copies = 2e8 * (2 * 2 * 2 + 2 + 4) / 3.35e12;
+  ASSERT_EQ(H100().hbm_bandwidth, 3.35e12);
   const PipelineTime t = Predict({s}, c);
-  EXPECT_NEAR(t.dp_exposed_s, 8 * per_microbatch, 1e-12);
-  EXPECT_NEAR(t.breakdown.total_s, 8 * 6e-3 + 8 * per_microbatch, 1e-12);
+  EXPECT_NEAR(t.dp_exposed_s, 8 * (per_microbatch + copies), 1e-12);
+  EXPECT_NEAR(t.breakdown.total_s, 8 * 6e-3 + 8 * (per_microbatch + copies), 1e-12);
   // Over the network ZeRO 3 costs more than ZeRO 1, which moves the state once an iteration.
   const double three = t.dp_exposed_s;
   c.zero_stage = 1;

@@ -435,11 +435,11 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   }
 
   const int64_t pp = plan.pp, v = plan.virtual_stages, chunk_count = pp * v;
-  std::vector<int64_t> chunk_layers;
-  if (v == 1) {
-    chunk_layers = LayersPerStage(model, plan);
-  } else {
-    chunk_layers.assign(chunk_count, model.layers / chunk_count);
+  const std::vector<int64_t> chunk_layers = ChunkLayers(model, plan);
+  if (std::find(chunk_layers.begin(), chunk_layers.end(), 0) != chunk_layers.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the cpu check runs a layer in every pipeline chunk; plan ", DescribePlan(plan),
+        " leaves an end chunk with none"));
   }
   std::vector<Chunk> chunks(chunk_count);
   for (int64_t c = 0, first = 0; c < chunk_count; ++c) {
