@@ -13,12 +13,12 @@
 #include "commir/diagnostics.h"
 #include "commir/element_type.h"
 #include "commir/ir.h"
-#include "commir/printer.h"
+#include "commir/fingerprint.h"
 #include "parser/parser.h"
 #include "search/schedule_space.h"
 #include "sim/op_time.h"
 #include "search/plan/megatron_layout.h"
-#include "transforms/registry/pass_registry.h"
+#include "search/plan/saved_activations.h"
 #include "transforms/pipeline.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
 #include "transforms/schedules/ring_collective_matmul.h"
@@ -29,34 +29,17 @@
 namespace commir::search::plan {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Module>> ParseAndRun(const std::string& text,
-                                                    const Pipeline& pipeline) {
+// A copy of `module` with `pipeline` run on it: each schedule gets its own, since a
+// pass that refuses a program may have rewritten part of it.
+absl::StatusOr<std::unique_ptr<Module>> RunOnCopy(const Module& module,
+                                                  const Pipeline& pipeline) {
+  std::unique_ptr<Module> copy = module.Clone();
+  // Located errors stay in the engine: the status carries the pass's message alone.
   DiagnosticEngine diagnostics;
-  std::unique_ptr<Module> module = ParseModule(text, diagnostics);
-  if (module == nullptr) return diagnostics.ToStatus("layer.commir", text);
-  if (absl::Status s = RunPipeline(*module, pipeline, {.diagnostics = &diagnostics}); !s.ok()) {
+  if (absl::Status s = RunPipeline(*copy, pipeline, {.diagnostics = &diagnostics}); !s.ok()) {
     return s;
   }
-  return module;
-}
-
-// Bytes one device holds of `type` in `function`: spmd bodies carry per-device types, but
-// a type that still names axes (a signature's) is divided by their sizes on the
-// function's mesh, whatever the axes are called.
-int64_t DeviceBytes(Type type, const Function& function) {
-  if (!type.is_tensor()) return 0;
-  int64_t elements = type.num_elements();
-  if (function.mesh() != nullptr) {
-    for (const AxisList& axes : type.dim_axes()) elements /= function.mesh()->GroupSize(axes);
-  }
-  return elements * ElementTypeByteWidth(type.element_type());
-}
-
-// An unfused attention's batched GEMM (layer_program.h: the scores q k^T and the
-// probabilities times v): the layer's only matmuls with a [b, heads, s, *] result (its
-// projections' are [b, s, width]).
-bool IsUnfusedAttentionGemm(const Operation& op) {
-  return op.Is(OpKind::kMatmul) && op.num_results() == 1 && op.result(0)->type().rank() == 4;
+  return copy;
 }
 
 // The time of an unfused attention's own kernels in `forward` (one device's ops: an spmd
@@ -83,101 +66,6 @@ absl::StatusOr<double> UnfusedAttentionTime(const Function& forward, const sim::
   return seconds;
 }
 
-struct SavedValues {
-  int64_t all_bytes = 0;
-  int64_t attention_bytes = 0;
-};
-
-// What a layer keeps of a value its backward reads. With sequence parallelism
-// Megatron-LM keeps the sequence-sharded input of a column-parallel GEMM (the norm's
-// output) and all-gathers it again in the backward (Korthikanti et al., "Reducing
-// Activation Recomputation in Large Transformer Models", section 4.2.2), launching that
-// gather before the input-gradient GEMM so that the two overlap
-// (LinearWithGradAccumulationAndAsyncCommunication); TransformerEngine's overlapped
-// layers do the same. So a gather over tp is kept as its operand, 1/tp of it.
-Type KeptType(const Value* value) {
-  const Operation* def =
-      value->kind() == Value::Kind::kResult ? value->defining_op() : nullptr;
-  if (def != nullptr && def->Is(OpKind::kAllGather)) {
-    const Attribute* axis = def->attrs().Find("axis");
-    if (axis != nullptr && axis->axes() == AxisList{"tp"}) return def->operand(0)->type();
-  }
-  return value->type();
-}
-
-// What the backward reads from the forward, measured on the partitioned programs: the
-// gradient function recomputes the forward under the forward's value names (the
-// partitioner keeps a result's name), so a value of @layer_grad named like a value of
-// @layer, or the layer input, that an op outside the forward uses is an activation the
-// layer keeps for its backward. Values only the forward uses are transient.
-SavedValues MeasureSaved(const Function& forward, const Function& gradient) {
-  absl::flat_hash_set<std::string> forward_names;
-  WalkOps(forward.body(), [&](Operation* op) {
-    for (Value* result : op->results()) forward_names.insert(result->name());
-  });
-  forward_names.erase("");
-  auto is_backward = [&](const Operation* op) {
-    if (op->Is(OpKind::kReturn)) return true;  // a forward value returned as a gradient
-    for (Value* result : op->results()) {
-      if (forward_names.contains(result->name())) return false;
-    }
-    return true;
-  };
-  // The gradient function returns the forward's results first (the re-run forward's
-  // output, which the next layer keeps as its input), then the gradients: only a forward
-  // value returned among the gradients is kept for this layer's backward.
-  const int forward_results = static_cast<int>(forward.result_types().size());
-  auto backward_use = [&](const Operation* user, const Value* value) {
-    if (!user->Is(OpKind::kReturn)) return is_backward(user);
-    for (int i = forward_results; i < user->num_operands(); ++i) {
-      if (user->operand(i) == value) return true;
-    }
-    return false;
-  };
-  // A reshape or transpose of a kept value is the same tensor in another layout (the
-  // attention's [b, s, heads, d] and [b, heads, s, d] views: FlashAttention reads and
-  // writes either with strides), kept once: each value's layout root.
-  absl::flat_hash_map<const Value*, const Value*> root;
-  absl::flat_hash_set<const Value*> kept_roots;
-  auto root_of = [&](const Value* v) {
-    auto it = root.find(v);
-    return it == root.end() ? v : it->second;
-  };
-  SavedValues saved;
-  auto visit = [&](Value* value, bool attention) {
-    for (const Operation* user : value->users()) {
-      if (!backward_use(user, value)) continue;
-      if (!kept_roots.insert(root_of(value)).second) return;  // its layout is kept already
-      const int64_t bytes = DeviceBytes(KeptType(value), gradient);
-      saved.all_bytes += bytes;
-      if (attention) saved.attention_bytes += bytes;
-      return;
-    }
-  };
-  // The attention's output and its reshaped and transposed views (the output
-  // projection's input): what selective recomputation re-runs the attention to get.
-  absl::flat_hash_set<const Value*> attention_outputs;
-  auto from_attention = [&](const Operation* op) {
-    if (op->Is(OpKind::kAttention) || IsUnfusedAttentionGemm(*op)) return true;
-    return (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose) ||
-            op->Is(OpKind::kSoftmax)) &&
-           attention_outputs.contains(op->operand(0));
-  };
-  visit(gradient.body()->argument(0), false);
-  WalkOps(gradient.body(), [&](Operation* op) {
-    if (is_backward(op)) return;
-    const bool attention = from_attention(op);
-    if (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) {
-      root[op->result(0)] = root_of(op->operand(0));
-    }
-    for (Value* result : op->results()) {
-      if (attention) attention_outputs.insert(result);
-      visit(result, attention);
-    }
-  });
-  return saved;
-}
-
 double MaxExposed(const sim::Prediction& p) {
   double most = 0;
   for (const sim::DevicePrediction& d : p.devices) most = std::max(most, d.exposed_communication_s);
@@ -187,8 +75,7 @@ double MaxExposed(const sim::Prediction& p) {
 // A layer's partitioned module with its schedule applied, and the gradient's prediction.
 struct ScheduledLayer {
   std::unique_ptr<Module> module;
-  std::string schedule;
-  Pipeline passes;  // the schedule as a value (schedule is its text)
+  Pipeline passes;  // the schedule applied (empty: plain collectives)
   sim::Prediction gradient;
   double seconds = 0;  // forward + backward, as LayerCost counts them
   int64_t programs_predicted = 0;
@@ -212,65 +99,62 @@ absl::Status PredictTrainingStep(ScheduledLayer& layer, const std::string& forwa
 }
 
 // The partitioned layer with its schedule (see layer_cost.h): plain, the fixed one, or
-// the fastest of the search space.
-absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitioned,
+// the fastest of the search space. Each schedule runs on a copy of `plain`.
+absl::StatusOr<ScheduledLayer> ChooseSchedule(const Module& plain,
                                               const std::string& forward_name,
                                               const std::string& gradient_name,
                                               const LayerLayout& layout,
                                               const LayerCostOptions& options) {
   ScheduledLayer best;
-  best.module = std::move(partitioned);
   const LayerSchedule& mode = options.schedule;
-  if (mode.mode == LayerSchedule::Mode::kNone) {
+  auto predict_best = [&]() -> absl::StatusOr<ScheduledLayer> {
     if (absl::Status s = PredictTrainingStep(best, forward_name, gradient_name, options.predict);
         !s.ok())
       return s;
-    return best;
+    return std::move(best);
+  };
+  if (mode.mode == LayerSchedule::Mode::kNone) {
+    best.module = plain.Clone();
+    return predict_best();
   }
-  // Each schedule runs on a copy of the partitioned module (printed and parsed back): a
-  // pass that refuses a program may have rewritten part of it.
-  const std::string plain_text = PrintModule(*best.module);
+  // Programs told apart by structure: a schedule that rewrote nothing, or rewrote the
+  // layer as an earlier one did, has the fingerprint of a program seen already.
+  const Fingerprint plain_fingerprint = ModuleFingerprint(plain);
   if (mode.mode == LayerSchedule::Mode::kFixed) {
-    // The fixed schedule is --layer-schedule's text.
-    absl::StatusOr<Pipeline> fixed = ParsePipeline(mode.pipeline, RegisteredPasses());
-    if (!fixed.ok()) return fixed.status();  // bad pipeline text: the caller's mistake
-    absl::StatusOr<std::unique_ptr<Module>> scheduled = ParseAndRun(plain_text, *fixed);
+    absl::StatusOr<std::unique_ptr<Module>> scheduled = RunOnCopy(plain, mode.passes);
     if (scheduled.ok()) {
       // Passes with nothing to rewrite (ring attention on a layer without cp) leave the
       // layer plain, and the report says so.
-      if (PrintModule(**scheduled) != plain_text) {
-        best.schedule = mode.pipeline;
-        best.passes = *fixed;
-      }
+      if (ModuleFingerprint(**scheduled) != plain_fingerprint) best.passes = mode.passes;
       best.module = *std::move(scheduled);
     } else if (scheduled.status().code() == absl::StatusCode::kInvalidArgument) {
-      return scheduled.status();  // bad pipeline text: the caller's mistake
+      return scheduled.status();  // bad pass options: the caller's mistake
     } else {
+      best.module = plain.Clone();
       best.skipped = 1;  // the passes refuse this layer: it keeps plain collectives
     }
-    if (absl::Status s = PredictTrainingStep(best, forward_name, gradient_name, options.predict);
-        !s.ok())
-      return s;
-    return best;
+    return predict_best();
   }
 
+  best.module = plain.Clone();
   if (absl::Status s = PredictTrainingStep(best, forward_name, gradient_name, options.predict);
       !s.ok())
     return s;
-  absl::flat_hash_set<std::string> seen = {plain_text};
+  absl::flat_hash_set<Fingerprint> seen = {plain_fingerprint};
   int64_t programs = best.programs_predicted, skipped = 0;
   // Considers one scheduled module; keeps it when strictly faster than the best so far.
   auto consider = [&](const Pipeline& schedule, std::unique_ptr<Module> module) {
     ScheduledLayer candidate;
     candidate.module = std::move(module);
-    candidate.schedule = schedule.ToString();
     candidate.passes = schedule;
     if (!PredictTrainingStep(candidate, forward_name, gradient_name, options.predict).ok()) {
       ++skipped;
-      return;
+      return false;
     }
     ++programs;
-    if (candidate.seconds < best.seconds) best = std::move(candidate);
+    if (candidate.seconds >= best.seconds) return false;
+    best = std::move(candidate);
+    return true;
   };
   // Greedy, attention first: the whole product (up to 10 attention x 8 matmul
   // schedules on a cp x tp mesh) took the Llama-3 70B search on 1,024 GPUs to 14 s, over
@@ -279,37 +163,38 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(std::unique_ptr<Module> partitione
   // equalled the whole product's best on every layout checked (GPT-3 1.3B and Llama-3
   // 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
   const LayerScheduleSpace space = LayerSchedules(layout);
-  std::string best_attention_text = plain_text;
+  // The best attention schedule's program, which the matmul schedules start from.
+  std::unique_ptr<Module> best_attention_module;
   Pipeline best_attention;
   for (const Pipeline& attention : space.attention) {
     if (attention.empty()) continue;  // plain: predicted above
-    absl::StatusOr<std::unique_ptr<Module>> m = ParseAndRun(plain_text, attention);
+    absl::StatusOr<std::unique_ptr<Module>> m = RunOnCopy(plain, attention);
     if (!m.ok()) {
       ++skipped;
       continue;
     }
-    std::string text = PrintModule(**m);
-    if (!seen.insert(text).second) continue;  // rewrote nothing, or like an earlier one
-    const std::string before = best.schedule;
-    consider(attention, *std::move(m));
-    if (best.schedule != before) {
-      best_attention_text = std::move(text);
+    // Rewrote nothing, or like an earlier one.
+    if (!seen.insert(ModuleFingerprint(**m)).second) continue;
+    if (consider(attention, *std::move(m))) {
+      best_attention_module = best.module->Clone();  // prediction leaves it as it was
       best_attention = attention;
     }
   }
+  const Module& matmul_start =
+      best_attention_module != nullptr ? *best_attention_module : plain;
   for (const Pipeline& matmul : space.matmul) {
     if (matmul.empty()) continue;  // the best attention schedule alone: predicted above
-    absl::StatusOr<std::unique_ptr<Module>> m = ParseAndRun(best_attention_text, matmul);
+    absl::StatusOr<std::unique_ptr<Module>> m = RunOnCopy(matmul_start, matmul);
     if (!m.ok()) {
       ++skipped;
       continue;
     }
-    if (!seen.insert(PrintModule(**m)).second) continue;
+    if (!seen.insert(ModuleFingerprint(**m)).second) continue;
     consider(best_attention.Then(matmul), *std::move(m));
   }
   best.programs_predicted = programs;
   best.skipped = skipped;
-  return best;
+  return std::move(best);
 }
 
 std::string Describe(LayerKind kind, const LayerLayout& l) {
@@ -395,11 +280,11 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
   absl::StatusOr<double> unfused = UnfusedAttentionTime(*forward, predict.hardware);
   if (!unfused.ok()) return unfused.status();
   cost.selective_recompute_s += *unfused;
-  const SavedValues saved = MeasureSaved(*forward, *gradient);
+  const SavedActivations saved = MeasureSaved(*forward, *gradient);
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;
   cost.input_bytes = DeviceBytes(forward->arg_types()[0], *forward);
-  cost.schedule = chosen.schedule;
+  cost.schedule = chosen.passes.ToString();
   cost.programs_predicted = chosen.programs_predicted;
   cost.schedules_skipped = chosen.skipped;
   return cost;
@@ -412,7 +297,7 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
 // block by block (no all_gather for KeptType to see), so the kept bytes are measured
 // on the program without the collective-matmul passes: plain, or with the attention
 // schedule alone (which does change what is kept: ring attention's per-step blocks).
-absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const std::string& plain_text,
+absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const Module& plain,
                                                        const Pipeline& schedule,
                                                        const std::string& name,
                                                        const std::string& gradient_name,
@@ -429,16 +314,19 @@ absl::Status KeepWhatTheLayerWithoutMatmulScheduleKeeps(const std::string& plain
     }
   }
   if (!has_matmul_schedule) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<Module>> module =
-      attention.empty() ? ParseModuleOrError(plain_text, "layer.commir")
-                        : ParseAndRun(plain_text, attention);
-  if (!module.ok()) return module.status();
-  const Function* forward = (*module)->FindFunction(name);
-  const Function* gradient = (*module)->FindFunction(gradient_name);
+  std::unique_ptr<Module> scheduled;
+  if (!attention.empty()) {
+    absl::StatusOr<std::unique_ptr<Module>> module = RunOnCopy(plain, attention);
+    if (!module.ok()) return module.status();
+    scheduled = *std::move(module);
+  }
+  const Module& measured = scheduled != nullptr ? *scheduled : plain;
+  const Function* forward = measured.FindFunction(name);
+  const Function* gradient = measured.FindFunction(gradient_name);
   if (forward == nullptr || gradient == nullptr) {
     return absl::InternalError("the forward or gradient function is missing");
   }
-  const SavedValues saved = MeasureSaved(*forward, *gradient);
+  const SavedActivations saved = MeasureSaved(*forward, *gradient);
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;
   return absl::OkStatus();
@@ -460,33 +348,38 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = name, .seed = AutodiffPassOptions::Seed::kCotangents})}}
           .Then(sharding::DefaultSpmdPipeline());
-  absl::StatusOr<std::unique_ptr<Module>> partitioned = ParseAndRun(*text, pipeline);
+  // The laid-out program comes as text (the generator's, or the model file's function
+  // laid out): parsed once here, then copied in memory.
+  absl::StatusOr<std::unique_ptr<Module>> partitioned = ParseModuleOrError(*text, "layer.commir");
   if (!partitioned.ok()) return fail(partitioned.status());
+  DiagnosticEngine diagnostics;
+  if (absl::Status s = RunPipeline(**partitioned, pipeline, {.diagnostics = &diagnostics});
+      !s.ok()) {
+    return fail(s);
+  }
   const std::string gradient_name = absl::StrCat(name, "_grad");
   if ((*partitioned)->FindFunction(name) == nullptr ||
       (*partitioned)->FindFunction(gradient_name) == nullptr) {
     return fail(absl::InternalError("the forward or gradient function is missing"));
   }
   LeaveWeightGradientsToDataParallel(**partitioned, name, gradient_name);
-  // Kept for the plain variant (see LayerCost::plain).
-  const std::string plain_text = PrintModule(**partitioned);
+  // Kept for the plain variant (see LayerCost::plain); each schedule runs on a copy.
+  const Module& plain_module = **partitioned;
   absl::StatusOr<ScheduledLayer> chosen =
-      ChooseSchedule(*std::move(partitioned), name, gradient_name, layout, options);
+      ChooseSchedule(plain_module, name, gradient_name, layout, options);
   if (!chosen.ok()) return fail(chosen.status());
   absl::StatusOr<LayerCost> cost = CostOf(*chosen, name, gradient_name, options);
   if (!cost.ok()) return fail(cost.status());
-  if (absl::Status s = KeepWhatTheLayerWithoutMatmulScheduleKeeps(plain_text, chosen->passes,
+  if (absl::Status s = KeepWhatTheLayerWithoutMatmulScheduleKeeps(plain_module, chosen->passes,
                                                                   name, gradient_name, *cost);
       !s.ok()) {
     return fail(s);
   }
-  if (!chosen->schedule.empty()) {
-    // A schedule can keep more activations than plain collectives (ring attention's
-    // per-step blocks): the plain variant too, for plans the scheduled one does not fit.
+  if (!chosen->passes.empty()) {
+    // A schedule can keep more activations than plain collectives: the plain variant
+    // too, for plans the scheduled one does not fit.
     ScheduledLayer plain;
-    absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(plain_text, "layer.commir");
-    if (!module.ok()) return fail(module.status());
-    plain.module = *std::move(module);
+    plain.module = plain_module.Clone();
     if (absl::Status s = PredictTrainingStep(plain, name, gradient_name, options.predict); !s.ok()) {
       return fail(s);
     }

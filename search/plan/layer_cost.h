@@ -14,8 +14,9 @@
 // enumeration (plain collectives first). Chosen greedily: the best attention schedule
 // first, then the best collective-matmul schedule composed after it (the whole product
 // took the Llama-3 70B search on 1,024 GPUs to 14 s; see layer_cost.cc). A schedule a
-// pass refuses (or the sim cannot predict) is skipped and counted; one that prints like
-// an earlier program (nothing to rewrite) is not predicted again. A fixed schedule is
+// pass refuses (or the sim cannot predict) is skipped and counted; one whose program
+// has the structural fingerprint of an earlier one (nothing to rewrite) is not predicted
+// again. The copies are Module::Clone's: the laid-out program's text is parsed once. A fixed schedule is
 // applied where its passes accept the program; where they refuse it the layer keeps
 // plain collectives (the refusal is counted).
 //
@@ -27,7 +28,9 @@
 //    0), what Megatron-LM's selective recomputation re-runs (its "core attention"); with
 //    the model's attention=unfused, its two batched GEMMs and the softmax between them.
 //  * activation_bytes: per device, the forward values the gradient function's backward
-//    ops read (the layer input included): what a layer keeps for its backward without
+//    ops read (the layer input included; saved_activations.h, which tells the forward
+//    part of @layer_grad from its backward by identity, not by value names): what a
+//    layer keeps for its backward without
 //    recomputation, measured on the partitioned programs as Megatron-LM keeps them: a tp
 //    all_gather's result as its sharded operand (gathered again in the backward), a
 //    reshaped or transposed copy of a kept value once, not the layer's output (the next
@@ -79,10 +82,10 @@ struct LayerCost {
   std::string schedule;
   int64_t programs_predicted = 0;  // distinct (scheduled) programs predicted, plain included
   int64_t schedules_skipped = 0;   // compositions a pass refused or the sim could not predict
-  // With a schedule that keeps more activations than plain collectives (ring attention
-  // at cp = 4: 0.74 against 0.63 GB): the plain variant's cost, slower but lighter in
-  // every recomputation, which plan_cost.h falls back to when the scheduled layer does
-  // not fit. Null otherwise.
+  // With a schedule that keeps more activations than plain collectives: the plain
+  // variant's cost, slower but lighter in every recomputation, which plan_cost.h falls
+  // back to when the scheduled layer does not fit. Null otherwise (ring attention keeps
+  // less than the plain gathers: each device's own key/value blocks).
   std::shared_ptr<const LayerCost> plain;
 };
 
@@ -101,7 +104,7 @@ struct LayerCostOptions {
 };
 
 // Measures one layer's cost (no cache). Errors are the generator's, the spmd
-// pipeline's, a fixed schedule's bad pipeline text, or the sim's on the plain program,
+// pipeline's, a fixed schedule's bad pass options, or the sim's on the plain program,
 // prefixed with the layer and layout.
 absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
                                            const LayerLayout& layout,

@@ -14,9 +14,9 @@
 
 namespace commir::search::plan {
 
-LayerSchedule LayerSchedule::Fixed(std::string pipeline) {
-  if (pipeline.empty()) return None();
-  return {Mode::kFixed, std::move(pipeline)};
+LayerSchedule LayerSchedule::Fixed(Pipeline passes) {
+  if (passes.empty()) return None();
+  return {Mode::kFixed, std::move(passes)};
 }
 
 std::string LayerSchedule::ToString() const {
@@ -26,7 +26,7 @@ std::string LayerSchedule::ToString() const {
     case Mode::kSearch:
       return "search";
     case Mode::kFixed:
-      return pipeline;
+      return passes.ToString();
   }
   return "none";
 }
@@ -58,7 +58,7 @@ absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text) {
           pass.name(), "' is not one"));
     }
   }
-  return LayerSchedule::Fixed(std::string(text));
+  return LayerSchedule::Fixed(*std::move(passes));
 }
 
 namespace {

@@ -24,18 +24,19 @@ namespace commir::search::plan {
 struct LayerSchedule {
   enum class Mode { kNone, kSearch, kFixed };
   Mode mode = Mode::kSearch;
-  std::string pipeline;  // kFixed's passes (never empty: an empty one is kNone)
+  Pipeline passes;  // kFixed's passes (never empty: an empty one is kNone)
 
-  static LayerSchedule None() { return {Mode::kNone, ""}; }
-  static LayerSchedule Search() { return {Mode::kSearch, ""}; }
-  static LayerSchedule Fixed(std::string pipeline);
+  static LayerSchedule None() { return {Mode::kNone, {}}; }
+  static LayerSchedule Search() { return {Mode::kSearch, {}}; }
+  static LayerSchedule Fixed(Pipeline passes);
 
-  // "none", "search" or the pipeline: what --layer-schedule takes, and the layer cache's
-  // key (no pass is named "none" or "search", so the three never collide).
+  // "none", "search" or the passes' pipeline text: what --layer-schedule takes, and the
+  // layer cache's key (no pass is named "none" or "search", so the three never collide).
   std::string ToString() const;
 };
 
-// --layer-schedule's value: "none", "search" or a pass pipeline of registered passes.
+// --layer-schedule's value: "none", "search" or a pass pipeline of schedule passes,
+// parsed here once (the command line is the only place a layer schedule is text).
 // InvalidArgument (naming the pass or option) for anything else.
 absl::StatusOr<LayerSchedule> ParseLayerSchedule(absl::string_view text);
 

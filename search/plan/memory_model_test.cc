@@ -181,6 +181,31 @@ TEST(MemoryModelTest, MeasuredGptActivationsAreKorthikantisTensors) {
   }
 }
 
+// Without sequence parallelism (Korthikanti et al., section 4.1, equation 2: s b h (10 +
+// 24 / t + 5 a s / (h t)) with dropout): the layer norms' inputs and the QKV and FC1
+// inputs are whole on every rank, 8 s b h, the rest is split, 24 s b h / t; less the
+// two dropout masks (s b h each, whole) and the s^2 terms, plus the log-sum-exp. At
+// micro-batch 2 the partitioner lowers the output projection of @layer and of its copy
+// in @layer_grad differently (an all_gather of its input in the one, an all_reduce of
+// its output in the other), which a match by value name took for a backward read of
+// the projection's output (2 s b h more).
+TEST(MemoryModelTest, MeasuredGptActivationsWithoutSequenceParallelism) {
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b");
+  LayerCostOptions options;
+  options.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  options.schedule = LayerSchedule::None();
+  const int64_t b = 2;
+  for (int64_t t : {2, 4, 8}) {
+    absl::StatusOr<LayerCost> cost =
+        MeasureLayerCost(m, LayerKind::kTransformer, {t, 1, false, b}, options);
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    const int64_t sbh = m.sequence * b * m.hidden;
+    const int64_t lse = 4 * m.sequence * b * m.heads / t;
+    EXPECT_EQ(cost->activation_bytes, 8 * sbh + 24 * sbh / t + lse) << "tp=" << t;
+    EXPECT_EQ(cost->selective_saved_bytes, 2 * sbh / t + lse) << "tp=" << t;
+  }
+}
+
 // A collective-matmul schedule keeps what the layer without it keeps (TransformerEngine's
 // overlapped layers keep the same sharded inputs): the ring's assembled gathers do not
 // count whole.
@@ -188,7 +213,7 @@ TEST(MemoryModelTest, CollectiveMatmulScheduleKeepsThePlainActivations) {
   const ModelSpec m = *ParseModelSpec("gpt3-1.3b");
   LayerCostOptions options;
   options.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
-  options.schedule = LayerSchedule::Fixed("ring-collective-matmul");
+  options.schedule = *ParseLayerSchedule("ring-collective-matmul");
   absl::StatusOr<LayerCost> cost =
       MeasureLayerCost(m, LayerKind::kTransformer, {4, 1, true, 1}, options);
   ASSERT_TRUE(cost.ok()) << cost.status();
