@@ -93,7 +93,8 @@ std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64
 // layout of the result. TransformerEngine's ring exchange receives each chunk where it
 // belongs in the gathered buffer, so the sim prices this update as free. The backends
 // still copy the received block (block bytes, not the destination: the destination is
-// updated in place where UpdatesDestinationInPlace); see runtime/README.md.
+// updated in place where UpdatesDestinationInPlace): the shift would have to receive
+// into the accumulator's slot (docs/commir-run-sim.md).
 bool RingBlockLandsInPlace(const Operation& update);
 
 }  // namespace commir::runtime
