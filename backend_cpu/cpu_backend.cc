@@ -17,7 +17,8 @@ MatrixOperand OperandOf(const runtime::OpContext& context, absl::Span<const Tens
                         size_t i) {
   const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
   if (view == nullptr) return WholeMatrices(*tensors[i]);
-  MatrixOperand operand{view->base, view->shape, view->block, -1, view->offset};
+  MatrixOperand operand{view->base, {view->shape.begin(), view->shape.end()}, view->block, -1,
+                        view->offset};
   const int64_t rank = view->base->rank();
   const int64_t dim = view->slice->RequiredIntAttr("dim");
   operand.sliced_dim = dim < 0 ? dim + rank : dim;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
@@ -89,7 +90,7 @@ absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose
 // type copies them anyway). The results are those of slicing first, bit for bit.
 struct MatrixOperand {
   const Tensor* tensor = nullptr;
-  std::vector<int64_t> shape;  // the operand's (the block's) shape
+  absl::InlinedVector<int64_t, 4> shape;  // the operand's (the block's) shape
   runtime::MatrixBlock block;
   int64_t sliced_dim = -1;  // -1: the whole tensor
   int64_t offset = 0;

@@ -168,7 +168,7 @@ std::vector<int64_t> IntegerMatMul(const MatMulPlan& plan, const std::vector<int
 }  // namespace
 
 MatrixOperand WholeMatrices(const Tensor& tensor) {
-  MatrixOperand operand{&tensor, tensor.shape(), {}};
+  MatrixOperand operand{&tensor, {tensor.shape().begin(), tensor.shape().end()}, {}};
   const int64_t rank = tensor.rank();
   const int64_t rows = rank >= 2 ? tensor.dim(rank - 2) : 0;
   const int64_t cols = rank >= 1 ? tensor.dim(rank - 1) : 0;

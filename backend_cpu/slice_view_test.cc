@@ -33,7 +33,7 @@ MatrixOperand View(const Tensor& base, int64_t dim, int64_t offset, int64_t size
   EXPECT_TRUE(block.has_value());
   MatrixOperand operand;
   operand.tensor = &base;
-  operand.shape = base.shape();
+  operand.shape.assign(base.shape().begin(), base.shape().end());
   const int64_t d = dim < 0 ? dim + base.rank() : dim;
   operand.shape[d] = size;
   operand.block = block.value_or(runtime::MatrixBlock{});

@@ -353,12 +353,12 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   }
   const ElementType c_type = destination.element_type();
   const ElementType ab_type = tensors[0]->element_type();
-  auto shape_of = [&](size_t i) -> const std::vector<int64_t>& {
+  auto shape_of = [&](size_t i) -> absl::Span<const int64_t> {
     const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
     return view != nullptr ? view->shape : tensors[i]->shape();
   };
-  const std::vector<int64_t>& a_shape = shape_of(0);
-  const std::vector<int64_t>& b_shape = shape_of(1);
+  const absl::Span<const int64_t> a_shape = shape_of(0);
+  const absl::Span<const int64_t> b_shape = shape_of(1);
   if (a_shape.size() != 2 || b_shape.size() != 2 || destination.rank() != 2 ||
       !tensors[0]->on_device() || !tensors[1]->on_device() ||
       tensors[1]->element_type() != ab_type || matmul.result(0)->type().element_type() != c_type ||
@@ -415,7 +415,7 @@ absl::StatusOr<CudaBackend::MatrixOperand> CudaBackend::MatrixOperandOf(
     operand.row_stride = tensor.rank() >= 1 ? tensor.dim(tensor.rank() - 1) : 0;
     return operand;
   }
-  operand.shape = view->shape;
+  operand.shape.assign(view->shape.begin(), view->shape.end());
   operand.data = static_cast<const char*>(*base) +
                  view->block.first * ElementTypeByteWidth(tensor.element_type());
   operand.row_stride = view->block.row_stride;

@@ -32,7 +32,7 @@ struct SlicedOperand {
   const Tensor* base = nullptr;
   const Operation* slice = nullptr;
   int64_t offset = 0;
-  std::vector<int64_t> shape;  // the block's shape (the slice's result type)
+  absl::Span<const int64_t> shape;  // the block's shape: the slice's result type's dims
   MatrixBlock block;
 };
 

@@ -581,7 +581,7 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
       view.base = slot.tensor.get();
       view.slice = &slice;
       view.offset = slot.index;
-      view.shape = slice.result(0)->type().dims();
+      view.shape = slice.result(0)->type().dims();  // the module outlives the run
       // Checked when the slice was kept as a view.
       view.block = *SliceAsMatrices(view.base->shape(), slice.RequiredIntAttr("dim"), view.offset,
                                     slice.RequiredIntAttr("size"));
