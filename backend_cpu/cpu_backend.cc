@@ -9,6 +9,24 @@ namespace commir::cpu {
 
 using runtime::Tensor;
 
+namespace {
+
+// Tensor operand i of a matmul: the whole tensor, or the block the interpreter hands
+// over in place (OpContext::sliced).
+MatrixOperand OperandOf(const runtime::OpContext& context, absl::Span<const Tensor* const> tensors,
+                        size_t i) {
+  const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
+  if (view == nullptr) return WholeMatrices(*tensors[i]);
+  MatrixOperand operand{view->base, {view->shape.begin(), view->shape.end()}, view->block, -1,
+                        view->offset};
+  const int64_t rank = view->base->rank();
+  const int64_t dim = view->slice->RequiredIntAttr("dim");
+  operand.sliced_dim = dim < 0 ? dim + rank : dim;
+  return operand;
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend() {
   // An op without a kernel is a programming error in this backend: report it now, at
   // construction, not when a program first uses the op.
@@ -34,11 +52,21 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
     results.push_back(std::move(destination));
     return results;
   }
+  if (!context.sliced.empty() && op.Is(OpKind::kMatmul) && tensors.size() == 2) {
+    absl::StatusOr<Tensor> product =
+        MatMul(OperandOf(context, tensors, 0), OperandOf(context, tensors, 1),
+               op.BoolAttr("transpose_a"), op.BoolAttr("transpose_b"),
+               op.result(0)->type().element_type());
+    if (!product.ok()) return product.status();
+    std::vector<Tensor> results;
+    results.push_back(*std::move(product));
+    return results;
+  }
   return RunOp(op, tensors, indices);
 }
 
 absl::StatusOr<bool> CpuBackend::RunMatmulInto(const Operation& matmul,
-                                               const runtime::OpContext& /*context*/,
+                                               const runtime::OpContext& context,
                                                absl::Span<const Tensor* const> tensors,
                                                const Operation& update, int64_t offset,
                                                Tensor& destination) {
@@ -46,7 +74,8 @@ absl::StatusOr<bool> CpuBackend::RunMatmulInto(const Operation& matmul,
       matmul.result(0)->type().element_type() != destination.element_type()) {
     return false;
   }
-  return MatMulInto(*tensors[0], *tensors[1], matmul.BoolAttr("transpose_a"),
+  return MatMulInto(OperandOf(context, tensors, 0), OperandOf(context, tensors, 1),
+                    matmul.BoolAttr("transpose_a"),
                     matmul.BoolAttr("transpose_b"), destination, update.RequiredIntAttr("dim"),
                     offset);
 }

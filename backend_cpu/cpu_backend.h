@@ -22,6 +22,9 @@ class CpuBackend : public runtime::Backend {
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;
+  // Matmuls read f32 and f64 dynamic_slice blocks where they lie (an offset pointer and
+  // the sliced tensor's row stride); other types are sliced first, as before.
+  bool ReadsSlicesInPlace() const override { return true; }
   // A handed-over dynamic_update_slice destination is written in place, and a matmul
   // into such a destination is one BLAS call with an offset output pointer and the
   // destination's row length as its row stride (f32 and f64 operands of the

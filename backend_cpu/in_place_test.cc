@@ -3,7 +3,9 @@
 // with the full row as its stride) and the dynamic_update_slice copies nothing. Checked
 // against products computed here with a plain loop, and by counting the heap allocations
 // of the accumulator's size: one (the `full` that starts it) per device, where a backend
-// that copies the destination at every update makes one more per step.
+// that copies the destination at every update makes one more per step. Likewise the
+// reduce_scatter ring's GEMMs read their blocks of the input in place: no allocation of a
+// block's size, where a backend that runs the slices makes one per step.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -141,6 +143,7 @@ Tensor Expected(const std::vector<std::vector<Tensor>>& inputs, int d, int dim) 
 // destination and every matmul makes its block.
 class CopyingBackend : public CpuBackend {
  public:
+  bool ReadsSlicesInPlace() const override { return false; }
   absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op,
                                             const runtime::OpContext& context,
                                             absl::Span<const Tensor* const> tensors,
@@ -252,6 +255,81 @@ spmd func @f(%x: f32[4, 3], %u: f32[1, 3]) -> (f32[4, 3], f32[4, 3]) on @m {
   }
   // The caller's argument is never written (%v's destination is %x).
   EXPECT_TRUE(x.BitwiseEqual(x_before));
+}
+
+// The reduce_scatter ring (ring_cm_mlp_uni.golden's second GEMM, with a narrower result
+// so that a block of the input is the only tensor of its size): each step's matmul reads
+// rows of the device's [64, 24] input at an offset computed from the ring step.
+constexpr char kRowSlices[] = R"(mesh @m(tp=4)
+
+spmd func @f(%a: f32[64, 24@tp], %w: f32[24@tp, 13]) -> f32[64@tp, 13] on @m {
+  %r = rank() {axis = tp} : index
+  %dst_raw = add(%r, 3) : index
+  %dst = rem(%dst_raw, 4) : index
+  %off = mul(%dst, 16) : index
+  %a_blk = dynamic_slice(%a, %off) {dim = 0, size = 16} : f32[16, 6]
+  %y_part = matmul(%a_blk, %w) : f32[16, 13]
+  %y = for %i = 1 to 4 step 1 iter(%y_acc = %y_part) {
+    %y_recv = shift(%y_acc) {axis = tp, offset = 1, stream = 1} : f32[16, 13]
+    %dst_raw_1 = sub(%r, %i) : index
+    %dst_sum = add(%dst_raw_1, 3) : index
+    %dst_1 = rem(%dst_sum, 4) : index
+    %off_1 = mul(%dst_1, 16) : index
+    %a_blk_1 = dynamic_slice(%a, %off_1) {dim = 0, size = 16} : f32[16, 6]
+    %y_part_1 = matmul(%a_blk_1, %w) : f32[16, 13]
+    %y_next = add(%y_recv, %y_part_1) : f32[16, 13]
+    yield %y_next
+  } : f32[16, 13]
+  return %y
+}
+)";
+
+// Device d's result: rows d*16.. of the sum over devices s of a_s * w_s (plain loop).
+Tensor ReducedRows(const std::vector<std::vector<Tensor>>& inputs, int d) {
+  Tensor y(ElementType::kF32, {16, 13});
+  for (int64_t i = 0; i < 16; ++i) {
+    for (int64_t j = 0; j < 13; ++j) {
+      double sum = 0;
+      for (int s = 0; s < kDevices; ++s) {
+        for (int64_t p = 0; p < 6; ++p) {
+          sum += inputs[s][0].GetAsDouble((d * 16 + i) * 6 + p) * inputs[s][1].GetAsDouble(p * 13 + j);
+        }
+      }
+      y.SetFromDouble(i * 13 + j, sum);
+    }
+  }
+  return y;
+}
+
+int64_t SliceBlockAllocations(runtime::Backend& backend) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(kRowSlices, diagnostics);
+  EXPECT_NE(module, nullptr);
+  if (module == nullptr) return -1;
+  std::vector<std::vector<Tensor>> inputs;
+  for (int d = 0; d < kDevices; ++d) {
+    inputs.push_back({Input(64, 6, 2 * d), Input(6, 13, 2 * d + 1)});
+  }
+  Interpreter interpreter(*module->functions()[0], backend);
+  g_counted.store(0);
+  g_counted_size.store(16 * 6 * sizeof(float));
+  absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(inputs);
+  g_counted_size.store(0);
+  EXPECT_TRUE(outputs.ok()) << outputs.status();
+  if (!outputs.ok()) return -1;
+  for (int d = 0; d < kDevices; ++d) {
+    EXPECT_TRUE((*outputs)[d][0].BitwiseEqual(ReducedRows(inputs, d))) << "device " << d;
+  }
+  return g_counted.load();
+}
+
+TEST(InPlaceTest, RowSlicesAreReadInPlace) {
+  CpuBackend in_place;
+  CopyingBackend copying;
+  // Four slices per device (the first block and three ring steps), each a [16, 6] copy
+  // when the slices run; none when the GEMM reads the rows where they lie.
+  EXPECT_EQ(SliceBlockAllocations(in_place), 0);
+  EXPECT_EQ(SliceBlockAllocations(copying), kDevices * kDevices);
 }
 
 }  // namespace

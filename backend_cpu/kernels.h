@@ -14,12 +14,15 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
 #include "commir/elementwise_fn.h"
 #include "runtime/host_ops.h"
+#include "runtime/in_place.h"
 #include "runtime/tensor.h"
 #include "commir/reduction_fn.h"
 
@@ -77,6 +80,25 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b, bool transpose_a
 // it does not apply: other ranks or dimensions, an element type other than f32 and f64
 // (then a and b must have destination's), a product that does not fit at `offset`.
 absl::StatusOr<bool> MatMulInto(const Tensor& a, const Tensor& b, bool transpose_a,
+                                bool transpose_b, Tensor& destination, int64_t dim,
+                                int64_t offset);
+
+// A matmul operand: a whole tensor, or the block of one that a dynamic_slice takes,
+// read where it lies (runtime/in_place.h: SliceAsMatrices gives `block`; `sliced_dim`
+// and `offset` are the slice's). f32 and f64 blocks go to BLAS as an offset pointer with
+// the tensor's row stride; other types are sliced first (their conversion to the compute
+// type copies them anyway). The results are those of slicing first, bit for bit.
+struct MatrixOperand {
+  const Tensor* tensor = nullptr;
+  absl::InlinedVector<int64_t, 4> shape;  // the operand's (the block's) shape
+  runtime::MatrixBlock block;
+  int64_t sliced_dim = -1;  // -1: the whole tensor
+  int64_t offset = 0;
+};
+MatrixOperand WholeMatrices(const Tensor& tensor);
+absl::StatusOr<Tensor> MatMul(const MatrixOperand& a, const MatrixOperand& b, bool transpose_a,
+                              bool transpose_b, ElementType result_type);
+absl::StatusOr<bool> MatMulInto(const MatrixOperand& a, const MatrixOperand& b, bool transpose_a,
                                 bool transpose_b, Tensor& destination, int64_t dim,
                                 int64_t offset);
 

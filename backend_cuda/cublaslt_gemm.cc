@@ -105,7 +105,7 @@ CublasLtGemm::~CublasLtGemm() {
 absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& args, int alignment) {
   Key key{static_cast<int>(args.ab_type), static_cast<int>(args.c_type), args.m, args.n,
           args.k, args.transpose_a, args.transpose_b, args.batch, args.stride_a,
-          args.stride_b, args.stride_c, args.ldc, alignment};
+          args.stride_b, args.stride_c, args.ldc, args.lda, args.ldb, alignment};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
@@ -134,12 +134,15 @@ absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& args, 
   const uint64_t first_cols = args.transpose_b ? args.n : args.k;
   const uint64_t second_rows = args.transpose_a ? args.m : args.k;
   const uint64_t second_cols = args.transpose_a ? args.k : args.m;
-  COMMIR_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->first, ab, first_rows, first_cols,
-                                                       static_cast<int64_t>(first_rows)),
-                            "cublasLtMatrixLayoutCreate");
-  COMMIR_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->second, ab, second_rows,
-                                                       second_cols, static_cast<int64_t>(second_rows)),
-                            "cublasLtMatrixLayoutCreate");
+  // A row-major row stride is the column-major leading dimension.
+  COMMIR_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->first, ab, first_rows, first_cols,
+                                 args.ldb > 0 ? args.ldb : static_cast<int64_t>(first_rows)),
+      "cublasLtMatrixLayoutCreate");
+  COMMIR_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->second, ab, second_rows, second_cols,
+                                 args.lda > 0 ? args.lda : static_cast<int64_t>(second_rows)),
+      "cublasLtMatrixLayoutCreate");
   COMMIR_LT_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->out, c, args.n, args.m, args.ldc > 0 ? args.ldc : args.n),
       "cublasLtMatrixLayoutCreate");
@@ -205,6 +208,13 @@ absl::Status CublasLtGemm::Run(const GemmArgs& args, cudaStream_t stream) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a GEMM row stride of %d for %d columns (batch %d)", args.ldc, args.n, args.batch));
   }
+  const int64_t a_row = args.transpose_a ? args.m : args.k;
+  const int64_t b_row = args.transpose_b ? args.k : args.n;
+  if ((args.lda != 0 && args.lda < a_row) || (args.ldb != 0 && args.ldb < b_row)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GEMM operand row strides %d and %d for rows of %d and %d elements", args.lda, args.ldb,
+        a_row, b_row));
+  }
   if (args.k == 0 && args.ldc > args.n) {
     // The empty sum's zeros, row by row.
     const size_t bytes = ElementTypeByteWidth(args.c_type);
@@ -232,7 +242,9 @@ absl::Status CublasLtGemm::Run(const GemmArgs& args, cudaStream_t stream) {
                             stride_alignment(args.stride_a, args.ab_type),
                             stride_alignment(args.stride_b, args.ab_type),
                             stride_alignment(args.stride_c, args.c_type),
-                            stride_alignment(args.ldc, args.c_type)});
+                            stride_alignment(args.ldc, args.c_type),
+                            stride_alignment(args.lda, args.ab_type),
+                            stride_alignment(args.ldb, args.ab_type)});
   absl::StatusOr<Plan*> plan = GetPlan(args, alignment);
   if (!plan.ok()) return plan.status();
   // The workspace is stream-ordered: freed right after the launch, it is reused only by

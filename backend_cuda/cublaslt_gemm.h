@@ -52,6 +52,11 @@ struct GemmArgs {
   // c's row stride in elements, 0 for n (packed). Larger for a column block written in
   // place of a wider matrix (runtime/in_place.h's PlaceBlock); batch must then be 1.
   int64_t ldc = 0;
+  // a's and b's row strides in elements, 0 for packed (their stored row length: k or m
+  // for a, n or k for b). Larger for a column block read in place from a wider matrix
+  // (runtime/in_place.h's SliceAsMatrices): cuBLASLt's layout takes it as the leading
+  // dimension, the pointer points at the block.
+  int64_t lda = 0, ldb = 0;
 };
 
 // Whether cuBLASLt multiplies ab_type into c_type directly (f32->f32, f16->f16|f32,
@@ -79,7 +84,7 @@ class CublasLtGemm {
  private:
   struct Plan;
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int>;
+                         int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   CublasLtGemm(std::shared_ptr<CachingAllocator> allocator, Options options,
                cublasLtHandle_t handle);
   absl::StatusOr<Plan*> GetPlan(const GemmArgs& args, int alignment);

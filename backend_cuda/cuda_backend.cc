@@ -325,7 +325,9 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
   if (!stream.ok()) return stream.status();
   COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
   absl::StatusOr<std::vector<Tensor>> results =
-      RunTensorOp(op, context.device, *stream, tensors, indices, context.donated);
+      !context.sliced.empty() && op.Is(OpKind::kMatmul)
+          ? RunSlicedMatmul(op, context.device, *stream, tensors, context.sliced)
+          : RunTensorOp(op, context.device, *stream, tensors, indices, context.donated);
   if (!results.ok()) return results.status();
   // Consumers on other streams wait for this event (DeviceBuffer::UseOn). Results that
   // share an operand's storage (reshape, reshard) keep the producer's record; a donated
@@ -349,24 +351,29 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   if (!matmul.Is(OpKind::kMatmul) || tensors.size() != 2 || !destination.on_device()) {
     return false;
   }
-  const Tensor& a = *tensors[0];
-  const Tensor& b = *tensors[1];
   const ElementType c_type = destination.element_type();
-  if (a.rank() != 2 || b.rank() != 2 || destination.rank() != 2 || !a.on_device() ||
-      !b.on_device() || a.element_type() != b.element_type() ||
-      matmul.result(0)->type().element_type() != c_type ||
-      !GemmSupportsDirectly(a.element_type(), c_type)) {
+  const ElementType ab_type = tensors[0]->element_type();
+  auto shape_of = [&](size_t i) -> absl::Span<const int64_t> {
+    const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
+    return view != nullptr ? view->shape : tensors[i]->shape();
+  };
+  const absl::Span<const int64_t> a_shape = shape_of(0);
+  const absl::Span<const int64_t> b_shape = shape_of(1);
+  if (a_shape.size() != 2 || b_shape.size() != 2 || destination.rank() != 2 ||
+      !tensors[0]->on_device() || !tensors[1]->on_device() ||
+      tensors[1]->element_type() != ab_type || matmul.result(0)->type().element_type() != c_type ||
+      !GemmSupportsDirectly(ab_type, c_type)) {
     return false;
   }
   GemmArgs args;
-  args.ab_type = a.element_type();
+  args.ab_type = ab_type;
   args.c_type = c_type;
   args.transpose_a = matmul.BoolAttr("transpose_a");
   args.transpose_b = matmul.BoolAttr("transpose_b");
-  args.m = a.dim(args.transpose_a ? 1 : 0);
-  args.k = a.dim(args.transpose_a ? 0 : 1);
-  args.n = b.dim(args.transpose_b ? 0 : 1);
-  if (b.dim(args.transpose_b ? 1 : 0) != args.k) return false;
+  args.m = a_shape[args.transpose_a ? 1 : 0];
+  args.k = a_shape[args.transpose_a ? 0 : 1];
+  args.n = b_shape[args.transpose_b ? 0 : 1];
+  if (b_shape[args.transpose_b ? 1 : 0] != args.k) return false;
   const std::optional<runtime::BlockPlacement> place =
       runtime::PlaceBlock(destination.dim(0), destination.dim(1),
                           update.RequiredIntAttr("dim"), offset, args.m, args.n);
@@ -374,22 +381,107 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   absl::StatusOr<cudaStream_t> stream = StreamFor(context.device, context.stream);
   if (!stream.ok()) return stream.status();
   COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
-  absl::StatusOr<const void*> a_ptr = Operand(context.device, *stream, a);
-  if (!a_ptr.ok()) return a_ptr.status();
-  absl::StatusOr<const void*> b_ptr = Operand(context.device, *stream, b);
-  if (!b_ptr.ok()) return b_ptr.status();
+  absl::StatusOr<MatrixOperand> a = MatrixOperandOf(context.device, *stream, tensors, context.sliced, 0);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<MatrixOperand> b = MatrixOperandOf(context.device, *stream, tensors, context.sliced, 1);
+  if (!b.ok()) return b.status();
   // The destination's producer, and its earlier readers on other streams, come first.
   absl::StatusOr<const void*> c_ptr = Operand(context.device, *stream, destination);
   if (!c_ptr.ok()) return c_ptr.status();
   DeviceBuffer* buffer = BufferOf(destination);
   if (absl::Status s = buffer->WaitForUsers(*stream); !s.ok()) return s;
-  args.a = *a_ptr;
-  args.b = *b_ptr;
+  args.a = a->data;
+  args.b = b->data;
+  args.lda = a->row_stride;
+  args.ldb = b->row_stride;
   args.c = static_cast<char*>(buffer->data()) + place->first * ElementTypeByteWidth(c_type);
   args.ldc = place->row_stride;
   if (absl::Status s = GpuFor(context.device).gemm->Run(args, *stream); !s.ok()) return s;
   if (absl::Status s = buffer->MarkWritten(*stream); !s.ok()) return s;
   return true;
+}
+
+absl::StatusOr<CudaBackend::MatrixOperand> CudaBackend::MatrixOperandOf(
+    int64_t device, cudaStream_t stream, absl::Span<const Tensor* const> tensors,
+    absl::Span<const runtime::SlicedOperand* const> sliced, size_t i) {
+  const runtime::SlicedOperand* view = i < sliced.size() ? sliced[i] : nullptr;
+  const Tensor& tensor = *tensors[i];
+  absl::StatusOr<const void*> base = Operand(device, stream, tensor);
+  if (!base.ok()) return base.status();
+  MatrixOperand operand;
+  if (view == nullptr) {
+    operand.shape = tensor.shape();
+    operand.data = *base;
+    operand.row_stride = tensor.rank() >= 1 ? tensor.dim(tensor.rank() - 1) : 0;
+    return operand;
+  }
+  operand.shape.assign(view->shape.begin(), view->shape.end());
+  operand.data = static_cast<const char*>(*base) +
+                 view->block.first * ElementTypeByteWidth(tensor.element_type());
+  operand.row_stride = view->block.row_stride;
+  return operand;
+}
+
+absl::StatusOr<std::vector<Tensor>> CudaBackend::RunSlicedMatmul(
+    const Operation& op, int64_t device, cudaStream_t stream, absl::Span<const Tensor* const> t,
+    absl::Span<const runtime::SlicedOperand* const> sliced) {
+  const ElementType ab_type = t[0]->element_type();
+  const ElementType c_type = op.result(0)->type().element_type();
+  const std::vector<int64_t>& result_dims = op.result(0)->type().dims();
+  auto rank_of = [&](size_t i) {
+    const runtime::SlicedOperand* view = i < sliced.size() ? sliced[i] : nullptr;
+    return view != nullptr ? view->shape.size() : t[i]->shape().size();
+  };
+  if (t.size() == 2 && rank_of(0) == 2 && rank_of(1) == 2 && t[0]->on_device() &&
+      t[1]->on_device() && t[1]->element_type() == ab_type && result_dims.size() == 2 &&
+      GemmSupportsDirectly(ab_type, c_type)) {
+    absl::StatusOr<MatrixOperand> a = MatrixOperandOf(device, stream, t, sliced, 0);
+    if (!a.ok()) return a.status();
+    absl::StatusOr<MatrixOperand> b = MatrixOperandOf(device, stream, t, sliced, 1);
+    if (!b.ok()) return b.status();
+    GemmArgs args;
+    args.ab_type = ab_type;
+    args.c_type = c_type;
+    args.transpose_a = op.BoolAttr("transpose_a");
+    args.transpose_b = op.BoolAttr("transpose_b");
+    args.m = a->shape[args.transpose_a ? 1 : 0];
+    args.k = a->shape[args.transpose_a ? 0 : 1];
+    args.n = b->shape[args.transpose_b ? 0 : 1];
+    if (b->shape[args.transpose_b ? 1 : 0] != args.k || result_dims[0] != args.m ||
+        result_dims[1] != args.n) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "matmul: [%s] x [%s] does not give [%s]", absl::StrJoin(a->shape, ", "),
+          absl::StrJoin(b->shape, ", "), absl::StrJoin(result_dims, ", ")));
+    }
+    args.a = a->data;
+    args.b = b->data;
+    args.lda = a->row_stride;
+    args.ldb = b->row_stride;
+    absl::StatusOr<Tensor> result = Allocate(device, stream, c_type, result_dims);
+    if (!result.ok()) return result.status();
+    args.c = BufferOf(*result)->data();
+    if (absl::Status s = GpuFor(device).gemm->Run(args, stream); !s.ok()) return s;
+    std::vector<Tensor> results;
+    results.push_back(*std::move(result));
+    return results;
+  }
+  // Batches and converted results: slice the blocks first, as the ops would.
+  std::vector<Tensor> blocks(t.size());
+  std::vector<const Tensor*> operands(t.begin(), t.end());
+  for (size_t i = 0; i < t.size(); ++i) {
+    const runtime::SlicedOperand* view = i < sliced.size() ? sliced[i] : nullptr;
+    if (view == nullptr) continue;
+    const Tensor* base = view->base;
+    absl::StatusOr<std::vector<Tensor>> block = RunTensorOp(
+        *view->slice, device, stream, absl::MakeConstSpan(&base, 1),
+        absl::MakeConstSpan(&view->offset, 1));
+    if (!block.ok()) return block.status();
+    if (block->size() != 1) return absl::InternalError("a dynamic_slice with several results");
+    blocks[i] = std::move((*block)[0]);
+    if (absl::Status s = BufferOf(blocks[i])->MarkWritten(stream); !s.ok()) return s;
+    operands[i] = &blocks[i];
+  }
+  return RunTensorOp(op, device, stream, operands, {});
 }
 
 absl::StatusOr<std::vector<Tensor>> CudaBackend::RunTensorOp(

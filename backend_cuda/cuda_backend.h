@@ -63,6 +63,10 @@ class CudaBackend : public runtime::Backend {
 
   absl::string_view name() const override { return "cuda"; }
   bool uses_device_memory() const override { return true; }
+  // Matmuls read dynamic_slice blocks where they lie: cuBLASLt gets a pointer at the block
+  // and the sliced matrix's row length as leading dimension (two matrices, types it
+  // multiplies directly); other matmuls slice first, as before.
+  bool ReadsSlicesInPlace() const override { return true; }
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
       const Operation& op, const runtime::OpContext& context,
       absl::Span<const runtime::Tensor* const> tensors,
@@ -135,6 +139,21 @@ class CudaBackend : public runtime::Backend {
       absl::Span<const runtime::Tensor* const> tensors, absl::Span<const int64_t> indices,
       runtime::Tensor* donated = nullptr);
   absl::Status WaitFor(const DeviceBuffer& buffer);
+  // A matmul some of whose operands are blocks read in place (OpContext::sliced).
+  absl::StatusOr<std::vector<runtime::Tensor>> RunSlicedMatmul(
+      const Operation& op, int64_t device, cudaStream_t stream,
+      absl::Span<const runtime::Tensor* const> tensors,
+      absl::Span<const runtime::SlicedOperand* const> sliced);
+  // Operand i of a matmul as a matrix cuBLASLt reads: its shape, the device pointer of
+  // its first element (after `stream` waits for its producer) and its row stride.
+  struct MatrixOperand {
+    std::vector<int64_t> shape;
+    const void* data = nullptr;
+    int64_t row_stride = 0;
+  };
+  absl::StatusOr<MatrixOperand> MatrixOperandOf(
+      int64_t device, cudaStream_t stream, absl::Span<const runtime::Tensor* const> tensors,
+      absl::Span<const runtime::SlicedOperand* const> sliced, size_t i);
 
   CudaBackendOptions options_;
   comm::DevicePlan plan_;

@@ -267,6 +267,82 @@ TEST(CudaBackendTest, AccumulatorsUpdatedInPlaceAgreeWithTheCpuBackend) {
   }
 }
 
+// Matmuls reading dynamic_slice blocks in place (cuBLASLt with an offset pointer and the
+// sliced matrix's row length as leading dimension): row and column blocks of a and b at
+// offsets computed from a loop's index, transposed operands, a column block written into
+// a ring's accumulator, and blocks of a batch (sliced first). Against the cpu backend.
+TEST(CudaBackendTest, SlicesReadInPlaceAgreeWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  const std::string loop =
+      "mesh @m(tp=1)\n"
+      "spmd func @f(%a: $T[16, 40], %b: $T[40, 9], %c: $T[12, 40]) -> ($T[16, 9], $T[16, 12]) on @m {\n"
+      "  %acc0 = full() {value = 0.0} : $T[16, 9]\n"
+      "  %t0 = full() {value = 0.0} : $T[16, 12]\n"
+      "  %acc, %t = for %i = 0 to 5 step 1 iter(%s = %acc0, %u = %t0) {\n"
+      "    %off = mul(%i, 8) : index\n"
+      "    %a_blk = dynamic_slice(%a, %off) {dim = 1, size = 8} : $T[16, 8]\n"
+      "    %b_blk = dynamic_slice(%b, %off) {dim = 0, size = 8} : $T[8, 9]\n"
+      "    %c_blk = dynamic_slice(%c, %off) {dim = -1, size = 8} : $T[12, 8]\n"
+      "    %p = matmul(%a_blk, %b_blk) : $T[16, 9]\n"
+      "    %q = matmul(%a_blk, %c_blk) {transpose_b} : $T[16, 12]\n"
+      "    %s1 = add(%s, %p) : $T[16, 9]\n"
+      "    %u1 = add(%u, %q) : $T[16, 12]\n"
+      "    yield %s1, %u1\n"
+      "  } : ($T[16, 9], $T[16, 12])\n"
+      "  return %acc, %t\n"
+      "}\n";
+  // The reduce_scatter ring's row blocks of the input, and a column block of b read and
+  // written into the accumulator in place.
+  const std::string ring =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%a: $T[64, 24@tp], %w: $T[24@tp, 52]) -> $T[64@tp, 52] on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %dst_raw = add(%r, 3) : index\n"
+      "  %dst = rem(%dst_raw, 4) : index\n"
+      "  %off = mul(%dst, 16) : index\n"
+      "  %a_blk = dynamic_slice(%a, %off) {dim = 0, size = 16} : $T[16, 6]\n"
+      "  %zero = full() {value = 0} : index\n"
+      "  %half = full() {value = 26} : index\n"
+      "  %y0 = full() {value = 0.0} : $T[16, 52]\n"
+      "  %w_l = dynamic_slice(%w, %zero) {dim = 1, size = 26} : $T[6, 26]\n"
+      "  %y_l = matmul(%a_blk, %w_l) : $T[16, 26]\n"
+      "  %y1 = dynamic_update_slice(%y0, %y_l, %zero) {dim = 1} : $T[16, 52]\n"
+      "  %w_r = dynamic_slice(%w, %half) {dim = 1, size = 26} : $T[6, 26]\n"
+      "  %y_r = matmul(%a_blk, %w_r) : $T[16, 26]\n"
+      "  %y_part = dynamic_update_slice(%y1, %y_r, %half) {dim = 1} : $T[16, 52]\n"
+      "  %y = for %i = 1 to 4 step 1 iter(%y_acc = %y_part) {\n"
+      "    %y_recv = shift(%y_acc) {axis = tp, offset = 1, stream = 1} : $T[16, 52]\n"
+      "    %dst_raw_1 = sub(%r, %i) : index\n"
+      "    %dst_sum = add(%dst_raw_1, 3) : index\n"
+      "    %dst_1 = rem(%dst_sum, 4) : index\n"
+      "    %off_1 = mul(%dst_1, 16) : index\n"
+      "    %a_blk_1 = dynamic_slice(%a, %off_1) {dim = 0, size = 16} : $T[16, 6]\n"
+      "    %y_part_1 = matmul(%a_blk_1, %w) : $T[16, 52]\n"
+      "    %y_next = add(%y_recv, %y_part_1) : $T[16, 52]\n"
+      "    yield %y_next\n"
+      "  } : $T[16, 52]\n"
+      "  return %y\n"
+      "}\n";
+  const std::string batched =
+      "mesh @m(tp=1)\n"
+      "spmd func @f(%x: $T[3, 20, 12], %w: $T[12, 4]) -> $T[3, 5, 4] on @m {\n"
+      "  %o = full() {value = 10} : index\n"
+      "  %blk = dynamic_slice(%x, %o) {dim = 1, size = 5} : $T[3, 5, 12]\n"
+      "  %p = matmul(%blk, %w) : $T[3, 5, 4]\n"
+      "  return %p\n"
+      "}\n";
+  for (const std::string& text : {loop, ring, batched}) {
+    for (const char* type : {"f32", "bf16", "f64"}) {
+      const std::string source = absl::StrReplaceAll(text, {{"$T", type}});
+      std::unique_ptr<Module> module = Parse(source);
+      if (module == nullptr) continue;
+      int compared = 0;
+      EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
+      EXPECT_GT(compared, 0) << source;
+    }
+  }
+}
+
 TEST(CudaBackendTest, ValuesCrossStreamsAndBuffersAreReused) {
   SKIP_WITHOUT_GPU();
   // A producer on stream 1 feeding consumers on streams 0 and 2, in a loop so that

@@ -328,6 +328,15 @@ class ResidentBackend : public runtime::Backend {
                                             absl::Span<const int64_t> indices) override {
     return inner_.RunOp(op, context, tensors, indices);
   }
+  // The blocks the cuda backend reads and writes in place, as a run without this wrapper
+  // does (and as the sim prices them).
+  bool ReadsSlicesInPlace() const override { return inner_.ReadsSlicesInPlace(); }
+  absl::StatusOr<bool> RunMatmulInto(const Operation& matmul, const runtime::OpContext& context,
+                                     absl::Span<const Tensor* const> tensors,
+                                     const Operation& update, int64_t offset,
+                                     Tensor& destination) override {
+    return inner_.RunMatmulInto(matmul, context, tensors, update, offset, destination);
+  }
   absl::StatusOr<std::vector<Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const Tensor* const> parts) override {

@@ -19,9 +19,22 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "commir/ir.h"
+#include "runtime/in_place.h"
 #include "runtime/tensor.h"
 
 namespace commir::runtime {
+
+// A matmul operand that is a block of a larger tensor, read where it lies: the result of
+// the dynamic_slice `slice` (in_place.h: SliceReadInPlace) taken from `base` at `offset`
+// along the slice's dimension, with the slice's `size`. The interpreter has checked that
+// the block fits (SliceAsMatrices), so `block` is where it lies in `base`.
+struct SlicedOperand {
+  const Tensor* base = nullptr;
+  const Operation* slice = nullptr;
+  int64_t offset = 0;
+  absl::Span<const int64_t> shape;  // the block's shape: the slice's result type's dims
+  MatrixBlock block;
+};
 
 // Where one device's instance of an op runs.
 struct OpContext {
@@ -35,6 +48,10 @@ struct OpContext {
   // view sharing its device storage). The backend may write the update into it and move
   // it into its result instead of copying it; tensors[0] points to the same tensor.
   Tensor* donated = nullptr;
+  // For a matmul of a backend that ReadsSlicesInPlace: per tensor operand, the block it
+  // reads in place, or null for a whole tensor. tensors[i] is then `base` (not a tensor
+  // of the block's shape): only a backend that asked for views gets them.
+  absl::Span<const SlicedOperand* const> sliced;
 };
 
 // One device group's instance of a collective.
@@ -76,6 +93,10 @@ class Backend {
                                              Tensor& /*destination*/) {
     return false;
   }
+
+  // Whether matmuls take their dynamic_slice operands as views (OpContext::sliced) in
+  // RunOp and RunMatmulInto. If not, the interpreter runs every slice as an op.
+  virtual bool ReadsSlicesInPlace() const { return false; }
 
   // Runs a collective for one device group: parts[i] is the operand of the local member
   // group[local[i]]; returns each local member's result in the same order.

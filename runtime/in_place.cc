@@ -25,7 +25,104 @@ bool DefinedBefore(const Value& value, const Operation& op) {
   return in_block != &op && in_block->IsBeforeInBlock(&op);
 }
 
+// A block of `dims` taken along `dim` (normalised) is one strided matrix layout: a pointer
+// offset along the rows or the columns (the last two dimensions) of the whole tensor, or a
+// contiguous range when every dimension before `dim` is 1.
+bool OneMatrixLayout(absl::Span<const int64_t> dims, int64_t dim) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (dim < 0 || dim >= rank || rank < 2) return false;
+  if (dim >= rank - 2) return true;
+  for (int64_t d = 0; d < dim; ++d) {
+    if (dims[d] != 1) return false;
+  }
+  return true;
+}
+
+int64_t NormalizedDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+bool IsShiftResult(const Value* value) {
+  return value != nullptr && value->kind() == Value::Kind::kResult &&
+         value->defining_op() != nullptr && value->defining_op()->Is(OpKind::kShift);
+}
+
+// The block a ring passes on: a shift's result, or a loop-carried value (the loop's body
+// argument or result) that each iteration replaces by a shift's result.
+bool IsRingBlock(const Value* value) {
+  if (IsShiftResult(value)) return true;
+  const Operation* loop = nullptr;
+  int yielded = -1;
+  if (value->kind() == Value::Kind::kResult && value->defining_op() != nullptr &&
+      value->defining_op()->Is(OpKind::kFor)) {
+    loop = value->defining_op();
+    yielded = value->index();
+  } else if (value->kind() == Value::Kind::kBlockArgument && value->owner_block() != nullptr &&
+             value->owner_block()->parent_op() != nullptr &&
+             value->owner_block()->parent_op()->Is(OpKind::kFor)) {
+    loop = value->owner_block()->parent_op();
+    yielded = value->index() - 1;  // argument 0 is the induction variable
+  }
+  if (loop == nullptr || yielded < 0 || loop->num_regions() < 1) return false;
+  const Operation* yield = loop->region(0)->terminator();
+  if (yield == nullptr || yielded >= yield->num_operands()) return false;
+  return IsShiftResult(yield->operand(yielded));
+}
+
 }  // namespace
+
+bool SliceReadInPlace(const Operation& slice) {
+  if (!slice.Is(OpKind::kDynamicSlice) || slice.num_operands() < 1 || slice.num_results() != 1) {
+    return false;
+  }
+  const Value* block = slice.result(0);
+  const Value* source = slice.operand(0);
+  if (!block->type().is_tensor() || !source->type().is_tensor() || block->use_empty()) {
+    return false;
+  }
+  for (const Operation* user : block->users()) {
+    if (!user->Is(OpKind::kMatmul)) return false;
+  }
+  const int64_t rank = source->type().rank();
+  return OneMatrixLayout(source->type().dims(),
+                         NormalizedDim(slice.attrs().GetInt("dim", 0), rank));
+}
+
+std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,
+                                           int64_t offset, int64_t size) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  dim = NormalizedDim(dim, rank);
+  if (!OneMatrixLayout(dims, dim)) return std::nullopt;
+  for (int64_t extent : dims) {
+    if (extent < 0) return std::nullopt;
+  }
+  const int64_t extent = dims[dim];
+  // offset > extent - size, written so that nothing overflows.
+  if (size < 0 || size > extent || offset < 0 || offset > extent - size) return std::nullopt;
+  const int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+  // Every product below is at most the tensor's element count, which fits (it is
+  // allocated).
+  if (dim == rank - 1) return MatrixBlock{offset, cols, rows * cols};
+  if (dim == rank - 2) return MatrixBlock{offset * cols, cols, rows * cols};
+  // A contiguous range: the elements of `offset` whole slabs along dim, the block dense.
+  int64_t slab = 1;
+  for (int64_t d = dim + 1; d < rank; ++d) slab *= dims[d];
+  return MatrixBlock{offset * slab, cols, rows * cols};
+}
+
+bool RingBlockLandsInPlace(const Operation& update) {
+  if (!update.Is(OpKind::kDynamicUpdateSlice) || update.num_operands() < 2 ||
+      update.num_results() != 1 || !update.result(0)->type().is_tensor()) {
+    return false;
+  }
+  const Value* block = update.operand(1);
+  if (!IsRingBlock(block)) return false;
+  const Block* where = block->kind() == Value::Kind::kBlockArgument
+                           ? block->owner_block()
+                           : (block->defining_op() != nullptr ? block->defining_op()->parent_block()
+                                                              : nullptr);
+  if (where != update.parent_block()) return false;
+  const Type result = update.result(0)->type();
+  return OneMatrixLayout(result.dims(), NormalizedDim(update.attrs().GetInt("dim", 0), result.rank()));
+}
 
 bool UpdatesDestinationInPlace(const Operation& update) {
   if (!update.Is(OpKind::kDynamicUpdateSlice) || update.num_operands() < 2) return false;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/types/span.h"
 #include "commir/ir.h"
 
 namespace commir::runtime {
@@ -56,6 +57,45 @@ struct BlockPlacement {
 };
 std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
                                          int64_t m, int64_t n);
+
+// GEMM operands read where they lie. cuBLASLt and BLAS describe each matrix by a pointer
+// and a leading dimension (and a batch stride), so a block of a larger tensor that is one
+// such strided layout is read with no copy: TransformerEngine's overlapped GEMMs read
+// each chunk in place (sim/gemm_views.h). A `dynamic_slice` is such a view when:
+//  - every use of its result is a matmul (a block read by anything else is a kernel);
+//  - the block is one strided matrix layout of its operand: the sliced dimension is one
+//    of the last two (rows: an offset pointer; columns: an offset pointer with the whole
+//    row as leading dimension; batch matrices keep the operand's matrix stride), or every
+//    dimension before it is 1 (a contiguous range).
+// The interpreter then hands the matmul the sliced tensor and the block's place
+// (SlicedOperand in backend.h) instead of running the slice, and the sim prices the
+// slice as free: the same predicate for both.
+bool SliceReadInPlace(const Operation& slice);
+
+// Where the block of a row-major tensor of `dims` that a dynamic_slice takes at `offset`
+// along `dim` (negative counts from the end) with extent `size` lies, as a batch of
+// strided matrices: the first element of the first matrix (in elements from the tensor's
+// start), the row stride of each matrix, and the distance between consecutive matrices
+// of the block's batch (row-major over its batch dimensions). Empty where the block is no
+// such layout or does not fit (an offset out of range: dynamic_slice's run-time error,
+// which the slice itself then reports).
+struct MatrixBlock {
+  int64_t first = 0;
+  int64_t row_stride = 0;
+  int64_t matrix_stride = 0;
+};
+std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,
+                                           int64_t offset, int64_t size);
+
+// The block a ring passes on, written into the gathered value: a dynamic_update_slice
+// whose update is a `shift`'s result, or the loop-carried value each iteration replaces
+// by one, in the update's own block, along a dimension that keeps the block one strided
+// layout of the result. TransformerEngine's ring exchange receives each chunk where it
+// belongs in the gathered buffer, so the sim prices this update as free. The backends
+// still copy the received block (block bytes, not the destination: the destination is
+// updated in place where UpdatesDestinationInPlace): the shift would have to receive
+// into the accumulator's slot (docs/commir-run-sim.md).
+bool RingBlockLandsInPlace(const Operation& update);
 
 }  // namespace commir::runtime
 

@@ -35,8 +35,10 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
       mesh_(function.is_spmd() ? function.mesh() : nullptr),
       num_devices_(mesh_ != nullptr ? mesh_->num_devices() : 1) {
   if (num_devices_ > kMaxDevices) return;  // Run and set_local_devices refuse it
+  const bool views = backend_.ReadsSlicesInPlace();
   WalkOps(function.body(), [&](Operation* op) {
     if (UpdatesDestinationInPlace(*op)) updates_in_place_.insert(op);
+    if (views && SliceReadInPlace(*op)) slices_in_place_.insert(op);
     if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
       matmul_into_[op] = update;
     }
@@ -499,10 +501,43 @@ absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Interpreter::Slot> Interpreter::Materialize(const Slot& view, int64_t device,
+                                                           Env& env) {
+  const Operation& slice = *view.slice;
+  const Tensor* base = view.tensor.get();
+  const int64_t offset = view.index;
+  OpContext context{device, StreamOf(slice, env, device)};
+  absl::StatusOr<std::vector<Tensor>> results =
+      backend_.RunOp(slice, context, absl::MakeConstSpan(&base, 1), absl::MakeConstSpan(&offset, 1));
+  if (!results.ok()) return Fail(slice, device, results.status());
+  if (results->size() != 1) {
+    return Fail(slice, device,
+                absl::StrFormat("backend produced %d results, expected 1", results->size()));
+  }
+  return Slot{std::make_shared<Tensor>(std::move((*results)[0])), 0};
+}
+
 absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
   const bool in_place = updates_in_place_.contains(&op);
   auto into = matmul_into_.find(&op);
+  const bool slice_view = slices_in_place_.contains(&op);
+  const bool is_matmul = op.Is(OpKind::kMatmul);
   for (int64_t d : local_) {
+    // A block its matmuls read in place: no kernel, no copy. One that does not fit runs
+    // as the op, which reports the offset.
+    if (slice_view) {
+      Slot base = Lookup(env, d, op.operand(0));
+      const int64_t offset = Lookup(env, d, op.operand(1)).index;
+      if (base.tensor != nullptr && base.slice == nullptr &&
+          SliceAsMatrices(base.tensor->shape(), op.RequiredIntAttr("dim"), offset,
+                          op.RequiredIntAttr("size"))
+              .has_value()) {
+        Slot view{std::move(base.tensor), offset};
+        view.slice = &op;
+        env[d][op.result(0)] = std::move(view);
+        continue;
+      }
+    }
     // A matmul already wrote this update's block into its destination: pass it on.
     if (in_place) {
       Slot block = Lookup(env, d, op.operand(1));
@@ -518,16 +553,44 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
     absl::InlinedVector<Slot, 4> slots;
     absl::InlinedVector<const Tensor*, 4> tensors;
     absl::InlinedVector<int64_t, 2> indices;
+    // Blocks a matmul reads in place, one per tensor operand (null for a whole tensor).
+    absl::InlinedVector<SlicedOperand, 2> views;
+    absl::InlinedVector<const SlicedOperand*, 2> sliced;
+    bool any_view = false;
+    views.reserve(op.num_operands());
     for (int i = 0; i < op.num_operands(); ++i) {
       const Value* operand = op.operand(i);
       slots.push_back(i == 0 && donated != nullptr ? Slot{donated, 0} : Lookup(env, d, operand));
       if (operand->type().is_index()) {
         indices.push_back(slots.back().index);
-      } else {
-        tensors.push_back(slots.back().tensor.get());
+        continue;
       }
+      if (slots.back().slice != nullptr && !is_matmul) {
+        absl::StatusOr<Slot> block = Materialize(slots.back(), d, env);
+        if (!block.ok()) return block.status();
+        slots.back() = *std::move(block);
+      }
+      tensors.push_back(slots.back().tensor.get());
+      const Slot& slot = slots.back();
+      if (slot.slice == nullptr) {
+        sliced.push_back(nullptr);
+        continue;
+      }
+      const Operation& slice = *slot.slice;
+      SlicedOperand view;
+      view.base = slot.tensor.get();
+      view.slice = &slice;
+      view.offset = slot.index;
+      view.shape = slice.result(0)->type().dims();  // the module outlives the run
+      // Checked when the slice was kept as a view.
+      view.block = *SliceAsMatrices(view.base->shape(), slice.RequiredIntAttr("dim"), view.offset,
+                                    slice.RequiredIntAttr("size"));
+      views.push_back(std::move(view));
+      sliced.push_back(&views.back());
+      any_view = true;
     }
     OpContext context{d, StreamOf(op, env, d)};
+    if (any_view) context.sliced = sliced;
     if (donated != nullptr) context.donated = const_cast<Tensor*>(donated.get());
     if (into != matmul_into_.end()) {
       const Operation& update = *into->second;

@@ -74,6 +74,9 @@ class Interpreter {
     // A matmul's result that the backend wrote into its update's destination (in_place.h):
     // `tensor` is that destination, already holding the block; the update just passes it on.
     bool written_into_destination = false;
+    // A dynamic_slice that a matmul reads in place (in_place.h: SliceReadInPlace) and
+    // that did not run: `tensor` is the sliced tensor and `index` the block's offset.
+    const Operation* slice = nullptr;
   };
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
 
@@ -92,6 +95,9 @@ class Interpreter {
   absl::Status RunIndexOp(const Operation& op, Env& env);
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
+  // Runs a slice that was kept as a view (Slot::slice), for a user that needs the block
+  // as a tensor of its own.
+  absl::StatusOr<Slot> Materialize(const Slot& view, int64_t device, Env& env);
   Slot Lookup(const Env& env, int64_t device, const Value* value) const;
   // Moves `value`'s tensor out of `device`'s environment when that is the only reference
   // to it anywhere: not a caller's argument (held without ownership), not shared with
@@ -117,6 +123,8 @@ class Interpreter {
   absl::flat_hash_set<const Operation*> updates_in_place_;
   absl::flat_hash_map<const Operation*, const Operation*> matmul_into_;
   absl::flat_hash_map<const Operation*, std::vector<bool>> moved_inits_;
+  // dynamic_slice ops whose matmuls read the block in place, when the backend can.
+  absl::flat_hash_set<const Operation*> slices_in_place_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;

@@ -26,7 +26,9 @@
 //    in the first place, its GEMM reading it and the next step sending it on from there
 //    (the local block TransformerEngine copies into its buffer once is left out).
 // Anything else (a slice read by an elementwise op, a block written by an add) is a
-// kernel, priced as before.
+// kernel, priced as before. The predicates live in runtime/in_place.h, beside the
+// interpreter's rule for what the backends read and write in place, so that the sim and
+// the backends cannot drift apart.
 #ifndef COMMIR_SIM_GEMM_VIEWS_H_
 #define COMMIR_SIM_GEMM_VIEWS_H_
 

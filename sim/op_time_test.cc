@@ -329,6 +329,29 @@ TEST_F(GemmBlockTest, ABlockOfAStridedBatchIsACopy) {
   EXPECT_GT(TimeOf(kBlocks, "strided"), kLaunch);
 }
 
+// The rule is runtime/in_place.h's, which the backends follow: a column block counted
+// from the end (dim = -1) is the same pointer offset with the row's stride, and the same
+// slice read also by an add is a copy priced in closed form: the launch plus its bytes
+// over HBM, which the op table counts as the whole operand read ([256, 1024] bf16), the
+// block written ([256, 256] bf16) and the 8-byte offset.
+TEST_F(GemmBlockTest, TheBackendsRuleInClosedForm) {
+  constexpr char kColumns[] = R"(mesh @m(tp=4)
+spmd func @f(%x: bf16[256, 1024], %w: bf16[256, 128]) -> (bf16[256, 128], bf16[256, 256]) on @m {
+  %r = rank() {axis = tp} : index
+  %off = mul(%r, 256) : index
+  %cols = dynamic_slice(%x, %off) {dim = -1, size = 256} : bf16[256, 256]
+  %p = matmul(%cols, %w) : bf16[256, 128]
+  %shared = dynamic_slice(%x, %off) {dim = -1, size = 256} : bf16[256, 256]
+  %q = matmul(%shared, %w) : bf16[256, 128]
+  %twice = add(%shared, %shared) : bf16[256, 256]
+  return %p, %twice
+}
+)";
+  EXPECT_EQ(TimeOf(kColumns, "cols"), 0.0);
+  EXPECT_NEAR(TimeOf(kColumns, "shared"), kLaunch + ((256.0 * 1024 + 256 * 256) * 2 + 8) / kHbm,
+              1e-15);
+}
+
 TEST_F(GemmBlockTest, AGemmResultUsedTwiceIsWrittenByACopy) {
   // %p2 is also read by an add: the GEMM writes it once, the update copies it.
   EXPECT_GT(TimeOf(kBlocks, "both"), kLaunch);
