@@ -393,8 +393,6 @@ int PlanSearchMain(int argc, char** argv) {
   absl::StatusOr<std::vector<Cluster>> clusters = Clusters(r);
   if (!clusters.ok()) return InputError(std::string(clusters.status().message()));
 
-  // layer_cost.h takes a model file's functions as text, at the file's positions.
-  const FunctionTexts own = LayerCostFunctionTexts(*loaded);
   std::vector<plan::PlanScenario> scenarios;
   std::string given_line;
   bool any_fits = false;
@@ -403,9 +401,11 @@ int PlanSearchMain(int argc, char** argv) {
     layer_options.predict.hardware = c.hardware;
     layer_options.predict.gpus_per_node = static_cast<int>(c.gpus_per_node);
     layer_options.schedule = r.layer_schedule;
-    // A CommIR file's own functions, laid out for each plan (empty: the generated ones).
-    layer_options.layer_function = own.layer;
-    layer_options.head_function = own.head;
+    // A CommIR file's own functions (clones that keep its positions), laid out for each
+    // plan (null: the generated ones).
+    layer_options.functions = loaded->functions;
+    layer_options.layer_name = loaded->layer_name;
+    layer_options.head_name = loaded->head_name;
     if (!loaded->file.empty()) layer_options.functions_file = loaded->file;
     plan::LayerCostCache layers(layer_options);
     plan::PlanSearchOptions options;

@@ -110,7 +110,6 @@ absl::StatusOr<LoadedModel> LoadCommirModel(const std::string& arg) {
   out.functions = std::move(read->functions);
   out.layer_name = std::move(read->layer_name);
   out.head_name = std::move(read->head_name);
-  out.source = *std::move(text);
   return out;
 }
 
@@ -175,14 +174,6 @@ absl::StatusOr<LoadedModel> LoadPlanModel(const std::string& arg) {
   LoadedModel out;
   out.spec = *std::move(spec);
   return out;
-}
-
-FunctionTexts LayerCostFunctionTexts(const LoadedModel& model) {
-  if (model.functions == nullptr) return {};
-  return {plan::FunctionSourceText(*model.functions->FindFunction(model.layer_name), model.source,
-                                   model.file),
-          plan::FunctionSourceText(*model.functions->FindFunction(model.head_name), model.source,
-                                   model.file)};
 }
 
 }  // namespace commir::search

@@ -25,9 +25,6 @@ struct LoadedModel {
   std::shared_ptr<const Module> functions;
   std::string layer_name;
   std::string head_name;
-  // The file's text, for the one consumer that takes the functions as text
-  // (layer_cost.h's options, through plan::FunctionSourceText).
-  std::string source;
 };
 
 // Whether `arg` names a CommIR model file: FILE.commir,KEY=VALUE..., or FILE.commir whose
@@ -37,14 +34,6 @@ bool IsCommirModel(const std::string& arg);
 // The N of FILE.commir[,global_batch=N] (0 when not given). Errors: an option other
 // than global_batch (named), global_batch given twice, N not a count >= 1.
 absl::StatusOr<int64_t> CommirModelGlobalBatch(const std::string& arg);
-
-// The file's layer and head as layer_cost.h's options take them (text): their own lines
-// in the file at the file's positions (plan::FunctionSourceText); empty without a file.
-struct FunctionTexts {
-  std::string layer;
-  std::string head;
-};
-FunctionTexts LayerCostFunctionTexts(const LoadedModel& model);
 
 // Errors name the file (parse and verifier errors and missing parts with line:col).
 // A CommIR file without `,global_batch=N` is an InvalidArgument naming the form.

@@ -53,9 +53,9 @@ plan::PlanSearchResult Search(const plan::ModelSpec& m, int64_t only_micro_batch
   o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
   o.predict.gpus_per_node = 8;
   if (file != nullptr) {
-    const FunctionTexts own = LayerCostFunctionTexts(*file);
-    o.layer_function = own.layer;
-    o.head_function = own.head;
+    o.functions = file->functions;
+    o.layer_name = file->layer_name;
+    o.head_name = file->head_name;
     o.functions_file = file->file;
   }
   plan::LayerCostCache layers(o);
@@ -85,6 +85,37 @@ TEST(PlanModelLoader, EmittedFileSearchesLikeItsSpecAtItsMicroBatch) {
   ASSERT_EQ(by_file.ranked.size(), by_spec.ranked.size());
   for (size_t i = 0; i < by_file.ranked.size(); ++i) {
     EXPECT_EQ(by_file.ranked[i].plan.micro_batch, 2);
+    EXPECT_EQ(plan::DescribePlan(by_file.ranked[i].plan),
+              plan::DescribePlan(by_spec.ranked[i].plan));
+    EXPECT_EQ(by_file.ranked[i].cost.time.breakdown.total_s,
+              by_spec.ranked[i].cost.time.breakdown.total_s);
+  }
+}
+
+// `--emit-model=SPEC,attention=unfused` read back by `--plan FILE.commir,global_batch=N`:
+// the reader finds the unfused attention (q k^T, softmax, times v) and gives back the
+// spec, and the plan search on the file's own functions ranks the plans the spec's
+// generated layers do, at the same costs.
+TEST(PlanModelLoader, AnUnfusedAttentionFileRoundTripsToItsSpec) {
+  constexpr char kUnfused[] =
+      "name=tinyu,arch=gpt,layers=4,hidden=256,heads=4,ffn=1024,seq=256,vocab=8000,"
+      "global_batch=16,attention=unfused";
+  absl::StatusOr<plan::ModelSpec> spec = plan::ParseModelSpec(kUnfused);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::string> text = plan::ModelProgram(*spec, 2);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string path = WriteFile("tinyu.commir", *text);
+  absl::StatusOr<LoadedModel> loaded = LoadPlanModel(path + ",global_batch=16");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->micro_batch, 2);
+  EXPECT_EQ(loaded->spec.attention, plan::AttentionKind::kUnfused);
+  EXPECT_EQ(plan::FormatModelSpec(loaded->spec), plan::FormatModelSpec(*spec));
+
+  const plan::PlanSearchResult by_file = Search(loaded->spec, loaded->micro_batch, &*loaded);
+  const plan::PlanSearchResult by_spec = Search(*spec, 2);
+  ASSERT_FALSE(by_file.ranked.empty());
+  ASSERT_EQ(by_file.ranked.size(), by_spec.ranked.size());
+  for (size_t i = 0; i < by_file.ranked.size(); ++i) {
     EXPECT_EQ(plan::DescribePlan(by_file.ranked[i].plan),
               plan::DescribePlan(by_spec.ranked[i].plan));
     EXPECT_EQ(by_file.ranked[i].cost.time.breakdown.total_s,

@@ -1,8 +1,10 @@
 // print_layer_program MODEL TP CP SP(0|1) MICRO_BATCH [head]: the generated program.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
+#include "commir/printer.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/model_spec.h"
 
@@ -19,13 +21,14 @@ int main(int argc, char** argv) {
   }
   LayerLayout l{std::atoll(argv[2]), std::atoll(argv[3]), std::atoi(argv[4]) != 0,
                 std::atoll(argv[5])};
-  absl::StatusOr<std::string> text = argc > 6 && std::string(argv[6]) == "head"
-                                         ? HeadProgram(*model, l)
-                                         : TransformerLayerProgram(*model, l);
-  if (!text.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(text.status().message()).c_str());
+  absl::StatusOr<std::unique_ptr<commir::Module>> program =
+      argc > 6 && std::string(argv[6]) == "head" ? HeadProgram(*model, l)
+                                                 : TransformerLayerProgram(*model, l);
+  if (!program.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(program.status().message()).c_str());
     return 1;
   }
-  std::fputs(text->c_str(), stdout);
+  // Text at the boundary: the tool's output.
+  std::fputs(commir::PrintModule(**program).c_str(), stdout);
   return 0;
 }

@@ -7,14 +7,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "commir/diagnostics.h"
 #include "commir/element_type.h"
 #include "commir/ir.h"
 #include "commir/fingerprint.h"
-#include "parser/parser.h"
 #include "search/schedule_space.h"
 #include "sim/op_time.h"
 #include "search/plan/megatron_layout.h"
@@ -202,25 +200,28 @@ std::string Describe(LayerKind kind, const LayerLayout& l) {
                       l.sequence_parallel ? ", sp" : "", ", micro-batch ", l.micro_batch, ")");
 }
 
-// The program to measure: the file's own function laid out, or the generated one.
-absl::StatusOr<std::string> LaidOutProgram(const ModelSpec& model, LayerKind kind,
-                                           const LayerLayout& layout,
-                                           const LayerCostOptions& options,
-                                           const std::string& name) {
-  const std::string& own =
-      kind == LayerKind::kHead ? options.head_function : options.layer_function;
-  if (own.empty()) {
+// The program to measure: the file's own function laid out (on a clone), or the
+// generated one.
+absl::StatusOr<std::unique_ptr<Module>> LaidOutProgram(const ModelSpec& model, LayerKind kind,
+                                                       const LayerLayout& layout,
+                                                       const LayerCostOptions& options,
+                                                       const std::string& name) {
+  if (options.functions == nullptr) {
     return kind == LayerKind::kHead ? HeadProgram(model, layout)
                                     : TransformerLayerProgram(model, layout);
+  }
+  const std::string& own = kind == LayerKind::kHead ? options.head_name : options.layer_name;
+  const Function* function = options.functions->FindFunction(own);
+  if (function == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("the model's functions have no @", own));
   }
   MegatronLayoutOptions o;
   o.layout = layout;
   o.vocabulary = kind == LayerKind::kHead ? model.vocabulary : 0;
   o.name = name;  // the name autodiff and the lookups below use
   o.file = options.functions_file;
-  return MegatronLayoutText(own, o);
+  return MegatronLayoutModule(*function, o);
 }
-
 
 // Megatron-LM accumulates a layer's weight gradients over the micro-batches and reduces
 // them once per iteration over the data-parallel-with-context-parallel group (dp x cp:
@@ -342,16 +343,15 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   };
   const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
-  absl::StatusOr<std::string> text = LaidOutProgram(model, kind, layout, options, name);
-  if (!text.ok()) return fail(text.status());
+  // The laid-out module (the generator's, or the model file's function laid out), built
+  // in memory; the schedules below run on its clones.
+  absl::StatusOr<std::unique_ptr<Module>> partitioned =
+      LaidOutProgram(model, kind, layout, options, name);
+  if (!partitioned.ok()) return fail(partitioned.status());
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = name, .seed = AutodiffPassOptions::Seed::kCotangents})}}
           .Then(sharding::DefaultSpmdPipeline());
-  // The laid-out program comes as text (the generator's, or the model file's function
-  // laid out): parsed once here, then copied in memory.
-  absl::StatusOr<std::unique_ptr<Module>> partitioned = ParseModuleOrError(*text, "layer.commir");
-  if (!partitioned.ok()) return fail(partitioned.status());
   DiagnosticEngine diagnostics;
   if (absl::Status s = RunPipeline(**partitioned, pipeline, {.diagnostics = &diagnostics});
       !s.ok()) {
@@ -444,10 +444,19 @@ absl::StatusOr<LayerCost> LayerCostCache::Get(const ModelSpec& model, LayerKind 
   return cache_.try_emplace(key, std::move(cost)).first->second;
 }
 
+void LayerCostCache::Put(const ModelSpec& model, LayerKind kind, const LayerLayout& layout,
+                         LayerCost cost) {
+  const std::string key = Key(model, kind, layout);
+  absl::MutexLock lock(&mutex_);
+  cache_.insert_or_assign(key, std::move(cost));
+}
+
 std::string LayerCostCache::FunctionsFingerprint() const {
-  if (options_.layer_function.empty() && options_.head_function.empty()) return "generated";
-  return absl::StrCat(absl::Hash<std::pair<std::string, std::string>>()(
-      {options_.layer_function, options_.head_function}));
+  if (options_.functions == nullptr) return "generated";
+  // By structure, not text: the same functions written with other value names or
+  // spacing cost the same.
+  const Fingerprint f = ModuleFingerprint(*options_.functions);
+  return absl::StrCat(options_.layer_name, ",", options_.head_name, ",", f.a, ":", f.b);
 }
 
 int64_t LayerCostCache::measured() const {

@@ -16,7 +16,8 @@
 // took the Llama-3 70B search on 1,024 GPUs to 14 s; see layer_cost.cc). A schedule a
 // pass refuses (or the sim cannot predict) is skipped and counted; one whose program
 // has the structural fingerprint of an earlier one (nothing to rewrite) is not predicted
-// again. The copies are Module::Clone's: the laid-out program's text is parsed once. A fixed schedule is
+// again. The copies are Module::Clone's of the laid-out module, built in memory (no
+// program text is printed or parsed). A fixed schedule is
 // applied where its passes accept the program; where they refuse it the layer keeps
 // plain collectives (the refusal is counted).
 //
@@ -60,6 +61,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "commir/ir.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/layer_schedule.h"
 #include "search/plan/model_spec.h"
@@ -94,11 +96,13 @@ enum class LayerKind { kTransformer, kHead };
 struct LayerCostOptions {
   sim::PredictOptions predict;
   LayerSchedule schedule = LayerSchedule::Search();
-  // A model file's own unannotated single-device layer and head (model_reader.h; a
-  // module's text holding the one function each), measured laid out by
-  // megatron_layout.h for each layout. Empty: layer_program.h's generated programs.
-  std::string layer_function;
-  std::string head_function;
+  // A model file's own unannotated single-device layer and head (model_reader.h's
+  // ModelFromIr::functions: Function::Clone copies that keep the file's positions, read
+  // only, shared by the search's threads), each laid out by megatron_layout.h for each
+  // layout on a clone. Null: layer_program.h's generated programs (built in memory).
+  std::shared_ptr<const Module> functions;
+  std::string layer_name;
+  std::string head_name;
   // Where they were written (layout errors are FILE:LINE:COL: ...).
   std::string functions_file;
 };
@@ -115,13 +119,17 @@ LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
                         const sim::HardwareSpec& hardware);
 
 // MeasureLayerCost with a cache keyed by the model's sizes, the kind, the layout, the
-// hardware's name, the schedule mode (none, search or the fixed pipeline) and a
-// fingerprint of a model file's functions: a plan
+// hardware's name, the schedule mode (none, search or the fixed pipeline) and a model
+// file's functions (their names and structural fingerprint, commir/fingerprint.h): a plan
 // search asks for the same few layers many times. Thread-safe.
 class LayerCostCache {
  public:
   explicit LayerCostCache(LayerCostOptions options) : options_(std::move(options)) {}
   absl::StatusOr<LayerCost> Get(const ModelSpec& model, LayerKind kind, const LayerLayout& layout);
+  // Records a cost known already (kept over any entry for the same key): what Get then
+  // answers without measuring. For costs constructed directly, e.g. plan_cost's tests of
+  // its choice between a layer's scheduled and plain variants.
+  void Put(const ModelSpec& model, LayerKind kind, const LayerLayout& layout, LayerCost cost);
   int64_t measured() const;  // layers measured so far (cache misses)
   // Distinct programs predicted for them (each layer's scheduled variants included).
   int64_t programs_predicted() const;

@@ -201,9 +201,9 @@ TEST(LayerCostTest, OneDeviceActivationsAreAutodiffsSavedValuesEachTensorOnce) {
     SCOPED_TRACE(spec);
     const ModelSpec m = *ParseModelSpec(spec);
     LayerLayout one;
-    absl::StatusOr<std::string> text = TransformerLayerProgram(m, one);
-    ASSERT_TRUE(text.ok()) << text.status();
-    std::unique_ptr<Module> module = ParseModuleOrError(*text, "layer.commir").value();
+    absl::StatusOr<std::unique_ptr<Module>> laid_out = TransformerLayerProgram(m, one);
+    ASSERT_TRUE(laid_out.ok()) << laid_out.status();
+    std::unique_ptr<Module> module = *std::move(laid_out);
     const Function& layer = *module->FindFunction(kLayerFunction);
     AutodiffOptions options;
     options.seed_cotangents = true;

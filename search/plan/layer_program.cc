@@ -195,23 +195,24 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
 }
 
 // One way to lay out a layer: the single-device function through the Megatron layout.
-absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& m, const LayerLayout& l) {
+absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec& m,
+                                                               const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   absl::StatusOr<std::unique_ptr<Module>> layer = LayerFunction(m, l.micro_batch);
   if (!layer.ok()) return layer.status();
-  return MegatronLayout(*(*layer)->FindFunction(kLayerFunction), o);
+  return MegatronLayoutModule(*(*layer)->FindFunction(kLayerFunction), o);
 }
 
-absl::StatusOr<std::string> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
+absl::StatusOr<std::unique_ptr<Module>> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
   if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   o.vocabulary = m.vocabulary;
   absl::StatusOr<std::unique_ptr<Module>> head = HeadFunction(m, l.micro_batch);
   if (!head.ok()) return head.status();
-  return MegatronLayout(*(*head)->FindFunction(kHeadFunction), o);
+  return MegatronLayoutModule(*(*head)->FindFunction(kHeadFunction), o);
 }
 
 absl::StatusOr<std::unique_ptr<Module>> SingleDeviceLayer(const ModelSpec& m, int64_t micro_batch) {

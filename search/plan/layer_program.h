@@ -56,16 +56,17 @@ struct LayerLayout {
 inline constexpr char kLayerFunction[] = "layer";
 inline constexpr char kHeadFunction[] = "head";
 
-// A module with a mesh (none when tp = cp = 1) and @layer(x, weights...) -> x'.
-// Errors when tp does not divide the heads and FFN, or cp the sequence (or
-// tp x cp with sequence parallelism).
-absl::StatusOr<std::string> TransformerLayerProgram(const ModelSpec& model,
-                                                    const LayerLayout& layout);
+// A module with a mesh (none when tp = cp = 1) and @layer(x, weights...) -> x', built in
+// memory (SingleDeviceLayer laid out by megatron_layout.h). Errors when tp does not
+// divide the heads and FFN, or cp the sequence (or tp x cp with sequence parallelism).
+absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec& model,
+                                                                const LayerLayout& layout);
 
 // @head(x, norm scale, output embedding) -> softmax over the (padded) vocabulary split
 // over tp: the final norm, the logits and their normalisation (the cross-entropy's
 // exponentials; the loss's gather of the label is not modelled).
-absl::StatusOr<std::string> HeadProgram(const ModelSpec& model, const LayerLayout& layout);
+absl::StatusOr<std::unique_ptr<Module>> HeadProgram(const ModelSpec& model,
+                                                    const LayerLayout& layout);
 
 // The single-device layer and head for one micro-batch: the same ops as the programs
 // above with no mesh and no layouts, and the head over the model's own (unpadded)

@@ -6,8 +6,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "commir/printer.h"
-#include "parser/parser.h"
 #include "transforms/sharding/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -47,25 +45,6 @@ absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& fun
   }
   if (!options.name.empty()) f->set_name(options.name);
   return module;
-}
-
-absl::StatusOr<std::string> MegatronLayout(const Function& function,
-                                           const MegatronLayoutOptions& options) {
-  absl::StatusOr<std::unique_ptr<Module>> module = MegatronLayoutModule(function, options);
-  if (!module.ok()) return module.status();
-  return PrintModule(**module);
-}
-
-absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
-                                               const MegatronLayoutOptions& options) {
-  absl::StatusOr<std::unique_ptr<Module>> module =
-      ParseModuleOrError(function_text, options.file);
-  if (!module.ok()) return module.status();
-  const std::vector<Function*> functions = (*module)->functions();
-  if (functions.size() != 1) {
-    return absl::InvalidArgumentError("the Megatron layout takes a module of one function");
-  }
-  return MegatronLayout(*functions[0], options);
 }
 
 }  // namespace commir::search::plan

@@ -24,9 +24,9 @@ struct MegatronLayoutOptions {
   // The padded width; 0: Megatron-LM's for the layout's tp. The cpu check lays out its
   // one-device reference with the plan's padding (plan_check.h).
   int64_t padded_vocabulary = 0;
-  // Where the function was written: errors are "FILE:LINE:COL: @name: ...", and
-  // MegatronLayoutText parses under this name. Empty (a function built in memory, at
-  // no file's position): "@name: ...".
+  // Where the function was written: errors are "FILE:LINE:COL: @name: ..." (a clone of
+  // a parsed function keeps its positions). Empty (a function built in memory, at no
+  // file's position): "@name: ...".
   std::string file;
 };
 
@@ -34,15 +34,6 @@ struct MegatronLayoutOptions {
 // which must be global and unannotated, written for the layout's micro-batch.
 absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& function,
                                                              const MegatronLayoutOptions& options);
-
-// That module's canonical text (the text programs layer_program.h hands to layer_cost.h).
-absl::StatusOr<std::string> MegatronLayout(const Function& function,
-                                           const MegatronLayoutOptions& options);
-
-// The same from a module's text holding one function: for layer_cost.h, whose options
-// still carry a model file's functions as text (model_reader.h's FunctionSourceText).
-absl::StatusOr<std::string> MegatronLayoutText(const std::string& function_text,
-                                               const MegatronLayoutOptions& options);
 
 }  // namespace commir::search::plan
 

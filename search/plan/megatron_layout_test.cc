@@ -112,9 +112,13 @@ TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
     ASSERT_TRUE(head_laid_out.ok()) << head_laid_out.status();
     EXPECT_EQ(*head_laid_out, expected_head);
 
-    // And the programs the plan search costs are these goldens too.
-    EXPECT_EQ(TransformerLayerProgram(m, c.layout).value_or(""), expected_layer);
-    EXPECT_EQ(HeadProgram(m, c.layout).value_or(""), expected_head);
+    // And the programs the plan search costs (built in memory) are these goldens too.
+    absl::StatusOr<std::unique_ptr<Module>> layer_program = TransformerLayerProgram(m, c.layout);
+    absl::StatusOr<std::unique_ptr<Module>> head_program = HeadProgram(m, c.layout);
+    ASSERT_TRUE(layer_program.ok()) << layer_program.status();
+    ASSERT_TRUE(head_program.ok()) << head_program.status();
+    EXPECT_EQ(PrintModule(**layer_program), expected_layer);
+    EXPECT_EQ(PrintModule(**head_program), expected_head);
   }
 }
 

@@ -83,10 +83,11 @@ TEST_P(ModelProgramTest, LayerIsThePlanSearchsLayerOnOneDevice) {
   const ModelSpec m = Tiny(GetParam());
   absl::StatusOr<std::string> text = ModelProgram(m, 2);
   ASSERT_TRUE(text.ok()) << text.status();
-  absl::StatusOr<std::string> layer = TransformerLayerProgram(m, LayerLayout{1, 1, false, 2});
+  absl::StatusOr<std::unique_ptr<Module>> layer =
+      TransformerLayerProgram(m, LayerLayout{1, 1, false, 2});
   ASSERT_TRUE(layer.ok()) << layer.status();
   std::unique_ptr<Module> model = Parse(*text);
-  std::unique_ptr<Module> alone = Parse(*layer);
+  std::unique_ptr<Module> alone = *std::move(layer);
   ASSERT_NE(model, nullptr);
   ASSERT_NE(alone, nullptr);
   EXPECT_EQ(PrintFunction(*model->FindFunction(kLayerFunction)),

@@ -1,7 +1,6 @@
 #include "search/plan/model_reader.h"
 
 #include <memory>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -10,12 +9,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
-#include "absl/strings/strip.h"
-#include "commir/fingerprint.h"
-#include "commir/printer.h"
-#include "parser/parser.h"
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -54,8 +47,38 @@ bool Unannotated(const Function& f) {
   return plain;
 }
 
+// Pre-FlashAttention Megatron-LM's attention as separate ops (layer_program.h's
+// attention=unfused): the scores, a batched matmul of q and k^T ([b, heads, s, d] x
+// [b, heads, s, d] with transpose_b), their softmax, and a batched matmul of the
+// probabilities with v. The scores' matmuls, one per such attention.
+std::vector<Operation*> UnfusedAttentionScores(const Function& f) {
+  std::vector<Operation*> found;
+  for (Operation* softmax : OpsOf(f, OpKind::kSoftmax)) {
+    Operation* scores = softmax->operand(0)->defining_op();
+    if (scores == nullptr || !scores->Is(OpKind::kMatmul) || scores->num_operands() != 2 ||
+        scores->result(0)->type().rank() != 4 || scores->operand(0)->type().rank() != 4 ||
+        scores->operand(1)->type().rank() != 4) {
+      continue;
+    }
+    const Attribute* transpose_b = scores->attrs().Find("transpose_b");
+    if (transpose_b == nullptr || transpose_b->kind() != Attribute::Kind::kBool ||
+        !transpose_b->bool_value()) {
+      continue;
+    }
+    bool times_v = false;
+    for (const Operation* user : softmax->result(0)->users()) {
+      times_v = times_v || (user->Is(OpKind::kMatmul) && user->num_operands() == 2 &&
+                            user->operand(0) == softmax->result(0) &&
+                            user->result(0)->type().rank() == 4);
+    }
+    if (times_v) found.push_back(scores);
+  }
+  return found;
+}
+
 struct LayerSizes {
   Architecture architecture;
+  AttentionKind attention = AttentionKind::kFlash;
   int64_t micro_batch, sequence, hidden, heads, kv_heads, head_dim, ffn;
   ElementType dtype;
 };
@@ -92,10 +115,20 @@ absl::StatusOr<LayerSizes> ReadLayer(const Function& f, absl::string_view file) 
   s.dtype = x.element_type();
 
   const std::vector<Operation*> attention = OpsOf(f, OpKind::kAttention);
-  if (attention.size() != 1) {
-    return missing(absl::StrCat("it has ", attention.size(), " attention ops, not one"));
+  const std::vector<Operation*> unfused = UnfusedAttentionScores(f);
+  if (attention.size() + unfused.size() != 1) {
+    if (unfused.empty()) {
+      return missing(absl::StrCat("it has ", attention.size(), " attention ops, not one"));
+    }
+    return missing(absl::StrCat("it has ", attention.size(), " attention ops and ",
+                                unfused.size(),
+                                " unfused attentions (q k^T, softmax, times v), not one in all"));
   }
-  const Type q = attention[0]->operand(0)->type(), k = attention[0]->operand(1)->type();
+  // The fused op's q and k, or the unfused scores' (q possibly scaled first: the scale
+  // keeps its type).
+  const Operation* qk = attention.empty() ? unfused[0] : attention[0];
+  s.attention = attention.empty() ? AttentionKind::kUnfused : AttentionKind::kFlash;
+  const Type q = qk->operand(0)->type(), k = qk->operand(1)->type();
   if (q.rank() != 4 || k.rank() != 4) {
     return missing("the attention's q and k are not [batch, heads, seq, head_dim]");
   }
@@ -231,6 +264,7 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
   m.vocabulary = *vocabulary;
   m.global_batch = global_batch;
   m.dtype = sizes->dtype;
+  m.attention = sizes->attention;
   if (absl::Status s = Validate(m); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(Where(file, layer.loc()), s.message()));
   }
@@ -257,37 +291,6 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
   out.layer_name = layer.name();
   out.head_name = head.name();
   return out;
-}
-
-std::string FunctionSourceText(const Function& f, absl::string_view source,
-                               absl::string_view file) {
-  // The function's own lines, or nothing when the scan cannot cut them out.
-  auto cut = [&]() -> std::optional<std::string> {
-    const Operation* last = f.body()->terminator();
-    if (source.empty() || last == nullptr) return std::nullopt;
-    const std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
-    const int first_line = f.loc().line;  // 1-based
-    if (first_line < 1 || last->loc().line > static_cast<int>(lines.size())) return std::nullopt;
-    // The function's closing brace: the first line after its return that starts with '}'.
-    for (int i = last->loc().line; i < static_cast<int>(lines.size()); ++i) {
-      if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(lines[i]), "}")) continue;
-      std::vector<absl::string_view> own(lines.begin() + first_line - 1, lines.begin() + i + 1);
-      std::string text =
-          absl::StrCat(std::string(first_line - 1, '\n'), absl::StrJoin(own, "\n"), "\n");
-      // Kept only when it is the same function (a layout this scan does not expect, e.g.
-      // the brace on the return's line, is not). Parsed as the file it comes from: its
-      // positions are that file's.
-      absl::StatusOr<std::unique_ptr<Module>> alone = ParseModuleOrError(text, file);
-      if (!alone.ok() || (*alone)->functions().size() != 1) return std::nullopt;
-      Module expected;
-      expected.AddFunction(f.Clone());
-      if (ModuleFingerprint(**alone) != ModuleFingerprint(expected)) return std::nullopt;
-      return text;
-    }
-    return std::nullopt;
-  };
-  std::optional<std::string> own = cut();
-  return own.has_value() ? *std::move(own) : PrintFunction(f);
 }
 
 }  // namespace commir::search::plan

@@ -2,10 +2,12 @@
 // function (the global function no other function calls) calls a transformer layer
 // function once per layer and a head function last. The sizes come from the IR:
 // [micro_batch, seq, hidden] from the layer's first argument, heads, key/value heads and
-// the head dimension from its attention's operands, the FFN width from the MLP
-// activation's input, GPT (layernorm, gelu) or Llama (rmsnorm, silu) from its ops, the
-// vocabulary from the head's weight, the dtype from the element type. The global batch
-// is not in the IR: the caller gives it.
+// the head dimension from its attention's operands (the fused `attention` op, or
+// attention=unfused's batched matmul of q and k^T, softmax and batched matmul with v:
+// the spec's attention kind), the FFN width from the MLP activation's input, GPT
+// (layernorm, gelu) or Llama (rmsnorm, silu) from its ops, the vocabulary from the head's
+// weight, the dtype from the element type. The global batch is not in the IR: the
+// caller gives it.
 #ifndef COMMIR_SEARCH_PLAN_MODEL_READER_H_
 #define COMMIR_SEARCH_PLAN_MODEL_READER_H_
 
@@ -39,15 +41,6 @@ struct ModelFromIr {
 // lacks what the plan search needs). `name` becomes the spec's name.
 absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_view file,
                                             absl::string_view name, int64_t global_batch);
-
-// `function`'s own lines in `source` (the text its module was parsed from, as `file`),
-// behind as many empty lines as precede it, so that parsed alone it keeps the file's
-// line:col; checked by parsing it (as `file`) and comparing structural fingerprints,
-// and the canonical print when the line scan cannot cut it out (a closing brace on the
-// return's line). For a consumer that still takes a function as text (layer_cost.h's
-// options); the others take the functions themselves.
-std::string FunctionSourceText(const Function& function, absl::string_view source,
-                               absl::string_view file);
 
 }  // namespace commir::search::plan
 

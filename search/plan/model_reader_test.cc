@@ -16,9 +16,12 @@
 #include "gtest/gtest.h"
 #include "commir/printer.h"
 #include "parser/parser.h"
+#include "search/plan/layer_cost.h"
+#include "search/plan/layer_program.h"
 #include "search/plan/megatron_layout.h"
 #include "search/plan/model_program.h"
 #include "search/plan/model_spec.h"
+#include "sim/hardware.h"
 
 namespace commir::search::plan {
 namespace {
@@ -40,7 +43,9 @@ std::string Emitted(const std::string& spec, int64_t micro_batch) {
 }
 
 TEST(ModelReader, ReadsTheSpecItWasGeneratedFrom) {
-  for (const char* preset : {"gpt3-1.3b,layers=5", "llama3-70b,layers=3", "llama3-8b,dtype=f16"}) {
+  // attention=unfused: the scores' batched matmul, softmax and the matmul with v.
+  for (const char* preset : {"gpt3-1.3b,layers=5", "llama3-70b,layers=3", "llama3-8b,dtype=f16",
+                             "gpt3-1.3b,layers=2,attention=unfused"}) {
     SCOPED_TRACE(preset);
     absl::StatusOr<ModelSpec> m = ParseModelSpec(preset);
     ASSERT_TRUE(m.ok());
@@ -121,28 +126,58 @@ TEST(ModelReader, TheFunctionsKeepTheFilesPositions) {
               ::testing::StartsWith(absl::StrCat("m.commir:", layer_line, ":", col + 1, ": ")));
 }
 
-// The text layer_cost.h is given: the function's own lines at the file's positions, the
-// same function as the copy; or, when the line scan cannot cut it out, its print.
-TEST(ModelReader, FunctionSourceTextIsTheFilesOwnLines) {
+// The plan search's layer cost lays out the file's functions themselves (clones, no
+// text): its error for a layout they cannot take points at the file's line:col, after the
+// module the file was parsed into is gone; a function built in memory has no file.
+TEST(ModelReader, LayerCostErrorsPointIntoTheFile) {
   const std::string text = Emitted(kTiny, 1);
-  std::unique_ptr<Module> module = Parse(text);
-  ASSERT_NE(module, nullptr);
-  absl::StatusOr<ModelFromIr> read = ReadModelFromIr(*module, "m.commir", "t", 8);
+  absl::StatusOr<ModelFromIr> read = [&]() -> absl::StatusOr<ModelFromIr> {
+    std::unique_ptr<Module> module = Parse(text);
+    if (module == nullptr) return absl::InternalError("did not parse");
+    return ReadModelFromIr(*module, "m.commir", "t", 8);
+  }();
   ASSERT_TRUE(read.ok()) << read.status();
-  const std::string layer = FunctionSourceText(read->layer(), text, "m.commir");
+  LayerCostOptions o;
+  o.predict.hardware = *sim::FindBuiltinHardware("h100-sxm");
+  o.schedule = LayerSchedule::None();
+  o.functions = read->functions;
+  o.layer_name = read->layer_name;
+  o.head_name = read->head_name;
+  o.functions_file = "m.commir";
+  const LayerLayout tp3{3, 1, false, 1};
+  absl::Status s = MeasureLayerCost(read->spec, LayerKind::kTransformer, tp3, o).status();
+  ASSERT_FALSE(s.ok());
   const int layer_line = LineOf(text, "func @layer(");
-  EXPECT_EQ(LineOf(layer, "func @layer("), layer_line);
-  EXPECT_EQ(layer.find("func @head("), std::string::npos);
   const std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  EXPECT_EQ(std::string(lines[layer_line - 1]).substr(0, 12), "func @layer(");
-  // The closing brace on the return's line: the scan would run into the head.
-  const std::string joined =
-      absl::StrReplaceAll(text, {{"  return %out\n}", "  return %out }"}});
-  std::unique_ptr<Module> edited = Parse(joined);
-  ASSERT_NE(edited, nullptr);
-  EXPECT_EQ(FunctionSourceText(*edited->FindFunction("layer"), joined, "m.commir"),
-            PrintFunction(*edited->FindFunction("layer")));
-  EXPECT_EQ(FunctionSourceText(*edited->FindFunction("head"), joined, "m.commir").front(), '\n');
+  const size_t col = std::string(lines[layer_line - 1]).find("%wo:");
+  ASSERT_NE(col, std::string::npos);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("m.commir:", layer_line, ":", col + 1,
+                                     ": @layer: the Megatron layout: %wo's dimension 0")));
+  // The same function built in memory (the generator's): no file, no position.
+  absl::StatusOr<std::unique_ptr<Module>> built = SingleDeviceLayer(read->spec, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  o.functions = std::shared_ptr<const Module>(*std::move(built));
+  o.layer_name = kLayerFunction;
+  o.functions_file = "";
+  s = MeasureLayerCost(read->spec, LayerKind::kTransformer, tp3, o).status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr(": @layer: the Megatron layout: "));
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(".commir")));
+  // And with the layout it can take, the file's functions cost what the spec's do.
+  const LayerLayout tp2{2, 1, false, 1};
+  o.functions = read->functions;
+  o.layer_name = read->layer_name;
+  absl::StatusOr<LayerCost> own = MeasureLayerCost(read->spec, LayerKind::kTransformer, tp2, o);
+  ASSERT_TRUE(own.ok()) << own.status();
+  LayerCostOptions generated = o;
+  generated.functions = nullptr;
+  absl::StatusOr<LayerCost> spec = MeasureLayerCost(read->spec, LayerKind::kTransformer, tp2,
+                                                    generated);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(own->forward_s, spec->forward_s);
+  EXPECT_DOUBLE_EQ(own->backward_s, spec->backward_s);
+  EXPECT_EQ(own->activation_bytes, spec->activation_bytes);
 }
 
 TEST(ModelReader, AnUnknownMlpIsNamed) {

@@ -1,6 +1,7 @@
 #include "search/plan/plan_cost.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,67 @@ TEST_F(PlanCostTest, UnevenStagesMoveLayersOffTheEnds) {
   EXPECT_LT(b.memory[0].activations, a.memory[0].activations);
   EXPECT_GT(b.memory[1].activations, a.memory[1].activations);
   EXPECT_LT(b.stages[0].parameters_per_device, a.stages[0].parameters_per_device);
+}
+
+// CostPlan's fallback to a layer's plain-collectives variant (LayerCost::plain), on
+// layer costs constructed here: a scheduled layer that is faster but keeps more
+// activations than fit, and its plain variant that fits, is costed plain; where the
+// scheduled one fits, or neither does, the scheduled one is kept. The sizes: GPT-3 1.3B
+// on one H100 (80 GB) keeps about 24 GB of weights, gradients and optimizer state, so
+// 24 layers x 4 GB of activations do not fit and 24 x 0.1 GB do.
+TEST(PlanCostFallbackTest, APlanTheScheduledLayersOverflowIsCostedWithThePlainOnes) {
+  const ModelSpec m = *ParseModelSpec("gpt3-1.3b,global_batch=8");
+  ASSERT_EQ(m.layers, 24);
+  const ParallelPlan p = Plan(1, 1, 1, 1);
+  const LayerLayout layout{1, 1, false, 1};
+  LayerCost plain;
+  plain.forward_s = 3e-3;
+  plain.backward_s = 6e-3;
+  plain.activation_bytes = int64_t{100} << 20;
+  plain.input_bytes = int64_t{8} << 20;
+  LayerCost head;
+  head.forward_s = 1e-3;
+  head.backward_s = 2e-3;
+  head.activation_bytes = int64_t{500} << 20;
+  head.input_bytes = plain.input_bytes;
+  auto costed = [&](int64_t scheduled_activation_bytes, int64_t plain_activation_bytes) {
+    LayerCost scheduled;
+    scheduled.forward_s = 2e-3;
+    scheduled.backward_s = 4e-3;
+    scheduled.activation_bytes = scheduled_activation_bytes;
+    scheduled.input_bytes = plain.input_bytes;
+    scheduled.schedule = "ring-collective-matmul";
+    LayerCost lighter = plain;
+    lighter.activation_bytes = plain_activation_bytes;
+    scheduled.plain = std::make_shared<const LayerCost>(lighter);
+    LayerCostOptions o;
+    o.predict.hardware = H100();
+    LayerCostCache layers(o);
+    layers.Put(m, LayerKind::kTransformer, layout, scheduled);
+    layers.Put(m, LayerKind::kHead, layout, head);
+    absl::StatusOr<PlanCost> c = CostPlan(m, p, layers);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : PlanCost{};
+  };
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  // Both fit: the scheduled layers, 24 x 1 ms faster forward than plain.
+  const PlanCost both_fit = costed(int64_t{100} << 20, int64_t{50} << 20);
+  EXPECT_TRUE(both_fit.fits);
+  EXPECT_EQ(both_fit.layer_schedule, "ring-collective-matmul");
+  // The scheduled layers overflow, the plain ones fit: plain, 24 x (3 - 2) ms slower
+  // in the forward, 24 x (6 - 4) ms in the backward.
+  const PlanCost fallback = costed(4 * kGiB, int64_t{100} << 20);
+  EXPECT_TRUE(fallback.fits);
+  EXPECT_EQ(fallback.layer_schedule, "");
+  ASSERT_EQ(fallback.stages.size(), 1u);
+  ASSERT_EQ(both_fit.stages.size(), 1u);
+  EXPECT_NEAR(fallback.stages[0].forward_s - both_fit.stages[0].forward_s, 24 * 1e-3, 1e-9);
+  EXPECT_NEAR(fallback.stages[0].backward_s - both_fit.stages[0].backward_s, 24 * 2e-3, 1e-9);
+  EXPECT_GT(fallback.time.breakdown.total_s, both_fit.time.breakdown.total_s);
+  // Neither fits: the scheduled (faster) plan is reported, as not fitting.
+  const PlanCost neither = costed(4 * kGiB, 3 * kGiB);
+  EXPECT_FALSE(neither.fits);
+  EXPECT_EQ(neither.layer_schedule, "ring-collective-matmul");
 }
 
 TEST_F(PlanCostTest, RefusesInvalidPlans) {

@@ -11,6 +11,7 @@
 #include "commir/attribute.h"
 #include "commir/ir.h"
 #include "commir/op_cost.h"
+#include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/compare.h"
@@ -125,15 +126,15 @@ TEST(UnfusedAttention, LaysOutWithHeadsOverTpAndRefusesCp) {
   tp2.tp = 2;
   tp2.sequence_parallel = true;
   tp2.micro_batch = kB;
-  absl::StatusOr<std::string> text = TransformerLayerProgram(Small(), tp2);
-  ASSERT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<std::unique_ptr<Module>> laid_out = TransformerLayerProgram(Small(), tp2);
+  ASSERT_TRUE(laid_out.ok()) << laid_out.status();
   // The scores keep the heads split over tp: [b, heads@tp, s, s].
-  EXPECT_THAT(*text, HasSubstr("bf16[2, 4@tp, 64, 64]"));
+  EXPECT_THAT(PrintModule(**laid_out), HasSubstr("bf16[2, 4@tp, 64, 64]"));
 
   LayerLayout cp2;
   cp2.cp = 2;
   cp2.micro_batch = kB;
-  absl::StatusOr<std::string> refused = TransformerLayerProgram(Small(), cp2);
+  absl::StatusOr<std::unique_ptr<Module>> refused = TransformerLayerProgram(Small(), cp2);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("attention=unfused has no context parallelism"));
 }
