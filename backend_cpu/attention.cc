@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
 #include <limits>
 #include <vector>
 
@@ -10,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backend_cpu/blas_gemm.h"
 #include "backend_cpu/kernels.h"
 #include "backend_cpu/pairwise_sum.h"
@@ -32,25 +36,34 @@ struct AttentionShape {
   int64_t batch, heads, kv_heads, queries, keys, head_dim, value_dim;
 };
 
-absl::StatusOr<AttentionShape> CheckAttentionShapes(const Tensor& q, const Tensor& k,
-                                                    const Tensor& v) {
-  for (const Tensor* operand : {&q, &k, &v}) {
-    if (absl::Status status = CheckFloatType("attention", *operand); !status.ok()) return status;
+std::string OperandTypeString(const MatrixOperand& operand) {
+  return absl::StrFormat("%s[%s]", ElementTypeName(operand.tensor->element_type()),
+                         absl::StrJoin(operand.shape, ", "));
+}
+
+absl::StatusOr<AttentionShape> CheckAttentionShapes(const MatrixOperand& q,
+                                                    const MatrixOperand& k,
+                                                    const MatrixOperand& v) {
+  for (const MatrixOperand* operand : {&q, &k, &v}) {
+    if (absl::Status status = CheckFloatType("attention", *operand->tensor); !status.ok()) {
+      return status;
+    }
   }
-  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) {
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4) {
     return absl::InvalidArgumentError(
         absl::StrFormat("attention: q, k and v must be 4-D [B, H, S, D], got %s, %s and %s",
-                        q.DebugTypeString(), k.DebugTypeString(), v.DebugTypeString()));
+                        OperandTypeString(q), OperandTypeString(k), OperandTypeString(v)));
   }
-  const AttentionShape shape{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), v.dim(3)};
-  const bool consistent = k.dim(0) == shape.batch && v.dim(0) == shape.batch &&
-                          v.dim(1) == shape.kv_heads && v.dim(2) == shape.keys &&
-                          k.dim(3) == shape.head_dim;
+  const AttentionShape shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                             k.shape[2], q.shape[3], v.shape[3]};
+  const bool consistent = k.shape[0] == shape.batch && v.shape[0] == shape.batch &&
+                          v.shape[1] == shape.kv_heads && v.shape[2] == shape.keys &&
+                          k.shape[3] == shape.head_dim;
   if (!consistent) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "attention: expected q [B, H, Sq, D], k [B, Hkv, Skv, D] and v [B, Hkv, Skv, Dv], "
         "got %s, %s and %s",
-        q.DebugTypeString(), k.DebugTypeString(), v.DebugTypeString()));
+        OperandTypeString(q), OperandTypeString(k), OperandTypeString(v)));
   }
   if (shape.kv_heads == 0 ? shape.heads != 0 : shape.heads % shape.kv_heads != 0) {
     return absl::InvalidArgumentError(
@@ -82,12 +95,45 @@ T MaskedSoftmaxRow(T* scores, int64_t keys, int64_t visible) {
   return maximum + scalar_math::Log(sum);
 }
 
+// The operand's elements in T, row-major over its (the block's) shape. A block is read
+// matrix by matrix from where it lies in its tensor: element (m, r, c) of the block is the
+// tensor's element block.first + m * matrix_stride + r * row_stride + c. f32 and f64
+// rows are copied as they are, other types widened exactly (double holds every f16, bf16
+// and f32 value), so the values are those of the sliced tensor's LoadAs.
 template <typename T>
-AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const AttentionOptions& options) {
-  const std::vector<T> queries = LoadAs<T>(q);
-  const std::vector<T> keys = LoadAs<T>(k);
-  const std::vector<T> values = LoadAs<T>(v);
+std::vector<T> LoadOperandAs(const MatrixOperand& operand) {
+  if (operand.sliced_dim < 0) return LoadAs<T>(*operand.tensor);
+  const int64_t rank = static_cast<int64_t>(operand.shape.size());
+  const int64_t rows = operand.shape[rank - 2], cols = operand.shape[rank - 1];
+  int64_t matrices = 1;
+  for (int64_t d = 0; d < rank - 2; ++d) matrices *= operand.shape[d];
+  std::vector<T> values(matrices * rows * cols);
+  const Tensor& tensor = *operand.tensor;
+  const ElementType type = tensor.element_type();
+  T* out = values.data();
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t r = 0; r < rows; ++r, out += cols) {
+      const int64_t first =
+          operand.block.first + m * operand.block.matrix_stride + r * operand.block.row_stride;
+      if (std::is_same_v<T, float> && type == ElementType::kF32) {
+        std::memcpy(out, tensor.data<float>() + first, cols * sizeof(float));
+      } else if (std::is_same_v<T, double> && type == ElementType::kF64) {
+        std::memcpy(out, tensor.data<double>() + first, cols * sizeof(double));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<T>(tensor.GetAsDouble(first + c));
+      }
+    }
+  }
+  return values;
+}
+
+template <typename T>
+AttentionResult ComputeAttention(const AttentionShape& shape, const MatrixOperand& q,
+                                 const MatrixOperand& k, const MatrixOperand& v,
+                                 const AttentionOptions& options) {
+  const std::vector<T> queries = LoadOperandAs<T>(q);
+  const std::vector<T> keys = LoadOperandAs<T>(k);
+  const std::vector<T> values = LoadOperandAs<T>(v);
   const T scale =
       static_cast<T>(options.scale.value_or(AttentionOp::DefaultScale(shape.head_dim)));
   const int64_t q_pos = options.q_pos.value_or(shape.keys - shape.queries);
@@ -126,7 +172,8 @@ AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, c
     }
   }
   return AttentionResult{
-      StoreAs<T>(q.element_type(), {shape.batch, shape.heads, shape.queries, shape.value_dim},
+      StoreAs<T>(q.tensor->element_type(),
+                 {shape.batch, shape.heads, shape.queries, shape.value_dim},
                  output),
       StoreAs<T>(ElementType::kF32, {shape.batch, shape.heads, shape.queries}, lse)};
 }
@@ -135,9 +182,14 @@ AttentionResult ComputeAttention(const AttentionShape& shape, const Tensor& q, c
 
 absl::StatusOr<AttentionResult> Attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionOptions& options) {
+  return Attention(WholeMatrices(q), WholeMatrices(k), WholeMatrices(v), options);
+}
+
+absl::StatusOr<AttentionResult> Attention(const MatrixOperand& q, const MatrixOperand& k,
+                                          const MatrixOperand& v, const AttentionOptions& options) {
   absl::StatusOr<AttentionShape> shape = CheckAttentionShapes(q, k, v);
   if (!shape.ok()) return shape.status();
-  return DispatchFloatCompute(q.element_type(), [&](auto zero) {
+  return DispatchFloatCompute(q.tensor->element_type(), [&](auto zero) {
     return ComputeAttention<decltype(zero)>(*shape, q, k, v, options);
   });
 }

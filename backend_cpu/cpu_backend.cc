@@ -17,12 +17,8 @@ MatrixOperand OperandOf(const runtime::OpContext& context, absl::Span<const Tens
                         size_t i) {
   const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
   if (view == nullptr) return WholeMatrices(*tensors[i]);
-  MatrixOperand operand{view->base, {view->shape.begin(), view->shape.end()}, view->block, -1,
-                        view->offset};
-  const int64_t rank = view->base->rank();
-  const int64_t dim = view->slice->RequiredIntAttr("dim");
-  operand.sliced_dim = dim < 0 ? dim + rank : dim;
-  return operand;
+  return MatrixOperand{view->base, {view->shape.begin(), view->shape.end()}, view->block,
+                       view->dim, view->offset};
 }
 
 }  // namespace
@@ -60,6 +56,18 @@ absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
     if (!product.ok()) return product.status();
     std::vector<Tensor> results;
     results.push_back(*std::move(product));
+    return results;
+  }
+  if (!context.sliced.empty() && op.Is(OpKind::kAttention) && tensors.size() == 3) {
+    const MatrixOperand q = OperandOf(context, tensors, 0);
+    if (q.shape.size() != 4) return absl::InvalidArgumentError("attention: q must be 4-D");
+    absl::StatusOr<AttentionResult> result =
+        Attention(q, OperandOf(context, tensors, 1), OperandOf(context, tensors, 2),
+                  AttentionOptionsOf(op, q.shape[3], indices));
+    if (!result.ok()) return result.status();
+    std::vector<Tensor> results;
+    results.push_back(std::move(result->output));
+    if (op.num_results() == 2) results.push_back(std::move(result->lse));
     return results;
   }
   return RunOp(op, tensors, indices);

@@ -25,6 +25,12 @@ class CpuBackend : public runtime::Backend {
   // Matmuls read f32 and f64 dynamic_slice blocks where they lie (an offset pointer and
   // the sliced tensor's row stride); other types are sliced first, as before.
   bool ReadsSlicesInPlace() const override { return true; }
+  // Attention reads its q, k and v blocks where they lie too: each (batch, head) matrix
+  // of a block from its offset with the sliced tensor's strides (Attention on
+  // MatrixOperands), bit for bit what it computes on the sliced tensors.
+  bool ReadsSliceInPlaceFor(const Operation& reader) const override {
+    return ReadsSlicesInPlace() && (reader.Is(OpKind::kMatmul) || reader.Is(OpKind::kAttention));
+  }
   // A handed-over dynamic_update_slice destination is written in place, and a matmul
   // into such a destination is one BLAS call with an offset output pointer and the
   // destination's row length as its row stride (f32 and f64 operands of the

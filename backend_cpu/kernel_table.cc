@@ -76,12 +76,8 @@ Tensors RunRmsNorm(const Operation& op, Operands t, Indices) {
 }
 
 Tensors RunAttention(const Operation& op, Operands t, Indices indices) {
-  AttentionOptions options;
-  options.causal = op.BoolAttr("causal");
-  options.scale = AttentionOp(op).scale(t[0]->dim(3));
-  if (!indices.empty()) options.q_pos = indices[0];
-  if (indices.size() > 1) options.k_pos = indices[1];
-  absl::StatusOr<AttentionResult> result = Attention(*t[0], *t[1], *t[2], options);
+  absl::StatusOr<AttentionResult> result =
+      Attention(*t[0], *t[1], *t[2], AttentionOptionsOf(op, t[0]->dim(3), indices));
   if (!result.ok()) return result.status();
   std::vector<Tensor> out;
   out.push_back(std::move(result->output));
@@ -203,6 +199,16 @@ CollectiveKernelTable BuildCollectiveKernels() {
 }
 
 }  // namespace
+
+AttentionOptions AttentionOptionsOf(const Operation& op, int64_t head_dim,
+                                    absl::Span<const int64_t> indices) {
+  AttentionOptions options;
+  options.causal = op.BoolAttr("causal");
+  options.scale = AttentionOp(op).scale(head_dim);
+  if (!indices.empty()) options.q_pos = indices[0];
+  if (indices.size() > 1) options.k_pos = indices[1];
+  return options;
+}
 
 const TensorKernelTable& CpuTensorKernels() {
   static const TensorKernelTable* const table = new TensorKernelTable(BuildTensorKernels());

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend_cpu/kernels.h"
 #include "commir/ir.h"
 #include "commir/op_kernel_table.h"
 #include "runtime/tensor.h"
@@ -28,6 +29,11 @@ using CollectiveKernelTable = OpKernelTable<CollectiveKernel>;
 
 // The tables the backend dispatches through (built once).
 const TensorKernelTable& CpuTensorKernels();
+
+// The options of an `attention` op whose q has head dimension `head_dim`, with its
+// q_pos and k_pos index operands' values (as many as it has).
+AttentionOptions AttentionOptionsOf(const Operation& op, int64_t head_dim,
+                                    absl::Span<const int64_t> indices);
 const CollectiveKernelTable& CpuCollectiveKernels();
 
 // Ok when every op that needs a tensor kernel or a collective kernel has one in these

@@ -161,6 +161,14 @@ struct AttentionResult {
 // BLAS for q k^T and p v per (batch, head).
 absl::StatusOr<AttentionResult> Attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionOptions& options);
+// The same with q, k and v as MatrixOperands (each [B, H, S, D] a batch of B * H [S, D]
+// matrices): a block of a larger tensor that a slice takes is read where it lies, each
+// matrix from its offset with the tensor's row and matrix strides (FlashAttention's
+// pointer and strides), not sliced into a tensor of its own first. The values read, and
+// so the results, are those of slicing first, bit for bit. (The kernel converts its
+// operands to the compute type in both cases; a block's conversion reads only the block.)
+absl::StatusOr<AttentionResult> Attention(const MatrixOperand& q, const MatrixOperand& k,
+                                          const MatrixOperand& v, const AttentionOptions& options);
 
 struct AttentionGradResult {
   Tensor dq;  // q's type and shape

@@ -1,6 +1,7 @@
 // Ring collective-matmul schedules on the cpu backend, whose reduce_scatter rings read
 // each step's block of the activation in place (runtime/in_place.h: SliceReadInPlace),
-// checked against the single-device program on 2, 4 and 8 devices.
+// and the zigzag ring attention, whose attentions read the halves of each k/v block in
+// place, checked against the single-device program on 2, 4 and 8 devices.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,39 @@ TEST(RingViewsTest, RingsReadingBlocksInPlaceMatchOneDevice) {
       });
       EXPECT_GT(views, 0) << check->lowered;
     }
+  }
+}
+
+// Causal attention on a sequence the data loader provides in zigzag order; the zigzag
+// ring splits each received k/v block into its two chunks (static slices read by the
+// step's attentions), which the cpu backend reads in place.
+constexpr char kAttention[] = R"(mesh @m(sp=$N)
+
+func @attn(%q: f32[2, 2, 64@sp zigzag, 8], %k: f32[2, 2, 64@sp zigzag, 8], %v: f32[2, 2, 64@sp zigzag, 8]) -> f32[2, 2, 64@sp zigzag, 8] {
+  %o = attention(%q, %k, %v) {causal}
+  return %o
+}
+)";
+
+TEST(RingViewsTest, ZigzagRingReadingKvHalvesInPlaceMatchesOneDevice) {
+  for (int devices : {2, 4, 8}) {
+    const std::string source = absl::StrReplaceAll(kAttention, {{"$N", absl::StrCat(devices)}});
+    testing::SpmdCheckOptions options;
+    options.seed = 5;
+    options.pipeline = "ring-attention{zigzag=true},cse";
+    absl::StatusOr<testing::SpmdCheck> check = testing::CheckSpmd(source, "attn", options);
+    ASSERT_TRUE(check.ok()) << check.status();
+    EXPECT_TRUE(check->pass) << devices << " devices\n" << check->report << check->lowered;
+    // The k/v halves (and q's) are read in place by the step's attentions.
+    int views = 0;
+    WalkOps(check->module->functions()[0]->body(), [&](Operation* op) {
+      if (runtime::SliceReadInPlace(*op) && op->result(0)->users()[0]->Is(OpKind::kAttention)) {
+        ++views;
+      }
+    });
+    // q's two halves, and k's and v's two halves at the first and the last step (and in
+    // the loop of the steps between, where there are any).
+    EXPECT_EQ(views, devices == 2 ? 2 + 2 * 4 : 2 + 3 * 4) << check->lowered;
   }
 }
 

@@ -24,13 +24,15 @@
 
 namespace commir::runtime {
 
-// A matmul operand that is a block of a larger tensor, read where it lies: the result of
-// the dynamic_slice `slice` (in_place.h: SliceReadInPlace) taken from `base` at `offset`
-// along the slice's dimension, with the slice's `size`. The interpreter has checked that
-// the block fits (SliceAsMatrices), so `block` is where it lies in `base`.
+// A matmul or attention operand that is a block of a larger tensor, read where it lies:
+// the result of the slice `slice` (a dynamic_slice or a static slice along one
+// dimension; in_place.h: SliceReadInPlace) taken from `base` at `offset` along `dim`.
+// The interpreter has checked that the block fits (SliceAsMatrices), so `block` is where
+// it lies in `base`.
 struct SlicedOperand {
   const Tensor* base = nullptr;
   const Operation* slice = nullptr;
+  int64_t dim = 0;  // normalised
   int64_t offset = 0;
   absl::Span<const int64_t> shape;  // the block's shape: the slice's result type's dims
   MatrixBlock block;
@@ -48,7 +50,7 @@ struct OpContext {
   // view sharing its device storage). The backend may write the update into it and move
   // it into its result instead of copying it; tensors[0] points to the same tensor.
   Tensor* donated = nullptr;
-  // For a matmul of a backend that ReadsSlicesInPlace: per tensor operand, the block it
+  // For an op the backend ReadsSliceInPlaceFor: per tensor operand, the block it
   // reads in place, or null for a whole tensor. tensors[i] is then `base` (not a tensor
   // of the block's shape): only a backend that asked for views gets them.
   absl::Span<const SlicedOperand* const> sliced;
@@ -97,6 +99,13 @@ class Backend {
   // Whether matmuls take their dynamic_slice operands as views (OpContext::sliced) in
   // RunOp and RunMatmulInto. If not, the interpreter runs every slice as an op.
   virtual bool ReadsSlicesInPlace() const { return false; }
+  // Whether `reader` (a user of a slice that SliceReadInPlace) takes that block as a view.
+  // The interpreter keeps a slice as a view only where every reader does, so a backend
+  // that copies the block for some reader runs the slice once, as before. By default the
+  // matmuls of a backend that ReadsSlicesInPlace.
+  virtual bool ReadsSliceInPlaceFor(const Operation& reader) const {
+    return ReadsSlicesInPlace() && reader.Is(OpKind::kMatmul);
+  }
 
   // Runs a collective for one device group: parts[i] is the operand of the local member
   // group[local[i]]; returns each local member's result in the same order.

@@ -1,6 +1,7 @@
 #include "runtime/in_place.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace commir::runtime {
 namespace {
@@ -69,21 +70,51 @@ bool IsRingBlock(const Value* value) {
 
 }  // namespace
 
-bool SliceReadInPlace(const Operation& slice) {
-  if (!slice.Is(OpKind::kDynamicSlice) || slice.num_operands() < 1 || slice.num_results() != 1) {
-    return false;
+std::optional<SliceExtent> SliceAlongOneDim(const Operation& slice) {
+  if (slice.num_operands() < 1 || slice.num_results() != 1) return std::nullopt;
+  const Type source = slice.operand(0)->type();
+  if (!source.is_tensor() || source.rank() < 1) return std::nullopt;
+  const int64_t rank = source.rank();
+  if (slice.Is(OpKind::kDynamicSlice)) {
+    const int64_t dim = NormalizedDim(slice.attrs().GetInt("dim", 0), rank);
+    if (dim < 0 || dim >= rank) return std::nullopt;
+    return SliceExtent{dim, slice.attrs().GetInt("size", 0), std::nullopt};
   }
+  if (!slice.Is(OpKind::kSlice)) return std::nullopt;
+  const Attribute* start_attr = slice.attrs().Find("start");
+  const Attribute* size_attr = slice.attrs().Find("size");
+  if (start_attr == nullptr || size_attr == nullptr) return std::nullopt;
+  const std::optional<std::vector<int64_t>> starts = start_attr->int_list();
+  const std::optional<std::vector<int64_t>> sizes = size_attr->int_list();
+  if (!starts.has_value() || !sizes.has_value() ||
+      static_cast<int64_t>(starts->size()) != rank || static_cast<int64_t>(sizes->size()) != rank) {
+    return std::nullopt;
+  }
+  int64_t dim = -1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if ((*starts)[d] == 0 && (*sizes)[d] == source.dims()[d]) continue;
+    if (dim >= 0) return std::nullopt;  // cut along two dimensions
+    dim = d;
+  }
+  if (dim < 0) dim = rank - 1;
+  return SliceExtent{dim, (*sizes)[dim], (*starts)[dim]};
+}
+
+bool SliceReadInPlace(const Operation& slice) {
+  const std::optional<SliceExtent> extent = SliceAlongOneDim(slice);
+  if (!extent.has_value()) return false;
   const Value* block = slice.result(0);
   const Value* source = slice.operand(0);
-  if (!block->type().is_tensor() || !source->type().is_tensor() || block->use_empty()) {
-    return false;
-  }
+  if (!block->type().is_tensor() || block->use_empty()) return false;
   for (const Operation* user : block->users()) {
-    if (!user->Is(OpKind::kMatmul)) return false;
+    if (user->Is(OpKind::kMatmul)) continue;
+    if (!user->Is(OpKind::kAttention)) return false;
+    // q, k and v are strided; any other operand (none is a tensor today) is not.
+    for (int i = 3; i < user->num_operands(); ++i) {
+      if (user->operand(i) == block) return false;
+    }
   }
-  const int64_t rank = source->type().rank();
-  return OneMatrixLayout(source->type().dims(),
-                         NormalizedDim(slice.attrs().GetInt("dim", 0), rank));
+  return OneMatrixLayout(source->type().dims(), extent->dim);
 }
 
 std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,

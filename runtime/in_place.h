@@ -58,18 +58,36 @@ struct BlockPlacement {
 std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
                                          int64_t m, int64_t n);
 
-// GEMM operands read where they lie. cuBLASLt and BLAS describe each matrix by a pointer
+// The block a slice op takes along one dimension: dynamic_slice's `dim` and `size` (its
+// offset, operand 1, is known only when it runs), or a static `slice` that keeps every
+// other dimension whole (its offset is its start along `dim`; a slice that keeps every
+// dimension whole is taken along the last). Empty for any other op or slice.
+struct SliceExtent {
+  int64_t dim = 0;  // normalised: 0 <= dim < rank
+  int64_t size = 0;
+  std::optional<int64_t> start;  // a static slice's offset
+};
+std::optional<SliceExtent> SliceAlongOneDim(const Operation& slice);
+
+// GEMM and attention operands read where they lie. cuBLASLt and BLAS describe each matrix by a pointer
 // and a leading dimension (and a batch stride), so a block of a larger tensor that is one
 // such strided layout is read with no copy: TransformerEngine's overlapped GEMMs read
-// each chunk in place (sim/gemm_views.h). A `dynamic_slice` is such a view when:
-//  - every use of its result is a matmul (a block read by anything else is a kernel);
+// each chunk in place (sim/gemm_views.h). FlashAttention takes q, k and v [B, H, S, D]
+// as a pointer and a stride per dimension, so TransformerEngine's context parallelism
+// reads a sequence block of a k/v buffer in place too (a row block of each (b, h)
+// matrix: an offset pointer, the matrix stride the whole buffer's). A `dynamic_slice`,
+// or a static `slice` along one dimension (SliceAlongOneDim), is such a view when:
+//  - every use of its result is a matmul, or an attention's q, k or v (a block read by
+//    anything else is a kernel);
 //  - the block is one strided matrix layout of its operand: the sliced dimension is one
 //    of the last two (rows: an offset pointer; columns: an offset pointer with the whole
 //    row as leading dimension; batch matrices keep the operand's matrix stride), or every
 //    dimension before it is 1 (a contiguous range).
-// The interpreter then hands the matmul the sliced tensor and the block's place
-// (SlicedOperand in backend.h) instead of running the slice, and the sim prices the
-// slice as free: the same predicate for both.
+// The interpreter then hands the reader the sliced tensor and the block's place
+// (SlicedOperand in backend.h) instead of running the slice, where the backend reads
+// such a block for every reader (Backend::ReadsSliceInPlaceFor), and the sim prices the
+// slice as free: the same predicate for both (docs/commir-run-sim.md lists the backend
+// that still copies attention's blocks).
 bool SliceReadInPlace(const Operation& slice);
 
 // Where the block of a row-major tensor of `dims` that a dynamic_slice takes at `offset`

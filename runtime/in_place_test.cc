@@ -1,6 +1,7 @@
 #include "runtime/in_place.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -56,6 +57,64 @@ bool Fuses(const std::string& body) {
     EXPECT_EQ(UpdateWrittenByMatmul(*update), matmul);
   }
   return update != nullptr;
+}
+
+// The first op of `body` (a slice of %k f32[2, 3, 16, 8]): whether it is read in place,
+// and the one dimension it cuts.
+struct SliceCase {
+  bool in_place;
+  std::optional<SliceExtent> extent;
+};
+SliceCase FirstSlice(const std::string& body) {
+  const std::string source = "mesh @m(sp=1)\n"
+                             "spmd func @f(%q: f32[2, 3, 4, 8], %k: f32[2, 3, 16, 8], %i: index) -> "
+                             "f32[2, 3, 4, 8] on @m {\n" +
+                             body + "}\n";
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  if (module == nullptr) return {false, std::nullopt};
+  const Operation& slice = **module->functions()[0]->body()->begin();
+  return {SliceReadInPlace(slice), SliceAlongOneDim(slice)};
+}
+
+TEST(SliceReadInPlaceTest, AttentionReadsSequenceBlocksOfQKAndV) {
+  // A static sequence block read as k and v: a view, cut along dim 2 at 4.
+  SliceCase c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 0, 4, 0], size = [2, 3, 4, 8]} : f32[2, 3, 4, 8]\n"
+      "  %o = attention(%q, %kb, %kb) : f32[2, 3, 4, 8]\n  return %o\n");
+  EXPECT_TRUE(c.in_place);
+  ASSERT_TRUE(c.extent.has_value());
+  EXPECT_EQ(c.extent->dim, 2);
+  EXPECT_EQ(c.extent->size, 4);
+  EXPECT_EQ(c.extent->start, 4);
+  // A dynamic one read as q and by a matmul: a view too; its offset comes at run time.
+  c = FirstSlice(
+      "  %qb = dynamic_slice(%k, %i) {dim = -2, size = 4} : f32[2, 3, 4, 8]\n"
+      "  %o = attention(%qb, %k, %k) : f32[2, 3, 4, 8]\n"
+      "  %p = matmul(%qb, %q) {transpose_b} : f32[2, 3, 4, 4]\n  return %o\n");
+  EXPECT_TRUE(c.in_place);
+  ASSERT_TRUE(c.extent.has_value());
+  EXPECT_EQ(c.extent->dim, 2);
+  EXPECT_FALSE(c.extent->start.has_value());
+  // Also read by an elementwise op: a kernel.
+  c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 0, 4, 0], size = [2, 3, 4, 8]} : f32[2, 3, 4, 8]\n"
+      "  %o = attention(%q, %kb, %kb) : f32[2, 3, 4, 8]\n"
+      "  %e = exp(%kb) : f32[2, 3, 4, 8]\n  return %o\n");
+  EXPECT_FALSE(c.in_place);
+  // Cut along two dimensions: no one strided layout per (b, h) matrix.
+  c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 0, 4, 0], size = [2, 3, 4, 4]} : f32[2, 3, 4, 4]\n"
+      "  %o = attention(%q, %k, %k) : f32[2, 3, 4, 8]\n"
+      "  %p = matmul(%kb, %kb) {transpose_b} : f32[2, 3, 4, 4]\n  return %o\n");
+  EXPECT_FALSE(c.extent.has_value());
+  EXPECT_FALSE(c.in_place);
+  // Cut along the heads with a batch of 2: the block's matrices are not evenly strided.
+  c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 1, 0, 0], size = [2, 1, 16, 8]} : f32[2, 1, 16, 8]\n"
+      "  %o = attention(%q, %kb, %kb) : f32[2, 3, 4, 8]\n  return %o\n");
+  EXPECT_FALSE(c.in_place);
 }
 
 TEST(MatmulWritesIntoTest, OnlyWhereTheDestinationIsFreeAndReady) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -38,7 +39,13 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
   const bool views = backend_.ReadsSlicesInPlace();
   WalkOps(function.body(), [&](Operation* op) {
     if (UpdatesDestinationInPlace(*op)) updates_in_place_.insert(op);
-    if (views && SliceReadInPlace(*op)) slices_in_place_.insert(op);
+    if (views && SliceReadInPlace(*op)) {
+      bool every_reader = true;
+      for (const Operation* user : op->result(0)->users()) {
+        every_reader = every_reader && backend_.ReadsSliceInPlaceFor(*user);
+      }
+      if (every_reader) slices_in_place_.insert(op);
+    }
     if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
       matmul_into_[op] = update;
     }
@@ -521,17 +528,18 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
   const bool in_place = updates_in_place_.contains(&op);
   auto into = matmul_into_.find(&op);
   const bool slice_view = slices_in_place_.contains(&op);
-  const bool is_matmul = op.Is(OpKind::kMatmul);
+  const bool reads_views = backend_.ReadsSliceInPlaceFor(op);
+  const std::optional<SliceExtent> extent =
+      slice_view ? SliceAlongOneDim(op) : std::optional<SliceExtent>();
   for (int64_t d : local_) {
-    // A block its matmuls read in place: no kernel, no copy. One that does not fit runs
+    // A block its readers read in place: no kernel, no copy. One that does not fit runs
     // as the op, which reports the offset.
-    if (slice_view) {
+    if (extent.has_value()) {
       Slot base = Lookup(env, d, op.operand(0));
-      const int64_t offset = Lookup(env, d, op.operand(1)).index;
+      const int64_t offset =
+          extent->start.has_value() ? *extent->start : Lookup(env, d, op.operand(1)).index;
       if (base.tensor != nullptr && base.slice == nullptr &&
-          SliceAsMatrices(base.tensor->shape(), op.RequiredIntAttr("dim"), offset,
-                          op.RequiredIntAttr("size"))
-              .has_value()) {
+          SliceAsMatrices(base.tensor->shape(), extent->dim, offset, extent->size).has_value()) {
         Slot view{std::move(base.tensor), offset};
         view.slice = &op;
         env[d][op.result(0)] = std::move(view);
@@ -565,7 +573,7 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
         indices.push_back(slots.back().index);
         continue;
       }
-      if (slots.back().slice != nullptr && !is_matmul) {
+      if (slots.back().slice != nullptr && !reads_views) {
         absl::StatusOr<Slot> block = Materialize(slots.back(), d, env);
         if (!block.ok()) return block.status();
         slots.back() = *std::move(block);
@@ -583,8 +591,9 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
       view.offset = slot.index;
       view.shape = slice.result(0)->type().dims();  // the module outlives the run
       // Checked when the slice was kept as a view.
-      view.block = *SliceAsMatrices(view.base->shape(), slice.RequiredIntAttr("dim"), view.offset,
-                                    slice.RequiredIntAttr("size"));
+      const SliceExtent cut = *SliceAlongOneDim(slice);
+      view.dim = cut.dim;
+      view.block = *SliceAsMatrices(view.base->shape(), cut.dim, view.offset, cut.size);
       views.push_back(std::move(view));
       sliced.push_back(&views.back());
       any_view = true;

@@ -8,7 +8,7 @@ namespace commir::sim {
 // the backends their blocks: what is priced as free is what the backends run without a
 // copy (the ring block excepted, see RingBlockLandsInPlace).
 bool IsGemmBlockInPlace(const Operation& op) {
-  if (op.Is(OpKind::kDynamicSlice)) return runtime::SliceReadInPlace(op);
+  if (op.Is(OpKind::kDynamicSlice) || op.Is(OpKind::kSlice)) return runtime::SliceReadInPlace(op);
   if (!op.Is(OpKind::kDynamicUpdateSlice)) return false;
   // A GEMM's block: only where the backends store it in place (the destination dies
   // here), so what is priced is what runs.

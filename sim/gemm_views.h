@@ -1,4 +1,4 @@
-// Slices a GEMM reads or writes in place, which launch no kernel of their own.
+// Slices a GEMM (or attention) reads or writes in place, which launch no kernel of their own.
 //
 // cuBLASLt describes each matrix by a pointer, a leading dimension and a batch stride
 // (cublasLtMatrixLayout_t: rows, columns, ld, batch count, strided batch offset), so a
@@ -13,10 +13,13 @@
 // (transforms/schedules/collective_matmul.h); priced as copies they would charge the
 // schedule for HBM traffic and launches the implementation does not have.
 //
-//  * a `dynamic_slice` whose every user is a matmul is a view of its operand when the
-//    block is one strided matrix layout: the sliced dimension is one of the last two
-//    (rows or columns: a pointer offset with the whole tensor's leading dimension), or
-//    every dimension before it is 1 (a contiguous range).
+//  * a `dynamic_slice`, or a static `slice` along one dimension, whose every user is a
+//    matmul or an attention's q, k or v is a view of its operand when the block is one
+//    strided matrix layout: the sliced dimension is one of the last two (rows or
+//    columns: a pointer offset with the whole tensor's leading dimension), or every
+//    dimension before it is 1 (a contiguous range). FlashAttention, like cuBLASLt, takes
+//    each operand as a pointer and strides, and TransformerEngine's context parallelism
+//    reads the halves of a received k/v block (zigzag's chunk pairs) in place this way.
 //  * a `dynamic_update_slice(buffer, update, offset)` whose update is a matmul's result
 //    used by nothing else, in the same block, is that GEMM's epilogue writing at the
 //    offset, under the same layout condition; the buffer is updated in place (as the sim

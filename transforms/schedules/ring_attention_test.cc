@@ -213,7 +213,10 @@ class AttentionWorkRecorder : public cpu::CpuBackend {
                                                      absl::Span<const runtime::Tensor* const> tensors,
                                                      absl::Span<const int64_t> indices) override {
     if (op.Is(OpKind::kAttention) && indices.size() == 2) {
-      int64_t queries = tensors[0]->dim(2), keys = tensors[1]->dim(2), visible = 0;
+      // From the op's types: a block read in place arrives as its whole tensor
+      // (OpContext::sliced).
+      int64_t queries = op.operand(0)->type().dims()[2], keys = op.operand(1)->type().dims()[2];
+      int64_t visible = 0;
       for (int64_t i = 0; i < queries; ++i) {
         visible += std::clamp<int64_t>(indices[0] + i - indices[1] + 1, 0, keys);
       }
