@@ -30,7 +30,8 @@ Covered:
     and the speedup against the kernels' closed form: FlashAttention's 4 h s_q s_k d FLOPs
     per full block at 0.70 of the peak with each CTA's 1.6 blocks of overhead and its
     waves, half the FLOPs plus the diagonal tiles for the diagonal, empty blocks' output
-    writes, and the online-softmax merges, conversions and k/v slices at the HBM bandwidth;
+    writes, and the online-softmax merges and conversions at the HBM bandwidth (zigzag's
+    q and k/v halves are read in place, no copy);
     on 64 GPUs that closed form as a lower bound (cross-node shifts take SMs from it).
 
 Rows left alone on purpose: all_reduce (NVLS changes its pricing), all_to_all and
@@ -327,24 +328,25 @@ def plain_ring_compute(devices, heads, sequence):
 
 def zigzag_ring_compute(devices, heads, sequence):
     """Any device of the zigzag ring on zigzag inputs (every device does the same): it holds
-    query chunks r and 2n-1-r; each step slices the k/v block it holds in halves (4 copies
-    that read the whole block), and runs one attention per (query chunk, key chunk) pair,
-    each converted and merged into its query chunk's result. Step 0: two diagonals, one
-    empty pair (chunk 2n-1-r's keys after chunk r's queries), one full pair; the first
-    result of each query chunk needs no merge. Steps 1..n-1: two full and two empty pairs.
-    Before: q's two slices; after: the halves' concat and the conversion to bf16."""
+    query chunks r and 2n-1-r; each step reads the halves of the k/v block it holds in
+    place (the attention kernel takes an offset pointer and the block's strides, as
+    FlashAttention does: no copy, runtime/in_place.h), and runs one attention per (query
+    chunk, key chunk) pair, each converted and merged into its query chunk's result. Step
+    0: two diagonals, one empty pair (chunk 2n-1-r's keys after chunk r's queries), one
+    full pair; the first result of each query chunk needs no merge. Steps 1..n-1: two
+    full and two empty pairs. q's two halves are read in place too; after: the halves'
+    concat and the conversion to bf16."""
     block = sequence // devices
     chunk = block // 2
-    kv_slice = memory_bound(0, heads * (block + chunk) * HEAD_DIM * 2)
 
     def pair(mask, merged=True):
         return (attention_kernel(heads, chunk, chunk, mask) + convert(heads, chunk, 2, 4)
                 + (online_softmax_merge(heads, chunk) if merged else 0))
 
-    first = 4 * kv_slice + pair("diagonal", False) + pair("empty") + pair("diagonal", False) + pair("full")
-    step = 4 * kv_slice + 2 * pair("full") + 2 * pair("empty")
+    first = pair("diagonal", False) + pair("empty") + pair("diagonal", False) + pair("full")
+    step = 2 * pair("full") + 2 * pair("empty")
     concat = memory_bound(0, 2 * 4.0 * heads * block * HEAD_DIM)
-    return 2 * kv_slice + first + (devices - 1) * step + concat + convert(heads, block, 4, 2)
+    return first + (devices - 1) * step + concat + convert(heads, block, 4, 2)
 
 
 def causal_work_ratio(devices, sequence):
@@ -406,7 +408,7 @@ def check_ring_attention(rows, c):
             c.near("%s: ring compute (ms) vs 7 full blocks + the diagonal + merges" % where,
                    float(ring[6]), ring_cf, 0.005)
             c.near("%s: zigzag compute (ms) vs 8 steps of 2 full chunk pairs (step 0: a full pair and "
-                   "2 diagonals) + merges + k/v halves" % where, float(zigzag[6]), zigzag_cf, 0.005)
+                   "2 diagonals) + merges (halves read in place)" % where, float(zigzag[6]), zigzag_cf, 0.005)
             c.checks += 1
             ok = float(ring[7]) == 0 and float(zigzag[7]) == 0
             print("%s %s: nothing exposed (ring %s, zigzag %s ms): both rings hide their shifts" % (

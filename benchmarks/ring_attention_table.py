@@ -158,10 +158,13 @@ How to read it:
   the plain ring's time follows its last device (n - 1 full blocks and its diagonal),
   zigzag's every device's n/2 blocks' worth. At 16k queries per GPU zigzag with its
   inputs in zigzag order runs {speedups} the ring's speed, short of the work ratio by
-  the schedule's own work: four unfused merges per step (two of them with empty blocks)
-  and the copies slicing each k/v block in halves, memory-bound kernels that shrink
-  against attention as the sequence grows (at 64k queries per GPU the speedup is within
-  12% of the work ratio on 8 and 64 GPUs: sim/schedule_timeline_test.cc). At 4k per GPU
+  the schedule's own work: four unfused merges and conversions per step (two of them
+  with empty blocks), memory-bound kernels that shrink against attention as the
+  sequence grows (at 64k queries per GPU the speedup is within 12% of the work ratio
+  on 8 and 64 GPUs: sim/schedule_timeline_test.cc). The halves of q and of each k/v
+  block are read in place, as FlashAttention with offsets reads them in
+  TransformerEngine's context parallelism (an offset pointer and the block's strides;
+  runtime/in_place.h): no copy is priced. At 4k per GPU
   on 8 GPUs it runs {short} the ring's speed. With contiguous inputs zigzag also pays
   all_to_alls in and out.
 - On 64 GPUs at 4k queries per GPU the ring steps' shifts cross nodes and take longer
