@@ -352,6 +352,27 @@ spmd func @f(%x: bf16[256, 1024], %w: bf16[256, 128]) -> (bf16[256, 128], bf16[2
               1e-15);
 }
 
+// zigzag's halves of a k/v block: static sequence slices read only as attention's k
+// and v are an offset pointer with the block's strides (FlashAttention with offsets), a
+// half also read by an elementwise op is a copy kernel.
+TEST_F(GemmBlockTest, SequenceHalvesAttentionReadsAreAPointerOffset) {
+  constexpr char kHalves[] = R"(mesh @m(sp=2)
+
+spmd func @f(%q: bf16[1, 8, 512, 128], %k: bf16[1, 8, 1024, 128], %v: bf16[1, 8, 1024, 128]) -> (bf16[1, 8, 512, 128], bf16[1, 8, 512, 128]) on @m {
+  %k_lo = slice(%k) {start = [0, 0, 0, 0], size = [1, 8, 512, 128]} : bf16[1, 8, 512, 128]
+  %v_lo = slice(%v) {start = [0, 0, 0, 0], size = [1, 8, 512, 128]} : bf16[1, 8, 512, 128]
+  %o = attention(%q, %k_lo, %v_lo) : bf16[1, 8, 512, 128]
+  %v_hi = slice(%v) {start = [0, 0, 512, 0], size = [1, 8, 512, 128]} : bf16[1, 8, 512, 128]
+  %o2 = attention(%q, %k_lo, %v_hi) : bf16[1, 8, 512, 128]
+  %e = exp(%v_hi) : bf16[1, 8, 512, 128]
+  return %o, %e
+}
+)";
+  EXPECT_EQ(TimeOf(kHalves, "k_lo"), 0.0);
+  EXPECT_EQ(TimeOf(kHalves, "v_lo"), 0.0);
+  EXPECT_GT(TimeOf(kHalves, "v_hi"), kLaunch);
+}
+
 TEST_F(GemmBlockTest, AGemmResultUsedTwiceIsWrittenByACopy) {
   // %p2 is also read by an add: the GEMM writes it once, the update copies it.
   EXPECT_GT(TimeOf(kBlocks, "both"), kLaunch);
