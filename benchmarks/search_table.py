@@ -282,8 +282,8 @@ def file_digest(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-# The 64-GPU block's search over meshes of up to three axes takes about half an hour on a
-# 2-core VM (thousands of layouts, each predicted on 64 simulated devices); the table
+# The 64-GPU block's search over meshes of up to three axes took 16 minutes on a quiet
+# 2-core VM (search/README.md) (thousands of layouts, each predicted on 64 simulated devices); the table
 # searches it over meshes of at most two axes, which USP's 2-D layouts need, and says so.
 MAX_MESH_AXES = {("block", 64): 2}
 
@@ -476,8 +476,8 @@ GPUs per node, one node per 8 GPUs), not a measurement. The search ran with
 `--verify={verify}`: with `top`, its best candidate is proven on the cpu mesh against the
 one-device program on a shrunken copy (every dimension keeps its divisibility by the
 device count and 16), and each recipe below says whether it matched. The 64-GPU block is
-searched over meshes of at most two axes (`--max-mesh-axes=2`): over three it takes about
-half an hour here. Search times are wall times on a 2-core VM shared with other jobs.
+searched over meshes of at most two axes (`--max-mesh-axes=2`): over three (3,124 layouts,
+`--max-layouts=0`) it took 16 minutes on a quiet run here (search/README.md). Search times are wall times on a 2-core VM shared with other jobs.
 """
 
 COLUMNS = """
