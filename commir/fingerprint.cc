@@ -18,6 +18,16 @@ namespace {
 // variable-length part is length-prefixed, so different structures never encode alike.
 class Encoder {
  public:
+  Encoder() = default;
+  // Values defined outside what is encoded, numbered by the caller.
+  explicit Encoder(const ValueNumbers& outer) : outer_(&outer) {}
+
+  // A top-level op without its results: they are the caller's to number.
+  std::string EncodeOpAlone(const Operation& op) {
+    EncodeOp(op, /*with_results=*/false);
+    return std::move(out_);
+  }
+
   std::string Encode(const Module& module) {
     for (const Module::Decl& decl : module.decls()) {
       if (decl.mesh != nullptr) {
@@ -55,10 +65,10 @@ class Encoder {
     Int(block.num_arguments());
     for (int i = 0; i < block.num_arguments(); ++i) Define(block.argument(i));
     Int(static_cast<int64_t>(block.size()));
-    for (const Operation* op : block) EncodeOp(*op);
+    for (const Operation* op : block) EncodeOp(*op, /*with_results=*/true);
   }
 
-  void EncodeOp(const Operation& op) {
+  void EncodeOp(const Operation& op, bool with_results) {
     Tag('O');
     String(op.name());
     Int(op.num_operands());
@@ -82,6 +92,7 @@ class Encoder {
     }
     Int(op.num_regions());
     for (int r = 0; r < op.num_regions(); ++r) EncodeBlock(*op.region(r));
+    if (!with_results) return;
     Int(op.num_results());
     for (int i = 0; i < op.num_results(); ++i) Define(op.result(i));
   }
@@ -101,11 +112,22 @@ class Encoder {
       EncodeType(value->type());
       return;
     }
-    auto it = values_.find(value);
+    if (auto it = values_.find(value); it != values_.end()) {
+      Tag('V');
+      Int(it->second);
+      return;
+    }
+    if (outer_ != nullptr) {
+      if (auto it = outer_->find(value); it != outer_->end()) {
+        Tag('W');
+        Int(it->second);
+        return;
+      }
+    }
     // A value defined nowhere in the function (invalid IR) is told apart from every
     // defined one, though not from other undefined ones.
-    Tag(it == values_.end() ? 'U' : 'V');
-    Int(it == values_.end() ? -1 : it->second);
+    Tag('U');
+    Int(-1);
   }
 
   // Types are interned; each distinct one is written out once and then referred to by
@@ -129,11 +151,16 @@ class Encoder {
   }
 
   std::string out_;
-  absl::flat_hash_map<const Value*, int64_t> values_;
+  const ValueNumbers* outer_ = nullptr;
+  ValueNumbers values_;
   absl::flat_hash_map<Type, int64_t> types_;
 };
 
 }  // namespace
+
+std::string OpStructureKey(const Operation& op, const ValueNumbers& numbers) {
+  return Encoder(numbers).EncodeOpAlone(op);
+}
 
 Fingerprint ModuleFingerprint(const Module& module) {
   std::string encoding = Encoder().Encode(module);

@@ -13,8 +13,10 @@
 #define COMMIR_COMMIR_FINGERPRINT_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "commir/ir.h"
 
 namespace commir {
@@ -33,6 +35,16 @@ struct Fingerprint {
 };
 
 Fingerprint ModuleFingerprint(const Module& module);
+
+// Values numbered by a caller: the same number stands for the same value.
+using ValueNumbers = absl::flat_hash_map<const Value*, int64_t>;
+
+// The same encoding for one op alone: a byte string that determines what `op` computes
+// from the values it reads, those defined outside it by their number in `numbers`, those
+// defined inside its regions by their order there; equal strings, equal computations.
+// `op`'s own results are left out (the caller numbers them). Compared within one
+// process, like fingerprints.
+std::string OpStructureKey(const Operation& op, const ValueNumbers& numbers);
 
 }  // namespace commir
 
