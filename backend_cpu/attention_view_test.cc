@@ -28,21 +28,7 @@ namespace {
 using runtime::Interpreter;
 using runtime::Tensor;
 using ::commir::cpu::testing::RandomTensor;
-
-// The block of `base` at `offset` along `dim`, as the view the interpreter hands over.
-MatrixOperand View(const Tensor& base, int64_t dim, int64_t offset, int64_t size) {
-  std::optional<runtime::MatrixBlock> block =
-      runtime::SliceAsMatrices(base.shape(), dim, offset, size);
-  EXPECT_TRUE(block.has_value());
-  MatrixOperand operand;
-  operand.tensor = &base;
-  operand.shape.assign(base.shape().begin(), base.shape().end());
-  operand.shape[dim] = size;
-  operand.block = block.value_or(runtime::MatrixBlock{});
-  operand.sliced_dim = dim;
-  operand.offset = offset;
-  return operand;
-}
+using ::commir::cpu::testing::SliceView;
 
 TEST(AttentionViewTest, SequenceBlocksGiveTheCopiedSlicesBits) {
   constexpr int64_t kBase = 12, kBlock = 4;
@@ -68,8 +54,8 @@ TEST(AttentionViewTest, SequenceBlocksGiveTheCopiedSlicesBits) {
               const absl::StatusOr<AttentionResult> expected =
                   Attention(*q_blk, *k_blk, *v_blk, options);
               const absl::StatusOr<AttentionResult> actual =
-                  Attention(View(q, 2, q_off, kBlock), View(k, 2, kv_off, kBlock),
-                            View(v, 2, kv_off, kBlock), options);
+                  Attention(SliceView(q, 2, q_off, kBlock), SliceView(k, 2, kv_off, kBlock),
+                            SliceView(v, 2, kv_off, kBlock), options);
               ASSERT_TRUE(expected.ok()) << expected.status();
               ASSERT_TRUE(actual.ok()) << actual.status();
               const std::string where = absl::StrCat(
@@ -79,7 +65,7 @@ TEST(AttentionViewTest, SequenceBlocksGiveTheCopiedSlicesBits) {
               EXPECT_TRUE(actual->lse.BitwiseEqual(expected->lse)) << where;
               // A view mixed with a whole operand.
               const absl::StatusOr<AttentionResult> mixed =
-                  Attention(WholeMatrices(*q_blk), View(k, 2, kv_off, kBlock),
+                  Attention(WholeMatrices(*q_blk), SliceView(k, 2, kv_off, kBlock),
                             WholeMatrices(*v_blk), options);
               ASSERT_TRUE(mixed.ok()) << mixed.status();
               EXPECT_TRUE(mixed->output.BitwiseEqual(expected->output)) << where;

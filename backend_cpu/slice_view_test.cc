@@ -26,21 +26,7 @@ namespace {
 using runtime::Interpreter;
 using runtime::Tensor;
 using ::commir::cpu::testing::RandomTensor;
-
-// The block of `base` at `offset` along `dim`, as the view the interpreter hands over.
-MatrixOperand View(const Tensor& base, int64_t dim, int64_t offset, int64_t size) {
-  std::optional<runtime::MatrixBlock> block = runtime::SliceAsMatrices(base.shape(), dim, offset, size);
-  EXPECT_TRUE(block.has_value());
-  MatrixOperand operand;
-  operand.tensor = &base;
-  operand.shape.assign(base.shape().begin(), base.shape().end());
-  const int64_t d = dim < 0 ? dim + base.rank() : dim;
-  operand.shape[d] = size;
-  operand.block = block.value_or(runtime::MatrixBlock{});
-  operand.sliced_dim = d;
-  operand.offset = offset;
-  return operand;
-}
+using ::commir::cpu::testing::SliceView;
 
 struct Case {
   std::vector<int64_t> base;  // the sliced operand's shape
@@ -80,7 +66,7 @@ TEST(SliceViewTest, ViewsGiveTheCopiedSlicesBits) {
       for (int64_t offset = 0; offset + c.size <= c.base[d]; ++offset) {
         absl::StatusOr<Tensor> copied = DynamicSlice(base, c.dim, offset, c.size);
         ASSERT_TRUE(copied.ok()) << copied.status();
-        const MatrixOperand view = View(base, c.dim, offset, c.size);
+        const MatrixOperand view = SliceView(base, c.dim, offset, c.size);
         absl::StatusOr<Tensor> expected =
             c.sliced_is_a ? MatMul(*copied, other, c.transpose, false, type)
                           : MatMul(other, *copied, false, c.transpose, type);
@@ -110,8 +96,8 @@ TEST(SliceViewTest, ViewsIntoADestinationGiveTheCopiedSlicesBits) {
     absl::StatusOr<Tensor> b_blk = DynamicSlice(b, 0, k_off, 8);
     ASSERT_TRUE(a_blk.ok() && b_blk.ok());
     absl::StatusOr<bool> wrote_expected = MatMulInto(*a_blk, *b_blk, false, false, expected, 1, 9);
-    absl::StatusOr<bool> wrote = MatMulInto(View(a, 1, k_off, 8), View(b, 0, k_off, 8), false,
-                                            false, actual, 1, 9);
+    absl::StatusOr<bool> wrote = MatMulInto(SliceView(a, 1, k_off, 8), SliceView(b, 0, k_off, 8),
+                                            false, false, actual, 1, 9);
     ASSERT_TRUE(wrote_expected.ok() && *wrote_expected);
     ASSERT_TRUE(wrote.ok() && *wrote);
     EXPECT_TRUE(actual.BitwiseEqual(expected)) << k_off;

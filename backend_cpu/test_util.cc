@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/types/span.h"
 #include "commir/element_type.h"
 #include "gtest/gtest.h"
+#include "runtime/in_place.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu::testing {
@@ -105,6 +107,21 @@ void ExpectInvalidArgument(const absl::Status& status,
     EXPECT_NE(message.find(fragment), std::string_view::npos)
         << "\"" << message << "\" lacks \"" << fragment << "\"";
   }
+}
+
+MatrixOperand SliceView(const Tensor& base, int64_t dim, int64_t offset, int64_t size) {
+  std::optional<runtime::MatrixBlock> block =
+      runtime::SliceAsMatrices(base.shape(), dim, offset, size);
+  EXPECT_TRUE(block.has_value());
+  MatrixOperand operand;
+  operand.tensor = &base;
+  operand.shape.assign(base.shape().begin(), base.shape().end());
+  const int64_t d = dim < 0 ? dim + base.rank() : dim;
+  operand.shape[d] = size;
+  operand.block = block.value_or(runtime::MatrixBlock{});
+  operand.sliced_dim = d;
+  operand.offset = offset;
+  return operand;
 }
 
 }  // namespace commir::cpu::testing

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "backend_cpu/kernels.h"
 #include "commir/element_type.h"
 #include "gtest/gtest.h"
 #include "runtime/tensor.h"
@@ -53,6 +54,10 @@ void ExpectTensorNear(const Tensor& actual, ElementType type, absl::Span<const i
 // Same, with exact equality.
 void ExpectTensorEq(const Tensor& actual, ElementType type, absl::Span<const int64_t> shape,
                     absl::Span<const double> expected);
+
+// The block of `base` at `offset` along `dim` (negative: from the end), `size` long, as the
+// view the interpreter hands a kernel instead of running the slice.
+MatrixOperand SliceView(const Tensor& base, int64_t dim, int64_t offset, int64_t size);
 
 // Expects an InvalidArgument status whose message contains every one of `fragments`.
 void ExpectInvalidArgument(const absl::Status& status,
