@@ -167,6 +167,21 @@ std::unique_ptr<Module> Parse(const std::string& source) {
   return module;
 }
 
+// Each of `templates` with $T replaced by each of `types`, compared on both backends.
+void CompareForEachType(std::initializer_list<std::string> templates,
+                        std::initializer_list<const char*> types) {
+  for (const std::string& text : templates) {
+    for (const char* type : types) {
+      const std::string source = absl::StrReplaceAll(text, {{"$T", type}});
+      std::unique_ptr<Module> module = Parse(source);
+      if (module == nullptr) continue;
+      int compared = 0;
+      EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
+      EXPECT_GT(compared, 0) << source;
+    }
+  }
+}
+
 TEST(CudaBackendTest, MatmulTransposesBatchesAndResultTypes) {
   SKIP_WITHOUT_GPU();
   const char* cases[] = {
@@ -255,16 +270,7 @@ TEST(CudaBackendTest, AccumulatorsUpdatedInPlaceAgreeWithTheCpuBackend) {
       "  } : ($T[8, 16], $T[8, 16])\n"
       "  return %acc, %seen\n"
       "}\n";
-  for (const std::string& text : {ring, columns, cross_stream}) {
-    for (const char* type : {"f32", "bf16"}) {
-      const std::string source = absl::StrReplaceAll(text, {{"$T", type}});
-      std::unique_ptr<Module> module = Parse(source);
-      if (module == nullptr) continue;
-      int compared = 0;
-      EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
-      EXPECT_GT(compared, 0) << source;
-    }
-  }
+  CompareForEachType({ring, columns, cross_stream}, {"f32", "bf16"});
 }
 
 // Matmuls reading dynamic_slice blocks in place (cuBLASLt with an offset pointer and the
@@ -331,16 +337,7 @@ TEST(CudaBackendTest, SlicesReadInPlaceAgreeWithTheCpuBackend) {
       "  %p = matmul(%blk, %w) : $T[3, 5, 4]\n"
       "  return %p\n"
       "}\n";
-  for (const std::string& text : {loop, ring, batched}) {
-    for (const char* type : {"f32", "bf16", "f64"}) {
-      const std::string source = absl::StrReplaceAll(text, {{"$T", type}});
-      std::unique_ptr<Module> module = Parse(source);
-      if (module == nullptr) continue;
-      int compared = 0;
-      EXPECT_TRUE(CompareBackends(*module->functions()[0], source, &compared)) << source;
-      EXPECT_GT(compared, 0) << source;
-    }
-  }
+  CompareForEachType({loop, ring, batched}, {"f32", "bf16", "f64"});
 }
 
 TEST(CudaBackendTest, ValuesCrossStreamsAndBuffersAreReused) {
