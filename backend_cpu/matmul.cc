@@ -235,7 +235,7 @@ absl::StatusOr<bool> MatMulInto(const MatrixOperand& a, const MatrixOperand& b, 
   }
   absl::StatusOr<MatMulPlan> plan = PlanMatMul(a, b, transpose_a, transpose_b);
   if (!plan.ok()) return false;
-  const std::optional<runtime::BlockPlacement> place = runtime::PlaceBlock(
+  const std::optional<runtime::MatrixBlock> place = runtime::PlaceBlock(
       destination.dim(0), destination.dim(1), dim, offset, plan->m, plan->n);
   if (!place.has_value()) return false;
   const int64_t first = place->first, ldc = place->row_stride;

@@ -374,7 +374,7 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   args.k = a_shape[args.transpose_a ? 0 : 1];
   args.n = b_shape[args.transpose_b ? 0 : 1];
   if (b_shape[args.transpose_b ? 1 : 0] != args.k) return false;
-  const std::optional<runtime::BlockPlacement> place =
+  const std::optional<runtime::MatrixBlock> place =
       runtime::PlaceBlock(destination.dim(0), destination.dim(1),
                           update.RequiredIntAttr("dim"), offset, args.m, args.n);
   if (!place.has_value()) return false;

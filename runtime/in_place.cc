@@ -215,21 +215,14 @@ const Operation* UpdateWrittenByMatmul(const Operation& update) {
   return MatmulWritesInto(*matmul) == &update ? matmul : nullptr;
 }
 
-std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
-                                         int64_t m, int64_t n) {
+std::optional<MatrixBlock> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
+                                      int64_t m, int64_t n) {
   if (dim < 0) dim += 2;
-  if ((dim != 0 && dim != 1) || rows < 0 || cols < 0 || m < 0 || n < 0) return std::nullopt;
-  const int64_t extent = dim == 0 ? rows : cols;
-  const int64_t block = dim == 0 ? m : n;
-  const int64_t across = dim == 0 ? n : m;
-  const int64_t other = dim == 0 ? cols : rows;
-  // offset > extent - block, written so that nothing overflows.
-  if (across != other || block > extent || offset < 0 || offset > extent - block) {
-    return std::nullopt;
-  }
-  // A row block starts `offset` whole rows in (offset * cols <= rows * cols, the
-  // destination's element count); a column block `offset` elements into the first row.
-  return BlockPlacement{dim == 0 ? offset * cols : offset, cols};
+  if ((dim != 0 && dim != 1) || m < 0 || n < 0) return std::nullopt;
+  // The block spans the other dimension whole.
+  if ((dim == 0 ? n : m) != (dim == 0 ? cols : rows)) return std::nullopt;
+  const int64_t dims[] = {rows, cols};
+  return SliceAsMatrices(dims, dim, offset, dim == 0 ? m : n);
 }
 
 }  // namespace commir::runtime

@@ -44,19 +44,30 @@ const Operation* MatmulWritesInto(const Operation& matmul);
 // (MatmulWritesInto(*matmul) == &update), or null.
 const Operation* UpdateWrittenByMatmul(const Operation& update);
 
-// Where a row-major [m, n] product goes in a row-major [rows, cols] destination when it is
-// the block at `offset` along `dim` (0: rows offset..offset+m; 1: columns offset..offset+n;
-// -1 and -2 count from the end): its first element, in elements from the destination's
-// start, and its row stride (always the destination's row length, cols). What a GEMM
-// needs to store the block in place: an offset output pointer and that leading dimension.
-// Empty where the block does not fit there (the other extent differs, the offset is out
-// of range) or `dim` is no dimension of a matrix.
-struct BlockPlacement {
+// Where the block of a row-major tensor of `dims` that a dynamic_slice takes at `offset`
+// along `dim` (negative counts from the end) with extent `size` lies, as a batch of
+// strided matrices: the first element of the first matrix (in elements from the tensor's
+// start), the row stride of each matrix, and the distance between consecutive matrices
+// of the block's batch (row-major over its batch dimensions). Empty where the block is no
+// such layout or does not fit (an offset out of range: dynamic_slice's run-time error,
+// which the slice itself then reports).
+struct MatrixBlock {
   int64_t first = 0;
   int64_t row_stride = 0;
+  int64_t matrix_stride = 0;
 };
-std::optional<BlockPlacement> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
-                                         int64_t m, int64_t n);
+std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,
+                                           int64_t offset, int64_t size);
+
+// Where a row-major [m, n] product goes in a row-major [rows, cols] destination when it is
+// the block at `offset` along `dim` (0: rows offset..offset+m; 1: columns offset..offset+n;
+// -1 and -2 count from the end): SliceAsMatrices of the destination, where the block also
+// spans the other dimension whole. What a GEMM needs to store the block in place: an
+// offset output pointer (`first`) and the destination's row length as leading dimension
+// (`row_stride`). Empty where the block does not fit there (the other extent differs, the
+// offset is out of range) or `dim` is no dimension of a matrix.
+std::optional<MatrixBlock> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, int64_t offset,
+                                      int64_t m, int64_t n);
 
 // The block a slice op takes along one dimension: dynamic_slice's `dim` and `size` (its
 // offset, operand 1, is known only when it runs), or a static `slice` that keeps every
@@ -89,21 +100,6 @@ std::optional<SliceExtent> SliceAlongOneDim(const Operation& slice);
 // slice as free: the same predicate for both (docs/commir-run-sim.md lists the backend
 // that still copies attention's blocks).
 bool SliceReadInPlace(const Operation& slice);
-
-// Where the block of a row-major tensor of `dims` that a dynamic_slice takes at `offset`
-// along `dim` (negative counts from the end) with extent `size` lies, as a batch of
-// strided matrices: the first element of the first matrix (in elements from the tensor's
-// start), the row stride of each matrix, and the distance between consecutive matrices
-// of the block's batch (row-major over its batch dimensions). Empty where the block is no
-// such layout or does not fit (an offset out of range: dynamic_slice's run-time error,
-// which the slice itself then reports).
-struct MatrixBlock {
-  int64_t first = 0;
-  int64_t row_stride = 0;
-  int64_t matrix_stride = 0;
-};
-std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,
-                                           int64_t offset, int64_t size);
 
 // The block a ring passes on, written into the gathered value: a dynamic_update_slice
 // whose update is a `shift`'s result, or the loop-carried value each iteration replaces

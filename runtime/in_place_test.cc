@@ -14,17 +14,17 @@ namespace {
 
 TEST(PlaceBlockTest, RowBlockIsAnOffsetPointerColumnBlockAStride) {
   // Rows 16..31 of a [64, 13] matrix start at element 16 * 13 = 208, a row apart.
-  std::optional<BlockPlacement> rows = PlaceBlock(64, 13, 0, 16, 16, 13);
+  std::optional<MatrixBlock> rows = PlaceBlock(64, 13, 0, 16, 16, 13);
   ASSERT_TRUE(rows.has_value());
   EXPECT_EQ(rows->first, 208);
   EXPECT_EQ(rows->row_stride, 13);
   // Columns 26..38 of a [16, 52] matrix: element 26, rows 52 apart.
-  std::optional<BlockPlacement> cols = PlaceBlock(16, 52, 1, 26, 16, 13);
+  std::optional<MatrixBlock> cols = PlaceBlock(16, 52, 1, 26, 16, 13);
   ASSERT_TRUE(cols.has_value());
   EXPECT_EQ(cols->first, 26);
   EXPECT_EQ(cols->row_stride, 52);
   // Counted from the end: -1 is the columns.
-  std::optional<BlockPlacement> last = PlaceBlock(16, 52, -1, 39, 16, 13);
+  std::optional<MatrixBlock> last = PlaceBlock(16, 52, -1, 39, 16, 13);
   ASSERT_TRUE(last.has_value());
   EXPECT_EQ(last->first, 39);
 }
