@@ -44,7 +44,7 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
       for (const Operation* user : op->result(0)->users()) {
         every_reader = every_reader && backend_.ReadsSliceInPlaceFor(*user);
       }
-      if (every_reader) slices_in_place_.insert(op);
+      if (every_reader) slices_in_place_.emplace(op, *SliceAlongOneDim(*op));
     }
     if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
       matmul_into_[op] = update;
@@ -527,14 +527,14 @@ absl::StatusOr<Interpreter::Slot> Interpreter::Materialize(const Slot& view, int
 absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
   const bool in_place = updates_in_place_.contains(&op);
   auto into = matmul_into_.find(&op);
-  const bool slice_view = slices_in_place_.contains(&op);
   const bool reads_views = backend_.ReadsSliceInPlaceFor(op);
-  const std::optional<SliceExtent> extent =
-      slice_view ? SliceAlongOneDim(op) : std::optional<SliceExtent>();
+  const auto kept_view = slices_in_place_.find(&op);
+  const SliceExtent* extent =
+      kept_view != slices_in_place_.end() ? &kept_view->second : nullptr;
   for (int64_t d : local_) {
     // A block its readers read in place: no kernel, no copy. One that does not fit runs
     // as the op, which reports the offset.
-    if (extent.has_value()) {
+    if (extent != nullptr) {
       Slot base = Lookup(env, d, op.operand(0));
       const int64_t offset =
           extent->start.has_value() ? *extent->start : Lookup(env, d, op.operand(1)).index;
@@ -591,7 +591,7 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
       view.offset = slot.index;
       view.shape = slice.result(0)->type().dims();  // the module outlives the run
       // Checked when the slice was kept as a view.
-      const SliceExtent cut = *SliceAlongOneDim(slice);
+      const SliceExtent& cut = slices_in_place_.at(&slice);
       view.dim = cut.dim;
       view.block = *SliceAsMatrices(view.base->shape(), cut.dim, view.offset, cut.size);
       views.push_back(std::move(view));

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "commir/ir.h"
 #include "runtime/backend.h"
+#include "runtime/in_place.h"
 #include "commir/liveness.h"
 #include "runtime/tensor.h"
 
@@ -123,8 +124,9 @@ class Interpreter {
   absl::flat_hash_set<const Operation*> updates_in_place_;
   absl::flat_hash_map<const Operation*, const Operation*> matmul_into_;
   absl::flat_hash_map<const Operation*, std::vector<bool>> moved_inits_;
-  // dynamic_slice ops whose matmuls read the block in place, when the backend can.
-  absl::flat_hash_set<const Operation*> slices_in_place_;
+  // Slice ops whose readers read the block in place (the backend takes it for every
+  // reader), with the block each takes: worked out once, here, not per run.
+  absl::flat_hash_map<const Operation*, SliceExtent> slices_in_place_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;
