@@ -232,8 +232,11 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
     return absl::InvalidArgumentError(absl::StrCat("--plan-eval: ", cost.status().message()));
   const double seconds = cost->time.breakdown.total_s;
   std::string line = absl::StrFormat(
-      "given plan: %s, %.1f ms, MFU %.1f%%, peak %.2f GB, %s, layer schedule %s",
-      plan::DescribePlan(*given), seconds * 1e3, cost->model_flops_utilization * 100,
+      "given plan: %s, %.1f ms (compute %.1f, recompute %.1f, exposed comm %.1f, bubble %.1f), "
+      "MFU %.1f%%, peak %.2f GB, %s, layer schedule %s",
+      plan::DescribePlan(*given), seconds * 1e3, cost->time.breakdown.compute_s * 1e3,
+      cost->time.breakdown.recompute_s * 1e3, cost->time.breakdown.exposed_comm_s * 1e3,
+      cost->time.breakdown.bubble_s * 1e3, cost->model_flops_utilization * 100,
       cost->peak_memory_bytes / 1e9, cost->fits ? "fits" : "does not fit",
       cost->layer_schedule.empty() ? "plain" : cost->layer_schedule);
   if (!result.ranked.empty() && seconds > 0) {
