@@ -50,7 +50,8 @@ ROWS = [
 ]
 
 GIVEN = re.compile(
-    r"^given plan: (?P<plan>.*?), (?P<ms>[0-9.]+) ms, MFU (?P<mfu>[0-9.]+)%, "
+    r"^given plan: (?P<plan>.*?), (?P<ms>[0-9.]+) ms \(compute [0-9.]+, recompute [0-9.]+, "
+    r"exposed comm [0-9.]+, bubble [0-9.]+\), MFU (?P<mfu>[0-9.]+)%, "
     r"peak (?P<gb>[0-9.]+) GB, (?P<fits>fits|does not fit), layer schedule (?P<schedule>[^;]+)"
     r"(?:; best plan: (?P<best>.*), MFU (?P<best_mfu>[0-9.]+)% \((?P<gain>[0-9.]+)x\))?$")
 # A ranked plan's row: rank, plan, time, tokens/s, MFU, ..., peak GB, layer schedule.

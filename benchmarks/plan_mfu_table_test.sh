@@ -39,7 +39,7 @@ grep -q Traceback "$TMP/false.err" && fail "a failing tool gave a traceback: $(c
 # publishes 59.99% at 12.78 s/step, so 50.0% at 15,335 ms agrees (59.996%) and 50.0% at
 # 10,000 ms (39.1%) does not.
 fake_tool() {
-  printf '#!/bin/bash\necho "given plan: tp=1 cp=2 pp=1 dp=4 mb=1 zero=1 recompute=none, %s ms, MFU 50.0%%, peak 80.00 GB, fits, layer schedule plain; best plan: tp=1 cp=1 pp=1 dp=8 mb=1 zero=2 recompute=none, MFU 60.0%% (1.20x)"\n' "$1" > "$TMP/fake-search"
+  printf '#!/bin/bash\necho "given plan: tp=1 cp=2 pp=1 dp=4 mb=1 zero=1 recompute=none, %s ms (compute 1.0, recompute 0.0, exposed comm 0.0, bubble 0.0), MFU 50.0%%, peak 80.00 GB, fits, layer schedule plain; best plan: tp=1 cp=1 pp=1 dp=8 mb=1 zero=2 recompute=none, MFU 60.0%% (1.20x)"\n' "$1" > "$TMP/fake-search"
   chmod +x "$TMP/fake-search"
 }
 fake_tool 15335.0
