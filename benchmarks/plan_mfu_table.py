@@ -110,11 +110,11 @@ LlamaRow = collections.namedtuple(
 LLAMA_ROWS = [
     LlamaRow("meta-405b-8k-8192", "balaji-sc24", "Llama 3.1 405B",
              "llama3-405b,seq=8192,global_batch=2048", 8192, "h100-sxm",
-             "tp=8,cp=1,pp=16,v=8,dp=64,sp,mb=1,zero=1,recompute=none,first=7,last=7", "none",
+             "tp=8,cp=1,pp=16,v=8,dp=64,sp,mb=1,zero=2,recompute=none,first=7,last=7", "none",
              tflops=430),
     LlamaRow("meta-405b-8k-16384", "balaji-sc24", "Llama 3.1 405B",
              "llama3-405b,seq=8192,global_batch=2048", 16384, "h100-sxm",
-             "tp=8,cp=1,pp=16,v=8,dp=128,sp,mb=1,zero=1,recompute=none,first=7,last=7", "none",
+             "tp=8,cp=1,pp=16,v=8,dp=128,sp,mb=1,zero=2,recompute=none,first=7,last=7", "none",
              tflops=400),
     # The published runs overlapped their communication (Megatron-Core's context
     # parallelism exchanges K/V in a ring under the attention; 70B also ran TP overlap), so

@@ -55,8 +55,9 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
   if (plan.zero_stage == 2) {
     return absl::InvalidArgumentError(
-        "ZeRO 2 (gradients sharded) has no Megatron-LM equivalent: its distributed optimizer "
-        "(zero=1) shards the optimizer state and keeps the whole gradient buffer");
+        "ZeRO 2 (torch FSDP's SHARD_GRAD_OP: gradients sharded, parameters gathered every "
+        "micro-batch) has no Megatron-LM equivalent: its distributed optimizer (zero=1) shards "
+        "the optimizer state and keeps the whole gradient buffer");
   }
   ScheduleMesh mesh;
   mesh.tp = plan.tp;

@@ -9,8 +9,11 @@
 // --use-distributed-optimizer: its docs/source distrib_optimizer.md table gives 6 + 12/d
 // bytes per parameter for 16-bit parameters with fp32 gradients, which is 2 + 4 whole and
 // the 12 bytes of fp32 main parameters and Adam moments over d; it shards neither the
-// gradients nor the parameters), ZeRO 2 the gradients too (no Megatron-LM equivalent:
-// the search does not offer it), ZeRO 3 the weights too (FSDP2).
+// gradients nor the parameters), ZeRO 2 the gradients too (torch FSDP's SHARD_GRAD_OP, as
+// Meta ran Llama 3 405B: its parameters are gathered while a micro-batch is between its
+// forward and backward, which with a pipeline's micro-batches in flight is every chunk's,
+// so they count whole; no Megatron-LM equivalent: the search does not offer it), ZeRO 3
+// the weights too (FSDP2).
 //
 // Headroom: what a rank needs besides the tensors the model counts (see MemoryHeadroom in
 // memory_headroom.h): a fixed part (the CUDA context, NCCL's buffers per communicator)

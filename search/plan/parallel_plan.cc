@@ -313,12 +313,14 @@ absl::StatusOr<ParallelPlan> ParsePlan(absl::string_view text) {
           absl::StrCat("plan: ", key, " needs a count, not '", value, "'"));
     }
     if (key == "zero") {
-      // ZeRO 2 (gradients sharded too) is no scheme Megatron-LM runs: its distributed
-      // optimizer keeps the whole gradient buffer, so a plan written with it cannot be run.
-      if (zero == 2 || zero > 3) {
+      // ZeRO 2 is no scheme Megatron-LM runs (its distributed optimizer keeps the whole
+      // gradient buffer) but torch FSDP's SHARD_GRAD_OP, which Meta ran Llama 3 405B with:
+      // it can be costed, not launched (megatron_args.h refuses it), nor is it searched.
+      if (zero > 3) {
         return absl::InvalidArgumentError(
-            "plan: zero is 0 (plain data parallelism), 1 (Megatron-LM's distributed optimizer) "
-            "or 3 (FSDP2); ZeRO 2 has no Megatron-LM equivalent");
+            "plan: zero is 0 (plain data parallelism), 1 (Megatron-LM's distributed optimizer), "
+            "2 (FSDP keeping each micro-batch's gathered parameters to its backward) or 3 "
+            "(FSDP2)");
       }
       p.zero_stage = static_cast<int>(zero);
     }

@@ -96,15 +96,22 @@ double FsdpCopySeconds(const StageCost& s, const PipelineConfig& c, const sim::H
   return static_cast<double>(s.parameters_per_device) * bytes_per_param / hw.hbm_bandwidth;
 }
 
-}  // namespace
+// A rank's exposed data-parallel time in two parts: what each micro-batch's transfers add
+// to the rank's steady-state step (ZeRO 2's, which gathers and reduces every micro-batch
+// under its pipeline step), and what the iteration adds at its end (the others').
+struct DataParallelParts {
+  double per_microbatch = 0;
+  double tail = 0;
+};
 
-absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
-                                           const PipelineConfig& c, const sim::HardwareSpec& hw,
-                                           int64_t gpus_per_node) {
+absl::StatusOr<DataParallelParts> DataParallelTimes(const StageCost& s, int64_t first_device,
+                                                    const PipelineConfig& c,
+                                                    const sim::HardwareSpec& hw,
+                                                    int64_t gpus_per_node) {
   // Context-parallel ranks hold the same weights as data-parallel ones, so gradients are
   // reduced over dp x cp: the devices of the rank that share a tp index (Megatron-LM's
   // data-parallel-with-context-parallel group).
-  if (c.dp * c.cp == 1 || s.parameters_per_device == 0) return 0.0;
+  if (c.dp * c.cp == 1 || s.parameters_per_device == 0) return DataParallelParts{};
   std::vector<int64_t> group;
   for (int64_t k = 0; k < c.dp * c.cp; ++k) group.push_back(first_device + k * c.tp);
   // Without overlap the collectives run whole, once each; with it, one per layer.
@@ -126,7 +133,7 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
     absl::StatusOr<Transfer> reduce =
         collective(sim::CollectiveKind::kAllReduce, c.grad_bytes_per_param);
     if (!reduce.ok()) return reduce.status();
-    return Chain(reduce->seconds, backward, tail, share(*reduce));
+    return DataParallelParts{0, Chain(reduce->seconds, backward, tail, share(*reduce))};
   }
   absl::StatusOr<Transfer> reduce =
       collective(sim::CollectiveKind::kReduceScatter, c.grad_bytes_per_param);
@@ -134,18 +141,45 @@ absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_dev
   absl::StatusOr<Transfer> gather =
       collective(sim::CollectiveKind::kAllGather, c.param_bytes_per_param);
   if (!gather.ok()) return gather.status();
-  if (c.zero_stage < 3) {
-    return Chain(reduce->seconds, backward, tail, share(*reduce)) +
-           Chain(gather->seconds, forward, tail, share(*gather));
+  if (c.zero_stage == 1) {
+    return DataParallelParts{0, Chain(reduce->seconds, backward, tail, share(*reduce)) +
+                                    Chain(gather->seconds, forward, tail, share(*gather))};
+  }
+  const double m = static_cast<double>(c.microbatches);
+  if (c.zero_stage == 2) {
+    // FSDP keeping the gathered parameters from the forward to the backward: every
+    // micro-batch gathers each layer once and reduce-scatters its gradients once. Both go
+    // over the same links beside the rank's compute, and prefetching lets a layer's
+    // transfers run under the next layer's compute whichever micro-batch that belongs
+    // to: one chain over all m x L layers of the iteration, its first gather and its
+    // last reduction the only transfers nothing hides. Each micro-batch's L layers spill
+    // into the rank's pipeline step; the chain's head, the transfer less its spill, is
+    // the iteration's tail.
+    if (!c.overlap_dp_comm) return DataParallelParts{gather->seconds + reduce->seconds, 0};
+    const double transfers = gather->seconds + reduce->seconds;
+    const double kept = std::min(share(*gather), share(*reduce));
+    const double spill =
+        std::max(0.0, std::max(transfers - (forward + backward), transfers * (1 - kept)));
+    return DataParallelParts{static_cast<double>(units) * spill, transfers - spill};
   }
   // ZeRO 3: every micro-batch gathers each layer for its forward, again for its backward,
   // and reduce-scatters its gradients; the backward's gather and reduction share the links
   // and run one after the other beside the compute (the same SMs taken: the lesser share).
-  const double m = static_cast<double>(c.microbatches);
-  return m * (Chain(gather->seconds, forward, units, share(*gather)) +
+  return DataParallelParts{
+      0, m * (Chain(gather->seconds, forward, units, share(*gather)) +
               Chain(gather->seconds + reduce->seconds, backward, units,
                     std::min(share(*gather), share(*reduce))) +
-              FsdpCopySeconds(s, c, hw));
+              FsdpCopySeconds(s, c, hw))};
+}
+
+}  // namespace
+
+absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
+                                           const PipelineConfig& c, const sim::HardwareSpec& hw,
+                                           int64_t gpus_per_node) {
+  absl::StatusOr<DataParallelParts> parts = DataParallelTimes(s, first_device, c, hw, gpus_per_node);
+  if (!parts.ok()) return parts.status();
+  return static_cast<double>(c.microbatches) * parts->per_microbatch + parts->tail;
 }
 
 absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stages,
@@ -175,28 +209,34 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
   }
   const double hops = p > 1 ? 2.0 * (static_cast<double>(p) * v - 1) * out.p2p_s : 0;
 
-  size_t critical = 0;
-  double sum = 0;
-  auto per_microbatch = [](const StageCost& s) {
-    return s.forward_s + s.backward_s + s.recompute_s;
+  // Each rank's micro-batch: its compute, and what its data-parallel transfers add to
+  // every micro-batch (ZeRO 2's; the slowest rank sets the steady state with them).
+  std::vector<double> dp_step(stages.size(), 0);
+  auto per_microbatch = [&](size_t i) {
+    return stages[i].forward_s + stages[i].backward_s + stages[i].recompute_s + dp_step[i];
   };
   for (size_t i = 0; i < stages.size(); ++i) {
-    sum += per_microbatch(stages[i]);
-    if (per_microbatch(stages[i]) > per_microbatch(stages[critical])) critical = i;
-    absl::StatusOr<double> dp =
-        DataParallelExposed(stages[i], static_cast<int64_t>(i) * stride, c, hw, gpus_per_node);
+    absl::StatusOr<DataParallelParts> dp =
+        DataParallelTimes(stages[i], static_cast<int64_t>(i) * stride, c, hw, gpus_per_node);
     if (!dp.ok()) return dp.status();
-    out.dp_exposed_s = std::max(out.dp_exposed_s, *dp);
+    dp_step[i] = dp->per_microbatch;
+    out.dp_exposed_s = std::max(out.dp_exposed_s, dp->tail);
+  }
+  size_t critical = 0;
+  double sum = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    sum += per_microbatch(i);
+    if (per_microbatch(i) > per_microbatch(critical)) critical = i;
   }
   const StageCost& cs = stages[critical];
-  const double slowest = per_microbatch(cs);
+  const double slowest = per_microbatch(critical);
   const double bubble = (sum - slowest) / v;
   out.pipeline_s = m * slowest + bubble + hops;
 
   TimeBreakdown& b = out.breakdown;
   b.compute_s = m * (cs.forward_s + cs.backward_s - cs.exposed_tp_comm_s);
   b.recompute_s = m * cs.recompute_s;
-  b.exposed_comm_s = m * cs.exposed_tp_comm_s + hops + out.dp_exposed_s;
+  b.exposed_comm_s = m * (cs.exposed_tp_comm_s + dp_step[critical]) + hops + out.dp_exposed_s;
   b.bubble_s = bubble;
   b.total_s = out.pipeline_s + out.dp_exposed_s;
   out.bubble_fraction = b.total_s > 0 ? b.bubble_s / b.total_s : 0;

@@ -44,12 +44,38 @@
 // (the other chunks' last backwards finish earlier in the cool-down and reduce under it;
 // the next iteration's first forward needs only that chunk's parameters), so the chains
 // run over L / v layers.
-// ZeRO 0 all-reduces the gradients, ZeRO 1 and 2 reduce-scatter them, under the last
-// micro-batch's backward: chain(reduction, backward). ZeRO 1 and 2 then all-gather the
+//
+// ZeRO 0 all-reduces the gradients, ZeRO 1 reduce-scatters them, under the last
+// micro-batch's backward: chain(reduction, backward). ZeRO 1 then all-gathers the
 // updated bf16 parameters under the next iteration's first forward: chain(gather, forward)
-// (Megatron-LM's --overlap-grad-reduce and --overlap-param-gather). ZeRO 3 keeps no whole
-// parameters: every micro-batch gathers each layer before its forward and again before its
-// backward, and reduce-scatters each layer's gradients after it (FSDP), so it exposes
+// (Megatron-LM's --overlap-grad-reduce and --overlap-param-gather).
+//
+// ZeRO 2 is FSDP that does not reshard the parameters after the forward (torch FSDP's
+// SHARD_GRAD_OP, FSDP2's reshard_after_forward=False; Meta's Llama 3 405B runs: "Our use
+// of FSDP for Llama 3 shards optimizer states and gradients, but for model shards we do
+// not reshard after forward computation to avoid an extra all-gather communication during
+// backward passes", with gradients accumulated in FP32 over micro-batches and
+// reduce-scattered in FP32; The Llama 3 Herd of Models, arXiv:2407.21783, section 3.3.2).
+// The parameters are sharded outside a micro-batch's computation, so every micro-batch
+// gathers each layer once before its forward, keeps it through its backward, and
+// reduce-scatters the layer's gradients into the sharded fp32 accumulator after it. Both
+// transfers share the rank's links beside its compute, and prefetching ("asynchronously
+// prefetching sharded model weights and reducing gradients", ibid.) lets them run under
+// the next layer's compute whichever micro-batch that belongs to, so one chain runs over
+// the iteration's m x L layers:
+//
+//   chain(gather + reduce-scatter, forward + backward) over m x L layers
+//
+// of which each micro-batch's L spills go into the rank's pipeline step (so the slowest
+// rank with them sets the steady state) and the chain's head is the iteration's tail.
+//
+// No copies on the compute stream: torch FSDP's flat parameter is the gather's output,
+// and its cast of the gradients to the reduce dtype runs on the post-backward stream
+// (pytorch/pytorch torch/distributed/fsdp/_runtime_utils.py, _post_backward_hook).
+//
+// ZeRO 3 keeps no whole parameters: every micro-batch gathers each layer before its
+// forward and again before its backward, and reduce-scatters each layer's gradients after
+// it (FSDP2's default, resharding after the forward), so it exposes
 //
 //   m x (chain(gather, forward) + chain(gather + reduce-scatter, backward) + copies)
 //
@@ -61,7 +87,8 @@
 //
 // The iteration adds the most exposed data-parallel time of any rank (a bound: ranks
 // finish at different times; ZeRO 3's per-micro-batch part is exact with one stage, the
-// only way the search uses it). Without overlap every collective is whole and exposed.
+// only way the search uses it), ZeRO 2's per-micro-batch part excepted (above). Without
+// overlap every collective is whole and exposed.
 #ifndef COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
 #define COMMIR_SEARCH_PLAN_PIPELINE_MODEL_H_
 
@@ -90,7 +117,8 @@ struct PipelineConfig {
   int64_t dp = 1;
   int64_t virtual_stages = 1;  // v: model chunks per pipeline rank
   int64_t microbatches = 1;    // m, per data-parallel replica and iteration
-  int zero_stage = 0;          // 0..3
+  int zero_stage = 0;          // 0..3: plain, distributed optimizer, FSDP keeping
+                               // the forward's gather, FSDP (see above)
   // Bytes of one micro-batch's activations crossing a stage boundary, per device.
   int64_t boundary_bytes = 0;
   double grad_bytes_per_param = 4;   // fp32 main gradients (Megatron-LM's default)
@@ -110,7 +138,7 @@ struct PipelineTime {
   TimeBreakdown breakdown;
   double pipeline_s = 0;       // without the data-parallel tail
   double p2p_s = 0;            // one boundary transfer
-  double dp_exposed_s = 0;     // the most exposed data-parallel time of any rank
+  double dp_exposed_s = 0;     // the most exposed data-parallel tail of any rank
   double bubble_fraction = 0;  // bubble_s / total_s
 };
 
@@ -123,7 +151,8 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
                                               int64_t gpus_per_node);
 
 // One rank's exposed data-parallel time (the model above), its devices starting at
-// `first_device`: the tail PredictIteration takes the most of over ranks. Exposed for the
+// `first_device`: the tail PredictIteration takes the most of over ranks (with ZeRO 2 the
+// whole chain, of which PredictIteration adds each micro-batch's part to the rank's step). Exposed for the
 // plan search's per-rank split (plan_search.cc), which costs ranks one at a time.
 absl::StatusOr<double> DataParallelExposed(const StageCost& stage, int64_t first_device,
                                            const PipelineConfig& config,
