@@ -88,9 +88,16 @@ LlamaRow = collections.namedtuple(
 # no activation checkpointing at 8K. V is not given as a number: a chunk left with none
 # after losing one layer held one, so 126 layers as 7 + 14 x 8 + 7 over the 16 ranks
 # (first=7 last=7) in 8 chunks each, v = 8; it is also the only interleaving Megatron-LM's
-# equal virtual stages allow beside ends of 7 and a middle of 8 (one layer a stage). Our
-# reading, said in the table's notes, as are our choices where the sources say nothing:
-# micro-batch 1 and the distributed optimizer (zero=1; Meta shards like FSDP).
+# equal virtual stages allow beside ends of 7 and a middle of 8 (one layer a stage). The
+# data parallelism is Meta's FSDP as section 3.3.2 describes it (zero=2): "Our use of FSDP
+# for Llama 3 shards optimizer states and gradients, but for model shards we do not
+# reshard after forward computation to avoid an extra all-gather communication during
+# backward passes", with "FP32 gradient accumulation during backward computation over
+# multiple micro-batches" and gradients reduce-scattered "in FP32 across data parallel
+# workers in FSDP": the parameters are gathered once a micro-batch and its gradients
+# reduce-scattered into the sharded fp32 accumulator (search/plan/pipeline_model.h). Our
+# reading, said in the table's notes, as is our choice where the sources say nothing:
+# micro-batch 1.
 #
 # dgxc-25.02: NVIDIA's DGX Cloud benchmarking recipes (NeMo 24.12, Megatron-Core), github
 # NVIDIA/dgxc-benchmarking at 8f5cbb3799ea8cc031ed2c2cee1cbdbc15b240ad (release v25.02),

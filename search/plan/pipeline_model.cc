@@ -177,7 +177,8 @@ absl::StatusOr<DataParallelParts> DataParallelTimes(const StageCost& s, int64_t 
 absl::StatusOr<double> DataParallelExposed(const StageCost& s, int64_t first_device,
                                            const PipelineConfig& c, const sim::HardwareSpec& hw,
                                            int64_t gpus_per_node) {
-  absl::StatusOr<DataParallelParts> parts = DataParallelTimes(s, first_device, c, hw, gpus_per_node);
+  absl::StatusOr<DataParallelParts> parts =
+      DataParallelTimes(s, first_device, c, hw, gpus_per_node);
   if (!parts.ok()) return parts.status();
   return static_cast<double>(c.microbatches) * parts->per_microbatch + parts->tail;
 }

@@ -152,8 +152,9 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
 
 // One rank's exposed data-parallel time (the model above), its devices starting at
 // `first_device`: the tail PredictIteration takes the most of over ranks (with ZeRO 2 the
-// whole chain, of which PredictIteration adds each micro-batch's part to the rank's step). Exposed for the
-// plan search's per-rank split (plan_search.cc), which costs ranks one at a time.
+// whole chain, of which PredictIteration adds each micro-batch's part to the rank's
+// step). Exposed for the plan search's per-rank split (plan_search.cc), which costs ranks
+// one at a time.
 absl::StatusOr<double> DataParallelExposed(const StageCost& stage, int64_t first_device,
                                            const PipelineConfig& config,
                                            const sim::HardwareSpec& hardware,
