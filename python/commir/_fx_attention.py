@@ -119,7 +119,8 @@ def match(node, converter):
         m = torch.broadcast_to(m, tuple(converter.shape(p)))
         flat = m.reshape(-1, sq, sk)
         if not bool((flat == flat[0]).all()):
-            converter.refuse(node, "an attention mask that differs between batch entries or heads")
+            converter.refuse(node, "an attention mask that differs between batch entries or heads",
+                             inputs=[q, k, v])
         allowed = flat[0] if allowed is None else allowed & flat[0]
     return AttentionMatch(q, k, scale, allowed, v)
 

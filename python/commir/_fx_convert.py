@@ -7,6 +7,11 @@ depends on an input or a parameter; only dynamic nodes become ops, and only thos
 outputs need (emission is on demand from the outputs, so pieces that a recognised
 pattern absorbs are never written). Every emitted value's shape and dtype is checked
 against the recorded one.
+
+A node CommIR cannot express is refused (Refusal), and emission goes on: the values the
+refused node reads are still emitted, to find what else is refused, and whatever needs
+the refused value is skipped without a refusal of its own. All refusals come back in one
+CaptureError, in the order the model runs them.
 """
 
 import operator
@@ -17,6 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from commir import _fx_attention as attn
+from commir import _fx_compare, _fx_refusals
+from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
 from commir.errors import CaptureError
@@ -48,6 +55,8 @@ _REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_
 # Ops whose value depends only on their input's shape (a mask made with full_like).
 _SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
 _MULS = (operator.mul, torch.mul, "mul")
+# Ops whose result is a tuple of slices of their first operand.
+_SPLITS = ("split", torch.split, "chunk", torch.chunk, "unbind", torch.unbind)
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
 
 
@@ -62,23 +71,39 @@ class _Recorder(torch.fx.Interpreter):
         return out
 
 
-def describe(node):
-    if node.op == "call_function":
-        module = getattr(node.target, "__module__", None) or ""
-        name = getattr(node.target, "__qualname__", getattr(node.target, "__name__", str(node.target)))
-        module = module.replace("torch._C._nn", "torch.nn.functional").replace("_operator", "operator")
-        return "function %s.%s" % (module, name) if module else "function %s" % name
-    if node.op == "call_method":
-        return "tensor method .%s()" % node.target
-    if node.op == "call_module":
-        return "module %s" % node.target
-    return "%s %s" % (node.op, node.target)
+class _Refused(Exception):
+    """Raised by Converter.refuse: `node` cannot be captured, for the reason `what`;
+    `inputs` are the nodes still worth emitting to find more refusals (default: the
+    node's own inputs)."""
+
+    def __init__(self, node, what, inputs=None):
+        super().__init__(what)
+        self.node, self.what, self.inputs = node, what, inputs
+
+
+class _Skipped(Exception):
+    """A value needed here was refused; the refusal is already recorded."""
+
+
+_REFUSED = object()  # the emitted "value" of a refused node
+
+# Why ops with no CommIR counterpart are refused, beyond "no op for it".
+_NO_OP = {
+    torch.topk: "CommIR has no top-k (sort and select) op", "topk": "CommIR has no top-k (sort and select) op",
+    torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
+    torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
+    torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
+    F.embedding: "an embedding lookup needs a gather, which CommIR v1 cannot express",
+    torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
+    torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
+}
 
 
 class Converter:
     def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
                  result_layouts=None):
         self.result_layouts = result_layouts
+        self.func_name = func_name
         self.gm = gm
         # The traced module's state_dict order (the GraphModule's own is first-use order).
         self.state_order = {key: i for i, key in enumerate(state_keys)}
@@ -122,14 +147,23 @@ class Converter:
             mesh_name = self.mb.mesh("m", **mesh)
         self.fb = self.mb.func(func_name, mesh=mesh_name)
         self.emitted = {}
+        self.refusals = []  # _fx_refusals.Refusal
+        self._parts = {}  # (split/chunk/unbind node, j) -> Value of part j
+        self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
         self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
 
     # ---- helpers for the attention matcher and handlers ---------------------------
-    def refuse(self, node, what=None):
-        source = node.meta.get("commir_source") if node is not None else None
-        raise CaptureError("cannot capture %s%s" % (what or describe(node),
-                                                     " (%s)" % source if source else ""))
+    def refuse(self, node, what=None, inputs=None):
+        """Refuses `node`: `what` names the op and the reason (default: the op and that
+        CommIR has no op for it). `inputs`: the nodes to go on emitting to find further
+        refusals, when not the node's own inputs (a pattern's operands)."""
+        if what is None:
+            reason = "CommIR has no op for it"
+            if node is not None and node.op in ("call_function", "call_method"):
+                reason = _NO_OP.get(node.target, reason)
+            what = "%s: %s" % (describe(node), reason)
+        raise _Refused(node, what, inputs)
 
     def shape(self, node):
         return tuple(self.values[node].shape)
@@ -179,10 +213,15 @@ class Converter:
         results = []
         # None outputs (MultiheadAttention's absent attention weights) hold no value.
         for r in (r for r in _flatten(output.args[0]) if r is not None):
-            v = self.value_of(r, output)
+            try:
+                v = self.value_of(r, output)
+            except _Skipped:
+                continue
             if not isinstance(v, Value):
                 raise CaptureError("output %r is not computed from the inputs or parameters" % (r,))
             results.append(v)
+        if self.refusals:
+            raise _fx_refusals.error(self.refusals, self.func_name)
         unused = set(self.layouts) - self.used_layouts
         if unused:
             known = [a for a, _ in self.arguments]
@@ -233,9 +272,12 @@ class Converter:
         return v
 
     def value_of(self, x, user):
-        """The CommIR value, number or Python object `x` (an fx argument) stands for."""
+        """The CommIR value, number or Python object `x` (an fx argument) stands for.
+        Raises _Skipped when it (or something it needs) was refused."""
         if isinstance(x, torch.fx.Node):
             if x in self.emitted:
+                if self.emitted[x] is _REFUSED:
+                    raise _Skipped()
                 return self.emitted[x]
             if not self.dynamic[x]:
                 if x.op == "get_attr" and isinstance(self.values[x], torch.Tensor) and self.values[x].dim() > 0:
@@ -244,12 +286,37 @@ class Converter:
                 if isinstance(value, torch.Tensor) and value.dim() == 0:
                     return value.item()
                 return value
-            result = self._emit(x)
+            try:
+                result = self._emit(x)
+            except _Refused as refused:
+                self._record(refused)
+                self.emitted[x] = _REFUSED
+                self._search(refused.inputs if refused.inputs is not None else x.all_input_nodes)
+                raise _Skipped() from None
+            except _Skipped:
+                self.emitted[x] = _REFUSED
+                self._search(x.all_input_nodes)
+                raise
             self.emitted[x] = result
             return result
         if isinstance(x, (list, tuple)):
             return type(x)(self.value_of(i, user) for i in x)
         return x
+
+    def _record(self, refused):
+        node = refused.node
+        source = node.meta.get("commir_source") if node is not None else None
+        order = self._order.get(node, len(self._order)) if node is not None else len(self._order)
+        self.refusals.append(_fx_refusals.Refusal(refused.what, source, order))
+
+    def _search(self, nodes):
+        """Emits the dynamic `nodes` not emitted yet, only to record their refusals."""
+        for n in nodes:
+            if isinstance(n, torch.fx.Node) and self.dynamic.get(n) and n not in self.emitted:
+                try:
+                    self.value_of(n, None)
+                except _Skipped:
+                    pass
 
     def tensor(self, x, user):
         """`x` as a CommIR Value (buffers become arguments)."""
@@ -438,11 +505,14 @@ class Converter:
             values = [self.tensor(v, node) for v in args[0]]
             dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
             return self.fb.concat(values, dim, name=name)
-        if t in ("split", torch.split, "chunk", torch.chunk):
-            return self._split(node)
-        if t in ("masked_fill", torch.masked_fill, torch.where):
-            self.refuse(node, "%s outside written-out attention (a mask before softmax(...) @ v)"
-                        % describe(node))
+        if t in _SPLITS:
+            return [self._part(node, j) for j in range(len(self.values[node]))]
+        if t is getattr and isinstance(args[0], torch.fx.Node) and isinstance(self.values[args[0]], tuple):
+            # A field of a tuple-valued result (torch.topk(...).values): the same as
+            # indexing it with the field's position.
+            return self._element(node, args[0], _position(self.values[args[0]], self.values[node]))
+        if _fx_compare.handles(node):
+            return _fx_compare.emit(self, node)
         self.refuse(node)
 
     def _rmsnorm(self, node):
@@ -526,9 +596,8 @@ class Converter:
 
     def _getitem(self, node):
         base, index = node.args
-        value = self.value_of(base, node)
-        if isinstance(value, (list, tuple)):
-            return value[index]
+        if isinstance(self.values[base], (list, tuple)):
+            return self._element(node, base, index)
         x = self.tensor(base, node)
         index = index if isinstance(index, tuple) else (index,)
         if any(i is Ellipsis for i in index):
@@ -565,17 +634,36 @@ class Converter:
         _, shape = self._out_type(node)
         return y if y.type.shape == shape else self.fb.reshape(y, shape, name=name)
 
-    def _split(self, node):
-        x = self.tensor(node.args[0], node)
+    def _part(self, node, j):
+        """Part j of a split, chunk or unbind node: one slice (reshaped without the
+        dimension for unbind). Parts are emitted one by one, as the model uses them."""
+        key = (node, j)
+        if key in self._parts:
+            return self._parts[key]
+        args, kwargs = node.args, node.kwargs
+        x = self.tensor(args[0], node)
+        unbind = node.target in ("unbind", torch.unbind)
+        dim = kwargs.get("dim", args[1 if unbind else 2] if len(args) > (1 if unbind else 2) else 0) % x.type.rank
         parts = self.values[node]
-        dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else 0) % x.type.rank
-        out, offset = [], 0
-        for j, p in enumerate(parts):
-            start = [0] * x.type.rank
-            start[dim] = offset
-            out.append(self.fb.slice(x, start, list(p.shape), name="%s.%d" % (self._name(node), j)))
-            offset += p.shape[dim]
-        return out
+        start = [0] * x.type.rank
+        start[dim] = sum(p.shape[dim] if not unbind else 1 for p in parts[:j])
+        size = list(x.type.shape)
+        size[dim] = parts[j].shape[dim] if not unbind else 1
+        name = "%s.%d" % (self._name(node), j)
+        part = x if size == list(x.type.shape) else self.fb.slice(x, start, size, name=name)
+        if unbind:
+            part = self.fb.reshape(part, tuple(parts[j].shape), name=name + ".squeeze")
+        self._parts[key] = part
+        return part
+
+    def _element(self, node, base, index):
+        """Element `index` of the tuple-valued node `base`."""
+        if self.is_dynamic(base) and base.target in _SPLITS and isinstance(index, int):
+            return self._part(base, index % len(self.values[base]))
+        value = self.value_of(base, node)
+        if isinstance(value, (list, tuple)):
+            return value[index]
+        return None
 
     def _kv_heads(self, node):
         """k or v of attention: when it is repeat_kv's output transposed to [B, H, S, D]
@@ -609,10 +697,12 @@ class Converter:
         if q.type.rank == 3:  # bmm form over [B*H, S, D]: one batch of B*H heads
             q, k, v = (self.fb.reshape(t, (1,) + t.type.shape) for t in (q, k, v))
         if q.type.rank != 4:
-            self.refuse(node, "attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % q.type.rank)
+            self.refuse(node, "attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % q.type.rank,
+                        inputs=[m.q, m.k, m.v])
         causal = attn.causal_or_none(m.allowed, q.type.shape[2], k.type.shape[2])
         if causal is None:
-            self.refuse(node, "an attention mask that is neither causal nor empty")
+            self.refuse(node, "%s: an attention mask that is neither causal nor empty (CommIR's attention "
+                        "takes only those)" % describe(node), inputs=[m.q, m.k, m.v])
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
@@ -624,6 +714,10 @@ def _holds_tensor(value):
     if isinstance(value, (list, tuple)):
         return any(_holds_tensor(v) for v in value)
     return False
+
+
+def _position(sequence, element):
+    return next(i for i, e in enumerate(sequence) if e is element)
 
 
 def _is_number(v):

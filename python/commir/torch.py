@@ -76,7 +76,7 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     sys.setrecursionlimit(max(old_limit, 20000))  # emission recurses along the graph
     try:
         try:
-            gm, prefix = _fx_tracer.trace(module_or_fn)
+            gm, prefix = _fx_tracer.trace(module_or_fn, example_inputs)
         except commir.CaptureError:
             raise
         except Exception as error:  # torch.fx's TraceError and friends
