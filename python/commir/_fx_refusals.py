@@ -53,6 +53,8 @@ def describe(node):
         module = getattr(node.target, "__module__", None) or ""
         name = getattr(node.target, "__qualname__", getattr(node.target, "__name__", str(node.target)))
         module = module.replace("torch._C._nn", "torch.nn.functional").replace("_operator", "operator")
+        if name.startswith("_VariableFunctionsClass."):  # torch's C functions: torch.topk
+            module, name = "torch", name.split(".", 1)[1]
         return "function %s.%s" % (module, name) if module else "function %s" % name
     if node.op == "call_method":
         return "tensor method .%s()" % node.target

@@ -143,6 +143,22 @@ class CaptureProxy(torch.fx.Proxy):
     def __len__(self):
         return self.tracer.parts(self)
 
+    def __getattr__(self, k):
+        # A tensor's dtype, device and rank are fixed by the example inputs, as its sizes
+        # are: model code may compute with them (torch.finfo(x.dtype).min as a mask fill).
+        if k in _STATIC_ATTRIBUTES:
+            value = example_values.value_of(self)
+            if isinstance(value, torch.Tensor):
+                return getattr(value, k)
+        return CaptureAttribute(self, k)
+
+
+class CaptureAttribute(torch.fx.proxy.Attribute, CaptureProxy):
+    """`x.shape` and other attributes, unpackable as CaptureProxy values are."""
+
+
+_STATIC_ATTRIBUTES = ("dtype", "device", "ndim")
+
 
 class CaptureTracer(torch.fx.Tracer):
     def __init__(self, example_inputs=()):
