@@ -389,7 +389,7 @@ class Converter:
         if isinstance(m, nn.Embedding):
             self.refuse(node, "nn.Embedding %s: an embedding lookup needs a gather, which CommIR v1 "
                         "cannot express" % node.target)
-        self.refuse(node, "module %s (%s)" % (node.target, type(m).__name__))
+        self.refuse(node, "nn.%s %s: CommIR has no lowering for this module" % (type(m).__name__, node.target))
 
     def _param(self, qualified):
         node = self._get_attr_node(qualified)

@@ -169,7 +169,7 @@ class CaptureTracer(torch.fx.Tracer):
         # Example inputs of the root's parameters, in order; those the caller does not
         # give keep their defaults as constants (see create_args_for_root).
         self._examples = [x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs]
-        self._placeholders = 0
+        self._example_by_name = {}
         self._evaluating = 0
         self.defaulted = []  # root parameters traced as their default values
 
@@ -219,7 +219,8 @@ class CaptureTracer(torch.fx.Tracer):
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         # fx makes every parameter of the root a placeholder, also `tgt_mask=None` that
         # the caller never passes: the model then sees a traced value where it tests
-        # `mask is not None`. Parameters beyond the example inputs keep their defaults.
+        # `mask is not None`. Parameters beyond the example inputs keep their defaults,
+        # and those given as None are None.
         if concrete_args is None:
             signature = inspect.signature(inspect.unwrap(root_fn))
             names = [p for p in signature.parameters.values()
@@ -227,9 +228,12 @@ class CaptureTracer(torch.fx.Tracer):
             if is_module:
                 names = names[1:]  # self
             concrete_args = {}
-            for p in names[len(self._examples):]:
-                if p.default is not p.empty:
-                    concrete_args[p.name] = p.default
+            for i, p in enumerate(names):
+                if i < len(self._examples) and self._examples[i] is not None:
+                    self._example_by_name[p.name] = self._examples[i]
+                elif i < len(self._examples) or p.default is not p.empty:
+                    # None given, or nothing: the parameter is None / its default.
+                    concrete_args[p.name] = None if i < len(self._examples) else p.default
                     self.defaulted.append(p.name)
         return super().create_args_for_root(root_fn, is_module, concrete_args or None)
 
@@ -240,9 +244,7 @@ class CaptureTracer(torch.fx.Tracer):
             proxy.node.meta["commir_source"] = Source.of(frame)
         example = None
         if kind == "placeholder":
-            i = self._placeholders
-            self._placeholders += 1
-            example = self._examples[i] if i < len(self._examples) else example_values.Unknown(None)
+            example = self._example_by_name.get(target, example_values.Unknown(None))
         proxy.node.meta[example_values.META_KEY] = example_values.compute(self, kind, target, args, kwargs, example)
         return proxy
 

@@ -1,0 +1,110 @@
+"""nn.TransformerDecoderLayer captured: self-attention, cross-attention over the encoder
+memory (CommIR's attention takes a key/value sequence of its own length), feed-forward;
+as the root and inside a model, with the masks nn.Transformer uses."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import commir
+import commir.torch
+
+DIM, HEADS, FF = 32, 4, 64
+TGT, MEM = 8, 6
+
+
+def decoder(norm_first=False, activation="relu"):
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(DIM, HEADS, FF, dropout=0.1, activation=activation,
+                                       batch_first=True, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return layer
+
+
+def inputs():
+    torch.manual_seed(1)
+    return torch.randn(2, TGT, DIM), torch.randn(2, MEM, DIM)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_as_the_root(norm_first):
+    layer = decoder(norm_first, "gelu" if norm_first else "relu")
+    tgt, memory = inputs()
+    # tgt_mask and the other masks are not given: they stay None, no refusal.
+    cap = commir.torch.capture(layer, (tgt, memory))
+    names = [n for n, _ in cap.module.signature()]
+    assert names[:2] == ["tgt", "memory"] and not any("mask" in n for n in names)
+    # Self-attention [2, 4, 8, 8] x [2, 4, 8, 8]; cross-attention queries of the target
+    # over the 6 memory positions.
+    assert cap.text.count("attention(") == 2 and ": f32[2, 4, 6, 8]" in cap.text
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(cap.run(tgt, memory)), layer(tgt, memory))
+
+
+class CausalDecoder(nn.Module):
+    """A decoder layer inside a model, with nn.Transformer's causal mask as a buffer."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(TGT))
+        self.head = nn.Linear(DIM, 16)
+
+    def forward(self, x, memory):
+        return self.head(self.layer(x, memory, tgt_mask=self.causal))
+
+
+@pytest.mark.parametrize("mesh", [{"tp": 4}, {"dp": 2, "tp": 2}])
+def test_decoder_layer_inside_a_model_with_a_causal_mask(mesh):
+    model = CausalDecoder(decoder()).eval()
+    tgt, memory = inputs()
+    batch = "dp" if "dp" in mesh else None
+    cap = commir.torch.capture(model, (tgt, memory), mesh=mesh,
+                               layouts={"x": [batch, "tp", None], "memory": [batch, None, None]})
+    # The -inf mask is folded: one causal self-attention, one unmasked cross-attention.
+    assert cap.text.count("attention(") == 2 and cap.text.count("causal") == 1
+    assert "causal" not in [n for n, _ in cap.module.signature()]
+    with torch.no_grad():
+        expected = model(tgt, memory)
+    torch.testing.assert_close(torch.from_numpy(cap.run(tgt, memory, module=cap.partition())), expected)
+
+
+def test_masks_given_as_inputs_stay_inputs():
+    # A mask the caller passes is a value of the program: a masked softmax, not folded.
+    layer = decoder()
+    tgt, memory = inputs()
+    mask = nn.Transformer.generate_square_subsequent_mask(TGT)
+    padding = torch.zeros(2, MEM, dtype=torch.bool)
+    padding[1, 4:] = True  # the second sequence's memory is two positions shorter
+    cap = commir.torch.capture(layer, (tgt, memory, mask, None, None, padding))
+    assert [n for n, _ in cap.module.signature()][:3] == ["tgt", "memory", "tgt_mask"]
+    with torch.no_grad():
+        expected = layer(tgt, memory, mask, None, None, padding)
+    torch.testing.assert_close(torch.from_numpy(cap.run(tgt, memory, mask, padding)), expected)
+
+
+class BandedDecoder(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        band = torch.ones(TGT, TGT, dtype=torch.bool).triu(1) | torch.ones(TGT, TGT, dtype=torch.bool).tril(-3)
+        self.register_buffer("band", band)
+
+    def forward(self, x, memory):
+        return self.layer(x, memory, tgt_mask=self.band)  # the refused line
+
+
+def test_a_mask_attention_cannot_take_is_refused_with_the_model_line():
+    tgt, memory = inputs()
+    with pytest.raises(commir.CaptureError, match="neither causal nor empty") as info:
+        commir.torch.capture(BandedDecoder(decoder()).eval(), (tgt, memory))
+    message = str(info.value)
+    assert "test_capture_decoder.py:%d:" % _line_of("# the refused line") in message
+    assert "tgt_mask=self.band" in message
+
+
+def _line_of(marker):
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if marker in line and "_line_of" not in line)
