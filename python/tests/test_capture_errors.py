@@ -74,8 +74,10 @@ def test_untraceable_control_flow_is_a_capture_error():
             return x
         return -x
 
-    with pytest.raises(commir.CaptureError, match="torch.fx cannot trace branchy"):
+    with pytest.raises(commir.CaptureError, match="torch.fx cannot trace branchy") as info:
         commir.torch.capture(branchy, (torch.randn(3),))
+    # At the model's line, with its code.
+    assert info.value.line == _line_of("if x.sum() > 0:") and "    if x.sum() > 0:" in str(info.value)
 
 
 def test_bad_arguments_to_capture():
