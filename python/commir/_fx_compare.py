@@ -1,7 +1,7 @@
 """Comparisons, `where`, `masked_fill` and boolean logic as CommIR `compare` and `select`.
 
     x > 0, torch.gt(x, y), x.le(y), x == y, ...   ->  compare(x, y) {cmp = gt|le|eq|...}
-    torch.where(c, a, b)                          ->  select(c, a, b)
+    torch.where(c, a, b), a.where(c, b)           ->  select(c, a, b)
     x.masked_fill(m, v)                           ->  select(m, v, x)
     ~c, c & d, c | d (on bool tensors)            ->  select with i1 constants
 
@@ -56,8 +56,10 @@ def emit(conv, node):
         if len(args) != 3:
             conv.refuse(node, "%s with one argument (the indices where the condition holds: a "
                         "data-dependent shape)" % _describe(node))
-        cond = _predicate(conv, node, args[0])
-        a, b = _choices(conv, node, args[1], args[2])
+        # x.where(c, y) is torch.where(c, x, y).
+        c, a, b = (args[1], args[0], args[2]) if node.op == "call_method" else args
+        cond = _predicate(conv, node, c)
+        a, b = _choices(conv, node, a, b)
         return conv.fb.op("select", [cond, a, b], name=name)
     if t in MASKED_FILL:
         value = kwargs.get("value", args[2] if len(args) > 2 else None)

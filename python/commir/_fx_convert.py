@@ -501,6 +501,17 @@ class Converter:
             return x if a == b else self.fb.transpose(x, perm, name=name)
         if t is operator.getitem:
             return self._getitem(node)
+        if t is torch.stack:
+            # A new dimension of size 1 on each, then concatenated along it.
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+            _, shape = self._out_type(node)
+            dim %= len(shape)
+            values = []
+            for j, v in enumerate(args[0]):
+                v = self.tensor(v, node)
+                values.append(self.fb.reshape(v, v.type.shape[:dim] + (1,) + v.type.shape[dim:],
+                                              name="%s.%d" % (name, j)))
+            return self.fb.concat(values, dim, name=name)
         if t in (torch.cat, torch.concat):
             values = [self.tensor(v, node) for v in args[0]]
             dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch.fx._symbolic_trace import _assert_is_none
 
 from commir import _fx_example_values as example_values
+from commir import _fx_refusals
 from commir._fx_refusals import Source, describe as describe_target, model_frame as _model_frame
 
 
@@ -188,14 +189,14 @@ class CaptureTracer(torch.fx.Tracer):
     def parts(self, proxy):
         n = example_values.length(proxy)
         if n is None:
-            from commir.errors import CaptureError
-            source = proxy.node.meta.get("commir_source")
             value = example_values.value_of(proxy)
-            why = ("its value on the example inputs could not be computed%s"
-                   % (": %s" % value.error if isinstance(value, example_values.Unknown) and value.error else "")
-                   if isinstance(value, example_values.Unknown) else "it is not a sequence")
-            raise CaptureError("%scannot capture %s: cannot unpack or take len() of its result: %s"
-                               % ("%s: " % source.location if source else "", describe_target(proxy.node), why))
+            if not isinstance(value, example_values.Unknown):
+                why = "it is not a sequence"
+            else:
+                why = "its value on the example inputs could not be computed%s" % (
+                    ": %s" % value.error if value.error is not None else "")
+            what = "%s: cannot unpack or take len() of its result: %s" % (describe_target(proxy.node), why)
+            raise _fx_refusals.error([_fx_refusals.Refusal(what, proxy.node.meta.get("commir_source"), 0)], "")
         return n
 
     def getattr(self, attr, attr_val, parameter_proxy_cache):
@@ -304,5 +305,7 @@ def trace(root, example_inputs=()):
         prefix = ROOT_PREFIX
     graph = tracer.trace(root)
     tracer.remove_defaulted_placeholders(graph)
+    for node in graph.nodes:  # the conversion records its own values: keep one copy
+        node.meta.pop(example_values.META_KEY, None)
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else getattr(root, "__name__", "function")
     return torch.fx.GraphModule(tracer.root, graph, name), prefix

@@ -20,7 +20,8 @@ def choices(x, y):
     c = x.masked_fill(y < 0, float("-inf"))         # masked_fill outside attention
     d = torch.where(~(x > 0) & (y > 0) | (x == y), x * y, -x)
     e = torch.where(torch.logical_not(x > 0), 1.0, 2.0)
-    return a, b, c, d, e
+    f = x.where(y > 0, y)                           # the method: x where y > 0, else y
+    return a, b, c, d, e, f
 
 
 def mixed_types(i, x):

@@ -197,3 +197,14 @@ def test_refusal_inside_a_reimplemented_module_names_the_model_line():
     with pytest.raises(commir.CaptureError, match="nn.MultiheadAttention with kdim/vdim") as info:
         commir.torch.capture(KdimAttention().eval(), (torch.randn(1, 4, 16), torch.randn(1, 3, 8)))
     assert "%s:%d:" % (__file__, _line_of("# marker: kdim")) in str(info.value)
+
+
+def test_unpacking_what_is_not_a_sequence_names_the_line():
+    def f(x):
+        total, rest = x.sum()  # marker: unpack a number
+        return total
+
+    with pytest.raises(commir.CaptureError, match="tensor method .sum\\(\\): cannot unpack or take len\\(\\) "
+                                                  "of its result: it is not a sequence") as info:
+        commir.torch.capture(f, (torch.randn(4, 3),))
+    assert info.value.line == _line_of("# marker: unpack a number")

@@ -56,7 +56,7 @@ def test_nanogpt_with_megatron_weight_layouts():
     torch.testing.assert_close(torch.from_numpy(cap.run(x, module=cap.partition())), expected)
 
 
-def test_chunk_unbind_split_sizes_and_shape_unpacking():
+def test_chunk_unbind_split_sizes_stack_and_shape_unpacking():
     def f(x):
         b, s, d = x.shape                       # a traced shape unpacks into numbers
         a, c = x.chunk(2, dim=-1)               # [2, 3, 5] and [2, 3, 5]
@@ -64,7 +64,7 @@ def test_chunk_unbind_split_sizes_and_shape_unpacking():
         p, q, r = torch.split(x, [2, 3, 5], dim=2)
         odd = x.chunk(4, dim=2)                 # 10 in chunks of 3: four parts, the last of 1
         y = torch.cat([c, a], dim=-1) * first.unsqueeze(1) + rest[-1].reshape(b, 1, d)
-        return y, torch.cat([r, p, q], dim=-1), odd[3], len(odd) * odd[0]
+        return y, torch.cat([r, p, q], dim=-1), odd[3], len(odd) * odd[0], torch.stack([a, c], dim=-2)
 
     x = torch.randn(2, 3, 10)
     cap = commir.torch.capture(f, (x,))
