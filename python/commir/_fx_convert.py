@@ -370,14 +370,16 @@ class Converter:
         args = node.args
         if isinstance(m, (nn.Dropout, nn.Identity)):
             if isinstance(m, nn.Dropout) and m.training and m.p > 0:
-                self.refuse(node, "dropout in training mode (call .eval() first)")
+                self.refuse(node, "nn.Dropout %s in training mode: it would drop nothing in the capture (call .eval() "
+                            "first)" % node.target)
             return self.tensor(args[0], node)
         if isinstance(m, nn.Linear):
             return self._linear(node, args[0], node.target + ".weight",
                                 node.target + ".bias" if m.bias is not None else None)
         if isinstance(m, nn.LayerNorm):
             if len(m.normalized_shape) != 1 or not m.elementwise_affine:
-                self.refuse(node, "nn.LayerNorm over more than the last dimension or without affine weights")
+                self.refuse(node, "nn.LayerNorm %s over more than the last dimension or without affine weights: "
+                            "CommIR's layernorm normalises the last dimension with both" % node.target)
             return self.fb.layernorm(self.tensor(args[0], node), self._param(node.target + ".weight"),
                                      self._param(node.target + ".bias"), eps=m.eps, name=name)
         if isinstance(m, nn.GELU):
@@ -446,14 +448,14 @@ class Converter:
             return self.fb.gelu(self.tensor(args[0], node), approximate=kwargs.get("approximate", "none"), name=name)
         if t in _BINARY and (node.op == "call_method") == isinstance(t, str):
             if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
-                self.refuse(node, "%s with alpha or rounding_mode" % describe(node))
+                self.refuse(node, "%s with alpha or rounding_mode: CommIR's arithmetic has neither" % describe(node))
             return self._binary(node, _BINARY[t], args[0], args[1])
         if t in _REDUCE and (node.op == "call_method") == isinstance(t, str):
             return self._reduce(node, _REDUCE[t])
         if t in attn.SOFTMAXES and (node.op == "call_method") == isinstance(t, str):
             dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
             if dim is None:
-                self.refuse(node, "softmax without dim")
+                self.refuse(node, "%s without dim: the implicit dim is deprecated and ambiguous" % describe(node))
             x = self.tensor(args[0], node)
             dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
             if dtype is not None:
@@ -465,12 +467,13 @@ class Converter:
             b = args[3] if len(args) > 3 else kwargs.get("bias")
             eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
             if len(shape) != 1 or w is None or b is None:
-                self.refuse(node, "layer_norm over more than the last dimension or without weight and bias")
+                self.refuse(node, "%s over more than the last dimension or without weight and bias: CommIR's "
+                            "layernorm normalises the last dimension with both" % describe(node))
             return self.fb.layernorm(self.tensor(args[0], node), self.tensor(w, node), self.tensor(b, node),
                                      eps=eps, name=name)
         if t is F.dropout:
             if kwargs.get("training", args[2] if len(args) > 2 else True) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) > 0:
-                self.refuse(node, "F.dropout in training mode")
+                self.refuse(node, "%s in training mode: it would drop nothing in the capture (call .eval())" % describe(node))
             return self.tensor(args[0], node)
         if t in _IDENTITY_METHODS:
             return self.tensor(args[0], node)
@@ -597,7 +600,7 @@ class Converter:
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
         if kwargs.get("dtype") is not None:
-            self.refuse(node, "%s with dtype" % describe(node))
+            self.refuse(node, "%s with dtype: convert the input first (.float())" % describe(node))
         if dim is None:
             dims = list(range(x.type.rank))
         else:
@@ -621,19 +624,21 @@ class Converter:
             if i is None:
                 continue
             if dim >= x.type.rank:
-                self.refuse(node, "indexing with too many indices")
+                self.refuse(node, "indexing (%s) with more indices than dimensions" % describe(node))
             extent = x.type.shape[dim]
             if isinstance(i, slice):
                 s, e, step = i.indices(extent)
                 if step != 1:
-                    self.refuse(node, "a strided slice (step %d)" % step)
+                    self.refuse(node, "indexing (%s) with a strided slice (step %d): CommIR's slice is contiguous"
+                                % (describe(node), step))
                 start.append(s)
                 size.append(max(e - s, 0))
             elif isinstance(i, int):
                 start.append(i % extent)
                 size.append(1)
             else:
-                self.refuse(node, "indexing with a tensor or %s (only slices, ints and None)" % type(i).__name__)
+                self.refuse(node, "indexing (%s) with a tensor or %s: that is a gather, only slices, ints and None "
+                            "are captured" % (describe(node), type(i).__name__))
             dim += 1
         for d in range(dim, x.type.rank):
             start.append(0)
@@ -708,7 +713,7 @@ class Converter:
         if q.type.rank == 3:  # bmm form over [B*H, S, D]: one batch of B*H heads
             q, k, v = (self.fb.reshape(t, (1,) + t.type.shape) for t in (q, k, v))
         if q.type.rank != 4:
-            self.refuse(node, "attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % q.type.rank,
+            self.refuse(node, "%s: attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % (describe(node), q.type.rank),
                         inputs=[m.q, m.k, m.v])
         causal = attn.causal_or_none(m.allowed, q.type.shape[2], k.type.shape[2])
         if causal is None:
