@@ -14,8 +14,9 @@ What the stock tracer does not do:
     Both are traced through the plain reimplementations below (the eval-mode math of
     torch 1.13's code, with dropout as identity), so their Linear and LayerNorm
     submodules and parameters appear in the graph under their usual names.
-    nn.TransformerDecoderLayer's own forward traces (it is only torch.nn's default of
-    leaving torch.nn modules opaque that stopped it).
+    nn.TransformerEncoder is traced as its plain loop over the layers.
+    nn.TransformerDecoderLayer's and nn.TransformerDecoder's own forwards trace (it is
+    only torch.nn's default of leaving torch.nn modules opaque that stopped them).
 """
 
 import contextlib
@@ -116,12 +117,22 @@ def _encoder_layer(m, src, src_mask=None, src_key_padding_mask=None, is_causal=N
     return x
 
 
+def _encoder(m, src, mask=None, src_key_padding_mask=None):
+    # The stack without its nested-tensor fast path (an inference-time repacking of
+    # padded batches, the same values).
+    x = src
+    for layer in m.layers:
+        x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
+    return m.norm(x) if m.norm is not None else x
+
+
 _REIMPLEMENTED = {
     torch.nn.TransformerEncoderLayer: _encoder_layer,
+    torch.nn.TransformerEncoder: _encoder,
     torch.nn.MultiheadAttention: _multihead_attention,
 }
 # torch.nn modules whose own forward fx traces once they are not leaves.
-_TRACED_THROUGH = (torch.nn.TransformerDecoderLayer,)
+_TRACED_THROUGH = (torch.nn.TransformerDecoderLayer, torch.nn.TransformerDecoder)
 
 
 def raise_capture_error(what):
@@ -254,7 +265,8 @@ class CaptureTracer(torch.fx.Tracer):
         # read only by fx's checks that the value passed is the default: the traced
         # function takes only the inputs given.
         names = {"%s_1" % name for name in self.defaulted}
-        doomed = {n for n in graph.nodes if n.op == "placeholder" and n.target in names}
+        doomed = {n for n in graph.nodes if n.op == "placeholder" and n.target in names
+                  and n.target not in self._example_by_name}
         for node in graph.nodes:  # topological order: users after what they read
             if any(i in doomed for i in node.all_input_nodes):
                 doomed.add(node)
@@ -278,6 +290,15 @@ class _EncoderLayerRoot(torch.nn.Module):
         return self.inner(src, src_mask=src_mask, src_key_padding_mask=src_key_padding_mask)
 
 
+class _EncoderRoot(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, src, mask=None, src_key_padding_mask=None):
+        return self.inner(src, mask=mask, src_key_padding_mask=src_key_padding_mask)
+
+
 class _AttentionRoot(torch.nn.Module):
     def __init__(self, inner):
         super().__init__()
@@ -290,6 +311,7 @@ class _AttentionRoot(torch.nn.Module):
 
 _ROOTS = {
     torch.nn.TransformerEncoderLayer: _EncoderLayerRoot,
+    torch.nn.TransformerEncoder: _EncoderRoot,
     torch.nn.MultiheadAttention: _AttentionRoot,
 }
 

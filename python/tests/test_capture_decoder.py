@@ -108,3 +108,33 @@ def test_a_mask_attention_cannot_take_is_refused_with_the_model_line():
 def _line_of(marker):
     with open(__file__) as f:
         return next(i for i, line in enumerate(f, 1) if marker in line and "_line_of" not in line)
+
+
+def test_encoder_and_decoder_stacks():
+    # nn.TransformerEncoder / nn.TransformerDecoder as nn.Transformer builds them: two
+    # layers each and a final norm; the decoder reads the encoder's output as memory.
+    torch.manual_seed(0)
+    enc_layer = nn.TransformerEncoderLayer(DIM, HEADS, FF, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(enc_layer, 2, norm=nn.LayerNorm(DIM)).eval()
+    decoder_stack = nn.TransformerDecoder(decoder(), 2, norm=nn.LayerNorm(DIM)).eval()
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.decoder = encoder, decoder_stack
+            self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(TGT))
+
+        def forward(self, src, tgt):
+            return self.decoder(tgt, self.encoder(src), tgt_mask=self.causal)
+
+    model = Seq2Seq().eval()
+    tgt, src = inputs()
+    cap = commir.torch.capture(model, (src, tgt), mesh={"tp": 2}, layouts={"src": [None, "tp", None]})
+    # 2 encoder self-attentions, 2 causal decoder self-attentions, 2 cross-attentions.
+    assert cap.text.count("attention(") == 6 and cap.text.count("causal") == 2
+    with torch.no_grad():
+        expected = model(src, tgt)
+    torch.testing.assert_close(torch.from_numpy(cap.run(src, tgt, module=cap.partition())), expected)
+    root = commir.torch.capture(encoder, (src,))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(root.run(src)), encoder(src))
