@@ -26,7 +26,7 @@ from commir import _fx_compare, _fx_refusals
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
-from commir.errors import CaptureError
+from commir.errors import CaptureError, OpError
 
 DTYPES = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
@@ -336,12 +336,17 @@ class Converter:
         if node.op == "get_attr":
             key = node.target[len(self.prefix):] if node.target.startswith(self.prefix) else node.target
             return self._argument(node, key, ("state", key))
-        if node.op == "call_module":
-            result = self._module(node, self.gm.get_submodule(node.target))
-        elif node.op in ("call_function", "call_method"):
-            result = self._call(node)
-        else:
-            self.refuse(node)
+        try:
+            if node.op == "call_module":
+                result = self._module(node, self.gm.get_submodule(node.target))
+            elif node.op in ("call_function", "call_method"):
+                result = self._call(node)
+            else:
+                self.refuse(node)
+        except OpError as error:
+            # The op the node maps to rejects these operands (an element type or shape
+            # CommIR's definition does not take): a refusal at the model's line.
+            self.refuse(node, "%s: CommIR's op rejects it: %s" % (describe(node), error.message))
         self._check(node, result)
         return result
 

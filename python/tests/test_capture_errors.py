@@ -208,3 +208,15 @@ def test_unpacking_what_is_not_a_sequence_names_the_line():
                                                   "of its result: it is not a sequence") as info:
         commir.torch.capture(f, (torch.randn(4, 3),))
     assert info.value.line == _line_of("# marker: unpack a number")
+
+
+def test_an_op_commir_rejects_is_a_refusal_at_the_model_line():
+    def f(i, x):
+        return torch.exp(i) + x  # marker: exp of an integer
+
+    with pytest.raises(commir.CaptureError) as info:
+        commir.torch.capture(f, (torch.ones(3, dtype=torch.long), torch.ones(3)))
+    (refusal,) = info.value.refusals
+    assert refusal.what.startswith("function torch.exp: CommIR's op rejects it: exp: the operand must have a "
+                                   "floating-point element type")
+    assert refusal.source.line == _line_of("# marker: exp of an integer")
