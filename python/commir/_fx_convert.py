@@ -55,6 +55,7 @@ _REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_
 # Ops whose value depends only on their input's shape (a mask made with full_like).
 _SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
 _MULS = (operator.mul, torch.mul, "mul")
+_MAX_MIN = (torch.max, "max", torch.min, "min")
 # Ops whose result is a tuple of slices of their first operand.
 _SPLITS = ("split", torch.split, "chunk", torch.chunk, "unbind", torch.unbind)
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
@@ -530,6 +531,10 @@ class Converter:
             # A field of a tuple-valued result (torch.topk(...).values): the same as
             # indexing it with the field's position.
             return self._element(node, args[0], _position(self.values[args[0]], self.values[node]))
+        if t in _MAX_MIN:
+            if isinstance(self.values[node], tuple):  # (values, indices): see _element
+                return [self._element(node, node, 0), self._element(node, node, 1)]
+            return self._max_min(node)
         if _fx_compare.handles(node):
             return _fx_compare.emit(self, node)
         self.refuse(node)
@@ -681,10 +686,36 @@ class Converter:
         """Element `index` of the tuple-valued node `base`."""
         if self.is_dynamic(base) and base.target in _SPLITS and isinstance(index, int):
             return self._part(base, index % len(self.values[base]))
+        if self.is_dynamic(base) and base.target in _MAX_MIN and isinstance(index, int):
+            if index % 2 == 1:
+                self.refuse(node, "the indices of %s along a dimension: CommIR has no argmax op" % describe(base),
+                            inputs=[base.args[0]])
+            return self._max_min(base, along=True)
         value = self.value_of(base, node)
         if isinstance(value, (list, tuple)):
             return value[index]
         return None
+
+    def _max_min(self, node, along=False):
+        """torch.max/min (or the methods): of the whole tensor, elementwise of two
+        tensors, or (`along`) the values along one dimension; min is -max(-x)."""
+        args, kwargs = node.args, node.kwargs
+        x = self.tensor(args[0], node)
+        is_min = node.target in (torch.min, "min")
+        name = self._name(node) + (".values" if along else "")
+        other = kwargs.get("other", args[1] if len(args) > 1 else None)
+        if not along and isinstance(other, torch.fx.Node) and isinstance(self.values[other], torch.Tensor):
+            return self._binary(node, "min" if is_min else "max", args[0], other)
+        if along:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+            dims = [dim % x.type.rank]
+            keepdim = bool(kwargs.get("keepdim", args[2] if len(args) > 2 else False))
+        else:
+            dims, keepdim = list(range(x.type.rank)), False
+        if is_min:
+            x = self.fb.unary("neg", x, name=name + ".neg")
+        y = self.fb.reduce("reduce_max", x, dims, keepdim=keepdim, name=name + (".max" if is_min else ""))
+        return self.fb.unary("neg", y, name=name) if is_min else y
 
     def _kv_heads(self, node):
         """k or v of attention: when it is repeat_kv's output transposed to [B, H, S, D]

@@ -220,3 +220,14 @@ def test_an_op_commir_rejects_is_a_refusal_at_the_model_line():
     assert refusal.what.startswith("function torch.exp: CommIR's op rejects it: exp: the operand must have a "
                                    "floating-point element type")
     assert refusal.source.line == _line_of("# marker: exp of an integer")
+
+
+def test_indices_of_max_are_refused():
+    def f(x):
+        values, where = torch.max(x, dim=-1)  # marker: max with indices
+        return values * 2, where
+
+    with pytest.raises(commir.CaptureError, match="the indices of function torch.max along a dimension: "
+                                                  "CommIR has no argmax op") as info:
+        commir.torch.capture(f, (torch.randn(3, 4),))
+    assert info.value.line == _line_of("# marker: max with indices")
