@@ -326,12 +326,28 @@ class Converter:
             key = v.target[len(self.prefix):] if v.target.startswith(self.prefix) else v.target
             v = self._argument(v, key, ("state", key))
             self.emitted[x] = v
+        if not isinstance(v, Value) and isinstance(x, torch.fx.Node) and self._from_buffers(x):
+            # A tensor computed from buffers alone (a slice of a mask buffer, a comparison
+            # of it): the same ops on the buffer arguments.
+            v = self._emit(x)
+            self.emitted[x] = v
         if not isinstance(v, Value):
             if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
                 self.refuse(user, "%s on a constant tensor the model computes (%s); only masks "
-                            "of written-out attention and numbers are folded" % (describe(user), describe(x)))
+                            "of written-out attention, tensors computed from buffers and numbers "
+                            "are captured" % (describe(user), describe(x)))
             self.refuse(user, "%s with a non-tensor operand %r" % (describe(user), v))
         return v
+
+    def _from_buffers(self, node):
+        """Whether the constant tensor `node` is computed from buffers (and numbers) only."""
+        if node.op == "get_attr":
+            return isinstance(self.values[node], torch.Tensor)
+        if node.op not in ("call_function", "call_method", "call_module") or node.target in _SHAPE_ONLY:
+            return False
+        inputs = node.all_input_nodes
+        return (isinstance(self.values.get(node), torch.Tensor) and bool(inputs)
+                and all(self._from_buffers(i) for i in inputs))
 
     def _emit(self, node):
         if node.op == "get_attr":

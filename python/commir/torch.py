@@ -97,8 +97,27 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     state = {}
     if isinstance(module_or_fn, torch.nn.Module):
         state = {k: v.detach() for k, v in module_or_fn.state_dict(keep_vars=True).items()}
+    for _, (kind, key) in converter.arguments:
+        if kind == "state" and key not in state:
+            # A tensor the model builds from constants (torch.tensor([...])), which fx
+            # keeps on the traced module as _tensor_constantN: an argument like a buffer.
+            state[key] = _attribute(gm, prefix + key if _has_attribute(gm, prefix + key) else key).detach()
     module = builder.module(file="<capture of %s>" % func_name)
     return Captured(module, func_name, converter.arguments, state, len(example_inputs))
+
+
+def _attribute(root, path):
+    for atom in path.split("."):
+        root = getattr(root, atom)
+    return root
+
+
+def _has_attribute(root, path):
+    try:
+        _attribute(root, path)
+        return True
+    except AttributeError:
+        return False
 
 
 def _trace_error(func_name, error):

@@ -72,3 +72,22 @@ def test_max_and_min_forms():
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert torch.equal(torch.from_numpy(g).reshape(e.shape), e), (g, e)  # max picks: exact
+
+
+def test_tensors_built_from_constants_and_buffers():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("keep", torch.tensor([[True, False, True], [False, True, True]]))
+
+        def forward(self, x):
+            y = x * torch.tensor([1.0, 2.0, 3.0])           # fx keeps it as _tensor_constant0
+            return torch.where(self.keep[:, 1:], y[:, 1:], 0.0), y.masked_fill(self.keep, -1.0)
+
+    model = Scaled().eval()
+    x = torch.randn(2, 3)
+    cap = commir.torch.capture(model, (x,))
+    # The slice of the bool buffer is computed in the program, from the buffer argument.
+    assert "%keep: i1[2, 3]" in cap.text and "slice(%keep)" in cap.text
+    for g, e in zip(cap.run(x), model(x)):
+        assert torch.equal(torch.from_numpy(g), e)
