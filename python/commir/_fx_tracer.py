@@ -27,7 +27,6 @@ import sys
 import torch
 import torch.fx
 import torch.nn.functional as F
-from torch.fx._symbolic_trace import _assert_is_none
 
 from commir import _fx_example_values as example_values
 from commir import _fx_refusals
