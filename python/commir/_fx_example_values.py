@@ -90,3 +90,26 @@ def length(proxy):
     if isinstance(value, (tuple, list, torch.Size)):
         return len(value)
     return None
+
+
+SHAPE_ONLY_KEY = "commir_shape_only"
+# What reads a tensor's metadata, never its elements.
+_SHAPE_QUERIES = ("size", "dim", "ndimension", "numel", "nelement")
+_SHAPE_ATTRIBUTES = ("shape", "ndim", "dtype", "device")
+
+
+def shape_only(kind, target, args, kwargs, value):
+    """Whether a node's value depends on tensor sizes (and constants) only, never on
+    tensor elements: `x.size(1) > 4` is, `x.sum() > 0` and `x.max().item()` are not.
+    Control flow on such a value takes one branch for every input of these shapes."""
+    if isinstance(value, (Unknown, torch.Tensor)) or kind in ("placeholder", "get_attr", "call_module"):
+        return False
+    operands = []
+    map_aggregate((args, kwargs), lambda a: operands.append(a) if isinstance(a, torch.fx.Proxy) else None)
+    if kind == "call_method" and target in _SHAPE_QUERIES:
+        return all(o.node.meta.get(SHAPE_ONLY_KEY, False) for o in operands[1:])
+    if kind == "call_function" and target is getattr and args[1] in _SHAPE_ATTRIBUTES:
+        return True
+    if kind == "call_function" and not isinstance(value, (bool, int, float, torch.Size, torch.dtype, tuple)):
+        return False
+    return kind == "call_function" and all(o.node.meta.get(SHAPE_ONLY_KEY, False) for o in operands)

@@ -154,6 +154,16 @@ class CaptureProxy(torch.fx.Proxy):
     def __len__(self):
         return self.tracer.parts(self)
 
+    def __index__(self):
+        # range(x.size(0)), a slice bound: a size is a number of these shapes.
+        if self.node.meta.get(example_values.SHAPE_ONLY_KEY):
+            value = example_values.value_of(self)
+            if isinstance(value, int):
+                return value
+        what = ("%s: a tensor value used as a Python number (the capture computes on tensors, it "
+                "cannot read their elements)" % describe_target(self.node))
+        raise _fx_refusals.error([_fx_refusals.Refusal(what, self.node.meta.get("commir_source"), 0)], "")
+
     def __getattr__(self, k):
         # A tensor's dtype, device and rank are fixed by the example inputs, as its sizes
         # are: model code may compute with them (torch.finfo(x.dtype).min as a mask fill).
@@ -256,8 +266,19 @@ class CaptureTracer(torch.fx.Tracer):
         example = None
         if kind == "placeholder":
             example = self._example_by_name.get(target, example_values.Unknown(None))
-        proxy.node.meta[example_values.META_KEY] = example_values.compute(self, kind, target, args, kwargs, example)
+        value = example_values.compute(self, kind, target, args, kwargs, example)
+        proxy.node.meta[example_values.META_KEY] = value
+        proxy.node.meta[example_values.SHAPE_ONLY_KEY] = example_values.shape_only(kind, target, args, kwargs, value)
         return proxy
+
+    def to_bool(self, proxy):
+        # `if x.dim() == 4:` or `if s > max_len:` on sizes: the branch these shapes take
+        # (the captured program has static shapes). On tensor elements: refused.
+        if proxy.node.meta.get(example_values.SHAPE_ONLY_KEY):
+            return bool(example_values.value_of(proxy))
+        what = ("%s: control flow on tensor values (it takes a branch only the data decides; "
+                "torch.where computes both)" % describe_target(proxy.node))
+        raise _fx_refusals.error([_fx_refusals.Refusal(what, proxy.node.meta.get("commir_source"), 0)], "")
 
     def remove_defaulted_placeholders(self, graph):
         # create_args_for_root's constants leave a placeholder per defaulted parameter,

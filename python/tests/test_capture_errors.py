@@ -68,16 +68,64 @@ def test_layout_the_verifier_rejects_raises_verify_error():
         commir.torch.capture(layer, (torch.randn(2, 8),), mesh={"tp": 4}, layouts={"weight": ["tp", None]})
 
 
-def test_untraceable_control_flow_is_a_capture_error():
+def test_control_flow_on_tensor_values_is_refused_at_its_line():
     def branchy(x):
         if x.sum() > 0:
             return x
         return -x
 
-    with pytest.raises(commir.CaptureError, match="torch.fx cannot trace branchy") as info:
+    with pytest.raises(commir.CaptureError, match="function operator.gt: control flow on tensor values") as info:
         commir.torch.capture(branchy, (torch.randn(3),))
-    # At the model's line, with its code.
     assert info.value.line == _line_of("if x.sum() > 0:") and "    if x.sum() > 0:" in str(info.value)
+
+
+def test_control_flow_on_sizes_takes_the_branch_of_these_shapes():
+    def sized(x):
+        if x.dim() == 3 and x.size(-1) % 2 == 0:  # shapes only: known while tracing
+            x = x * 2
+        out = x
+        for i in range(x.size(0)):
+            out = out + x[i:i + 1]
+        if x.mean().item() > 10:  # never taken here, and not decided by shapes: refused
+            out = -out
+        return out
+
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(commir.CaptureError, match="function operator.gt: control flow on tensor values") as info:
+        commir.torch.capture(sized, (x,))
+    assert info.value.line == _line_of("if x.mean().item() > 10:")
+
+    def without_data_branch(x):
+        if x.dim() == 3 and x.size(-1) % 2 == 0:
+            x = x * 2
+        out = x
+        for i in range(x.size(0)):
+            out = out + x[i:i + 1]
+        return out
+
+    cap = commir.torch.capture(without_data_branch, (x,))
+    assert cap.text.count("slice(") == 2 and "mul(" in cap.text
+    assert torch.equal(torch.from_numpy(cap.run(x)), without_data_branch(x))
+
+
+def test_a_tensor_value_as_a_number_is_refused_at_its_line():
+    def converts(x):
+        return x * float(x.sum())  # marker: float of a traced value
+
+    with pytest.raises(commir.CaptureError, match="tensor method .sum\\(\\): a tensor value used as a "
+                                                  "Python number") as info:
+        commir.torch.capture(converts, (torch.randn(3),))
+    assert info.value.line == _line_of("# marker: float of a traced value")
+
+
+def test_an_error_raised_while_tracing_names_the_model_line():
+    def unfinished(x):
+        raise NotImplementedError("not written yet")  # marker: raised by the model
+
+    with pytest.raises(commir.CaptureError, match="torch.fx cannot trace unfinished: not written yet") as info:
+        commir.torch.capture(unfinished, (torch.randn(3),))
+    assert info.value.line == _line_of("# marker: raised by the model")
+    assert 'raise NotImplementedError("not written yet")' in str(info.value)
 
 
 def test_bad_arguments_to_capture():
