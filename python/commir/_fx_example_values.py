@@ -94,7 +94,8 @@ def length(proxy):
 
 SHAPE_ONLY_KEY = "commir_shape_only"
 # What reads a tensor's metadata, never its elements.
-_SHAPE_QUERIES = ("size", "dim", "ndimension", "numel", "nelement")
+_SHAPE_QUERIES = ("size", "dim", "ndimension", "numel", "nelement", "is_floating_point", "is_complex",
+                  "element_size", torch.numel, torch.is_floating_point, torch.is_complex)
 _SHAPE_ATTRIBUTES = ("shape", "ndim", "dtype", "device")
 
 
@@ -106,7 +107,7 @@ def shape_only(kind, target, args, kwargs, value):
         return False
     operands = []
     map_aggregate((args, kwargs), lambda a: operands.append(a) if isinstance(a, torch.fx.Proxy) else None)
-    if kind == "call_method" and target in _SHAPE_QUERIES:
+    if kind in ("call_method", "call_function") and target in _SHAPE_QUERIES:
         return all(o.node.meta.get(SHAPE_ONLY_KEY, False) for o in operands[1:])
     if kind == "call_function" and target is getattr and args[1] in _SHAPE_ATTRIBUTES:
         return True
