@@ -15,8 +15,9 @@ What the stock tracer does not do:
     torch 1.13's code, with dropout as identity), so their Linear and LayerNorm
     submodules and parameters appear in the graph under their usual names.
     nn.TransformerEncoder is traced as its plain loop over the layers.
-    nn.TransformerDecoderLayer's and nn.TransformerDecoder's own forwards trace (it is
-    only torch.nn's default of leaving torch.nn modules opaque that stopped them).
+    nn.TransformerDecoderLayer's, nn.TransformerDecoder's and nn.Transformer's own
+    forwards trace (it is only torch.nn's default of leaving torch.nn modules opaque
+    that stopped them; nn.Transformer's checks are on sizes, see to_bool).
 """
 
 import contextlib
@@ -131,7 +132,7 @@ _REIMPLEMENTED = {
     torch.nn.MultiheadAttention: _multihead_attention,
 }
 # torch.nn modules whose own forward fx traces once they are not leaves.
-_TRACED_THROUGH = (torch.nn.TransformerDecoderLayer, torch.nn.TransformerDecoder)
+_TRACED_THROUGH = (torch.nn.TransformerDecoderLayer, torch.nn.TransformerDecoder, torch.nn.Transformer)
 
 
 def raise_capture_error(what):

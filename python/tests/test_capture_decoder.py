@@ -138,3 +138,27 @@ def test_encoder_and_decoder_stacks():
     root = commir.torch.capture(encoder, (src,))
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(root.run(src)), encoder(src))
+
+
+def test_nn_transformer():
+    # Its forward checks sizes (`src.size(1) != tgt.size(1)`): control flow on shapes,
+    # decided while tracing; its encoder and decoder stacks are captured as above.
+    torch.manual_seed(0)
+    transformer = nn.Transformer(DIM, HEADS, 2, 2, FF, dropout=0.0, batch_first=True).eval()
+
+    class Translator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = transformer
+            self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(TGT))
+
+        def forward(self, src, tgt):
+            return self.transformer(src, tgt, tgt_mask=self.causal)
+
+    model = Translator().eval()
+    tgt, src = inputs()
+    cap = commir.torch.capture(model, (src, tgt), mesh={"tp": 2}, layouts={"tgt": [None, "tp", None]})
+    assert cap.text.count("attention(") == 6 and cap.text.count("causal") == 2
+    with torch.no_grad():
+        expected = model(src, tgt)
+    torch.testing.assert_close(torch.from_numpy(cap.run(src, tgt, module=cap.partition())), expected)
