@@ -1,6 +1,6 @@
 """torch.fx graph -> one global CommIR function (through commir.builder).
 
-The graph is first run on the example inputs and every node's value recorded: shapes
+Every node's value on the example inputs is known (the tracer computed it): shapes
 and dtypes come from there, sizes computed from `x.shape` are known numbers, and
 constant tensors the model builds (masks) can be inspected. A node is *dynamic* when it
 depends on an input or a parameter; only dynamic nodes become ops, and only those the
@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from commir import _fx_attention as attn
+from commir import _fx_example_values as example_values
 from commir import _fx_compare, _fx_refusals
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention
@@ -115,14 +116,16 @@ class Converter:
         if len(placeholders) != len(example_inputs):
             raise CaptureError("the traced function takes %d inputs (%s) but %d example inputs were given"
                                % (len(placeholders), ", ".join(n.target for n in placeholders), len(example_inputs)))
-        recorder = _Recorder(gm)
-        try:
-            with torch.no_grad():
-                recorder.run(*example_inputs)
-        except Exception as error:  # the model's own error on these inputs
-            raise CaptureError("running the traced model on the example inputs failed: %s: %s"
-                               % (type(error).__name__, error)) from error
-        self.values = recorder.values
+        self.values = _traced_values(gm)
+        if self.values is None:  # some value could not be computed while tracing
+            recorder = _Recorder(gm)
+            try:
+                with torch.no_grad():
+                    recorder.run(*example_inputs)
+            except Exception as error:  # the model's own error on these inputs
+                raise CaptureError("running the traced model on the example inputs failed: %s: %s"
+                                   % (type(error).__name__, error)) from error
+            self.values = recorder.values
         self.params = dict(gm.named_parameters())
         self.buffers = dict(gm.named_buffers())
         self.dynamic = {}
@@ -774,6 +777,24 @@ class Converter:
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
+
+
+def _traced_values(gm):
+    """{node: value on the example inputs} as the tracer computed them (each node's
+    meta, removed here), or None when some node's value is unknown: then the graph is
+    run again, to report the model's own error."""
+    values, complete = {}, True
+    for n in gm.graph.nodes:
+        value = n.meta.pop(example_values.META_KEY, example_values.Unknown(None))
+        if n.op == "output":
+            continue
+        complete = complete and not isinstance(value, example_values.Unknown)
+        values[n] = value
+    if not complete:
+        return None
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    values[output] = torch.fx.node.map_arg(output.args[0], lambda n: values[n])
+    return values
 
 
 def _holds_tensor(value):

@@ -339,8 +339,9 @@ _ROOTS = {
 
 def trace(root, example_inputs=()):
     """A GraphModule of `root` (an nn.Module or a function of tensors) traced with
-    `example_inputs` for its first parameters (the others keep their defaults), and the
-    prefix its parameter names carry beyond their state_dict names."""
+    `example_inputs` for its first parameters (the others keep their defaults), each
+    node's value on them in its meta (example_values.META_KEY), and the prefix its
+    parameter names carry beyond their state_dict names."""
     tracer = CaptureTracer(example_inputs)
     prefix = ""
     if type(root) in _ROOTS:
@@ -348,7 +349,5 @@ def trace(root, example_inputs=()):
         prefix = ROOT_PREFIX
     graph = tracer.trace(root)
     tracer.remove_defaulted_placeholders(graph)
-    for node in graph.nodes:  # the conversion records its own values: keep one copy
-        node.meta.pop(example_values.META_KEY, None)
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else getattr(root, "__name__", "function")
     return torch.fx.GraphModule(tracer.root, graph, name), prefix
