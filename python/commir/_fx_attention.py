@@ -16,6 +16,8 @@ import operator
 import torch
 import torch.nn.functional as F
 
+from commir._fx_refusals import describe
+
 # A score at or below this is a masked-out position (GPT-2 code uses -1e4 or finfo.min).
 _MASKED_SCORE = -1e4
 
@@ -119,7 +121,9 @@ def match(node, converter):
         m = torch.broadcast_to(m, tuple(converter.shape(p)))
         flat = m.reshape(-1, sq, sk)
         if not bool((flat == flat[0]).all()):
-            converter.refuse(node, "an attention mask that differs between batch entries or heads")
+            converter.refuse(node, "%s: an attention mask that differs between batch entries or heads "
+                             "(CommIR's attention takes one causal or empty mask)" % describe(node),
+                             inputs=[q, k, v])
         allowed = flat[0] if allowed is None else allowed & flat[0]
     return AttentionMatch(q, k, scale, allowed, v)
 

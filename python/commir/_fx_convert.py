@@ -1,12 +1,17 @@
 """torch.fx graph -> one global CommIR function (through commir.builder).
 
-The graph is first run on the example inputs and every node's value recorded: shapes
+Every node's value on the example inputs is known (the tracer computed it): shapes
 and dtypes come from there, sizes computed from `x.shape` are known numbers, and
 constant tensors the model builds (masks) can be inspected. A node is *dynamic* when it
 depends on an input or a parameter; only dynamic nodes become ops, and only those the
 outputs need (emission is on demand from the outputs, so pieces that a recognised
 pattern absorbs are never written). Every emitted value's shape and dtype is checked
 against the recorded one.
+
+A node CommIR cannot express is refused (Refusal), and emission goes on: the values the
+refused node reads are still emitted, to find what else is refused, and whatever needs
+the refused value is skipped without a refusal of its own. All refusals come back in one
+CaptureError, in the order the model runs them.
 """
 
 import operator
@@ -17,9 +22,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from commir import _fx_attention as attn
+from commir import _fx_example_values as example_values
+from commir import _fx_compare, _fx_refusals
+from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
-from commir.errors import CaptureError
+from commir.errors import CaptureError, OpError
 
 DTYPES = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
@@ -48,6 +56,9 @@ _REDUCE = {torch.mean: "reduce_mean", "mean": "reduce_mean", torch.sum: "reduce_
 # Ops whose value depends only on their input's shape (a mask made with full_like).
 _SHAPE_ONLY = (torch.full_like, torch.ones_like, torch.zeros_like, "new_full", "new_ones", "new_zeros")
 _MULS = (operator.mul, torch.mul, "mul")
+_MAX_MIN = (torch.max, "max", torch.min, "min")
+# Ops whose result is a tuple of slices of their first operand.
+_SPLITS = ("split", torch.split, "chunk", torch.chunk, "unbind", torch.unbind)
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
 
 
@@ -62,23 +73,39 @@ class _Recorder(torch.fx.Interpreter):
         return out
 
 
-def describe(node):
-    if node.op == "call_function":
-        module = getattr(node.target, "__module__", None) or ""
-        name = getattr(node.target, "__qualname__", getattr(node.target, "__name__", str(node.target)))
-        module = module.replace("torch._C._nn", "torch.nn.functional").replace("_operator", "operator")
-        return "function %s.%s" % (module, name) if module else "function %s" % name
-    if node.op == "call_method":
-        return "tensor method .%s()" % node.target
-    if node.op == "call_module":
-        return "module %s" % node.target
-    return "%s %s" % (node.op, node.target)
+class _Refused(Exception):
+    """Raised by Converter.refuse: `node` cannot be captured, for the reason `what`;
+    `inputs` are the nodes still worth emitting to find more refusals (default: the
+    node's own inputs)."""
+
+    def __init__(self, node, what, inputs=None):
+        super().__init__(what)
+        self.node, self.what, self.inputs = node, what, inputs
+
+
+class _Skipped(Exception):
+    """A value needed here was refused; the refusal is already recorded."""
+
+
+_REFUSED = object()  # the emitted "value" of a refused node
+
+# Why ops with no CommIR counterpart are refused, beyond "no op for it".
+_NO_OP = {
+    torch.topk: "CommIR has no top-k (sort and select) op", "topk": "CommIR has no top-k (sort and select) op",
+    torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
+    torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
+    torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
+    F.embedding: "an embedding lookup needs a gather, which CommIR v1 cannot express",
+    torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
+    torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
+}
 
 
 class Converter:
     def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
                  result_layouts=None):
         self.result_layouts = result_layouts
+        self.func_name = func_name
         self.gm = gm
         # The traced module's state_dict order (the GraphModule's own is first-use order).
         self.state_order = {key: i for i, key in enumerate(state_keys)}
@@ -89,14 +116,16 @@ class Converter:
         if len(placeholders) != len(example_inputs):
             raise CaptureError("the traced function takes %d inputs (%s) but %d example inputs were given"
                                % (len(placeholders), ", ".join(n.target for n in placeholders), len(example_inputs)))
-        recorder = _Recorder(gm)
-        try:
-            with torch.no_grad():
-                recorder.run(*example_inputs)
-        except Exception as error:  # the model's own error on these inputs
-            raise CaptureError("running the traced model on the example inputs failed: %s: %s"
-                               % (type(error).__name__, error)) from error
-        self.values = recorder.values
+        self.values = _traced_values(gm)
+        if self.values is None:  # some value could not be computed while tracing
+            recorder = _Recorder(gm)
+            try:
+                with torch.no_grad():
+                    recorder.run(*example_inputs)
+            except Exception as error:  # the model's own error on these inputs
+                raise CaptureError("running the traced model on the example inputs failed: %s: %s"
+                                   % (type(error).__name__, error)) from error
+            self.values = recorder.values
         self.params = dict(gm.named_parameters())
         self.buffers = dict(gm.named_buffers())
         self.dynamic = {}
@@ -122,14 +151,23 @@ class Converter:
             mesh_name = self.mb.mesh("m", **mesh)
         self.fb = self.mb.func(func_name, mesh=mesh_name)
         self.emitted = {}
+        self.refusals = []  # _fx_refusals.Refusal
+        self._parts = {}  # (split/chunk/unbind node, j) -> Value of part j
+        self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
         self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
 
     # ---- helpers for the attention matcher and handlers ---------------------------
-    def refuse(self, node, what=None):
-        source = node.meta.get("commir_source") if node is not None else None
-        raise CaptureError("cannot capture %s%s" % (what or describe(node),
-                                                     " (%s)" % source if source else ""))
+    def refuse(self, node, what=None, inputs=None):
+        """Refuses `node`: `what` names the op and the reason (default: the op and that
+        CommIR has no op for it). `inputs`: the nodes to go on emitting to find further
+        refusals, when not the node's own inputs (a pattern's operands)."""
+        if what is None:
+            reason = "CommIR has no op for it"
+            if node is not None and node.op in ("call_function", "call_method"):
+                reason = _NO_OP.get(node.target, reason)
+            what = "%s: %s" % (describe(node), reason)
+        raise _Refused(node, what, inputs)
 
     def shape(self, node):
         return tuple(self.values[node].shape)
@@ -179,10 +217,15 @@ class Converter:
         results = []
         # None outputs (MultiheadAttention's absent attention weights) hold no value.
         for r in (r for r in _flatten(output.args[0]) if r is not None):
-            v = self.value_of(r, output)
+            try:
+                v = self.value_of(r, output)
+            except _Skipped:
+                continue
             if not isinstance(v, Value):
                 raise CaptureError("output %r is not computed from the inputs or parameters" % (r,))
             results.append(v)
+        if self.refusals:
+            raise _fx_refusals.error(self.refusals, self.func_name)
         unused = set(self.layouts) - self.used_layouts
         if unused:
             known = [a for a, _ in self.arguments]
@@ -233,9 +276,12 @@ class Converter:
         return v
 
     def value_of(self, x, user):
-        """The CommIR value, number or Python object `x` (an fx argument) stands for."""
+        """The CommIR value, number or Python object `x` (an fx argument) stands for.
+        Raises _Skipped when it (or something it needs) was refused."""
         if isinstance(x, torch.fx.Node):
             if x in self.emitted:
+                if self.emitted[x] is _REFUSED:
+                    raise _Skipped()
                 return self.emitted[x]
             if not self.dynamic[x]:
                 if x.op == "get_attr" and isinstance(self.values[x], torch.Tensor) and self.values[x].dim() > 0:
@@ -244,12 +290,37 @@ class Converter:
                 if isinstance(value, torch.Tensor) and value.dim() == 0:
                     return value.item()
                 return value
-            result = self._emit(x)
+            try:
+                result = self._emit(x)
+            except _Refused as refused:
+                self._record(refused)
+                self.emitted[x] = _REFUSED
+                self._search(refused.inputs if refused.inputs is not None else x.all_input_nodes)
+                raise _Skipped() from None
+            except _Skipped:
+                self.emitted[x] = _REFUSED
+                self._search(x.all_input_nodes)
+                raise
             self.emitted[x] = result
             return result
         if isinstance(x, (list, tuple)):
             return type(x)(self.value_of(i, user) for i in x)
         return x
+
+    def _record(self, refused):
+        node = refused.node
+        source = node.meta.get("commir_source") if node is not None else None
+        order = self._order.get(node, len(self._order)) if node is not None else len(self._order)
+        self.refusals.append(_fx_refusals.Refusal(refused.what, source, order))
+
+    def _search(self, nodes):
+        """Emits the dynamic `nodes` not emitted yet, only to record their refusals."""
+        for n in nodes:
+            if isinstance(n, torch.fx.Node) and self.dynamic.get(n) and n not in self.emitted:
+                try:
+                    self.value_of(n, None)
+                except _Skipped:
+                    pass
 
     def tensor(self, x, user):
         """`x` as a CommIR Value (buffers become arguments)."""
@@ -258,23 +329,44 @@ class Converter:
             key = v.target[len(self.prefix):] if v.target.startswith(self.prefix) else v.target
             v = self._argument(v, key, ("state", key))
             self.emitted[x] = v
+        if not isinstance(v, Value) and isinstance(x, torch.fx.Node) and self._from_buffers(x):
+            # A tensor computed from buffers alone (a slice of a mask buffer, a comparison
+            # of it): the same ops on the buffer arguments.
+            v = self._emit(x)
+            self.emitted[x] = v
         if not isinstance(v, Value):
             if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
                 self.refuse(user, "%s on a constant tensor the model computes (%s); only masks "
-                            "of written-out attention and numbers are folded" % (describe(user), describe(x)))
+                            "of written-out attention, tensors computed from buffers and numbers "
+                            "are captured" % (describe(user), describe(x)))
             self.refuse(user, "%s with a non-tensor operand %r" % (describe(user), v))
         return v
+
+    def _from_buffers(self, node):
+        """Whether the constant tensor `node` is computed from buffers (and numbers) only."""
+        if node.op == "get_attr":
+            return isinstance(self.values[node], torch.Tensor)
+        if node.op not in ("call_function", "call_method", "call_module") or node.target in _SHAPE_ONLY:
+            return False
+        inputs = node.all_input_nodes
+        return (isinstance(self.values.get(node), torch.Tensor) and bool(inputs)
+                and all(self._from_buffers(i) for i in inputs))
 
     def _emit(self, node):
         if node.op == "get_attr":
             key = node.target[len(self.prefix):] if node.target.startswith(self.prefix) else node.target
             return self._argument(node, key, ("state", key))
-        if node.op == "call_module":
-            result = self._module(node, self.gm.get_submodule(node.target))
-        elif node.op in ("call_function", "call_method"):
-            result = self._call(node)
-        else:
-            self.refuse(node)
+        try:
+            if node.op == "call_module":
+                result = self._module(node, self.gm.get_submodule(node.target))
+            elif node.op in ("call_function", "call_method"):
+                result = self._call(node)
+            else:
+                self.refuse(node)
+        except OpError as error:
+            # The op the node maps to rejects these operands (an element type or shape
+            # CommIR's definition does not take): a refusal at the model's line.
+            self.refuse(node, "%s: CommIR's op rejects it: %s" % (describe(node), error.message))
         self._check(node, result)
         return result
 
@@ -303,14 +395,16 @@ class Converter:
         args = node.args
         if isinstance(m, (nn.Dropout, nn.Identity)):
             if isinstance(m, nn.Dropout) and m.training and m.p > 0:
-                self.refuse(node, "dropout in training mode (call .eval() first)")
+                self.refuse(node, "nn.Dropout %s in training mode: it would drop nothing in the capture (call .eval() "
+                            "first)" % node.target)
             return self.tensor(args[0], node)
         if isinstance(m, nn.Linear):
             return self._linear(node, args[0], node.target + ".weight",
                                 node.target + ".bias" if m.bias is not None else None)
         if isinstance(m, nn.LayerNorm):
             if len(m.normalized_shape) != 1 or not m.elementwise_affine:
-                self.refuse(node, "nn.LayerNorm over more than the last dimension or without affine weights")
+                self.refuse(node, "nn.LayerNorm %s over more than the last dimension or without affine weights: "
+                            "CommIR's layernorm normalises the last dimension with both" % node.target)
             return self.fb.layernorm(self.tensor(args[0], node), self._param(node.target + ".weight"),
                                      self._param(node.target + ".bias"), eps=m.eps, name=name)
         if isinstance(m, nn.GELU):
@@ -322,7 +416,7 @@ class Converter:
         if isinstance(m, nn.Embedding):
             self.refuse(node, "nn.Embedding %s: an embedding lookup needs a gather, which CommIR v1 "
                         "cannot express" % node.target)
-        self.refuse(node, "module %s (%s)" % (node.target, type(m).__name__))
+        self.refuse(node, "nn.%s %s: CommIR has no lowering for this module" % (type(m).__name__, node.target))
 
     def _param(self, qualified):
         node = self._get_attr_node(qualified)
@@ -379,14 +473,14 @@ class Converter:
             return self.fb.gelu(self.tensor(args[0], node), approximate=kwargs.get("approximate", "none"), name=name)
         if t in _BINARY and (node.op == "call_method") == isinstance(t, str):
             if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
-                self.refuse(node, "%s with alpha or rounding_mode" % describe(node))
+                self.refuse(node, "%s with alpha or rounding_mode: CommIR's arithmetic has neither" % describe(node))
             return self._binary(node, _BINARY[t], args[0], args[1])
         if t in _REDUCE and (node.op == "call_method") == isinstance(t, str):
             return self._reduce(node, _REDUCE[t])
         if t in attn.SOFTMAXES and (node.op == "call_method") == isinstance(t, str):
             dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
             if dim is None:
-                self.refuse(node, "softmax without dim")
+                self.refuse(node, "%s without dim: the implicit dim is deprecated and ambiguous" % describe(node))
             x = self.tensor(args[0], node)
             dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
             if dtype is not None:
@@ -398,12 +492,13 @@ class Converter:
             b = args[3] if len(args) > 3 else kwargs.get("bias")
             eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
             if len(shape) != 1 or w is None or b is None:
-                self.refuse(node, "layer_norm over more than the last dimension or without weight and bias")
+                self.refuse(node, "%s over more than the last dimension or without weight and bias: CommIR's "
+                            "layernorm normalises the last dimension with both" % describe(node))
             return self.fb.layernorm(self.tensor(args[0], node), self.tensor(w, node), self.tensor(b, node),
                                      eps=eps, name=name)
         if t is F.dropout:
             if kwargs.get("training", args[2] if len(args) > 2 else True) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) > 0:
-                self.refuse(node, "F.dropout in training mode")
+                self.refuse(node, "%s in training mode: it would drop nothing in the capture (call .eval())" % describe(node))
             return self.tensor(args[0], node)
         if t in _IDENTITY_METHODS:
             return self.tensor(args[0], node)
@@ -434,15 +529,33 @@ class Converter:
             return x if a == b else self.fb.transpose(x, perm, name=name)
         if t is operator.getitem:
             return self._getitem(node)
+        if t is torch.stack:
+            # A new dimension of size 1 on each, then concatenated along it.
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+            _, shape = self._out_type(node)
+            dim %= len(shape)
+            values = []
+            for j, v in enumerate(args[0]):
+                v = self.tensor(v, node)
+                values.append(self.fb.reshape(v, v.type.shape[:dim] + (1,) + v.type.shape[dim:],
+                                              name="%s.%d" % (name, j)))
+            return self.fb.concat(values, dim, name=name)
         if t in (torch.cat, torch.concat):
             values = [self.tensor(v, node) for v in args[0]]
             dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
             return self.fb.concat(values, dim, name=name)
-        if t in ("split", torch.split, "chunk", torch.chunk):
-            return self._split(node)
-        if t in ("masked_fill", torch.masked_fill, torch.where):
-            self.refuse(node, "%s outside written-out attention (a mask before softmax(...) @ v)"
-                        % describe(node))
+        if t in _SPLITS:
+            return [self._part(node, j) for j in range(len(self.values[node]))]
+        if t is getattr and isinstance(args[0], torch.fx.Node) and isinstance(self.values[args[0]], tuple):
+            # A field of a tuple-valued result (torch.topk(...).values): the same as
+            # indexing it with the field's position.
+            return self._element(node, args[0], _position(self.values[args[0]], self.values[node]))
+        if t in _MAX_MIN:
+            if isinstance(self.values[node], tuple):  # (values, indices): see _element
+                return [self._element(node, node, 0), self._element(node, node, 1)]
+            return self._max_min(node)
+        if _fx_compare.handles(node):
+            return _fx_compare.emit(self, node)
         self.refuse(node)
 
     def _rmsnorm(self, node):
@@ -516,7 +629,7 @@ class Converter:
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
         if kwargs.get("dtype") is not None:
-            self.refuse(node, "%s with dtype" % describe(node))
+            self.refuse(node, "%s with dtype: convert the input first (.float())" % describe(node))
         if dim is None:
             dims = list(range(x.type.rank))
         else:
@@ -526,9 +639,8 @@ class Converter:
 
     def _getitem(self, node):
         base, index = node.args
-        value = self.value_of(base, node)
-        if isinstance(value, (list, tuple)):
-            return value[index]
+        if isinstance(self.values[base], (list, tuple)):
+            return self._element(node, base, index)
         x = self.tensor(base, node)
         index = index if isinstance(index, tuple) else (index,)
         if any(i is Ellipsis for i in index):
@@ -541,19 +653,21 @@ class Converter:
             if i is None:
                 continue
             if dim >= x.type.rank:
-                self.refuse(node, "indexing with too many indices")
+                self.refuse(node, "indexing (%s) with more indices than dimensions" % describe(node))
             extent = x.type.shape[dim]
             if isinstance(i, slice):
                 s, e, step = i.indices(extent)
                 if step != 1:
-                    self.refuse(node, "a strided slice (step %d)" % step)
+                    self.refuse(node, "indexing (%s) with a strided slice (step %d): CommIR's slice is contiguous"
+                                % (describe(node), step))
                 start.append(s)
                 size.append(max(e - s, 0))
             elif isinstance(i, int):
                 start.append(i % extent)
                 size.append(1)
             else:
-                self.refuse(node, "indexing with a tensor or %s (only slices, ints and None)" % type(i).__name__)
+                self.refuse(node, "indexing (%s) with a tensor or %s: that is a gather, only slices, ints and None "
+                            "are captured" % (describe(node), type(i).__name__))
             dim += 1
         for d in range(dim, x.type.rank):
             start.append(0)
@@ -565,17 +679,62 @@ class Converter:
         _, shape = self._out_type(node)
         return y if y.type.shape == shape else self.fb.reshape(y, shape, name=name)
 
-    def _split(self, node):
-        x = self.tensor(node.args[0], node)
+    def _part(self, node, j):
+        """Part j of a split, chunk or unbind node: one slice (reshaped without the
+        dimension for unbind). Parts are emitted one by one, as the model uses them."""
+        key = (node, j)
+        if key in self._parts:
+            return self._parts[key]
+        args, kwargs = node.args, node.kwargs
+        x = self.tensor(args[0], node)
+        unbind = node.target in ("unbind", torch.unbind)
+        dim = kwargs.get("dim", args[1 if unbind else 2] if len(args) > (1 if unbind else 2) else 0) % x.type.rank
         parts = self.values[node]
-        dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else 0) % x.type.rank
-        out, offset = [], 0
-        for j, p in enumerate(parts):
-            start = [0] * x.type.rank
-            start[dim] = offset
-            out.append(self.fb.slice(x, start, list(p.shape), name="%s.%d" % (self._name(node), j)))
-            offset += p.shape[dim]
-        return out
+        start = [0] * x.type.rank
+        start[dim] = sum(p.shape[dim] if not unbind else 1 for p in parts[:j])
+        size = list(x.type.shape)
+        size[dim] = parts[j].shape[dim] if not unbind else 1
+        name = "%s.%d" % (self._name(node), j)
+        part = x if size == list(x.type.shape) else self.fb.slice(x, start, size, name=name)
+        if unbind:
+            part = self.fb.reshape(part, tuple(parts[j].shape), name=name + ".squeeze")
+        self._parts[key] = part
+        return part
+
+    def _element(self, node, base, index):
+        """Element `index` of the tuple-valued node `base`."""
+        if self.is_dynamic(base) and base.target in _SPLITS and isinstance(index, int):
+            return self._part(base, index % len(self.values[base]))
+        if self.is_dynamic(base) and base.target in _MAX_MIN and isinstance(index, int):
+            if index % 2 == 1:
+                self.refuse(node, "the indices of %s along a dimension: CommIR has no argmax op" % describe(base),
+                            inputs=[base.args[0]])
+            return self._max_min(base, along=True)
+        value = self.value_of(base, node)
+        if isinstance(value, (list, tuple)):
+            return value[index]
+        return None
+
+    def _max_min(self, node, along=False):
+        """torch.max/min (or the methods): of the whole tensor, elementwise of two
+        tensors, or (`along`) the values along one dimension; min is -max(-x)."""
+        args, kwargs = node.args, node.kwargs
+        x = self.tensor(args[0], node)
+        is_min = node.target in (torch.min, "min")
+        name = self._name(node) + (".values" if along else "")
+        other = kwargs.get("other", args[1] if len(args) > 1 else None)
+        if not along and isinstance(other, torch.fx.Node) and isinstance(self.values[other], torch.Tensor):
+            return self._binary(node, "min" if is_min else "max", args[0], other)
+        if along:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+            dims = [dim % x.type.rank]
+            keepdim = bool(kwargs.get("keepdim", args[2] if len(args) > 2 else False))
+        else:
+            dims, keepdim = list(range(x.type.rank)), False
+        if is_min:
+            x = self.fb.unary("neg", x, name=name + ".neg")
+        y = self.fb.reduce("reduce_max", x, dims, keepdim=keepdim, name=name + (".max" if is_min else ""))
+        return self.fb.unary("neg", y, name=name) if is_min else y
 
     def _kv_heads(self, node):
         """k or v of attention: when it is repeat_kv's output transposed to [B, H, S, D]
@@ -609,13 +768,33 @@ class Converter:
         if q.type.rank == 3:  # bmm form over [B*H, S, D]: one batch of B*H heads
             q, k, v = (self.fb.reshape(t, (1,) + t.type.shape) for t in (q, k, v))
         if q.type.rank != 4:
-            self.refuse(node, "attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % q.type.rank)
+            self.refuse(node, "%s: attention over rank-%d tensors (q, k, v must be [B, H, S, D])" % (describe(node), q.type.rank),
+                        inputs=[m.q, m.k, m.v])
         causal = attn.causal_or_none(m.allowed, q.type.shape[2], k.type.shape[2])
         if causal is None:
-            self.refuse(node, "an attention mask that is neither causal nor empty")
+            self.refuse(node, "%s: an attention mask that is neither causal nor empty (CommIR's attention "
+                        "takes only those)" % describe(node), inputs=[m.q, m.k, m.v])
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
+
+
+def _traced_values(gm):
+    """{node: value on the example inputs} as the tracer computed them (each node's
+    meta, removed here), or None when some node's value is unknown: then the graph is
+    run again, to report the model's own error."""
+    values, complete = {}, True
+    for n in gm.graph.nodes:
+        value = n.meta.pop(example_values.META_KEY, example_values.Unknown(None))
+        if n.op == "output":
+            continue
+        complete = complete and not isinstance(value, example_values.Unknown)
+        values[n] = value
+    if not complete:
+        return None
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    values[output] = torch.fx.node.map_arg(output.args[0], lambda n: values[n])
+    return values
 
 
 def _holds_tensor(value):
@@ -624,6 +803,10 @@ def _holds_tensor(value):
     if isinstance(value, (list, tuple)):
         return any(_holds_tensor(v) for v in value)
     return False
+
+
+def _position(sequence, element):
+    return next(i for i, e in enumerate(sequence) if e is element)
 
 
 def _is_number(v):

@@ -8,20 +8,23 @@
     y = cap.run(x, module=spmd)                 # runs on the cpu mesh, NumPy out
 
 The module is traced with torch.fx (nn.TransformerEncoderLayer and nn.MultiheadAttention
-through plain reimplementations of their eval-mode math); parameters and buffers the
-program uses become arguments named by their state_dict names, inputs by the forward's
-parameter names. `layouts` maps argument names to one entry per dimension: None
+through plain reimplementations of their eval-mode math), every traced value also
+computed on the example inputs (so that split/chunk/unbind/topk results unpack);
+parameters and buffers the program uses become arguments named by their state_dict
+names, inputs by the forward's parameter names. `layouts` maps argument names to one entry per dimension: None
 (replicated), an axis name, or a tuple of axes. Whatever is not given is left to
 propagation. Anything the capture cannot express raises commir.CaptureError naming the
-op and the model source line; nothing is dropped.
+op, the reason and the model source line, all of a model's refusals in one error;
+nothing is dropped.
 """
 
+import linecache
 import sys
 
 import torch
 
 import commir
-from commir import _fx_convert, _fx_tracer
+from commir import _fx_convert, _fx_refusals, _fx_tracer
 
 
 class Captured:
@@ -64,7 +67,9 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     """Traces `module_or_fn` on `example_inputs` (a tensor or a tuple of tensors) into a
     global CommIR function on `mesh` ({axis: size}, None: no mesh) with argument
     `layouts` and, optionally, the layouts requested for the results (one per result,
-    default replicated). Returns a Captured."""
+    default replicated). Parameters of the forward after the example inputs keep their
+    defaults, and a None example input fixes its parameter at None: neither is an input
+    of the captured function (Captured.run takes the tensors only). Returns a Captured."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
@@ -76,11 +81,13 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     sys.setrecursionlimit(max(old_limit, 20000))  # emission recurses along the graph
     try:
         try:
-            gm, prefix = _fx_tracer.trace(module_or_fn)
+            gm, prefix = _fx_tracer.trace(module_or_fn, example_inputs)
         except commir.CaptureError:
             raise
         except Exception as error:  # torch.fx's TraceError and friends
-            raise commir.CaptureError("torch.fx cannot trace %s: %s" % (func_name, error)) from error
+            raise _trace_error(func_name, error) from error
+        # A None example input is a parameter fixed at None, not an input.
+        example_inputs = tuple(x for x in example_inputs if x is not None)
         state_keys = list(module_or_fn.state_dict().keys()) if isinstance(module_or_fn, torch.nn.Module) else []
         converter = _fx_convert.Converter(gm, prefix, example_inputs, mesh, layouts, func_name, state_keys,
                                           result_layouts)
@@ -90,8 +97,43 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     state = {}
     if isinstance(module_or_fn, torch.nn.Module):
         state = {k: v.detach() for k, v in module_or_fn.state_dict(keep_vars=True).items()}
+    for _, (kind, key) in converter.arguments:
+        if kind == "state" and key not in state:
+            # A tensor the model builds from constants (torch.tensor([...])), which fx
+            # keeps on the traced module as _tensor_constantN: an argument like a buffer.
+            state[key] = _attribute(gm, prefix + key if _has_attribute(gm, prefix + key) else key).detach()
     module = builder.module(file="<capture of %s>" % func_name)
     return Captured(module, func_name, converter.arguments, state, len(example_inputs))
+
+
+def _attribute(root, path):
+    for atom in path.split("."):
+        root = getattr(root, atom)
+    return root
+
+
+def _has_attribute(root, path):
+    try:
+        _attribute(root, path)
+        return True
+    except AttributeError:
+        return False
+
+
+def _trace_error(func_name, error):
+    """A CaptureError for an exception raised while tracing, at the innermost line of
+    the model's own code in its traceback (data-dependent control flow, ...)."""
+    source = None
+    tb = error.__traceback__
+    while tb is not None:
+        if _fx_refusals.model_frame(tb.tb_frame) is tb.tb_frame:
+            source = _fx_refusals.Source(tb.tb_frame.f_code.co_filename, tb.tb_lineno,
+                                         linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    if source is None:
+        return commir.CaptureError("torch.fx cannot trace %s: %s" % (func_name, error))
+    return commir.CaptureError("%s: torch.fx cannot trace %s: %s\n    %s" % (source.location, func_name, error, source.code),
+                               file=source.file, line=source.line)
 
 
 def _default_name(module_or_fn):

@@ -136,3 +136,61 @@ class LlamaBlock(nn.Module):
     def forward(self, x):
         h = x + self.attention(self.attention_norm(x))
         return h + self.feed_forward(self.ffn_norm(h))
+
+
+class NanoGPTAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention (model.py, slow path): one c_attn projection split
+    into q, k and v with `.split(n_embd, dim=2)`."""
+
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                             .view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class NeoXParallelBlock(nn.Module):
+    """A GPT-NeoX-style block: fused qkv laid out per head and split with
+    `.split(head_dim, dim=-1)`, attention and MLP in parallel on the same input
+    (x + attn(ln1(x)) + mlp(ln2(x)))."""
+
+    def __init__(self, d_model, n_head, max_seq):
+        super().__init__()
+        self.n_head, self.head_dim = n_head, d_model // n_head
+        self.input_layernorm = nn.LayerNorm(d_model)
+        self.post_attention_layernorm = nn.LayerNorm(d_model)
+        self.query_key_value = nn.Linear(d_model, 3 * d_model)
+        self.dense = nn.Linear(d_model, d_model)
+        self.dense_h_to_4h = nn.Linear(d_model, 4 * d_model)
+        self.dense_4h_to_h = nn.Linear(4 * d_model, d_model)
+        self.register_buffer("bias", torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool)))
+
+    def attention(self, x):
+        b, s = x.shape[0], x.shape[1]
+        qkv = self.query_key_value(x).view(b, s, self.n_head, 3 * self.head_dim)
+        q, k, v = qkv.split(self.head_dim, dim=-1)
+        q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        mask = self.bias[:s, :s]
+        scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+        out = torch.matmul(F.softmax(scores, dim=-1), v)
+        return self.dense(out.permute(0, 2, 1, 3).reshape(b, s, -1))
+
+    def forward(self, x):
+        mlp = self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(self.post_attention_layernorm(x))))
+        return x + self.attention(self.input_layernorm(x)) + mlp

@@ -57,3 +57,37 @@ def test_layout_and_reduction_ops():
     assert len(got) == 2
     for g, e in zip(got, expected):
         torch.testing.assert_close(torch.from_numpy(g), e)
+
+
+def test_max_and_min_forms():
+    def f(x, y):
+        stable = x - x.max(dim=-1, keepdim=True).values  # a written-out stable softmax's shift
+        return (stable, torch.max(x), torch.min(x, y), torch.max(x, 1)[0], x.min(dim=0).values,
+                torch.min(x), y.max(x))
+
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    cap = commir.torch.capture(f, (x, y))
+    assert "reduce_max(" in cap.text and "argmax" not in cap.text
+    got, expected = cap.run(x, y), f(x, y)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert torch.equal(torch.from_numpy(g).reshape(e.shape), e), (g, e)  # max picks: exact
+
+
+def test_tensors_built_from_constants_and_buffers():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("keep", torch.tensor([[True, False, True], [False, True, True]]))
+
+        def forward(self, x):
+            y = x * torch.tensor([1.0, 2.0, 3.0])           # fx keeps it as _tensor_constant0
+            return torch.where(self.keep[:, 1:], y[:, 1:], 0.0), y.masked_fill(self.keep, -1.0)
+
+    model = Scaled().eval()
+    x = torch.randn(2, 3)
+    cap = commir.torch.capture(model, (x,))
+    # The slice of the bool buffer is computed in the program, from the buffer argument.
+    assert "%keep: i1[2, 3]" in cap.text and "slice(%keep)" in cap.text
+    for g, e in zip(cap.run(x), model(x)):
+        assert torch.equal(torch.from_numpy(g), e)
