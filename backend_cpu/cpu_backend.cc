@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend_cpu/kernel_table.h"
 #include "backend_cpu/kernels.h"
+#include "backend_cpu/shift_into.h"
 
 namespace commir::cpu {
 
@@ -86,6 +87,17 @@ absl::StatusOr<bool> CpuBackend::RunMatmulInto(const Operation& matmul,
                     matmul.BoolAttr("transpose_a"),
                     matmul.BoolAttr("transpose_b"), destination, update.RequiredIntAttr("dim"),
                     offset);
+}
+
+absl::StatusOr<bool> CpuBackend::RunShiftInto(const Operation& shift,
+                                              const runtime::CollectiveContext& context,
+                                              absl::Span<const Tensor* const> parts,
+                                              const Operation& update,
+                                              absl::Span<const int64_t> offsets,
+                                              absl::Span<Tensor* const> destinations) {
+  if (!shift.Is(OpKind::kShift) || context.local.size() != context.group.size()) return false;
+  return ShiftInto(parts, shift.IntAttr("offset"), update.RequiredIntAttr("dim"), offsets,
+                   destinations);
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(

@@ -40,6 +40,13 @@ class CpuBackend : public runtime::Backend {
                                      const Operation& update, int64_t offset,
                                      runtime::Tensor& destination) override;
 
+  // A shift into a handed-over update destination copies each source member's part
+  // straight into the receiver's slot (shift_into.h): one copy of the block's bytes.
+  absl::StatusOr<bool> RunShiftInto(const Operation& shift,
+                                    const runtime::CollectiveContext& context,
+                                    absl::Span<const runtime::Tensor* const> parts,
+                                    const Operation& update, absl::Span<const int64_t> offsets,
+                                    absl::Span<runtime::Tensor* const> destinations) override;
   // The same without a context, for tests and benchmarks.
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
       const Operation& op, absl::Span<const runtime::Tensor* const> tensors,

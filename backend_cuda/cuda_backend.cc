@@ -19,6 +19,7 @@
 #include "backend_cuda/kernels/layout.h"
 #include "backend_cuda/launch_context.h"
 #include "backend_cuda/launchers.h"
+#include "backend_cuda/shift_slot.h"
 #include "commir/check.h"
 #include "runtime/in_place.h"
 
@@ -398,6 +399,83 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   args.ldc = place->row_stride;
   if (absl::Status s = GpuFor(context.device).gemm->Run(args, *stream); !s.ok()) return s;
   if (absl::Status s = buffer->MarkWritten(*stream); !s.ok()) return s;
+  return true;
+}
+
+absl::StatusOr<bool> CudaBackend::RunShiftInto(const Operation& shift,
+                                               const runtime::CollectiveContext& context,
+                                               absl::Span<const Tensor* const> parts,
+                                               const Operation& update,
+                                               absl::Span<const int64_t> offsets,
+                                               absl::Span<Tensor* const> destinations) {
+  const size_t members = parts.size();
+  if (!shift.Is(OpKind::kShift) || members == 0 || members != context.local.size() ||
+      members != context.streams.size() || offsets.size() != members ||
+      destinations.size() != members) {
+    return false;
+  }
+  const ElementType type = parts[0]->element_type();
+  const comm::Route route = engine_->RouteOf(comm::CollectiveKind::kShift, context.group);
+  // Every member's slot is planned before anything is issued: a decline leaves every
+  // destination as it was.
+  std::vector<ShiftSlot> slots;
+  for (size_t i = 0; i < members; ++i) {
+    const Tensor& part = *parts[i];
+    const Tensor& destination = *destinations[i];
+    if (!part.on_device() || !destination.on_device() || part.element_type() != type ||
+        destination.element_type() != type || part.shape() != parts[0]->shape()) {
+      return false;
+    }
+    std::optional<ShiftSlot> slot =
+        PlanShiftSlot(destination.shape(), part.shape(), update.RequiredIntAttr("dim"), offsets[i],
+                      ElementTypeByteWidth(type), route);
+    if (!slot.has_value() || slot->receive == SlotReceive::kStaged) return false;
+    slots.push_back(*slot);
+  }
+  cudaGetLastError();  // not this op's: see RunTensorOp
+  std::vector<comm::MemberBuffers> buffers(members);
+  std::vector<cudaStream_t> streams(members);
+  for (size_t i = 0; i < members; ++i) {
+    const int64_t device = context.group[context.local[i]];
+    absl::StatusOr<cudaStream_t> stream = StreamFor(device, context.streams[i]);
+    if (!stream.ok()) return stream.status();
+    streams[i] = *stream;
+    COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(device).ordinal), "cudaSetDevice");
+    absl::StatusOr<const void*> in = Operand(device, *stream, *parts[i]);
+    if (!in.ok()) return in.status();
+    // The destination's producer, and its earlier readers on other streams, come first.
+    absl::StatusOr<const void*> out = Operand(device, *stream, *destinations[i]);
+    if (!out.ok()) return out.status();
+    DeviceBuffer* buffer = BufferOf(*destinations[i]);
+    if (absl::Status s = buffer->WaitForUsers(*stream); !s.ok()) return s;
+    buffers[i].device = device;
+    buffers[i].stream = *stream;
+    buffers[i].send = *in;
+    buffers[i].recv = static_cast<char*>(buffer->data()) + slots[i].byte_offset;
+    if (slots[i].receive == SlotReceive::kStrided2D) {
+      buffers[i].recv_rows = slots[i].rows;
+      buffers[i].recv_pitch = slots[i].pitch;
+    }
+  }
+  absl::Status shifted =
+      engine_->Shift(context.group, buffers, parts[0]->num_elements(), type, shift.IntAttr("offset"));
+  if (!shifted.ok()) return shifted;
+  // Same-GPU copies may touch one member's buffers from another member's stream (see
+  // RunCollective): keep them alive for every member's stream on their GPU.
+  if (members > 1) {
+    for (size_t i = 0; i < members; ++i) {
+      for (const Tensor* tensor : {parts[i], static_cast<const Tensor*>(destinations[i])}) {
+        for (size_t j = 0; j < members; ++j) {
+          if (j == i || GpuOf(buffers[j].device) != BufferOf(*tensor)->gpu()) continue;
+          if (absl::Status s = BufferOf(*tensor)->UseOn(streams[j]); !s.ok()) return s;
+        }
+      }
+    }
+  }
+  cudaGetLastError();  // what NCCL may have left behind (RunCollective)
+  for (size_t i = 0; i < members; ++i) {
+    if (absl::Status s = BufferOf(*destinations[i])->MarkWritten(streams[i]); !s.ok()) return s;
+  }
   return true;
 }
 

@@ -80,6 +80,17 @@ class CudaBackend : public runtime::Backend {
                                      absl::Span<const runtime::Tensor* const> tensors,
                                      const Operation& update, int64_t offset,
                                      runtime::Tensor& destination) override;
+  // A shift received straight into each member's slot of its handed-over update
+  // destination (shift_slot.h): the engine's receive pointer is the slot (an offset
+  // pointer), or a 2-D strided receive on the copy-engine routes inside one process.
+  // Declines (false) where the route needs contiguous memory and the slot is strided
+  // (NCCL, the IPC staging path: the block is then received apart and copied by the
+  // update) and for blocks that do not fit.
+  absl::StatusOr<bool> RunShiftInto(const Operation& shift,
+                                    const runtime::CollectiveContext& context,
+                                    absl::Span<const runtime::Tensor* const> parts,
+                                    const Operation& update, absl::Span<const int64_t> offsets,
+                                    absl::Span<runtime::Tensor* const> destinations) override;
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;

@@ -273,6 +273,46 @@ TEST(CudaBackendTest, AccumulatorsUpdatedInPlaceAgreeWithTheCpuBackend) {
   CompareForEachType({ring, columns, cross_stream}, {"f32", "bf16"});
 }
 
+// A shift received straight into its slot of a gathered buffer (runtime/in_place.h:
+// ShiftReceivesInto): a row slot (an offset receive pointer), a column slot and a
+// sequence slot of several heads (2-D copies on the copy engines), each into a buffer
+// the program made and the shift on another stream than the buffer's producer. Against
+// the cpu backend, which copies each block into its slot on the host.
+TEST(CudaBackendTest, ShiftsReceivedIntoTheirSlotsAgreeWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  const std::string rows =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%x: $T[16, 24], %buf: $T[64, 24]) -> $T[64, 24] on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %off = mul(%r, 16) : index\n"
+      "  %acc = neg(%buf) : $T[64, 24]\n"
+      "  %got = shift(%x) {axis = tp, offset = 1, stream = 1} : $T[16, 24]\n"
+      "  %out = dynamic_update_slice(%acc, %got, %off) {dim = 0} : $T[64, 24]\n"
+      "  return %out\n"
+      "}\n";
+  const std::string columns =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%x: $T[24, 13], %buf: $T[24, 52]) -> $T[24, 52] on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %off = mul(%r, 13) : index\n"
+      "  %acc = neg(%buf) : $T[24, 52]\n"
+      "  %got = shift(%x) {axis = tp, offset = -1, stream = 1} : $T[24, 13]\n"
+      "  %out = dynamic_update_slice(%acc, %got, %off) {dim = 1} : $T[24, 52]\n"
+      "  return %out\n"
+      "}\n";
+  const std::string sequence =
+      "mesh @m(sp=2)\n"
+      "spmd func @f(%k: $T[1, 4, 8, 16], %buf: $T[1, 4, 16, 16]) -> $T[1, 4, 16, 16] on @m {\n"
+      "  %r = rank() {axis = sp} : index\n"
+      "  %off = mul(%r, 8) : index\n"
+      "  %acc = neg(%buf) : $T[1, 4, 16, 16]\n"
+      "  %got = shift(%k) {axis = sp, offset = 1, stream = 1} : $T[1, 4, 8, 16]\n"
+      "  %out = dynamic_update_slice(%acc, %got, %off) {dim = 2} : $T[1, 4, 16, 16]\n"
+      "  return %out\n"
+      "}\n";
+  CompareForEachType({rows, columns, sequence}, {"f32", "bf16"});
+}
+
 // Matmuls reading dynamic_slice blocks in place (cuBLASLt with an offset pointer and the
 // sliced matrix's row length as leading dimension): row and column blocks of a and b at
 // offsets computed from a loop's index, transposed operands, a column block written into

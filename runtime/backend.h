@@ -113,6 +113,23 @@ class Backend {
       const Operation& op, const CollectiveContext& context,
       absl::Span<const Tensor* const> parts) = 0;
 
+  // Runs `shift` for one device group with each local member's block received straight
+  // into its slot of `destinations[i]`, the handed-over destination (see
+  // OpContext::donated) of the dynamic_update_slice `update` that is the shift's only use
+  // (in_place.h: ShiftReceivesInto), at `offsets[i]` along update's dimension: no block
+  // tensor and no copy into the destination. parts[i], offsets[i] and destinations[i]
+  // belong to group[local[i]]. Returns false to decline (then every destination must be
+  // unchanged and the two ops run one by one), e.g. for an offset out of range, which
+  // the update then reports. The default declines.
+  virtual absl::StatusOr<bool> RunShiftInto(const Operation& /*shift*/,
+                                            const CollectiveContext& /*context*/,
+                                            absl::Span<const Tensor* const> /*parts*/,
+                                            const Operation& /*update*/,
+                                            absl::Span<const int64_t> /*offsets*/,
+                                            absl::Span<Tensor* const> /*destinations*/) {
+    return false;
+  }
+
   // Whether values live in device memory. If so the interpreter moves inputs in with
   // ToDevice and results out with ToHost; otherwise it uses host tensors directly.
   virtual bool uses_device_memory() const { return false; }

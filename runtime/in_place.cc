@@ -177,34 +177,67 @@ bool UpdatesDestinationInPlace(const Operation& update) {
   return true;
 }
 
-const Operation* MatmulWritesInto(const Operation& matmul) {
-  if (!matmul.Is(OpKind::kMatmul) || matmul.num_results() != 1) return nullptr;
-  const Value* block_value = matmul.result(0);
-  if (!block_value->type().is_tensor() || block_value->type().rank() != 2) return nullptr;
-  if (block_value->users().size() != 1) return nullptr;
+namespace {
+
+// The dynamic_update_slice that `producer`'s only result may be written straight into, or
+// null: the result's one use is the update (operand 1) of a dynamic_update_slice in
+// producer's block that UpdatesDestinationInPlace, of the same element type; the
+// destination and the offset are ready before `producer` runs, `producer` does not read
+// the destination, and nothing between the two uses it (once the block is written there,
+// the destination's old contents are not seen). What a matmul writing its block in place
+// and a shift receiving its block in place both need.
+const Operation* ResultWrittenStraightInto(const Operation& producer) {
+  if (producer.num_results() != 1) return nullptr;
+  const Value* block_value = producer.result(0);
+  if (!block_value->type().is_tensor() || block_value->users().size() != 1) return nullptr;
   const Operation* update = block_value->users()[0];
-  if (update->parent_block() != matmul.parent_block() || update->num_operands() < 3 ||
+  if (update->parent_block() != producer.parent_block() || update->num_operands() < 3 ||
       update->operand(1) != block_value || !UpdatesDestinationInPlace(*update)) {
     return nullptr;
   }
   const Value* destination = update->operand(0);
-  if (destination->type().rank() != 2) return nullptr;
-  const int64_t dim = update->attrs().GetInt("dim", 0);
-  if (dim != 0 && dim != 1 && dim != -1 && dim != -2) return nullptr;
   if (block_value->type().element_type() != destination->type().element_type()) return nullptr;
-  for (const Value* operand : matmul.operands()) {
+  for (const Value* operand : producer.operands()) {
     if (operand == destination) return nullptr;
   }
   for (int i = 0; i < update->num_operands(); ++i) {
-    if (i != 1 && !DefinedBefore(*update->operand(i), matmul)) return nullptr;
+    if (i != 1 && !DefinedBefore(*update->operand(i), producer)) return nullptr;
   }
-  const Block* block = matmul.parent_block();
+  const Block* block = producer.parent_block();
   for (const Operation* user : destination->users()) {
     const Operation* use = AncestorIn(block, user);
     if (use == nullptr || use == update) continue;
-    if (use == &matmul || matmul.IsBeforeInBlock(use)) return nullptr;
+    if (use == &producer || producer.IsBeforeInBlock(use)) return nullptr;
   }
   return update;
+}
+
+}  // namespace
+
+const Operation* MatmulWritesInto(const Operation& matmul) {
+  if (!matmul.Is(OpKind::kMatmul) || matmul.num_results() != 1) return nullptr;
+  const Value* block_value = matmul.result(0);
+  if (!block_value->type().is_tensor() || block_value->type().rank() != 2) return nullptr;
+  const Operation* update = ResultWrittenStraightInto(matmul);
+  if (update == nullptr || update->operand(0)->type().rank() != 2) return nullptr;
+  const int64_t dim = update->attrs().GetInt("dim", 0);
+  if (dim != 0 && dim != 1 && dim != -1 && dim != -2) return nullptr;
+  return update;
+}
+
+const Operation* ShiftReceivesInto(const Operation& shift) {
+  if (!shift.Is(OpKind::kShift)) return nullptr;
+  const Operation* update = ResultWrittenStraightInto(shift);
+  if (update == nullptr || !RingBlockLandsInPlace(*update)) return nullptr;
+  return update;
+}
+
+const Operation* UpdateReceivedByShift(const Operation& update) {
+  if (!update.Is(OpKind::kDynamicUpdateSlice) || update.num_operands() < 2) return nullptr;
+  const Value* block_value = update.operand(1);
+  const Operation* shift = block_value->defining_op();
+  if (block_value->kind() != Value::Kind::kResult || shift == nullptr) return nullptr;
+  return ShiftReceivesInto(*shift) == &update ? shift : nullptr;
 }
 
 const Operation* UpdateWrittenByMatmul(const Operation& update) {
@@ -223,6 +256,25 @@ std::optional<MatrixBlock> PlaceBlock(int64_t rows, int64_t cols, int64_t dim, i
   if ((dim == 0 ? n : m) != (dim == 0 ? cols : rows)) return std::nullopt;
   const int64_t dims[] = {rows, cols};
   return SliceAsMatrices(dims, dim, offset, dim == 0 ? m : n);
+}
+
+std::optional<BlockRows> SliceAsRows(absl::Span<const int64_t> dims, int64_t dim, int64_t offset,
+                                     int64_t size) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  dim = NormalizedDim(dim, rank);
+  if (dim < 0 || dim >= rank) return std::nullopt;
+  for (int64_t extent : dims) {
+    if (extent < 0) return std::nullopt;
+  }
+  const int64_t extent = dims[dim];
+  // offset > extent - size, written so that nothing overflows.
+  if (size < 0 || size > extent || offset < 0 || offset > extent - size) return std::nullopt;
+  // Every product below is at most the tensor's element count, which fits (it is
+  // allocated).
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= dims[d];
+  for (int64_t d = dim + 1; d < rank; ++d) inner *= dims[d];
+  return BlockRows{offset * inner, size * inner, extent * inner, outer};
 }
 
 }  // namespace commir::runtime

@@ -106,10 +106,40 @@ bool SliceReadInPlace(const Operation& slice);
 // by one, in the update's own block, along a dimension that keeps the block one strided
 // layout of the result. TransformerEngine's ring exchange receives each chunk where it
 // belongs in the gathered buffer, so the sim prices this update as free. The backends
-// still copy the received block (block bytes, not the destination: the destination is
-// updated in place where UpdatesDestinationInPlace): the shift would have to receive
-// into the accumulator's slot (docs/commir-run-sim.md).
+// receive the block there where ShiftReceivesInto holds; a carried block is still
+// received into a buffer of its own and copied (block bytes, not the destination: the
+// destination is updated in place where UpdatesDestinationInPlace), because the next
+// step's shift and matmul read it too (docs/commir-run-sim.md).
 bool RingBlockLandsInPlace(const Operation& update);
+
+// For a shift, the dynamic_update_slice that RingBlockLandsInPlace whose update is the
+// shift's result, where the shift may receive straight into the update's destination
+// (the block's slot), or null. The same conditions as MatmulWritesInto: the shift's
+// result has that one use, the destination and the offset are defined before the shift,
+// the shift does not send the destination, and no op between the two uses it (the slot
+// is written when the block arrives, before the update's turn).
+const Operation* ShiftReceivesInto(const Operation& shift);
+
+// The inverse: for a dynamic_update_slice, the shift that receives its update in place
+// (ShiftReceivesInto(*shift) == &update), or null.
+const Operation* UpdateReceivedByShift(const Operation& update);
+
+// The block at `offset` along `dim` (negative counts from the end) with extent `size` of
+// a row-major tensor of `dims`, as the rows of one 2-D strided copy: `rows` runs of
+// `width` contiguous elements, the first at element `first`, each `pitch` elements after
+// the one before (the dimensions before `dim` flattened into rows, the block's extent
+// and every dimension after it into one run). Every dimension-`dim` block is such a
+// copy, cudaMemcpy2D's shape; contiguous when `rows` is 1 or the block spans `dim` whole.
+// Empty where it does not fit (an offset out of range, a negative extent).
+struct BlockRows {
+  int64_t first = 0;
+  int64_t width = 0;
+  int64_t pitch = 0;
+  int64_t rows = 0;
+  bool contiguous() const { return rows <= 1 || width == pitch; }
+};
+std::optional<BlockRows> SliceAsRows(absl::Span<const int64_t> dims, int64_t dim, int64_t offset,
+                                     int64_t size);
 
 }  // namespace commir::runtime
 

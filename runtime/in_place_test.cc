@@ -148,5 +148,96 @@ TEST(MatmulWritesIntoTest, OnlyWhereTheDestinationIsFreeAndReady) {
                      "  return %t\n"));
 }
 
+// The update of each case's shift: whether the shift receives into its slot. %a is each
+// device's block, %c the gathered buffer it lands in.
+bool Receives(const std::string& body) {
+  const std::string source = "mesh @m(tp=4)\n"
+                             "spmd func @f(%a: f32[4, 3], %c: f32[16, 3]) -> "
+                             "f32[16, 3] on @m {\n" +
+                             body + "}\n";
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  if (module == nullptr) return false;
+  const Operation* shift = nullptr;
+  for (const Operation* op : *module->functions()[0]->body()) {
+    if (op->Is(OpKind::kShift)) shift = op;
+  }
+  const Operation* update = shift == nullptr ? nullptr : ShiftReceivesInto(*shift);
+  if (update != nullptr) {
+    EXPECT_EQ(UpdateReceivedByShift(*update), shift);
+    EXPECT_TRUE(RingBlockLandsInPlace(*update));
+  }
+  return update != nullptr;
+}
+
+TEST(ShiftReceivesIntoTest, OnlyWhereTheSlotIsFreeAndReady) {
+  EXPECT_TRUE(Receives("  %o = full() {value = 4} : index\n"
+                       "  %got = shift(%a) {axis = tp, offset = 1} : f32[4, 3]\n"
+                       "  %r = dynamic_update_slice(%c, %got, %o) {dim = 0} : f32[16, 3]\n"
+                       "  return %r\n"));
+  // The offset is known only after the shift.
+  EXPECT_FALSE(Receives("  %got = shift(%a) {axis = tp, offset = 1} : f32[4, 3]\n"
+                        "  %o = full() {value = 4} : index\n"
+                        "  %r = dynamic_update_slice(%c, %got, %o) {dim = 0} : f32[16, 3]\n"
+                        "  return %r\n"));
+  // The received block is read by something else too: it needs a buffer of its own.
+  EXPECT_FALSE(Receives("  %o = full() {value = 4} : index\n"
+                        "  %got = shift(%a) {axis = tp, offset = 1} : f32[4, 3]\n"
+                        "  %r = dynamic_update_slice(%c, %got, %o) {dim = 0} : f32[16, 3]\n"
+                        "  %n = neg(%got) : f32[4, 3]\n"
+                        "  %s = dynamic_update_slice(%r, %n, %o) {dim = 0} : f32[16, 3]\n"
+                        "  return %s\n"));
+  // The destination is read between the two: it must still hold its old rows.
+  EXPECT_FALSE(Receives("  %o = full() {value = 4} : index\n"
+                        "  %got = shift(%a) {axis = tp, offset = 1} : f32[4, 3]\n"
+                        "  %n = neg(%c) : f32[16, 3]\n"
+                        "  %r = dynamic_update_slice(%c, %got, %o) {dim = 0} : f32[16, 3]\n"
+                        "  %s = add(%r, %n) : f32[16, 3]\n"
+                        "  return %s\n"));
+  // The destination is read after the update: it is not the update's to reuse.
+  EXPECT_FALSE(Receives("  %o = full() {value = 4} : index\n"
+                        "  %got = shift(%a) {axis = tp, offset = 1} : f32[4, 3]\n"
+                        "  %r = dynamic_update_slice(%c, %got, %o) {dim = 0} : f32[16, 3]\n"
+                        "  %s = add(%r, %c) : f32[16, 3]\n"
+                        "  return %s\n"));
+  // A block that is not received: a matmul's or an elementwise op's.
+  EXPECT_FALSE(Receives("  %o = full() {value = 4} : index\n"
+                        "  %n = neg(%a) : f32[4, 3]\n"
+                        "  %r = dynamic_update_slice(%c, %n, %o) {dim = 0} : f32[16, 3]\n"
+                        "  return %r\n"));
+}
+
+TEST(SliceAsRowsTest, BlocksAlongAnyDimensionAreRowsOfOneStridedCopy) {
+  const int64_t dims[] = {2, 3, 16, 8};
+  // Rows 4..8 of each of the 6 matrices: 6 runs of 4 * 8 elements, a matrix apart.
+  std::optional<BlockRows> rows = SliceAsRows(dims, 2, 4, 4);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->first, 4 * 8);
+  EXPECT_EQ(rows->width, 4 * 8);
+  EXPECT_EQ(rows->pitch, 16 * 8);
+  EXPECT_EQ(rows->rows, 2 * 3);
+  EXPECT_FALSE(rows->contiguous());
+  // Columns 2..5: a run of 3 per row of every matrix, one row apart.
+  rows = SliceAsRows(dims, -1, 2, 3);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->first, 2);
+  EXPECT_EQ(rows->width, 3);
+  EXPECT_EQ(rows->pitch, 8);
+  EXPECT_EQ(rows->rows, 2 * 3 * 16);
+  // Along the first dimension: one contiguous range.
+  rows = SliceAsRows(dims, 0, 1, 1);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->first, 3 * 16 * 8);
+  EXPECT_EQ(rows->width, 3 * 16 * 8);
+  EXPECT_EQ(rows->rows, 1);
+  EXPECT_TRUE(rows->contiguous());
+  // Out of range, negative, no such dimension.
+  EXPECT_FALSE(SliceAsRows(dims, 2, 13, 4).has_value());
+  EXPECT_FALSE(SliceAsRows(dims, 2, -1, 4).has_value());
+  EXPECT_FALSE(SliceAsRows(dims, 2, 0, 17).has_value());
+  EXPECT_FALSE(SliceAsRows(dims, 4, 0, 1).has_value());
+}
+
 }  // namespace
 }  // namespace commir::runtime

@@ -49,6 +49,9 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
     if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
       matmul_into_[op] = update;
     }
+    if (const Operation* update = ShiftReceivesInto(*op); update != nullptr) {
+      shift_into_[op] = update;
+    }
     if (!op->Is(OpKind::kFor)) return;
     const absl::Span<const Value* const> dead = liveness_.DeadAfter(*op);
     std::vector<bool> moved(op->num_operands(), false);
@@ -494,6 +497,9 @@ absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
       parts.push_back(held.back().get());
       done.insert(member);
     }
+    absl::StatusOr<bool> received = ReceiveInPlace(op, context, parts, env);
+    if (!received.ok()) return Fail(op, d, received.status());
+    if (*received) continue;
     absl::StatusOr<std::vector<Tensor>> results = backend_.RunCollective(op, context, parts);
     if (!results.ok()) return Fail(op, d, results.status());
     if (results->size() != parts.size()) {
@@ -506,6 +512,45 @@ absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Interpreter::ReceiveInPlace(const Operation& op,
+                                                  const CollectiveContext& context,
+                                                  absl::Span<const Tensor* const> parts,
+                                                  Env& env) {
+  auto into = shift_into_.find(&op);
+  if (into == shift_into_.end()) return false;
+  const Operation& update = *into->second;
+  // Every local member's destination, handed over; none is taken unless all are.
+  std::vector<std::shared_ptr<const Tensor>> taken;
+  std::vector<Tensor*> destinations;
+  std::vector<int64_t> offsets;
+  auto give_back = [&] {
+    for (size_t i = 0; i < taken.size(); ++i) {
+      env[context.group[context.local[i]]][update.operand(0)] = Slot{std::move(taken[i]), 0};
+    }
+  };
+  for (int64_t position : context.local) {
+    const int64_t member = context.group[position];
+    std::shared_ptr<const Tensor> destination = TakeIfUnique(env, member, update.operand(0));
+    if (destination == nullptr) {
+      give_back();
+      return false;
+    }
+    destinations.push_back(const_cast<Tensor*>(destination.get()));
+    offsets.push_back(Lookup(env, member, update.operand(2)).index);
+    taken.push_back(std::move(destination));
+  }
+  absl::StatusOr<bool> received =
+      backend_.RunShiftInto(op, context, parts, update, offsets, destinations);
+  if (!received.ok() || !*received) {
+    give_back();
+    return received;
+  }
+  for (size_t i = 0; i < taken.size(); ++i) {
+    env[context.group[context.local[i]]][op.result(0)] = Slot{std::move(taken[i]), 0, true};
+  }
+  return true;
 }
 
 absl::StatusOr<Interpreter::Slot> Interpreter::Materialize(const Slot& view, int64_t device,

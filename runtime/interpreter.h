@@ -72,7 +72,8 @@ class Interpreter {
   struct Slot {
     std::shared_ptr<const Tensor> tensor;
     int64_t index = 0;
-    // A matmul's result that the backend wrote into its update's destination (in_place.h):
+    // A matmul's (or a shift's) result that the backend wrote into its update's
+    // destination (in_place.h: MatmulWritesInto, ShiftReceivesInto):
     // `tensor` is that destination, already holding the block; the update just passes it on.
     bool written_into_destination = false;
     // A dynamic_slice that a matmul reads in place (in_place.h: SliceReadInPlace) and
@@ -96,6 +97,12 @@ class Interpreter {
   absl::Status RunIndexOp(const Operation& op, Env& env);
   absl::Status RunCollective(const Operation& op, Env& env);
   absl::Status RunTensorOp(const Operation& op, Env& env);
+  // For a shift that ShiftReceivesInto an update: hands the backend every local group
+  // member's destination of that update and the block's offset, and marks the results as
+  // written into them. False, with the environment unchanged, where a destination is
+  // not free to take or the backend declines: the shift then runs as a collective.
+  absl::StatusOr<bool> ReceiveInPlace(const Operation& op, const CollectiveContext& context,
+                                      absl::Span<const Tensor* const> parts, Env& env);
   // Runs a slice that was kept as a view (Slot::slice), for a user that needs the block
   // as a tensor of its own.
   absl::StatusOr<Slot> Materialize(const Slot& view, int64_t device, Env& env);
@@ -119,10 +126,13 @@ class Interpreter {
   Liveness liveness_;
   // Ops that may reuse a buffer (in_place.h), found once: dynamic_update_slice ops that
   // are their destination's last use, matmuls that write into such an update's
-  // destination (mapped to the update), and the init operands a loop may move into its
+  // destination (mapped to the update), shifts that receive into one, and the init operands a loop may move into its
   // carried values (their last use is the loop and its body does not read them).
   absl::flat_hash_set<const Operation*> updates_in_place_;
   absl::flat_hash_map<const Operation*, const Operation*> matmul_into_;
+  // Shifts that receive their block straight into an update's destination
+  // (ShiftReceivesInto), mapped to the update.
+  absl::flat_hash_map<const Operation*, const Operation*> shift_into_;
   absl::flat_hash_map<const Operation*, std::vector<bool>> moved_inits_;
   // Slice ops whose readers read the block in place (the backend takes it for every
   // reader), with the block each takes: worked out once, here, not per run.

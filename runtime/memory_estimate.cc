@@ -6,9 +6,11 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "commir/call_graph.h"
 #include "commir/element_type.h"
 #include "commir/liveness.h"
+#include "runtime/in_place.h"
 
 namespace commir::runtime {
 namespace {
@@ -29,11 +31,27 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness, const Functions
   uint64_t live = 0;
   for (const Value* arg : block.arguments()) live = SaturatingAdd(live, TypeBytes(arg->type()));
   uint64_t peak = live;
+  // A slice read in place (in_place.h: SliceReadInPlace) is a view: it holds no bytes of
+  // its own but keeps the tensor it views, which is released only once that tensor and
+  // every view of it are dead. `viewed` maps each view to the tensor whose bytes it
+  // holds (a view of a view holds the same); `views` counts the live views of each such
+  // tensor, and `dead` holds those whose own last use has passed.
+  absl::flat_hash_map<const Value*, const Value*> viewed;
+  absl::flat_hash_map<const Value*, int64_t> views;
+  absl::flat_hash_set<const Value*> dead;
   for (const Operation* op : block) {
     if (op->def().Has(kTerminator)) break;
     uint64_t results = 0;
-    for (const Value* result : op->results()) {
-      results = SaturatingAdd(results, TypeBytes(result->type()));
+    if (SliceReadInPlace(*op)) {
+      const Value* source = op->operand(0);
+      auto through = viewed.find(source);
+      if (through != viewed.end()) source = through->second;
+      viewed[op->result(0)] = source;
+      ++views[source];
+    } else {
+      for (const Value* result : op->results()) {
+        results = SaturatingAdd(results, TypeBytes(result->type()));
+      }
     }
     uint64_t during = SaturatingAdd(live, results);
     for (int r = 0; r < op->num_regions(); ++r) {
@@ -49,8 +67,19 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness, const Functions
     }
     peak = std::max(peak, during);
     live = SaturatingAdd(live, results);
-    for (const Value* dead : liveness.DeadAfter(*op)) {
-      live -= std::min(live, TypeBytes(dead->type()));
+    auto release = [&](const Value* value) { live -= std::min(live, TypeBytes(value->type())); };
+    for (const Value* value : liveness.DeadAfter(*op)) {
+      if (auto view = viewed.find(value); view != viewed.end()) {
+        // The view's last reader has run; its tensor goes with its last view.
+        const Value* source = view->second;
+        if (--views[source] == 0 && dead.erase(source) > 0) release(source);
+        continue;
+      }
+      if (auto held = views.find(value); held != views.end() && held->second > 0) {
+        dead.insert(value);
+        continue;
+      }
+      release(value);
     }
   }
   return peak;

@@ -24,9 +24,11 @@ uint64_t SaturatingMul(uint64_t a, uint64_t b);
 
 // The most bytes of tensors one device holds at any point of a run of `function`: its
 // arguments, then each op's results while its operands are still held, with every value
-// released after its last use. A loop adds its body's peak and its carried values to
-// what is live around it, and a call its callee's peak beyond the call's operands.
-// Saturated at the largest uint64.
+// released after its last use. A slice read in place (in_place.h: SliceReadInPlace,
+// which the interpreter runs as a view of the sliced tensor) costs nothing itself and
+// keeps the sliced tensor alive until its last reader has run. A loop adds its body's
+// peak and its carried values to what is live around it, and a call its callee's peak
+// beyond the call's operands. Saturated at the largest uint64.
 uint64_t PeakLiveBytesPerDevice(const Function& function);
 
 // Physical memory of this machine in bytes (0 if unknown).

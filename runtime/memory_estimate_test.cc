@@ -112,5 +112,60 @@ TEST(PeakLiveBytes, HugeTensorsSaturateInsteadOfWrapping) {
 
 TEST(PhysicalMemory, IsKnownOnLinux) { EXPECT_GT(PhysicalMemoryBytes(), uint64_t{1} << 20); }
 
+// A slice that only matmuls read is a view (in_place.h: SliceReadInPlace): it costs
+// nothing, and the 64-row tensor it is cut from stays live until the matmul, after its
+// own last use (the slice). By hand, in bytes: %w 4096, %x and %y 8192 each, %b and %p
+// 2048 each. With the view, the peak is at the matmul: %w + %x + %y + %p. With a slice
+// that runs (an elementwise reader), %x dies at the slice and the peak is %w + %b + %y
+// + %p.
+constexpr char kView[] = R"(mesh @m(tp=1)
+spmd func @f(%w: f32[32, 32]) -> (f32[16, 32], f32[64, 32]) on @m {
+  %x = full() {value = 1.0} : f32[64, 32]
+  %i = full() {value = 16} : index
+  %b = dynamic_slice(%x, %i) {dim = 0, size = 16} : f32[16, 32]
+  %y = full() {value = 2.0} : f32[64, 32]
+  %p = $READER : f32[16, 32]
+  return %p, %y
+}
+)";
+
+TEST(PeakLiveBytes, AViewKeepsItsSlicedTensorUntilItsLastReader) {
+  std::string source = kView;
+  source.replace(source.find("$READER"), 7, "matmul(%b, %w)");
+  std::unique_ptr<Module> module = Parse(source);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 4096u + 8192 + 8192 + 2048);
+}
+
+TEST(PeakLiveBytes, ASliceThatRunsHoldsItsBlockOnly) {
+  std::string source = kView;
+  source.replace(source.find("$READER"), 7, "add(%b, %b)");
+  std::unique_ptr<Module> module = Parse(source);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 4096u + 2048 + 8192 + 2048);
+}
+
+// Two views of one tensor, read at different times: the tensor lives until the later
+// reader. %x 8192, %y 8192, each view 0, %p 2048, %q 1024; %w (4096) dies at the first
+// matmul. The peak is at the second matmul: %x + %p + %y + %q (where running the slices
+// would hold %w + %x + %b + %c = 18432 at the second slice instead).
+TEST(PeakLiveBytes, ATensorWithTwoViewsLivesUntilTheLaterReader) {
+  std::unique_ptr<Module> module = Parse(
+      R"(mesh @m(tp=1)
+spmd func @f(%w: f32[32, 32]) -> (f32[16, 32], f32[16, 16], f32[64, 32]) on @m {
+  %x = full() {value = 1.0} : f32[64, 32]
+  %i = full() {value = 16} : index
+  %b = dynamic_slice(%x, %i) {dim = 0, size = 16} : f32[16, 32]
+  %c = dynamic_slice(%x, %i) {dim = 1, size = 16} : f32[64, 16]
+  %p = matmul(%b, %w) : f32[16, 32]
+  %y = full() {value = 2.0} : f32[64, 32]
+  %q = matmul(%c, %c) {transpose_a} : f32[16, 16]
+  return %p, %q, %y
+}
+)");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 8192u + 2048 + 8192 + 1024);
+}
+
 }  // namespace
 }  // namespace commir::runtime

@@ -131,6 +131,8 @@ struct Member {
   const char* send;
   char* recv;
   cudaStream_t stream;
+  int64_t recv_rows = 1;   // a shift's strided slot (MemberBuffers): runs of
+  int64_t recv_pitch = 0;  // recv bytes / recv_rows, recv_pitch bytes apart
 };
 
 // Copies `bytes` between two GPUs' memory on `stream` (which belongs to dst_gpu).
@@ -144,6 +146,23 @@ absl::Status CopyOnStream(char* dst, int dst_gpu, const char* src, int src_gpu, 
     COMMIR_COMM_CUDA(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream),
                      "cudaMemcpyPeerAsync (collective copy)");
   }
+  return absl::OkStatus();
+}
+
+// Copies `bytes` from a contiguous buffer into `rows` runs of bytes / rows, `pitch` bytes
+// apart, at dst (one contiguous copy when rows <= 1), on `stream` (dst_gpu's). Peer
+// access between the two GPUs is enabled (unified addressing: cudaMemcpyDefault).
+absl::Status CopyIntoRowsOnStream(char* dst, int dst_gpu, int64_t rows, int64_t pitch,
+                                  const char* src, int src_gpu, int64_t bytes,
+                                  cudaStream_t stream) {
+  if (rows <= 1) return CopyOnStream(dst, dst_gpu, src, src_gpu, bytes, stream);
+  if (bytes == 0) return absl::OkStatus();
+  const int64_t width = bytes / rows;
+  COMMIR_COMM_CUDA(cudaMemcpy2DAsync(dst, pitch, src, width, width, rows,
+                                     dst_gpu == src_gpu ? cudaMemcpyDeviceToDevice
+                                                        : cudaMemcpyDefault,
+                                     stream),
+                   "cudaMemcpy2DAsync (shift into a strided slot)");
   return absl::OkStatus();
 }
 
@@ -214,7 +233,16 @@ class CollectiveEngine::Impl {
     DeviceGuard guard;
     const int64_t n = static_cast<int64_t>(request.group.size());
     if (n == 1) return RunSingleton(request, *members);
-    switch (RouteFor(request.kind, static_cast<int64_t>(members->size()) == n)) {
+    const Route route = RouteFor(request.kind, static_cast<int64_t>(members->size()) == n);
+    for (const Member& m : *members) {
+      if (m.recv_rows > 1 && route != Route::kCopyEngine && route != Route::kMemberStreamCopies) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "shift over devices [%s]: a strided receive buffer needs a copy-engine route "
+            "inside one process, not %s (which needs contiguous memory)",
+            absl::StrJoin(request.group, ","), RouteName(route)));
+      }
+    }
+    switch (route) {
       case Route::kUnsupported:
         return absl::FailedPreconditionError(absl::StrFormat(
             "%s over devices [%s] spans processes while mesh devices share GPUs (%s); this "
@@ -325,12 +353,27 @@ class CollectiveEngine::Impl {
       if (r.count > 0 && (send == nullptr || recv == nullptr)) {
         return error(absl::StrFormat("null buffer for device %d", b.device));
       }
+      int64_t recv_extent = recv_bytes;
+      if (b.recv_rows > 1) {
+        if (r.kind != Kind::kShift) {
+          return error(absl::StrFormat("a strided receive buffer (device %d) is for shifts only",
+                                       b.device));
+        }
+        if (recv_bytes % b.recv_rows != 0 || b.recv_pitch < recv_bytes / b.recv_rows) {
+          return error(absl::StrFormat(
+              "device %d's strided receive buffer of %d runs %d bytes apart does not hold %d "
+              "bytes",
+              b.device, b.recv_rows, b.recv_pitch, recv_bytes));
+        }
+        recv_extent = (b.recv_rows - 1) * b.recv_pitch + recv_bytes / b.recv_rows;
+      }
       bool in_place_ok = r.kind == Kind::kAllReduce && send == recv;
-      if (r.count > 0 && !in_place_ok && Overlap(send, send_bytes, recv, recv_bytes)) {
+      if (r.count > 0 && !in_place_ok && Overlap(send, send_bytes, recv, recv_extent)) {
         return error(absl::StrFormat("send and receive buffers of device %d overlap", b.device));
       }
       members.push_back(Member{b.device, static_cast<int>(it - r.group.begin()), local_index,
-                               plan_.local[local_index].gpu, send, recv, b.stream});
+                               plan_.local[local_index].gpu, send, recv, b.stream,
+                               std::max<int64_t>(b.recv_rows, 1), b.recv_pitch});
     }
     std::sort(members.begin(), members.end(),
               [](const Member& a, const Member& b) { return a.position < b.position; });
@@ -342,8 +385,10 @@ class CollectiveEngine::Impl {
     const Member& m = members[0];
     if (m.send != m.recv) {
       COMMIR_COMM_CUDA(cudaSetDevice(m.gpu), "cudaSetDevice");
-      COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(m.recv, m.gpu, m.send, m.gpu,
-                                               r.count * ElementTypeByteWidth(r.type), m.stream));
+      COMMIR_COMM_RETURN_IF_ERROR(CopyIntoRowsOnStream(m.recv, m.gpu, m.recv_rows, m.recv_pitch,
+                                                       m.send, m.gpu,
+                                                       r.count * ElementTypeByteWidth(r.type),
+                                                       m.stream));
     }
     return MarkIssued(members);
   }
@@ -750,8 +795,9 @@ class CollectiveEngine::Impl {
         case Kind::kShift: {
           const int64_t off = ((r.offset % n) + n) % n;
           const Member& s = members[(d.position - off + n) % n];
-          COMMIR_COMM_RETURN_IF_ERROR(
-              CopyOnStream(d.recv, d.gpu, s.send, s.gpu, bytes, d.stream));
+          COMMIR_COMM_RETURN_IF_ERROR(CopyIntoRowsOnStream(d.recv, d.gpu, d.recv_rows,
+                                                           d.recv_pitch, s.send, s.gpu, bytes,
+                                                           d.stream));
           break;
         }
         case Kind::kAllReduce:
@@ -882,9 +928,11 @@ class CollectiveEngine::Impl {
       if (!steps.ok()) return steps.status();
       for (const CopyStep& step : *steps) {
         const Member& s = members[step.src];  // all local: index = position
-        COMMIR_COMM_RETURN_IF_ERROR(CopyOnStream(d.recv + step.dst_offset, d.gpu,
-                                                 s.send + step.src_offset, s.gpu, step.bytes,
-                                                 *transfer));
+        // Only a shift (one whole-buffer step) has a strided receive buffer.
+        COMMIR_COMM_RETURN_IF_ERROR(CopyIntoRowsOnStream(d.recv + step.dst_offset, d.gpu,
+                                                         d.recv_rows, d.recv_pitch,
+                                                         s.send + step.src_offset, s.gpu,
+                                                         step.bytes, *transfer));
       }
       COMMIR_COMM_CUDA(cudaEventRecord(*finished, *transfer), "cudaEventRecord");
       done.push_back(*finished);

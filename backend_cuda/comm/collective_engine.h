@@ -67,6 +67,13 @@ struct MemberBuffers {
   const void* send = nullptr;  // on the device's GPU
   void* recv = nullptr;        // on the device's GPU
   cudaStream_t stream = nullptr;
+  // A shift may receive into a strided slot of a larger buffer: `recv_rows` runs of
+  // (count * element bytes / recv_rows) bytes, the first at `recv`, each `recv_pitch`
+  // bytes after the one before (cudaMemcpy2DAsync). 0 or 1: one contiguous run. Only
+  // the copy-engine routes inside one process take it (NCCL and the IPC staging need
+  // contiguous memory): any other route, or any other collective, is an error.
+  int64_t recv_rows = 0;
+  int64_t recv_pitch = 0;
 };
 
 struct EngineOptions {
