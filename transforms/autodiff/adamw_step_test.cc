@@ -4,6 +4,8 @@
 // partitioned on 1, 2 and 2x2 meshes against one device over several fed-back steps.
 // tools/adamw_torch_test.sh checks the same steps against torch.optim.AdamW itself.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -249,6 +251,47 @@ TEST(AdamWStepOnMeshTest, PartitionedStepsMatchOneDevice) {
     EXPECT_THAT(PrintFunction(*module->FindFunction("mlp_step")),
                 HasSubstr("%w1_m: f32[8, 16@tp]"));
   }
+}
+
+// The scalar all_reduces of `function` (the loss's, and with clipping the global norm's).
+int ScalarAllReduces(const Function& function) {
+  int count = 0;
+  for (const Operation* op : *function.body()) {
+    if (op->kind() == OpKind::kAllReduce && op->result(0)->type().rank() == 0) ++count;
+  }
+  return count;
+}
+
+// The demo's pre-norm block on 2x4 (dp x tp, Megatron weights, replicated norm gains):
+// clipping adds exactly one all_reduce, of the sum of every shard's squared gradients,
+// and the partitioned AdamW steps with clipping compute the one-device steps.
+TEST(AdamWStepOnMeshTest, TheGlobalNormIsOneAllReduceOnABlock) {
+  std::ifstream in("testdata/training/block_train.commir");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  int scalar_all_reduces[2] = {0, 0};
+  for (bool clip : {false, true}) {
+    std::unique_ptr<Module> module = testing::ParseForTest(text.str());
+    ASSERT_NE(module, nullptr);
+    TrainingStepOptions options;
+    options.params = {"win", "g1", "wq", "wk", "wv", "wo", "g2", "w1", "w2"};
+    options.adamw = AdamWHyperparameters{};
+    options.adamw->lr = 0.01;
+    if (clip) options.clip_grad_norm = 0.05;  // below the norm: the clipping matters
+    ASSERT_TRUE(BuildTrainingStep(*module, *module->FindFunction("block"), options).ok());
+    std::unique_ptr<Module> lowered = module->Clone();
+    ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*lowered).ok());
+    const Function& spmd_step = *lowered->FindFunction("block_step");
+    scalar_all_reduces[clip] = ScalarAllReduces(spmd_step);
+    if (!clip) continue;
+    const std::vector<Tensor> inputs = FirstInputs(*module, "block_step", 6);
+    const std::vector<Tensor> expected = RunSteps(*module->FindFunction("block_step"), inputs, 2);
+    const std::vector<Tensor> actual = RunSteps(spmd_step, inputs, 2);
+    std::string report;
+    EXPECT_TRUE(testing::CompareResults(actual, expected, &report)) << report;
+  }
+  EXPECT_EQ(scalar_all_reduces[1], scalar_all_reduces[0] + 1);
 }
 
 }  // namespace
