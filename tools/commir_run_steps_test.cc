@@ -157,6 +157,21 @@ TEST(CommirRunStepsTest, FeedsTheStateBackFromItsInitFunctionsValue) {
   EXPECT_EQ(Losses(run.out), (std::vector<double>{10, 11, 12})) << run.out;
 }
 
+// A run resumes from saved state: the last step's new %c (result 2, 13 after three steps
+// from 10) given with --input replaces @step_init's first value.
+TEST(CommirRunStepsTest, AStateArgumentGivenWithInputKeepsThatValue) {
+  const std::string program = WriteProgram("resume.commir", kCountingStep);
+  const std::string out_dir = TempPath("saved_state");
+  testing::SubprocessResult first = RunTool(
+      {program, "--func=@step", "--steps=3", absl::StrCat("--output-dir=", out_dir)});
+  ASSERT_EQ(first.exit_code, 0) << first;
+  testing::SubprocessResult resumed =
+      RunTool({program, "--func=@step", "--steps=2", "--input",
+               absl::StrCat("c=", out_dir, "/result2.npy")});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed;
+  EXPECT_EQ(Losses(resumed.out), (std::vector<double>{13, 14})) << resumed.out;
+}
+
 TEST(CommirRunStepsTest, RefusesAnInitFunctionThatDoesNotGiveTheState) {
   std::string text = kCountingStep;
   text.replace(text.find("func @step_init(%w: f32[4@tp]) -> f32[]"),
