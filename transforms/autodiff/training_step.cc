@@ -381,6 +381,13 @@ absl::Status TrainingStepPass::Run(Module& module) {
   }
   step.grad_type = GradElementType(options().grad_type);
   if (const auto* adamw = std::get_if<AdamWOptimizerOption>(&options().optimizer)) {
+    // `lr` is SGD's: with adamw it would be silently ignored.
+    if (lr != TrainingStepPassOptions{}.lr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "training-step: lr is sgd's learning rate; give adamw its own, "
+          "optimizer=adamw{lr=%s}",
+          lr));
+    }
     step.adamw = *adamw;
   }
   if (options().clip_grad_norm > 0) step.clip_grad_norm = options().clip_grad_norm;

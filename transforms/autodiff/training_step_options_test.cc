@@ -116,6 +116,17 @@ TEST(TrainingStepOptionsTest, OutOfRangeAndMalformedValuesAreUsageErrorsNamingTh
               HasSubstr("option 'clip_grad_norm' expects a finite number, got 'inf'"));
 }
 
+// SGD's `lr` beside adamw would be ignored: the pass refuses it, naming what to write.
+TEST(TrainingStepOptionsTest, SgdsLearningRateWithAdamWIsRefused) {
+  absl::StatusOr<Pipeline> pipeline =
+      ParsePipeline("training-step{params=w,lr=0.1,optimizer=adamw}", RegisteredPasses());
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  std::unique_ptr<Module> module = std::make_unique<Module>();
+  absl::Status run = RunPipeline(*module, *pipeline);
+  EXPECT_THAT(std::string(run.message()),
+              HasSubstr("lr is sgd's learning rate; give adamw its own, optimizer=adamw{lr=0.1}"));
+}
+
 TEST(TrainingStepOptionsTest, ListPassesShowsTheChoiceAndItsOptionsWithTheirRanges) {
   const std::string listed = DescribePasses(RegisteredPasses());
   EXPECT_THAT(listed, HasSubstr("    optimizer: sgd|adamw{...} = sgd\n"));
