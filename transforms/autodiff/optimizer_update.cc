@@ -90,9 +90,14 @@ AdamWStepScalars EmitAdamWStepScalars(OpBuilder& b, Value* step, const AdamWHype
   return scalars;
 }
 
+AdamWTypedScalars ConvertAdamWStepScalars(OpBuilder& b, const AdamWStepScalars& scalars,
+                                          ElementType type) {
+  return {b.Convert(scalars.step_size, type), b.Convert(scalars.bias2_sqrt, type)};
+}
+
 AdamWParamUpdate EmitAdamWUpdate(OpBuilder& b, const AdamWHyperparameters& h,
-                                 const AdamWStepScalars& scalars, Value* weight, Value* gradient,
-                                 Value* m, Value* v) {
+                                 const AdamWTypedScalars& scalars, Value* weight,
+                                 Value* gradient, Value* m, Value* v) {
   AdamWParamUpdate update;
   if (weight == nullptr) return update;
   const ElementType type = weight->type().element_type();
@@ -101,10 +106,10 @@ AdamWParamUpdate EmitAdamWUpdate(OpBuilder& b, const AdamWHyperparameters& h,
   update.m = b.Op(OpKind::kAdd, {Scale(b, m, h.beta1), Scale(b, g, 1 - h.beta1)});
   update.v = b.Op(OpKind::kAdd, {Scale(b, v, h.beta2), b.Op(OpKind::kMul, {Scale(b, g, 1 - h.beta2), g})});
   Value* denominator =
-      b.Op(OpKind::kDiv, {b.Op(OpKind::kSqrt, {update.v}), b.Convert(scalars.bias2_sqrt, type)});
+      b.Op(OpKind::kDiv, {b.Op(OpKind::kSqrt, {update.v}), scalars.bias2_sqrt});
   if (denominator != nullptr) denominator = b.Op(OpKind::kAdd, {denominator, Number(h.eps, denominator)});
   Value* step = b.Op(OpKind::kDiv,
-                     {b.Op(OpKind::kMul, {update.m, b.Convert(scalars.step_size, type)}), denominator});
+                     {b.Op(OpKind::kMul, {update.m, scalars.step_size}), denominator});
   update.weight = b.Op(OpKind::kSub, {decayed, step});
   return update;
 }

@@ -46,9 +46,17 @@ struct AdamWStepScalars {
 };
 AdamWStepScalars EmitAdamWStepScalars(OpBuilder& b, Value* step, const AdamWHyperparameters& h);
 
+// The step's scalars rounded to an update type (once per type, however many params).
+struct AdamWTypedScalars {
+  Value* step_size = nullptr;
+  Value* bias2_sqrt = nullptr;
+};
+AdamWTypedScalars ConvertAdamWStepScalars(OpBuilder& b, const AdamWStepScalars& scalars,
+                                          ElementType type);
+
 // One param's AdamW update in `weight`'s element type (its update type: f32 master
-// weights of a bf16 param, or the f32 param itself), torch.optim.AdamW's single-tensor
-// path operation for operation:
+// weights of a bf16 param, or the f32 param itself; `scalars` in that type),
+// torch.optim.AdamW's single-tensor path operation for operation:
 //   weight *= 1 - lr * weight_decay
 //   m = m * beta1 + (1 - beta1) * g
 //   v = v * beta2 + (1 - beta2) * g * g
@@ -60,8 +68,8 @@ struct AdamWParamUpdate {
   Value* v = nullptr;
 };
 AdamWParamUpdate EmitAdamWUpdate(OpBuilder& b, const AdamWHyperparameters& h,
-                                 const AdamWStepScalars& scalars, Value* weight, Value* gradient,
-                                 Value* m, Value* v);
+                                 const AdamWTypedScalars& scalars, Value* weight,
+                                 Value* gradient, Value* m, Value* v);
 
 }  // namespace commir
 

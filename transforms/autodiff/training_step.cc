@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -134,6 +135,7 @@ void EmitAdamW(OpBuilder& b, const AdamWHyperparameters& h, const std::vector<in
     return nullptr;
   };
   const AdamWStepScalars scalars = EmitAdamWStepScalars(b, find(Kind::kStep, -1), h);
+  absl::flat_hash_map<ElementType, AdamWTypedScalars> typed;
   std::vector<AdamWParamUpdate> updates;
   for (size_t i = 0; i < params.size(); ++i) {
     const int p = static_cast<int>(i);
@@ -142,12 +144,16 @@ void EmitAdamW(OpBuilder& b, const AdamWHyperparameters& h, const std::vector<in
     // An f32 or f64 param is its own master; the moments have the update's type.
     Value* weight =
         master != nullptr ? master : b.Convert(param, find(Kind::kM, p)->type().element_type());
-    updates.push_back(EmitAdamWUpdate(b, h, scalars, weight, gradients[i], find(Kind::kM, p),
-                                      find(Kind::kV, p)));
+    if (weight == nullptr) break;  // the builder has failed
+    const ElementType type = weight->type().element_type();
+    if (!typed.contains(type)) typed[type] = ConvertAdamWStepScalars(b, scalars, type);
+    updates.push_back(EmitAdamWUpdate(b, h, typed[type], weight, gradients[i],
+                                      find(Kind::kM, p), find(Kind::kV, p)));
     Value* next = b.Convert(updates.back().weight, param->type().element_type());
     if (next != nullptr) next->set_name(FreshName(step, "new_" + param->name()));
     results.push_back(next);
   }
+  if (updates.size() != params.size()) return;
   for (size_t k = 0; k < state.size(); ++k) {
     Value* value = nullptr;
     switch (state[k].kind) {
