@@ -162,7 +162,7 @@ void EmitAdamW(OpBuilder& b, const AdamWHyperparameters& h, const std::vector<in
       case Kind::kV: value = updates[state[k].param].v; break;
       case Kind::kStep: value = scalars.next_step; break;
     }
-    // A master's new value may also be the new param (an f32 param has no master).
+    // Named for the printed step (the new moments and masters are otherwise unnamed).
     if (value != nullptr && value->name().empty()) value->set_name("new_" + state[k].name);
     new_state.push_back(value);
   }
