@@ -257,6 +257,10 @@ absl::StatusOr<ChoiceValue> ParseChoiceValue(const PassOptionSpec& spec, absl::s
   for (const std::string& item : SplitTopLevel(body)) {
     const size_t eq = item.find('=');
     const std::string key(absl::StripAsciiWhitespace(absl::string_view(item).substr(0, eq)));
+    if (key.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "option '%s': %s's options have an empty item in '%s'", spec.name, choice->name, text));
+    }
     const PassOptionSpec* option = nullptr;
     for (const PassOptionSpec& o : choice->options) {
       if (o.name == key) option = &o;

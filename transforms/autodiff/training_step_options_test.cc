@@ -104,6 +104,8 @@ TEST(TrainingStepOptionsTest, OutOfRangeAndMalformedValuesAreUsageErrorsNamingTh
               HasSubstr("adamw's option 'lr' is given twice"));
   EXPECT_THAT(ParseError("training-step{params=w,optimizer=adamw{lr}}"),
               HasSubstr("adamw's option 'lr' needs a value"));
+  EXPECT_THAT(ParseError("training-step{params=w,optimizer=adamw{lr=1,}}"),
+              HasSubstr("adamw's options have an empty item in 'adamw{lr=1,}'"));
   EXPECT_THAT(ParseError("training-step{params=w,optimizer=adam}"),
               HasSubstr("option 'optimizer' expects one of sgd, adamw, got 'adam'"));
   EXPECT_THAT(ParseError("training-step{params=w,optimizer=sgd{lr=1}}"),
