@@ -62,7 +62,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
                         use, 1 to 64 (default: NCCL's choice)
   --steps=N             run a training-step function N times (the training-step pass
                         makes them): it returns (loss, p1', ..., pK') and result i+1
-                        feeds argument i in the next step; prints each step's loss, and
+                        feeds argument i in the next step (N from 1 to 1000000); an
+                        optimizer's state (adamw's moments) is fed back the same way,
+                        starting from @<step>_init's; prints each step's loss, and
                         with --check or --check-against the reference's beside it
   --hardware=H          sim: h100-sxm (default), h200, a100-sxm-80g, or a JSON file
                         describing your cluster (sim/examples/ has one)
@@ -168,9 +170,14 @@ int CommirRunMain(int argc, char** argv) {
     } else if (flag_value("--bench")) {
       if (!absl::SimpleAtoi(value, &request.bench) || request.bench < 0) return UsageError(absl::StrCat("--bench needs a non-negative integer, got '", value, "'"));
     } else if (flag_value("--steps")) {
-      if (!absl::SimpleAtoi(value, &request.steps) || request.steps <= 0) {
-        return UsageError(absl::StrCat("--steps needs a positive integer, got '", value, "'"));
+      // Bounded: each step is a full run, and the loop must end.
+      constexpr int64_t kMaxSteps = 1000000;
+      int64_t steps = 0;
+      if (!ParseIntInRange(value, 1, kMaxSteps, steps)) {
+        return UsageError(absl::StrCat("--steps needs a step count from 1 to ", kMaxSteps,
+                                       ", got '", value, "'"));
       }
+      request.steps = static_cast<int>(steps);
     } else if (flag_value("--hardware")) {
       if (value.empty()) return UsageError("--hardware needs a name or a file");
       const bool is_file = absl::EndsWith(value, ".json") || absl::StrContains(value, "/");

@@ -135,6 +135,55 @@ TEST(CommirRunStepsTest, EachStepIsPrintedBeforeALaterStepFails) {
   EXPECT_TRUE(std::isfinite(losses[0])) << run.out;
 }
 
+// Optimizer state: %c follows the param and is fed back like it; @step_init gives its
+// first value (10, where a random input would lie in [-1, 1)). The loss is c itself, so
+// step k's loss is 10 + (k - 1) exactly.
+constexpr char kCountingStep[] = R"(mesh @m(tp=2)
+func @step(%w: f32[4@tp], %c: f32[], %t: f32[4@tp]) -> (f32[], f32[4@tp], f32[]) {
+  %loss = add(%c, 0.0)
+  %new_c = add(%c, 1.0)
+  return %loss, %w, %new_c
+}
+func @step_init(%w: f32[4@tp]) -> f32[] {
+  %c = full() {value = 10.0} : f32[]
+  return %c
+}
+)";
+
+TEST(CommirRunStepsTest, FeedsTheStateBackFromItsInitFunctionsValue) {
+  const std::string program = WriteProgram("state.commir", kCountingStep);
+  testing::SubprocessResult run = RunTool({program, "--func=@step", "--steps=3", "--check"});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  EXPECT_EQ(Losses(run.out), (std::vector<double>{10, 11, 12})) << run.out;
+}
+
+// A run resumes from saved state: the last step's new %c (result 2, 13 after three steps
+// from 10) given with --input replaces @step_init's first value.
+TEST(CommirRunStepsTest, AStateArgumentGivenWithInputKeepsThatValue) {
+  const std::string program = WriteProgram("resume.commir", kCountingStep);
+  const std::string out_dir = TempPath("saved_state");
+  testing::SubprocessResult first = RunTool(
+      {program, "--func=@step", "--steps=3", absl::StrCat("--output-dir=", out_dir)});
+  ASSERT_EQ(first.exit_code, 0) << first;
+  testing::SubprocessResult resumed =
+      RunTool({program, "--func=@step", "--steps=2", "--input",
+               absl::StrCat("c=", out_dir, "/result2.npy")});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed;
+  EXPECT_EQ(Losses(resumed.out), (std::vector<double>{13, 14})) << resumed.out;
+}
+
+TEST(CommirRunStepsTest, RefusesAnInitFunctionThatDoesNotGiveTheState) {
+  std::string text = kCountingStep;
+  text.replace(text.find("func @step_init(%w: f32[4@tp]) -> f32[]"),
+               std::string("func @step_init(%w: f32[4@tp]) -> f32[]").size(),
+               "func @step_init(%w: f32[4@tp]) -> f64[]");
+  text.replace(text.find(": f32[]\n  return %c"), std::string(": f32[]").size(), ": f64[]");
+  const std::string program = WriteProgram("bad_init.commir", text);
+  testing::SubprocessResult run = RunTool({program, "--func=@step", "--steps=2"});
+  EXPECT_EQ(run.exit_code, 1) << run;
+  EXPECT_THAT(run.err, HasSubstr("@step_init's result 0 (f64[]) is @step's argument 1")) << run;
+}
+
 TEST(CommirRunStepsTest, RefusesAFunctionThatReturnsOnlyTheLoss) {
   const std::string program = WriteProgram("loss_only.commir", R"(func @f(%w: f32[4]) -> f32[] {
   %loss = reduce_sum(%w) {dims = [0]}
@@ -173,6 +222,8 @@ TEST(CommirRunStepsTest, BadStepFlagsAreUsageErrors) {
   const std::string program = WriteProgram("step_usage.commir", Step("0.5"));
   for (const std::vector<std::string>& args : {std::vector<std::string>{program, "--steps=0"},
                                                {program, "--steps=two"},
+                                               {program, "--steps=1000001"},
+                                               {program, "--steps=99999999999999999999"},
                                                {program, "--steps=2", "--bench=3"},
                                                {program, "--steps=2", "--backend=sim"}}) {
     testing::SubprocessResult run = RunTool(args);

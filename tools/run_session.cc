@@ -585,6 +585,34 @@ int ReportResults(const RunRequest& request, const SessionProgram& program,
 
 // ---- --steps ------------------------------------------------------------------------
 
+// The optimizer state's first values (tools/step_loop.h): @<step>_init run on the cpu
+// backend from the params, except for the state arguments given by --input (a run that
+// resumes from saved state).
+std::optional<Failure> InitializeOptimizerState(const RunRequest& request,
+                                                const SessionProgram& program, int num_fed,
+                                                std::vector<Tensor>& inputs) {
+  absl::StatusOr<const Function*> init =
+      FindStateInit(*program.loaded.module, *program.function, num_fed);
+  if (!init.ok()) {
+    return Failure{kExitInvalidInput,
+                   absl::StrCat(program.loaded.path, ": error: ", init.status().message())};
+  }
+  if (*init == nullptr) return std::nullopt;
+  const int num_params = static_cast<int>((*init)->arg_types().size());
+  std::vector<Tensor> params(inputs.begin(), inputs.begin() + num_params);
+  std::vector<Tensor> state;
+  if (auto f = RunOnCpu(program.loaded, **init, params, state, nullptr)) return f;
+  const Block& body = *program.function->body();
+  for (size_t k = 0; k < state.size(); ++k) {
+    const int arg = num_params + static_cast<int>(k);
+    const std::string& name = body.argument(arg)->name();
+    const bool given = std::any_of(request.inputs.begin(), request.inputs.end(),
+                                   [&](const auto& entry) { return entry.first == name; });
+    if (!given) inputs[arg] = std::move(state[k]);
+  }
+  return std::nullopt;
+}
+
 // --steps=N: runs the step function N times on the target (tools/step_loop.h). Each step's
 // line is printed (and flushed) as soon as the step ends, so an interrupted or failing
 // run keeps the lines of the steps before; only the current step's tensors are held.
@@ -598,10 +626,14 @@ int RunTrainingSteps(const RunRequest& request, const SessionProgram& program,
     return Report(err, {kExitInvalidInput, absl::StrCat(program.loaded.path, ": error: ",
                                                         num_params.status().message())});
   }
+  std::vector<Tensor> first_inputs = inputs;
+  if (auto f = InitializeOptimizerState(request, program, *num_params, first_inputs)) {
+    return Report(err, *f);
+  }
   StepRunner on_target = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     return RunOn(session.target, *program.run_module, *program.run_function, in, out, nullptr);
   };
-  StepLoop target(*num_params, inputs, on_target, request.allow_nonfinite);
+  StepLoop target(*num_params, first_inputs, on_target, request.allow_nonfinite);
   // The reference is rank 0's to run, like every report.
   const bool compare = program.reference != nullptr && session.reporter();
   const LoadedModule& reference_module =
@@ -622,7 +654,7 @@ int RunTrainingSteps(const RunRequest& request, const SessionProgram& program,
     StepRunner on_one_device = [&](const std::vector<Tensor>& in, std::vector<Tensor>& out) {
       return RunOnCpu(reference_module, *program.reference, in, out, nullptr);
     };
-    reference.emplace(*num_params, inputs, on_one_device, request.allow_nonfinite);
+    reference.emplace(*num_params, first_inputs, on_one_device, request.allow_nonfinite);
     loss_tolerance = request.rtol.value_or(
         runtime::DefaultTolerance(program.reference->result_types()[0].element_type()));
   }

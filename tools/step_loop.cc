@@ -45,6 +45,34 @@ absl::StatusOr<int> SteppedParamCount(const Function& function) {
   return num_params;
 }
 
+absl::StatusOr<const Function*> FindStateInit(const Module& module, const Function& step,
+                                             int num_fed) {
+  const Function* init = module.FindFunction(step.name() + "_init");
+  if (init == nullptr) return nullptr;
+  const std::vector<Type>& params = init->arg_types();
+  const std::vector<Type>& state = init->result_types();
+  const int num_params = static_cast<int>(params.size());
+  if (num_params == 0 || num_params + static_cast<int>(state.size()) != num_fed ||
+      init->is_spmd() != step.is_spmd()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--steps: @%s takes %d arguments and returns %d values, but the %d values @%s feeds "
+        "back are its params then their optimizer state, which @%s takes the params of and "
+        "returns",
+        init->name(), num_params, state.size(), num_fed, step.name(), init->name()));
+  }
+  for (int i = 0; i < num_fed; ++i) {
+    const Type& want = step.arg_types()[i];
+    const Type& have = i < num_params ? params[i] : state[i - num_params];
+    if (have.is_index() || want.is_index() || !have.SameShapeAndElementType(want)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--steps: @%s's %s %d (%s) is @%s's argument %d, which is %s", init->name(),
+          i < num_params ? "argument" : "result", i < num_params ? i : i - num_params,
+          have.ToString(), step.name(), i, want.ToString()));
+    }
+  }
+  return init;
+}
+
 std::optional<Failure> StepLoop::Step(double& loss) {
   const int step = steps_run_ + 1;
   std::vector<runtime::Tensor> results;

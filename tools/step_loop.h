@@ -5,6 +5,10 @@
 // scalar and K >= 1; result i+1 feeds argument i, so it must have argument i's shape and
 // element type (its first K arguments are the trained params; the rest, the batch, stay).
 // Every other signature is refused with a message that says which result broke the rule.
+//
+// An optimizer with state (training-step's adamw) feeds its state the same way: the state
+// arguments follow the params, and `@<step>_init(params...) -> (state...)` beside the step
+// function gives the state before the first step (zero moments, f32 master copies).
 #ifndef COMMIR_TOOLS_STEP_LOOP_H_
 #define COMMIR_TOOLS_STEP_LOOP_H_
 
@@ -23,6 +27,13 @@ namespace commir {
 
 // K, the number of params `function` updates, or why it is not a step function.
 absl::StatusOr<int> SteppedParamCount(const Function& function);
+
+// `@<step>_init` of `module` when it exists: null when it does not, an error when its
+// signature does not give the state the rule above feeds: P >= 1 arguments with the types
+// of the step's first P arguments, and results with the types of its arguments
+// P..num_fed-1 (num_fed: SteppedParamCount).
+absl::StatusOr<const Function*> FindStateInit(const Module& module, const Function& step,
+                                             int num_fed);
 
 // One run of the step function: inputs in, results out (a failure carries its exit code).
 using StepRunner = std::function<std::optional<Failure>(const std::vector<runtime::Tensor>&,

@@ -66,6 +66,50 @@ class OptionSchema {
                [field](const O& o) { return PassOptions::Value(o.*field); });
   }
 
+  // A double field, finite, optionally bounded: at least `min_value`, at most `max_value`
+  // (below it when `max_exclusive`).
+  OptionSchema& Number(std::string name, double O::*field, std::string help,
+                       std::optional<double> min_value = std::nullopt,
+                       std::optional<double> max_value = std::nullopt,
+                       bool max_exclusive = false) {
+    PassOptionSpec spec{std::move(name), PassOptionType::kNumber, "", std::move(help)};
+    spec.min_number = min_value;
+    spec.max_number = max_value;
+    spec.max_exclusive = max_exclusive;
+    return Add(std::move(spec),
+               [field](O& o, const PassOptions::Value& v) { o.*field = std::get<double>(v); },
+               [field](const O& o) { return PassOptions::Value(o.*field); });
+  }
+
+  // A choice field, `std::variant<A...>`: one of the alternatives A, each a typed options
+  // struct with `static constexpr char kName[]` (its spelling) and `Schema()` (its own
+  // options), written `name` or `name{option=value,...}`. The default is the field's
+  // initializer (for a variant, its first alternative with its defaults).
+  template <typename... A>
+  OptionSchema& Choice(std::string name, std::variant<A...> O::*field, std::string help) {
+    PassOptionSpec spec{std::move(name), PassOptionType::kChoice, "", std::move(help)};
+    spec.choices = {PassOptionChoice{A::kName, A::Schema().Specs()}...};
+    const PassOptionSpec& row = spec;
+    auto set = [field, row](O& o, const PassOptions::Value& v) {
+      absl::StatusOr<ChoiceValue> choice = ParseChoiceValue(row, std::get<std::string>(v));
+      COMMIR_CHECK(choice.ok(), "a choice option holds a value its schema does not accept");
+      ((choice->name == A::kName ? (void)(o.*field = A::Schema().FromValues(choice->values))
+                                 : (void)0),
+       ...);
+    };
+    auto get = [field](const O& o) {
+      return PassOptions::Value(std::visit(
+          [](const auto& alternative) {
+            using Alternative = std::decay_t<decltype(alternative)>;
+            return FormatChoiceValue(
+                PassOptionChoice{Alternative::kName, Alternative::Schema().Specs()},
+                Alternative::Schema().ToValues(alternative));
+          },
+          o.*field));
+    };
+    return Add(std::move(spec), std::move(set), std::move(get));
+  }
+
   // An enum field and its spellings, in the order --list-passes shows them.
   template <typename E>
   OptionSchema& Enum(std::string name, E O::*field,

@@ -31,7 +31,11 @@
 
 namespace commir {
 
-enum class PassOptionType { kInt, kBool, kString, kEnum };
+// kNumber: a finite double. kChoice: one of several named alternatives, each with options
+// of its own, written `name` or `name{option=value,...}` (e.g. `adamw{lr=1e-3}`).
+enum class PassOptionType { kInt, kBool, kString, kEnum, kNumber, kChoice };
+
+struct PassOptionChoice;
 
 // One entry of a pass's option schema.
 struct PassOptionSpec {
@@ -46,10 +50,23 @@ struct PassOptionSpec {
   // pipeline is parsed, so an out-of-range value is bad usage, and shown by --list-passes.
   std::optional<int64_t> min_value = std::nullopt;
   std::optional<int64_t> max_value = std::nullopt;
+  // The accepted range of a kNumber option: at least min_number, and at most max_number
+  // (below it when max_exclusive); unset: unbounded.
+  std::optional<double> min_number = std::nullopt;
+  std::optional<double> max_number = std::nullopt;
+  bool max_exclusive = false;
+  // The alternatives of a kChoice option, in the order --list-passes shows them.
+  std::vector<PassOptionChoice> choices = {};
 };
 
-// "int", "int >= 1", "int in 1..100", "bool", "string", or the enum's values joined
-// with '|'.
+// One alternative of a kChoice option: its name and its own options.
+struct PassOptionChoice {
+  std::string name;
+  std::vector<PassOptionSpec> options;
+};
+
+// "int", "int >= 1", "int in 1..100", "bool", "string", "number", "number >= 0",
+// "number in [0, 1)", or the enum's values (a choice's names) joined with '|'.
 std::string DescribeOptionType(const PassOptionSpec& spec);
 
 // Option values of one configured pass by option name, as the pipeline parser reads them
@@ -57,7 +74,8 @@ std::string DescribeOptionType(const PassOptionSpec& spec);
 // row turns them into its typed options struct (OptionSchema::FromValues).
 class PassOptions {
  public:
-  using Value = std::variant<int64_t, bool, std::string>;
+  // A kChoice value is its canonical text (ParseChoiceValue).
+  using Value = std::variant<int64_t, bool, std::string, double>;
 
   void Set(std::string name, Value value) { values_[std::move(name)] = std::move(value); }
   // The value of `name`, or null when it is not set.
@@ -81,6 +99,18 @@ std::string FormatOptionValue(const PassOptions::Value& value);
 // the expected form, e.g. "option 'chunks' must be at least 1, got 0".
 absl::StatusOr<PassOptions::Value> ParseOptionValue(const PassOptionSpec& spec,
                                                     absl::string_view text);
+
+// A kChoice value read back: the alternative's name and its option values (defaults for
+// those the text leaves out). `text` has been accepted by ParseOptionValue.
+struct ChoiceValue {
+  std::string name;
+  PassOptions values;
+};
+absl::StatusOr<ChoiceValue> ParseChoiceValue(const PassOptionSpec& spec, absl::string_view text);
+
+// The canonical text of a kChoice value: the name, then `{option=value,...}` with the
+// options that differ from their defaults, in schema order.
+std::string FormatChoiceValue(const PassOptionChoice& choice, const PassOptions& values);
 
 class Pass;
 struct PassInfo;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "transforms/pass_manager.h"
 
 namespace commir {
@@ -118,7 +119,8 @@ class PipelineParser {
       std::string value;
       if (Consume('=')) {
         SkipSpace();
-        absl::StatusOr<std::string> parsed = ParseValue();
+        absl::StatusOr<std::string> parsed =
+            spec->type == PassOptionType::kChoice ? ParseChoiceText() : ParseValue();
         if (!parsed.ok()) return parsed.status();
         value = *std::move(parsed);
       } else if (spec->type == PassOptionType::kBool) {
@@ -155,6 +157,31 @@ class PipelineParser {
     return std::string(absl::StripTrailingAsciiWhitespace(text_.substr(start, pos_ - start)));
   }
 
+  // A choice, `name` or `name{...}`: the text up to the '}' that closes its options
+  // (braces and quotes nest), which ParseChoiceValue reads.
+  absl::StatusOr<std::string> ParseChoiceText() {
+    if (Peek() == '"') return ParseValue();
+    const size_t start = pos_;
+    ParseName();
+    SkipSpace();
+    if (Peek() == '{') {
+      int depth = 0;
+      bool quoted = false;
+      do {
+        const char c = text_[pos_++];
+        if (quoted && c == '\\' && !AtEnd()) {
+          ++pos_;
+          continue;
+        }
+        if (c == '"') quoted = !quoted;
+        if (!quoted && c == '{') ++depth;
+        if (!quoted && c == '}') --depth;
+      } while (depth > 0 && !AtEnd());
+      if (depth > 0) return SyntaxError("expected '}' closing the choice's options");
+    }
+    return std::string(absl::StripTrailingAsciiWhitespace(text_.substr(start, pos_ - start)));
+  }
+
   absl::string_view text_;
   absl::Span<const PassInfo> registry_;
   size_t pos_ = 0;
@@ -180,7 +207,10 @@ std::string PassStep::ToString() const {
   for (const PassOptionSpec& spec : info_->options) {
     const PassOptions::Value* value = values_.Find(spec.name);
     if (value == nullptr || *value == *defaults.Find(spec.name)) continue;
-    set.push_back(absl::StrCat(spec.name, "=", FormatOptionValue(*value)));
+    // A choice's canonical text reads back unquoted (ParseChoiceText).
+    const bool raw = spec.type == PassOptionType::kChoice;
+    set.push_back(absl::StrCat(spec.name, "=",
+                               raw ? std::get<std::string>(*value) : FormatOptionValue(*value)));
   }
   if (set.empty()) return info_->name;
   return absl::StrCat(info_->name, "{", absl::StrJoin(set, ","), "}");

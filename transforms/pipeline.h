@@ -4,6 +4,7 @@
 //   entry    := PASS-NAME ['{' [option (',' option)*] '}']
 //   option   := OPTION-NAME ['=' value]       a bare name sets a bool option to true
 //   value    := "quoted, with \" and \\ escapes" | text up to the next ',' or '}'
+//             | CHOICE-NAME ['{' [option (',' option)*] '}']   for a choice option
 //
 // Whitespace around every token is ignored; an empty pipeline has no passes.
 //
