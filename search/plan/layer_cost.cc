@@ -156,10 +156,10 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(const Module& plain,
   };
   // Greedy, attention first: the whole product (up to 10 attention x 8 matmul
   // schedules on a cp x tp mesh) took the Llama-3 70B search on 1,024 GPUs to 14 s, over
-  // the 10 s. The two families rewrite different ops (the attention and its k/v
-  // gathers; the tp gathers and scatters around the projections), and the greedy choice
-  // equalled the whole product's best on every layout checked (GPT-3 1.3B and Llama-3
-  // 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
+  // the 10 s target for a 1,024-GPU search. The two families rewrite different ops (the
+  // attention and its k/v gathers; the tp gathers and scatters around the projections),
+  // and the greedy choice equalled the whole product's best on every layout checked
+  // (GPT-3 1.3B and Llama-3 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
   const LayerScheduleSpace space = LayerSchedules(layout);
   // The best attention schedule's program, which the matmul schedules start from.
   std::unique_ptr<Module> best_attention_module;
