@@ -285,7 +285,7 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;
   cost.input_bytes = DeviceBytes(forward->arg_types()[0], *forward);
-  cost.schedule = chosen.passes.ToString();
+  cost.schedule = chosen.passes;
   cost.programs_predicted = chosen.programs_predicted;
   cost.schedules_skipped = chosen.skipped;
   return cost;

@@ -84,11 +84,8 @@ bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout) {
   mesh.tp = layout.tp;
   mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
   if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
-  // Megatron-LM's arguments are derived from the schedule's recipe text, as for a
-  // --layer-schedule given on the command line.
-  absl::StatusOr<ScheduleArgs> args = MegatronScheduleArgs(schedule.ToString(), "", mesh);
-  if (!args.ok()) return false;
-  for (const std::string& note : args->notes) {
+  const ScheduleArgs args = MegatronScheduleArgs(schedule, Pipeline{}, mesh);
+  for (const std::string& note : args.notes) {
     // Megatron-LM runs something else: another schedule, or the balanced ring.
     if (absl::StrContains(note, "no Megatron-LM equivalent") ||
         absl::StrContains(note, "without causal load balancing")) {

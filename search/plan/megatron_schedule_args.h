@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
@@ -49,10 +49,10 @@ struct ScheduleMesh {
   std::vector<std::pair<std::string, int64_t>> context_axes;
 };
 
-// Errors on a pipeline that does not parse (unbalanced braces, an empty pass).
-absl::StatusOr<ScheduleArgs> MegatronScheduleArgs(const std::string& layer_schedule,
-                                                  const std::string& head_schedule,
-                                                  const ScheduleMesh& mesh);
+// The schedules as the plan costed them (the passes and their typed options; empty: plain
+// collectives).
+ScheduleArgs MegatronScheduleArgs(const Pipeline& layer_schedule, const Pipeline& head_schedule,
+                                  const ScheduleMesh& mesh);
 
 }  // namespace commir::search::plan
 
