@@ -4,7 +4,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "search/plan/megatron_schedule_args.h"
@@ -84,15 +83,7 @@ bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout) {
   mesh.tp = layout.tp;
   mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
   if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
-  const ScheduleArgs args = MegatronScheduleArgs(schedule, Pipeline{}, mesh);
-  for (const std::string& note : args.notes) {
-    // Megatron-LM runs something else: another schedule, or the balanced ring.
-    if (absl::StrContains(note, "no Megatron-LM equivalent") ||
-        absl::StrContains(note, "without causal load balancing")) {
-      return false;
-    }
-  }
-  return true;
+  return MegatronScheduleArgs(schedule, Pipeline{}, mesh).runs_as_costed;
 }
 
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout) {

@@ -368,6 +368,7 @@ TEST(MegatronArgsTest, HierarchicalContextParallelism) {
             "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 4 2");
   EXPECT_EQ(BrokenMegatronRule(args), "");
   EXPECT_TRUE(a.notes.empty());
+  EXPECT_TRUE(a.runs_as_costed);
   // The checker itself refuses what Megatron-LM refuses.
   EXPECT_NE(BrokenMegatronRule({"--context-parallel-size", "8", "--cp-comm-type", "a2a+p2p"}),
             "");
@@ -377,11 +378,22 @@ TEST(MegatronArgsTest, HierarchicalContextParallelism) {
   a = MegatronScheduleArgs(Schedule("ring-attention{axes=cpo},ring-attention{axes=cpi}"),
                            Pipeline{}, mesh);
   EXPECT_NE(absl::StrJoin(a.notes, "|").find("no Megatron-LM equivalent"), std::string::npos);
+  EXPECT_FALSE(a.runs_as_costed);
   // Two axes written in one option (the pass reads them comma-separated): not one context
   // axis, so not Ulysses inside a ring either.
   a = MegatronScheduleArgs(Schedule("ulysses-attention{axes=\"cpo,cpi\"}"), Pipeline{}, mesh);
   EXPECT_EQ(absl::StrJoin(a.args, " "), "--cp-comm-type a2a");
   EXPECT_TRUE(a.notes.empty()) << absl::StrJoin(a.notes, "|");
+  EXPECT_TRUE(a.runs_as_costed);
+  // A note that only says how to set it up (the ring_exchange method) is run as costed;
+  // the unbalanced ring is not (Megatron-LM runs the balanced one).
+  mesh.tp = 2;
+  mesh.sequence_parallel = true;
+  a = MegatronScheduleArgs(Schedule("ring-collective-matmul"), Pipeline{}, mesh);
+  EXPECT_FALSE(a.notes.empty());
+  EXPECT_TRUE(a.runs_as_costed) << absl::StrJoin(a.notes, "|");
+  a = MegatronScheduleArgs(Schedule("ring-attention"), Pipeline{}, mesh);
+  EXPECT_FALSE(a.runs_as_costed);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "search/plan/megatron_schedule_args.h"
 
+#include <string>
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,6 +15,12 @@
 
 namespace commir::search::plan {
 namespace {
+
+// A note that Megatron-LM would run something other than what the plan costed.
+void Differs(ScheduleArgs& out, std::string note) {
+  out.notes.push_back(std::move(note));
+  out.runs_as_costed = false;
+}
 
 bool IsAttention(const PassStep& p) {
   return p.Is<schedules::RingAttentionPass>() || p.Is<schedules::UlyssesAttentionPass>();
@@ -57,9 +66,9 @@ void ContextArgs(const std::vector<PassStep>& attention, const ScheduleMesh& mes
   for (const auto& [name, size] : mesh.context_axes) cp *= size;
   if (cp <= 1) {
     if (!attention.empty()) {
-      out.notes.push_back(absl::StrCat("the attention schedule ", attention.front().ToString(),
-                                       " needs context parallelism; it has no Megatron-LM "
-                                       "equivalent without it"));
+      Differs(out, absl::StrCat("the attention schedule ", attention.front().ToString(),
+                                " needs context parallelism; it has no Megatron-LM "
+                                "equivalent without it"));
     }
     return;
   }
@@ -79,9 +88,10 @@ void ContextArgs(const std::vector<PassStep>& attention, const ScheduleMesh& mes
     }
     comm_type("p2p");
     if (!p.OptionsOf<schedules::RingAttentionPass>().zigzag) {
-      out.notes.push_back(
-          "the plan costs ring attention without causal load balancing; Megatron-LM's p2p "
-          "(TransformerEngine) balances it (ring-attention{zigzag=true}), so it runs no slower");
+      Differs(out,
+              "the plan costs ring attention without causal load balancing; Megatron-LM's p2p "
+              "(TransformerEngine) balances it (ring-attention{zigzag=true}), so it runs no "
+              "slower");
     }
     return;
   }
@@ -103,7 +113,7 @@ void ContextArgs(const std::vector<PassStep>& attention, const ScheduleMesh& mes
   std::vector<std::string> texts;
   for (const PassStep& p : attention) texts.push_back(p.ToString());
   comm_type("p2p");
-  out.notes.push_back(absl::StrCat(
+  Differs(out, absl::StrCat(
       "no Megatron-LM equivalent: the plan costs attention as ", absl::StrJoin(texts, ","),
       ", which --cp-comm-type (p2p, a2a, allgather, a2a+p2p over the cp group) cannot "
       "express; these arguments run Megatron-LM's p2p ring instead, whose time is not the "
@@ -114,7 +124,7 @@ void TensorArgs(const std::vector<PassStep>& matmuls, const ScheduleMesh& mesh, 
   if (matmuls.empty()) return;
   const PassStep& p = matmuls.back();
   if (mesh.tp <= 1 || !mesh.sequence_parallel) {
-    out.notes.push_back(absl::StrCat(
+    Differs(out, absl::StrCat(
         "no Megatron-LM equivalent: the plan costs ", p.ToString(),
         " but Megatron-LM's --tp-comm-overlap needs --sequence-parallel with tp > 1"));
     return;
@@ -131,7 +141,7 @@ void TensorArgs(const std::vector<PassStep>& matmuls, const ScheduleMesh& mesh, 
   }
   if (p.OptionsOf<schedules::RingCollectiveMatmulPass>().direction ==
       schedules::RingDirection::kBi) {
-    out.notes.push_back(absl::StrCat(
+    Differs(out, absl::StrCat(
         "no Megatron-LM equivalent: the plan costs ", p.ToString(),
         " (a ring in both directions); TransformerEngine's ring_exchange runs one direction, "
         "so --tp-comm-overlap with ring_exchange is the nearest and slower than the plan"));
@@ -155,19 +165,18 @@ ScheduleArgs MegatronScheduleArgs(const Pipeline& layer_schedule, const Pipeline
     } else if (IsMatmul(p)) {
       matmuls.push_back(p);
     } else {
-      out.notes.push_back(absl::StrCat("no Megatron-LM equivalent: the layer schedule's pass ",
-                                       p.ToString(), " is not run"));
+      Differs(out, absl::StrCat("no Megatron-LM equivalent: the layer schedule's pass ",
+                                p.ToString(), " is not run"));
     }
   }
   if (matmuls.size() > 1) {
-    out.notes.push_back(absl::StrCat("no Megatron-LM equivalent: the plan composes ",
-                                     matmuls.size(),
-                                     " collective-matmul schedules; the last one is written"));
+    Differs(out, absl::StrCat("no Megatron-LM equivalent: the plan composes ", matmuls.size(),
+                              " collective-matmul schedules; the last one is written"));
   }
   ContextArgs(attention, mesh, out);
   TensorArgs(matmuls, mesh, out);
   if (!head_schedule.empty()) {
-    out.notes.push_back(absl::StrCat(
+    Differs(out, absl::StrCat(
         "no Megatron-LM equivalent: the plan costs the output head with ",
         head_schedule.ToString(),
         "; Megatron-LM's output layer runs plain collectives"));

@@ -39,6 +39,9 @@ namespace commir::search::plan {
 struct ScheduleArgs {
   std::vector<std::string> args;   // flags and values, in order
   std::vector<std::string> notes;  // what Megatron-LM runs differently or cannot run
+  // False when some note says Megatron-LM would run another schedule than the plan's (no
+  // equivalent, or the load-balanced ring for an unbalanced one).
+  bool runs_as_costed = true;
 };
 
 struct ScheduleMesh {
