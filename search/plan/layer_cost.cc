@@ -22,6 +22,7 @@
 #include "transforms/schedules/ring_collective_matmul.h"
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::search::plan {
@@ -246,7 +247,7 @@ void LeaveWeightGradientsToDataParallel(Module& module, const std::string& name,
     Operation* reduce = value->defining_op();
     if (reduce == nullptr || !reduce->Is(OpKind::kAllReduce)) continue;
     const Attribute* axis = reduce->attrs().Find("axis");
-    if (axis == nullptr || axis->axes() != AxisList{"cp"}) continue;
+    if (axis == nullptr || axis->axes() != AxisList{sharding::kMegatronCpAxis}) continue;
     ret->SetOperand(i, reduce->operand(0));
     if (value->use_empty()) reduce->Erase();
   }

@@ -9,6 +9,7 @@
 #include "search/plan/megatron_schedule_args.h"
 #include "search/schedule_space.h"
 #include "transforms/registry/pass_registry.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search::plan {
@@ -65,8 +66,8 @@ namespace {
 std::vector<std::string> MeshAxes(const LayerLayout& layout) {
   // The layer program's mesh (layer_program.cc): cp major, tp minor, axes of size 1 left out.
   std::vector<std::string> axes;
-  if (layout.cp > 1) axes.push_back("cp");
-  if (layout.tp > 1) axes.push_back("tp");
+  if (layout.cp > 1) axes.push_back(sharding::kMegatronCpAxis);
+  if (layout.tp > 1) axes.push_back(sharding::kMegatronTpAxis);
   return axes;
 }
 
@@ -82,7 +83,7 @@ bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout) {
   ScheduleMesh mesh;
   mesh.tp = layout.tp;
   mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
-  if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
+  if (layout.cp > 1) mesh.context_axes = {{sharding::kMegatronCpAxis, layout.cp}};
   return MegatronScheduleArgs(schedule, Pipeline{}, mesh).runs_as_costed;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "search/plan/megatron_schedule_args.h"
+#include "transforms/sharding/megatron_layout.h"
 
 namespace commir::search::plan {
 
@@ -61,7 +62,7 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   ScheduleMesh mesh;
   mesh.tp = plan.tp;
   mesh.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
-  if (plan.cp > 1) mesh.context_axes = {{"cp", plan.cp}};
+  if (plan.cp > 1) mesh.context_axes = {{sharding::kMegatronCpAxis, plan.cp}};
   const ScheduleArgs schedule = MegatronScheduleArgs(layer_schedule, head_schedule, mesh);
   if (plan.zero_stage == 3 && plan.pp > 1) {
     return absl::InvalidArgumentError(
