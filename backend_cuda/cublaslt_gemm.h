@@ -1,4 +1,4 @@
-// Matrix products through cuBLASLt: CommIR's row-major batched matmul (spec 5.1) with
+// Matrix products through cuBLASLt: CommIR's row-major batched `matmul` with
 // transposes, NumPy-broadcast batch dimensions and f32 accumulation.
 //
 // Row-major to column-major: a row-major [R, C] matrix is the column-major [C, R]

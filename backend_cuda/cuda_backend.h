@@ -5,7 +5,7 @@
 // uses, created non-blocking so the legacy default stream never serialises them. An op
 // is enqueued on its stream and returns at once: its operands' producers on other
 // streams are waited for with cudaStreamWaitEvent on events recorded after them, and
-// its results record such an event in turn (data-dependency synchronisation, spec 5).
+// its results record such an event in turn (ops wait for their operands only).
 // The host blocks only in ToHost (results, --check), bounded by the timeout.
 //
 // GEMMs go through cuBLASLt (cublaslt_gemm.h), every other tensor op through the

@@ -14,9 +14,10 @@ test-only libraries (a test is a leaf that may run any tool; nothing links it). 
 Prints each violation as `BUILD_FILE: //pkg:target -> //other:dep (layer a above b)` and
 exits 1; prints the package graph's layers and `ok` and exits 0 otherwise.
 
-The same facts from Bazel itself (both print nothing):
+The same facts from Bazel itself (both print `Empty results`; tests are left out of the
+second, since a test may run any tool):
   bazel query 'somepath(//search:*, //search/plan:* + //tools:*)'
-  bazel query 'somepath(//search/plan:* - attr(testonly, 1, //search/plan:*), //tools:*)'
+  bazel query 'somepath(kind("cc_library|cc_binary", //search/plan:*) - attr(testonly, 1, //search/plan:*), //tools:*)'
 """
 
 import builtins

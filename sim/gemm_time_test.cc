@@ -57,8 +57,8 @@ std::vector<Measured> XlaTable() {
   return rows;
 }
 
-// The two mispriced shapes, measured (calibration.md, XLA's table): the old
-// efficiency formula gave 169 and 602 TFLOP/s.
+// Two shapes the old efficiency formula mispriced (small M, small K), measured
+// (calibration.md, XLA's table): it gave 169 and 602 TFLOP/s.
 TEST(GemmTimeTest, SmallMAndSmallKShapesFollowTheMeasurements) {
   double small_m = PredictedTflops(H100(), {1, 256, 2048, 4096, 285.9});
   double small_k = PredictedTflops(H100(), {1, 4096, 4096, 256, 392.2});

@@ -238,7 +238,7 @@ absl::StatusOr<std::string> EvaluateGivenPlan(const plan::ModelSpec& model, int6
       cost->time.breakdown.recompute_s * 1e3, cost->time.breakdown.exposed_comm_s * 1e3,
       cost->time.breakdown.bubble_s * 1e3, cost->model_flops_utilization * 100,
       cost->peak_memory_bytes / 1e9, cost->fits ? "fits" : "does not fit",
-      cost->layer_schedule.empty() ? "plain" : cost->layer_schedule);
+      cost->layer_schedule.empty() ? "plain" : cost->layer_schedule.ToString());
   if (!result.ranked.empty() && seconds > 0) {
     const plan::RankedPlan& best = result.ranked.front();
     absl::StrAppendFormat(&line, "; best plan: %s, MFU %.1f%% (%.2fx)",

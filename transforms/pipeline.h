@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "commir/check.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
 #include "transforms/pass.h"
@@ -47,6 +48,18 @@ class PassStep {
 
   const PassInfo& info() const { return *info_; }
   const std::string& name() const { return info_->name; }
+  // Whether this step runs pass P.
+  template <typename P>
+  bool Is() const {
+    return name() == P::Info().name;
+  }
+  // This step's options as pass P's typed struct (each option the text left out at its
+  // default), for code that reads a pipeline it did not build; P must be this step's pass.
+  template <typename P>
+  typename P::Options OptionsOf() const {
+    COMMIR_CHECK(Is<P>(), "PassStep::OptionsOf: the step runs another pass");
+    return P::Options::Schema().FromValues(values_);
+  }
   // Each option's value against its schema row (range, enum spelling): InvalidArgument
   // "pass 'NAME': option ... must be ..." as the pipeline parser words it.
   absl::Status Check() const;

@@ -134,6 +134,25 @@ TEST(TypedPipeline, TextFormNamesOptionsThatDifferFromTheDefaults) {
   EXPECT_EQ(options.axes, "dp,sp");
 }
 
+// Code that reads a parsed pipeline gets each step's typed struct: the values written in
+// the text, and the struct's defaults for the rest.
+TEST(TypedPipeline, AParsedStepReadsAsItsPassesOptions) {
+  absl::StatusOr<Pipeline> parsed = ParsePipeline(
+      "pipeline-collective-matmul{chunks=8},ring-collective-matmul{direction=bi}",
+      RegisteredPasses());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->steps.size(), 2u);
+  const PassStep& pipelined = parsed->steps[0];
+  EXPECT_TRUE(pipelined.Is<PipelineCollectiveMatmulPass>());
+  EXPECT_FALSE(pipelined.Is<RingCollectiveMatmulPass>());
+  const PipelineCollectiveMatmulOptions options =
+      pipelined.OptionsOf<PipelineCollectiveMatmulPass>();
+  EXPECT_EQ(options.chunks, 8);
+  EXPECT_EQ(options.streams, 2);  // left out: the default
+  EXPECT_EQ(parsed->steps[1].OptionsOf<RingCollectiveMatmulPass>().direction,
+            schedules::RingDirection::kBi);
+}
+
 // --list-passes shows each row from the schema: the types, bounds and defaults written
 // here are the struct initializers' and the schema's ranges.
 TEST(TypedPipeline, ListPassesShowsTheSchema) {

@@ -137,7 +137,8 @@ int64_t RecvCount(Coll coll, int64_t count, int64_t n) {
   return count;
 }
 
-// What member `pos` of `group` must receive (spec 5.2), from the inputs of every member.
+// What member `pos` of `group` must receive (the collective's definition in docs/language.md,
+// "Spmd-only ops"), from the inputs of every member.
 std::vector<double> Reference(const Case& c, ElementType type, const std::vector<int64_t>& group,
                               int64_t pos, int64_t count) {
   const int64_t n = static_cast<int64_t>(group.size());

@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> InferPartition(
   if (static_cast<int64_t>(group.size()) != size) return not_a_group();
 
   // An axis group lists its members first axis major in the order its axes are WRITTEN,
-  // e.g. (tp, dp) on a (dp, tp) mesh is not ascending device order (spec 5.2). Find the
+  // e.g. (tp, dp) on a (dp, tp) mesh is not ascending device order. Find the
   // order of the group's axes that lists exactly `group`; mesh order is tried first.
   std::vector<std::vector<int64_t>> coords;
   coords.reserve(group.size());

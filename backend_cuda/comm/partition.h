@@ -11,7 +11,7 @@
 
 namespace commir::cuda::comm {
 
-// The mesh partition containing `group` (spec 5.2: a group is the devices sharing all
+// The mesh partition containing `group` (an axis group is the devices sharing all
 // coordinates except those of its axes, ordered by linearized coordinate over its axes
 // in the order the program writes them, first axis major: `(tp, dp)` on a (dp, tp) mesh
 // is not ascending device order). The axes whose coordinates differ between members are

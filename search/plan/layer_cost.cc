@@ -22,6 +22,7 @@
 #include "transforms/schedules/ring_collective_matmul.h"
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/lower.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/sharding/spmd_pipeline.h"
 
 namespace commir::search::plan {
@@ -156,10 +157,10 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(const Module& plain,
   };
   // Greedy, attention first: the whole product (up to 10 attention x 8 matmul
   // schedules on a cp x tp mesh) took the Llama-3 70B search on 1,024 GPUs to 14 s, over
-  // the 10 s. The two families rewrite different ops (the attention and its k/v
-  // gathers; the tp gathers and scatters around the projections), and the greedy choice
-  // equalled the whole product's best on every layout checked (GPT-3 1.3B and Llama-3
-  // 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
+  // the 10 s target for a 1,024-GPU search. The two families rewrite different ops (the
+  // attention and its k/v gathers; the tp gathers and scatters around the projections),
+  // and the greedy choice equalled the whole product's best on every layout checked
+  // (GPT-3 1.3B and Llama-3 70B layers, tp and cp in 1, 2, 4, 8, micro-batch 1 and 8).
   const LayerScheduleSpace space = LayerSchedules(layout);
   // The best attention schedule's program, which the matmul schedules start from.
   std::unique_ptr<Module> best_attention_module;
@@ -246,7 +247,7 @@ void LeaveWeightGradientsToDataParallel(Module& module, const std::string& name,
     Operation* reduce = value->defining_op();
     if (reduce == nullptr || !reduce->Is(OpKind::kAllReduce)) continue;
     const Attribute* axis = reduce->attrs().Find("axis");
-    if (axis == nullptr || axis->axes() != AxisList{"cp"}) continue;
+    if (axis == nullptr || axis->axes() != AxisList{sharding::kMegatronCpAxis}) continue;
     ret->SetOperand(i, reduce->operand(0));
     if (value->use_empty()) reduce->Erase();
   }
@@ -285,7 +286,7 @@ absl::StatusOr<LayerCost> CostOf(const ScheduledLayer& chosen, const std::string
   cost.activation_bytes = saved.all_bytes;
   cost.selective_saved_bytes = saved.attention_bytes;
   cost.input_bytes = DeviceBytes(forward->arg_types()[0], *forward);
-  cost.schedule = chosen.passes.ToString();
+  cost.schedule = chosen.passes;
   cost.programs_predicted = chosen.programs_predicted;
   cost.schedules_skipped = chosen.skipped;
   return cost;

@@ -66,6 +66,7 @@
 #include "search/plan/layer_schedule.h"
 #include "search/plan/model_spec.h"
 #include "sim/predict.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
@@ -79,9 +80,9 @@ struct LayerCost {
   int64_t selective_saved_bytes = 0;
   int64_t input_bytes = 0;
   double forward_flops = 0;  // over the layer's devices
-  // The schedule passes the layer was costed with ("" for plain collectives), as
-  // commir-opt takes them after the spmd pipeline.
-  std::string schedule;
+  // The schedule passes the layer was costed with (empty for plain collectives), as
+  // commir-opt takes them after the spmd pipeline (ToString: their text).
+  Pipeline schedule;
   int64_t programs_predicted = 0;  // distinct (scheduled) programs predicted, plain included
   int64_t schedules_skipped = 0;   // compositions a pass refused or the sim could not predict
   // With a schedule that keeps more activations than plain collectives: the plain

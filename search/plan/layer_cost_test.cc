@@ -151,7 +151,7 @@ TEST(LayerCostTest, RingAttentionKeepsItsOwnKeyValueBlocks) {
   ring_options.schedule = *ParseLayerSchedule("ring-attention");
   absl::StatusOr<LayerCost> ring = MeasureLayerCost(m, LayerKind::kTransformer, cp4, ring_options);
   ASSERT_TRUE(ring.ok()) << ring.status();
-  ASSERT_EQ(ring->schedule, "ring-attention");
+  ASSERT_EQ(ring->schedule.ToString(), "ring-attention");
   // k and v, gathered: micro-batch x kv heads x the whole sequence x head dim, bf16.
   const int64_t gathered_kv = 2 * (1 * m.kv_heads * m.sequence * (m.hidden / m.heads) * 2);
   EXPECT_EQ(ring->activation_bytes, gathered.activation_bytes - gathered_kv * 3 / 4);

@@ -4,12 +4,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "search/plan/megatron_schedule_args.h"
 #include "search/schedule_space.h"
 #include "transforms/registry/pass_registry.h"
+#include "transforms/sharding/megatron_layout.h"
 #include "transforms/pipeline.h"
 
 namespace commir::search::plan {
@@ -66,8 +66,8 @@ namespace {
 std::vector<std::string> MeshAxes(const LayerLayout& layout) {
   // The layer program's mesh (layer_program.cc): cp major, tp minor, axes of size 1 left out.
   std::vector<std::string> axes;
-  if (layout.cp > 1) axes.push_back("cp");
-  if (layout.tp > 1) axes.push_back("tp");
+  if (layout.cp > 1) axes.push_back(sharding::kMegatronCpAxis);
+  if (layout.tp > 1) axes.push_back(sharding::kMegatronTpAxis);
   return axes;
 }
 
@@ -83,19 +83,8 @@ bool MegatronRuns(const Pipeline& schedule, const LayerLayout& layout) {
   ScheduleMesh mesh;
   mesh.tp = layout.tp;
   mesh.sequence_parallel = layout.sequence_parallel && layout.tp > 1;
-  if (layout.cp > 1) mesh.context_axes = {{"cp", layout.cp}};
-  // Megatron-LM's arguments are derived from the schedule's recipe text, as for a
-  // --layer-schedule given on the command line.
-  absl::StatusOr<ScheduleArgs> args = MegatronScheduleArgs(schedule.ToString(), "", mesh);
-  if (!args.ok()) return false;
-  for (const std::string& note : args->notes) {
-    // Megatron-LM runs something else: another schedule, or the balanced ring.
-    if (absl::StrContains(note, "no Megatron-LM equivalent") ||
-        absl::StrContains(note, "without causal load balancing")) {
-      return false;
-    }
-  }
-  return true;
+  if (layout.cp > 1) mesh.context_axes = {{sharding::kMegatronCpAxis, layout.cp}};
+  return MegatronScheduleArgs(schedule, Pipeline{}, mesh).runs_as_costed;
 }
 
 LayerScheduleSpace LayerSchedules(const LayerLayout& layout) {

@@ -54,7 +54,7 @@ TEST(LayerScheduleTest, ContextParallelLayersGetTheFastestAttentionSchedule) {
     const LayerCost plain = Measure(m, layout, LayerSchedule::None());
     const LayerCost chosen = Measure(m, layout, LayerSchedule::Search());
     EXPECT_LE(Seconds(chosen), Seconds(plain)) << "cp=2, tp=" << layout.tp;
-    EXPECT_EQ(plain.schedule, "");
+    EXPECT_TRUE(plain.schedule.empty());
     double fastest_attention = Seconds(plain);
     for (const Pipeline& attention : LayerSchedules(layout).attention) {
       if (attention.empty()) continue;
@@ -63,9 +63,9 @@ TEST(LayerScheduleTest, ContextParallelLayersGetTheFastestAttentionSchedule) {
     }
     if (fastest_attention < Seconds(plain)) {
       ++attention_wins;
-      EXPECT_NE(chosen.schedule.find("-attention"), std::string::npos)
+      EXPECT_NE(chosen.schedule.ToString().find("-attention"), std::string::npos)
           << "tp=" << layout.tp << ", micro-batch " << layout.micro_batch << ": '"
-          << chosen.schedule << "'";
+          << chosen.schedule.ToString() << "'";
       EXPECT_LE(Seconds(chosen), fastest_attention);
     }
     EXPECT_GT(chosen.programs_predicted, 1);
@@ -77,7 +77,7 @@ TEST(LayerScheduleTest, ContextParallelLayersGetTheFastestAttentionSchedule) {
 // (one device: nothing to schedule, one program).
 TEST(LayerScheduleTest, OneDeviceKeepsPlainCollectives) {
   const LayerCost c = Measure(Gpt(), {1, 1, false, 1}, LayerSchedule::Search());
-  EXPECT_EQ(c.schedule, "");
+  EXPECT_TRUE(c.schedule.empty());
   EXPECT_EQ(c.programs_predicted, 1);
   EXPECT_EQ(c.schedules_skipped, 0);
 }
@@ -93,7 +93,7 @@ TEST(LayerScheduleTest, ForcedScheduleIsTheOneCosted) {
            {"ulysses-attention, pipeline-collective-matmul{chunks=2,streams=2}",
             "ulysses-attention,pipeline-collective-matmul{chunks=2}"}}) {
     const LayerCost c = Measure(m, layout, *ParseLayerSchedule(forced));
-    EXPECT_EQ(c.schedule, reported);
+    EXPECT_EQ(c.schedule.ToString(), reported);
     EXPECT_EQ(c.programs_predicted, 1);
     EXPECT_NE(Seconds(c), Seconds(plain)) << forced;  // a rewritten program was predicted
   }
@@ -108,14 +108,15 @@ TEST(LayerScheduleTest, RefusedSchedulesAreSkipped) {
   const LayerCost plain = Measure(m, layout, LayerSchedule::None());
   const LayerCost chosen = Measure(m, layout, LayerSchedule::Search());
   EXPECT_EQ(chosen.schedules_skipped, 4);  // chunks=4 and 8, each with 2 and 4 streams
-  EXPECT_EQ(chosen.schedule.find("chunks=4"), std::string::npos) << chosen.schedule;
-  EXPECT_EQ(chosen.schedule.find("chunks=8"), std::string::npos) << chosen.schedule;
+  const std::string chosen_text = chosen.schedule.ToString();
+  EXPECT_EQ(chosen_text.find("chunks=4"), std::string::npos) << chosen_text;
+  EXPECT_EQ(chosen_text.find("chunks=8"), std::string::npos) << chosen_text;
   EXPECT_LE(Seconds(chosen), Seconds(plain));
 
   // Forced, a refused schedule leaves the layer with plain collectives (counted).
   const LayerCost forced =
       Measure(m, layout, *ParseLayerSchedule("pipeline-collective-matmul{chunks=4,streams=2}"));
-  EXPECT_EQ(forced.schedule, "");
+  EXPECT_TRUE(forced.schedule.empty());
   EXPECT_EQ(forced.schedules_skipped, 1);
   EXPECT_EQ(Seconds(forced), Seconds(plain));
 }

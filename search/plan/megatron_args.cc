@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "search/plan/megatron_schedule_args.h"
+#include "transforms/sharding/megatron_layout.h"
 
 namespace commir::search::plan {
 
@@ -50,8 +51,8 @@ std::string ShellWord(const std::string& word) {
 }  // namespace
 
 absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan,
-                                            const std::string& layer_schedule,
-                                            const std::string& head_schedule) {
+                                            const Pipeline& layer_schedule,
+                                            const Pipeline& head_schedule) {
   if (absl::Status s = CheckPlan(model, plan); !s.ok()) return s;
   if (plan.zero_stage == 2) {
     return absl::InvalidArgumentError(
@@ -62,10 +63,8 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   ScheduleMesh mesh;
   mesh.tp = plan.tp;
   mesh.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
-  if (plan.cp > 1) mesh.context_axes = {{"cp", plan.cp}};
-  absl::StatusOr<ScheduleArgs> schedule =
-      MegatronScheduleArgs(layer_schedule, head_schedule, mesh);
-  if (!schedule.ok()) return schedule.status();
+  if (plan.cp > 1) mesh.context_axes = {{sharding::kMegatronCpAxis, plan.cp}};
+  const ScheduleArgs schedule = MegatronScheduleArgs(layer_schedule, head_schedule, mesh);
   if (plan.zero_stage == 3 && plan.pp > 1) {
     return absl::InvalidArgumentError(
         "ZeRO 3 is torch FSDP2 in Megatron-LM (--use-torch-fsdp2), which does not support "
@@ -102,8 +101,8 @@ absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const Parall
   value("--pipeline-model-parallel-size", plan.pp);
   value("--context-parallel-size", plan.cp);
   if (plan.sequence_parallel) flag("--sequence-parallel");
-  out.args.insert(out.args.end(), schedule->args.begin(), schedule->args.end());
-  out.notes.insert(out.notes.end(), schedule->notes.begin(), schedule->notes.end());
+  out.args.insert(out.args.end(), schedule.args.begin(), schedule.args.end());
+  out.notes.insert(out.notes.end(), schedule.notes.begin(), schedule.notes.end());
   if (plan.uneven() && plan.virtual_stages > 1) {
     // Interleaved with uneven ends: the layout names every virtual stage (its stage count
     // over pp is the virtual pipeline size), an end chunk with no layer as "E" or "L" alone.

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
@@ -41,10 +42,10 @@ struct MegatronArgs {
 };
 
 // Errors when CheckPlan refuses the plan or Megatron-LM cannot express it. The schedules
-// are PlanCost's layer_schedule and head_schedule ("" for plain collectives).
+// are PlanCost's layer_schedule and head_schedule (empty for plain collectives).
 absl::StatusOr<MegatronArgs> ToMegatronArgs(const ModelSpec& model, const ParallelPlan& plan,
-                                            const std::string& layer_schedule = "",
-                                            const std::string& head_schedule = "");
+                                            const Pipeline& layer_schedule = {},
+                                            const Pipeline& head_schedule = {});
 
 // One flag (with its value) per line, joined by " \\\n", for a launch script.
 std::string FormatMegatronArgs(const MegatronArgs& args);

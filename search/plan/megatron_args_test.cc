@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_join.h"
+#include "search/plan/layer_schedule.h"
 #include "search/plan/megatron_schedule_args.h"
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
@@ -262,6 +263,14 @@ std::string BrokenMegatronRule(const std::vector<std::string>& args) {
   return "";
 }
 
+// A schedule as --layer-schedule gives it ("" for plain collectives).
+Pipeline Schedule(const std::string& text) {
+  if (text.empty()) return Pipeline{};
+  absl::StatusOr<LayerSchedule> schedule = ParseLayerSchedule(text);
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return schedule.ok() ? schedule->passes : Pipeline{};
+}
+
 ParallelPlan Llama8bCp4Tp2() {
   ParallelPlan p;
   p.tp = 2;
@@ -279,7 +288,7 @@ TEST(MegatronArgsTest, LayerScheduleBecomesCpCommTypeAndTpCommOverlap) {
   const ModelSpec m = *Preset("llama3-8b");
   const ParallelPlan p = Llama8bCp4Tp2();
   auto run = [&](const std::string& layer, const std::string& head = "") {
-    absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, layer, head);
+    absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, Schedule(layer), Schedule(head));
     EXPECT_TRUE(args.ok()) << args.status();
     EXPECT_EQ(BrokenMegatronRule(args->args), "") << layer;
     return *args;
@@ -336,13 +345,12 @@ TEST(MegatronArgsTest, NoTpCommOverlapWithoutSequenceParallelism) {
   const ModelSpec m = *Preset("llama3-8b");
   ParallelPlan p = Llama8bCp4Tp2();
   p.sequence_parallel = false;
-  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, "ring-collective-matmul");
+  absl::StatusOr<MegatronArgs> args = ToMegatronArgs(m, p, Schedule("ring-collective-matmul"));
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(BrokenMegatronRule(args->args), "");
   EXPECT_EQ(std::find(args->args.begin(), args->args.end(), "--tp-comm-overlap"),
             args->args.end());
   EXPECT_NE(absl::StrJoin(args->notes, "|").find("needs --sequence-parallel"), std::string::npos);
-  EXPECT_FALSE(ToMegatronArgs(m, p, "ring-attention{").ok());  // unbalanced braces
 }
 
 // Two context axes (outer 2, inner 4): Ulysses inside, a ring across is a2a+p2p with the
@@ -351,25 +359,41 @@ TEST(MegatronArgsTest, HierarchicalContextParallelism) {
   ScheduleMesh mesh;
   mesh.tp = 1;
   mesh.context_axes = {{"cpo", 2}, {"cpi", 4}};
-  absl::StatusOr<ScheduleArgs> a = MegatronScheduleArgs(
-      "ulysses-attention{axes=cpi},ring-attention{axes=cpo}", "", mesh);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ScheduleArgs a = MegatronScheduleArgs(
+      Schedule("ulysses-attention{axes=cpi},ring-attention{axes=cpo}"), Pipeline{}, mesh);
   std::vector<std::string> args = {"--tensor-model-parallel-size", "1",
                                    "--context-parallel-size", "8"};
-  args.insert(args.end(), a->args.begin(), a->args.end());
-  EXPECT_EQ(absl::StrJoin(a->args, " "),
+  args.insert(args.end(), a.args.begin(), a.args.end());
+  EXPECT_EQ(absl::StrJoin(a.args, " "),
             "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 4 2");
   EXPECT_EQ(BrokenMegatronRule(args), "");
-  EXPECT_TRUE(a->notes.empty());
+  EXPECT_TRUE(a.notes.empty());
+  EXPECT_TRUE(a.runs_as_costed);
   // The checker itself refuses what Megatron-LM refuses.
   EXPECT_NE(BrokenMegatronRule({"--context-parallel-size", "8", "--cp-comm-type", "a2a+p2p"}),
             "");
   EXPECT_NE(BrokenMegatronRule({"--tensor-model-parallel-size", "2", "--tp-comm-overlap"}), "");
   EXPECT_NE(BrokenMegatronRule({"--overlap-param-gather", "--overlap-grad-reduce"}), "");
   // The double ring has no cp-comm-type.
-  a = MegatronScheduleArgs("ring-attention{axes=cpo},ring-attention{axes=cpi}", "", mesh);
-  ASSERT_TRUE(a.ok());
-  EXPECT_NE(absl::StrJoin(a->notes, "|").find("no Megatron-LM equivalent"), std::string::npos);
+  a = MegatronScheduleArgs(Schedule("ring-attention{axes=cpo},ring-attention{axes=cpi}"),
+                           Pipeline{}, mesh);
+  EXPECT_NE(absl::StrJoin(a.notes, "|").find("no Megatron-LM equivalent"), std::string::npos);
+  EXPECT_FALSE(a.runs_as_costed);
+  // Two axes written in one option (the pass reads them comma-separated): not one context
+  // axis, so not Ulysses inside a ring either.
+  a = MegatronScheduleArgs(Schedule("ulysses-attention{axes=\"cpo,cpi\"}"), Pipeline{}, mesh);
+  EXPECT_EQ(absl::StrJoin(a.args, " "), "--cp-comm-type a2a");
+  EXPECT_TRUE(a.notes.empty()) << absl::StrJoin(a.notes, "|");
+  EXPECT_TRUE(a.runs_as_costed);
+  // A note that only says how to set it up (the ring_exchange method) is run as costed;
+  // the unbalanced ring is not (Megatron-LM runs the balanced one).
+  mesh.tp = 2;
+  mesh.sequence_parallel = true;
+  a = MegatronScheduleArgs(Schedule("ring-collective-matmul"), Pipeline{}, mesh);
+  EXPECT_FALSE(a.notes.empty());
+  EXPECT_TRUE(a.runs_as_costed) << absl::StrJoin(a.notes, "|");
+  a = MegatronScheduleArgs(Schedule("ring-attention"), Pipeline{}, mesh);
+  EXPECT_FALSE(a.runs_as_costed);
 }
 
 }  // namespace

@@ -32,13 +32,16 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
 struct ScheduleArgs {
   std::vector<std::string> args;   // flags and values, in order
   std::vector<std::string> notes;  // what Megatron-LM runs differently or cannot run
+  // False when some note says Megatron-LM would run another schedule than the plan's (no
+  // equivalent, or the load-balanced ring for an unbalanced one).
+  bool runs_as_costed = true;
 };
 
 struct ScheduleMesh {
@@ -49,10 +52,10 @@ struct ScheduleMesh {
   std::vector<std::pair<std::string, int64_t>> context_axes;
 };
 
-// Errors on a pipeline that does not parse (unbalanced braces, an empty pass).
-absl::StatusOr<ScheduleArgs> MegatronScheduleArgs(const std::string& layer_schedule,
-                                                  const std::string& head_schedule,
-                                                  const ScheduleMesh& mesh);
+// The schedules as the plan costed them (the passes and their typed options; empty: plain
+// collectives).
+ScheduleArgs MegatronScheduleArgs(const Pipeline& layer_schedule, const Pipeline& head_schedule,
+                                  const ScheduleMesh& mesh);
 
 }  // namespace commir::search::plan
 

@@ -217,7 +217,7 @@ TEST(MemoryModelTest, CollectiveMatmulScheduleKeepsThePlainActivations) {
   absl::StatusOr<LayerCost> cost =
       MeasureLayerCost(m, LayerKind::kTransformer, {4, 1, true, 1}, options);
   ASSERT_TRUE(cost.ok()) << cost.status();
-  EXPECT_EQ(cost->schedule, "ring-collective-matmul");
+  EXPECT_EQ(cost->schedule.ToString(), "ring-collective-matmul");
   EXPECT_EQ(cost->activation_bytes, 32 * m.sequence * m.hidden / 4 + 4 * m.sequence * m.heads / 4);
 }
 

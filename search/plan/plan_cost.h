@@ -21,6 +21,7 @@
 #include "search/plan/model_spec.h"
 #include "search/plan/parallel_plan.h"
 #include "search/plan/pipeline_model.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 
@@ -33,9 +34,9 @@ struct PlanCost {
   double tokens_per_second = 0;
   double model_flops_utilization = 0;  // model FLOPs / (time x GPUs x bf16 peak)
   // The communication schedules the layers and the head were costed with (LayerCost's
-  // schedule: "" for plain collectives).
-  std::string layer_schedule;
-  std::string head_schedule;
+  // schedule: empty for plain collectives).
+  Pipeline layer_schedule;
+  Pipeline head_schedule;
 };
 
 struct PlanCostOptions {

@@ -217,7 +217,7 @@ TEST(PlanCostFallbackTest, APlanTheScheduledLayersOverflowIsCostedWithThePlainOn
     scheduled.backward_s = 4e-3;
     scheduled.activation_bytes = scheduled_activation_bytes;
     scheduled.input_bytes = plain.input_bytes;
-    scheduled.schedule = "ring-collective-matmul";
+    scheduled.schedule = ParseLayerSchedule("ring-collective-matmul")->passes;
     LayerCost lighter = plain;
     lighter.activation_bytes = plain_activation_bytes;
     scheduled.plain = std::make_shared<const LayerCost>(lighter);
@@ -234,12 +234,12 @@ TEST(PlanCostFallbackTest, APlanTheScheduledLayersOverflowIsCostedWithThePlainOn
   // Both fit: the scheduled layers, 24 x 1 ms faster forward than plain.
   const PlanCost both_fit = costed(int64_t{100} << 20, int64_t{50} << 20);
   EXPECT_TRUE(both_fit.fits);
-  EXPECT_EQ(both_fit.layer_schedule, "ring-collective-matmul");
+  EXPECT_EQ(both_fit.layer_schedule.ToString(), "ring-collective-matmul");
   // The scheduled layers overflow, the plain ones fit: plain, 24 x (3 - 2) ms slower
   // in the forward, 24 x (6 - 4) ms in the backward.
   const PlanCost fallback = costed(4 * kGiB, int64_t{100} << 20);
   EXPECT_TRUE(fallback.fits);
-  EXPECT_EQ(fallback.layer_schedule, "");
+  EXPECT_TRUE(fallback.layer_schedule.empty());
   ASSERT_EQ(fallback.stages.size(), 1u);
   ASSERT_EQ(both_fit.stages.size(), 1u);
   EXPECT_NEAR(fallback.stages[0].forward_s - both_fit.stages[0].forward_s, 24 * 1e-3, 1e-9);
@@ -248,7 +248,7 @@ TEST(PlanCostFallbackTest, APlanTheScheduledLayersOverflowIsCostedWithThePlainOn
   // Neither fits: the scheduled (faster) plan is reported, as not fitting.
   const PlanCost neither = costed(4 * kGiB, 3 * kGiB);
   EXPECT_FALSE(neither.fits);
-  EXPECT_EQ(neither.layer_schedule, "ring-collective-matmul");
+  EXPECT_EQ(neither.layer_schedule.ToString(), "ring-collective-matmul");
 }
 
 TEST_F(PlanCostTest, RefusesInvalidPlans) {

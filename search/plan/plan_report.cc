@@ -4,13 +4,14 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "search/plan/megatron_args.h"
+#include "transforms/pipeline.h"
 
 namespace commir::search::plan {
 namespace {
 
 // A layer schedule as the report shows it: "plain" for plain collectives.
-std::string ScheduleName(const std::string& schedule) {
-  return schedule.empty() ? "plain" : schedule;
+std::string ScheduleName(const Pipeline& schedule) {
+  return schedule.empty() ? "plain" : schedule.ToString();
 }
 
 std::string Ms(double seconds) { return absl::StrFormat("%.1f ms", seconds * 1e3); }

@@ -37,7 +37,7 @@ LayerCostOptions OnSlowNetwork(double hbm_bytes) {
 
 double Seconds(const PlanCost& c) { return c.time.breakdown.total_s; }
 
-// The properties of the issue on one result: every plan fits by the model's own
+// The search's promises on one result: every plan fits by the model's own
 // accounting (costed again here), the ranking is sorted, and the best is no slower than
 // the best standard setting tried.
 void ExpectSound(const ModelSpec& m, const PlanSearchResult& r, LayerCostCache& layers,

@@ -4,6 +4,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "commir/element_type.h"
 #include "transforms/autodiff/forward_copy.h"
+#include "transforms/sharding/megatron_layout.h"
 
 namespace commir::search::plan {
 namespace {
@@ -20,7 +21,9 @@ Type KeptType(const Value* value) {
       value->kind() == Value::Kind::kResult ? value->defining_op() : nullptr;
   if (def != nullptr && def->Is(OpKind::kAllGather)) {
     const Attribute* axis = def->attrs().Find("axis");
-    if (axis != nullptr && axis->axes() == AxisList{"tp"}) return def->operand(0)->type();
+    if (axis != nullptr && axis->axes() == AxisList{sharding::kMegatronTpAxis}) {
+      return def->operand(0)->type();
+    }
   }
   return value->type();
 }

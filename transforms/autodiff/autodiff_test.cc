@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/spmd_check.h"
-#include "transforms/autodiff/gradient_check.h"
+#include "testing/gradient_check.h"
 #include "transforms/test_util.h"
 
 namespace commir {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "transforms/autodiff/autodiff.h"
-#include "transforms/autodiff/gradient_check.h"
+#include "testing/gradient_check.h"
 #include "transforms/test_util.h"
 
 namespace commir {

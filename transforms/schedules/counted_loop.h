@@ -1,4 +1,4 @@
-// Building the counted `for` loops (spec 5.2) that every schedule emits: the loop op
+// Building the counted `for` loops (spmd functions only) that every schedule emits: the loop op
 // with its induction variable and carried values, and the yield that ends its body.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_COUNTED_LOOP_H_
 #define COMMIR_TRANSFORMS_SCHEDULES_COUNTED_LOOP_H_

@@ -19,12 +19,12 @@
 //   sub-block i of every device's block, multiplies it on stream %s, reduce_scatters it
 //   there, and writes the R/(n*S) rows it gets at offset i*R/(n*S) of the result.
 //
-// Streams follow the rule (nvFuser's host IR): chunk i's slice, collective and
+// Streams follow nvFuser's host IR: chunk i's slice, collective and
 // GEMM are issued on stream i mod K (with K = 1 everything stays on stream 0, and only
 // the chunk collectives say so, `stream = 0`: a collective naming a stream is already
 // scheduled, so running the pass again leaves it alone); the in-place assembly re-joins
 // the main stream, and dependencies
-// alone order the rest (spec 5.2). A `for` loop keeps the IR size independent of S.
+// alone order the rest (no wait op). A `for` loop keeps the IR size independent of S.
 // chunks = 1 leaves the program unchanged (one chunk cannot overlap anything). A chunk
 // count that does not divide the per-device block is an error at the collective.
 #ifndef COMMIR_TRANSFORMS_SCHEDULES_PIPELINE_COLLECTIVE_MATMUL_H_

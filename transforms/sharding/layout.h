@@ -24,7 +24,7 @@
 //     the value, the others take zeros (concat with zeros and a dynamic_slice), so the
 //     addends sum to the value exactly.
 // Every layout can be reached from every other (the worst case gathers everything and
-// slices again). Each step is one op of spec 5.2, so the cost of a plan is the bytes per
+// slices again). Each step is one spmd-only op, so the cost of a plan is the bytes per
 // device of those ops, from their OpDef cost formulas (commir/ops/spmd_ops.cc) on the
 // per-device types.
 #ifndef COMMIR_TRANSFORMS_SHARDING_LAYOUT_H_

@@ -37,7 +37,7 @@ int Count(const std::string& text, const std::string& op) {
   return n;
 }
 
-// ---- The programs the issue pins ------------------------------------------------------
+// ---- Whole programs and the collectives they need -------------------------------------
 
 TEST(LowerToSpmd, MlpNeedsOneAllGatherAndOneReduceScatter) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)

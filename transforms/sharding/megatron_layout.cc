@@ -27,8 +27,8 @@ class LayoutSetter {
   LayoutSetter(Function& f, const Mesh* mesh, const MegatronLayoutOptions& o,
                const FunctionsByName* functions, ReturnRoles* return_roles)
       : f_(f), mesh_(mesh), o_(o), functions_(functions), return_roles_(return_roles) {
-    if (o.cp > 1) cp_ = {"cp"};
-    if (o.tp > 1) tp_ = {"tp"};
+    if (o.cp > 1) cp_ = {kMegatronCpAxis};
+    if (o.tp > 1) tp_ = {kMegatronTpAxis};
     residual_ = cp_;
     if (o.sequence_parallel) residual_.insert(residual_.end(), tp_.begin(), tp_.end());
   }
@@ -84,7 +84,7 @@ class LayoutSetter {
 
   int64_t GroupSize(const AxisList& axes) const {
     int64_t n = 1;
-    for (const std::string& a : axes) n *= a == "tp" ? o_.tp : o_.cp;
+    for (const std::string& a : axes) n *= a == kMegatronTpAxis ? o_.tp : o_.cp;
     return n;
   }
 
@@ -365,8 +365,8 @@ absl::Status LayOut(Function& function, const Mesh* mesh, const MegatronLayoutOp
 const Mesh* AddMegatronMesh(Module& module, const MegatronLayoutOptions& options) {
   if (options.tp * options.cp <= 1) return nullptr;
   std::vector<MeshAxis> axes;
-  if (options.cp > 1) axes.push_back({"cp", options.cp, Location{}});
-  if (options.tp > 1) axes.push_back({"tp", options.tp, Location{}});
+  if (options.cp > 1) axes.push_back({kMegatronCpAxis, options.cp, Location{}});
+  if (options.tp > 1) axes.push_back({kMegatronTpAxis, options.tp, Location{}});
   return module.AddMeshFirst(std::make_unique<Mesh>(kMegatronMeshName, std::move(axes)));
 }
 

@@ -60,8 +60,11 @@ struct MegatronLayoutOptions {
   static const OptionSchema<MegatronLayoutOptions>& Schema();
 };
 
-// The name of the mesh the layout adds: `mesh @m(cp=C, tp=T)`, axes of size 1 left out.
+// The name of the mesh the layout adds: `mesh @m(cp=C, tp=T)`, axes of size 1 left out,
+// and its axes' names (the planner's schedules and its checks name them too).
 inline constexpr char kMegatronMeshName[] = "m";
+inline constexpr char kMegatronTpAxis[] = "tp";
+inline constexpr char kMegatronCpAxis[] = "cp";
 
 // Adds the layout's mesh to `module` (tp and cp at most kMaxMegatronParallelism): null
 // when tp = cp = 1.

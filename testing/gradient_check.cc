@@ -1,22 +1,24 @@
-#include "transforms/autodiff/gradient_check.h"
+#include "testing/gradient_check.h"
 
 #include <cmath>
-#include <random>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "runtime/random_inputs.h"
 #include "testing/spmd_check.h"
 
 namespace commir::testing {
 
 std::vector<runtime::Tensor> UniformInputs(const Function& function, double lo, double hi,
                                            uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<runtime::Tensor> inputs;
-  for (Type t : function.arg_types()) {
-    runtime::Tensor tensor(t.element_type(), t.dims());
-    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetFromDouble(i, dist(rng));
+  const std::vector<Type>& types = function.arg_types();
+  for (size_t a = 0; a < types.size(); ++a) {
+    runtime::Tensor tensor(types[a].element_type(), types[a].dims());
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+      const double unit = runtime::RandomUniformValue(seed, static_cast<int>(a), i);  // [-1, 1)
+      tensor.SetFromDouble(i, lo + (hi - lo) * (unit + 1) / 2);
+    }
     inputs.push_back(std::move(tensor));
   }
   return inputs;

@@ -1,7 +1,7 @@
 // Test helpers: run a function and its gradient function on the cpu backend and compare
 // the gradients with central finite differences.
-#ifndef COMMIR_TRANSFORMS_AUTODIFF_GRADIENT_CHECK_H_
-#define COMMIR_TRANSFORMS_AUTODIFF_GRADIENT_CHECK_H_
+#ifndef COMMIR_TESTING_GRADIENT_CHECK_H_
+#define COMMIR_TESTING_GRADIENT_CHECK_H_
 
 #include <cstdint>
 #include <string>
@@ -13,7 +13,8 @@
 
 namespace commir::testing {
 
-// One tensor per argument of `function`, uniform in [lo, hi], from `seed`.
+// One tensor per argument of `function`, uniform in [lo, hi), from `seed`: commir-run's
+// random inputs (runtime/random_inputs.h) mapped from [-1, 1) onto [lo, hi).
 std::vector<runtime::Tensor> UniformInputs(const Function& function, double lo, double hi,
                                            uint64_t seed);
 
@@ -28,4 +29,4 @@ absl::StatusOr<double> MaxGradientError(const Function& function, const Function
 
 }  // namespace commir::testing
 
-#endif  // COMMIR_TRANSFORMS_AUTODIFF_GRADIENT_CHECK_H_
+#endif  // COMMIR_TESTING_GRADIENT_CHECK_H_
