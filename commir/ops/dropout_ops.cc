@@ -57,9 +57,10 @@ absl::StatusOr<std::vector<Type>> InferDropout(const OpSignature& sig) {
         return OpError("global_shape %s is smaller than the block %s in dimension %d",
                        FormatShape(*dims), FormatShape(x->dims()), d);
       }
-      absl::StatusOr<int64_t> product = CheckedDimMul(elements, (*dims)[d]);
-      if (!product.ok()) return product.status();
-      elements = *product;
+      // Global indices are 64-bit Philox counters: the element count must fit.
+      if (__builtin_mul_overflow(elements, (*dims)[d], &elements)) {
+        return OpError("global_shape %s has more elements than fit in 64 bits", FormatShape(*dims));
+      }
     }
   }
   return std::vector<Type>{x->WithoutSharding()};
