@@ -100,6 +100,9 @@ TEST(DropoutLowerTest, MaskIsTheOneDevicesOnOneTwoFourAndEightDevices) {
     cases.push_back({mesh, "f32[64@sp, 48]"});        // the sequence
     cases.push_back({mesh, "f32[64, 48@sp]"});        // the hidden dimension
     cases.push_back({mesh, "bf16[2, 64@sp, 24]"});
+    // A zigzag sequence (device r holds chunks r and 2n-1-r, not one block): dropout
+    // treats it as the contiguous layout it is exchanged to, not as one block at rank r.
+    if (n > 1) cases.push_back({mesh, "f32[64@sp zigzag, 48]"});
   }
   cases.push_back({"dp=2, tp=4", "f32[4@dp, 16, 32@tp]"});  // split twice
   cases.push_back({"dp=2, tp=4", "f32[16@(dp, tp), 8]"});   // over an axis group
