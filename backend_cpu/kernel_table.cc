@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backend_cpu/collectives.h"
+#include "backend_cpu/dropout.h"
 #include "backend_cpu/kernels.h"
 #include "commir/attention_op.h"
 
@@ -105,6 +106,17 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
+// The offsets are the index operands; global_shape is set with them.
+Tensors RunDropout(const Operation& op, Operands t, Indices indices) {
+  absl::StatusOr<DropoutIndexing> indexing =
+      DropoutIndexingOf(t[0]->shape(), op.attrs().Find("global_shape") != nullptr
+                                           ? op.attrs().Find("global_shape")->int_list()
+                                           : std::nullopt,
+                        indices, op.RequiredNumberAttr("rate"));
+  if (!indexing.ok()) return indexing.status();
+  return One(Dropout(*t[0], static_cast<uint64_t>(op.RequiredIntAttr("seed")), *indexing));
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -177,6 +189,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kRmsNorm, RunRmsNorm);
   table.Register(OpKind::kAttention, RunAttention);
   table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
+  table.Register(OpKind::kDropout, RunDropout);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

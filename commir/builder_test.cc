@@ -169,6 +169,12 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   EXPECT_EQ(Build(s, OpKind::kDynamicUpdateSlice, {l, update, r},
                   Attrs({{"dim", Attribute::Int(0)}})),
             "f32[8, 12]");
+  // dropout: alone in a global function; with offsets and the global shape in spmd.
+  AttrDict drop = Attrs({{"rate", Attribute::Float(0.1)}, {"seed", Attribute::Int(7)}});
+  EXPECT_EQ(Build(g, OpKind::kDropout, {xs}, drop), "f32[4, 8]");
+  AttrDict block = drop;
+  block.Set("global_shape", Attribute::IntList({8, 48}));
+  EXPECT_EQ(Build(s, OpKind::kDropout, {l, r, r}, block), "f32[8, 12]");
   EXPECT_EQ(Build(s, OpKind::kRem, {r, r}), "index");
   EXPECT_EQ(Build(s, OpKind::kAdd, {r, r}), "index");
   EXPECT_EQ(Build(s, OpKind::kFor, {l, r},

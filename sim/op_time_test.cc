@@ -176,6 +176,27 @@ TEST_F(OpTimeTest, SoftmaxIsMemoryBound) {
   EXPECT_NEAR(t, kLaunch + 2.0 * 8 * 4096 * 4096 * 2 / kHbm, 1e-12);
 }
 
+// dropout is one kernel: a read and a write of each element, or the generator's integer
+// work where that takes longer: 64 integer instructions per element (Philox's 10 rounds
+// of 6, and 4 more), each an f32 FMA's issue slot, 2 FLOPs, against H100's 67 TFLOP/s of
+// f32. bf16 (4 bytes per element moved) is bound by the generator; f32 (8) by HBM.
+TEST_F(OpTimeTest, DropoutIsBoundByHbmOrByTheGenerator) {
+  const double n = 8.0 * 4096 * 4096;
+  const double alu = n * 64 * 2 / 67e12;
+  double bf16 = Time(R"(func @f(%a: bf16[8, 4096, 4096]) -> bf16[8, 4096, 4096] {
+    %c = dropout(%a) {rate = 0.1, seed = 1}
+    return %c
+  })");
+  EXPECT_GT(alu, 2 * n * 2 / kHbm);
+  EXPECT_NEAR(bf16, kLaunch + alu, 1e-12);
+  double f32 = Time(R"(func @f(%a: f32[8, 4096, 4096]) -> f32[8, 4096, 4096] {
+    %c = dropout(%a) {rate = 0.1, seed = 1}
+    return %c
+  })");
+  EXPECT_LT(alu, 2 * n * 4 / kHbm);
+  EXPECT_NEAR(f32, kLaunch + 2 * n * 4 / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

@@ -112,6 +112,8 @@ std::vector<RuleCase> Cases() {
       {"reduce_mean", x34, "  %r = reduce_mean(%x) {dims = [0]}", "f64[4]", "x"},
       {"reduce_max", x34, "  %r = reduce_max(%x) {dims = [-1]}", "f64[3]", "x"},
       {"softmax", x34, "  %r = softmax(%x)", "f64[3, 4]", "x"},
+      // The perturbed forward draws the same mask (same seed, same indices).
+      {"dropout", x34, "  %r = dropout(%x) {rate = 0.4, seed = 5}", "f64[3, 4]", "x"},
       {"softmax_dim0", x34, "  %r = softmax(%x) {dim = 0}", "f64[3, 4]", "x"},
       {"layernorm", "%x: f64[3, 4], %w: f64[4], %b: f64[4]", "  %r = layernorm(%x, %w, %b)",
        "f64[3, 4]", "x,w,b"},

@@ -62,6 +62,10 @@ DecompositionResult DecomposeAttentionGrad(const DecompositionInput& input);
 DecompositionResult DecomposeSlice(const DecompositionInput& input);
 // reshard: the operand, already laid out as the strategy needs; nothing is emitted.
 DecompositionResult DecomposeReshard(const DecompositionInput& input);
+// dropout of a split operand: the block's offset in each dimension (rank times the local
+// size over the dimension's axes, 0 where it is whole) and the global shape, so that
+// each element draws its mask from its global index (dropout_decomposition.cc).
+DecompositionResult DecomposeDropout(const DecompositionInput& input);
 
 }  // namespace commir::sharding
 

@@ -32,6 +32,9 @@ ShardingTable BuildTable() {
   table[OpKind::kConcat] = {.rule = ConcatRule};
   table[OpKind::kBroadcast] = {.rule = BroadcastRule};
   table[OpKind::kReshard] = {.rule = IdentityRule, .decompose = DecomposeReshard};
+  // Elementwise: each dimension split freely; the decomposition gives each block its
+  // offsets in the whole tensor.
+  table[OpKind::kDropout] = {.rule = ElementwiseRule, .decompose = DecomposeDropout};
   return table;
 }
 
