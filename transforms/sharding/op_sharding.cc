@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/base/internal/raw_logging.h"
+#include "transforms/sharding/gather_sharding.h"
 #include "transforms/sharding/rule_builders.h"
 
 namespace commir::sharding {
@@ -32,6 +33,8 @@ ShardingTable BuildTable() {
   table[OpKind::kConcat] = {.rule = ConcatRule};
   table[OpKind::kBroadcast] = {.rule = BroadcastRule};
   table[OpKind::kReshard] = {.rule = IdentityRule, .decompose = DecomposeReshard};
+  table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
+  table[OpKind::kScatterAdd] = {.rule = ScatterAddRule};
   return table;
 }
 
