@@ -80,6 +80,7 @@ Tensor ScatterAddAs(const Tensor& base, const Tensor& updates, const RowView& v,
   const std::vector<T> add = runtime::LoadAs<T>(updates);
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t k = 0; k < v.count; ++k) {
+      if (rows[k] < 0) continue;  // another device's row
       T* dst = acc.data() + (o * v.rows + rows[k]) * v.inner;
       const T* src = add.data() + (o * v.count + k) * v.inner;
       for (int64_t j = 0; j < v.inner; ++j) {
@@ -124,7 +125,7 @@ absl::StatusOr<Tensor> Gather(const Tensor& table, const Tensor& indices, int64_
 }
 
 absl::StatusOr<Tensor> ScatterAdd(const Tensor& base, const Tensor& indices, const Tensor& updates,
-                                  int64_t axis) {
+                                  int64_t axis, std::optional<int64_t> offset) {
   absl::StatusOr<RowView> v = ViewRows("scatter_add", base, indices, axis);
   if (!v.ok()) return v.status();
   if (updates.element_type() != base.element_type() || updates.shape() != v->result_shape) {
@@ -132,7 +133,8 @@ absl::StatusOr<Tensor> ScatterAdd(const Tensor& base, const Tensor& indices, con
         "scatter_add: the updates must be %s%s, got %s", ElementTypeName(base.element_type()),
         ShapeToString(v->result_shape), updates.DebugTypeString()));
   }
-  absl::StatusOr<std::vector<int64_t>> rows = ReadIndices("scatter_add", indices, *v, 0, false);
+  absl::StatusOr<std::vector<int64_t>> rows =
+      ReadIndices("scatter_add", indices, *v, offset.value_or(0), offset.has_value());
   if (!rows.ok()) return rows.status();
   const ElementType type = base.element_type();
   if (IsFloatType(type)) {

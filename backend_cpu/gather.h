@@ -24,10 +24,14 @@ absl::StatusOr<runtime::Tensor> Gather(const runtime::Tensor& table, const runti
 // gather(base, indices) has. Repeated indices sum. The sums are deterministic: each
 // element starts at base's value and adds its updates in the order of the indices
 // (row-major), computing in f32 (f64 for f64, i64 wrapping for integers) and rounding
-// once when stored, as the other kernels do. Out-of-range indices are errors as in Gather.
+// once when stored, as the other kernels do. Out-of-range indices are errors as in Gather;
+// with `offset` (base is a device's block of a base split along axis, from global row
+// `offset`), index i adds to row i - offset where that is in range and is skipped
+// elsewhere.
 absl::StatusOr<runtime::Tensor> ScatterAdd(const runtime::Tensor& base,
                                            const runtime::Tensor& indices,
-                                           const runtime::Tensor& updates, int64_t axis);
+                                           const runtime::Tensor& updates, int64_t axis,
+                                           std::optional<int64_t> offset = std::nullopt);
 
 }  // namespace commir::cpu
 

@@ -115,6 +115,17 @@ TEST(ScatterAddTest, IntegersWrapAround) {
   EXPECT_EQ(r->ToInt64(), (std::vector<int64_t>{-2147483647}));
 }
 
+TEST(ScatterAddTest, OffsetFormAddsOnlyItsShardsRows) {
+  // This device holds global rows [4, 8): ids 5 and 7 are its rows 1 and 3; id 0 is
+  // another device's and is skipped.
+  Tensor updates = F32({3, 3}, {1, 2, 3, 100, 200, 300, 1000, 2000, 3000});
+  absl::StatusOr<Tensor> r =
+      ScatterAdd(Table(), Ids(ElementType::kI32, {3}, {5, 0, 7}), updates, 0, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ToDouble(), (std::vector<double>{0, 1, 2, 11, 13, 15, 20, 21, 22, 1030, 2031,
+                                                3032}));
+}
+
 TEST(ScatterAddTest, ErrorsNameTheProblem) {
   Tensor updates = F32({1, 3}, {1, 2, 3});
   absl::StatusOr<Tensor> r = ScatterAdd(Table(), Ids(ElementType::kI32, {1}, {9}), updates, 0);

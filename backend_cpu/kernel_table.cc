@@ -149,8 +149,10 @@ Tensors RunGather(const Operation& op, Operands t, Indices indices) {
   return One(Gather(*t[0], *t[1], op.RequiredIntAttr("axis"), offset));
 }
 
-Tensors RunScatterAdd(const Operation& op, Operands t, Indices) {
-  return One(ScatterAdd(*t[0], *t[1], *t[2], op.RequiredIntAttr("axis")));
+Tensors RunScatterAdd(const Operation& op, Operands t, Indices indices) {
+  std::optional<int64_t> offset;
+  if (!indices.empty()) offset = indices[0];
+  return One(ScatterAdd(*t[0], *t[1], *t[2], op.RequiredIntAttr("axis"), offset));
 }
 
 // ---- Collectives -------------------------------------------------------------------------

@@ -45,6 +45,8 @@ Results LaunchScatterAdd(const LaunchContext& ctx) {
   absl::StatusOr<k::RowsShape> shape = RowsOf(ctx);
   if (!shape.ok()) return shape.status();
   const Tensor& base = ctx.operand(0);
+  const bool masked = !ctx.indices.empty();
+  const int64_t offset = masked ? ctx.indices[0] : 0;
   const ElementType compute = k::ScatterAddComputeType(base.element_type());
   // f16, bf16, i32 and i1 sum in a wider buffer, rounded into the result once.
   Tensor wide;
@@ -57,8 +59,9 @@ Results LaunchScatterAdd(const LaunchContext& ctx) {
     void* acc = wide.on_device() ? static_cast<DeviceBuffer*>(wide.device_storage())->data()
                                  : out[0];
     return ctx.Check(k::LaunchScatterAdd(base.element_type(), ctx.in[0], *shape,
-                                         ctx.operand(1).element_type(), ctx.in[1], ctx.in[2],
-                                         acc, out[0], ctx.error_flag, ctx.stream));
+                                         ctx.operand(1).element_type(), ctx.in[1], offset,
+                                         masked, ctx.in[2], acc, out[0], ctx.error_flag,
+                                         ctx.stream));
   });
 }
 

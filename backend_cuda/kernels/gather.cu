@@ -45,8 +45,8 @@ __global__ void GatherKernel(const T* __restrict__ table, RowsShape s, const I* 
 
 template <typename T, typename C, typename I>
 __global__ void ScatterAddKernel(const T* __restrict__ base, RowsShape s,
-                                 const I* __restrict__ indices, const T* __restrict__ updates,
-                                 C* acc, T* out, int32_t* flag) {
+                                 const I* __restrict__ indices, int64_t offset, bool masked,
+                                 const T* __restrict__ updates, C* acc, T* out, int32_t* flag) {
   const int64_t columns = s.outer * s.inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
@@ -56,9 +56,9 @@ __global__ void ScatterAddKernel(const T* __restrict__ base, RowsShape s,
     const int64_t first = o * s.rows * s.inner + j;
     for (int64_t r = 0; r < s.rows; ++r) acc[first + r * s.inner] = Load(base[first + r * s.inner]);
     for (int64_t k = 0; k < s.count; ++k) {
-      const int64_t row = RowOf(indices, k, 0, s.rows);
+      const int64_t row = RowOf(indices, k, offset, s.rows);
       if (row < 0) {
-        RaiseError(flag, kErrIndexOutOfRange);
+        if (!masked) RaiseError(flag, kErrIndexOutOfRange);
         continue;
       }
       C& sum = acc[first + row * s.inner];
@@ -109,8 +109,9 @@ cudaError_t LaunchGather(KDType dtype, const void* table, const RowsShape& shape
 }
 
 cudaError_t LaunchScatterAdd(KDType dtype, const void* base, const RowsShape& shape,
-                             KDType index_type, const void* indices, const void* updates,
-                             void* acc, void* out, int32_t* error_flag, cudaStream_t stream) {
+                             KDType index_type, const void* indices, int64_t offset,
+                             bool masked, const void* updates, void* acc, void* out,
+                             int32_t* error_flag, cudaStream_t stream) {
   if (!Valid(shape)) return cudaErrorInvalidValue;
   const int64_t columns = shape.outer * shape.inner;
   if (columns == 0) return cudaSuccess;
@@ -121,7 +122,7 @@ cudaError_t LaunchScatterAdd(KDType dtype, const void* base, const RowsShape& sh
     return DispatchIndex(index_type, [&](auto itag) {
       using I = typename decltype(itag)::type;
       ScatterAddKernel<T, C, I><<<GridFor(columns), kThreads, 0, stream>>>(
-          static_cast<const T*>(base), shape, static_cast<const I*>(indices),
+          static_cast<const T*>(base), shape, static_cast<const I*>(indices), offset, masked,
           static_cast<const T*>(updates), static_cast<C*>(acc), static_cast<T*>(out),
           error_flag);
       return cudaGetLastError();

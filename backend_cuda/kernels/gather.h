@@ -33,10 +33,12 @@ cudaError_t LaunchGather(KDType dtype, const void* table, const RowsShape& shape
 // the result is the same bits, with no atomics. `acc` is a buffer of base's element count
 // in the compute type (f32 for f32/f16/bf16, f64 for f64, i64 for integers), rounded into
 // `out` once at the end; it may be `out` itself where the compute type is the storage
-// type (f32, f64, i64).
+// type (f32, f64, i64). `offset` and `masked` as for LaunchGather: a masked scatter_add
+// skips the indices outside its block.
 cudaError_t LaunchScatterAdd(KDType dtype, const void* base, const RowsShape& shape,
-                             KDType index_type, const void* indices, const void* updates,
-                             void* acc, void* out, int32_t* error_flag, cudaStream_t stream);
+                             KDType index_type, const void* indices, int64_t offset,
+                             bool masked, const void* updates, void* acc, void* out,
+                             int32_t* error_flag, cudaStream_t stream);
 
 // The element type of scatter_add's accumulator for `dtype`.
 constexpr KDType ScatterAddComputeType(KDType dtype) {

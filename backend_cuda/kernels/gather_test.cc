@@ -114,6 +114,18 @@ TEST(GatherKernelTest, OffsetFormAndOutOfRangeIndices) {
                          dy.get(), static_cast<int32_t*>(flag.get()), nullptr),
             cudaSuccess);
   EXPECT_EQ(ReadFlag(flag), kErrIndexOutOfRange);
+  // scatter_add's offset form: ids 5 and 7 add to rows 1 and 3, ids 0 and 3 are skipped.
+  const Tensor updates = RandomTensor(ElementType::kF32, {4, 3}, 6, -1, 1);
+  DeviceBuffer du = Upload(updates), dz(4 * 3 * 4);
+  ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(LaunchScatterAdd(ElementType::kF32, dt.get(), s, ElementType::kI32, di.get(), 4, true,
+                             du.get(), dz.get(), dz.get(), static_cast<int32_t*>(flag.get()),
+                             nullptr),
+            cudaSuccess);
+  const auto added = cpu::ScatterAdd(table, ids, updates, 0, 4);
+  ASSERT_TRUE(added.ok()) << added.status();
+  ExpectSameBits(Download(dz.get(), ElementType::kF32, {4, 3}), *added, "scatter_add offset form");
+  EXPECT_EQ(ReadFlag(flag), 0);
 }
 
 TEST(GatherKernelTest, ScatterAddMatchesCpuBitForBit) {
@@ -136,8 +148,8 @@ TEST(GatherKernelTest, ScatterAddMatchesCpuBitForBit) {
                    flag(sizeof(int32_t));
       ASSERT_EQ(cudaMemset(flag.get(), 0, sizeof(int32_t)), cudaSuccess);
       void* accumulator = compute == type ? dy.get() : acc.get();
-      ASSERT_EQ(LaunchScatterAdd(type, db.get(), s, ElementType::kI32, di.get(), du.get(),
-                                 accumulator, dy.get(), static_cast<int32_t*>(flag.get()),
+      ASSERT_EQ(LaunchScatterAdd(type, db.get(), s, ElementType::kI32, di.get(), 0, false,
+                                 du.get(), accumulator, dy.get(), static_cast<int32_t*>(flag.get()),
                                  nullptr),
                 cudaSuccess);
       const std::string what =
@@ -159,8 +171,8 @@ TEST(GatherKernelTest, RejectsBadArgumentsWithoutLaunching) {
                          nullptr, nullptr),
             cudaErrorInvalidValue);
   int fake = 0;
-  EXPECT_EQ(LaunchScatterAdd(KDType::kF16, nullptr, ok, KDType::kI32, nullptr, nullptr, &fake,
-                             &fake, nullptr, nullptr),
+  EXPECT_EQ(LaunchScatterAdd(KDType::kF16, nullptr, ok, KDType::kI32, nullptr, 0, false, nullptr,
+                             &fake, &fake, nullptr, nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -60,6 +60,11 @@ absl::StatusOr<std::vector<Type>> InferScatterAdd(const OpSignature& sig) {
   if (!indices.ok()) return indices.status();
   absl::StatusOr<Type> updates = TensorOperand(sig, 2, "the updates");
   if (!updates.ok()) return updates.status();
+  if (sig.operand_types.size() == 4) {
+    if (absl::Status s = IndexOperand(sig, 3, "the offset"); !s.ok()) return s;
+    // As gather's: one device's block of a base split along the axis.
+    if (!sig.in_spmd) return OpError("scatter_add takes an offset only in spmd functions");
+  }
   absl::StatusOr<GatherShapes> shapes =
       GatherShapesOf(*base, *indices, sig.attrs.GetInt("axis", 0));
   if (!shapes.ok()) return shapes.status();
@@ -112,7 +117,7 @@ void AppendGatherOps(std::vector<OpDef>& ops) {
       .name = "scatter_add",
       .summary = "base plus updates added at integer indices along axis",
       .min_operands = 3,
-      .max_operands = 3,
+      .max_operands = 4,
       .attrs = {kAxisAttr},
       .infer = InferScatterAdd,
       .cost = ScatterAddCost,

@@ -31,8 +31,12 @@ absl::StatusOr<std::vector<Value*>> GatherVjp(OpBuilder& b, const VjpArgs& args)
 absl::StatusOr<std::vector<Value*>> ScatterAddVjp(OpBuilder& b, const VjpArgs& args) {
   const Operation& op = args.op;
   Value* g = args.result_cotangents[0];
-  Value* d_updates = b.Op(OpKind::kGather, {g, op.operand(1)}, AxisOf(op));
-  return Finish(b, {g, nullptr, d_updates});
+  std::vector<OpBuilder::Operand> read = {g, op.operand(1)};
+  if (op.num_operands() == 4) read.push_back(op.operand(3));  // the block's offset
+  Value* d_updates = b.Op(OpKind::kGather, read, AxisOf(op));
+  std::vector<Value*> cotangents = {g, nullptr, d_updates};
+  if (op.num_operands() == 4) cotangents.push_back(nullptr);
+  return Finish(b, std::move(cotangents));
 }
 
 }  // namespace commir::ops

@@ -57,7 +57,7 @@ OpRule GatherRule(const Operation& op) {
 
 OpRule ScatterAddRule(const Operation& op) {
   OpRule rule;
-  RowFactors f = AddRowFactors(rule, op, FactorKind::kReplicate, FactorKind::kReplicate);
+  RowFactors f = AddRowFactors(rule, op, FactorKind::kPass, FactorKind::kReplicate);
   rule.operands.push_back(OneFactorEach(f.table));
   rule.operands.push_back(OneFactorEach(f.indices));
   rule.operands.push_back({true, f.result});
@@ -65,7 +65,11 @@ OpRule ScatterAddRule(const Operation& op) {
   return rule;
 }
 
-DecompositionResult DecomposeGather(const DecompositionInput& in) {
+namespace {
+
+// The op on each device's block of operand 0 split along the axis, with the block's
+// first global row as its trailing offset operand; nullopt when the axis is not split.
+DecompositionResult WithRowOffset(const DecompositionInput& in) {
   const int64_t axis = AxisOf(in.op);
   const AxisList& axes = in.choice.strategy.factors[in.rule.operands[0].dims[axis][0]];
   if (axes.empty()) return std::nullopt;
@@ -80,10 +84,17 @@ DecompositionResult DecomposeGather(const DecompositionInput& in) {
                                                        Type::Index())}));
   }
   offset->set_name("row_offset");
-  std::vector<OpBuilder::Operand> operands = {in.operands[0], in.operands[1], offset};
+  std::vector<OpBuilder::Operand> operands(in.operands.begin(), in.operands.end());
+  operands.push_back(offset);
   COMMIR_ASSIGN_OR_RETURN(Operation * local,
-                          e.Create(OpKind::kGather, operands, in.op.attrs(), {}, 1));
+                          e.Create(in.op.kind(), operands, in.op.attrs(), {}, 1));
   return local->results();
 }
+
+}  // namespace
+
+DecompositionResult DecomposeGather(const DecompositionInput& in) { return WithRowOffset(in); }
+
+DecompositionResult DecomposeScatterAdd(const DecompositionInput& in) { return WithRowOffset(in); }
 
 }  // namespace commir::sharding

@@ -18,16 +18,20 @@ namespace commir::sharding {
 // indices pass through to the result; the gathered axis is summed (kSum). Linear in the
 // table, so a partial table gives a partial result.
 OpRule GatherRule(const Operation& op);
-// scatter_add(base, indices, updates){axis}: the base's other dimensions pass through
-// (shared with the updates' and the result's); the base's axis and the indices'
-// dimensions stay whole, since every device's rows would otherwise need the updates of
-// every other device.
+// scatter_add(base, indices, updates){axis}: the base's dimensions pass through to the
+// result, its other dimensions shared with the updates'; the indices' dimensions stay
+// whole (every device needs every update of its rows). A base split along the axis (the
+// gradient of a vocabulary-parallel table) keeps its split: each device adds the updates
+// of its own rows.
 OpRule ScatterAddRule(const Operation& op);
 
 // gather with its table split along the gathered axis: each device's gather takes the
 // offset of its first row, `rank(axes) * local rows` (the mask), and its result is
 // partial over those axes. Unsplit: the op itself.
 DecompositionResult DecomposeGather(const DecompositionInput& input);
+// scatter_add with its base split along the axis: each device's scatter_add takes the
+// offset of its first row and skips the other devices' rows.
+DecompositionResult DecomposeScatterAdd(const DecompositionInput& input);
 
 }  // namespace commir::sharding
 

@@ -34,7 +34,7 @@ ShardingTable BuildTable() {
   table[OpKind::kBroadcast] = {.rule = BroadcastRule};
   table[OpKind::kReshard] = {.rule = IdentityRule, .decompose = DecomposeReshard};
   table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
-  table[OpKind::kScatterAdd] = {.rule = ScatterAddRule};
+  table[OpKind::kScatterAdd] = {.rule = ScatterAddRule, .decompose = DecomposeScatterAdd};
   return table;
 }
 
