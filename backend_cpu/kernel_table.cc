@@ -5,6 +5,7 @@
 
 #include "backend_cpu/collectives.h"
 #include "backend_cpu/dropout.h"
+#include "backend_cpu/gather.h"
 #include "backend_cpu/kernels.h"
 #include "commir/attention_op.h"
 
@@ -151,6 +152,21 @@ Tensors RunDynamicUpdateSlice(const Operation& op, Operands t, Indices indices) 
   return One(DynamicUpdateSlice(*t[0], *t[1], op.RequiredIntAttr("dim"), indices[0]));
 }
 
+// ---- Rows at integer indices -------------------------------------------------------------
+
+// An index operand is the offset of a device's share of a split table.
+Tensors RunGather(const Operation& op, Operands t, Indices indices) {
+  std::optional<int64_t> offset;
+  if (!indices.empty()) offset = indices[0];
+  return One(Gather(*t[0], *t[1], op.RequiredIntAttr("axis"), offset));
+}
+
+Tensors RunScatterAdd(const Operation& op, Operands t, Indices indices) {
+  std::optional<int64_t> offset;
+  if (!indices.empty()) offset = indices[0];
+  return One(ScatterAdd(*t[0], *t[1], *t[2], op.RequiredIntAttr("axis"), offset));
+}
+
 // ---- Collectives -------------------------------------------------------------------------
 
 // Every member receives the one result.
@@ -198,6 +214,8 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kReshard, RunReshard);
   table.Register(OpKind::kDynamicSlice, RunDynamicSlice);
   table.Register(OpKind::kDynamicUpdateSlice, RunDynamicUpdateSlice);
+  table.Register(OpKind::kGather, RunGather);
+  table.Register(OpKind::kScatterAdd, RunScatterAdd);
   return table;
 }
 

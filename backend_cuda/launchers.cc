@@ -9,6 +9,7 @@ const TensorLauncherTable& CudaTensorLaunchers() {
     RegisterLinalgLaunchers(*built);
     RegisterLayoutLaunchers(*built);
     RegisterDropoutLaunchers(*built);
+    RegisterGatherLaunchers(*built);
     return built;
   }();
   return *table;

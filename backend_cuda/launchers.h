@@ -13,6 +13,7 @@ void RegisterElementwiseLaunchers(TensorLauncherTable& table);  // launch_elemen
 void RegisterLinalgLaunchers(TensorLauncherTable& table);       // launch_linalg.cc
 void RegisterLayoutLaunchers(TensorLauncherTable& table);       // launch_layout.cc
 void RegisterDropoutLaunchers(TensorLauncherTable& table);      // launch_dropout.cc
+void RegisterGatherLaunchers(TensorLauncherTable& table);       // launch_gather.cc
 
 // Every family's launchers (built once).
 const TensorLauncherTable& CudaTensorLaunchers();

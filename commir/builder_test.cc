@@ -141,6 +141,18 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   EXPECT_EQ(Build(g, OpKind::kBroadcast, {w}, {}, {T({3, 8})}), "f32[3, 8]");
   EXPECT_EQ(Build(g, OpKind::kReshard, {x}, {}, {Type::Tensor(kF32, {4, 8}, {{"dp"}, {"tp"}})}),
             "f32[4@dp, 8@tp]");
+  {
+    Value* ids = Make(g, T({2, 3}, ElementType::kI32));
+    AttrDict axis0 = Attrs({{"axis", Attribute::Int(0)}});
+    EXPECT_EQ(Build(g, OpKind::kGather, {x, ids}, axis0), "f32[2, 3, 8]");
+    EXPECT_EQ(Build(g, OpKind::kGather, {x, ids}, Attrs({{"axis", Attribute::Int(-1)}})),
+              "f32[4, 2, 3]");
+    Value* rows = Make(g, T({2, 3, 8}));
+    EXPECT_EQ(Build(g, OpKind::kScatterAdd, {x, ids, rows}, axis0), "f32[4, 8]");
+    EXPECT_EQ(Build(g, OpKind::kScatterAdd, {x, ids, x}, axis0),
+              "scatter_add: the updates must have shape [2, 3, 8] (the gather of f32[4, 8] by "
+              "i32[2, 3]), got f32[4, 8]");
+  }
   EXPECT_EQ(Build(g, OpKind::kReturn, {x}, {}, {}, 0), "");
 
   // Spmd ops.

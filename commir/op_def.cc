@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commir/check.h"
+#include "commir/ops/gather_ops.h"
 #include "commir/ops/op_helpers.h"
 
 namespace commir {
@@ -103,6 +104,7 @@ const Registry& GetRegistry() {
     ops::AppendLinalgOps(r->defs);
     ops::AppendNormalizationOps(r->defs);
     ops::AppendLayoutOps(r->defs);
+    ops::AppendGatherOps(r->defs);
     ops::AppendSpmdOps(r->defs);
     ops::AppendTerminatorOps(r->defs);
     ops::AppendCallOps(r->defs);

@@ -55,6 +55,8 @@ enum class OpKind : uint8_t {
   kAttention, kAttentionGrad, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
   // Random: a counter-based mask (ops/dropout_ops.cc).
   kDropout,
+  // Rows at integer indices (commir/ops/gather_ops.cc).
+  kGather, kScatterAdd,
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,

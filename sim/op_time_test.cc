@@ -197,6 +197,28 @@ TEST_F(OpTimeTest, DropoutIsBoundByHbmOrByTheGenerator) {
   EXPECT_NEAR(f32, kLaunch + 2 * n * 4 / kHbm, 1e-12);
 }
 
+// An embedding lookup reads its ids and each looked-up row, and writes the rows: Llama 3
+// 8B's bf16 table of 128256 x 4096 looked up by 8192 ids moves 8192 x 4 + 2 x 8192 x 4096
+// x 2 bytes, whatever the table's size.
+TEST_F(OpTimeTest, GatherMovesOnlyTheRowsItLooksUp) {
+  double t = Time(R"(func @f(%emb: bf16[128256, 4096], %ids: i32[8192]) -> bf16[8192, 4096] {
+    %y = gather(%emb, %ids) {axis = 0}
+    return %y
+  })");
+  EXPECT_NEAR(t, kLaunch + (8192.0 * 4 + 2.0 * 8192 * 4096 * 2) / kHbm, 1e-12);
+}
+
+// Its gradient copies the f32 base into the result, reads the ids and the updates, and
+// reads and writes each addressed row once more per update.
+TEST_F(OpTimeTest, ScatterAddCopiesTheBaseAndUpdatesItsRows) {
+  double t = Time(R"(func @f(%z: f32[128256, 4096], %ids: i32[8192], %dy: f32[8192, 4096]) -> f32[128256, 4096] {
+    %d = scatter_add(%z, %ids, %dy) {axis = 0}
+    return %d
+  })");
+  const double table = 128256.0 * 4096 * 4, updates = 8192.0 * 4096 * 4;
+  EXPECT_NEAR(t, kLaunch + (2 * table + 8192.0 * 4 + 3 * updates) / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

@@ -234,6 +234,12 @@ TEST(CommirRun, InvalidProgramsExitOne) {
   EXPECT_THAT(r.err, HasSubstr("  %y = dynamic_slice(%x, %off)"));
   EXPECT_THAT(r.err, HasSubstr("^"));
 
+  // So does an index past its table: gather never clamps it.
+  r = RunTool({Data("gather_out_of_range.commir")});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.err, HasSubstr("gather_out_of_range.commir:5:8: error: 'gather': gather: index 5 "
+                               "(element 0 of the indices) is out of range for axis 0 of extent 4"));
+
   r = RunTool({Data("empty.commir")});
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_THAT(r.err, HasSubstr("no function"));

@@ -345,6 +345,13 @@ class FunctionBuilder:
     def concat(self, values, dim, name=None):
         return self.op("concat", list(values), [("dim", dim)], name=name)
 
+    # ---- rows at integer indices (an embedding lookup and its gradient) ------------
+    def gather(self, table, indices, axis=0, name=None):
+        return self.op("gather", [table, indices], [("axis", int(axis))], name=name)
+
+    def scatter_add(self, base, indices, updates, axis=0, name=None):
+        return self.op("scatter_add", [base, indices, updates], [("axis", int(axis))], name=name)
+
     def broadcast(self, x, shape, name=None):
         return self.op("broadcast", [x], type=TensorType(x.type.dtype, shape), name=name)
 

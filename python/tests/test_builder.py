@@ -256,3 +256,22 @@ def test_format_float_matches_printer():
     printed = commir.parse(text).text().splitlines()[1:-2]
     for v, line in zip(values, printed):
         assert line.split("value = ")[1].split("}")[0] == format_float(v)
+
+
+def test_gather_and_scatter_add_take_their_shapes_from_the_op_table():
+    mb = ModuleBuilder()
+    f = mb.func("embed")
+    emb = f.arg("emb", tensor("f32", [512, 64]))
+    ids = f.arg("ids", tensor("i32", [2, 8]))
+    y = f.gather(emb, ids)
+    assert list(y.type.shape) == [2, 8, 64]
+    cols = f.gather(emb, f.arg("cols", tensor("i64", [3])), axis=-1)
+    assert list(cols.type.shape) == [512, 3]
+    zeros = f.full(0, tensor("f32", [512, 64]))
+    d = f.scatter_add(zeros, ids, y)
+    assert list(d.type.shape) == [512, 64]
+    f.ret(y, cols, d)
+    text = mb.text()
+    assert "gather(%emb, %ids) {axis = 0}" in text
+    assert "scatter_add(" in text
+    assert commir.parse(text).text() == text

@@ -71,6 +71,11 @@ TEST_P(DerivativeRuleTest, MatchesFiniteDifferences) {
   }
 }
 
+// %ids = [2, 0, 2] (i32), and %i0 = [0].
+constexpr char kIndices202[] =
+    "  %i2 = full() {value = 2} : i32[1]\n  %i0 = full() {value = 0} : i32[1]\n"
+    "  %ids = concat(%i2, %i0, %i2) {dim = 0}\n";
+
 std::vector<RuleCase> Cases() {
   const std::string x34 = "%x: f64[3, 4]";
   auto unary = [&](std::string op, double lo = -2, double hi = 2) {
@@ -156,6 +161,21 @@ std::vector<RuleCase> Cases() {
        "  %l64 = convert(%l) : f64[1, 4, 4]\n  %l4 = reshape(%l64) : f64[1, 4, 4, 1]\n"
        "  %lb = broadcast(%l4) : f64[1, 4, 4, 3]\n  %r = mul(%o, %lb)",
        "f64[1, 4, 4, 3]", "q,k,v", -2, 2, 1e-2, 1e-4},
+      // gather and scatter_add with the constant indices [2, 0, 2] (a repeated row: its
+      // cotangents sum), built in the program so that no random input is an index.
+      {"gather", "%x: f64[4, 3]", absl::StrCat(kIndices202, "  %r = gather(%x, %ids) {axis = 0}"),
+       "f64[3, 3]", "x"},
+      {"gather_axis1_2d_indices", "%x: f64[2, 5, 3]",
+       absl::StrCat(kIndices202, "  %i4 = concat(%ids, %i0) {dim = 0}\n",
+                    "  %i22 = reshape(%i4) : i32[2, 2]\n",
+                    "  %r = gather(%x, %i22) {axis = -2}"),
+       "f64[2, 2, 2, 3]", "x"},
+      {"scatter_add", "%b: f64[4, 3], %u: f64[3, 3]",
+       absl::StrCat(kIndices202, "  %r = scatter_add(%b, %ids, %u) {axis = 0}"), "f64[4, 3]",
+       "b,u"},
+      {"scatter_add_axis1", "%b: f64[2, 4], %u: f64[2, 3]",
+       absl::StrCat(kIndices202, "  %r = scatter_add(%b, %ids, %u) {axis = 1}"), "f64[2, 4]",
+       "b,u"},
       {"full_gets_no_gradient", x34, "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)",
        "f64[3, 4]", "x"},
   };

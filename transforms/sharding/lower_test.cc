@@ -380,6 +380,53 @@ func @f(%x: f32[)", rows, R"(, 32@tp], %w: f32[32@tp, 8], %b: f32[32@tp], %t: f3
   }
 }
 
+// An embedding lookup with the table split along its vocabulary (Megatron's vocabulary
+// parallelism) on 1-, 2-, 4- and 2x4-device meshes, and its gradient's scatter_add with
+// the hidden dimension split. The ids are computed in the program (|x| * 1023 rounded), so
+// every random input gives valid ones; a scatter_add into a vocabulary-split base keeps
+// the split. Each device looks up its own rows (gather with an
+// offset) and the partial rows are summed: an all_reduce for a replicated result, a
+// reduce_scatter for a sequence-parallel one. Checked against the one-device program.
+// (Two tables: two lookups in one table could share one all_gather of it, which at these
+// toy sizes costs less than two collectives of the rows.)
+TEST(LowerToSpmd, VocabularyParallelGatherOnSeveralMeshes) {
+  for (const char* mesh : {"tp=1", "tp=2", "tp=4", "dp=2, tp=4"}) {
+    const bool two_d = std::string(mesh).find("dp") != std::string::npos;
+    const std::string batch = two_d ? "8@dp" : "8";
+    std::string out = LowerAndCheck(absl::StrCat("mesh @m(", mesh, R"()
+func @f(%emb: f32[1024@tp, 16], %emb2: f32[1024@tp, 16], %x: f32[)", batch, R"(, 4], %dy: f32[)", batch,
+                                                 R"(, 4, 16@tp]) -> (f32[)", batch,
+                                                 R"(, 4, 16], f32[8@tp, 4, 16], f32[1024, 16@tp], f32[1024@tp, 16]) {
+  %a = abs(%x)
+  %s = mul(%a, 1023.0)
+  %ids = convert(%s) : i32[8, 4]
+  %y = gather(%emb, %ids) {axis = 0} : f32[)", batch, R"(, 4, 16]
+  %sp = gather(%emb2, %ids) {axis = 0} : f32[8@tp, 4, 16]
+  %zero = full() {value = 0} : f32[1024, 16]
+  %demb = scatter_add(%zero, %ids, %dy) {axis = 0} : f32[1024, 16@tp]
+  %vocab = scatter_add(%emb2, %ids, %dy) {axis = 0} : f32[1024@tp, 16]
+  return %y, %sp, %demb, %vocab
+}
+)"),
+                                    "f");
+    EXPECT_THAT(out, HasSubstr("scatter_add(")) << mesh;
+    // Each device's lookup in its own rows, then the partial rows summed; the tables
+    // themselves are never gathered.
+    EXPECT_THAT(out, HasSubstr("%row_offset = mul(")) << out;
+    EXPECT_THAT(out, HasSubstr("gather(%emb, %ids, %row_offset) {axis = 0}")) << out;
+    EXPECT_THAT(out, HasSubstr("gather(%emb2, %ids, %row_offset) {axis = 0}")) << out;
+    // The vocabulary-split base keeps its split: each device adds its own rows' updates.
+    EXPECT_THAT(out, HasSubstr("scatter_add(%emb2, %ids")) << out;
+    EXPECT_GE(Count(out, "all_reduce"), 1) << out;
+    EXPECT_THAT(out, Not(HasSubstr("all_gather(%emb"))) << out;
+    // With the batch split over dp as well, the planner reaches the sequence split by an
+    // all_reduce, an all_gather over dp and a slice instead.
+    if (!two_d) {
+      EXPECT_EQ(Count(out, "reduce_scatter"), 1) << out;
+    }
+  }
+}
+
 TEST(LowerToSpmd, ConstantsAreBuiltLocally) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)
 func @f(%x: f32[8@tp, 4]) -> f32[8@tp, 4] {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/base/internal/raw_logging.h"
+#include "transforms/sharding/gather_sharding.h"
 #include "transforms/sharding/rule_builders.h"
 
 namespace commir::sharding {
@@ -35,6 +36,8 @@ ShardingTable BuildTable() {
   // Elementwise: each dimension split freely; the decomposition gives each block its
   // offsets in the whole tensor.
   table[OpKind::kDropout] = {.rule = ElementwiseRule, .decompose = DecomposeDropout};
+  table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
+  table[OpKind::kScatterAdd] = {.rule = ScatterAddRule, .decompose = DecomposeScatterAdd};
   return table;
 }
 
