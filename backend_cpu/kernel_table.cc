@@ -105,6 +105,20 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
+Tensors RunCrossEntropy(const Operation& op, Operands t, Indices) {
+  absl::StatusOr<CrossEntropyResult> result = CrossEntropy(*t[0], *t[1], CrossEntropyOptionsOf(op));
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->loss));
+  out.push_back(std::move(result->lse));
+  return out;
+}
+
+Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices) {
+  return One(CrossEntropyGrad(*t[kCeLogits], *t[kCeLabels], *t[kCeLse], *t[kCeDloss],
+                              CrossEntropyOptionsOf(op)));
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -177,6 +191,8 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kRmsNorm, RunRmsNorm);
   table.Register(OpKind::kAttention, RunAttention);
   table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
+  table.Register(OpKind::kCrossEntropy, RunCrossEntropy);
+  table.Register(OpKind::kCrossEntropyGrad, RunCrossEntropyGrad);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

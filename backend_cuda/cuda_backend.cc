@@ -284,6 +284,9 @@ absl::StatusOr<Tensor> CudaBackend::ToHost(const Tensor& value) {
     if (flag & k::kErrIntDivByZero) what.push_back("integer division by zero");
     if (flag & k::kErrIntNegativePow) what.push_back("integer pow with a negative exponent");
     if (flag & k::kErrEmptyIntMean) what.push_back("integer reduce_mean over no elements");
+    if (flag & k::kErrLabelOutOfRange) {
+      what.push_back("a cross_entropy label neither a class nor ignore_index");
+    }
     return absl::InvalidArgumentError(
         absl::StrCat("the program did ", absl::StrJoin(what, " and "), " on the GPU"));
   }

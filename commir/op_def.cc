@@ -103,6 +103,7 @@ const Registry& GetRegistry() {
     ops::AppendLinalgOps(r->defs);
     ops::AppendNormalizationOps(r->defs);
     ops::AppendLayoutOps(r->defs);
+    ops::AppendLossOps(r->defs);
     ops::AppendSpmdOps(r->defs);
     ops::AppendTerminatorOps(r->defs);
     ops::AppendCallOps(r->defs);

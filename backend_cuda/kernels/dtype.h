@@ -51,6 +51,7 @@ enum KErrorBits : int32_t {
   kErrIntDivByZero = 1,     // integer div by zero
   kErrIntNegativePow = 2,   // integer pow with a negative exponent
   kErrEmptyIntMean = 4,     // integer reduce_mean over zero elements
+  kErrLabelOutOfRange = 8,  // cross_entropy label neither a class nor ignore_index
 };
 
 }  // namespace commir::cuda_kernels
