@@ -90,15 +90,16 @@ absl::StatusOr<std::vector<Type>> InferCrossEntropyGrad(const OpSignature& sig) 
   return std::vector<Type>{Type::Tensor(dloss->element_type(), logits.dims())};
 }
 
-// One kernel reads each row of logits once (the row is reduced to max, sum of
-// exponentials and target logit while it is in cache or registers) and writes a few
-// bytes per token: memory-bound by the logits' bytes. About 5 FLOPs per logit (compare,
-// subtract, exp, add, the smoothing sum).
+// Memory-bound by the logits' bytes, counted once: the cuda kernel gives each row one
+// block, which reads the row for its maximum and again, from L2 (a 128K-class bf16 row is
+// 256 KiB), for its sum of exponentials, target logit and smoothing sum, then writes a few
+// bytes per token; a second, one-block launch reduces the token losses (mean, sum) or
+// stores them (none). About 5 FLOPs per logit (max, subtract, exp, add, smoothing sum).
 OpCost CrossEntropyCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {5.0 * sig.operand_types[0].num_elements(), StreamingBytes(sig, results), 0};
 }
 
-// One kernel reads the logits once and writes dlogits once: exp(x - lse), a scale and
+// One launch: reads the logits once and writes dlogits once, exp(x - lse), a scale and
 // the target's subtraction, about 5 FLOPs per logit.
 OpCost CrossEntropyGradCost(const OpSignature& sig, absl::Span<const Type> results) {
   return {5.0 * sig.operand_types[0].num_elements(), StreamingBytes(sig, results), 0};
