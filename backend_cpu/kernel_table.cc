@@ -118,6 +118,20 @@ Tensors RunDropout(const Operation& op, Operands t, Indices indices) {
   return One(Dropout(*t[0], static_cast<uint64_t>(op.RequiredIntAttr("seed")), *indexing));
 }
 
+Tensors RunCrossEntropy(const Operation& op, Operands t, Indices) {
+  absl::StatusOr<CrossEntropyResult> result = CrossEntropy(*t[0], *t[1], CrossEntropyOptionsOf(op));
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->loss));
+  out.push_back(std::move(result->lse));
+  return out;
+}
+
+Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices) {
+  return One(CrossEntropyGrad(*t[kCeLogits], *t[kCeLabels], *t[kCeLse], *t[kCeDloss],
+                              CrossEntropyOptionsOf(op)));
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -206,6 +220,8 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kAttention, RunAttention);
   table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
   table.Register(OpKind::kDropout, RunDropout);
+  table.Register(OpKind::kCrossEntropy, RunCrossEntropy);
+  table.Register(OpKind::kCrossEntropyGrad, RunCrossEntropyGrad);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

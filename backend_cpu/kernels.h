@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "commir/element_type.h"
+#include "commir/cross_entropy_op.h"
 #include "commir/elementwise_fn.h"
 #include "runtime/host_ops.h"
 #include "runtime/in_place.h"
@@ -220,6 +221,21 @@ absl::StatusOr<Tensor> DynamicUpdateSlice(const Tensor& x, const Tensor& update,
 // else holds); x is unchanged on error.
 absl::Status DynamicUpdateSliceInPlace(Tensor& x, const Tensor& update, int64_t dim,
                                        int64_t offset);
+
+// ---------------------------------------------------------------------------------------
+// Losses (cross_entropy.cc): commir/cross_entropy_op.h gives the formulas. Statistics in
+// f32 (f64 for f64 logits); a label neither in [0, classes) nor ignore_index is an error.
+
+struct CrossEntropyResult {
+  Tensor loss;  // logits' element type: a scalar (mean, sum) or one per token (none)
+  Tensor lse;   // per token, f32 (f64 for f64 logits)
+};
+absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& labels,
+                                                const CrossEntropyOptions& options);
+// dlogits, in dloss's element type.
+absl::StatusOr<Tensor> CrossEntropyGrad(const Tensor& logits, const Tensor& labels,
+                                        const Tensor& lse, const Tensor& dloss,
+                                        const CrossEntropyOptions& options);
 
 }  // namespace commir::cpu
 

@@ -287,6 +287,9 @@ absl::StatusOr<Tensor> CudaBackend::ToHost(const Tensor& value) {
     if (flag & k::kErrIndexOutOfRange) {
       what.push_back("a gather or scatter_add index out of range of its axis");
     }
+    if (flag & k::kErrLabelOutOfRange) {
+      what.push_back("a cross_entropy label neither a class nor ignore_index");
+    }
     return absl::InvalidArgumentError(
         absl::StrCat("the program did ", absl::StrJoin(what, " and "), " on the GPU"));
   }

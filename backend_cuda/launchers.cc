@@ -10,6 +10,7 @@ const TensorLauncherTable& CudaTensorLaunchers() {
     RegisterLayoutLaunchers(*built);
     RegisterDropoutLaunchers(*built);
     RegisterGatherLaunchers(*built);
+    RegisterLossLaunchers(*built);
     return built;
   }();
   return *table;

@@ -14,6 +14,7 @@ void RegisterLinalgLaunchers(TensorLauncherTable& table);       // launch_linalg
 void RegisterLayoutLaunchers(TensorLauncherTable& table);       // launch_layout.cc
 void RegisterDropoutLaunchers(TensorLauncherTable& table);      // launch_dropout.cc
 void RegisterGatherLaunchers(TensorLauncherTable& table);       // launch_gather.cc
+void RegisterLossLaunchers(TensorLauncherTable& table);         // launch_loss.cc
 
 // Every family's launchers (built once).
 const TensorLauncherTable& CudaTensorLaunchers();

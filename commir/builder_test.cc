@@ -130,6 +130,20 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
     EXPECT_EQ(Build(g, OpKind::kAttentionGrad, {q, kv, kv, q, q, q}, {}, {}, 3),
               "attention_grad: lse must be f32[2, 8, 16] (attention's lse for these q, k and v), got f32[2, 8, 16, 32]");
   }
+  {
+    // cross_entropy: the loss and the per-token f32 lse; its backward from them.
+    Value* logits = Make(g, T({6, 10}, ElementType::kBF16));
+    Value* labels = Make(g, T({6}, ElementType::kI32));
+    EXPECT_EQ(Build(g, OpKind::kCrossEntropy, {logits, labels}, {}, {}, 2), "bf16[], f32[6]");
+    EXPECT_EQ(Build(g, OpKind::kCrossEntropy, {logits, labels},
+                    Attrs({{"reduction", Attribute::Ident("none")}}), {}, 2),
+              "bf16[6], f32[6]");
+    Value* lse = Make(g, T({6}));
+    Value* dloss = Make(g, T({}));
+    EXPECT_EQ(Build(g, OpKind::kCrossEntropyGrad, {logits, labels, lse, dloss}), "f32[6, 10]");
+    EXPECT_EQ(Build(g, OpKind::kCrossEntropy, {logits, logits}, {}, {}, 2),
+              "cross_entropy: the labels must be i32 or i64, got bf16[6, 10]");
+  }
   EXPECT_EQ(Build(g, OpKind::kReshape, {x}, {}, {T({2, 16})}), "f32[2, 16]");
   EXPECT_EQ(Build(g, OpKind::kTranspose, {x}, Attrs({{"perm", Attribute::IntList({1, 0})}})),
             "f32[8, 4]");

@@ -105,6 +105,7 @@ const Registry& GetRegistry() {
     ops::AppendNormalizationOps(r->defs);
     ops::AppendLayoutOps(r->defs);
     ops::AppendGatherOps(r->defs);
+    ops::AppendLossOps(r->defs);
     ops::AppendSpmdOps(r->defs);
     ops::AppendTerminatorOps(r->defs);
     ops::AppendCallOps(r->defs);

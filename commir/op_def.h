@@ -57,6 +57,8 @@ enum class OpKind : uint8_t {
   kDropout,
   // Rows at integer indices (commir/ops/gather_ops.cc).
   kGather, kScatterAdd,
+  // Losses (ops/loss_ops.cc).
+  kCrossEntropy, kCrossEntropyGrad,
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,

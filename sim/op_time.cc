@@ -80,7 +80,12 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
     if (!kernel.ok()) return kernel.status();
     return kernel->seconds;
   }
-  return MemoryBoundTime(hw, cost.flops, cost.bytes_accessed);
+  double seconds = MemoryBoundTime(hw, cost.flops, cost.bytes_accessed);
+  // cross_entropy is two kernels on the cuda backend: one block per row of logits, then a
+  // one-block launch that reduces or stores the token losses (backend_cuda/kernels/
+  // cross_entropy.h); its bytes are the logits', read once from memory.
+  if (op.Is(OpKind::kCrossEntropy)) seconds += hw.kernel_launch_overhead_s;
+  return seconds;
 }
 
 }  // namespace commir::sim

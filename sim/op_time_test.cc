@@ -219,6 +219,23 @@ TEST_F(OpTimeTest, ScatterAddCopiesTheBaseAndUpdatesItsRows) {
   EXPECT_NEAR(t, kLaunch + (2 * table + 8192.0 * 4 + 3 * updates) / kHbm, 1e-12);
 }
 
+// Llama 3's vocabulary (128256) over 8192 bf16 tokens: the logits' bytes over HBM
+// bandwidth, plus two launches forward (rows, then the token losses' reduction) and one
+// backward, which also writes dlogits (f32 here).
+TEST_F(OpTimeTest, CrossEntropyIsMemoryBoundByTheLogits) {
+  const double logits = 8192.0 * 128256 * 2;
+  double forward = Time(R"(func @f(%x: bf16[8192, 128256], %l: i32[8192]) -> bf16[] {
+    %loss, %lse = cross_entropy(%x, %l)
+    return %loss
+  })");
+  EXPECT_NEAR(forward, 2 * kLaunch + (logits + 8192 * 4 + 2 + 8192 * 4) / kHbm, 1e-12);
+  double backward = Time(R"(func @f(%x: bf16[8192, 128256], %l: i32[8192], %lse: f32[8192], %g: f32[]) -> f32[8192, 128256] {
+    %dx = cross_entropy_grad(%x, %l, %lse, %g)
+    return %dx
+  })");
+  EXPECT_NEAR(backward, kLaunch + (logits + 8192 * 4 + 8192 * 4 + 4 + 2 * logits) / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

@@ -52,6 +52,7 @@ enum KErrorBits : int32_t {
   kErrIntNegativePow = 2,   // integer pow with a negative exponent
   kErrEmptyIntMean = 4,     // integer reduce_mean over zero elements
   kErrIndexOutOfRange = 8,  // gather / scatter_add index outside the table
+  kErrLabelOutOfRange = 16,  // cross_entropy label neither a class nor ignore_index
 };
 
 }  // namespace commir::cuda_kernels

@@ -58,6 +58,7 @@ void AppendElementwiseOps(std::vector<OpDef>& ops);
 void AppendLinalgOps(std::vector<OpDef>& ops);
 void AppendNormalizationOps(std::vector<OpDef>& ops);
 void AppendLayoutOps(std::vector<OpDef>& ops);
+void AppendLossOps(std::vector<OpDef>& ops);
 void AppendSpmdOps(std::vector<OpDef>& ops);
 void AppendTerminatorOps(std::vector<OpDef>& ops);
 void AppendCallOps(std::vector<OpDef>& ops);

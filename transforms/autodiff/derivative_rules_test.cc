@@ -75,6 +75,19 @@ TEST_P(DerivativeRuleTest, MatchesFiniteDifferences) {
 constexpr char kIndices202[] =
     "  %i2 = full() {value = 2} : i32[1]\n  %i0 = full() {value = 0} : i32[1]\n"
     "  %ids = concat(%i2, %i0, %i2) {dim = 0}\n";
+// `%r = cross_entropy(%x, labels)` for x: f64[3, 4], the labels built from constants
+// (the gradient check draws only float inputs).
+std::string CrossEntropyBody(const std::string& labels, const std::string& attrs) {
+  std::vector<std::string> parts = absl::StrSplit(labels.substr(1, labels.size() - 2), ", ");
+  std::string body;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    absl::StrAppend(&body, "  %l", i, " = full() {value = ", parts[i], "} : i64[1]\n");
+  }
+  absl::StrAppend(&body, "  %labels = concat(%l0, %l1, %l2) {dim = 0}\n",
+                  "  %r, %lse = cross_entropy(%x, %labels)",
+                  attrs.empty() ? "" : absl::StrCat(" {", attrs, "}"));
+  return body;
+}
 
 std::vector<RuleCase> Cases() {
   const std::string x34 = "%x: f64[3, 4]";
@@ -176,6 +189,15 @@ std::vector<RuleCase> Cases() {
       {"scatter_add_axis1", "%b: f64[2, 4], %u: f64[2, 3]",
        absl::StrCat(kIndices202, "  %r = scatter_add(%b, %ids, %u) {axis = 1}"), "f64[2, 4]",
        "b,u"},
+      // Through cross_entropy_grad, which reuses the forward's lse. Labels 1, 3 and an
+      // ignored token (its gradient must be 0, and the mean divides by 2).
+      {"cross_entropy_mean", x34, CrossEntropyBody("[1, 3, -100]", ""), "f64[]", "x"},
+      {"cross_entropy_sum_smoothing_zloss", x34,
+       CrossEntropyBody("[2, -100, 0]", "reduction = sum, label_smoothing = 0.2, z_loss = 0.05"),
+       "f64[]", "x"},
+      {"cross_entropy_none_ignore_index", x34,
+       CrossEntropyBody("[3, 0, 1]", "reduction = none, ignore_index = 0, label_smoothing = 0.1"),
+       "f64[3]", "x"},
       {"full_gets_no_gradient", x34, "  %z = full() {value = 2.0} : f64[3, 4]\n  %r = mul(%x, %z)",
        "f64[3, 4]", "x"},
   };

@@ -427,6 +427,30 @@ func @f(%emb: f32[1024@tp, 16], %emb2: f32[1024@tp, 16], %x: f32[)", batch, R"(,
   }
 }
 
+// cross_entropy and its backward on 1-, 2-, 4- and 2x4-device meshes against the
+// one-device program: per-token losses (reduction = none) keep the tokens split; a mean
+// needs every token's count, so its logits are gathered. Labels are made from a float
+// input (0..7; 7 is ignore_index) since the check draws random values for arguments.
+TEST(LowerToSpmd, CrossEntropyOnSeveralMeshes) {
+  for (const char* mesh : {"tp=1", "tp=2", "tp=4", "dp=2, tp=4"}) {
+    const bool two_d = std::string(mesh).find("dp") != std::string::npos;
+    const std::string rows = two_d ? "16@(dp, tp)" : "16@tp";
+    const std::string attrs =
+        "{reduction = none, ignore_index = 7, label_smoothing = 0.1, z_loss = 0.01}";
+    std::string out = LowerAndCheck(
+        absl::StrCat("mesh @m(", mesh, ")\n", "func @f(%x: f32[", rows, ", 8], %r: f32[", rows,
+                     "], %g: f32[", rows, "]) -> (f32[", rows, "], f32[], f32[", rows, ", 8]) {\n",
+                     "  %a = abs(%r)\n  %s = mul(%a, 7.49)\n  %labels = convert(%s) : i64[16]\n",
+                     "  %tok, %lse = cross_entropy(%x, %labels) ", attrs, "\n",
+                     "  %mean, %lse2 = cross_entropy(%x, %labels) {label_smoothing = 0.1}\n",
+                     "  %dx = cross_entropy_grad(%x, %labels, %lse, %g) ", attrs, "\n",
+                     "  return %tok, %mean, %dx\n}\n"),
+        "f");
+    EXPECT_EQ(Count(out, "cross_entropy"), 2) << mesh << out;
+    EXPECT_EQ(Count(out, "cross_entropy_grad"), 1) << mesh << out;
+  }
+}
+
 TEST(LowerToSpmd, ConstantsAreBuiltLocally) {
   std::string out = LowerAndCheck(R"(mesh @m(tp=4)
 func @f(%x: f32[8@tp, 4]) -> f32[8@tp, 4] {

@@ -27,6 +27,8 @@ ShardingTable BuildTable() {
                              .stats_all_reduces = 1};  // mean square
   table[OpKind::kAttention] = {.rule = AttentionRule, .decompose = DecomposeAttention};
   table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
+  table[OpKind::kCrossEntropy] = {.rule = CrossEntropyRule};
+  table[OpKind::kCrossEntropyGrad] = {.rule = CrossEntropyGradRule};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};
   table[OpKind::kSlice] = {.rule = SliceRule, .decompose = DecomposeSlice};

@@ -28,6 +28,10 @@ OpRule AttentionRule(const Operation& op);
 // query sequence split dq and leave dk, dv partial (summed); the kv sequence and the
 // head dims whole.
 OpRule AttentionGradRule(const Operation& op);
+// cross_entropy, cross_entropy_grad (loss_rules.cc): token dims split freely when the
+// loss is per token (reduction = none), the class dim whole.
+OpRule CrossEntropyRule(const Operation& op);
+OpRule CrossEntropyGradRule(const Operation& op);
 OpRule ReshapeRule(const Operation& op);
 OpRule TransposeRule(const Operation& op);
 OpRule SliceRule(const Operation& op);

@@ -1,0 +1,66 @@
+// The factor rules of cross_entropy and cross_entropy_grad (rule_builders.h).
+#include <vector>
+
+#include "commir/cross_entropy_op.h"
+#include "transforms/sharding/rule_builders.h"
+
+namespace commir::sharding {
+namespace {
+
+// The token dims of logits [..., V] (the labels' dims), then the class dim. Token dims
+// split freely only without a reduction: a mean divides by the count of the tokens not
+// ignored over all of them, which no device's block knows, and a reduced loss has no
+// token dim to hold a block's share. The class dim is kept whole.
+struct LossFactors {
+  std::vector<int> tokens;
+  int classes = -1;
+};
+
+LossFactors AddLossFactors(OpRule& rule, const Operation& op) {
+  Type logits = op.operand(0)->type();
+  const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
+  LossFactors f;
+  for (int64_t d = 0; d + 1 < logits.rank(); ++d) {
+    f.tokens.push_back(
+        rule.AddFactor(logits.dims()[d], per_token ? FactorKind::kPass : FactorKind::kReplicate));
+  }
+  f.classes = rule.AddFactor(logits.dims().back(), FactorKind::kReplicate);
+  return f;
+}
+
+std::vector<std::vector<int>> Each(const std::vector<int>& factors) {
+  std::vector<std::vector<int>> dims;
+  for (int f : factors) dims.push_back({f});
+  return dims;
+}
+
+}  // namespace
+
+OpRule CrossEntropyRule(const Operation& op) {
+  OpRule rule;
+  LossFactors f = AddLossFactors(rule, op);
+  std::vector<int> logits = f.tokens;
+  logits.push_back(f.classes);
+  const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
+  rule.operands.push_back({true, Each(logits)});
+  rule.operands.push_back({true, Each(f.tokens)});
+  rule.results.push_back({true, per_token ? Each(f.tokens) : std::vector<std::vector<int>>{}});
+  rule.results.push_back({true, Each(f.tokens)});
+  return rule;
+}
+
+OpRule CrossEntropyGradRule(const Operation& op) {
+  OpRule rule;
+  LossFactors f = AddLossFactors(rule, op);
+  std::vector<int> logits = f.tokens;
+  logits.push_back(f.classes);
+  const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
+  rule.operands.push_back({true, Each(logits)});
+  rule.operands.push_back({true, Each(f.tokens)});
+  rule.operands.push_back({true, Each(f.tokens)});
+  rule.operands.push_back({true, per_token ? Each(f.tokens) : std::vector<std::vector<int>>{}});
+  rule.results.push_back({true, Each(logits)});
+  return rule;
+}
+
+}  // namespace commir::sharding
