@@ -105,6 +105,21 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
+// Operands alternate o, lse: the accumulator's pair, then each partial's.
+Tensors RunAttentionMerge(const Operation&, Operands t, Indices) {
+  std::vector<const Tensor*> outputs, lses;
+  for (size_t i = 0; i + 1 < t.size(); i += 2) {
+    outputs.push_back(t[i]);
+    lses.push_back(t[i + 1]);
+  }
+  absl::StatusOr<AttentionMergeResult> result = AttentionMerge(outputs, lses);
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->output));
+  out.push_back(std::move(result->lse));
+  return out;
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -177,6 +192,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kRmsNorm, RunRmsNorm);
   table.Register(OpKind::kAttention, RunAttention);
   table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
+  table.Register(OpKind::kAttentionMerge, RunAttentionMerge);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

@@ -130,6 +130,15 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
     EXPECT_EQ(Build(g, OpKind::kAttentionGrad, {q, kv, kv, q, q, q}, {}, {}, 3),
               "attention_grad: lse must be f32[2, 8, 16] (attention's lse for these q, k and v), got f32[2, 8, 16, 32]");
   }
+  {
+    Value* lse = Make(g, T({2, 8, 16}));
+    Value* o_bf16 = Make(g, Type::Tensor(ElementType::kBF16, {2, 8, 16, 32}));
+    EXPECT_EQ(Build(g, OpKind::kAttentionMerge, {q, lse, o_bf16, lse}, {}, {}, 2),
+              "f32[2, 8, 16, 32], f32[2, 8, 16]");
+    EXPECT_EQ(Build(g, OpKind::kAttentionMerge, {o_bf16, lse, q, lse}, {}, {}, 2),
+              "attention_merge: o_acc must be f32 or f64 (the merge computes in the accumulator's "
+              "type), got bf16[2, 8, 16, 32]");
+  }
   EXPECT_EQ(Build(g, OpKind::kReshape, {x}, {}, {T({2, 16})}), "f32[2, 16]");
   EXPECT_EQ(Build(g, OpKind::kTranspose, {x}, Attrs({{"perm", Attribute::IntList({1, 0})}})),
             "f32[8, 4]");

@@ -26,6 +26,7 @@ ShardingTable BuildTable() {
                              .stats_all_reduces = 1};  // mean square
   table[OpKind::kAttention] = {.rule = AttentionRule, .decompose = DecomposeAttention};
   table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
+  table[OpKind::kAttentionMerge] = {.rule = AttentionMergeRule};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};
   table[OpKind::kSlice] = {.rule = SliceRule, .decompose = DecomposeSlice};

@@ -28,6 +28,10 @@ OpRule AttentionRule(const Operation& op);
 // query sequence split dq and leave dk, dv partial (summed); the kv sequence and the
 // head dims whole.
 OpRule AttentionGradRule(const Operation& op);
+// attention_merge: elementwise over the rows [.., S] and the head dim D, which every
+// (o, lse) pair shares (the lses have no D: a split of D computes each row's weights on
+// every device of it).
+OpRule AttentionMergeRule(const Operation& op);
 OpRule ReshapeRule(const Operation& op);
 OpRule TransposeRule(const Operation& op);
 OpRule SliceRule(const Operation& op);
