@@ -160,11 +160,12 @@ How to read it:
   `attention_merge` kernel (one per query chunk for zigzag, folding both of its key
   chunks), as TransformerEngine's context parallelism runs one correction kernel per
   step. At 16k queries per GPU zigzag with its inputs in zigzag order runs {speedups}
-  the ring's speed. On 8 GPUs it is short of the work ratio by zigzag's own per-step
-  work: two merges of two partials over the half-length chunks, two attention calls
-  on fully masked chunk pairs (a launch and their output), and half-length attention
-  kernels whose per-CTA fixed cost weighs more (benchmarks/closed_form_check.py prices
-  each). The halves of q and of each k/v block are read in place, as FlashAttention
+  the ring's speed. The pair of query chunk r and key chunk 2n-1-s is masked on every
+  step and not run. On 8 GPUs zigzag is short of the work ratio by its own per-step
+  work: two merges (of one and of two partials) over the half-length chunks, one
+  attention call on the chunk pair the block's source masks (a launch and its output),
+  and half-length attention kernels whose per-CTA fixed cost weighs more
+  (benchmarks/closed_form_check.py prices each). The halves of q and of each k/v block are read in place, as FlashAttention
   with offsets reads them in TransformerEngine's context parallelism (an offset pointer
   and the block's strides; runtime/in_place.h): no copy is priced. At 4k per GPU on 8
   GPUs it runs {short} the ring's speed: there the merges weigh more against the

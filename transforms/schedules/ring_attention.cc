@@ -275,9 +275,11 @@ class Ring {
 
   // One ring step in the zigzag layout: the local query chunks (a: chunk r, b: chunk
   // 2n-1-r) against the two key chunks of the block from device `source`, merged into
-  // `acc` (empty on the first step): one attention_merge per query chunk takes both of
-  // its key chunks. Of the four chunk pairs two are fully masked on every device and
-  // step but the first, where the device's own diagonal pairs come first.
+  // `acc` (empty on the first step): one attention_merge per query chunk takes its key
+  // chunks. Of the four chunk pairs two are fully masked on every device and step but
+  // the first, where the device's own diagonal pairs come first; one of them, query
+  // chunk r against key chunk 2n-1-s, on every step when queries and keys align, and is
+  // then not emitted (LowQueriesNeverSeeHighKeys).
   void ZigzagStep(OpBuilder& e, Value* k_block, Value* v_block, Value* source,
                   std::array<Partial, 2>& acc, bool first) {
     int64_t chunk = block_ / 2;
@@ -289,19 +291,34 @@ class Ring {
                                    ChunkPosition(e, mirror, chunk, KeyBase(), "k_pos_hi")};
     for (int h = 0; h < 2; ++h) {
       std::vector<Partial> parts;
-      for (int g : {h, 1 - h}) parts.push_back(Attend(e, q_half_[h], k[g], v[g], q_pos_half_[h], k_pos[g]));
+      for (int g : {h, 1 - h}) {
+        if (h == 0 && g == 1 && low_queries_never_see_high_keys_) continue;
+        parts.push_back(Attend(e, q_half_[h], k[g], v[g], q_pos_half_[h], k_pos[g]));
+      }
       if (first) {
         acc[h] = Accumulator(e, parts[0]);
         parts.erase(parts.begin());
       }
-      acc[h] = Merge(e, acc[h], parts);
+      if (!parts.empty()) acc[h] = Merge(e, acc[h], parts);
     }
+  }
+
+  // Whether query chunk r never sees key chunk 2n-1-s, on any device and step: with
+  // equal chunk lengths and the keys' base at or after the queries', key chunk 2n-1-s
+  // (>= n) starts after query chunk r (< n) ends. That pair's attention would return
+  // lse = -inf on every row, which a merge into the chunk's running result (finite from
+  // its diagonal at step 0) leaves unchanged to the bit: it is not emitted.
+  bool LowQueriesNeverSeeHighKeys(const Operand& query_base) const {
+    if (queries_ != block_) return false;
+    if (k_base_ == nullptr) return query_base.value == nullptr && query_base.literal <= 0;
+    return query_base.value == k_base_;
   }
 
   void RunZigzag(const Operand& query_base, Value*& out, Value*& lse_out,
                  std::vector<Operation*>* rewritten) {
     int64_t q_chunk = queries_ / 2;
     int64_t kv_chunk = block_ / 2;
+    low_queries_never_see_high_keys_ = LowQueriesNeverSeeHighKeys(query_base);
     zz_.emplace(e_, rank_, n_, match_.axes);
     Value* q = zz_->ZigzagOf(q_, q_chunk, "q_zz");
     Value* k = zz_->ZigzagOf(k_, kv_chunk, "k_zz");
@@ -362,6 +379,7 @@ class Ring {
   int64_t block_ = 0;
   std::array<Value*, 2> q_half_ = {nullptr, nullptr};
   std::array<Value*, 2> q_pos_half_ = {nullptr, nullptr};
+  bool low_queries_never_see_high_keys_ = false;
 };
 
 }  // namespace

@@ -31,7 +31,9 @@
 // and 2n-1-r of 2n, so every step does the same unmasked work on every device (two of the
 // four chunk pairs after the first step; see docs/format-decisions.md). Each step makes
 // one attention call per (query chunk, key chunk) pair, at the chunks' own positions, and
-// one attention_merge per query chunk folding both of its pairs in. The
+// one attention_merge per query chunk folding its pairs in; when queries and keys align
+// (equal lengths, the keys' base not before the queries'), query chunk r never sees key
+// chunk 2n-1-s, and that pair is not emitted: three calls a step. The
 // pass permutes q, k and v into that layout at entry and the output (and lse) back at
 // exit, one all_to_all each, so the function's signature and meaning do not change. Other
 // cases get the contiguous ring.
