@@ -127,6 +127,21 @@ Tensors RunCrossEntropy(const Operation& op, Operands t, Indices) {
   return out;
 }
 
+// Operands alternate o, lse: the accumulator's pair, then each partial's.
+Tensors RunAttentionMerge(const Operation&, Operands t, Indices) {
+  std::vector<const Tensor*> outputs, lses;
+  for (size_t i = 0; i + 1 < t.size(); i += 2) {
+    outputs.push_back(t[i]);
+    lses.push_back(t[i + 1]);
+  }
+  absl::StatusOr<AttentionMergeResult> result = AttentionMerge(outputs, lses);
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->output));
+  out.push_back(std::move(result->lse));
+  return out;
+}
+
 Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices) {
   return One(CrossEntropyGrad(*t[kCeLogits], *t[kCeLabels], *t[kCeLse], *t[kCeDloss],
                               CrossEntropyOptionsOf(op)));
@@ -222,6 +237,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kDropout, RunDropout);
   table.Register(OpKind::kCrossEntropy, RunCrossEntropy);
   table.Register(OpKind::kCrossEntropyGrad, RunCrossEntropyGrad);
+  table.Register(OpKind::kAttentionMerge, RunAttentionMerge);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

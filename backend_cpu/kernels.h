@@ -133,6 +133,21 @@ absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Tensor& weight, const Te
 absl::StatusOr<Tensor> RmsNorm(const Tensor& x, const Tensor& weight, double eps);
 
 // ---------------------------------------------------------------------------------------
+// Online-softmax merge (attention_merge.cc)
+
+struct AttentionMergeResult {
+  Tensor output;
+  Tensor lse;
+};
+
+// attention_merge: folds the partials (outputs[i], lses[i]), i >= 1, into the accumulator
+// (outputs[0], lses[0]) in order, one merge step each (commir/online_softmax.h), in the
+// accumulator's type (f32 or f64); partials of other float types are widened exactly.
+// outputs[i] [.., S, D], lses[i] [.., S].
+absl::StatusOr<AttentionMergeResult> AttentionMerge(absl::Span<const Tensor* const> outputs,
+                                                    absl::Span<const Tensor* const> lses);
+
+// ---------------------------------------------------------------------------------------
 // Attention (attention.cc)
 
 struct AttentionOptions {

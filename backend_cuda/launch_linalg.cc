@@ -5,6 +5,7 @@
 #include "backend_cuda/gemm_batch.h"
 #include "backend_cuda/kernels/attention.h"
 #include "backend_cuda/kernels/attention_grad.h"
+#include "backend_cuda/kernels/attention_merge.h"
 #include "backend_cuda/kernels/elementwise.h"
 #include "backend_cuda/kernels/reduce.h"
 #include "backend_cuda/launchers.h"
@@ -226,6 +227,30 @@ Results LaunchAttentionGrad(const LaunchContext& ctx) {
   });
 }
 
+// attention_merge(o_acc, lse_acc, o_1, lse_1, ...): operands alternate o, lse.
+Results LaunchAttentionMerge(const LaunchContext& ctx) {
+  const Tensor& o = ctx.operand(0);
+  if (o.rank() < 2 || ctx.in.size() < 4 || ctx.in.size() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention_merge: needs (o, lse) pairs with o of rank >= 2, got %d operands and o %s",
+        ctx.in.size(), o.DebugTypeString()));
+  }
+  const int64_t width = o.shape().back();
+  // The lse's elements: rows exist (and get an lse) even when the head dim is 0.
+  const int64_t rows = ctx.operand(1).num_elements();
+  std::vector<k::KMergePartial> partials;
+  for (size_t i = 2; i + 1 < ctx.in.size(); i += 2) {
+    partials.push_back({.o = ctx.in[i],
+                        .lse = ctx.in[i + 1],
+                        .o_type = ctx.operand(i).element_type(),
+                        .lse_type = ctx.operand(i + 1).element_type()});
+  }
+  return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
+    return ctx.Check(k::LaunchAttentionMerge(o.element_type(), ctx.in[0], ctx.in[1], partials,
+                                             out[0], out[1], rows, width, ctx.stream));
+  });
+}
+
 }  // namespace
 
 void RegisterLinalgLaunchers(TensorLauncherTable& table) {
@@ -236,6 +261,7 @@ void RegisterLinalgLaunchers(TensorLauncherTable& table) {
   table.Register(OpKind::kRmsNorm, LaunchRmsNorm);
   table.Register(OpKind::kAttention, LaunchAttention);
   table.Register(OpKind::kAttentionGrad, LaunchAttentionGrad);
+  table.Register(OpKind::kAttentionMerge, LaunchAttentionMerge);
 }
 
 }  // namespace commir::cuda

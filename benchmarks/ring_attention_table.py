@@ -156,19 +156,26 @@ How to read it:
   out slower.
 - Now each device and ring step is priced for the block it holds (sim/attention_time.h):
   the plain ring's time follows its last device (n - 1 full blocks and its diagonal),
-  zigzag's every device's n/2 blocks' worth. At 16k queries per GPU zigzag with its
-  inputs in zigzag order runs {speedups} the ring's speed, short of the work ratio by
-  the schedule's own work: four unfused merges and conversions per step (two of them
-  with empty blocks), memory-bound kernels that shrink against attention as the
-  sequence grows (at 64k queries per GPU the speedup is within 12% of the work ratio
-  on 8 and 64 GPUs: sim/schedule_timeline_test.cc). The halves of q and of each k/v
-  block are read in place, as FlashAttention with offsets reads them in
-  TransformerEngine's context parallelism (an offset pointer and the block's strides;
-  runtime/in_place.h): no copy is priced. At 4k per GPU
-  on 8 GPUs it runs {short} the ring's speed. With contiguous inputs zigzag also pays
-  all_to_alls in and out.
-- On 64 GPUs at 4k queries per GPU the ring steps' shifts cross nodes and take longer
-  than the steps' attention: both rings are bound by communication, not by the balance.
+  zigzag's every device's n/2 blocks' worth. Each step's online-softmax merge is one
+  `attention_merge` kernel (one per query chunk for zigzag, folding both of its key
+  chunks), as TransformerEngine's context parallelism runs one correction kernel per
+  step. At 16k queries per GPU zigzag with its inputs in zigzag order runs {speedups}
+  the ring's speed. The pair of query chunk r and key chunk 2n-1-s is masked on every
+  step and not run. On 8 GPUs zigzag is short of the work ratio by its own per-step
+  work: two merges (of one and of two partials) over the half-length chunks, one
+  attention call on the chunk pair the block's source masks (a launch and its output),
+  and half-length attention kernels whose per-CTA fixed cost weighs more
+  (benchmarks/closed_form_check.py prices each). The halves of q and of each k/v block are read in place, as FlashAttention
+  with offsets reads them in TransformerEngine's context parallelism (an offset pointer
+  and the block's strides; runtime/in_place.h): no copy is priced. At 4k per GPU on 8
+  GPUs it runs {short} the ring's speed: there the merges weigh more against the
+  shorter attention kernels. With contiguous inputs zigzag also pays all_to_alls in and
+  out.
+- On 64 GPUs the ring steps' shifts cross nodes. At 4k queries per GPU they take longer
+  than either ring's step of attention: both rings are bound by communication, not by
+  the balance. At 16k zigzag's shorter steps now wait for the shift too (its exposed
+  column), while the plain ring's longer steps still hide it: the speedup is the ring's
+  compute over the shifts' time, below the work ratio.
 """
 
 if __name__ == "__main__":

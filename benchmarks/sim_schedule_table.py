@@ -139,9 +139,10 @@ How the model prices the schedules (why the rows look as they do):
   per direction, no SMs), so the GEMMs beside them keep every SM; the NCCL collectives of
   the other schedules keep 32 SMs (hardware nccl_collective_sms) from the GEMMs they
   overlap. A ring still pays for its smaller GEMMs (fewer full waves).
-- Ring attention merges partial results with unfused elementwise ops (exp, max, mul, add,
-  ...), each priced as its own memory-bound kernel; the zigzag layout adds all_to_alls
-  and slicing. A fused kernel would do the merge on chip.
+- Ring attention merges each step's partial result with one attention_merge kernel
+  (memory-bound: the f32 accumulator and the step's output read, the accumulator
+  written); the zigzag layout adds all_to_alls, a merge per query chunk and
+  half-length attention kernels.
 - Ulysses swaps the sequence split for a head split with all_to_all, which the model
   prices as a ring collective (see the all_to_all note of benchmarks/sim_calibration.md).
 """

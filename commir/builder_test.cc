@@ -143,6 +143,13 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
     EXPECT_EQ(Build(g, OpKind::kCrossEntropyGrad, {logits, labels, lse, dloss}), "f32[6, 10]");
     EXPECT_EQ(Build(g, OpKind::kCrossEntropy, {logits, logits}, {}, {}, 2),
               "cross_entropy: the labels must be i32 or i64, got bf16[6, 10]");
+    Value* merge_lse = Make(g, T({2, 8, 16}));
+    Value* o_bf16 = Make(g, Type::Tensor(ElementType::kBF16, {2, 8, 16, 32}));
+    EXPECT_EQ(Build(g, OpKind::kAttentionMerge, {q, merge_lse, o_bf16, merge_lse}, {}, {}, 2),
+              "f32[2, 8, 16, 32], f32[2, 8, 16]");
+    EXPECT_EQ(Build(g, OpKind::kAttentionMerge, {o_bf16, merge_lse, q, merge_lse}, {}, {}, 2),
+              "attention_merge: o_acc must be f32 or f64 (the merge computes in the accumulator's "
+              "type), got bf16[2, 8, 16, 32]");
   }
   EXPECT_EQ(Build(g, OpKind::kReshape, {x}, {}, {T({2, 16})}), "f32[2, 16]");
   EXPECT_EQ(Build(g, OpKind::kTranspose, {x}, Attrs({{"perm", Attribute::IntList({1, 0})}})),

@@ -102,6 +102,7 @@ const Registry& GetRegistry() {
     auto* r = new Registry();
     ops::AppendElementwiseOps(r->defs);
     ops::AppendLinalgOps(r->defs);
+    ops::AppendAttentionMergeOps(r->defs);
     ops::AppendNormalizationOps(r->defs);
     ops::AppendLayoutOps(r->defs);
     ops::AppendGatherOps(r->defs);

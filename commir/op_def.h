@@ -52,7 +52,7 @@ enum class OpKind : uint8_t {
   kCompare, kSelect,
   // Tensor ops.
   kFull, kMatmul, kReduceSum, kReduceMax, kReduceMean, kSoftmax, kLayerNorm, kRmsNorm,
-  kAttention, kAttentionGrad, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
+  kAttention, kAttentionGrad, kAttentionMerge, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
   // Random: a counter-based mask (ops/dropout_ops.cc).
   kDropout,
   // Rows at integer indices (commir/ops/gather_ops.cc).

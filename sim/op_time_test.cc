@@ -236,6 +236,20 @@ TEST_F(OpTimeTest, CrossEntropyIsMemoryBoundByTheLogits) {
   EXPECT_NEAR(backward, kLaunch + (logits + 8192 * 4 + 8192 * 4 + 4 + 2 * logits) / kHbm, 1e-12);
 }
 
+// The ring schedules' online-softmax merge is one memory-bound kernel: it reads the f32
+// accumulator (o and lse) and each partial in its own type (bf16 o, f32 lse) once and
+// writes the new accumulator, plus one launch.
+TEST_F(OpTimeTest, AttentionMergeIsOneMemoryBoundKernel) {
+  double t = Time(R"(func @f(%o: f32[1, 32, 16384, 128], %l: f32[1, 32, 16384], %ob: bf16[1, 32, 16384, 128],
+                             %lb: f32[1, 32, 16384]) -> f32[1, 32, 16384, 128] {
+    %m, %n = attention_merge(%o, %l, %ob, %lb)
+    return %m
+  })");
+  const double rows = 32.0 * 16384, elements = rows * 128;
+  const double bytes = elements * (4 + 2 + 4) + rows * (4 + 4 + 4);
+  EXPECT_NEAR(t, kLaunch + bytes / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

@@ -294,8 +294,9 @@ func @attn_grad(%q: f32[1, 8, 8192@sp, 128], %k: f32[1, 8, 8192@sp, 128], %v: f3
 // The ring's slowest device, the last, meets n - 1 full blocks and its diagonal; in the
 // zigzag layout every device meets two full chunk pairs per step and, on its own step,
 // two diagonals and one full pair. The predicted speedup follows the ratio of those
-// critical-path (query, key) pair counts, from below: zigzag also runs four merges per
-// step against the ring's one, on half blocks, and its kernels are half as long.
+// critical-path (query, key) pair counts, from below: zigzag also runs two merges of two
+// partials per step (one attention_merge per query chunk) against the ring's one, two
+// attention calls on fully masked chunk pairs, and its kernels are half as long.
 class ZigzagRingTest : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(ZigzagRingTest, FasterThanThePlainRingByTheCriticalPathWork) {

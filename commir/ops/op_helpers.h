@@ -56,6 +56,7 @@ double StreamingBytes(const OpSignature& sig, absl::Span<const Type> results);
 // Builders for the per-family op tables, collected by the registry.
 void AppendElementwiseOps(std::vector<OpDef>& ops);
 void AppendLinalgOps(std::vector<OpDef>& ops);
+void AppendAttentionMergeOps(std::vector<OpDef>& ops);
 void AppendNormalizationOps(std::vector<OpDef>& ops);
 void AppendLayoutOps(std::vector<OpDef>& ops);
 void AppendLossOps(std::vector<OpDef>& ops);

@@ -161,6 +161,8 @@ class Ring {
     return e.Op(OpKind::kShift, {x}, CollectiveAttrs(match_.axes, stream), std::nullopt, name);
   }
 
+  // One block's attention: its output in q's element type and its f32 lse, as the
+  // attention op makes them (attention_merge widens them itself).
   Partial Attend(OpBuilder& e, Value* q, Value* k, Value* v, Value* q_pos, Value* k_pos) {
     std::vector<Operand> operands = {q, RestGathered(e, k, "k_rest"), RestGathered(e, v, "v_rest")};
     if (causal_) {
@@ -168,35 +170,27 @@ class Ring {
       operands.push_back(k_pos);
     }
     std::vector<Value*> r = e.Ops(OpKind::kAttention, operands, attrs_, 2, {"o_blk", "lse_blk"});
-    return {e.Convert(r[0], compute_type_), e.Convert(r[1], compute_type_)};
+    return {r[0], r[1]};
   }
 
-  // Online-softmax merge of two partial results (see ring_attention.h).
-  Partial Merge(OpBuilder& e, const Partial& a, const Partial& b) {
+  // The first partial as the accumulator, in the merge's compute type.
+  Partial Accumulator(OpBuilder& e, const Partial& part) {
     if (!e.ok()) return {};
-    Type scalar = Type::Scalar(compute_type_);
-    Value* m = e.Op(OpKind::kMax, {a.lse, b.lse});
-    m = e.Op(OpKind::kMax, {m, Operand::Literal(-1e30, scalar)});
-    Value* da = e.Op(OpKind::kSub, {a.lse, m});
-    Value* wa = e.Op(OpKind::kExp, {da});
-    Value* db = e.Op(OpKind::kSub, {b.lse, m});
-    Value* wb = e.Op(OpKind::kExp, {db});
-    Value* s = e.Op(OpKind::kAdd, {wa, wb});
-    Value* log_s = e.Op(OpKind::kLog, {s});
-    Value* lse = e.Op(OpKind::kAdd, {m, log_s}, {}, std::nullopt, "lse_step");
-    Value* denominator = e.Op(OpKind::kMax, {s, Operand::Literal(1e-30, scalar)});
-    Value* ca = e.Op(OpKind::kDiv, {wa, denominator});
-    Value* cb = e.Op(OpKind::kDiv, {wb, denominator});
+    return {e.Convert(part.o, compute_type_), e.Convert(part.lse, compute_type_)};
+  }
+
+  // Online-softmax merge of the partials into the accumulator, in order (see
+  // ring_attention.h): one attention_merge, one kernel however many partials.
+  Partial Merge(OpBuilder& e, const Partial& acc, const std::vector<Partial>& parts) {
     if (!e.ok()) return {};
-    std::vector<int64_t> column = a.lse->type().dims();
-    column.push_back(1);
-    Type column_type = Type::Tensor(compute_type_, column);
-    Value* ca4 = e.Op(OpKind::kReshape, {ca}, {}, column_type);
-    Value* cb4 = e.Op(OpKind::kReshape, {cb}, {}, column_type);
-    Value* oa = e.Op(OpKind::kMul, {a.o, ca4});
-    Value* ob = e.Op(OpKind::kMul, {b.o, cb4});
-    Value* o = e.Op(OpKind::kAdd, {oa, ob}, {}, std::nullopt, "o_step");
-    return {o, lse};
+    std::vector<Operand> operands = {acc.o, acc.lse};
+    for (const Partial& part : parts) {
+      operands.push_back(part.o);
+      operands.push_back(part.lse);
+    }
+    std::vector<Value*> r = e.Ops(OpKind::kAttentionMerge, operands, {}, 2, {"o_step", "lse_step"});
+    if (!e.ok()) return {};
+    return {r[0], r[1]};
   }
 
   // A `for %step = lower to upper` at the emitter's position, carrying `inits`; the body
@@ -250,7 +244,7 @@ class Ring {
     const bool shift_first = !match_.rest.empty();
     Value* kb = shift_first ? Shift(e_, k_, "k_step1") : nullptr;
     Value* vb = shift_first ? Shift(e_, v_, "v_step1") : nullptr;
-    Partial acc = Attend(e_, q_, k_, v_, q_pos, key_pos(e_, rank_));
+    Partial acc = Accumulator(e_, Attend(e_, q_, k_, v_, q_pos, key_pos(e_, rank_)));
     if (!shift_first) {
       kb = Shift(e_, k_, "k_step1");
       vb = Shift(e_, v_, "v_step1");
@@ -263,7 +257,7 @@ class Ring {
         Value* v_next = Shift(b, loop.carried[3], "v_next");
         Value* source = causal_ ? SourceAt(b, loop.iv) : nullptr;
         Partial part = Attend(b, q_, loop.carried[2], loop.carried[3], q_pos, key_pos(b, source));
-        Partial merged = Merge(b, {loop.carried[0], loop.carried[1]}, part);
+        Partial merged = Merge(b, {loop.carried[0], loop.carried[1]}, {part});
         return {merged.o, merged.lse, k_next, v_next};
       });
       if (!e_.ok()) return;
@@ -272,7 +266,7 @@ class Ring {
       vb = loop.op->result(3);
     }
     Value* source = causal_ ? LastSource(e_) : nullptr;
-    acc = Merge(e_, acc, Attend(e_, q_, kb, vb, q_pos, key_pos(e_, source)));
+    acc = Merge(e_, acc, {Attend(e_, q_, kb, vb, q_pos, key_pos(e_, source))});
     out = e_.Convert(acc.o, element_type_);
     lse_out = attention_->num_results() == 2 ? e_.Convert(acc.lse, ElementType::kF32) : nullptr;
   }
@@ -281,8 +275,11 @@ class Ring {
 
   // One ring step in the zigzag layout: the local query chunks (a: chunk r, b: chunk
   // 2n-1-r) against the two key chunks of the block from device `source`, merged into
-  // `acc` (empty on the first step). Of the four chunk pairs two are fully masked on
-  // every device and step but the first, where the device's own diagonal pairs come first.
+  // `acc` (empty on the first step): one attention_merge per query chunk takes its key
+  // chunks. Of the four chunk pairs two are fully masked on every device and step but
+  // the first, where the device's own diagonal pairs come first; one of them, query
+  // chunk r against key chunk 2n-1-s, on every step when queries and keys align, and is
+  // then not emitted (LowQueriesNeverSeeHighKeys).
   void ZigzagStep(OpBuilder& e, Value* k_block, Value* v_block, Value* source,
                   std::array<Partial, 2>& acc, bool first) {
     int64_t chunk = block_ / 2;
@@ -293,17 +290,35 @@ class Ring {
     std::array<Value*, 2> k_pos = {ChunkPosition(e, source, chunk, KeyBase(), "k_pos_lo"),
                                    ChunkPosition(e, mirror, chunk, KeyBase(), "k_pos_hi")};
     for (int h = 0; h < 2; ++h) {
+      std::vector<Partial> parts;
       for (int g : {h, 1 - h}) {
-        Partial part = Attend(e, q_half_[h], k[g], v[g], q_pos_half_[h], k_pos[g]);
-        acc[h] = first && g == h ? part : Merge(e, acc[h], part);
+        if (h == 0 && g == 1 && low_queries_never_see_high_keys_) continue;
+        parts.push_back(Attend(e, q_half_[h], k[g], v[g], q_pos_half_[h], k_pos[g]));
       }
+      if (first) {
+        acc[h] = Accumulator(e, parts[0]);
+        parts.erase(parts.begin());
+      }
+      if (!parts.empty()) acc[h] = Merge(e, acc[h], parts);
     }
+  }
+
+  // Whether query chunk r never sees key chunk 2n-1-s, on any device and step: with
+  // equal chunk lengths and the keys' base at or after the queries', key chunk 2n-1-s
+  // (>= n) starts after query chunk r (< n) ends. That pair's attention would return
+  // lse = -inf on every row, which a merge into the chunk's running result (finite from
+  // its diagonal at step 0) leaves unchanged to the bit: it is not emitted.
+  bool LowQueriesNeverSeeHighKeys(const Operand& query_base) const {
+    if (queries_ != block_) return false;
+    if (k_base_ == nullptr) return query_base.value == nullptr && query_base.literal <= 0;
+    return query_base.value == k_base_;
   }
 
   void RunZigzag(const Operand& query_base, Value*& out, Value*& lse_out,
                  std::vector<Operation*>* rewritten) {
     int64_t q_chunk = queries_ / 2;
     int64_t kv_chunk = block_ / 2;
+    low_queries_never_see_high_keys_ = LowQueriesNeverSeeHighKeys(query_base);
     zz_.emplace(e_, rank_, n_, match_.axes);
     Value* q = zz_->ZigzagOf(q_, q_chunk, "q_zz");
     Value* k = zz_->ZigzagOf(k_, kv_chunk, "k_zz");
@@ -364,6 +379,7 @@ class Ring {
   int64_t block_ = 0;
   std::array<Value*, 2> q_half_ = {nullptr, nullptr};
   std::array<Value*, 2> q_pos_half_ = {nullptr, nullptr};
+  bool low_queries_never_see_high_keys_ = false;
 };
 
 }  // namespace

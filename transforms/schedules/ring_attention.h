@@ -12,8 +12,10 @@
 //
 // Each step's `attention` gives a partial output and its log-sum-exp (the keys' positions
 // from k_pos = ((rank - s) mod n) * block, so causal masks stay exact); partial results are
-// merged by online softmax written as CommIR ops, in f32 (f64 for f64) whatever the input
-// type, and converted back at the end:
+// merged by online softmax with one `attention_merge` op per step (per query chunk with
+// zigzag), in f32 (f64 for f64) whatever the input type: step 0's result is converted
+// to that type, later steps' bf16 outputs are widened inside the merge, and the result
+// is converted back at the end. The merge (commir/online_softmax.h):
 //   m = max(lse_a, lse_b, -1e30)  w_x = exp(lse_x - m)  s = w_a + w_b
 //   lse = m + log(s)              o = o_a * w_a / max(s, 1e-30) + o_b * w_b / max(s, 1e-30)
 // The floor on m keeps exp(-inf - -inf) = NaN out when neither side has seen a key yet
@@ -28,7 +30,10 @@
 // writes it, with n even and even local lengths): each device holds sequence chunks r
 // and 2n-1-r of 2n, so every step does the same unmasked work on every device (two of the
 // four chunk pairs after the first step; see docs/format-decisions.md). Each step makes
-// one attention call per (query chunk, key chunk) pair, at the chunks' own positions. The
+// one attention call per (query chunk, key chunk) pair, at the chunks' own positions, and
+// one attention_merge per query chunk folding its pairs in; when queries and keys align
+// (equal lengths, the keys' base not before the queries'), query chunk r never sees key
+// chunk 2n-1-s, and that pair is not emitted: three calls a step. The
 // pass permutes q, k and v into that layout at entry and the output (and lse) back at
 // exit, one all_to_all each, so the function's signature and meaning do not change. Other
 // cases get the contiguous ring.

@@ -29,6 +29,7 @@ ShardingTable BuildTable() {
   table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
   table[OpKind::kCrossEntropy] = {.rule = CrossEntropyRule};
   table[OpKind::kCrossEntropyGrad] = {.rule = CrossEntropyGradRule};
+  table[OpKind::kAttentionMerge] = {.rule = AttentionMergeRule};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};
   table[OpKind::kSlice] = {.rule = SliceRule, .decompose = DecomposeSlice};

@@ -259,6 +259,19 @@ OpRule AttentionRule(const Operation& op) {
   return rule;
 }
 
+OpRule AttentionMergeRule(const Operation& op) {
+  OpRule rule;
+  const std::vector<int64_t>& o = op.operand(0)->type().dims();
+  std::vector<std::vector<int>> row_dims;
+  for (size_t d = 0; d + 1 < o.size(); ++d) row_dims.push_back({rule.AddFactor(o[d], FactorKind::kPass)});
+  std::vector<std::vector<int>> o_dims = row_dims;
+  o_dims.push_back({rule.AddFactor(o.back(), FactorKind::kPass)});
+  for (int i = 0; i < op.num_operands(); ++i) rule.operands.push_back({true, i % 2 == 0 ? o_dims : row_dims});
+  rule.results.push_back({true, o_dims});
+  rule.results.push_back({true, row_dims});
+  return rule;
+}
+
 OpRule AttentionGradRule(const Operation& op) {
   OpRule rule;
   const std::vector<int64_t>& q = op.operand(AttentionGradOp::kQ)->type().dims();

@@ -32,6 +32,10 @@ OpRule AttentionGradRule(const Operation& op);
 // loss is per token (reduction = none), the class dim whole.
 OpRule CrossEntropyRule(const Operation& op);
 OpRule CrossEntropyGradRule(const Operation& op);
+// attention_merge: elementwise over the rows [.., S] and the head dim D, which every
+// (o, lse) pair shares (the lses have no D: a split of D computes each row's weights on
+// every device of it).
+OpRule AttentionMergeRule(const Operation& op);
 OpRule ReshapeRule(const Operation& op);
 OpRule TransposeRule(const Operation& op);
 OpRule SliceRule(const Operation& op);
