@@ -21,7 +21,8 @@ while IFS='|' read -r golden edit why; do
   if /usr/bin/python3 "$checker" "$tmp/search" >"$tmp/out" 2>&1; then
     echo "FAIL: $golden with '$edit' ($why) passed the closed-form check"; failed=1
   else
-    echo "ok: $golden with '$edit' fails: $(grep -m1 '^FAIL' "$tmp/out")"
+    echo "ok: $golden with '$edit' fails:"
+    grep '^FAIL' "$tmp/out" | head -3
   fi
 done <<'EDITS'
 mlp.golden|s/1.34833388e-05/1.44833388e-05/|exposed all_reduce 7% off NCCL's ring model
@@ -31,7 +32,11 @@ train_mlp.golden|0,/3.87925277e-05/s//3.97925277e-05/|forward + backward no long
 train_mlp.golden|0,/3.74500163e-05/s//1.87250081e-05/|one gradient all_reduce instead of two
 renamed_meshes.golden|s/5.45797385e-05/2.95797385e-05/|cross-node row faster than its in-node twin
 renamed_meshes_one_node.golden|3s/1.88037495e-05/1.88037496e-05/|same placement, different time
-zigzag_attention.golden|s/,5.74996505e-05,32768,/,5.74996505e-05,0,/|communication time with no bytes
+renamed_meshes.golden|s/5.45797385e-05,3.58297872e-05/2.87499513e-05,1.0e-05/|cross-node all_reduce faster than NVLink
+zigzag_attention.golden|s/,5.74996505e-05,32768,/,5.74996505e-05,16384,/|the k/v gathers without the zigzag exchanges
+zigzag_attention.golden|s/0.000155273092,5.74996505e-05/0.000127773442,3.0e-05/|communication below the links' bound
+zigzag_attention.golden|s/,5.81225164e-05,32768,/,5.81225164e-05,0,/|communication time with no bytes
+train_mlp.golden|0,/0.000115344024\(.*\),7.65514961e-05/s//3.88025277e-05\1,1e-08/|backward faster than its FLOPs at peak
 zigzag_attention.golden|s/0.000155273092,5.74996505e-05/5.0e-05,5.74996505e-05/|exposed longer than the time
 EDITS
 exit $failed

@@ -7,9 +7,14 @@ Figures used, each from the H100 SXM datasheet or NCCL as calibration.md quotes 
     all_gather and reduce_scatter take n-1 steps and move (n-1)/n of the gathered buffer,
     all_reduce 2(n-1) steps and 2(n-1)/n of it. The bus bandwidth is sim/hardware.cc's
     documented one (NVLink 4's 450 GB/s x 0.82 measured nccl-tests efficiency, halved at
-    0.75 MiB messages). Tolerance 1%: it absorbs the golden's 9 printed digits and
-    nothing else, so a different protocol, step count or byte count fails.
-  * Bytes per device: the ring's share above, exactly (integers).
+    0.75 MiB messages). The goldens agree to 1e-8 (their printed digits); the 1%
+    tolerance leaves room for a refinement the published model lacks, while one NCCL
+    step more or less (5% of these latency-bound collectives), another protocol or
+    other bytes fail.
+  * Bytes per device: the ring's share above, exactly (integers); an all_to_all sends
+    (n-1)/n of its local buffer. NCCL's tuning model has no all_to_all, so a candidate
+    with one is held to a lower bound: NCCL's smallest base latency plus its bytes at
+    NVLink's 450 GB/s per direction, the ring collectives' bound likewise.
   * Compute lower bound: the program's FLOPs split perfectly over the devices at the
     highest f32-input matmul rate of the datasheet (TF32 tensor cores, 495 TFLOP/s;
     calibration.md "GPUs"), plus its operands read and result written once at the HBM
@@ -35,7 +40,8 @@ MiB = 1024.0 ** 2
 NCCL_BASE = (6.6e-6, 14.0e-6, 8.4e-6)  # LL, LL128, Simple (ring)
 NCCL_STEP = (0.6e-6, 1.9e-6, 3.4e-6)
 NCCL_FRACTION = (0.5, 0.92, 1.0)
-NVLINK_BUS = 450e9 * 0.82
+NVLINK_PEAK = 450e9
+NVLINK_BUS = NVLINK_PEAK * 0.82
 NIC_BYTES_PER_S = 400e9 / 8
 PEAK_TF32 = 495e12
 HBM = 3.35e12
@@ -51,7 +57,17 @@ def ring_time(kind, n, size_bytes):
 
 
 def ring_bytes(kind, n, size_bytes):
+    if kind == "all_to_all":
+        return size_bytes * (n - 1) // n  # the local buffer, (n-1)/n of it to the others
     return (2 if kind == "all_reduce" else 1) * size_bytes * (n - 1) // n
+
+
+def least_time(kind, n, size_bytes, path):
+    """A lower bound: NCCL's smallest base latency, then the bytes at the link's peak."""
+    sent = ring_bytes(kind, n, size_bytes)
+    if path == "network":
+        return max(ring_time(kind, n, size_bytes), min(NCCL_BASE) + sent / NIC_BYTES_PER_S)
+    return min(NCCL_BASE) + sent / NVLINK_PEAK
 
 
 def matmul(m, k, n):
@@ -93,6 +109,17 @@ COLLECTIVES = [
     ("train_mlp.golden", [("4", "x.0@a"), ("2x2", "x.0@(a,b)")], [("all_reduce", 4, 262144, "nvlink")] * 2),
     # Training, w1's columns over 4: y ([256, 128], 128 KiB) forward and dx backward.
     ("train_mlp.golden", [("4", "w1.1@a"), ("2x2", "w1.1@(a,b)")], [("all_reduce", 4, 131072, "nvlink")] * 2),
+    # Zigzag sequence over b (2 devices), kv heads over a: q, k and v ([1, 2, 64, 16] f32,
+    # 8 KiB) leave the zigzag order by one all_to_all each, k and v are all_gathered
+    # (16 KiB), the output returns to the zigzag order by one more all_to_all.
+    ("zigzag_attention.golden", [("2x2", "q.1@a q.2@b")],
+     [("all_to_all", 2, 8192, "nvlink")] * 4 + [("all_gather", 2, 16384, "nvlink")] * 2),
+    # Zigzag sequence over a, v's head dimension over b: q, k ([1, 4, 64, 16], 16 KiB) and
+    # v (8 KiB) leave the zigzag order, k and v are all_gathered (32 and 16 KiB), the
+    # output (v's split, 8 KiB) returns to it.
+    ("zigzag_attention.golden", [("2x2", "q.2@a v.3@b")],
+     [("all_to_all", 2, 16384, "nvlink")] * 2 + [("all_to_all", 2, 8192, "nvlink")] * 2 +
+     [("all_gather", 2, 32768, "nvlink"), ("all_gather", 2, 16384, "nvlink")]),
     # 8 devices on nodes of 4: on 2x4 b is inside a node, a across; on 4x2 b is inside.
     # Batch over 4, w1's columns over the size-2 axis: y's shard ([64, 128], 32 KiB).
     ("renamed_meshes.golden", [("4x2", "x.0@a w1.1@b")], [("all_reduce", 2, 32768, "nvlink")]),
@@ -115,7 +142,7 @@ SAME_PLACEMENT = {
 }
 
 # Pairs that give every device the same shards but route their collective differently
-# (inside a node against across nodes): equal compute, the cross-node one not faster.
+# (inside a node against across nodes): equal compute.
 SAME_SHARDS = {
     "renamed_meshes.golden": [(("4x2", "x.0@a w1.1@b"), ("2x4", "x.0@b w1.1@a")),
                               (("4x2", "x.0@a x.1@b"), ("2x4", "x.0@b x.1@a"))],
@@ -159,16 +186,18 @@ def check_collectives(directory, c):
                 exposed = float(row["exposed_communication_s"])
                 nvlink = sum(ring_time(k, n, s) for k, n, s, _ in collectives)
                 sent = sum(ring_bytes(k, n, s) for k, n, s, _ in collectives)
-                c.check(int(row["bytes_per_device"]) == sent, "%s: %s bytes per device, the ring sends %d" % (
+                c.check(int(row["bytes_per_device"]) == sent, "%s: %s bytes per device, the collectives send %d" % (
                     what, row["bytes_per_device"], sent))
-                if all(path == "nvlink" for *_, path in collectives):
+                exact = all(path == "nvlink" and k != "all_to_all" for k, _, _, path in collectives)
+                if exact:
                     c.check(abs(exposed / nvlink - 1) <= 0.01, "%s: exposed communication %.6g s, NCCL's ring "
                             "model gives %.6g s" % (what, exposed, nvlink))
                 else:
-                    nic = sum(min(NCCL_BASE) + ring_bytes(k, n, s) / NIC_BYTES_PER_S for k, n, s, _ in collectives)
-                    c.check(exposed >= max(nvlink, nic) * (1 - 1e-6), "%s: exposed communication %.6g s across "
-                            "nodes, faster than NVLink's %.6g s or one NIC's %.6g s" % (what, exposed, nvlink, nic))
-                print("%s: exposed %.6g s, closed form %.6g s (NVLink)" % (what, exposed, nvlink))
+                    least = sum(least_time(*collective) for collective in collectives)
+                    c.check(exposed >= least * (1 - 1e-6), "%s: exposed communication %.6g s, below the "
+                            "links' bound %.6g s" % (what, exposed, least))
+                print("%s: exposed %.6g s, %s %.6g s" % (what, exposed, "NCCL's ring model" if exact else
+                                                             "at least", nvlink if exact else least))
 
 
 def one(rows, golden, mesh, layouts, c):
@@ -198,8 +227,6 @@ def check_equalities(directory, c):
             compute = [float(r["time_s"]) - float(r["exposed_communication_s"]) for r in (inside, across)]
             c.check(abs(compute[0] - compute[1]) <= 1e-8 * compute[0], "%s: %s and %s have the same shards but "
                     "compute %.6g s and %.6g s" % (golden, layouts_in, layouts_out, compute[0], compute[1]))
-            c.check(float(across["time_s"]) >= float(inside["time_s"]), "%s: %s %s across nodes is faster than "
-                    "%s %s inside one" % (golden, mesh_out, layouts_out, mesh_in, layouts_in))
 
 
 def check_bounds(directory, c):
