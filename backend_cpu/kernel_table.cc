@@ -105,6 +105,17 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
+// ---- Selection -------------------------------------------------------------------------
+
+Tensors RunTopK(const Operation& op, Operands t, Indices) {
+  absl::StatusOr<TopKResult> result = TopK(*t[0], op.RequiredIntAttr("k"));
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->values));
+  out.push_back(std::move(result->indices));
+  return out;
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -177,6 +188,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kRmsNorm, RunRmsNorm);
   table.Register(OpKind::kAttention, RunAttention);
   table.Register(OpKind::kAttentionGrad, RunAttentionGrad);
+  table.Register(OpKind::kTopK, RunTopK);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

@@ -8,6 +8,7 @@ const TensorLauncherTable& CudaTensorLaunchers() {
     RegisterElementwiseLaunchers(*built);
     RegisterLinalgLaunchers(*built);
     RegisterLayoutLaunchers(*built);
+    RegisterTopKLaunchers(*built);
     return built;
   }();
   return *table;

@@ -12,6 +12,7 @@ namespace commir::cuda {
 void RegisterElementwiseLaunchers(TensorLauncherTable& table);  // launch_elementwise.cc
 void RegisterLinalgLaunchers(TensorLauncherTable& table);       // launch_linalg.cc
 void RegisterLayoutLaunchers(TensorLauncherTable& table);       // launch_layout.cc
+void RegisterTopKLaunchers(TensorLauncherTable& table);         // launch_topk.cc
 
 // Every family's launchers (built once).
 const TensorLauncherTable& CudaTensorLaunchers();

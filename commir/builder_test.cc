@@ -141,6 +141,8 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   EXPECT_EQ(Build(g, OpKind::kBroadcast, {w}, {}, {T({3, 8})}), "f32[3, 8]");
   EXPECT_EQ(Build(g, OpKind::kReshard, {x}, {}, {Type::Tensor(kF32, {4, 8}, {{"dp"}, {"tp"}})}),
             "f32[4@dp, 8@tp]");
+  EXPECT_EQ(Build(g, OpKind::kTopK, {x}, Attrs({{"k", Attribute::Int(3)}}), {}, 2),
+            "f32[4, 3], i64[4, 3]");
   EXPECT_EQ(Build(g, OpKind::kReturn, {x}, {}, {}, 0), "");
 
   // Spmd ops.

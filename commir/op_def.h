@@ -53,6 +53,8 @@ enum class OpKind : uint8_t {
   // Tensor ops.
   kFull, kMatmul, kReduceSum, kReduceMax, kReduceMean, kSoftmax, kLayerNorm, kRmsNorm,
   kAttention, kAttentionGrad, kReshape, kTranspose, kSlice, kConcat, kBroadcast, kReshard,
+  // Selection (topk_ops.cc).
+  kTopK,
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,

@@ -61,6 +61,7 @@ void AppendLayoutOps(std::vector<OpDef>& ops);
 void AppendSpmdOps(std::vector<OpDef>& ops);
 void AppendTerminatorOps(std::vector<OpDef>& ops);
 void AppendCallOps(std::vector<OpDef>& ops);
+void AppendTopKOps(std::vector<OpDef>& ops);
 
 }  // namespace commir::ops
 

@@ -25,6 +25,8 @@ absl::StatusOr<std::vector<Value*>> SliceVjp(OpBuilder& b, const VjpArgs& args);
 absl::StatusOr<std::vector<Value*>> ConcatVjp(OpBuilder& b, const VjpArgs& args);
 absl::StatusOr<std::vector<Value*>> BroadcastVjp(OpBuilder& b, const VjpArgs& args);
 absl::StatusOr<std::vector<Value*>> ReshardVjp(OpBuilder& b, const VjpArgs& args);
+// topk_vjp.cc.
+absl::StatusOr<std::vector<Value*>> TopKVjp(OpBuilder& b, const VjpArgs& args);
 
 }  // namespace commir::ops
 

@@ -135,6 +135,13 @@ std::vector<RuleCase> Cases() {
       {"concat", "%x: f64[3, 4], %y: f64[3, 2]", "  %r = concat(%x, %y) {dim = 1}", "f64[3, 6]",
        "x,y"},
       {"broadcast", "%x: f64[3, 1]", "  %r = broadcast(%x) : f64[2, 3, 4]", "f64[2, 3, 4]", "x"},
+      // top_k: the cotangent goes back to the chosen positions (the inputs are distinct,
+      // so a small step never changes the choice); n = 7 builds the rule's position iota
+      // through its odd steps, k = n is a full sort.
+      {"top_k", "%x: f64[3, 5]", "  %r, %i = top_k(%x) {k = 2}", "f64[3, 2]", "x"},
+      {"top_k_odd_rank3", "%x: f64[2, 3, 7]", "  %r, %i = top_k(%x) {k = 3}", "f64[2, 3, 3]",
+       "x"},
+      {"top_k_full_sort", "%x: f64[2, 4]", "  %r, %i = top_k(%x) {k = 4}", "f64[2, 4]", "x"},
       // Through attention_grad: plain, causal with GQA (4 query heads over 2 kv heads), and
       // an attention that returns lse (its o and lse are reused, not recomputed).
       {"attention", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 5, 4], %v: f64[1, 2, 5, 3]",

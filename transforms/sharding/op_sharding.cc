@@ -32,6 +32,7 @@ ShardingTable BuildTable() {
   table[OpKind::kConcat] = {.rule = ConcatRule};
   table[OpKind::kBroadcast] = {.rule = BroadcastRule};
   table[OpKind::kReshard] = {.rule = IdentityRule, .decompose = DecomposeReshard};
+  table[OpKind::kTopK] = {.rule = TopKRule};
   return table;
 }
 
