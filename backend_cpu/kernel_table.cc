@@ -147,6 +147,17 @@ Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices) {
                               CrossEntropyOptionsOf(op)));
 }
 
+// ---- Selection -------------------------------------------------------------------------
+
+Tensors RunTopK(const Operation& op, Operands t, Indices) {
+  absl::StatusOr<TopKResult> result = TopK(*t[0], op.RequiredIntAttr("k"));
+  if (!result.ok()) return result.status();
+  std::vector<Tensor> out;
+  out.push_back(std::move(result->values));
+  out.push_back(std::move(result->indices));
+  return out;
+}
+
 // ---- Layout and dynamic slices ---------------------------------------------------------
 
 Tensors RunReshape(const Operation& op, Operands t, Indices) {
@@ -238,6 +249,7 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kCrossEntropy, RunCrossEntropy);
   table.Register(OpKind::kCrossEntropyGrad, RunCrossEntropyGrad);
   table.Register(OpKind::kAttentionMerge, RunAttentionMerge);
+  table.Register(OpKind::kTopK, RunTopK);
   table.Register(OpKind::kReshape, RunReshape);
   table.Register(OpKind::kTranspose, RunTranspose);
   table.Register(OpKind::kSlice, RunSlice);

@@ -146,6 +146,19 @@ struct AttentionMergeResult {
 // outputs[i] [.., S, D], lses[i] [.., S].
 absl::StatusOr<AttentionMergeResult> AttentionMerge(absl::Span<const Tensor* const> outputs,
                                                     absl::Span<const Tensor* const> lses);
+// Selection (topk.cc)
+
+struct TopKResult {
+  Tensor values;   // x's element type, [..., k]
+  Tensor indices;  // i64, [..., k]
+};
+
+// The k largest entries of each row of the last dimension, sorted descending, and their
+// positions in the row. The order is total: NaN ranks above every number (as in
+// torch.topk), equal values (+0 and -0 among them) keep the lower index first. Values are
+// copied, never rounded. Needs a float or integer x of rank >= 1 and 1 <= k <= its last
+// extent.
+absl::StatusOr<TopKResult> TopK(const Tensor& x, int64_t k);
 
 // ---------------------------------------------------------------------------------------
 // Attention (attention.cc)

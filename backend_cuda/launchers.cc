@@ -11,6 +11,7 @@ const TensorLauncherTable& CudaTensorLaunchers() {
     RegisterDropoutLaunchers(*built);
     RegisterGatherLaunchers(*built);
     RegisterLossLaunchers(*built);
+    RegisterTopKLaunchers(*built);
     return built;
   }();
   return *table;

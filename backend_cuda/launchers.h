@@ -15,6 +15,7 @@ void RegisterLayoutLaunchers(TensorLauncherTable& table);       // launch_layout
 void RegisterDropoutLaunchers(TensorLauncherTable& table);      // launch_dropout.cc
 void RegisterGatherLaunchers(TensorLauncherTable& table);       // launch_gather.cc
 void RegisterLossLaunchers(TensorLauncherTable& table);         // launch_loss.cc
+void RegisterTopKLaunchers(TensorLauncherTable& table);         // launch_topk.cc
 
 // Every family's launchers (built once).
 const TensorLauncherTable& CudaTensorLaunchers();

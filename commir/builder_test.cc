@@ -174,6 +174,8 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
               "scatter_add: the updates must have shape [2, 3, 8] (the gather of f32[4, 8] by "
               "i32[2, 3]), got f32[4, 8]");
   }
+  EXPECT_EQ(Build(g, OpKind::kTopK, {x}, Attrs({{"k", Attribute::Int(3)}}), {}, 2),
+            "f32[4, 3], i64[4, 3]");
   EXPECT_EQ(Build(g, OpKind::kReturn, {x}, {}, {}, 0), "");
 
   // Spmd ops.

@@ -111,6 +111,7 @@ const Registry& GetRegistry() {
     ops::AppendTerminatorOps(r->defs);
     ops::AppendCallOps(r->defs);
     ops::AppendDropoutOps(r->defs);
+    ops::AppendTopKOps(r->defs);
     std::sort(r->defs.begin(), r->defs.end(),
               [](const OpDef& a, const OpDef& b) { return a.kind < b.kind; });
     for (size_t i = 0; i < r->defs.size(); ++i) {

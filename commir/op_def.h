@@ -59,6 +59,8 @@ enum class OpKind : uint8_t {
   kGather, kScatterAdd,
   // Losses (ops/loss_ops.cc).
   kCrossEntropy, kCrossEntropyGrad,
+  // Selection (topk_ops.cc).
+  kTopK,
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,

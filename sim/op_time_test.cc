@@ -250,6 +250,17 @@ TEST_F(OpTimeTest, AttentionMergeIsOneMemoryBoundKernel) {
   EXPECT_NEAR(t, kLaunch + bytes / kHbm, 1e-12);
 }
 
+// Sampling's top-50 over Llama 3's 128256-token vocabulary: one kernel that reads the
+// logits once and writes the bf16 values and i64 indices (its ~6 comparisons an element
+// are far below the roofline's compute side).
+TEST_F(OpTimeTest, TopKIsOneMemoryBoundKernel) {
+  double t = Time(R"(func @f(%a: bf16[8, 128256]) -> bf16[8, 50] {
+    %v, %i = top_k(%a) {k = 50}
+    return %v
+  })");
+  EXPECT_NEAR(t, kLaunch + (8.0 * 128256 * 2 + 8.0 * 50 * 2 + 8.0 * 50 * 8) / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

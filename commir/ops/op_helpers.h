@@ -64,6 +64,7 @@ void AppendSpmdOps(std::vector<OpDef>& ops);
 void AppendTerminatorOps(std::vector<OpDef>& ops);
 void AppendCallOps(std::vector<OpDef>& ops);
 void AppendDropoutOps(std::vector<OpDef>& ops);
+void AppendTopKOps(std::vector<OpDef>& ops);
 
 }  // namespace commir::ops
 

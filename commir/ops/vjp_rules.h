@@ -27,6 +27,8 @@ absl::StatusOr<std::vector<Value*>> BroadcastVjp(OpBuilder& b, const VjpArgs& ar
 absl::StatusOr<std::vector<Value*>> ReshardVjp(OpBuilder& b, const VjpArgs& args);
 // loss_vjp.cc.
 absl::StatusOr<std::vector<Value*>> CrossEntropyVjp(OpBuilder& b, const VjpArgs& args);
+// topk_vjp.cc.
+absl::StatusOr<std::vector<Value*>> TopKVjp(OpBuilder& b, const VjpArgs& args);
 
 }  // namespace commir::ops
 

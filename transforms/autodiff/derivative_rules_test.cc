@@ -155,6 +155,22 @@ std::vector<RuleCase> Cases() {
       {"concat", "%x: f64[3, 4], %y: f64[3, 2]", "  %r = concat(%x, %y) {dim = 1}", "f64[3, 6]",
        "x,y"},
       {"broadcast", "%x: f64[3, 1]", "  %r = broadcast(%x) : f64[2, 3, 4]", "f64[2, 3, 4]", "x"},
+      // top_k: the cotangent goes back to the chosen positions (the inputs are distinct,
+      // so a small step never changes the choice); n = 7 builds the rule's position iota
+      // through its odd steps, k = n is a full sort.
+      {"top_k", "%x: f64[3, 5]", "  %r, %i = top_k(%x) {k = 2}", "f64[3, 2]", "x"},
+      {"top_k_odd_rank3", "%x: f64[2, 3, 7]", "  %r, %i = top_k(%x) {k = 3}", "f64[2, 3, 3]",
+       "x"},
+      {"top_k_full_sort", "%x: f64[2, 4]", "  %r, %i = top_k(%x) {k = 4}", "f64[2, 4]", "x"},
+      // RoPE as Hugging Face's Llama writes it, x cos + rotate_half(x) sin, from slice, neg,
+      // concat, mul and add: the composed rules give the rotation by -theta for x and the
+      // products' rules for cos and sin.
+      {"rope_rotate_half", "%x: f64[2, 3, 4], %cs: f64[3, 4], %sn: f64[3, 4]",
+       "  %x1 = slice(%x) {start = [0, 0, 0], size = [2, 3, 2]}\n"
+       "  %x2 = slice(%x) {start = [0, 0, 2], size = [2, 3, 2]}\n"
+       "  %n2 = neg(%x2)\n  %rot = concat(%n2, %x1) {dim = 2}\n"
+       "  %a = mul(%x, %cs)\n  %b = mul(%rot, %sn)\n  %r = add(%a, %b)",
+       "f64[2, 3, 4]", "x,cs,sn"},
       // Through attention_grad: plain, causal with GQA (4 query heads over 2 kv heads), and
       // an attention that returns lse (its o and lse are reused, not recomputed).
       {"attention", "%q: f64[1, 2, 3, 4], %k: f64[1, 2, 5, 4], %v: f64[1, 2, 5, 3]",

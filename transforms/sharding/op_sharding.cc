@@ -41,6 +41,7 @@ ShardingTable BuildTable() {
   table[OpKind::kDropout] = {.rule = ElementwiseRule, .decompose = DecomposeDropout};
   table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
   table[OpKind::kScatterAdd] = {.rule = ScatterAddRule, .decompose = DecomposeScatterAdd};
+  table[OpKind::kTopK] = {.rule = TopKRule};
   return table;
 }
 

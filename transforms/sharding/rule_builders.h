@@ -44,6 +44,8 @@ OpRule BroadcastRule(const Operation& op);
 // One result laid out like its one operand (reshard).
 OpRule IdentityRule(const Operation& op);
 OpRule FullRule(const Operation& op);
+// top_k (topk_rule.cc): leading dimensions pass through, the selected one is replicated.
+OpRule TopKRule(const Operation& op);
 
 }  // namespace commir::sharding
 
