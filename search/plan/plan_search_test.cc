@@ -49,7 +49,9 @@ void ExpectSound(const ModelSpec& m, const PlanSearchResult& r, LayerCostCache& 
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(again->fits) << DescribePlan(p.plan);
     for (const StageMemory& s : again->memory) {
-      if (options.memory_headroom_bytes < 0) EXPECT_GT(s.headroom, 0);  // the CUDA context
+      if (options.memory_headroom_bytes < 0) {
+        EXPECT_GT(s.headroom, 0);  // the CUDA context
+      }
       EXPECT_LE(s.total + s.headroom, hbm) << DescribePlan(p.plan);
     }
     EXPECT_DOUBLE_EQ(Seconds(*again), Seconds(p.cost)) << DescribePlan(p.plan);
