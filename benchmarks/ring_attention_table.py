@@ -57,7 +57,8 @@ HEAD_DIM = 128
 # (devices, heads, kv heads, sequence): 4k and 16k queries per GPU. 64 heads on 64 GPUs so
 # that Ulysses can split them. Multi-head attention (k and v with as many heads as q) and
 # grouped-query attention with 8 kv heads, as Llama 3 70B (64 query heads) and 405B (128)
-# have (calibration.md, "Models"): its k/v blocks, which the rings shift, are 8x (64 GPUs)
+# have (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3; search/plan/model_spec.cc's
+# presets): its k/v blocks, which the rings shift, are 8x (64 GPUs)
 # or 4x (8 GPUs) smaller, its attention FLOPs the same.
 CONFIGS = [(8, 32, 32, 32768), (8, 32, 32, 131072), (64, 64, 64, 262144), (64, 64, 64, 1048576),
            (8, 32, 8, 32768), (8, 32, 8, 131072), (64, 64, 8, 262144), (64, 64, 8, 1048576)]
