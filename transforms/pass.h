@@ -35,7 +35,15 @@ namespace commir {
 // of its own, written `name` or `name{option=value,...}` (e.g. `adamw{lr=1e-3}`).
 enum class PassOptionType { kInt, kBool, kString, kEnum, kNumber, kChoice };
 
-struct PassOptionChoice;
+struct PassOptionSpec;
+
+// One alternative of a kChoice option: its name and its own options. Declared before
+// PassOptionSpec, whose `choices = {}` needs it complete (clang instantiates the vector's
+// destructor there).
+struct PassOptionChoice {
+  std::string name;
+  std::vector<PassOptionSpec> options;
+};
 
 // One entry of a pass's option schema.
 struct PassOptionSpec {
@@ -57,12 +65,6 @@ struct PassOptionSpec {
   bool max_exclusive = false;
   // The alternatives of a kChoice option, in the order --list-passes shows them.
   std::vector<PassOptionChoice> choices = {};
-};
-
-// One alternative of a kChoice option: its name and its own options.
-struct PassOptionChoice {
-  std::string name;
-  std::vector<PassOptionSpec> options;
 };
 
 // "int", "int >= 1", "int in 1..100", "bool", "string", "number", "number >= 0",
