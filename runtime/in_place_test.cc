@@ -38,20 +38,34 @@ TEST(PlaceBlockTest, DeclinesWhatDoesNotFit) {
   EXPECT_FALSE(PlaceBlock(16, 52, 1, INT64_MAX, 16, 13).has_value());
 }
 
-// The update of each case's %blk: whether the matmul writes into it.
-bool Fuses(const std::string& body) {
-  const std::string source = "mesh @m(tp=1)\n"
-                             "spmd func @f(%a: f32[4, 8], %b: f32[8, 3], %c: f32[12, 3]) -> "
-                             "f32[12, 3] on @m {\n" +
-                             body + "}\n";
+// `body` as the body of the spmd function `@f` with `header` (its mesh line and
+// signature, up to and including the opening brace); null (and a test failure) when it
+// does not parse.
+std::unique_ptr<Module> ParseCase(const std::string& header, const std::string& body) {
+  const std::string source = header + body + "}\n";
   DiagnosticEngine diagnostics;
   std::unique_ptr<Module> module = ParseModule(source, diagnostics);
   EXPECT_NE(module, nullptr) << source;
-  if (module == nullptr) return false;
-  const Operation* matmul = nullptr;
-  for (const Operation* op : *module->functions()[0]->body()) {
-    if (op->Is(OpKind::kMatmul)) matmul = op;
+  return module;
+}
+
+// The last op of `kind` in `@f`'s body, or null.
+const Operation* LastOfKind(const Module& module, OpKind kind) {
+  const Operation* found = nullptr;
+  for (const Operation* op : *module.functions()[0]->body()) {
+    if (op->Is(kind)) found = op;
   }
+  return found;
+}
+
+// The update of each case's %blk: whether the matmul writes into it.
+bool Fuses(const std::string& body) {
+  std::unique_ptr<Module> module = ParseCase(
+      "mesh @m(tp=1)\nspmd func @f(%a: f32[4, 8], %b: f32[8, 3], %c: f32[12, 3]) -> "
+      "f32[12, 3] on @m {\n",
+      body);
+  if (module == nullptr) return false;
+  const Operation* matmul = LastOfKind(*module, OpKind::kMatmul);
   const Operation* update = matmul == nullptr ? nullptr : MatmulWritesInto(*matmul);
   if (update != nullptr) {
     EXPECT_EQ(UpdateWrittenByMatmul(*update), matmul);
@@ -66,13 +80,10 @@ struct SliceCase {
   std::optional<SliceExtent> extent;
 };
 SliceCase FirstSlice(const std::string& body) {
-  const std::string source = "mesh @m(sp=1)\n"
-                             "spmd func @f(%q: f32[2, 3, 4, 8], %k: f32[2, 3, 16, 8], %i: index) -> "
-                             "f32[2, 3, 4, 8] on @m {\n" +
-                             body + "}\n";
-  DiagnosticEngine diagnostics;
-  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
-  EXPECT_NE(module, nullptr) << source;
+  std::unique_ptr<Module> module = ParseCase(
+      "mesh @m(sp=1)\nspmd func @f(%q: f32[2, 3, 4, 8], %k: f32[2, 3, 16, 8], %i: index) -> "
+      "f32[2, 3, 4, 8] on @m {\n",
+      body);
   if (module == nullptr) return {false, std::nullopt};
   const Operation& slice = **module->functions()[0]->body()->begin();
   return {SliceReadInPlace(slice), SliceAlongOneDim(slice)};
@@ -151,18 +162,11 @@ TEST(MatmulWritesIntoTest, OnlyWhereTheDestinationIsFreeAndReady) {
 // The update of each case's shift: whether the shift receives into its slot. %a is each
 // device's block, %c the gathered buffer it lands in.
 bool Receives(const std::string& body) {
-  const std::string source = "mesh @m(tp=4)\n"
-                             "spmd func @f(%a: f32[4, 3], %c: f32[16, 3]) -> "
-                             "f32[16, 3] on @m {\n" +
-                             body + "}\n";
-  DiagnosticEngine diagnostics;
-  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
-  EXPECT_NE(module, nullptr) << source;
+  std::unique_ptr<Module> module = ParseCase(
+      "mesh @m(tp=4)\nspmd func @f(%a: f32[4, 3], %c: f32[16, 3]) -> f32[16, 3] on @m {\n",
+      body);
   if (module == nullptr) return false;
-  const Operation* shift = nullptr;
-  for (const Operation* op : *module->functions()[0]->body()) {
-    if (op->Is(OpKind::kShift)) shift = op;
-  }
+  const Operation* shift = LastOfKind(*module, OpKind::kShift);
   const Operation* update = shift == nullptr ? nullptr : ShiftReceivesInto(*shift);
   if (update != nullptr) {
     EXPECT_EQ(UpdateReceivedByShift(*update), shift);
