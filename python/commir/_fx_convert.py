@@ -25,7 +25,7 @@ from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
 from commir import _fx_compare, _fx_refusals
 from commir._fx_refusals import describe
-from commir._fx_tracer import commir_attention
+from commir._fx_tracer import commir_attention, commir_packed_heads
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
 from commir.errors import CaptureError, OpError
 
@@ -142,6 +142,7 @@ class Converter:
                 self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and any(
                     self.dynamic[i] for i in n.all_input_nodes)
         self.mb = ModuleBuilder()
+        self.mesh_sizes = dict(mesh) if isinstance(mesh, dict) else {}
         mesh_name = None
         if mesh is not None and (not isinstance(mesh, dict) or not all(
                 isinstance(a, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
@@ -156,6 +157,10 @@ class Converter:
         self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
         self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
+        # argument name -> the shape it takes its state tensor in (a packed in-projection
+        # seen per head, see _packed_heads); others take theirs as they are.
+        self.argument_shapes = {}
+        self._packed = {}  # get_attr node -> its per-head argument
 
     # ---- helpers for the attention matcher and handlers ---------------------------
     def refuse(self, node, what=None, inputs=None):
@@ -255,7 +260,11 @@ class Converter:
                 return (1, self.state_order.get(source[1], len(self.state_order)))
         return (2, 0)
 
-    def _argument(self, node, name, source):
+    def _argument(self, node, name, source, packed_rank=None):
+        """A new argument for the value of `node`. `packed_rank`: the argument is a
+        parameter of that rank seen per head ([parts, heads, head_dim, ...] for
+        [parts * heads * head_dim, ...]); a layout written for the parameter's own rank
+        puts its first entry on the heads dimension."""
         value = self.values[node]
         if value.dtype not in DTYPES:
             raise CaptureError("argument %s has dtype %s, which CommIR has no type for" % (name, value.dtype))
@@ -264,6 +273,20 @@ class Converter:
         if layout is not None and not isinstance(layout, (list, tuple)):
             raise CaptureError("layout of %s must be a list with one entry per dimension (None, an "
                                "axis or a tuple of axes), not %r" % (name, layout))
+        if layout is not None and packed_rank is not None and len(layout) == packed_rank:
+            # The packed dimension split over devices means each device holds a group of
+            # heads, with their q, k and v rows (head-parallel attention).
+            layout = [None, layout[0], None] + list(layout[1:])
+        if layout is not None and packed_rank is not None and layout[1] is not None:
+            axes = layout[1] if isinstance(layout[1], (list, tuple)) else (layout[1],)
+            devices = 1
+            for axis in axes:
+                devices *= self.mesh_sizes.get(axis, 1)
+            heads = value.shape[1]
+            if heads % devices:
+                raise CaptureError("layout of %s: %d heads cannot be split over %d devices (%s); "
+                                   "head-parallel attention needs a whole number of heads per device"
+                                   % (name, heads, devices, ", ".join(map(str, axes))))
         if layout is not None:
             self.used_layouts.add(arg_name if arg_name in self.layouts else name)
         try:
@@ -418,6 +441,22 @@ class Converter:
                         "cannot express" % node.target)
         self.refuse(node, "nn.%s %s: CommIR has no lowering for this module" % (type(m).__name__, node.target))
 
+    def _packed_heads(self, node):
+        """A packed in-projection per head (commir_packed_heads): when the parameter is
+        read only that way, an argument of the per-head shape itself, so that its layout
+        can split the heads; otherwise a reshape of the parameter's argument."""
+        w = node.args[0]
+        _, shape = self._out_type(node)
+        if (isinstance(w, torch.fx.Node) and w.op == "get_attr" and w not in self.emitted
+                and all(u.target is commir_packed_heads for u in w.users)):
+            if w not in self._packed:
+                key = w.target[len(self.prefix):] if w.target.startswith(self.prefix) else w.target
+                v = self._argument(node, key, ("state", key), packed_rank=len(self.shape(w)))
+                self.argument_shapes[v.name] = shape
+                self._packed[w] = v
+            return self._packed[w]
+        return self.fb.reshape(self.tensor(w, node), shape, name=self._name(node))
+
     def _param(self, qualified):
         node = self._get_attr_node(qualified)
         return self.tensor(node, None)
@@ -451,6 +490,8 @@ class Converter:
         t = node.target
         name = self._name(node)
         args, kwargs = node.args, node.kwargs
+        if t is commir_packed_heads:
+            return self._packed_heads(node)
         if t is commir_attention:
             q, k, v = (self.tensor(a, node) for a in args[:3])
             return self.fb.attention(q, k, v, causal=bool(args[3]), scale=float(args[4]), name=name)

@@ -46,6 +46,17 @@ def commir_attention(q, k, v, causal, scale):
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
+@torch.fx.wrap
+def commir_packed_heads(w, parts, heads):
+    """nn.MultiheadAttention's packed in-projection [parts * E, ...] (q, k and v stacked)
+    seen as [parts, heads, head_dim, ...]. Appears in traced graphs as one call: the
+    conversion makes the parameter an argument of this shape, so that a layout on the
+    heads dimension gives each device its head group's rows of q, k and v alike (a
+    split of the packed first dimension would cut across the three thirds)."""
+    rows = w.shape[0] // parts
+    return w.reshape((parts, heads, rows // heads) + tuple(w.shape[1:]))
+
+
 def _masked_attention(q, k, v, scale, attn_mask, key_padding_mask):
     """Attention written out with its masks, as F.multi_head_attention_forward applies
     them (a bool mask: True is masked out; a float mask is added to the scores). The
@@ -78,11 +89,13 @@ def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weigh
         query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
     e, h = m.embed_dim, m.num_heads
     d = e // h
-    w, b = m.in_proj_weight, m.in_proj_bias
+    # [3, H, D, E] and [3, H, D]: the q, k and v rows of each head (see commir_packed_heads).
+    w = commir_packed_heads(m.in_proj_weight, 3, h)
+    b = commir_packed_heads(m.in_proj_bias, 3, h) if m.in_proj_bias is not None else None
 
     def project(x, i):
-        bias = b[i * e:(i + 1) * e] if b is not None else None
-        y = F.linear(x, w[i * e:(i + 1) * e], bias)
+        bias = b[i].reshape(e) if b is not None else None
+        y = F.linear(x, w[i].reshape(e, e), bias)
         return y.reshape(x.shape[0], x.shape[1], h, d).transpose(1, 2)  # [B, H, S, D]
 
     q, k, v = project(query, 0), project(key, 1), project(value, 2)

@@ -30,11 +30,14 @@ from commir import _fx_convert, _fx_refusals, _fx_tracer
 class Captured:
     """A captured program: the module, its function and where each argument comes from."""
 
-    def __init__(self, module, function, arguments, state, num_inputs):
+    def __init__(self, module, function, arguments, state, num_inputs, argument_shapes=None):
         self.module = module
         self.function = function
         # [(argument name, ("input", i) | ("state", state_dict key))] in signature order
         self.arguments = arguments
+        # {argument name: shape} for parameters taken in another shape than their own
+        # (nn.MultiheadAttention's in_proj_weight as [3, heads, head_dim, E])
+        self.argument_shapes = dict(argument_shapes or {})
         self._state = state
         self._num_inputs = num_inputs
 
@@ -50,6 +53,8 @@ class Captured:
         for name, (kind, key) in self.arguments:
             value = inputs[key] if kind == "input" else self._state[key]
             arrays[name] = commir._to_numpy(value)
+            if name in self.argument_shapes:
+                arrays[name] = arrays[name].reshape(self.argument_shapes[name])
         return arrays
 
     def partition(self, pipeline=commir.DEFAULT_SPMD_PIPELINE):
@@ -103,7 +108,8 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
             # keeps on the traced module as _tensor_constantN: an argument like a buffer.
             state[key] = _attribute(gm, prefix + key if _has_attribute(gm, prefix + key) else key).detach()
     module = builder.module(file="<capture of %s>" % func_name)
-    return Captured(module, func_name, converter.arguments, state, len(example_inputs))
+    return Captured(module, func_name, converter.arguments, state, len(example_inputs),
+                    converter.argument_shapes)
 
 
 def _attribute(root, path):
