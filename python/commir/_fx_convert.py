@@ -99,6 +99,12 @@ _NO_OP = {
     torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
     torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
 }
+# Rotary embeddings' cos/sin of the positions: constant positions are folded (see
+# Converter._buffer_ops_or_constant), positions that are inputs are not.
+_NO_TRIG = ("CommIR has no trigonometric op: pass cos and sin in as inputs (Hugging Face's "
+            "position_embeddings) or compute them from positions the model builds (torch.arange), "
+            "which the capture folds into constants")
+_NO_OP.update({f: _NO_TRIG for f in (torch.cos, "cos", torch.sin, "sin")})
 
 
 class Converter:
@@ -161,6 +167,9 @@ class Converter:
         # seen per head, see _packed_heads); others take theirs as they are.
         self.argument_shapes = {}
         self._packed = {}  # get_attr node -> its per-head argument
+        # state key -> value of a constant the model computes that became an argument
+        # (see _buffer_ops_or_constant)
+        self.constants = {}
 
     # ---- helpers for the attention matcher and handlers ---------------------------
     def refuse(self, node, what=None, inputs=None):
@@ -354,8 +363,9 @@ class Converter:
             self.emitted[x] = v
         if not isinstance(v, Value) and isinstance(x, torch.fx.Node) and self._from_buffers(x):
             # A tensor computed from buffers alone (a slice of a mask buffer, a comparison
-            # of it): the same ops on the buffer arguments.
-            v = self._emit(x)
+            # of it): the same ops on the buffer arguments, or its value as a constant
+            # argument where some op has no CommIR counterpart.
+            v = self._buffer_ops_or_constant(x)
             self.emitted[x] = v
         if not isinstance(v, Value):
             if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
@@ -365,13 +375,38 @@ class Converter:
             self.refuse(user, "%s with a non-tensor operand %r" % (describe(user), v))
         return v
 
+    def _buffer_ops_or_constant(self, node):
+        """The constant tensor `node` (computed from buffers and constants alone) as the
+        same ops on the buffer arguments; when one of those ops has no CommIR
+        counterpart (Hugging Face Llama's cos/sin of positions times inv_freq), its value
+        on the example inputs as an argument: it depends on no input or parameter, and
+        the shapes it was computed for are the program's. Random ops are never folded."""
+        saved = (self.fb.checkpoint(), list(self.arguments), dict(self.emitted), dict(self._parts),
+                 dict(self.argument_shapes), set(self.used_layouts), len(self.refusals))
+        try:
+            return self._emit(node)
+        except _Refused:
+            random = _random_ancestor(node)
+            if random is not None:
+                raise
+            checkpoint, arguments, emitted, parts, shapes, used, refusals = saved
+            self.fb.rollback(checkpoint)
+            self.arguments, self.emitted, self._parts = arguments, emitted, parts
+            self.argument_shapes, self.used_layouts = shapes, used
+            del self.refusals[refusals:]
+        v = self._argument(node, _constant_name(node), ("constant", None))
+        self.arguments[-1] = (v.name, ("state", _CONSTANT_PREFIX + v.name))
+        self.constants[_CONSTANT_PREFIX + v.name] = self.values[node].detach().clone()
+        return v
+
     def _from_buffers(self, node):
         """Whether the constant tensor `node` is computed from buffers (and numbers) only."""
         if node.op == "get_attr":
             return isinstance(self.values[node], torch.Tensor)
         if node.op not in ("call_function", "call_method", "call_module") or node.target in _SHAPE_ONLY:
             return False
-        inputs = node.all_input_nodes
+        # Sizes read off inputs (expand(x.shape[0], -1, 1)) are numbers, not tensors.
+        inputs = [i for i in node.all_input_nodes if self.dynamic[i] or _holds_tensor(self.values.get(i))]
         return (isinstance(self.values.get(node), torch.Tensor) and bool(inputs)
                 and all(self._from_buffers(i) for i in inputs))
 
@@ -684,6 +719,13 @@ class Converter:
             return self._element(node, base, index)
         x = self.tensor(base, node)
         index = index if isinstance(index, tuple) else (index,)
+        # Bounds computed from sizes (x[..., : x.shape[-1] // 2]) are the numbers they
+        # are for these shapes.
+        index = tuple(slice(self._static_bound(i.start), self._static_bound(i.stop), self._static_bound(i.step))
+                      if isinstance(i, slice) else self._static_bound(i) for i in index)
+        if any(isinstance(b, torch.fx.Node) for i in index if isinstance(i, slice) for b in (i.start, i.stop, i.step)):
+            self.refuse(node, "indexing (%s) with a slice bound computed from tensor values: CommIR's "
+                        "slice bounds are static" % describe(node))
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)
             explicit = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -719,6 +761,14 @@ class Converter:
             y = self.fb.slice(x, start, size, name=name + ".slice")
         _, shape = self._out_type(node)
         return y if y.type.shape == shape else self.fb.reshape(y, shape, name=name)
+
+    def _static_bound(self, i):
+        """An index or slice bound: the number a size-derived node stands for."""
+        if isinstance(i, torch.fx.Node) and not self.dynamic[i]:
+            value = self.values[i]
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return i
 
     def _part(self, node, j):
         """Part j of a split, chunk or unbind node: one slice (reshaped without the
@@ -783,6 +833,9 @@ class Converter:
         .transpose(1, 2)), the un-repeated [B, Hkv, S, D]: `attention` takes fewer kv
         heads directly (head h reads kv head h // n, as repeat_kv orders them)."""
         t = self.skip_identity(node)
+        hf = self._hf_repeat_kv(t)
+        if hf is not None:
+            return self.tensor(hf, node)
         if not attn.is_call(t, ("transpose", torch.transpose)) or sorted(a % 4 for a in t.args[1:3]) != [1, 2]:
             return self.tensor(node, node)
         r = self.skip_identity(t.args[0])
@@ -801,6 +854,29 @@ class Converter:
         kv = self.tensor(base, node)
         return self.fb.transpose(kv, [0, 2, 1, 3], name=self._name(t) + ".kv")
 
+    def _hf_repeat_kv(self, node):
+        """Hugging Face's repeat_kv on [B, Hkv, S, D]:
+        x[:, :, None, :, :].expand(B, Hkv, n, S, D).reshape(B, Hkv * n, S, D) -> x (head
+        h reads kv head h // n, the order `attention` reads fewer kv heads in), else None."""
+        if not attn.is_call(node, ("reshape", "view", torch.reshape)):
+            return None
+        e = self.skip_identity(node.args[0])
+        u = self.skip_identity(e.args[0]) if attn.is_call(e, ("expand",)) else None
+        if u is None or not attn.is_call(u, (operator.getitem,)):
+            return None
+        index = u.args[1]
+        if not (isinstance(index, tuple) and len(index) == 5 and index[2] is None and all(
+                isinstance(i, slice) and i == slice(None) for j, i in enumerate(index) if j != 2)):
+            return None
+        base = u.args[0]
+        if len(self.shape(base)) != 4:
+            return None
+        b, hkv, s, d = self.shape(base)
+        heads = self.shape(node)[1] if len(self.shape(node)) == 4 else 0
+        if self.shape(node) != (b, heads, s, d) or heads % hkv:
+            return None
+        return base
+
     def _attention(self, node, m):
         q = self.tensor(m.q, node)
         k, v = self._kv_heads(m.k), self._kv_heads(m.v)
@@ -818,6 +894,42 @@ class Converter:
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
+
+
+# State keys of folded constants: no state_dict key has this form.
+_CONSTANT_PREFIX = "<constant>."
+# Where a layout-only chain of a folded constant ends: it is named after that node.
+_LAYOUT_METHODS = ("unsqueeze", "to", "float", "type_as", "view", "reshape", "expand", "contiguous")
+_RANDOM = (torch.rand, torch.randn, torch.randint, torch.randperm, torch.rand_like, torch.randn_like,
+           torch.randint_like, torch.bernoulli, torch.normal, torch.multinomial, torch.poisson,
+           "uniform_", "normal_", "bernoulli_", "bernoulli", "random_", "exponential_", "geometric_",
+           "cauchy_", "log_normal_")
+
+
+def _random_ancestor(node):
+    """A node `node` is computed from that draws random numbers, else None."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op in ("call_function", "call_method"):
+            try:
+                if n.target in _RANDOM:
+                    return n
+            except TypeError:  # an unhashable target
+                pass
+        todo.extend(n.all_input_nodes)
+    return None
+
+
+def _constant_name(node):
+    """cos for cos.to(dtype).unsqueeze(1): the op that computed the constant."""
+    while (node.op == "call_method" and node.target in _LAYOUT_METHODS or node.op == "call_function"
+           and node.target is operator.getitem) and node.args and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node.name
 
 
 def _traced_values(gm):

@@ -30,7 +30,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from commir import _fx_example_values as example_values
-from commir import _fx_refusals
+from commir import _fx_factories, _fx_refusals
 from commir._fx_refusals import Source, describe as describe_target, model_frame as _model_frame
 
 
@@ -360,7 +360,8 @@ def trace(root, example_inputs=()):
     if type(root) in _ROOTS:
         root = _ROOTS[type(root)](root)
         prefix = ROOT_PREFIX
-    graph = tracer.trace(root)
+    with _fx_factories.static_sizes():
+        graph = tracer.trace(root)
     tracer.remove_defaulted_placeholders(graph)
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else getattr(root, "__name__", "function")
     return torch.fx.GraphModule(tracer.root, graph, name), prefix

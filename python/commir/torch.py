@@ -102,6 +102,7 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     state = {}
     if isinstance(module_or_fn, torch.nn.Module):
         state = {k: v.detach() for k, v in module_or_fn.state_dict(keep_vars=True).items()}
+    state.update(converter.constants)
     for _, (kind, key) in converter.arguments:
         if kind == "state" and key not in state:
             # A tensor the model builds from constants (torch.tensor([...])), which fx
