@@ -559,7 +559,7 @@ class Converter:
                 self.refuse(node, "%s without dim: the implicit dim is deprecated and ambiguous" % describe(node))
             x = self.tensor(args[0], node)
             dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
-            if dtype is not None:
+            if dtype is not None and DTYPES.get(dtype) != x.type.dtype:  # softmax(x, dtype=torch.float32) on f32
                 x = self.fb.convert(x, DTYPES[dtype], name=name + ".in")
             return self.fb.softmax(x, dim=dim, name=name)
         if t is F.layer_norm:

@@ -264,11 +264,12 @@ class CaptureTracer(torch.fx.Tracer):
                 names = names[1:]  # self
             concrete_args = {}
             for i, p in enumerate(names):
-                if i < len(self._examples) and self._examples[i] is not None:
+                if i < len(self._examples) and isinstance(self._examples[i], torch.Tensor):
                     self._example_by_name[p.name] = self._examples[i]
                 elif i < len(self._examples) or p.default is not p.empty:
-                    # None given, or nothing: the parameter is None / its default.
-                    concrete_args[p.name] = None if i < len(self._examples) else p.default
+                    # None or another non-tensor given (need_weights=False), or nothing:
+                    # the parameter is that value / its default.
+                    concrete_args[p.name] = self._examples[i] if i < len(self._examples) else p.default
                     self.defaulted.append(p.name)
         return super().create_args_for_root(root_fn, is_module, concrete_args or None)
 

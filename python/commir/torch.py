@@ -73,7 +73,8 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
     global CommIR function on `mesh` ({axis: size}, None: no mesh) with argument
     `layouts` and, optionally, the layouts requested for the results (one per result,
     default replicated). Parameters of the forward after the example inputs keep their
-    defaults, and a None example input fixes its parameter at None: neither is an input
+    defaults, and a None (or other non-tensor: need_weights=False) example input fixes its
+    parameter at that value: neither is an input
     of the captured function (Captured.run takes the tensors only). Returns a Captured."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
@@ -91,8 +92,9 @@ def capture(module_or_fn, example_inputs, mesh=None, layouts=None, name=None,
             raise
         except Exception as error:  # torch.fx's TraceError and friends
             raise _trace_error(func_name, error) from error
-        # A None example input is a parameter fixed at None, not an input.
-        example_inputs = tuple(x for x in example_inputs if x is not None)
+        # A None (or other non-tensor) example input is a parameter fixed at that value,
+        # not an input.
+        example_inputs = tuple(x for x in example_inputs if isinstance(x, torch.Tensor))
         state_keys = list(module_or_fn.state_dict().keys()) if isinstance(module_or_fn, torch.nn.Module) else []
         converter = _fx_convert.Converter(gm, prefix, example_inputs, mesh, layouts, func_name, state_keys,
                                           result_layouts)
