@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
-from commir import _fx_compare, _fx_refusals
+from commir import _fx_compare, _fx_dtypes, _fx_refusals, _fx_scatter
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention, commir_packed_heads
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
@@ -36,6 +36,8 @@ DTYPES = {
 
 _IDENTITY_METHODS = ("contiguous", "clone", "detach")
 _CONVERT_METHODS = ("to", "float", "half", "bfloat16", "double", "type_as", "type")
+# Conversions to integers and bool: captured, but not looked through by pattern matching.
+_INTEGER_CONVERT_METHODS = ("long", "int", "bool")
 _UNARY = {
     torch.neg: "neg", operator.neg: "neg", "neg": "neg",
     torch.abs: "abs", "abs": "abs", torch.exp: "exp", "exp": "exp", torch.log: "log", "log": "log",
@@ -367,6 +369,12 @@ class Converter:
             # argument where some op has no CommIR counterpart.
             v = self._buffer_ops_or_constant(x)
             self.emitted[x] = v
+        if (not isinstance(v, Value) and isinstance(x, torch.fx.Node) and not self.dynamic[x]
+                and isinstance(self.values.get(x), torch.Tensor) and self.values[x].dim() > 0
+                and self.values[x].dtype in DTYPES and _random_ancestor(x) is None):
+            # A constant made from sizes alone (torch.zeros_like(x) as a scatter_add base).
+            v = self._constant(x)
+            self.emitted[x] = v
         if not isinstance(v, Value):
             if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
                 self.refuse(user, "%s on a constant tensor the model computes (%s); only masks "
@@ -394,9 +402,20 @@ class Converter:
             self.arguments, self.emitted, self._parts = arguments, emitted, parts
             self.argument_shapes, self.used_layouts = shapes, used
             del self.refusals[refusals:]
+        return self._constant(node)
+
+    def _constant(self, node):
+        """The constant tensor `node` (its value on the example inputs, which depends on no
+        input or parameter): a `full` when all its elements are one finite number, else an
+        argument that Captured.run feeds with the value."""
+        value = self.values[node].detach()
+        first = value.reshape(-1)[0] if value.numel() > 0 else None
+        if first is not None and bool(torch.isfinite(first.double())) and bool((value == first).all()):
+            dtype, shape = self._out_type(node)
+            return self.fb.full(first.item(), TensorType(dtype, shape), name=self._name(node))
         v = self._argument(node, _constant_name(node), ("constant", None))
         self.arguments[-1] = (v.name, ("state", _CONSTANT_PREFIX + v.name))
-        self.constants[_CONSTANT_PREFIX + v.name] = self.values[node].detach().clone()
+        self.constants[_CONSTANT_PREFIX + v.name] = value.clone()
         return v
 
     def _from_buffers(self, node):
@@ -578,10 +597,10 @@ class Converter:
             return self.tensor(args[0], node)
         if t in _IDENTITY_METHODS:
             return self.tensor(args[0], node)
-        if t in _CONVERT_METHODS:
+        if t in _CONVERT_METHODS or t in _INTEGER_CONVERT_METHODS:
             x = self.tensor(args[0], node)
             dtype, _ = self._out_type(node)
-            return x if x.type.dtype == dtype else self.fb.convert(x, dtype, name=name)
+            return _fx_dtypes.convert(self.fb, x, dtype, name)
         if t in ("view", "reshape", torch.reshape, "flatten", torch.flatten, "unsqueeze", torch.unsqueeze,
                  "squeeze", torch.squeeze, "view_as", "reshape_as"):
             x = self.tensor(args[0], node)
@@ -630,6 +649,8 @@ class Converter:
             if isinstance(self.values[node], tuple):  # (values, indices): see _element
                 return [self._element(node, node, 0), self._element(node, node, 1)]
             return self._max_min(node)
+        if _fx_scatter.handles(node):
+            return _fx_scatter.emit(self, node)
         if _fx_compare.handles(node):
             return _fx_compare.emit(self, node)
         self.refuse(node)
