@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
 from commir import _fx_compare, _fx_dtypes, _fx_refusals, _fx_scatter
+from commir._fx_constants import CONSTANT_PREFIX, constant_name, random_ancestor
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention, commir_packed_heads
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
@@ -371,7 +372,7 @@ class Converter:
             self.emitted[x] = v
         if (not isinstance(v, Value) and isinstance(x, torch.fx.Node) and not self.dynamic[x]
                 and isinstance(self.values.get(x), torch.Tensor) and self.values[x].dim() > 0
-                and self.values[x].dtype in DTYPES and _random_ancestor(x) is None):
+                and self.values[x].dtype in DTYPES and random_ancestor(x) is None):
             # A constant made from sizes alone (torch.zeros_like(x) as a scatter_add base).
             v = self._constant(x)
             self.emitted[x] = v
@@ -394,7 +395,7 @@ class Converter:
         try:
             return self._emit(node)
         except _Refused:
-            random = _random_ancestor(node)
+            random = random_ancestor(node)
             if random is not None:
                 raise
             checkpoint, arguments, emitted, parts, shapes, used, refusals = saved
@@ -413,9 +414,9 @@ class Converter:
         if first is not None and bool(torch.isfinite(first.double())) and bool((value == first).all()):
             dtype, shape = self._out_type(node)
             return self.fb.full(first.item(), TensorType(dtype, shape), name=self._name(node))
-        v = self._argument(node, _constant_name(node), ("constant", None))
-        self.arguments[-1] = (v.name, ("state", _CONSTANT_PREFIX + v.name))
-        self.constants[_CONSTANT_PREFIX + v.name] = value.clone()
+        v = self._argument(node, constant_name(node), ("constant", None))
+        self.arguments[-1] = (v.name, ("state", CONSTANT_PREFIX + v.name))
+        self.constants[CONSTANT_PREFIX + v.name] = value.clone()
         return v
 
     def _from_buffers(self, node):
@@ -915,42 +916,6 @@ class Converter:
         out = self.fb.attention(q, k, v, causal=causal, scale=m.scale, name=self._name(node))
         _, shape = self._out_type(node)
         return out if out.type.shape == shape else self.fb.reshape(out, shape)
-
-
-# State keys of folded constants: no state_dict key has this form.
-_CONSTANT_PREFIX = "<constant>."
-# Where a layout-only chain of a folded constant ends: it is named after that node.
-_LAYOUT_METHODS = ("unsqueeze", "to", "float", "type_as", "view", "reshape", "expand", "contiguous")
-_RANDOM = (torch.rand, torch.randn, torch.randint, torch.randperm, torch.rand_like, torch.randn_like,
-           torch.randint_like, torch.bernoulli, torch.normal, torch.multinomial, torch.poisson,
-           "uniform_", "normal_", "bernoulli_", "bernoulli", "random_", "exponential_", "geometric_",
-           "cauchy_", "log_normal_")
-
-
-def _random_ancestor(node):
-    """A node `node` is computed from that draws random numbers, else None."""
-    seen, todo = set(), [node]
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n.op in ("call_function", "call_method"):
-            try:
-                if n.target in _RANDOM:
-                    return n
-            except TypeError:  # an unhashable target
-                pass
-        todo.extend(n.all_input_nodes)
-    return None
-
-
-def _constant_name(node):
-    """cos for cos.to(dtype).unsqueeze(1): the op that computed the constant."""
-    while (node.op == "call_method" and node.target in _LAYOUT_METHODS or node.op == "call_function"
-           and node.target is operator.getitem) and node.args and isinstance(node.args[0], torch.fx.Node):
-        node = node.args[0]
-    return node.name
 
 
 def _traced_values(gm):
