@@ -2,6 +2,8 @@
 RMSNorm in f32, rotate_half RoPE, repeat_kv GQA, SwiGLU. Captured and checked against
 the module's forward on one device, tp=4 and 2x2 with Megatron-style layouts."""
 
+import re
+
 import pytest
 import torch
 
@@ -54,6 +56,20 @@ def test_causal_block_with_rotary_embedding_matches_pytorch(mesh):
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(_run(cap, axes, x), expected)
+
+
+def test_tensor_parallel_block_communicates_as_megatron():
+    # Megatron-LM (Shoeybi et al. 2019, section 3): a tensor-parallel transformer layer's
+    # forward has two all-reduces of the [B, S, E] activations, after the attention's and
+    # the MLP's row-parallel projections, and nothing else; the folded cos/sin and the
+    # per-head RoPE move nothing. A ring all-reduce sends 2 (n - 1) / n of the buffer.
+    model = _init(LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128))
+    x = torch.randn(BATCH, SEQ, DIM)
+    cap = commir.torch.capture(model, (x,), mesh={"tp": 4}, layouts=_layouts("layer.", {"tp": 4}))
+    report = cap.partition().comm_report()
+    activation = BATCH * SEQ * DIM * 4
+    assert re.search(r"all_reduce\s+count 2\s+bytes/device %d\n" % (2 * activation * 2 * 3 // 4), report), report
+    assert re.search(r"total\s+count 2\s", report), report
 
 
 def test_folded_cos_sin_are_the_rotary_embedding_values():
