@@ -285,11 +285,16 @@ class Converter:
         if layout is not None and not isinstance(layout, (list, tuple)):
             raise CaptureError("layout of %s must be a list with one entry per dimension (None, an "
                                "axis or a tuple of axes), not %r" % (name, layout))
+        if layout is not None and packed_rank is not None and len(layout) not in (packed_rank, packed_rank + 2):
+            raise CaptureError("layout of %s has %d entries: it takes %d (the parameter's own shape %s, the "
+                               "first entry splitting the heads) or %d (per head, %s)"
+                               % (name, len(layout), packed_rank, list(self.shape(node.args[0])),
+                                  packed_rank + 2, list(value.shape)))
         if layout is not None and packed_rank is not None and len(layout) == packed_rank:
             # The packed dimension split over devices means each device holds a group of
             # heads, with their q, k and v rows (head-parallel attention).
             layout = [None, layout[0], None] + list(layout[1:])
-        if layout is not None and packed_rank is not None and layout[1] is not None:
+        if layout is not None and packed_rank is not None and len(layout) == packed_rank + 2 and layout[1] is not None:
             axes = layout[1] if isinstance(layout[1], (list, tuple)) else (layout[1],)
             devices = 1
             for axis in axes:

@@ -113,3 +113,12 @@ def test_head_split_that_does_not_divide_the_heads_is_refused():
     q = torch.randn(BATCH, SEQ, DIM)
     with pytest.raises(commir.CaptureError, match="layout of in_proj_weight: 4 heads cannot be split over 3 devices"):
         commir.torch.capture(mha, (q, q, q), mesh={"tp": 3}, layouts={"in_proj_weight": ["tp", None]})
+
+
+def test_a_layout_of_another_rank_names_both_accepted_forms():
+    mha = torch.nn.MultiheadAttention(DIM, HEADS, batch_first=True).eval()
+    q = torch.randn(BATCH, SEQ, DIM)
+    with pytest.raises(commir.CaptureError, match=r"layout of in_proj_weight has 3 entries: it takes 2 "
+                       r"\(the parameter's own shape \[96, 32\], the first entry splitting the heads\) "
+                       r"or 4 \(per head, \[3, 4, 8, 32\]\)"):
+        commir.torch.capture(mha, (q, q, q), mesh={"tp": 2}, layouts={"in_proj_weight": ["tp", None, None]})
