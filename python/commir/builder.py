@@ -374,6 +374,16 @@ class FunctionBuilder:
     def shift(self, x, axis, offset=1, name=None):
         return self.op("shift", [x], [("axis", Axes(axis)), ("offset", None if offset == 1 else offset)], name=name)
 
+    def checkpoint(self):
+        """The function so far, for rollback: a caller that tries one way of emitting a
+        value and takes another when it fails leaves no ops or arguments behind."""
+        return (list(self._args), dict(self._declared), len(self._lines), set(self._names), self._counter)
+
+    def rollback(self, checkpoint):
+        args, declared, lines, names, counter = checkpoint
+        self._args, self._declared, self._names, self._counter = list(args), dict(declared), set(names), counter
+        del self._lines[lines:]
+
     def ret(self, *values, types=None):
         """The function's results; `types` may give the declared result types (a
         sharding there requests the output layout), by default the values' types."""
