@@ -15,7 +15,7 @@ import torch
 
 import commir
 import commir.torch
-from vit_models import encoder_block
+from torchvision.models.vision_transformer import EncoderBlock  # Debian's python3-torchvision
 
 BATCH, SEQ, DIM, HEADS = 2, 8, 32, 4
 MESHES = {"tp4": {"tp": 4}, "2x2": {"dp": 2, "tp": 2}}
@@ -36,7 +36,7 @@ def _encoder_layer():
 # model factory, input name, weight layouts
 MODELS = {
     "encoder_layer": (_encoder_layer, "src", _megatron("self_attn.", ("linear1", "linear2"))),
-    "vit_encoder_block": (lambda: encoder_block(HEADS, DIM, 64), "input",
+    "vit_encoder_block": (lambda: EncoderBlock(HEADS, DIM, 64, 0.0, 0.0), "input",
                           _megatron("self_attention.", ("mlp.0", "mlp.3"))),
 }
 
