@@ -1,6 +1,7 @@
-"""A Llama decoder layer written as Hugging Face writes it (tests/hf_llama_models.py):
-RMSNorm in f32, rotate_half RoPE, repeat_kv GQA, SwiGLU. Captured and checked against
-the module's forward on one device, tp=4 and 2x2 with Megatron-style layouts."""
+"""A Llama decoder layer in the forms of Hugging Face's modeling_llama.py
+(tests/hf_llama_models.py): RMSNorm in f32, rotate_half RoPE, repeat_kv GQA, SwiGLU.
+Captured and checked against the module's forward on one device, tp=4 and 2x2 with
+Megatron-style layouts."""
 
 import re
 
@@ -39,7 +40,7 @@ def _run(cap, axes, *inputs):
 
 @pytest.mark.parametrize("mesh", list(MESHES))
 def test_causal_block_with_rotary_embedding_matches_pytorch(mesh):
-    # Positions arange(S), cos/sin from LlamaRotaryEmbedding (inv_freq x positions), the
+    # Positions arange(S), cos/sin from the rotary table (inv_freq @ positions), the
     # causal mask from torch.full(...).triu(1): all constants of the traced program.
     model = _init(LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128))
     axes = MESHES[mesh]
@@ -92,7 +93,7 @@ def test_layer_with_cos_sin_and_mask_passed_in_matches_pytorch(mesh):
     # masked softmax (here with padding: batch entry 1 cannot see its first two keys).
     layer = _init(LlamaDecoderLayer(DIM, HEADS, KV_HEADS, 128))
     axes = MESHES[mesh]
-    rotary = LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128).rotary_emb
+    rotary = LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128).rotary
     x = torch.randn(BATCH, SEQ, DIM)
     cos, sin = rotary(x, torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ))
     min_value = torch.finfo(torch.float32).min
@@ -116,10 +117,10 @@ class RotaryFromPositionInputs(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.rotary_emb = LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128).rotary_emb
+        self.rotary = LlamaCausalBlock(DIM, HEADS, KV_HEADS, 128).rotary
 
     def forward(self, x, position_ids):
-        cos, sin = self.rotary_emb(x, position_ids)
+        cos, sin = self.rotary(x, position_ids)
         return x[:, :, : DIM // HEADS] * cos + sin
 
 
@@ -129,6 +130,6 @@ def test_cos_of_input_positions_is_refused_at_its_line():
     with pytest.raises(commir.CaptureError) as info:
         commir.torch.capture(RotaryFromPositionInputs().eval(), (x, positions))
     refusals = info.value.refusals
-    assert [r.source.code for r in refusals] == ["cos = emb.cos()", "sin = emb.sin()"]
+    assert [r.source.code for r in refusals] == ["cos = angles.cos()", "sin = angles.sin()"]
     assert all(r.source.file.endswith("hf_llama_models.py") for r in refusals)
     assert "cannot capture tensor method .cos(): CommIR has no trigonometric op" in str(info.value)
