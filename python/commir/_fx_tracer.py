@@ -74,6 +74,10 @@ def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weigh
     if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
         raise_capture_error("nn.MultiheadAttention with kdim/vdim, bias_k/bias_v or add_zero_attn: "
                             "only one packed in-projection is captured")
+    if m.training and m.dropout > 0:
+        # The attention below is the eval-mode math: it has no dropout of the weights.
+        raise_capture_error("nn.MultiheadAttention with dropout=%g in training mode: the captured attention "
+                            "drops no attention weights (call .eval(), or dropout=0)" % m.dropout)
     if not m.batch_first:  # [S, B, E] -> [B, S, E]
         query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
     e, h = m.embed_dim, m.num_heads
@@ -337,6 +341,27 @@ _ROOTS = {
 }
 
 
+@contextlib.contextmanager
+def _sizes_as_numbers():
+    """torch.arange takes Python numbers only, so `torch.arange(0, t)` with t read off
+    `idx.size()` (nanoGPT's positions) cannot see a traced size. While tracing it reads
+    such a size as the number it is on the example inputs (a captured program has static
+    shapes); a tensor element used as a number is refused as elsewhere (__index__)."""
+    original = torch.arange
+
+    def number(a):
+        return a.__index__() if isinstance(a, CaptureProxy) else a
+
+    def arange(*args, **kwargs):
+        return original(*[number(a) for a in args], **{k: number(v) for k, v in kwargs.items()})
+
+    torch.arange = arange
+    try:
+        yield
+    finally:
+        torch.arange = original
+
+
 def trace(root, example_inputs=()):
     """A GraphModule of `root` (an nn.Module or a function of tensors) traced with
     `example_inputs` for its first parameters (the others keep their defaults), each
@@ -347,7 +372,8 @@ def trace(root, example_inputs=()):
     if type(root) in _ROOTS:
         root = _ROOTS[type(root)](root)
         prefix = ROOT_PREFIX
-    graph = tracer.trace(root)
+    with _sizes_as_numbers():
+        graph = tracer.trace(root)
     tracer.remove_defaulted_placeholders(graph)
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else getattr(root, "__name__", "function")
     return torch.fx.GraphModule(tracer.root, graph, name), prefix
