@@ -266,3 +266,40 @@ def test_dropout_gradient_is_the_same_mask():
     expected.backward()
     torch.testing.assert_close(torch.as_tensor(value), expected.detach(), rtol=2e-5, atol=1e-5)
     torch.testing.assert_close(torch.from_numpy(grads["model.0.weight"]), w.grad, rtol=2e-5, atol=1e-5)
+
+
+def test_training_step_draws_a_new_dropout_mask_each_step_on_every_mesh():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(16, 16, bias=False)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.lin(x)).sum()
+
+    torch.manual_seed(4)
+    x = torch.randn(8, 16)
+    results = {}
+    for mesh, layouts in ((None, None), ({"tp": 4}, {"lin.weight": ["tp", None]})):
+        cap = commir.torch.capture(Net().train(), (x,), mesh=mesh, layouts=layouts, dropout_seed=3)
+        # loss = sum(mask * (x W^T) / 0.5): dW[o, i] = sum_b mask[b, o] x[b, i] / 0.5.
+        step = commir.opt(cap.module, 'training-step{func=@Net,params="lin.weight",lr=1}')
+        assert "%dropout_step = convert(%step) : i64[]" in step.text()
+        run_module = commir.opt(step, PIPELINE) if mesh else step
+        values = cap.argument_arrays(x)
+        w0 = values["lin.weight"].copy()
+        values["step"] = commir.run_with(step, {"lin.weight": w0}, "Net_step_init")
+        assert float(values["step"]) == 0
+        moves = []
+        for _ in range(2):
+            loss, w, values["step"] = commir.run_with(run_module, values, "Net_step")
+            moves.append(values["lin.weight"] - w)
+            values["lin.weight"] = w
+        results[str(mesh)] = moves
+        assert float(values["step"]) == 2
+        # Each step's gradient is x contracted with that step's mask: the masks differ.
+        assert not np.allclose(moves[0], moves[1])
+    # The mesh draws what one device draws, step by step.
+    for a, b in zip(results["None"], results[str({"tp": 4})]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
