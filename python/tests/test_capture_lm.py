@@ -303,3 +303,13 @@ def test_training_step_draws_a_new_dropout_mask_each_step_on_every_mesh():
     # The mesh draws what one device draws, step by step.
     for a, b in zip(results["None"], results[str({"tp": 4})]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_dropout_in_training_mode_is_refused():
+    # The captured attention is the eval-mode math: dropping attention weights is refused,
+    # not left out.
+    mha = nn.MultiheadAttention(16, 4, dropout=0.1, batch_first=True)
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(commir.CaptureError, match="nn.MultiheadAttention with dropout=0.1 in training mode"):
+        commir.torch.capture(mha.train(), (x, x, x))
+    assert "dropout" not in commir.torch.capture(mha.eval(), (x, x, x)).text
