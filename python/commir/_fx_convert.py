@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
-from commir import _fx_compare, _fx_dtypes, _fx_refusals, _fx_scatter
+from commir import _fx_compare, _fx_dtypes, _fx_lm, _fx_refusals, _fx_scatter
 from commir._fx_constants import CONSTANT_PREFIX, constant_name, random_ancestor
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention, commir_packed_heads
@@ -98,7 +98,6 @@ _NO_OP = {
     torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
     torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
     torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
-    F.embedding: "an embedding lookup needs a gather, which CommIR v1 cannot express",
     torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
     torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
 }
@@ -112,8 +111,13 @@ _NO_OP.update({f: _NO_TRIG for f in (torch.cos, "cos", torch.sin, "sin")})
 
 class Converter:
     def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
-                 result_layouts=None):
+                 result_layouts=None, dropout_seed=0, training=False):
         self.result_layouts = result_layouts
+        # Dropout: the first active one's seed (the others count up from it, _fx_lm), and
+        # whether the root module is in training mode.
+        self.dropout_seed = dropout_seed
+        self.training = training
+        self._active_dropouts = None
         self.func_name = func_name
         self.gm = gm
         # The traced module's state_dict order (the GraphModule's own is first-use order).
@@ -136,6 +140,11 @@ class Converter:
                                    % (type(error).__name__, error)) from error
             self.values = recorder.values
         self.params = dict(gm.named_parameters())
+        # A parameter used under two names (tied weights: lm_head.weight is wte.weight) is
+        # one argument, under the first name named_parameters gives it; autodiff then
+        # sums its two uses' gradients, as autograd does.
+        self._canonical = {id(p): name for name, p in self.params.items()}
+        self._state_args = {}  # state_dict key -> its argument Value
         self.buffers = dict(gm.named_buffers())
         self.dynamic = {}
         for n in gm.graph.nodes:
@@ -213,11 +222,11 @@ class Converter:
         """Looks through nodes that do not change the value's meaning for pattern
         matching: eval dropout, contiguous, dtype conversions."""
         while isinstance(node, torch.fx.Node):
-            if node.op == "call_module" and isinstance(self.gm.get_submodule(node.target), (nn.Dropout, nn.Identity)):
+            if node.op == "call_module" and isinstance(self.gm.get_submodule(node.target), nn.Identity):
                 node = node.args[0]
+            elif _fx_lm.is_inactive_dropout(self, node):
+                node = node.args[0] if node.args else node.kwargs["input"]
             elif node.op == "call_method" and node.target in _IDENTITY_METHODS + _CONVERT_METHODS:
-                node = node.args[0]
-            elif node.op == "call_function" and node.target is F.dropout:
                 node = node.args[0]
             else:
                 break
@@ -273,10 +282,14 @@ class Converter:
         return (2, 0)
 
     def _argument(self, node, name, source, packed_rank=None):
-        """A new argument for the value of `node`. `packed_rank`: the argument is a
-        parameter of that rank seen per head ([parts, heads, head_dim, ...] for
-        [parts * heads * head_dim, ...]); a layout written for the parameter's own rank
-        puts its first entry on the heads dimension."""
+        """A new argument for the value of `node` (a tied parameter's second use: the
+        argument of its first). `packed_rank`: the argument is a parameter of that rank
+        seen per head ([parts, heads, head_dim, ...] for [parts * heads * head_dim, ...]);
+        a layout written for the parameter's own rank puts its first entry on the heads
+        dimension."""
+        if source[0] == "state" and source[1] in self._state_args:
+            self.emitted[node] = self._state_args[source[1]]
+            return self.emitted[node]
         value = self.values[node]
         if value.dtype not in DTYPES:
             raise CaptureError("argument %s has dtype %s, which CommIR has no type for" % (name, value.dtype))
@@ -312,6 +325,8 @@ class Converter:
             raise CaptureError("layout of %s: %s" % (name, error)) from None
         v = self.fb.arg(arg_name, type)
         self.arguments.append((v.name, source))
+        if source[0] == "state":
+            self._state_args[source[1]] = v
         self.emitted[node] = v
         return v
 
@@ -476,10 +491,9 @@ class Converter:
     def _module(self, node, m):
         name = self._name(node)
         args = node.args
-        if isinstance(m, (nn.Dropout, nn.Identity)):
-            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
-                self.refuse(node, "nn.Dropout %s in training mode: it would drop nothing in the capture (call .eval() "
-                            "first)" % node.target)
+        if _fx_lm.handles_module(m):
+            return _fx_lm.emit_module(self, node, m)
+        if isinstance(m, nn.Identity):
             return self.tensor(args[0], node)
         if isinstance(m, nn.Linear):
             return self._linear(node, args[0], node.target + ".weight",
@@ -496,9 +510,6 @@ class Converter:
             return self.fb.unary(_UNARY_MODULES[type(m)], self.tensor(args[0], node), name=name)
         if isinstance(m, nn.Softmax):
             return self._softmax(node, args[0], m.dim if m.dim is not None else -1)
-        if isinstance(m, nn.Embedding):
-            self.refuse(node, "nn.Embedding %s: an embedding lookup needs a gather, which CommIR v1 "
-                        "cannot express" % node.target)
         self.refuse(node, "nn.%s %s: CommIR has no lowering for this module" % (type(m).__name__, node.target))
 
     def _packed_heads(self, node):
@@ -524,6 +535,10 @@ class Converter:
     def _get_attr_node(self, qualified):
         # A parameter of a leaf module: a get_attr node of our own for it, shared.
         cache = self._attr_nodes
+        try:
+            qualified = self._canonical.get(id(self.gm.get_parameter(qualified)), qualified)
+        except AttributeError:  # a buffer
+            pass
         if qualified not in cache:
             graph = self.gm.graph
             node = torch.fx.Node(graph, qualified.replace(".", "_"), "get_attr", qualified, (), {})
@@ -597,10 +612,8 @@ class Converter:
                             "layernorm normalises the last dimension with both" % describe(node))
             return self.fb.layernorm(self.tensor(args[0], node), self.tensor(w, node), self.tensor(b, node),
                                      eps=eps, name=name)
-        if t is F.dropout:
-            if kwargs.get("training", args[2] if len(args) > 2 else True) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) > 0:
-                self.refuse(node, "%s in training mode: it would drop nothing in the capture (call .eval())" % describe(node))
-            return self.tensor(args[0], node)
+        if _fx_lm.handles_call(node):
+            return _fx_lm.emit_call(self, node)
         if t in _IDENTITY_METHODS:
             return self.tensor(args[0], node)
         if t in _CONVERT_METHODS or t in _INTEGER_CONVERT_METHODS:
@@ -766,7 +779,12 @@ class Converter:
                 self.refuse(node, "indexing (%s) with more indices than dimensions" % describe(node))
             extent = x.type.shape[dim]
             if isinstance(i, slice):
-                s, e, step = i.indices(extent)
+                # Bounds read off sizes (`self.pos[:, :t]`, t from x.shape) are numbers.
+                bounds = [self.static_number(b) if isinstance(b, torch.fx.Node) else b
+                          for b in (i.start, i.stop, i.step)]
+                if any(isinstance(b, torch.fx.Node) and n is None for b, n in zip((i.start, i.stop, i.step), bounds)):
+                    self.refuse(node, "indexing (%s) with a slice bound computed from tensor values" % describe(node))
+                s, e, step = slice(*bounds).indices(extent)
                 if step != 1:
                     self.refuse(node, "indexing (%s) with a strided slice (step %d): CommIR's slice is contiguous"
                                 % (describe(node), step))

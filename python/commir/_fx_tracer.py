@@ -85,6 +85,10 @@ def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weigh
     if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
         raise_capture_error("nn.MultiheadAttention with kdim/vdim, bias_k/bias_v or add_zero_attn: "
                             "only one packed in-projection is captured")
+    if m.training and m.dropout > 0:
+        # The attention below is the eval-mode math: it has no dropout of the weights.
+        raise_capture_error("nn.MultiheadAttention with dropout=%g in training mode: the captured attention "
+                            "drops no attention weights (call .eval(), or dropout=0)" % m.dropout)
     if not m.batch_first:  # [S, B, E] -> [B, S, E]
         query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
     e, h = m.embed_dim, m.num_heads
