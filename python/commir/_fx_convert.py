@@ -157,8 +157,11 @@ class Converter:
             else:
                 # Sizes, devices and dtypes read off an input are known numbers, not
                 # values of the program: only tensors computed from inputs are dynamic.
-                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and any(
-                    self.dynamic[i] for i in n.all_input_nodes)
+                # A module call with parameters of its own (nn.Embedding over constant ids)
+                # is computed from them, though no node of the graph reads them.
+                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and (
+                    any(self.dynamic[i] for i in n.all_input_nodes)
+                    or n.op == "call_module" and any(True for _ in gm.get_submodule(n.target).parameters()))
         self.mb = ModuleBuilder()
         self.mesh_sizes = dict(mesh) if isinstance(mesh, dict) else {}
         mesh_name = None
