@@ -18,7 +18,6 @@
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
-namespace {
 
 absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
   if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
@@ -32,7 +31,7 @@ absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
   return absl::OkStatus();
 }
 
-absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
+absl::Status CheckLayerLayout(const ModelSpec& m, const LayerLayout& l) {
   if (l.tp < 1 || l.cp < 1 || l.micro_batch < 1) {
     return absl::InvalidArgumentError("tp, cp and the micro-batch must be at least 1");
   }
@@ -55,6 +54,8 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   }
   return CheckMicroBatch(m, l.micro_batch);
 }
+
+namespace {
 
 // A module holding one global function `name` on no mesh, with the given arguments
 // (name, type) and one result, its body left to `build` (an OpBuilder at its end, the
@@ -197,7 +198,7 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
 // One way to lay out a layer: the single-device function through the Megatron layout.
 absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec& m,
                                                                const LayerLayout& l) {
-  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
+  if (absl::Status s = CheckLayerLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   absl::StatusOr<std::unique_ptr<Module>> layer = LayerFunction(m, l.micro_batch);
@@ -206,7 +207,7 @@ absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec&
 }
 
 absl::StatusOr<std::unique_ptr<Module>> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
-  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
+  if (absl::Status s = CheckLayerLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   o.vocabulary = m.vocabulary;

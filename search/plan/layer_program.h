@@ -17,8 +17,8 @@
 // --make-vocab-size-divisible-by does.
 //
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
-// elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
-// gather op yet; layer_cost.h costs it from its bytes).
+// elementwise add each), dropout and rotary embeddings. The embedding lookup is a program
+// of its own (embedding_program.h).
 //
 // The attention is the fused `attention` op (causal; FlashAttention's cost curves) or,
 // with the model's attention=unfused, pre-FlashAttention Megatron-LM's: scale q, a
@@ -79,6 +79,12 @@ absl::StatusOr<std::unique_ptr<Module>> SingleDeviceHead(const ModelSpec& model,
 
 // The vocabulary padded as Megatron-LM does for this tp.
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);
+
+// The checks every program here makes: the micro-batch's bounds (CheckMicroBatch), and
+// with them the layout's (CheckLayerLayout: tp divides the heads and FFN, the splits the
+// sequence).
+absl::Status CheckMicroBatch(const ModelSpec& model, int64_t micro_batch);
+absl::Status CheckLayerLayout(const ModelSpec& model, const LayerLayout& layout);
 
 }  // namespace commir::search::plan
 
