@@ -4,15 +4,14 @@
 // GPT adds its learned positions ([seq, hidden], broadcast over the micro-batch); Llama has
 // none (its rotary embeddings act inside attention, and are not in the layer either).
 //
-// Laid out as Megatron-LM's VocabParallelEmbedding (Shoeybi et al. 2019): the table's
-// rows, padded to a multiple of 128 x tp as for the head, split over tp; the ids and the
-// output sequence over cp; the output in the residual stream's layout (its sequence over
-// tp too with sequence parallelism). Only the signature and the lookup's and
-// positions' layouts are written: the partitioner finds the rest from gather's rule
-// (each rank looks up the ids in its rows, zeros elsewhere, and the partial rows are
-// summed over tp: an all_reduce, or a reduce_scatter into the sequence-parallel stream),
-// so the costs are whatever it produces. The positions stay whole on every rank (each
-// rank slices its own rows).
+// Laid out by megatron_layout.h as Megatron-LM's VocabParallelEmbedding (Shoeybi et al.
+// 2019): the table's rows, padded to a multiple of 128 x tp as the head's columns, split
+// over tp; the ids' sequence over cp; the output in the residual stream's layout (its
+// sequence over tp too with sequence parallelism); the positions whole on every rank
+// (each slices its own rows). The partitioner finds the rest from gather's rule (each
+// rank looks up the ids in its rows, zeros elsewhere, and the partial rows are summed
+// over tp: an all_reduce, or a reduce_scatter into the sequence-parallel stream), so the
+// costs are whatever it produces.
 #ifndef COMMIR_SEARCH_PLAN_EMBEDDING_PROGRAM_H_
 #define COMMIR_SEARCH_PLAN_EMBEDDING_PROGRAM_H_
 
