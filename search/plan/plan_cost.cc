@@ -65,6 +65,11 @@ absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const Para
   pc.microbatches = Microbatches(model, plan);
   pc.zero_stage = plan.zero_stage;
   pc.boundary_bytes = layer->input_bytes;
+  // GPT's table is tied to its head: with pp > 1 the last rank holds a copy, whose
+  // gradient and the first rank's are all-reduced once per iteration.
+  if (model.architecture == Architecture::kGpt && plan.pp > 1) {
+    pc.tied_embedding_parameters = TableParametersPerDevice(model, plan.tp);
+  }
   pc.grad_bytes_per_param = options.grad_bytes_per_param;
   pc.overlap_dp_comm = options.overlap_dp_comm;
   return out;
