@@ -86,14 +86,14 @@ __global__ void CrossEntropyShareKernel(KCrossEntropyArgs a, const T* x, Compute
       const int64_t t = LoadLabel(a.labels, a.label_dtype, row);
       C value = 0;
       if (t != a.ignore_index) {
-        if (t < 0 || t >= a.Vocab()) {
+        if (t < 0 || t >= a.vocab) {
           RaiseError(flag, kErrLabelOutOfRange);
         } else {
           if (a.offset == 0) value = l + z * l * l;
           if (t >= a.offset && t < a.offset + a.classes) {
             value -= (C{1} - s) * Load(in[t - a.offset]);
           }
-          if (s != C{0}) value -= s * sum / static_cast<C>(a.Vocab());
+          if (s != C{0}) value -= s * sum / static_cast<C>(a.vocab);
         }
       }
       token_loss[row] = value;
@@ -143,13 +143,13 @@ __global__ void CrossEntropyGradKernel(KCrossEntropyArgs a, const T* x,
   }
   for (int64_t row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     const int64_t t = LoadLabel(a.labels, a.label_dtype, row);
-    const bool bad = t != a.ignore_index && (t < 0 || t >= a.Vocab());
+    const bool bad = t != a.ignore_index && (t < 0 || t >= a.vocab);
     if (bad && threadIdx.x == 0) RaiseError(flag, kErrLabelOutOfRange);
     C w = (t == a.ignore_index || bad) ? C{0} : Load(dloss[a.reduction == 2 ? row : 0]);
     if (a.reduction == 0) w /= count;
     const C l = static_cast<C>(lse[row]);
     const C p_scale = w * (C{1} + C{2} * z * l);
-    const C uniform = w * s / static_cast<C>(a.Vocab());
+    const C uniform = w * s / static_cast<C>(a.vocab);
     const int64_t local_t = t - a.offset;
     for (int64_t j = threadIdx.x; j < a.classes; j += blockDim.x) {
       C v = w == C{0} ? C{0}
@@ -164,8 +164,11 @@ __global__ void CrossEntropyGradKernel(KCrossEntropyArgs a, const T* x,
 
 cudaError_t LaunchCrossEntropy(const KCrossEntropyArgs& args, void* loss, void* lse,
                                void* token_losses, int32_t* error_flag, cudaStream_t stream) {
-  if (args.classes < 1 || args.tokens < 0 || args.offset < 0 ||
-      args.offset > args.Vocab() - args.classes) {
+  // The kernels read the whole vocabulary's size from `vocab`.
+  KCrossEntropyArgs whole = args;
+  if (whole.vocab == 0) whole.vocab = whole.classes;
+  if (whole.classes < 1 || whole.tokens < 0 || whole.offset < 0 ||
+      whole.offset > whole.vocab - whole.classes) {
     return cudaErrorInvalidValue;
   }
   if (args.tokens == 0 && args.reduction == 2) return cudaSuccess;
@@ -175,10 +178,10 @@ cudaError_t LaunchCrossEntropy(const KCrossEntropyArgs& args, void* loss, void* 
     C* per_token = static_cast<C*>(token_losses);
     if (args.tokens > 0 && args.lse_in != nullptr) {
       CrossEntropyShareKernel<T><<<GridFor(args.tokens * kThreads), kThreads, 0, stream>>>(
-          args, static_cast<const T*>(args.logits), static_cast<C*>(lse), per_token, error_flag);
+          whole, static_cast<const T*>(args.logits), static_cast<C*>(lse), per_token, error_flag);
     } else if (args.tokens > 0) {
       CrossEntropyRowKernel<T><<<GridFor(args.tokens * kThreads), kThreads, 0, stream>>>(
-          args, static_cast<const T*>(args.logits), static_cast<C*>(lse), per_token, error_flag);
+          whole, static_cast<const T*>(args.logits), static_cast<C*>(lse), per_token, error_flag);
     }
     if (args.reduction == 2) {
       StoreLossesKernel<C, T><<<GridFor(args.tokens), kThreads, 0, stream>>>(
@@ -193,8 +196,11 @@ cudaError_t LaunchCrossEntropy(const KCrossEntropyArgs& args, void* loss, void* 
 cudaError_t LaunchCrossEntropyGrad(const KCrossEntropyArgs& args, const void* lse,
                                    KDType dloss_dtype, const void* dloss, void* dlogits,
                                    int32_t* error_flag, cudaStream_t stream) {
-  if (args.classes < 1 || args.tokens < 0 || args.offset < 0 ||
-      args.offset > args.Vocab() - args.classes) {
+  // The kernels read the whole vocabulary's size from `vocab`.
+  KCrossEntropyArgs whole = args;
+  if (whole.vocab == 0) whole.vocab = whole.classes;
+  if (whole.classes < 1 || whole.tokens < 0 || whole.offset < 0 ||
+      whole.offset > whole.vocab - whole.classes) {
     return cudaErrorInvalidValue;
   }
   if (args.tokens == 0) return cudaSuccess;
@@ -203,7 +209,7 @@ cudaError_t LaunchCrossEntropyGrad(const KCrossEntropyArgs& args, const void* ls
     return DispatchFloat(dloss_dtype, [&](auto gtag) {
       using G = typename decltype(gtag)::type;
       CrossEntropyGradKernel<T, G><<<GridFor(args.tokens * kThreads), kThreads, 0, stream>>>(
-          args, static_cast<const T*>(args.logits), static_cast<const ComputeOf<T>*>(lse),
+          whole, static_cast<const T*>(args.logits), static_cast<const ComputeOf<T>*>(lse),
           static_cast<const G*>(dloss), static_cast<G*>(dlogits), error_flag);
       return cudaGetLastError();
     });

@@ -34,7 +34,6 @@ struct KCrossEntropyArgs {
   int64_t offset = 0;
   int64_t vocab = 0;
   const void* lse_in = nullptr;
-  int64_t Vocab() const { return vocab > 0 ? vocab : classes; }
 };
 
 // loss: a scalar (mean, sum) or [tokens] (none) of the logits' type; lse: [tokens] in f32
