@@ -92,15 +92,21 @@ DecompositionResult DecomposeVocabParallelCrossEntropy(const DecompositionInput&
   COMMIR_ASSIGN_OR_RETURN(Value* lse, e.CreateValue(OpKind::kReshape, {lse_kept}, {}, lse_type));
   lse->set_name("row_lse");
   // 3. Each shard's share of the loss (its target logits, its smoothing sum, and lse on
-  // the first shard), reduced over the tokens, summed over the shards.
+  // the first shard), reduced over the tokens, summed over the shards. The shares are
+  // summed in the statistics' type: lse and the target logit nearly cancel, so bf16
+  // shares would lose the loss's leading bits; the sum is rounded to the logits' type once.
   COMMIR_ASSIGN_OR_RETURN(Value* offset, ClassOffset(in, axes));
   COMMIR_ASSIGN_OR_RETURN(
       Operation * share,
-      e.Create(OpKind::kCrossEntropy, {logits, in.operands[kCeLabels], lse, offset}, WithClasses(in),
+      e.Create(OpKind::kCrossEntropy, {x, in.operands[kCeLabels], lse, offset}, WithClasses(in),
                {}, 2));
   share->result(0)->set_name("loss_share");
   COMMIR_ASSIGN_OR_RETURN(Value* loss, e.CreateValue(OpKind::kAllReduce, {share->result(0)},
                                                      AllReduceOver(axes, false)));
+  if (loss->type().element_type() != type.element_type()) {
+    Type to[] = {loss->type().WithElementType(type.element_type())};
+    COMMIR_ASSIGN_OR_RETURN(loss, e.CreateValue(OpKind::kConvert, {loss}, {}, to));
+  }
   return std::vector<Value*>{loss, share->result(1)};
 }
 
