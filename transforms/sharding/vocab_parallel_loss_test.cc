@@ -58,9 +58,9 @@ std::string Dims(int a, const std::string& a_axes, int b, const std::string& b_a
 }
 
 // The labels, from %r: f32[kTokens] (see the header comment).
-std::string Labels(const std::string& tokens_axes) {
-  const std::string t = tokens_axes.empty() ? absl::StrCat(kTokens)
-                                            : absl::StrCat(kTokens, "@", tokens_axes);
+std::string Labels(const std::string& tokens_axes, int tokens = kTokens) {
+  const std::string t = tokens_axes.empty() ? absl::StrCat(tokens)
+                                            : absl::StrCat(tokens, "@", tokens_axes);
   return absl::Substitute(R"(  %a = abs(%r)
   %s = mul(%a, $0)
   %big = compare(%s, $1) {cmp = ge}
@@ -138,6 +138,32 @@ TEST(VocabParallelCrossEntropy, ForwardOnSeveralMeshes) {
     const Function* f = check.module->FindFunction("f");
     ASSERT_NE(f, nullptr);
     EXPECT_DOUBLE_EQ(AllReduceBytes(*f), expected);
+  }
+}
+
+// bf16 logits: the statistics and the shares of the loss are f32 (a bf16 share would lose
+// the loss's leading bits to lse - x_t), and the sum is rounded to bf16 once, as the
+// one-device kernel rounds its f32 loss. (Twice the tokens, so that the bf16 logits weigh
+// as much as the f32 ones above.)
+TEST(VocabParallelCrossEntropy, Bf16LogitsSumTheirSharesInF32) {
+  constexpr int kBf16Tokens = 2 * kTokens;
+  for (const MeshCase& m : kMeshes) {
+    if (m.devices == 1) continue;
+    SCOPED_TRACE(m.mesh);
+    const std::string logits = Dims(kBf16Tokens, "", kClasses, m.vocab);
+    const std::string text = absl::StrCat(
+        "mesh @m(", m.mesh, ")\n\nfunc @f(%x: bf16[", logits, "], %r: f32[", kBf16Tokens,
+        "]) -> (bf16[", kBf16Tokens, "], bf16[]) on @m {\n", Labels("", kBf16Tokens),
+        "  %tok, %lse = cross_entropy(%x, %labels) {reduction = none, ignore_index = -1, "
+        "label_smoothing = 0.1}\n",
+        "  %mean, %lse2 = cross_entropy(%x, %labels) {ignore_index = -1, z_loss = 0.001}\n",
+        "  return %tok, %mean\n}\n");
+    testing::SpmdCheck check = Check(text, "f");
+    ASSERT_NE(check.module, nullptr);
+    EXPECT_THAT(check.lowered, Not(HasSubstr("all_gather"))) << check.lowered;
+    EXPECT_THAT(check.lowered, HasSubstr("all_reduce(%loss_share) {axis = " + std::string(m.vocab) +
+                                         "} : f32[256]"))
+        << check.lowered;
   }
 }
 
