@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,9 +82,72 @@ RowStats<T> Stats(const T* row, int64_t n) {
 
 }  // namespace
 
+// The vocabulary-parallel form (cross_entropy_op.h): the shard's share of each token's
+// loss, given the whole vocabulary's lse, reduced as the op says.
+absl::StatusOr<CrossEntropyResult> CrossEntropyShare(const Tensor& logits, const Tensor& labels,
+                                                     const Tensor& lse,
+                                                     const CrossEntropyOptions& options,
+                                                     const VocabShard& shard) {
+  const int64_t local = logits.dim(logits.rank() - 1);
+  if (shard.offset < 0 || shard.classes < local || shard.offset > shard.classes - local) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cross_entropy: classes [%d, %d) are not within the %d classes", shard.offset,
+        shard.offset + local, shard.classes));
+  }
+  absl::StatusOr<std::vector<int64_t>> targets =
+      CheckedLabels("cross_entropy", labels, shard.classes, options.ignore_index);
+  if (!targets.ok()) return targets.status();
+  const int64_t tokens = static_cast<int64_t>(targets->size());
+  if (lse.num_elements() != tokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cross_entropy: lse %s does not match the labels %s", lse.DebugTypeString(),
+        labels.DebugTypeString()));
+  }
+  return DispatchFloatCompute(logits.element_type(), [&](auto zero) -> CrossEntropyResult {
+    using T = decltype(zero);
+    const std::vector<T> x = LoadAs<T>(logits);
+    const std::vector<T> l = LoadAs<T>(lse);
+    const T s = static_cast<T>(options.label_smoothing);
+    const T z = static_cast<T>(options.z_loss);
+    std::vector<T> share(tokens, T{0});
+    int64_t counted = 0;
+    for (int64_t i = 0; i < tokens; ++i) {
+      const int64_t t = (*targets)[i];
+      if (t == options.ignore_index) continue;
+      ++counted;
+      const T* row = x.data() + i * local;
+      T value = shard.offset == 0 ? l[i] + z * l[i] * l[i] : T{0};
+      if (t >= shard.offset && t < shard.offset + local) value -= (T{1} - s) * row[t - shard.offset];
+      if (s != T{0}) {
+        value -= s * PairwiseSum(row, local, 1, [](T v) { return v; }) /
+                 static_cast<T>(shard.classes);
+      }
+      share[i] = value;
+    }
+    std::vector<int64_t> token_dims(logits.shape().begin(), logits.shape().end() - 1);
+    CrossEntropyResult result;
+    result.lse = StoreAs<T>(StatsType(logits.element_type()), token_dims, l);
+    if (options.reduction == LossReduction::kNone) {
+      result.loss = StoreAs<T>(logits.element_type(), token_dims, share);
+    } else {
+      T total = PairwiseSum(share.data(), tokens);
+      if (options.reduction == LossReduction::kMean) total /= static_cast<T>(counted);
+      result.loss = StoreAs<T>(logits.element_type(), {}, std::vector<T>{total});
+    }
+    return result;
+  });
+}
+
 absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& labels,
-                                                const CrossEntropyOptions& options) {
+                                                const CrossEntropyOptions& options,
+                                                const Tensor* lse,
+                                                std::optional<VocabShard> shard) {
   if (absl::Status s = CheckOperands("cross_entropy", logits, labels); !s.ok()) return s;
+  if (shard.has_value() != (lse != nullptr)) {
+    return absl::InvalidArgumentError(
+        "cross_entropy: the vocabulary-parallel form takes both the lse and the offset");
+  }
+  if (shard) return CrossEntropyShare(logits, labels, *lse, options, *shard);
   const int64_t classes = logits.dim(logits.rank() - 1);
   absl::StatusOr<std::vector<int64_t>> targets =
       CheckedLabels("cross_entropy", labels, classes, options.ignore_index);
@@ -129,12 +193,20 @@ absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tens
 
 absl::StatusOr<Tensor> CrossEntropyGrad(const Tensor& logits, const Tensor& labels,
                                         const Tensor& lse, const Tensor& dloss,
-                                        const CrossEntropyOptions& options) {
+                                        const CrossEntropyOptions& options,
+                                        std::optional<VocabShard> shard) {
   if (absl::Status s = CheckOperands("cross_entropy_grad", logits, labels); !s.ok()) return s;
   if (absl::Status s = CheckFloatType("cross_entropy_grad", dloss); !s.ok()) return s;
   const int64_t classes = logits.dim(logits.rank() - 1);
+  // Unsharded: the whole vocabulary from class 0.
+  const VocabShard block = shard.value_or(VocabShard{0, classes});
+  if (block.offset < 0 || block.classes < classes || block.offset > block.classes - classes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cross_entropy_grad: classes [%d, %d) are not within the %d classes", block.offset,
+        block.offset + classes, block.classes));
+  }
   absl::StatusOr<std::vector<int64_t>> targets =
-      CheckedLabels("cross_entropy_grad", labels, classes, options.ignore_index);
+      CheckedLabels("cross_entropy_grad", labels, block.classes, options.ignore_index);
   if (!targets.ok()) return targets.status();
   const int64_t tokens = static_cast<int64_t>(targets->size());
   const bool per_token = options.reduction == LossReduction::kNone;
@@ -152,7 +224,7 @@ absl::StatusOr<Tensor> CrossEntropyGrad(const Tensor& logits, const Tensor& labe
     const std::vector<T> g = LoadAs<T>(dloss);
     const T s = static_cast<T>(options.label_smoothing);
     const T z = static_cast<T>(options.z_loss);
-    const T uniform = s / static_cast<T>(classes);
+    const T uniform = s / static_cast<T>(block.classes);
     int64_t counted = 0;
     for (int64_t t : *targets) counted += t != options.ignore_index;
     std::vector<T> dx(x.size(), T{0});
@@ -166,7 +238,8 @@ absl::StatusOr<Tensor> CrossEntropyGrad(const Tensor& logits, const Tensor& labe
       for (int64_t j = 0; j < classes; ++j) {
         out[j] = p_scale * scalar_math::Exp(row[j] - l[i]) - w * uniform;
       }
-      out[(*targets)[i]] -= w * (T{1} - s);
+      const int64_t t = (*targets)[i] - block.offset;
+      if (t >= 0 && t < classes) out[t] -= w * (T{1} - s);
     }
     return StoreAs<T>(dloss.element_type(), logits.shape(), dx);
   });

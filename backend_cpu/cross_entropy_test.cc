@@ -102,6 +102,65 @@ TEST(CrossEntropyTest, MatchesTorchInF64) { CheckAgainstTorch(ElementType::kF64,
 
 TEST(CrossEntropyTest, MatchesTorchInF32) { CheckAgainstTorch(ElementType::kF32, 2e-5); }
 
+// The vocabulary-parallel form (commir/cross_entropy_op.h) on the classes split into
+// uneven blocks: the blocks' shares of the loss, given PyTorch's lse, sum to PyTorch's
+// loss, and each block's dlogits are PyTorch's columns of them.
+TEST(CrossEntropyTest, VocabularyBlocksMatchTorch) {
+  for (const TorchCase& c : ReadTorchCases()) {
+    SCOPED_TRACE(c.name);
+    // Up to three blocks: [0, a), [a, b), [b, V), each of at least one class.
+    std::vector<int64_t> starts = {0};
+    if (c.classes >= 2) starts.push_back(c.classes / 3 + 1);
+    if (c.classes >= 3 && starts.back() + 1 < c.classes) starts.push_back(starts.back() + 1);
+    starts.push_back(c.classes);
+    Tensor labels = Tensor::FromInt64(ElementType::kI64, {c.tokens}, c.labels);
+    Tensor lse = Tensor::FromDouble(ElementType::kF64, {c.tokens}, c.lse);
+    std::vector<double> total(c.loss.size(), 0.0);
+    for (size_t b = 0; b + 1 < starts.size(); ++b) {
+      const int64_t offset = starts[b], width = starts[b + 1] - starts[b];
+      std::vector<double> block, want_dx;
+      for (int64_t i = 0; i < c.tokens; ++i) {
+        for (int64_t j = offset; j < offset + width; ++j) {
+          block.push_back(c.logits[i * c.classes + j]);
+          want_dx.push_back(c.dlogits[i * c.classes + j]);
+        }
+      }
+      Tensor logits = Tensor::FromDouble(ElementType::kF64, {c.tokens, width}, block);
+      const VocabShard shard{offset, c.classes};
+      absl::StatusOr<CrossEntropyResult> share = CrossEntropy(logits, labels, c.options, &lse, shard);
+      ASSERT_TRUE(share.ok()) << share.status();
+      std::vector<double> values = share->loss.ToDouble();
+      ASSERT_EQ(values.size(), total.size());
+      for (size_t i = 0; i < values.size(); ++i) total[i] += values[i];
+      ExpectNear(share->lse, c.lse, 0, "lse passed through");
+      Tensor dloss = Tensor::FromDouble(ElementType::kF64, share->loss.shape(), c.dloss);
+      absl::StatusOr<Tensor> dx = CrossEntropyGrad(logits, labels, lse, dloss, c.options, shard);
+      ASSERT_TRUE(dx.ok()) << dx.status();
+      ExpectNear(*dx, want_dx, 1e-12, "dlogits block");
+    }
+    ExpectNear(Tensor::FromDouble(ElementType::kF64, {static_cast<int64_t>(total.size())}, total),
+               c.loss, 1e-12, "summed shares");
+  }
+}
+
+// A block that does not fit in the vocabulary, or a label outside the whole vocabulary,
+// is an error, not a read past the block.
+TEST(CrossEntropyTest, VocabularyBlockOutOfRangeIsAnError) {
+  Tensor logits = Tensor::FromDouble(ElementType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor labels = Tensor::FromInt64(ElementType::kI64, {2}, {1, 7});
+  Tensor lse = Tensor::FromDouble(ElementType::kF32, {2}, {3, 6});
+  Tensor one = Tensor::FromDouble(ElementType::kF32, {}, {1.0});
+  EXPECT_FALSE(CrossEntropy(logits, labels, {}, &lse, VocabShard{6, 8}).ok());
+  EXPECT_FALSE(CrossEntropyGrad(logits, labels, lse, one, {}, VocabShard{-1, 8}).ok());
+  absl::StatusOr<CrossEntropyResult> outside =
+      CrossEntropy(logits, labels, {}, &lse, VocabShard{3, 6});
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("label 7 of token 1 is not a class in [0, 6)"),
+            std::string::npos)
+      << outside.status();
+  EXPECT_TRUE(CrossEntropy(logits, labels, {}, &lse, VocabShard{3, 8}).ok());
+}
+
 // bf16 logits are widened and reduced in f32: the loss is the f32 loss of the same
 // (bf16-rounded) logits, rounded once to bf16, not a bf16 accumulation.
 TEST(CrossEntropyTest, Bf16AccumulatesInF32) {

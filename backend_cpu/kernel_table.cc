@@ -120,8 +120,16 @@ Tensors RunDropout(const Operation& op, Operands t, Indices indices) {
   return One(Dropout(*t[0], static_cast<uint64_t>(op.RequiredIntAttr("seed")), *indexing, step));
 }
 
-Tensors RunCrossEntropy(const Operation& op, Operands t, Indices) {
-  absl::StatusOr<CrossEntropyResult> result = CrossEntropy(*t[0], *t[1], CrossEntropyOptionsOf(op));
+// An index operand (the offset) marks the vocabulary-parallel form.
+std::optional<VocabShard> VocabShardOf(const Operation& op, Indices indices) {
+  if (indices.empty()) return std::nullopt;
+  return VocabShard{indices[0], CrossEntropyOptionsOf(op).classes};
+}
+
+Tensors RunCrossEntropy(const Operation& op, Operands t, Indices indices) {
+  std::optional<VocabShard> shard = VocabShardOf(op, indices);
+  absl::StatusOr<CrossEntropyResult> result =
+      CrossEntropy(*t[0], *t[1], CrossEntropyOptionsOf(op), shard ? t[kCeLse] : nullptr, shard);
   if (!result.ok()) return result.status();
   std::vector<Tensor> out;
   out.push_back(std::move(result->loss));
@@ -144,9 +152,9 @@ Tensors RunAttentionMerge(const Operation&, Operands t, Indices) {
   return out;
 }
 
-Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices) {
+Tensors RunCrossEntropyGrad(const Operation& op, Operands t, Indices indices) {
   return One(CrossEntropyGrad(*t[kCeLogits], *t[kCeLabels], *t[kCeLse], *t[kCeDloss],
-                              CrossEntropyOptionsOf(op)));
+                              CrossEntropyOptionsOf(op), VocabShardOf(op, indices)));
 }
 
 // ---- Selection -------------------------------------------------------------------------

@@ -258,12 +258,17 @@ struct CrossEntropyResult {
   Tensor loss;  // logits' element type: a scalar (mean, sum) or one per token (none)
   Tensor lse;   // per token, f32 (f64 for f64 logits)
 };
+// With `shard` (and the whole vocabulary's `lse`): the vocabulary-parallel form, the
+// shard's share of the loss (cross_entropy_op.h).
 absl::StatusOr<CrossEntropyResult> CrossEntropy(const Tensor& logits, const Tensor& labels,
-                                                const CrossEntropyOptions& options);
-// dlogits, in dloss's element type.
+                                                const CrossEntropyOptions& options,
+                                                const Tensor* lse = nullptr,
+                                                std::optional<VocabShard> shard = std::nullopt);
+// dlogits, in dloss's element type; with `shard`, the shard's columns of them.
 absl::StatusOr<Tensor> CrossEntropyGrad(const Tensor& logits, const Tensor& labels,
                                         const Tensor& lse, const Tensor& dloss,
-                                        const CrossEntropyOptions& options);
+                                        const CrossEntropyOptions& options,
+                                        std::optional<VocabShard> shard = std::nullopt);
 
 }  // namespace commir::cpu
 

@@ -37,6 +37,17 @@ absl::StatusOr<k::KCrossEntropyArgs> ArgsOf(const LaunchContext& ctx) {
   args.ignore_index = options.ignore_index;
   args.label_smoothing = options.label_smoothing;
   args.z_loss = options.z_loss;
+  // An index operand (the offset) marks the vocabulary-parallel form.
+  if (!ctx.indices.empty()) {
+    args.offset = ctx.indices[0];
+    args.vocab = options.classes;
+    if (args.offset < 0 || args.vocab < args.classes || args.offset > args.vocab - args.classes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: classes [%d, %d) are not within the %d classes", ctx.op.name(), args.offset,
+          args.offset + args.classes, args.vocab));
+    }
+    if (ctx.op.Is(OpKind::kCrossEntropy)) args.lse_in = ctx.in[kCeLse];
+  }
   return args;
 }
 

@@ -28,11 +28,18 @@ struct KCrossEntropyArgs {
   int64_t ignore_index = -100;
   double label_smoothing = 0;
   double z_loss = 0;
+  // The vocabulary-parallel form (commir/cross_entropy_op.h): the logits are the classes
+  // [offset, offset + classes) of `vocab` in all (0: `classes`, the unsharded op), and
+  // the forward reads the whole vocabulary's lse (statistics' type) from `lse_in`.
+  int64_t offset = 0;
+  int64_t vocab = 0;
+  const void* lse_in = nullptr;
 };
 
 // loss: a scalar (mean, sum) or [tokens] (none) of the logits' type; lse: [tokens] in f32
 // (f64 for f64). `token_losses` is a [tokens] scratch buffer of the statistics' type. A label neither in [0, classes) nor ignore_index raises
-// kErrLabelOutOfRange and its token's loss is 0.
+// kErrLabelOutOfRange and its token's loss is 0. With lse_in: the shard's share of the
+// loss, and lse_in copied to lse.
 cudaError_t LaunchCrossEntropy(const KCrossEntropyArgs& args, void* loss, void* lse,
                                void* token_losses, int32_t* error_flag, cudaStream_t stream);
 

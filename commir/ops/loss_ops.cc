@@ -2,6 +2,13 @@
 // gives the formulas). The forward returns, with the loss, the per-token log-sum-exp its
 // backward reuses, as FlashAttention returns its lse: the backward then needs no second
 // pass over the logits to normalise them.
+//
+// In spmd functions both take a trailing `offset` index (the vocabulary-parallel form
+// lower-to-spmd emits, as gather's offset): the logits are the classes [offset, offset +
+// local classes) of `classes` in all. cross_entropy then also takes the whole
+// vocabulary's lse (before the offset) and returns this shard's share of the loss, which
+// summed over the shards is the loss; cross_entropy_grad returns the shard's columns of
+// dlogits.
 #include <cmath>
 
 #include "commir/ops/op_helpers.h"
@@ -54,12 +61,56 @@ std::vector<int64_t> LossDims(const OpDef& def, const OpSignature& sig,
   return {};
 }
 
+// The vocabulary-parallel form's checks: the offset (operand `offset_at`) only in spmd
+// functions, and `classes` (the whole vocabulary) written exactly there and no smaller
+// than the local classes.
+absl::Status CheckVocabShard(const OpDef& def, const OpSignature& sig, size_t offset_at) {
+  const int64_t classes = def.IntAttr(sig.attrs, "classes");
+  const bool sharded = sig.operand_types.size() > offset_at;
+  if (!sharded) {
+    if (classes != 0) return OpError("classes is written only with an offset (spmd functions)");
+    return absl::OkStatus();
+  }
+  if (absl::Status s = IndexOperand(sig, static_cast<int>(offset_at), "the offset"); !s.ok()) {
+    return s;
+  }
+  if (!sig.in_spmd) {
+    return OpError("%s takes an offset only in spmd functions", def.name);
+  }
+  const Type& logits = sig.operand_types[0];
+  if (logits.is_tensor() && logits.rank() > 0 && classes < logits.dims().back()) {
+    return OpError("classes (%d) must be at least the logits' %d local classes", classes,
+                   logits.dims().back());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLse(const OpSignature& sig, int i, Type logits,
+                      const std::vector<int64_t>& tokens) {
+  absl::StatusOr<Type> lse = TensorOperand(sig, i, "lse");
+  if (!lse.ok()) return lse.status();
+  Type want_lse = Type::Tensor(StatsType(logits.element_type()), tokens);
+  if (lse->dims() != want_lse.dims() || lse->element_type() != want_lse.element_type()) {
+    return OpError("lse must be %s (cross_entropy's second result), got %s", want_lse.ToString(),
+                   lse->ToString());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Type>> InferCrossEntropy(const OpSignature& sig) {
   const OpDef& def = GetOpDef(OpKind::kCrossEntropy);
   if (absl::Status s = CheckLossAttrs(def, sig); !s.ok()) return s;
+  if (sig.operand_types.size() == 3) {
+    return OpError("cross_entropy takes 2 operands, or 4 (logits, labels, lse, offset) in its "
+                   "vocabulary-parallel form");
+  }
+  if (absl::Status s = CheckVocabShard(def, sig, 3); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> tokens = TokenDims(sig);
   if (!tokens.ok()) return tokens.status();
   ElementType et = sig.operand_types[0].element_type();
+  if (sig.operand_types.size() == 4) {
+    if (absl::Status s = CheckLse(sig, 2, sig.operand_types[0], *tokens); !s.ok()) return s;
+  }
   return std::vector<Type>{Type::Tensor(et, LossDims(def, sig, *tokens)),
                            Type::Tensor(StatsType(et), *tokens)};
 }
@@ -69,16 +120,11 @@ absl::StatusOr<std::vector<Type>> InferCrossEntropy(const OpSignature& sig) {
 absl::StatusOr<std::vector<Type>> InferCrossEntropyGrad(const OpSignature& sig) {
   const OpDef& def = GetOpDef(OpKind::kCrossEntropyGrad);
   if (absl::Status s = CheckLossAttrs(def, sig); !s.ok()) return s;
+  if (absl::Status s = CheckVocabShard(def, sig, 4); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> tokens = TokenDims(sig);
   if (!tokens.ok()) return tokens.status();
   const Type& logits = sig.operand_types[0];
-  absl::StatusOr<Type> lse = TensorOperand(sig, 2, "lse");
-  if (!lse.ok()) return lse.status();
-  Type want_lse = Type::Tensor(StatsType(logits.element_type()), *tokens);
-  if (lse->dims() != want_lse.dims() || lse->element_type() != want_lse.element_type()) {
-    return OpError("lse must be %s (cross_entropy's second result), got %s", want_lse.ToString(),
-                   lse->ToString());
-  }
+  if (absl::Status s = CheckLse(sig, 2, logits, *tokens); !s.ok()) return s;
   absl::StatusOr<Type> dloss = TensorOperand(sig, 3, "dloss");
   if (!dloss.ok()) return dloss.status();
   if (absl::Status s = RequireFloat(*dloss, "dloss"); !s.ok()) return s;
@@ -113,6 +159,9 @@ std::vector<AttrSpec> LossAttrs() {
       {.name = "label_smoothing", .kind = AttrKind::kNumber,
        .default_value = Attribute::Float(0.0)},
       {.name = "z_loss", .kind = AttrKind::kNumber, .default_value = Attribute::Float(0.0)},
+      // The whole vocabulary's class count, written only in the vocabulary-parallel form
+      // (with an offset): label smoothing spreads s over all of it.
+      {.name = "classes", .kind = AttrKind::kInt, .default_value = Attribute::Int(0)},
   };
 }
 
@@ -124,7 +173,7 @@ void AppendLossOps(std::vector<OpDef>& ops) {
       .name = "cross_entropy",
       .summary = "softmax cross-entropy over the last dim with integer labels; loss and lse",
       .min_operands = 2,
-      .max_operands = 2,
+      .max_operands = 4,
       .min_results = 2,
       .max_results = 2,
       .attrs = LossAttrs(),
@@ -137,7 +186,7 @@ void AppendLossOps(std::vector<OpDef>& ops) {
       .name = "cross_entropy_grad",
       .summary = "cross_entropy's backward: dlogits from logits, labels, lse and dloss",
       .min_operands = 4,
-      .max_operands = 4,
+      .max_operands = 5,
       .attrs = LossAttrs(),
       .infer = InferCrossEntropyGrad,
       .cost = CrossEntropyGradCost,

@@ -10,13 +10,17 @@ namespace {
 // The token dims of logits [..., V] (the labels' dims), then the class dim. Token dims
 // split freely only without a reduction: a mean divides by the count of the tokens not
 // ignored over all of them, which no device's block knows, and a reduced loss has no
-// token dim to hold a block's share. The class dim is kept whole.
+// token dim to hold a block's share. The class dim (the vocabulary) is split as
+// Megatron-LM's vocabulary-parallel cross-entropy splits it (vocab_parallel_loss.h): a
+// kStats factor of the forward, whose per-token max, sum of exponentials and target logit
+// are combined with all_reduces, and a plain kPass factor of the backward, which each
+// shard computes alone.
 struct LossFactors {
   std::vector<int> tokens;
   int classes = -1;
 };
 
-LossFactors AddLossFactors(OpRule& rule, const Operation& op) {
+LossFactors AddLossFactors(OpRule& rule, const Operation& op, FactorKind classes) {
   Type logits = op.operand(0)->type();
   const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
   LossFactors f;
@@ -24,7 +28,7 @@ LossFactors AddLossFactors(OpRule& rule, const Operation& op) {
     f.tokens.push_back(
         rule.AddFactor(logits.dims()[d], per_token ? FactorKind::kPass : FactorKind::kReplicate));
   }
-  f.classes = rule.AddFactor(logits.dims().back(), FactorKind::kReplicate);
+  f.classes = rule.AddFactor(logits.dims().back(), classes);
   return f;
 }
 
@@ -38,7 +42,7 @@ std::vector<std::vector<int>> Each(const std::vector<int>& factors) {
 
 OpRule CrossEntropyRule(const Operation& op) {
   OpRule rule;
-  LossFactors f = AddLossFactors(rule, op);
+  LossFactors f = AddLossFactors(rule, op, FactorKind::kStats);
   std::vector<int> logits = f.tokens;
   logits.push_back(f.classes);
   const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
@@ -51,7 +55,7 @@ OpRule CrossEntropyRule(const Operation& op) {
 
 OpRule CrossEntropyGradRule(const Operation& op) {
   OpRule rule;
-  LossFactors f = AddLossFactors(rule, op);
+  LossFactors f = AddLossFactors(rule, op, FactorKind::kPass);
   std::vector<int> logits = f.tokens;
   logits.push_back(f.classes);
   const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;

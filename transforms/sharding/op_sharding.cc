@@ -8,6 +8,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "transforms/sharding/gather_sharding.h"
 #include "transforms/sharding/rule_builders.h"
+#include "transforms/sharding/vocab_parallel_loss.h"
 
 namespace commir::sharding {
 namespace {
@@ -27,8 +28,13 @@ ShardingTable BuildTable() {
                              .stats_all_reduces = 1};  // mean square
   table[OpKind::kAttention] = {.rule = AttentionRule, .decompose = DecomposeAttention};
   table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
-  table[OpKind::kCrossEntropy] = {.rule = CrossEntropyRule};
-  table[OpKind::kCrossEntropyGrad] = {.rule = CrossEntropyGradRule};
+  // Vocabulary parallelism: the max, the sum of exponentials and the (smoothed) target
+  // logit of each token; the backward needs none.
+  table[OpKind::kCrossEntropy] = {.rule = CrossEntropyRule,
+                                  .decompose = DecomposeVocabParallelCrossEntropy,
+                                  .stats_all_reduces = 3};
+  table[OpKind::kCrossEntropyGrad] = {.rule = CrossEntropyGradRule,
+                                      .decompose = DecomposeVocabParallelCrossEntropyGrad};
   table[OpKind::kAttentionMerge] = {.rule = AttentionMergeRule};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};

@@ -72,6 +72,12 @@ func @f(%x: f32[8, 64], %w: f32[64]) -> f32[8, 64] {
   return %r
 }
 )"},
+      {OpKind::kCrossEntropy, R"(mesh @m(tp=4)
+func @f(%x: bf16[8, 64], %labels: i64[8]) -> f32[8] {
+  %r, %lse = cross_entropy(%x, %labels) {reduction = none, label_smoothing = 0.1}
+  return %lse
+}
+)"},
   };
   return *samples;
 }
@@ -128,8 +134,10 @@ TEST(ShardingTable, DecompositionsEmitTheAllReducesTheyDeclare) {
     DecompositionResult results = sharding.decompose(input);
     ASSERT_TRUE(results.ok()) << results.status();
     ASSERT_TRUE(results->has_value()) << "a split statistics factor needs the decomposition";
-    ASSERT_EQ((*results)->size(), 1u);
-    EXPECT_EQ((**results)[0]->type(), LocalTypeOf(op->result(0)->type(), choice.results[0], mesh));
+    ASSERT_EQ((*results)->size(), static_cast<size_t>(op->num_results()));
+    for (int r = 0; r < op->num_results(); ++r) {
+      EXPECT_EQ((**results)[r]->type(), LocalTypeOf(op->result(r)->type(), choice.results[r], mesh));
+    }
     int all_reduces = 0;
     for (Operation* emitted : *local->body()) all_reduces += emitted->Is(OpKind::kAllReduce) ? 1 : 0;
     EXPECT_EQ(all_reduces, split * sharding.stats_all_reduces);

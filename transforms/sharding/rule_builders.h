@@ -29,7 +29,8 @@ OpRule AttentionRule(const Operation& op);
 // head dims whole.
 OpRule AttentionGradRule(const Operation& op);
 // cross_entropy, cross_entropy_grad (loss_rules.cc): token dims split freely when the
-// loss is per token (reduction = none), the class dim whole.
+// loss is per token (reduction = none); the class dim (the vocabulary) a kStats factor of
+// the forward and a kPass factor of the backward (vocab_parallel_loss.h).
 OpRule CrossEntropyRule(const Operation& op);
 OpRule CrossEntropyGradRule(const Operation& op);
 // attention_merge: elementwise over the rows [.., S] and the head dim D, which every
