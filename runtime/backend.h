@@ -68,9 +68,10 @@ struct CollectiveContext {
   std::vector<int64_t> local;
   // streams[i]: the stream the op names on device group[local[i]].
   std::vector<int64_t> streams;
-  // For RunShiftInto of a carried ring block (in_place.h: CarriedBlockInSlot): per part,
-  // the block it sends where it lies in its slot (parts[i] is then the gathered value,
-  // `base`), or null for a whole tensor. Empty otherwise.
+  // For RunShiftInto of a ring's shift whose carried block lives in its slot (in_place.h:
+  // CarriedBlockInSlot): per part, the block it sends where it lies in its slot (parts[i]
+  // is then the gathered value, `base`), or null for a whole tensor (the loop's own first
+  // block). Empty for any other collective.
   absl::Span<const SlicedOperand* const> sliced;
 };
 

@@ -180,8 +180,10 @@ absl::StatusOr<bool> Interpreter::ReceiveCarried(const Operation& op,
     sliced[i] = &views[i];
     any_view = true;
   }
+  // Set for every step, with nulls for the loop's own block: the backend knows the
+  // shift as the ring's (a slot's receive is what the next step's readers wait for).
   CollectiveContext with_views = context;
-  if (any_view) with_views.sliced = sliced;
+  with_views.sliced = sliced;
   absl::StatusOr<bool> received =
       backend_.RunShiftInto(op, with_views, parts, *ring.update, offsets, destinations);
   if (!received.ok()) return received.status();
