@@ -147,6 +147,12 @@ absl::StatusOr<bool> Interpreter::ReceiveCarried(const Operation& op,
     const int64_t member = context.group[position];
     if (member >= static_cast<int64_t>(run.active.size()) || !run.active[member] ||
         run.trip >= run.slots[member].size()) {
+      // Run as a collective, which sends whole tensors: no block may be a view then.
+      for (int64_t other : context.local) {
+        if (Lookup(env, context.group[other], ring.shift->operand(0)).slice != nullptr) {
+          return absl::InternalError("a ring's block is a view where the ring runs as written");
+        }
+      }
       return false;
     }
   }
