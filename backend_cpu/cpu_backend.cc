@@ -97,7 +97,7 @@ absl::StatusOr<bool> CpuBackend::RunShiftInto(const Operation& shift,
                                               absl::Span<Tensor* const> destinations) {
   if (!shift.Is(OpKind::kShift) || context.local.size() != context.group.size()) return false;
   return ShiftInto(parts, shift.IntAttr("offset"), update.RequiredIntAttr("dim"), offsets,
-                   destinations);
+                   destinations, context.sliced);
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunCollective(

@@ -47,6 +47,12 @@ class CpuBackend : public runtime::Backend {
                                     absl::Span<const runtime::Tensor* const> parts,
                                     const Operation& update, absl::Span<const int64_t> offsets,
                                     absl::Span<runtime::Tensor* const> destinations) override;
+  // A ring's carried block lives in its slot (runtime/in_place.h: CarriedBlockInSlot): the
+  // shift copies it from there into the next member's slot (ShiftInto), and matmuls and
+  // attention read it there.
+  bool ReceivesCarriedBlockInSlot(const runtime::CarriedRing& /*ring*/) const override {
+    return true;
+  }
   // The same without a context, for tests and benchmarks.
   absl::StatusOr<std::vector<runtime::Tensor>> RunOp(
       const Operation& op, absl::Span<const runtime::Tensor* const> tensors,

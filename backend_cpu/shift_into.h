@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "runtime/backend.h"
 #include "runtime/tensor.h"
 
 namespace commir::cpu {
@@ -19,8 +20,14 @@ namespace commir::cpu {
 // block does not fit its slot (another element type or rank, another extent besides
 // `dim`, an offset out of range): the shift and the update then run one by one, and the
 // update reports the offset.
+//
+// A ring's carried block is sent from where it lies (runtime/in_place.h:
+// CarriedBlockInSlot): where sliced[c] is set, member c's part is that block of parts[c]
+// (the gathered value) along `dim`, read in place. It must lie apart from every slot
+// written into the same tensor (the interpreter plans the slots so).
 bool ShiftInto(absl::Span<const runtime::Tensor* const> parts, int64_t offset, int64_t dim,
-               absl::Span<const int64_t> offsets, absl::Span<runtime::Tensor* const> destinations);
+               absl::Span<const int64_t> offsets, absl::Span<runtime::Tensor* const> destinations,
+               absl::Span<const runtime::SlicedOperand* const> sliced = {});
 
 }  // namespace commir::cpu
 

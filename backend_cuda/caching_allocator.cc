@@ -154,6 +154,7 @@ DeviceBuffer::~DeviceBuffer() {
     return;
   }
   if (written_ != nullptr) allocator_->events().Release(written_);
+  for (auto& [offset, slot] : slots_) allocator_->events().Release(slot.written);
   allocator_->Free(block_, std::move(fences));
 }
 
@@ -198,6 +199,35 @@ absl::Status DeviceBuffer::WaitForUsers(cudaStream_t stream) {
     allocator_->events().Release(*event);
     COMMIR_CUDA_RETURN_IF_ERROR(recorded, "cudaEventRecord");
     COMMIR_CUDA_RETURN_IF_ERROR(waited, "cudaStreamWaitEvent");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBuffer::MarkSlotWritten(int64_t byte_offset, cudaStream_t stream) {
+  SlotRecord& slot = slots_[byte_offset];
+  if (slot.written == nullptr) {
+    absl::StatusOr<cudaEvent_t> event = allocator_->events().Acquire();
+    if (!event.ok()) {
+      slots_.erase(byte_offset);
+      return event.status();
+    }
+    slot.written = *event;
+  }
+  slot.writer = stream;
+  COMMIR_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.written, stream), "cudaEventRecord");
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBuffer::UseSlotOn(int64_t byte_offset, cudaStream_t stream) {
+  auto slot = slots_.find(byte_offset);
+  if (slot == slots_.end()) return UseOn(stream);
+  if (stream != slot->second.writer) {
+    COMMIR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, slot->second.written, 0),
+                                "cudaStreamWaitEvent");
+  }
+  if (stream != home_stream() &&
+      std::find(other_streams_.begin(), other_streams_.end(), stream) == other_streams_.end()) {
+    other_streams_.push_back(stream);
   }
   return absl::OkStatus();
 }

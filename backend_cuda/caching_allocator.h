@@ -19,6 +19,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "backend_cuda/block_cache.h"
 #include "runtime/tensor.h"
@@ -105,13 +106,29 @@ class DeviceBuffer : public runtime::DeviceStorage {
   // Whether the producer has finished (true when none was recorded); never blocks.
   absl::StatusOr<bool> Ready() const;
 
+  // A ring's carried block received into its slot (runtime/in_place.h:
+  // CarriedBlockInSlot), the slot at `byte_offset`: its own record besides the whole
+  // buffer's. A matmul reading the block waits for that receive only, not for the next
+  // step's receive into another slot, which MarkWritten records later in program order
+  // (waiting for it would undo the ring's overlap of transfer and GEMM).
+  absl::Status MarkSlotWritten(int64_t byte_offset, cudaStream_t stream);
+  // UseOn for a reader of the slot at `byte_offset`: waits for its MarkSlotWritten, or
+  // for the whole buffer's producer where the slot has none.
+  absl::Status UseSlotOn(int64_t byte_offset, cudaStream_t stream);
+
  private:
+  struct SlotRecord {
+    cudaEvent_t written = nullptr;  // from the allocator's pool
+    cudaStream_t writer = nullptr;
+  };
   std::shared_ptr<CachingAllocator> allocator_;
   Block block_;
   size_t bytes_;
   cudaEvent_t written_ = nullptr;  // from the allocator's pool
   cudaStream_t writer_ = nullptr;
   std::vector<cudaStream_t> other_streams_;  // users other than home_stream()
+  // Per slot offset, at most one per slot of the gathered value (a ring's devices).
+  absl::flat_hash_map<int64_t, SlotRecord> slots_;
 };
 
 }  // namespace commir::cuda

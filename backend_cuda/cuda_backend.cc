@@ -417,27 +417,44 @@ absl::StatusOr<bool> CudaBackend::RunShiftInto(const Operation& shift,
   const size_t members = parts.size();
   if (!shift.Is(OpKind::kShift) || members == 0 || members != context.local.size() ||
       members != context.streams.size() || offsets.size() != members ||
-      destinations.size() != members) {
+      destinations.size() != members ||
+      (!context.sliced.empty() && context.sliced.size() != members)) {
     return false;
   }
+  // A ring's carried block (CollectiveContext::sliced) is sent from its slot.
+  const bool carried = !context.sliced.empty();
+  auto view_of = [&](size_t i) { return carried ? context.sliced[i] : nullptr; };
+  auto shape_of = [&](size_t i) -> absl::Span<const int64_t> {
+    return view_of(i) != nullptr ? view_of(i)->shape : parts[i]->shape();
+  };
   const ElementType type = parts[0]->element_type();
+  const int64_t element_bytes = ElementTypeByteWidth(type);
   const comm::Route route = engine_->RouteOf(comm::CollectiveKind::kShift, context.group);
   // Every member's slot is planned before anything is issued: a decline leaves every
   // destination as it was.
   std::vector<ShiftSlot> slots;
+  std::vector<int64_t> send_offsets(members, 0);  // bytes into parts[i]
   for (size_t i = 0; i < members; ++i) {
     const Tensor& part = *parts[i];
     const Tensor& destination = *destinations[i];
     if (!part.on_device() || !destination.on_device() || part.element_type() != type ||
-        destination.element_type() != type || part.shape() != parts[0]->shape()) {
+        destination.element_type() != type || shape_of(i) != shape_of(0)) {
       return false;
     }
     std::optional<ShiftSlot> slot =
-        PlanShiftSlot(destination.shape(), part.shape(), update.RequiredIntAttr("dim"), offsets[i],
-                      ElementTypeByteWidth(type), route);
+        PlanShiftSlot(destination.shape(), shape_of(i), update.RequiredIntAttr("dim"), offsets[i],
+                      element_bytes, route);
     if (!slot.has_value() || slot->receive == SlotReceive::kStaged) return false;
+    if (const runtime::SlicedOperand* view = view_of(i); view != nullptr) {
+      const std::optional<int64_t> from = ContiguousBlockByteOffset(
+          part.shape(), view->dim, view->offset, view->shape[view->dim], element_bytes);
+      if (!from.has_value()) return false;
+      send_offsets[i] = *from;
+    }
     slots.push_back(*slot);
   }
+  int64_t block_elements = 1;
+  for (int64_t extent : shape_of(0)) block_elements *= extent;  // a block of an allocated tensor
   cudaGetLastError();  // not this op's: see RunTensorOp
   std::vector<comm::MemberBuffers> buffers(members);
   std::vector<cudaStream_t> streams(members);
@@ -447,7 +464,16 @@ absl::StatusOr<bool> CudaBackend::RunShiftInto(const Operation& shift,
     if (!stream.ok()) return stream.status();
     streams[i] = *stream;
     COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(device).ordinal), "cudaSetDevice");
-    absl::StatusOr<const void*> in = Operand(device, *stream, *parts[i]);
+    absl::StatusOr<const void*> in = nullptr;
+    if (view_of(i) != nullptr) {
+      // The block was received into its slot by the step before: wait for that receive
+      // only (the whole buffer's record may be a later write of another slot).
+      DeviceBuffer* from = BufferOf(*parts[i]);
+      if (absl::Status s = from->UseSlotOn(send_offsets[i], *stream); !s.ok()) return s;
+      in = static_cast<const void*>(static_cast<const char*>(from->data()) + send_offsets[i]);
+    } else {
+      in = Operand(device, *stream, *parts[i]);
+    }
     if (!in.ok()) return in.status();
     // The destination's producer, and its earlier readers on other streams, come first.
     absl::StatusOr<const void*> out = Operand(device, *stream, *destinations[i]);
@@ -464,7 +490,7 @@ absl::StatusOr<bool> CudaBackend::RunShiftInto(const Operation& shift,
     }
   }
   absl::Status shifted =
-      engine_->Shift(context.group, buffers, parts[0]->num_elements(), type, shift.IntAttr("offset"));
+      engine_->Shift(context.group, buffers, block_elements, type, shift.IntAttr("offset"));
   if (!shifted.ok()) return shifted;
   // Same-GPU copies may touch one member's buffers from another member's stream (see
   // RunCollective): keep them alive for every member's stream on their GPU.
@@ -481,8 +507,50 @@ absl::StatusOr<bool> CudaBackend::RunShiftInto(const Operation& shift,
   cudaGetLastError();  // what NCCL may have left behind (RunCollective)
   for (size_t i = 0; i < members; ++i) {
     if (absl::Status s = BufferOf(*destinations[i])->MarkWritten(streams[i]); !s.ok()) return s;
+    // The next step's readers of a carried block wait for this slot's receive only.
+    if (!carried) continue;
+    if (absl::Status s = BufferOf(*destinations[i])->MarkSlotWritten(slots[i].byte_offset,
+                                                                    streams[i]);
+        !s.ok()) {
+      return s;
+    }
   }
   return true;
+}
+
+bool CudaBackend::ReceivesCarriedBlockInSlot(const runtime::CarriedRing& ring) const {
+  const Type gathered = ring.update->operand(0)->type();
+  const Type block = ring.update->operand(1)->type();
+  int64_t dim = ring.update->attrs().GetInt("dim", 0);
+  if (dim < 0) dim += gathered.rank();
+  if (dim < 0 || dim >= block.rank()) return false;
+  return CarriedBlockContiguous(gathered.dims(), dim, block.dims()[dim]);
+}
+
+bool CudaBackend::IsCarriedBlock(const runtime::SlicedOperand& view) {
+  return view.slice != nullptr && view.slice->Is(OpKind::kDynamicUpdateSlice);
+}
+
+absl::StatusOr<Tensor> CudaBackend::CopyCarriedBlock(int64_t device, cudaStream_t stream,
+                                                     const runtime::SlicedOperand& view) {
+  const Tensor& base = *view.base;
+  const int64_t element_bytes = ElementTypeByteWidth(base.element_type());
+  const std::optional<int64_t> from = ContiguousBlockByteOffset(
+      base.shape(), view.dim, view.offset, view.shape[view.dim], element_bytes);
+  if (!base.on_device() || !from.has_value()) {
+    return absl::InternalError("a ring's carried block is not one contiguous range");
+  }
+  if (absl::Status s = BufferOf(base)->UseSlotOn(*from, stream); !s.ok()) return s;
+  std::vector<int64_t> shape(view.shape.begin(), view.shape.end());
+  absl::StatusOr<Tensor> block = Allocate(device, stream, base.element_type(), shape);
+  if (!block.ok()) return block.status();
+  COMMIR_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(BufferOf(*block)->data(),
+                      static_cast<const char*>(BufferOf(base)->data()) + *from,
+                      static_cast<size_t>(block->byte_size()), cudaMemcpyDeviceToDevice, stream),
+      "cudaMemcpyAsync");
+  if (absl::Status s = BufferOf(*block)->MarkWritten(stream); !s.ok()) return s;
+  return block;
 }
 
 absl::StatusOr<CudaBackend::MatrixOperand> CudaBackend::MatrixOperandOf(
@@ -490,9 +558,19 @@ absl::StatusOr<CudaBackend::MatrixOperand> CudaBackend::MatrixOperandOf(
     absl::Span<const runtime::SlicedOperand* const> sliced, size_t i) {
   const runtime::SlicedOperand* view = i < sliced.size() ? sliced[i] : nullptr;
   const Tensor& tensor = *tensors[i];
+  MatrixOperand operand;
+  if (view != nullptr && IsCarriedBlock(*view)) {
+    // A ring's carried block in its slot: wait for its own receive only (UseSlotOn).
+    if (!tensor.on_device()) return absl::InternalError("a ring's block lies in host memory");
+    const int64_t first = view->block.first * ElementTypeByteWidth(tensor.element_type());
+    if (absl::Status s = BufferOf(tensor)->UseSlotOn(first, stream); !s.ok()) return s;
+    operand.shape.assign(view->shape.begin(), view->shape.end());
+    operand.data = static_cast<const char*>(BufferOf(tensor)->data()) + first;
+    operand.row_stride = view->block.row_stride;
+    return operand;
+  }
   absl::StatusOr<const void*> base = Operand(device, stream, tensor);
   if (!base.ok()) return base.status();
-  MatrixOperand operand;
   if (view == nullptr) {
     operand.shape = tensor.shape();
     operand.data = *base;
@@ -556,6 +634,15 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunSlicedMatmul(
     const runtime::SlicedOperand* view = i < sliced.size() ? sliced[i] : nullptr;
     if (view == nullptr) continue;
     const Tensor* base = view->base;
+    if (IsCarriedBlock(*view)) {
+      // No slice op to run: copy the block (contiguous, ReceivesCarriedBlockInSlot) out
+      // of its slot.
+      absl::StatusOr<Tensor> copy = CopyCarriedBlock(device, stream, *view);
+      if (!copy.ok()) return copy.status();
+      blocks[i] = *std::move(copy);
+      operands[i] = &blocks[i];
+      continue;
+    }
     absl::StatusOr<std::vector<Tensor>> block = RunTensorOp(
         *view->slice, device, stream, absl::MakeConstSpan(&base, 1),
         absl::MakeConstSpan(&view->offset, 1));

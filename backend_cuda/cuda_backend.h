@@ -91,6 +91,13 @@ class CudaBackend : public runtime::Backend {
                                     absl::Span<const runtime::Tensor* const> parts,
                                     const Operation& update, absl::Span<const int64_t> offsets,
                                     absl::Span<runtime::Tensor* const> destinations) override;
+  // A ring's carried block lives in its slot (runtime/in_place.h: CarriedBlockInSlot)
+  // where the slot is contiguous (shift_slot.h: CarriedBlockContiguous): RunShiftInto
+  // sends it from the slot (an offset send pointer) into the next member's slot, and
+  // cuBLASLt reads it there with the gathered value's row length as leading dimension.
+  // Readers wait for the receive of their own slot (DeviceBuffer::UseSlotOn), not for the
+  // next step's. A strided slot keeps the block in a buffer of its own.
+  bool ReceivesCarriedBlockInSlot(const runtime::CarriedRing& ring) const override;
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;
@@ -162,6 +169,13 @@ class CudaBackend : public runtime::Backend {
     const void* data = nullptr;
     int64_t row_stride = 0;
   };
+  // Whether a view is a ring's carried block in its slot (runtime/backend.h:
+  // SlicedOperand), not a slice's block.
+  static bool IsCarriedBlock(const runtime::SlicedOperand& view);
+  // A ring's carried block copied out of its slot into a tensor of its own, for a reader
+  // that takes no view (a batched or converting matmul).
+  absl::StatusOr<runtime::Tensor> CopyCarriedBlock(int64_t device, cudaStream_t stream,
+                                                   const runtime::SlicedOperand& view);
   absl::StatusOr<MatrixOperand> MatrixOperandOf(
       int64_t device, cudaStream_t stream, absl::Span<const runtime::Tensor* const> tensors,
       absl::Span<const runtime::SlicedOperand* const> sliced, size_t i);

@@ -313,6 +313,65 @@ TEST(CudaBackendTest, ShiftsReceivedIntoTheirSlotsAgreeWithTheCpuBackend) {
   CompareForEachType({rows, columns, sequence}, {"f32", "bf16"});
 }
 
+// A ring whose carried block lives in its slot of the gathered value (runtime/in_place.h:
+// CarriedBlockInSlot), the ring schedules' form with the shift on its own stream: row
+// blocks are sent from their slot and read there by cuBLASLt (each reader waiting for its
+// own slot's receive), column blocks (strided) keep a buffer of their own. Against the
+// cpu backend, which runs both rings with the block in its slot.
+TEST(CudaBackendTest, RingsWithTheCarriedBlockInItsSlotAgreeWithTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  const std::string ring =
+      "mesh @m(tp=4)\n"
+      "spmd func @f(%x: $T[$B], %w: $T[$W]) -> ($T[$G], $T[$C]) on @m {\n"
+      "  %r = rank() {axis = tp} : index\n"
+      "  %g_init = full() {value = 0.0} : $T[$G]\n"
+      "  %c_init = full() {value = 0.0} : $T[$C]\n"
+      "  %g_part, %c_part, %blk_last = for %i = 0 to 3 step 1 iter(%g_acc = %g_init, "
+      "%c_acc = %c_init, %blk = %x) {\n"
+      "    %blk_next = shift(%blk) {axis = tp, offset = 1, stream = 1} : $T[$B]\n"
+      "    %src_raw = sub(%r, %i) : index\n"
+      "    %src = rem(%src_raw, 4) : index\n"
+      "    %off = mul(%src, $N) : index\n"
+      "    %c_blk = matmul($A) $Q: $T[$P]\n"
+      "    %c_acc_1 = dynamic_update_slice(%c_acc, %c_blk, %off) {dim = $D} : $T[$C]\n"
+      "    %g_acc_1 = dynamic_update_slice(%g_acc, %blk, %off) {dim = $D} : $T[$G]\n"
+      "    yield %g_acc_1, %c_acc_1, %blk_next\n"
+      "  } : ($T[$G], $T[$C], $T[$B])\n"
+      "  %src_last_raw = add(%r, 1) : index\n"
+      "  %src_last = rem(%src_last_raw, 4) : index\n"
+      "  %off_1 = mul(%src_last, $N) : index\n"
+      "  %c_blk_1 = matmul($L) $Q: $T[$P]\n"
+      "  %c = dynamic_update_slice(%c_part, %c_blk_1, %off_1) {dim = $D} : $T[$C]\n"
+      "  %g = dynamic_update_slice(%g_part, %blk_last, %off_1) {dim = $D} : $T[$G]\n"
+      "  return %g, %c\n"
+      "}\n";
+  // Row blocks: %x [16, 24] into [64, 24]; %c = %g %w, [64, 8].
+  const std::string rows = absl::StrReplaceAll(
+      ring, {{"$B", "16, 24"}, {"$W", "24, 8"}, {"$G", "64, 24"}, {"$C", "64, 8"},
+             {"$P", "16, 8"}, {"$N", "16"}, {"$D", "0"}, {"$A", "%blk, %w"},
+             {"$L", "%blk_last, %w"},
+             {"$Q", ""}});
+  // Column blocks: %x [24, 13] into [24, 52]; %c = %w^T %g, [8, 52].
+  const std::string columns = absl::StrReplaceAll(
+      ring, {{"$B", "24, 13"}, {"$W", "24, 8"}, {"$G", "24, 52"}, {"$C", "8, 52"},
+             {"$P", "8, 13"}, {"$N", "13"}, {"$D", "1"}, {"$A", "%w, %blk"},
+             {"$L", "%w, %blk_last"},
+             {"$Q", "{transpose_a} "}});
+  for (const std::string* source : {&rows, &columns}) {
+    DiagnosticEngine diagnostics;
+    const std::string f32 = absl::StrReplaceAll(*source, {{"$T", "f32"}});
+    std::unique_ptr<Module> module = ParseModule(f32, diagnostics);
+    ASSERT_NE(module, nullptr) << f32;
+    int rings = 0;
+    WalkOps(module->functions()[0]->body(),
+            [&](Operation* op) { rings += runtime::CarriedBlockInSlot(*op).has_value(); });
+    // Both hold in the program; the cuda backend takes the row ring only
+    // (CarriedBlockContiguous, shift_slot_test).
+    EXPECT_EQ(rings, 1) << f32;
+  }
+  CompareForEachType({rows, columns}, {"f32", "bf16"});
+}
+
 // Matmuls reading dynamic_slice blocks in place (cuBLASLt with an offset pointer and the
 // sliced matrix's row length as leading dimension): row and column blocks of a and b at
 // offsets computed from a loop's index, transposed operands, a column block written into

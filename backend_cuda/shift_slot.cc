@@ -35,4 +35,21 @@ std::optional<ShiftSlot> PlanShiftSlot(absl::Span<const int64_t> destination_dim
   return slot;
 }
 
+bool CarriedBlockContiguous(absl::Span<const int64_t> gathered_dims, int64_t dim,
+                            int64_t size) {
+  const std::optional<runtime::BlockRows> rows =
+      runtime::SliceAsRows(gathered_dims, dim, 0, size);
+  return rows.has_value() && rows->contiguous();
+}
+
+std::optional<int64_t> ContiguousBlockByteOffset(absl::Span<const int64_t> dims, int64_t dim,
+                                                 int64_t offset, int64_t size,
+                                                 int64_t element_bytes) {
+  if (element_bytes <= 0) return std::nullopt;
+  const std::optional<runtime::BlockRows> rows = runtime::SliceAsRows(dims, dim, offset, size);
+  if (!rows.has_value() || !rows->contiguous()) return std::nullopt;
+  // Fits: the tensor's bytes are allocated.
+  return rows->first * element_bytes;
+}
+
 }  // namespace commir::cuda

@@ -41,6 +41,23 @@ std::optional<ShiftSlot> PlanShiftSlot(absl::Span<const int64_t> destination_dim
                                        absl::Span<const int64_t> block_dims, int64_t dim,
                                        int64_t offset, int64_t element_bytes, comm::Route route);
 
+// A ring's carried block that lives in its slot of the gathered value
+// (runtime/in_place.h: CarriedBlockInSlot) is sent from there and received into the next
+// slot as one contiguous range on every route: where the block of `size` along `dim`
+// of a gathered value of `gathered_dims` is contiguous (a row block of a matrix, a range
+// whose every dimension before `dim` is 1). A strided block (a column block, a sequence
+// block of several heads) would need a strided send, which NCCL and the IPC path lack:
+// the backend then keeps the block in a buffer of its own, copied by the update.
+bool CarriedBlockContiguous(absl::Span<const int64_t> gathered_dims, int64_t dim, int64_t size);
+
+// Where the contiguous block at `offset` along `dim` with extent `size` of a row-major
+// tensor of `dims` begins, in bytes of `element_bytes` from the tensor's start: the send
+// pointer of a carried block in its slot. Empty where the block is strided or does not
+// fit.
+std::optional<int64_t> ContiguousBlockByteOffset(absl::Span<const int64_t> dims, int64_t dim,
+                                                 int64_t offset, int64_t size,
+                                                 int64_t element_bytes);
+
 }  // namespace commir::cuda
 
 #endif  // COMMIR_BACKEND_CUDA_SHIFT_SLOT_H_

@@ -75,5 +75,28 @@ TEST(ShiftSlotTest, DeclinesWhatDoesNotFit) {
   EXPECT_FALSE(PlanShiftSlot(buffer, block, 2, 0, 2, Route::kNccl).has_value());
 }
 
+
+TEST(CarriedBlockSlotTest, RowBlocksAreSentFromTheirSlotStridedOnesAreNot) {
+  // Row blocks of an f32 [1024, 256] gathered value: 128 rows at row 384 begin
+  // 384 * 256 * 4 bytes in, one contiguous range.
+  const int64_t gathered[] = {1024, 256};
+  EXPECT_TRUE(CarriedBlockContiguous(gathered, 0, 128));
+  EXPECT_TRUE(CarriedBlockContiguous(gathered, -2, 128));
+  EXPECT_EQ(ContiguousBlockByteOffset(gathered, 0, 384, 128, 4), 384 * 256 * 4);
+  // A column block: 1024 runs of 64 floats, 256 apart: strided, kept apart and copied.
+  EXPECT_FALSE(CarriedBlockContiguous(gathered, 1, 64));
+  EXPECT_FALSE(ContiguousBlockByteOffset(gathered, 1, 64, 64, 4).has_value());
+  // A sequence block of several heads [2, 8, 4096, 128] along dim 2: strided.
+  const int64_t heads[] = {2, 8, 4096, 128};
+  EXPECT_FALSE(CarriedBlockContiguous(heads, 2, 512));
+  // With batch and heads 1 it is one range: 512 rows of 128 bf16 at row 1024.
+  const int64_t one_head[] = {1, 1, 4096, 128};
+  EXPECT_TRUE(CarriedBlockContiguous(one_head, 2, 512));
+  EXPECT_EQ(ContiguousBlockByteOffset(one_head, 2, 1024, 512, 2), 1024 * 128 * 2);
+  // Out of range, or no element width: nothing.
+  EXPECT_FALSE(ContiguousBlockByteOffset(gathered, 0, 1000, 128, 4).has_value());
+  EXPECT_FALSE(ContiguousBlockByteOffset(gathered, 0, 0, 128, 0).has_value());
+}
+
 }  // namespace
 }  // namespace commir::cuda

@@ -26,7 +26,9 @@ namespace commir::runtime {
 
 // A matmul or attention operand that is a block of a larger tensor, read where it lies:
 // the result of the slice `slice` (a dynamic_slice or a static slice along one
-// dimension; in_place.h: SliceReadInPlace) taken from `base` at `offset` along `dim`.
+// dimension; in_place.h: SliceReadInPlace) taken from `base` at `offset` along `dim`,
+// or a ring's carried block in its slot of the gathered value `base` (in_place.h:
+// CarriedBlockInSlot; `slice` is then the ring's dynamic_update_slice, no slice).
 // The interpreter has checked that the block fits (SliceAsMatrices), so `block` is where
 // it lies in `base`.
 struct SlicedOperand {
@@ -66,6 +68,11 @@ struct CollectiveContext {
   std::vector<int64_t> local;
   // streams[i]: the stream the op names on device group[local[i]].
   std::vector<int64_t> streams;
+  // For RunShiftInto of a ring's shift whose carried block lives in its slot (in_place.h:
+  // CarriedBlockInSlot): per part, the block it sends where it lies in its slot (parts[i]
+  // is then the gathered value, `base`), or null for a whole tensor (the loop's own first
+  // block). Empty for any other collective.
+  absl::Span<const SlicedOperand* const> sliced;
 };
 
 class Backend {
@@ -129,6 +136,12 @@ class Backend {
                                             absl::Span<Tensor* const> /*destinations*/) {
     return false;
   }
+
+  // Whether the backend runs `ring` with its carried block in its slot (in_place.h:
+  // CarriedBlockInSlot): RunShiftInto with parts that are views (CollectiveContext::sliced)
+  // into the ring's update's slots, never declining one whose part is a view. The readers
+  // are asked apart (ReadsSliceInPlaceFor). The default does not.
+  virtual bool ReceivesCarriedBlockInSlot(const CarriedRing& /*ring*/) const { return false; }
 
   // Whether values live in device memory. If so the interpreter moves inputs in with
   // ToDevice and results out with ToHost; otherwise it uses host tensors directly.

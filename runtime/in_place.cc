@@ -107,14 +107,19 @@ bool SliceReadInPlace(const Operation& slice) {
   const Value* source = slice.operand(0);
   if (!block->type().is_tensor() || block->use_empty()) return false;
   for (const Operation* user : block->users()) {
-    if (user->Is(OpKind::kMatmul)) continue;
-    if (!user->Is(OpKind::kAttention)) return false;
-    // q, k and v are strided; any other operand (none is a tensor today) is not.
-    for (int i = 3; i < user->num_operands(); ++i) {
-      if (user->operand(i) == block) return false;
-    }
+    if (!ReadsAsMatrices(*user, block)) return false;
   }
   return OneMatrixLayout(source->type().dims(), extent->dim);
+}
+
+bool ReadsAsMatrices(const Operation& reader, const Value* block) {
+  if (reader.Is(OpKind::kMatmul)) return true;
+  if (!reader.Is(OpKind::kAttention)) return false;
+  // q, k and v are strided; any other operand (none is a tensor today) is not.
+  for (int i = 3; i < reader.num_operands(); ++i) {
+    if (reader.operand(i) == block) return false;
+  }
+  return true;
 }
 
 std::optional<MatrixBlock> SliceAsMatrices(absl::Span<const int64_t> dims, int64_t dim,
@@ -230,6 +235,150 @@ const Operation* ShiftReceivesInto(const Operation& shift) {
   const Operation* update = ResultWrittenStraightInto(shift);
   if (update == nullptr || !RingBlockLandsInPlace(*update)) return nullptr;
   return update;
+}
+
+namespace {
+
+// How many values one offset's index arithmetic may take: the ring schedules' offsets
+// take a handful, and a bound keeps a long or branching chain from costing more to check
+// (and, in the interpreter, to work out for every step) than the copy it saves.
+constexpr int kMaxIndexValues = 64;
+
+bool IsIndexArithmetic(const Operation& op) {
+  if (op.num_results() != 1 || !op.result(0)->type().is_index()) return false;
+  switch (op.kind()) {
+    case OpKind::kRank:
+    case OpKind::kFull:
+      return op.num_operands() == 0;
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kRem:
+      return op.num_operands() == 2;
+    default:
+      return false;
+  }
+}
+
+// Whether `value`, an index, is known before `loop` runs, for any iteration: a literal, a
+// value defined before the loop, the induction variable (where `block` is the loop's
+// body), or index arithmetic in `block` of such values. `budget` counts the values
+// looked at.
+bool IndexKnownAhead(const Value* value, const Operation& loop, const Block* block,
+                     int& budget) {
+  if (--budget < 0 || !value->type().is_index()) return false;
+  if (value->is_literal()) return true;
+  if (value->kind() == Value::Kind::kBlockArgument) {
+    if (value->owner_block() == loop.region(0)) {
+      return block == loop.region(0) && value->index() == 0;
+    }
+    return DefinedBefore(*value, loop);
+  }
+  const Operation* def = value->defining_op();
+  if (def == nullptr) return false;
+  if (DefinedBefore(*value, loop)) return true;
+  if (def->parent_block() != block || !IsIndexArithmetic(*def)) return false;
+  for (const Value* operand : def->operands()) {
+    if (!IndexKnownAhead(operand, loop, block, budget)) return false;
+  }
+  return true;
+}
+
+// `value`'s one use is operand `position` of `op`, and nothing else uses it.
+bool OnlyUseIs(const Value* value, const Operation* op, int position) {
+  if (op == nullptr || position < 0 || position >= op->num_operands() ||
+      op->operand(position) != value) {
+    return false;
+  }
+  for (const Operation* user : value->users()) {
+    if (user != op) return false;
+  }
+  for (int i = 0; i < op->num_operands(); ++i) {
+    if (i != position && op->operand(i) == value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<CarriedRing> CarriedBlockInSlot(const Operation& shift) {
+  if (!shift.Is(OpKind::kShift) || shift.num_operands() < 1 || shift.num_results() != 1) {
+    return std::nullopt;
+  }
+  const Block* body = shift.parent_block();
+  const Operation* loop = body == nullptr ? nullptr : body->parent_op();
+  if (loop == nullptr || !loop->Is(OpKind::kFor) || loop->num_regions() < 1 ||
+      loop->region(0) != body) {
+    return std::nullopt;
+  }
+  const Operation* yield = body->terminator();
+  const Value* block = shift.operand(0);
+  if (yield == nullptr || block->kind() != Value::Kind::kBlockArgument ||
+      block->owner_block() != body || block->index() < 1) {
+    return std::nullopt;
+  }
+  const int b = block->index() - 1;
+  if (b >= loop->num_results() || !OnlyUseIs(shift.result(0), yield, b)) return std::nullopt;
+  // The block's uses: the shift, one update, readers that take views.
+  const Operation* update = nullptr;
+  for (const Operation* user : block->users()) {
+    if (user == &shift) continue;
+    if (user->Is(OpKind::kDynamicUpdateSlice)) {
+      if ((update != nullptr && update != user) || user->num_operands() < 3 ||
+          user->operand(1) != block || user->operand(0) == block || user->operand(2) == block) {
+        return std::nullopt;
+      }
+      update = user;
+      continue;
+    }
+    if (!ReadsAsMatrices(*user, block)) return std::nullopt;
+  }
+  if (update == nullptr || update->parent_block() != body || !RingBlockLandsInPlace(*update) ||
+      !UpdatesDestinationInPlace(*update)) {
+    return std::nullopt;
+  }
+  // The gathered value: carried, updated only here, passed on as it is.
+  const Value* gathered = update->operand(0);
+  if (gathered->kind() != Value::Kind::kBlockArgument || gathered->owner_block() != body ||
+      gathered->index() < 1 || !OnlyUseIs(gathered, update, 0)) {
+    return std::nullopt;
+  }
+  const int g = gathered->index() - 1;
+  if (g == b || g >= loop->num_results() || !OnlyUseIs(update->result(0), yield, g) ||
+      block->type().element_type() != gathered->type().element_type()) {
+    return std::nullopt;
+  }
+  // After the loop: the last block goes into the gathered result, read before by views.
+  const Value* last_block = loop->result(b);
+  const Value* all = loop->result(g);
+  if (all->users().size() != 1) return std::nullopt;
+  const Operation* last = all->users()[0];
+  if (!last->Is(OpKind::kDynamicUpdateSlice) || last->num_operands() < 3 ||
+      !OnlyUseIs(all, last, 0) || last->operand(1) != last_block ||
+      last->operand(2) == last_block || last->parent_block() != loop->parent_block() ||
+      !UpdatesDestinationInPlace(*last)) {
+    return std::nullopt;
+  }
+  const int64_t rank = gathered->type().rank();
+  if (NormalizedDim(last->attrs().GetInt("dim", 0), rank) !=
+      NormalizedDim(update->attrs().GetInt("dim", 0), rank)) {
+    return std::nullopt;
+  }
+  for (const Operation* user : last_block->users()) {
+    if (user == last) continue;
+    // Read before the last update: the gathered value is not written after it is read.
+    if (!ReadsAsMatrices(*user, last_block) || user->parent_block() != last->parent_block() ||
+        !user->IsBeforeInBlock(last)) {
+      return std::nullopt;
+    }
+  }
+  int budget = kMaxIndexValues;
+  if (!IndexKnownAhead(update->operand(2), *loop, body, budget) ||
+      !IndexKnownAhead(last->operand(2), *loop, loop->parent_block(), budget)) {
+    return std::nullopt;
+  }
+  return CarriedRing{loop, b, g, &shift, update, last};
 }
 
 const Operation* UpdateReceivedByShift(const Operation& update) {

@@ -106,11 +106,56 @@ bool SliceReadInPlace(const Operation& slice);
 // by one, in the update's own block, along a dimension that keeps the block one strided
 // layout of the result. TransformerEngine's ring exchange receives each chunk where it
 // belongs in the gathered buffer, so the sim prices this update as free. The backends
-// receive the block there where ShiftReceivesInto holds; a carried block is still
-// received into a buffer of its own and copied (block bytes, not the destination: the
-// destination is updated in place where UpdatesDestinationInPlace), because the next
-// step's shift and matmul read it too (docs/commir-run-sim.md).
+// receive the block there where ShiftReceivesInto holds (a shift's result) or where
+// CarriedBlockInSlot holds (a carried block, which lives in its slot as a view of the
+// gathered value); elsewhere the block is received into a buffer of its own and copied
+// (block bytes, not the destination: the destination is updated in place where
+// UpdatesDestinationInPlace), which docs/commir-run-sim.md lists.
 bool RingBlockLandsInPlace(const Operation& update);
+
+// A ring's carried block that lives in its slot of the gathered value, the ring
+// schedules' form:
+//
+//   %g, %blk_last = for %i = ... iter(%g_acc = %g_init, %blk = %x) {
+//     %blk_next = shift(%blk) ...
+//     %c = matmul(%blk, %w) ...
+//     %g_acc_1 = dynamic_update_slice(%g_acc, %blk, %off) ...
+//     yield ..., %g_acc_1, %blk_next
+//   }
+//   %c_last = matmul(%blk_last, %w) ...
+//   %g_all = dynamic_update_slice(%g, %blk_last, %off_last) ...
+//
+// Each step's shift receives the next block straight into the slot the next update (or
+// the one after the loop) writes it to, and the block is then a view of the gathered
+// value: the next shift sends from the slot, the matmul reads it there, and the update
+// finds it in place (no copy). Valid because the gathered value is updated only by
+// these updates, in place, each in its own slot (the interpreter checks that each step's
+// slot is apart from the one the block it sends lies in), and the view keeps it alive.
+// It holds when:
+//  - the shift's operand is a carried value of a `for` (its body argument) and its
+//    result, used only by the yield, is what the loop carries there next;
+//  - that body argument's uses are the shift, one RingBlockLandsInPlace update
+//    (operand 1) of another carried value (the gathered value: its only use, the
+//    update's result used only by the yield, in the gathered value's place), and readers
+//    of the block (matmuls, an attention's q, k or v);
+//  - after the loop, the loop's block result is the update of a dynamic_update_slice of
+//    the loop's gathered result (its only use) of the same dimension, that
+//    UpdatesDestinationInPlace, and is otherwise read only by such readers before it;
+//  - both updates' offsets can be worked out before the shift: index arithmetic of
+//    values defined before the loop, literals and (in the body) the induction variable.
+struct CarriedRing {
+  const Operation* loop = nullptr;
+  int block = 0;        // the block's position among the loop's carried values
+  int gathered = 0;     // the gathered value's
+  const Operation* shift = nullptr;        // in the body
+  const Operation* update = nullptr;       // in the body
+  const Operation* last_update = nullptr;  // after the loop
+};
+std::optional<CarriedRing> CarriedBlockInSlot(const Operation& shift);
+
+// Whether `reader` reads `block` only as a GEMM or attention operand that a backend may
+// take as a strided view (a matmul's operand, an attention's q, k or v).
+bool ReadsAsMatrices(const Operation& reader, const Value* block);
 
 // For a shift, the dynamic_update_slice that RingBlockLandsInPlace whose update is the
 // shift's result, where the shift may receive straight into the update's destination

@@ -243,5 +243,88 @@ TEST(SliceAsRowsTest, BlocksAlongAnyDimensionAreRowsOfOneStridedCopy) {
   EXPECT_FALSE(SliceAsRows(dims, 4, 0, 1).has_value());
 }
 
+
+// A ring all-gather of %a whose blocks %w multiplies on the way, the ring schedules'
+// form; `edit` replaces one line of it. The ring whose carried block lives in its slot,
+// if CarriedBlockInSlot finds one at the shift.
+std::optional<CarriedRing> CarriedCase(const std::string& from, const std::string& to,
+                                       std::unique_ptr<Module>& module) {
+  std::string body =
+      "  %r = rank() {axis = tp} : index\n"
+      "  %g_init = full() {value = 0.0} : f32[16, 3]\n"
+      "  %g_part, %blk_last = for %i = 0 to 3 step 1 iter(%g_acc = %g_init, %blk = %a) {\n"
+      "    %blk_next = shift(%blk) {axis = tp, offset = 1} : f32[4, 3]\n"
+      "    %src_raw = sub(%r, %i) : index\n"
+      "    %src = rem(%src_raw, 4) : index\n"
+      "    %off = mul(%src, 4) : index\n"
+      "    %p = matmul(%blk, %w) : f32[4, 5]\n"
+      "    %g_acc_1 = dynamic_update_slice(%g_acc, %blk, %off) {dim = 0} : f32[16, 3]\n"
+      "    yield %g_acc_1, %blk_next\n"
+      "  } : (f32[16, 3], f32[4, 3])\n"
+      "  %last_raw = add(%r, 1) : index\n"
+      "  %last = rem(%last_raw, 4) : index\n"
+      "  %off_1 = mul(%last, 4) : index\n"
+      "  %p_1 = matmul(%blk_last, %w) : f32[4, 5]\n"
+      "  %g = dynamic_update_slice(%g_part, %blk_last, %off_1) {dim = 0} : f32[16, 3]\n"
+      "  return %g\n";
+  if (!from.empty()) {
+    const size_t at = body.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at == std::string::npos) return std::nullopt;
+    body.replace(at, from.size(), to);
+  }
+  module = ParseCase(
+      "mesh @m(tp=4)\nspmd func @f(%a: f32[4, 3], %w: f32[3, 5]) -> f32[16, 3] on @m {\n", body);
+  if (module == nullptr) return std::nullopt;
+  std::optional<CarriedRing> found;
+  WalkOps(module->functions()[0]->body(), [&](Operation* op) {
+    if (std::optional<CarriedRing> ring = CarriedBlockInSlot(*op); ring.has_value()) found = ring;
+  });
+  return found;
+}
+
+TEST(CarriedBlockInSlotTest, TheRingSchedulesForm) {
+  std::unique_ptr<Module> module;
+  std::optional<CarriedRing> ring = CarriedCase("", "", module);
+  ASSERT_TRUE(ring.has_value());
+  EXPECT_EQ(ring->block, 1);
+  EXPECT_EQ(ring->gathered, 0);
+  EXPECT_TRUE(ring->shift->Is(OpKind::kShift));
+  EXPECT_EQ(ring->update->result(0)->name(), "g_acc_1");
+  EXPECT_EQ(ring->last_update->result(0)->name(), "g");
+  EXPECT_TRUE(RingBlockLandsInPlace(*ring->update));
+  EXPECT_TRUE(RingBlockLandsInPlace(*ring->last_update));
+}
+
+TEST(CarriedBlockInSlotTest, OnlyWhereEveryUseCanTakeTheView) {
+  std::unique_ptr<Module> module;
+  // The block is read by an op that takes no view.
+  EXPECT_FALSE(CarriedCase("    %p = matmul(%blk, %w) : f32[4, 5]\n",
+                           "    %p = neg(%blk) : f32[4, 3]\n", module)
+                   .has_value());
+  // The last block is read after the last update (the gathered value may change).
+  EXPECT_FALSE(CarriedCase("  return %g\n",
+                           "  %p_2 = matmul(%blk_last, %w) : f32[4, 5]\n  return %g\n", module)
+                   .has_value());
+  // The gathered value is read in the body besides its update.
+  EXPECT_FALSE(CarriedCase("    %p = matmul(%blk, %w) : f32[4, 5]\n",
+                           "    %p = matmul(%g_acc, %w) : f32[16, 5]\n", module)
+                   .has_value());
+  // The gathered result is read besides the last update.
+  EXPECT_FALSE(CarriedCase("  return %g\n", "  %n = neg(%g_part) : f32[16, 3]\n  return %g\n",
+                           module)
+                   .has_value());
+}
+
+TEST(CarriedBlockInSlotTest, OffsetsOfIndexArithmeticAreKnownBeforeTheShift) {
+  std::unique_ptr<Module> module;
+  // Index arithmetic of the induction variable and values before the loop: known.
+  EXPECT_TRUE(CarriedCase("    %off = mul(%src, 4) : index\n",
+                          "    %four = full() {value = 4} : index\n"
+                          "    %off = mul(%src, %four) : index\n",
+                          module)
+                  .has_value());
+}
+
 }  // namespace
 }  // namespace commir::runtime

@@ -52,6 +52,7 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
     if (const Operation* update = ShiftReceivesInto(*op); update != nullptr) {
       shift_into_[op] = update;
     }
+    if (views) AddCarriedRing(*op);
     if (!op->Is(OpKind::kFor)) return;
     const absl::Span<const Value* const> dead = liveness_.DeadAfter(*op);
     std::vector<bool> moved(op->num_operands(), false);
@@ -273,42 +274,46 @@ absl::Status Interpreter::RunOp(const Operation& op, Env& env) {
   return RunTensorOp(op, env);
 }
 
-absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
-  for (int64_t d : local_) {
-    int64_t value = 0;
-    switch (op.kind()) {
-      case OpKind::kRank:
-        value = mesh_ == nullptr ? 0 : mesh_->GroupCoordinate(d, op.attrs().Find("axis")->axes());
-        break;
-      case OpKind::kFull:
-        value = op.RequiredIntAttr("value");
-        break;
-      default: {
-        int64_t a = Lookup(env, d, op.operand(0)).index;
-        int64_t b = Lookup(env, d, op.operand(1)).index;
-        bool overflow = false;
-        switch (op.kind()) {
-          case OpKind::kAdd: overflow = __builtin_add_overflow(a, b, &value); break;
-          case OpKind::kSub: overflow = __builtin_sub_overflow(a, b, &value); break;
-          case OpKind::kMul: overflow = __builtin_mul_overflow(a, b, &value); break;
-          case OpKind::kDiv:
-          case OpKind::kRem:
-            if (b == 0) return Fail(op, d, absl::StrFormat("index division by zero (%d / 0)", a));
-            // The one quotient that does not fit in an int64.
-            overflow = op.Is(OpKind::kDiv) && a == std::numeric_limits<int64_t>::min() && b == -1;
-            if (overflow) break;
-            value = op.Is(OpKind::kDiv) ? scalar_math::FloorDiv(a, b) : scalar_math::FloorRem(a, b);
-            break;
-          default:
-            return Fail(op, d, "is not an index operation");
-        }
-        if (overflow) {
-          return Fail(op, d, absl::StrFormat("index arithmetic overflows int64 (operands %d and %d)",
-                                             a, b));
-        }
+absl::StatusOr<int64_t> Interpreter::IndexOpValue(const Operation& op, int64_t device,
+                                                   int64_t a, int64_t b) const {
+  int64_t value = 0;
+  bool overflow = false;
+  switch (op.kind()) {
+    case OpKind::kRank:
+      return mesh_ == nullptr ? 0 : mesh_->GroupCoordinate(device, op.attrs().Find("axis")->axes());
+    case OpKind::kFull:
+      return op.RequiredIntAttr("value");
+    case OpKind::kAdd: overflow = __builtin_add_overflow(a, b, &value); break;
+    case OpKind::kSub: overflow = __builtin_sub_overflow(a, b, &value); break;
+    case OpKind::kMul: overflow = __builtin_mul_overflow(a, b, &value); break;
+    case OpKind::kDiv:
+    case OpKind::kRem:
+      if (b == 0) {
+        return absl::InvalidArgumentError(absl::StrFormat("index division by zero (%d / 0)", a));
       }
-    }
-    env[d][op.result(0)] = Slot{nullptr, value};
+      // The one quotient that does not fit in an int64.
+      overflow = op.Is(OpKind::kDiv) && a == std::numeric_limits<int64_t>::min() && b == -1;
+      if (overflow) break;
+      value = op.Is(OpKind::kDiv) ? scalar_math::FloorDiv(a, b) : scalar_math::FloorRem(a, b);
+      break;
+    default:
+      return absl::InvalidArgumentError("is not an index operation");
+  }
+  if (overflow) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("index arithmetic overflows int64 (operands %d and %d)", a, b));
+  }
+  return value;
+}
+
+absl::Status Interpreter::RunIndexOp(const Operation& op, Env& env) {
+  const bool binary = !op.Is(OpKind::kRank) && !op.Is(OpKind::kFull);
+  for (int64_t d : local_) {
+    const int64_t a = binary ? Lookup(env, d, op.operand(0)).index : 0;
+    const int64_t b = binary ? Lookup(env, d, op.operand(1)).index : 0;
+    absl::StatusOr<int64_t> value = IndexOpValue(op, d, a, b);
+    if (!value.ok()) return Fail(op, d, value.status());
+    env[d][op.result(0)] = Slot{nullptr, *value};
   }
   return absl::OkStatus();
 }
@@ -345,6 +350,8 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
                                static_cast<uint64_t>(step) +
                            1;
   backend_.EnterLoop(op, trips);
+  PlanCarriedRings(op, carried, lower, step, trips, env);
+  const auto rings = carried_by_loop_.find(&op);
   std::vector<const Tensor*> carried_tensors;
   for (uint64_t trip = 0; trip < trips; ++trip) {
     carried_tensors.clear();
@@ -356,8 +363,22 @@ absl::Status Interpreter::RunFor(const Operation& op, Env& env) {
       backend_.ExitLoop(op);
       return Fail(op, local_.front(), skipped.status());
     }
+    if (*skipped > 0 && rings != carried_by_loop_.end()) {
+      for (size_t r : rings->second) {
+        for (bool active : carried_runs_[r].active) {
+          if (!active) continue;
+          backend_.ExitLoop(op);
+          return Fail(op, local_.front(),
+                      absl::InternalError("a ring's carried block lives in its slot, so no "
+                                          "iteration of its loop can be skipped"));
+        }
+      }
+    }
     if (*skipped >= trips - trip) break;
     trip += *skipped;
+    if (rings != carried_by_loop_.end()) {
+      for (size_t r : rings->second) carried_runs_[r].trip = trip;
+    }
     // lower + trip * step < upper, so it is representable; computed modulo 2^64.
     const int64_t i = static_cast<int64_t>(static_cast<uint64_t>(lower) +
                                            trip * static_cast<uint64_t>(step));
@@ -497,6 +518,11 @@ absl::Status Interpreter::RunCollective(const Operation& op, Env& env) {
       parts.push_back(held.back().get());
       done.insert(member);
     }
+    if (carried_by_op_.contains(&op)) {
+      absl::StatusOr<bool> carried = ReceiveCarried(op, context, env);
+      if (!carried.ok()) return Fail(op, d, carried.status());
+      if (*carried) continue;
+    }
     absl::StatusOr<bool> received = ReceiveInPlace(op, context, parts, env);
     if (!received.ok()) return Fail(op, d, received.status());
     if (*received) continue;
@@ -556,6 +582,11 @@ absl::StatusOr<bool> Interpreter::ReceiveInPlace(const Operation& op,
 absl::StatusOr<Interpreter::Slot> Interpreter::Materialize(const Slot& view, int64_t device,
                                                            Env& env) {
   const Operation& slice = *view.slice;
+  if (!slice.Is(OpKind::kSlice) && !slice.Is(OpKind::kDynamicSlice)) {
+    // A carried ring block (CarriedBlockInSlot): every reader takes it in place.
+    return Fail(slice, device, absl::InternalError("a ring's carried block in its slot was "
+                                                   "read by an op that takes no view"));
+  }
   const Tensor* base = view.tensor.get();
   const int64_t offset = view.index;
   OpContext context{device, StreamOf(slice, env, device)};
@@ -576,7 +607,13 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
   const auto kept_view = slices_in_place_.find(&op);
   const SliceExtent* extent =
       kept_view != slices_in_place_.end() ? &kept_view->second : nullptr;
+  const bool carried_update = op.Is(OpKind::kDynamicUpdateSlice) && carried_by_op_.contains(&op);
   for (int64_t d : local_) {
+    if (carried_update) {
+      absl::StatusOr<bool> done = UpdateCarried(op, d, env);
+      if (!done.ok()) return Fail(op, d, done.status());
+      if (*done) continue;
+    }
     // A block its readers read in place: no kernel, no copy. One that does not fit runs
     // as the op, which reports the offset.
     if (extent != nullptr) {
@@ -634,9 +671,12 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
       view.base = slot.tensor.get();
       view.slice = &slice;
       view.offset = slot.index;
-      view.shape = slice.result(0)->type().dims();  // the module outlives the run
-      // Checked when the slice was kept as a view.
-      const SliceExtent& cut = slices_in_place_.at(&slice);
+      view.shape = operand->type().dims();  // the block's type; the module outlives the run
+      // Checked when the slice was kept as a view (or the carried block's slot planned).
+      const auto kept = slices_in_place_.find(&slice);
+      const SliceExtent& cut = kept != slices_in_place_.end()
+                                   ? kept->second
+                                   : carried_extents_[carried_by_op_.at(&slice)];
       view.dim = cut.dim;
       view.block = *SliceAsMatrices(view.base->shape(), cut.dim, view.offset, cut.size);
       views.push_back(std::move(view));

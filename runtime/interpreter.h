@@ -78,6 +78,9 @@ class Interpreter {
     bool written_into_destination = false;
     // A dynamic_slice that a matmul reads in place (in_place.h: SliceReadInPlace) and
     // that did not run: `tensor` is the sliced tensor and `index` the block's offset.
+    // Or a ring's carried block received into its slot (in_place.h: CarriedBlockInSlot):
+    // `slice` is the ring's update in the loop body, `tensor` the gathered value and
+    // `index` the slot's offset.
     const Operation* slice = nullptr;
   };
   using Env = std::vector<absl::flat_hash_map<const Value*, Slot>>;
@@ -103,6 +106,34 @@ class Interpreter {
   // not free to take or the backend declines: the shift then runs as a collective.
   absl::StatusOr<bool> ReceiveInPlace(const Operation& op, const CollectiveContext& context,
                                       absl::Span<const Tensor* const> parts, Env& env);
+  // Before a loop's first iteration, for each of its rings whose carried block lives in
+  // its slot (in_place.h: CarriedBlockInSlot): every slot each step's shift receives
+  // into, worked out from the updates' offsets, and whether the ring runs so on every
+  // local device: the gathered value's buffer is the loop's alone, every slot fits, and
+  // each step's slot is apart from the one the block it sends lies in. Otherwise the
+  // ring runs as written (the block received apart and copied).
+  // Records `op`'s ring when it is a shift whose carried block lives in its slot
+  // (CarriedBlockInSlot) and the backend runs it so, with every reader taking the view.
+  void AddCarriedRing(const Operation& op);
+  void PlanCarriedRings(const Operation& loop, const std::vector<std::vector<Slot>>& carried,
+                        int64_t lower, int64_t step, uint64_t trips, const Env& env);
+  // The value of `value`, an index the ring's offsets are made of (in_place.h:
+  // CarriedBlockInSlot), on `device` in the iteration whose induction variable is `iv`.
+  absl::StatusOr<int64_t> IndexAhead(const Value* value, const Operation& loop, int64_t iv,
+                                     int64_t device, const Env& env) const;
+  // An index op's value from its operands' (a, b; unused for rank and full) on `device`.
+  absl::StatusOr<int64_t> IndexOpValue(const Operation& op, int64_t device, int64_t a,
+                                       int64_t b) const;
+  // For a shift of an active carried ring: receives every local member's next block into
+  // its slot of the gathered value and makes the results views of it. False where the
+  // backend declines a block that is no view (the shift then runs as a collective).
+  absl::StatusOr<bool> ReceiveCarried(const Operation& op, const CollectiveContext& context,
+                                      Env& env);
+  // For an update of a carried ring (the one in the body, or after the loop): passes the
+  // gathered value on where the block is already in its slot, or writes the block into
+  // it in place, keeping the buffer the views refer to. False where the ring is not
+  // active on `device`: the update runs as an op.
+  absl::StatusOr<bool> UpdateCarried(const Operation& op, int64_t device, Env& env);
   // Runs a slice that was kept as a view (Slot::slice), for a user that needs the block
   // as a tensor of its own.
   absl::StatusOr<Slot> Materialize(const Slot& view, int64_t device, Env& env);
@@ -137,6 +168,21 @@ class Interpreter {
   // Slice ops whose readers read the block in place (the backend takes it for every
   // reader), with the block each takes: worked out once, here, not per run.
   absl::flat_hash_map<const Operation*, SliceExtent> slices_in_place_;
+  // Rings whose carried block lives in its slot (CarriedBlockInSlot, every reader taking
+  // the view and the backend receiving into the slot), found once, and for each the
+  // block's extent in the gathered value; the shift, the updates and the loop map to
+  // their ring's position. While a loop runs, each ring's plan (PlanCarriedRings) and
+  // the step under way.
+  struct CarriedRun {
+    std::vector<bool> active;                // per device
+    std::vector<std::vector<int64_t>> slots;  // per device, per step: where the shift receives
+    uint64_t trip = 0;
+  };
+  std::vector<CarriedRing> carried_rings_;
+  std::vector<SliceExtent> carried_extents_;
+  std::vector<CarriedRun> carried_runs_;
+  absl::flat_hash_map<const Operation*, size_t> carried_by_op_;
+  absl::flat_hash_map<const Operation*, std::vector<size_t>> carried_by_loop_;
   const Mesh* mesh_;
   int64_t num_devices_;
   std::vector<int64_t> local_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -26,11 +28,23 @@ using CallPeaks = absl::flat_hash_map<const Function*, uint64_t>;
 // The peak bytes of `block`'s own values (arguments included) and what its ops nest,
 // while it runs once. A callee not in `call_peaks` (only in an unverified, recursive
 // program, which the interpreter refuses to run) counts as nothing more.
+// The rings of `loop` whose carried block lives in its slot (in_place.h:
+// CarriedBlockInSlot), found by their shifts in its body.
+std::vector<CarriedRing> RingsOf(const Operation& loop) {
+  std::vector<CarriedRing> rings;
+  if (!loop.Is(OpKind::kFor) || loop.num_regions() < 1) return rings;
+  for (const Operation* op : *loop.region(0)) {
+    if (std::optional<CarriedRing> ring = CarriedBlockInSlot(*op); ring.has_value()) {
+      rings.push_back(*ring);
+    }
+  }
+  return rings;
+}
+
 uint64_t BlockPeak(const Block& block, const Liveness& liveness, const FunctionsByName& functions,
                    const CallPeaks& call_peaks) {
   uint64_t live = 0;
   for (const Value* arg : block.arguments()) live = SaturatingAdd(live, TypeBytes(arg->type()));
-  uint64_t peak = live;
   // A slice read in place (in_place.h: SliceReadInPlace) is a view: it holds no bytes of
   // its own but keeps the tensor it views, which is released only once that tensor and
   // every view of it are dead. `viewed` maps each view to the tensor whose bytes it
@@ -39,18 +53,42 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness, const Functions
   absl::flat_hash_map<const Value*, const Value*> viewed;
   absl::flat_hash_map<const Value*, int64_t> views;
   absl::flat_hash_set<const Value*> dead;
+  auto add_view = [&](const Value* view, const Value* source) {
+    auto through = viewed.find(source);
+    if (through != viewed.end()) source = through->second;
+    viewed[view] = source;
+    ++views[source];
+  };
+  // A ring's carried block that lives in its slot (in_place.h: CarriedBlockInSlot) is a
+  // view of the gathered value: the body's block argument, the shift's result and the
+  // loop's block result hold no bytes of their own. The ring's updates write the
+  // gathered value in place, so its views pass on to the update's result.
+  absl::flat_hash_map<const Operation*, const Value*> ring_shifts;  // to the gathered value
+  absl::flat_hash_set<const Operation*> ring_updates;
+  const Operation* parent = block.parent_op();
+  if (parent != nullptr && parent->Is(OpKind::kFor)) {
+    for (const CarriedRing& ring : RingsOf(*parent)) {
+      const Value* carried = block.argument(ring.block + 1);
+      live -= std::min(live, TypeBytes(carried->type()));
+      add_view(carried, ring.update->operand(0));
+      ring_shifts[ring.shift] = ring.update->operand(0);
+      ring_updates.insert(ring.update);
+    }
+  }
+  uint64_t peak = live;
   for (const Operation* op : block) {
     if (op->def().Has(kTerminator)) break;
     uint64_t results = 0;
+    const std::vector<CarriedRing> rings = RingsOf(*op);
     if (SliceReadInPlace(*op)) {
-      const Value* source = op->operand(0);
-      auto through = viewed.find(source);
-      if (through != viewed.end()) source = through->second;
-      viewed[op->result(0)] = source;
-      ++views[source];
+      add_view(op->result(0), op->operand(0));
+    } else if (auto ring = ring_shifts.find(op); ring != ring_shifts.end()) {
+      add_view(op->result(0), ring->second);
     } else {
       for (const Value* result : op->results()) {
-        results = SaturatingAdd(results, TypeBytes(result->type()));
+        bool is_view = false;
+        for (const CarriedRing& ring : rings) is_view = is_view || result == op->result(ring.block);
+        if (!is_view) results = SaturatingAdd(results, TypeBytes(result->type()));
       }
     }
     uint64_t during = SaturatingAdd(live, results);
@@ -67,6 +105,23 @@ uint64_t BlockPeak(const Block& block, const Liveness& liveness, const Functions
     }
     peak = std::max(peak, during);
     live = SaturatingAdd(live, results);
+    for (const CarriedRing& ring : rings) {
+      add_view(op->result(ring.block), op->result(ring.gathered));
+      ring_updates.insert(ring.last_update);
+    }
+    if (ring_updates.contains(op)) {
+      // Written in place: the gathered value's views are the result's now.
+      const Value* from = op->operand(0);
+      const Value* to = op->result(0);
+      const int64_t held = views.contains(from) ? views[from] : 0;
+      if (held > 0) {
+        for (auto& [view, source] : viewed) {
+          if (source == from) source = to;
+        }
+        views[from] = 0;
+        views[to] += held;
+      }
+    }
     auto release = [&](const Value* value) { live -= std::min(live, TypeBytes(value->type())); };
     for (const Value* value : liveness.DeadAfter(*op)) {
       if (auto view = viewed.find(value); view != viewed.end()) {

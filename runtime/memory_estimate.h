@@ -26,7 +26,9 @@ uint64_t SaturatingMul(uint64_t a, uint64_t b);
 // arguments, then each op's results while its operands are still held, with every value
 // released after its last use. A slice read in place (in_place.h: SliceReadInPlace,
 // which the interpreter runs as a view of the sliced tensor) costs nothing itself and
-// keeps the sliced tensor alive until its last reader has run. A loop adds its body's
+// keeps the sliced tensor alive until its last reader has run; so is a ring's carried
+// block that lives in its slot of the gathered value (in_place.h: CarriedBlockInSlot),
+// which keeps the gathered value alive. A loop adds its body's
 // peak and its carried values to what is live around it, and a call its callee's peak
 // beyond the call's operands. Saturated at the largest uint64.
 uint64_t PeakLiveBytesPerDevice(const Function& function);

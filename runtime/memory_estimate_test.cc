@@ -167,5 +167,52 @@ spmd func @f(%w: f32[32, 32]) -> (f32[16, 32], f32[16, 16], f32[64, 32]) on @m {
   EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 8192u + 2048 + 8192 + 1024);
 }
 
+
+// A ring all-gather whose carried block lives in its slot of the gathered value
+// (in_place.h: CarriedBlockInSlot): the body's block argument, the shift's result and the
+// loop's block result are views of the gathered value, with no bytes of their own. By
+// hand, in bytes: %x 2048, %g_init 8192; the loop holds its results (%g_part 8192) and
+// its body's peak, at the update: %g_acc and %g_acc_1, 8192 each. Peak 2048 + 8192 +
+// 8192 + 16384. Where the last block is returned (no view: the rule does not hold), the
+// block is a buffer of its own three times over (the loop's result, the body's
+// argument, the shift's result: 2048 each), peak 40960.
+constexpr char kRing[] = R"(mesh @m(tp=4)
+spmd func @f(%x: f32[16, 32]) -> ($RESULTS) on @m {
+  %r = rank() {axis = tp} : index
+  %g_init = full() {value = 0.0} : f32[64, 32]
+  %g_part, %blk_last = for %i = 0 to 3 step 1 iter(%g_acc = %g_init, %blk = %x) {
+    %blk_next = shift(%blk) {axis = tp, offset = 1} : f32[16, 32]
+    %src_raw = sub(%r, %i) : index
+    %src = rem(%src_raw, 4) : index
+    %off = mul(%src, 16) : index
+    %g_acc_1 = dynamic_update_slice(%g_acc, %blk, %off) {dim = 0} : f32[64, 32]
+    yield %g_acc_1, %blk_next
+  } : (f32[64, 32], f32[16, 32])
+  %src_last_raw = add(%r, 1) : index
+  %src_last = rem(%src_last_raw, 4) : index
+  %off_1 = mul(%src_last, 16) : index
+  %g = dynamic_update_slice(%g_part, %blk_last, %off_1) {dim = 0} : f32[64, 32]
+  return $RETURNED
+}
+)";
+
+TEST(PeakLiveBytes, ARingsCarriedBlockInItsSlotHoldsNoBytes) {
+  std::string source = kRing;
+  source.replace(source.find("$RESULTS"), 8, "f32[64, 32]");
+  source.replace(source.find("$RETURNED"), 9, "%g");
+  std::unique_ptr<Module> module = Parse(source);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 2048u + 8192 + 8192 + 16384);
+}
+
+TEST(PeakLiveBytes, ACarriedBlockOfItsOwnIsCountedWhereTheRuleFails) {
+  std::string source = kRing;
+  source.replace(source.find("$RESULTS"), 8, "f32[64, 32], f32[16, 32]");
+  source.replace(source.find("$RETURNED"), 9, "%g, %blk_last");
+  std::unique_ptr<Module> module = Parse(source);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(PeakLiveBytesPerDevice(*module->functions()[0]), 40960u);
+}
+
 }  // namespace
 }  // namespace commir::runtime

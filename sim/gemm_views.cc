@@ -6,8 +6,9 @@ namespace commir::sim {
 
 // The rules are runtime/in_place.h's, which the interpreter also follows when it hands
 // the backends their blocks: what is priced as free is what the backends run without a
-// copy (a ring's loop-carried block excepted, see RingBlockLandsInPlace: a shift's block
-// lands in its slot only where ShiftReceivesInto).
+// copy (a ring's block lands in its slot where ShiftReceivesInto or CarriedBlockInSlot
+// holds; elsewhere, and for a strided carried block on the cuda backend, it is still
+// copied: docs/commir-run-sim.md).
 bool IsGemmBlockInPlace(const Operation& op) {
   if (op.Is(OpKind::kDynamicSlice) || op.Is(OpKind::kSlice)) return runtime::SliceReadInPlace(op);
   if (!op.Is(OpKind::kDynamicUpdateSlice)) return false;
