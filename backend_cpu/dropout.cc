@@ -12,7 +12,8 @@ namespace commir::cpu {
 
 using runtime::Tensor;
 
-absl::StatusOr<Tensor> Dropout(const Tensor& x, uint64_t seed, const DropoutIndexing& indexing) {
+absl::StatusOr<Tensor> Dropout(const Tensor& x, uint64_t seed, const DropoutIndexing& indexing,
+                               uint64_t step) {
   if (!IsFloatType(x.element_type())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "dropout needs a float tensor, got %s", ElementTypeName(x.element_type())));
@@ -29,7 +30,7 @@ absl::StatusOr<Tensor> Dropout(const Tensor& x, uint64_t seed, const DropoutInde
     std::vector<int64_t> position(dims.size(), 0);
     uint64_t global = indexing.base;
     for (T& v : values) {
-      v = philox::DropoutKeeps(seed, global, indexing.threshold) ? v * scale : T{0};
+      v = philox::DropoutKeeps(seed, global, indexing.threshold, step) ? v * scale : T{0};
       for (size_t d = dims.size(); d-- > 0;) {
         global += indexing.strides[d];
         if (++position[d] < dims[d]) break;

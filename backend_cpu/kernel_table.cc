@@ -107,7 +107,8 @@ Tensors RunAttentionGrad(const Operation& op, Operands t, Indices indices) {
   return out;
 }
 
-// The offsets are the index operands; global_shape is set with them.
+// The offsets are the index operands; global_shape is set with them. The step, when
+// given, is the second tensor operand (an i32 or i64 scalar), read as a 64-bit word.
 Tensors RunDropout(const Operation& op, Operands t, Indices indices) {
   absl::StatusOr<DropoutIndexing> indexing =
       DropoutIndexingOf(t[0]->shape(), op.attrs().Find("global_shape") != nullptr
@@ -115,7 +116,8 @@ Tensors RunDropout(const Operation& op, Operands t, Indices indices) {
                                            : std::nullopt,
                         indices, op.RequiredNumberAttr("rate"));
   if (!indexing.ok()) return indexing.status();
-  return One(Dropout(*t[0], static_cast<uint64_t>(op.RequiredIntAttr("seed")), *indexing));
+  const uint64_t step = t.size() > 1 ? static_cast<uint64_t>(t[1]->ToInt64()[0]) : 0;
+  return One(Dropout(*t[0], static_cast<uint64_t>(op.RequiredIntAttr("seed")), *indexing, step));
 }
 
 // An index operand (the offset) marks the vocabulary-parallel form.

@@ -26,9 +26,9 @@ table checks what a user of `--backend=sim` sees:
     shift. Groups of 32 run on 4 nodes of 8 (the built-in's gpus_per_node). all_reduce
     inside a node runs by NVLS where that is faster (h100-sxm has it); the ring row runs
     with a hardware file {"base": "h100-sxm", "nvls": false}.
-  * collective model parameters: each one's value as sim/hardware.cc sets it (checked
-    against the built-in: the same predictions as a JSON file setting them all), its
-    source, and the errors of the rows that check it.
+  * collective, transfer, overlap and attention model parameters: each one's value as
+    sim/hardware.cc sets it (checked against the built-in: the same predictions as a JSON
+    file setting them all), its source, and the errors of the rows that check it.
   * latency: the predicted time of a small collective, in microseconds.
   * attention TFLOP/s: FlashAttention's benchmark (head dim 128, 16 heads, batch 16k / seq)
     on one GPU: a program doing one attention (forward) or one attention_grad (backward),
@@ -147,6 +147,49 @@ COLLECTIVE_PARAMETERS = [
 ]
 # Programs whose predictions must not change when the listed values are written out.
 CHECK_PROGRAMS = [("all_reduce", GIB, 8), ("all_to_all", GIB, 32), ("all_reduce", MIB, 32)]
+# The transfer, overlap and attention parameters as sim/hardware.cc sets them for h100-sxm
+# (checked against the built-in before use, as COLLECTIVE_PARAMETERS): JSON key, value,
+# where it comes from, and the keys of the table's rows that check it.
+OTHER_PARAMETERS = [
+    ("copy_engine_bandwidth_one_way_gb_per_s", 378,
+     "measured: p2pBandwidthLatencyTest 376-380 GB/s one way, HGX H100 (NVIDIA/nccl issue 1264)",
+     ["shift ce", "shift ce 32"]),
+    ("copy_engine_bandwidth_both_ways_gb_per_s", 745,
+     "measured: the same test's 740-750 GB/s both ways", ["shift ce both"]),
+    ("copy_engine_latency_us", 3,
+     "estimate (not in calibration.md): about one kernel launch; checked at 32 MiB",
+     ["shift ce 32"]),
+    ("copy_engines", 4,
+     "estimate; only whether there are any is used (0: peer copies go through NCCL)", []),
+    ("p2p_bandwidth_gb_per_s", 140, "measured: NCCL send/recv 120-160 GB/s between two H100s",
+     ["shift"]),
+    ("nccl_collective_sms", 32,
+     "estimate: NCCL's 32 ring channels on H100, one SM each (16 logged on H800's 8 NVLinks, "
+     "NVIDIA/nccl issue 892)", ["gemm slowdown"]),
+    ("nccl_p2p_sms", 32, "estimate: as many p2p channels per peer (the same log)", []),
+    ("nccl_base_latency_us", [6.6, 14.0, 8.4],
+     "NCCL src/graph/tuning.cc, ring base latency (LL, LL128, Simple)", []),
+    ("nccl_nvlink_step_latency_us", [0.6, 1.9, 3.4],
+     "NCCL src/graph/tuning.cc, NVLink latency per ring step (LL, LL128, Simple)", []),
+    ("nccl_protocol_bandwidth_fraction", [0.5, 0.92, 1.0],
+     "NCCL's protocols: LL sends half its bytes as flags, LL128 about 92% payload", []),
+    ("attention_peak_fraction", 0.70,
+     "fitted to FlashAttention-3's non-causal forward (seq 512-16k); causal rows check it",
+     [f"attention fwd {mask} {seq}" for mask in ("non-causal", "causal")
+      for seq in (512, 2048, 16384)]),
+    ("attention_tile_overhead_blocks", 1.6, "fitted with attention_peak_fraction",
+     [f"attention fwd {mask} {seq}" for mask in ("non-causal", "causal")
+      for seq in (512, 2048, 16384)]),
+    ("attention_backward_peak_fraction", 0.36,
+     "fitted to FlashAttention-2's non-causal forward+backward (seq 512-16k); causal rows "
+     "check it",
+     [f"attention bwd {mask} {seq}" for mask in ("non-causal", "causal")
+      for seq in (512, 2048, 16384)]),
+    ("attention_backward_tile_overhead_blocks", 1.5,
+     "fitted with attention_backward_peak_fraction",
+     [f"attention bwd {mask} {seq}" for mask in ("non-causal", "causal")
+      for seq in (512, 2048, 16384)]),
+]
 
 
 def rows_of(rows):
@@ -186,15 +229,22 @@ def collective_program(kind, nbytes, gpus=GPUS):
             f"}}\n")
 
 
-def gemm_program(n, gpus=1, overlap_gather_bytes=0):
-    """n x n x n bf16 matmul; with overlap_gather_bytes, an all_gather on stream 1 beside it."""
+def gemm_program(n, gpus=1, overlap_gather_bytes=0, overlap_op="all_gather"):
+    """n x n x n bf16 matmul; with overlap_gather_bytes, an all_gather of that many bytes
+    (or with overlap_op "shift", a shift of them) on stream 1 beside it."""
     args = [f"%a: bf16[{n}, {n}]", f"%b: bf16[{n}, {n}]"]
     body, results, names = [], [f"bf16[{n}, {n}]"], ["%c"]
     if overlap_gather_bytes:
         rows = tensor_rows(overlap_gather_bytes)
-        args.append(f"%x: bf16[{rows}@tp, {ROW}]")
         # Issued first, so the GEMM that follows on stream 0 runs under it.
-        body.append(f"  %g = all_gather(%x) {{axis = tp, dim = 0, stream = 1}} : bf16[{rows}, {ROW}]")
+        if overlap_op == "shift":
+            args.append(f"%x: bf16[{rows}, {ROW}]")
+            body.append(f"  %g = shift(%x) {{axis = tp, offset = 1, stream = 1}} : "
+                        f"bf16[{rows}, {ROW}]")
+        else:
+            args.append(f"%x: bf16[{rows}@tp, {ROW}]")
+            body.append(f"  %g = all_gather(%x) {{axis = tp, dim = 0, stream = 1}} : "
+                        f"bf16[{rows}, {ROW}]")
         results.append(f"bf16[{rows}, {ROW}]")
         names.append("%g")
     body.append("  %c = matmul(%a, %b)")
@@ -365,14 +415,44 @@ def check_collective_parameters(runner):
                              "(sim/hardware.cc)")
 
 
-def collective_parameter_rows(rows):
-    """(key, value, source, mean and worst |error| over the rows that check it, their count)."""
+def check_other_parameters(runner):
+    """Raises unless the built-in h100-sxm carries the values OTHER_PARAMETERS lists: the
+    same predictions (time, and each matmul's duration beside a transfer) from a file
+    setting them, for programs that use each of them."""
+    listed = {key: value for key, value, _, _ in OTHER_PARAMETERS}
+    checks = [(collective_program("shift", GIB), {}, False),
+              (collective_program("shift", 32 * MIB), {}, False),
+              (collective_program("shift", GIB, gpus=2), {}, False),
+              (collective_program("shift", GIB), {"p2p": "nccl"}, False),
+              (collective_program("all_reduce", 8 * KIB), {"nvls": False}, False),
+              (collective_program("all_gather", 8 * KIB), {}, False),
+              (collective_program("all_gather", 64 * MIB), {}, False),
+              (gemm_program(8192, gpus=GPUS, overlap_gather_bytes=GIB), {}, True),
+              (gemm_program(8192, gpus=GPUS, overlap_gather_bytes=GIB, overlap_op="shift"),
+               {"p2p": "nccl"}, True),
+              (attention_program(2048, False, False), {}, False),
+              (attention_program(2048, False, True), {}, False)]
+    for program, fields, trace in checks:
+        seen = []
+        for hardware in (runner.write_hardware(fields) if fields else None,
+                         runner.write_hardware(dict(fields, **listed))):
+            prediction, events = runner.predict(program, trace=trace, hardware=hardware)
+            seen.append((prediction["time_s"],
+                         matmul_duration_us(events) if trace else None))
+        if any(abs(a - b) > 1e-9 * a for a, b in zip(seen[0], seen[1]) if a is not None):
+            raise ValueError("OTHER_PARAMETERS differ from the built-in h100-sxm "
+                             "(sim/hardware.cc)")
+
+
+def parameter_rows(rows, parameters):
+    """(key, value, source, mean and worst |error| over the rows that check it, their count)
+    of each of `parameters` (COLLECTIVE_PARAMETERS or OTHER_PARAMETERS)."""
     errors = {}
     for key, _, _, model, _, (low, high), _ in rows:
         reference = (low + high) / 2
         errors[key] = abs(model - reference) / reference
     out = []
-    for key, value, source, checked_by in COLLECTIVE_PARAMETERS:
+    for key, value, source, checked_by in parameters:
         found = [errors[k] for k in checked_by]
         if len(found) != len(checked_by):
             raise KeyError(f"{key}: a row it names is missing")
@@ -561,7 +641,9 @@ def main():
             runner = Runner(tool, workdir)
             rows = measurements(runner)
             check_collective_parameters(runner)
-            collective_parameters = collective_parameter_rows(rows)
+            collective_parameters = parameter_rows(rows, COLLECTIVE_PARAMETERS)
+            check_other_parameters(runner)
+            other_parameters = parameter_rows(rows, OTHER_PARAMETERS)
             table = read_xla_table(root)
             parameters = gemm_parameter_rows(runner, table)
         except (RuntimeError, ValueError, KeyError, OSError) as e:
@@ -604,6 +686,20 @@ def main():
         cell = "-" if summary is None else \
             f"{summary[0] * 100:.1f}% / {summary[1] * 100:.0f}% ({count})"
         print(f"| `{key}` | {value:g} | {source} | {cell} |")
+    print("\n## Transfer, overlap and attention model parameters (h100-sxm)\n")
+    print("As above, for `shift` by the copy engines and as NCCL send/recv "
+          "(`sim/collective_time.h`), the SMs an NCCL kernel keeps from a GEMM beside it "
+          "(`sim/contention.h`), NCCL's latency constants and the attention model "
+          "(`sim/attention_time.h`); the script checks these values against the built-in "
+          "too. The datasheet figures (peaks, SMs, HBM, NVLink, NIC) are in "
+          "`sim/hardware.cc` with their sources; the GEMM parameters follow.\n")
+    print("| parameter | value | source | error (rows) |")
+    print("|---|---:|---|---:|")
+    for key, value, source, summary, count in other_parameters:
+        cell = "-" if summary is None else \
+            f"{summary[0] * 100:.1f}% / {summary[1] * 100:.0f}% ({count})"
+        shown = ", ".join(f"{v:g}" for v in value) if isinstance(value, list) else f"{value:g}"
+        print(f"| `{key}` | {shown} | {source} | {cell} |")
     print("\n## GEMM model parameters (h100-sxm)\n")
     print(f"Error of the GEMM model (`sim/gemm_time.h`) over all {len(table)} shapes of XLA's "
           "measured H100 bf16 table (`sim/testdata/xla_sm90_bf16_gemm.txt`, source in its "

@@ -210,6 +210,15 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   AttrDict block = drop;
   block.Set("global_shape", Attribute::IntList({8, 48}));
   EXPECT_EQ(Build(s, OpKind::kDropout, {l, r, r}, block), "f32[8, 12]");
+  // The step (an integer scalar tensor) comes before the offsets.
+  Value* step = Make(g, T({}, ElementType::kI64));
+  EXPECT_EQ(Build(g, OpKind::kDropout, {xs, step}, drop), "f32[4, 8]");
+  EXPECT_EQ(Build(s, OpKind::kDropout, {l, Make(s, T({}, ElementType::kI32)), r, r}, block),
+            "f32[8, 12]");
+  EXPECT_TRUE(absl::StrContains(Build(g, OpKind::kDropout, {xs, Make(g, T({}))}, drop),
+                                "dropout's step must be an i32[] or i64[] scalar, got f32[]"));
+  EXPECT_TRUE(absl::StrContains(
+      Build(g, OpKind::kDropout, {xs, Make(g, T({2}, ElementType::kI64))}, drop), "got i64[2]"));
   EXPECT_EQ(Build(s, OpKind::kRem, {r, r}), "index");
   EXPECT_EQ(Build(s, OpKind::kAdd, {r, r}), "index");
   EXPECT_EQ(Build(s, OpKind::kFor, {l, r},

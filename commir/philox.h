@@ -57,12 +57,15 @@ COMMIR_PHILOX_HD constexpr Counter Philox4x32(Counter c, Key k, int rounds = kRo
   return c;
 }
 
-// The 32-bit draw of element `index` under `seed`: the first word of Philox 4x32-10 with
-// counter = (index's low word, its high word, 0, 0) and key = (seed's low word, its high
-// word). One generator call per element keeps the draw a function of the element alone,
-// whatever block of the tensor a device holds.
-COMMIR_PHILOX_HD constexpr uint32_t ElementDraw(uint64_t seed, uint64_t index) {
-  const Counter c{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0u, 0u}};
+// The 32-bit draw of element `index` under `seed` in draw `step`: the first word of
+// Philox 4x32-10 with counter = (index's low word, its high word, step's low word, its
+// high word) and key = (seed's low word, its high word). One generator call per element
+// keeps the draw a function of the element alone, whatever block of the tensor a device
+// holds; the counter's upper half gives each training step (dropout's step operand) its
+// own stream of draws under the same seed, step 0 being the draws without one.
+COMMIR_PHILOX_HD constexpr uint32_t ElementDraw(uint64_t seed, uint64_t index, uint64_t step = 0) {
+  const Counter c{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                   static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)}};
   const Key k{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   return Philox4x32(c, k).words[0];
 }
@@ -79,8 +82,9 @@ inline uint64_t DropoutThreshold(double rate) {
   return threshold > (uint64_t{1} << 32) ? (uint64_t{1} << 32) : threshold;
 }
 
-COMMIR_PHILOX_HD constexpr bool DropoutKeeps(uint64_t seed, uint64_t index, uint64_t threshold) {
-  return ElementDraw(seed, index) >= threshold;
+COMMIR_PHILOX_HD constexpr bool DropoutKeeps(uint64_t seed, uint64_t index, uint64_t threshold,
+                                             uint64_t step = 0) {
+  return ElementDraw(seed, index, step) >= threshold;
 }
 
 }  // namespace commir::philox

@@ -6,15 +6,17 @@
 # and pipelined collective matmul, ring and Ulysses attention) and checks those too,
 # and finally lets commir-search find the fastest way to run the transformer block on 8
 # devices and checks what it writes, checks a pipelined whole-model plan's training
-# step on the cpu mesh (commir-search --plan --check), and trains a transformer block for 30 SGD steps on
-# a 2x4 mesh (scripts/train_demo.sh).
+# step on the cpu mesh (commir-search --plan --check), trains a transformer block for 30 SGD steps on
+# a 2x4 mesh (scripts/train_demo.sh), and trains a small GPT written in PyTorch, captured,
+# for a few AdamW steps on a 2x4 mesh beside PyTorch's own loop
+# (python/examples/gpt_train.py; docs/gpt-demo.md has the 200-step run).
 #   ./scripts/demo.sh
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./scripts/setup.sh
-bazel build //:commir-opt //:commir-run //:commir-search
+bazel build //:commir-opt //:commir-run //:commir-search //python:_commir.so
 
 lower='propagate-sharding,lower-to-spmd,canonicalize,cse,dce'
 out="$(mktemp -d "${TMPDIR:-/tmp}/commir-demo.XXXXXX")"
@@ -65,5 +67,10 @@ step ../../bazel-bin/commir-search --quiet --top=3 --gpus=8 --check \
 # with the ring schedule on forward and backward, its loss curve beside one device's.
 cd ../..
 step ./scripts/train_demo.sh "${out}/training"
+
+# A GPT written in PyTorch (vocabulary-parallel embedding, tied head and loss), captured
+# and trained with AdamW and gradient clipping on the bytes of a Debian licence text, on
+# the 2x4 mesh and on one device, beside torch.optim.AdamW's loop on the same batches.
+step env PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/gpt_train.py --steps=5 --every=1
 echo
 echo "demo: every program matched its single-device reference."

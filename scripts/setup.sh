@@ -39,6 +39,7 @@ PACKAGES=(
   pybind11-dev
   python3-numpy
   python3-torch
+  python3-torchvision  # the ViT EncoderBlock capture test uses the real torchvision block
   python3-pytest
   # `pip install ./python` into a virtual environment (python/README.md, Installing)
   python3-venv

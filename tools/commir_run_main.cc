@@ -59,7 +59,9 @@ Runs a CommIR function on the devices of its mesh and prints a summary of each r
                         sim: how a shift inside a node is priced, overriding the
                         hardware's "p2p" (default: the hardware's, ce for the built-ins)
   --nccl-ctas=N|MIN:MAX cuda: NCCL's SM budget, the CTAs (one SM each) a collective may
-                        use, 1 to 64 (default: NCCL's choice)
+                        use, 1 to 64 (default: NCCL's choice); sim: the SMs its NCCL
+                        kernels keep, NCCL's own count clamped into [MIN, MAX] as NCCL
+                        does, so a GEMM beside one runs on the rest
   --steps=N             run a training-step function N times (the training-step pass
                         makes them): it returns (loss, p1', ..., pK') and result i+1
                         feeds argument i in the next step (N from 1 to 1000000); an

@@ -2,6 +2,7 @@
 // hardware choice, --gpus-per-node, memory warnings and --max-memory, determinism, and
 // the flags the sim backend refuses.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <filesystem>
@@ -164,6 +165,62 @@ spmd func @shift(%x: bf16[65536, 8192]) -> bf16[65536, 8192] {
   ToolResult bad = RunSim({program, "--backend=sim", "--p2p=nvlink"});
   EXPECT_EQ(bad.exit_code, 2) << bad;
   EXPECT_THAT(bad.err, HasSubstr("--p2p must be ce or nccl"));
+}
+
+// A compute-bound GEMM (8192^3 bf16 on each of 8 H100s) beside an NCCL all_gather that
+// outlasts it: NCCL keeps S SMs and the GEMM runs its waves on the 132 - S left, so its
+// time follows the work of the busiest SM, min over Hopper's large tiles of
+// ceil(tiles / (132 - S)) x the tile's outputs (2048 tiles of 128x256 or 4096 of 128x128).
+// --nccl-ctas sets S as NCCL would: MIN:MAX clamps NCCL's own 32 (h100-sxm), so 8:64
+// keeps 32 and 40:64 raises it to 40 (sim/nccl_ctas.h).
+TEST(CommirRunSim, NcclCtasSetTheSmsAGemmBesideACollectiveLoses) {
+  const std::string program = TempPath("beside.commir");
+  WriteFile(program, R"(mesh @m(tp=8)
+spmd func @f(%a: bf16[16384, 8192], %x: bf16[8192, 8192], %w: bf16[8192, 8192]) -> (bf16[131072, 8192], bf16[8192, 8192]) {
+  %g = all_gather(%a) {axis = tp, dim = 0, stream = 1} : bf16[131072, 8192]
+  %y = matmul(%x, %w) : bf16[8192, 8192]
+  return %g, %y
+})");
+  const std::string trace = TempPath("beside.json");
+  // The matmul's and the gather's duration on device 0 (us).
+  auto durations = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {program, "--backend=sim", "--trace=" + trace};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ToolResult r = RunSim(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    double matmul = 0, gather = 0;
+    nlohmann::json events = nlohmann::json::parse(ReadFile(trace))["traceEvents"];
+    for (const nlohmann::json& e : events) {
+      if (e.value("ph", "") != "X" || e["pid"].get<int>() != 0) continue;
+      if (e["name"] == "matmul") matmul = e["dur"].get<double>();
+      if (e["name"] == "all_gather") gather = e["dur"].get<double>();
+    }
+    EXPECT_GT(gather, matmul) << "the GEMM must run beside the gather all along";
+    return matmul;
+  };
+  auto outputs_per_sm = [](int nccl_sms) {
+    const double sms = 132 - nccl_sms;
+    return std::min(std::ceil(2048 / sms) * 128 * 256, std::ceil(4096 / sms) * 128 * 128);
+  };
+  const double default_time = durations({});
+  EXPECT_DOUBLE_EQ(durations({"--nccl-ctas=8:64"}), default_time);
+  EXPECT_DOUBLE_EQ(durations({"--nccl-ctas=32"}), default_time);
+  for (int s : {8, 16, 48}) {
+    SCOPED_TRACE(s);
+    const double expected_ratio = outputs_per_sm(s) / outputs_per_sm(32);
+    EXPECT_NEAR(durations({absl::StrCat("--nccl-ctas=", s)}) / default_time, expected_ratio,
+                0.03 * expected_ratio);
+  }
+  EXPECT_DOUBLE_EQ(durations({"--nccl-ctas=40:64"}), durations({"--nccl-ctas=40"}));
+  EXPECT_DOUBLE_EQ(durations({"--nccl-ctas=1:20"}), durations({"--nccl-ctas=20"}));
+
+  // A budget that leaves a GEMM no SM is refused (a hardware file of 48 SMs).
+  const std::string small = TempPath("small_gpu.json");
+  WriteFile(small, R"({"base": "h100-sxm", "sm_count": 48, "nccl_collective_sms": 16, "nccl_p2p_sms": 16})");
+  ToolResult bad = RunSim({program, "--backend=sim", "--hardware=" + small, "--nccl-ctas=48"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_THAT(bad.err, HasSubstr("--nccl-ctas"));
+  EXPECT_THAT(bad.err, HasSubstr("48"));
 }
 
 TEST(CommirRunSim, TraceHasAProcessPerDeviceAndATrackPerStream) {

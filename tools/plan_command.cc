@@ -309,9 +309,12 @@ absl::StatusOr<std::vector<Cluster>> Clusters(const PlanRequest& r) {
 constexpr char kEmitModelUsage[] =
     R"(usage: commir-search --emit-model=MODEL [--micro-batch=N]
 
-Prints the model as CommIR for one micro-batch on one device: @layer and @head written
-once and a top function @model that calls @layer once per layer (each with its own
-weights) and @head once. `commir-search --plan FILE.commir,global_batch=N` searches it.
+Prints the model as CommIR for one micro-batch on one device: @embed, @layer and @head
+written once and a top function @model(%ids, ..., %head_labels) that looks the token ids
+up with @embed, calls @layer once per layer (each with its own weights) and @head once
+(final norm, logits, mean cross-entropy with the labels; GPT's head tied to the
+embedding's table), returning the loss. `commir-search --plan FILE.commir,global_batch=N`
+searches it.
   MODEL               a preset, the text form or a file holding it (as --plan)
   --micro-batch=N     sequences per micro-batch (default 1)
 Exit status: 0 success; 1 bad model; 2 bad usage.

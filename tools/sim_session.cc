@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "commir/diagnostics.h"
 #include "sim/hardware.h"
+#include "sim/nccl_ctas.h"
 #include "sim/predict.h"
 #include "sim/prediction_format.h"
 #include "tools/exit_codes.h"
@@ -53,7 +54,7 @@ std::string Bytes(double bytes) {
   return absl::StrFormat("%.2f GiB", bytes / kGiB);
 }
 
-// The hardware with --gpus-per-node and --p2p applied, or the failure that says why not.
+// The hardware with --gpus-per-node, --p2p and --nccl-ctas applied, or the failure that says why not.
 std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec& hardware) {
   absl::StatusOr<sim::HardwareSpec> loaded = LoadHardwareArgument(request.hardware);
   if (!loaded.ok()) {
@@ -67,6 +68,12 @@ std::optional<Failure> LoadCluster(const RunRequest& request, sim::HardwareSpec&
   if (request.p2p_nccl.has_value()) {
     hardware.p2p_transport = *request.p2p_nccl ? sim::P2pTransport::kNccl
                                                : sim::P2pTransport::kCopyEngine;
+  }
+  // The SMs the cuda backend's communicators would take (ncclConfig minCTAs/maxCTAs), so
+  // that a GEMM beside an NCCL kernel runs on the SMs it really has.
+  if (request.nccl_min_ctas > 0) {
+    absl::Status s = sim::ApplyNcclCtas(hardware, request.nccl_min_ctas, request.nccl_max_ctas);
+    if (!s.ok()) return Failure{kExitUsage, absl::StrCat("error: --nccl-ctas: ", s.message())};
   }
   return std::nullopt;
 }

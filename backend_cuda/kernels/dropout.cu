@@ -23,7 +23,13 @@ struct BlockSpace {
 
 template <typename T>
 __global__ void DropoutKernel(const T* x, T* y, int64_t n, BlockSpace space, uint64_t base,
-                              uint64_t seed, uint64_t threshold, ComputeOf<T> scale) {
+                              uint64_t seed, uint64_t threshold, ComputeOf<T> scale,
+                              const void* step_at, bool step_is_i64) {
+  uint64_t step = 0;
+  if (step_at != nullptr) {
+    step = step_is_i64 ? static_cast<uint64_t>(*static_cast<const int64_t*>(step_at))
+                       : static_cast<uint64_t>(static_cast<int64_t>(*static_cast<const int32_t*>(step_at)));
+  }
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < n;
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint64_t global = base;
@@ -34,7 +40,7 @@ __global__ void DropoutKernel(const T* x, T* y, int64_t n, BlockSpace space, uin
     }
     const ComputeOf<T> v = Load(x[j]);
     // A multiply alone: nothing for the compiler to contract, the same rounding as the host.
-    y[j] = philox::DropoutKeeps(seed, global, threshold) ? Store<T>(v * scale)
+    y[j] = philox::DropoutKeeps(seed, global, threshold, step) ? Store<T>(v * scale)
                                                          : Store<T>(ComputeOf<T>{0});
   }
 }
@@ -43,8 +49,12 @@ __global__ void DropoutKernel(const T* x, T* y, int64_t n, BlockSpace space, uin
 
 cudaError_t LaunchDropout(KDType dtype, const void* x, void* y, std::span<const int64_t> dims,
                           uint64_t base, std::span<const uint64_t> global_strides, uint64_t seed,
-                          uint64_t threshold, double scale, cudaStream_t stream) {
+                          uint64_t threshold, double scale, cudaStream_t stream,
+                          const void* step, KDType step_dtype) {
   if (dims.size() != global_strides.size()) return cudaErrorInvalidValue;
+  if (step != nullptr && step_dtype != KDType::kI64 && step_dtype != KDType::kI32) {
+    return cudaErrorInvalidValue;
+  }
   BlockSpace space;
   int64_t n = 1;
   // From the innermost dimension out: a dimension whose global stride is the product of
@@ -78,7 +88,7 @@ cudaError_t LaunchDropout(KDType dtype, const void* x, void* y, std::span<const 
     using T = typename decltype(tag)::type;
     DropoutKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<T*>(y), n, space, base, seed, threshold,
-        static_cast<ComputeOf<T>>(scale));
+        static_cast<ComputeOf<T>>(scale), step, step_dtype == KDType::kI64);
     return cudaGetLastError();
   });
 }

@@ -1,7 +1,9 @@
 // dropout: elementwise keep-or-zero with a mask drawn from Philox 4x32-10 keyed by the
 // seed, one draw per element of the unpartitioned tensor (commir/philox.h), so that
 // every partitioning, schedule and recomputation of a program draws the one device's
-// mask. Its derivative is the same op on the cotangent: the mask is recomputed from
+// mask. An optional integer scalar operand, the step, is the counter's upper half: a
+// training step passes its step count there, so that each step draws a new mask under
+// the one seed the program text fixes. Its derivative is the same op on the cotangent: the mask is recomputed from
 // (seed, global index), never stored.
 #include "commir/builder.h"
 #include "commir/ir.h"
@@ -26,7 +28,17 @@ absl::StatusOr<std::vector<Type>> InferDropout(const OpSignature& sig) {
   if (!x.ok()) return x.status();
   if (absl::Status s = RequireFloat(*x, "the operand"); !s.ok()) return s;
   const int64_t rank = x->rank();
-  const int64_t offsets = static_cast<int64_t>(sig.operand_types.size()) - 1;
+  // The step, when given, is operand 1: an integer tensor scalar (the offsets are index
+  // values, so the two never read alike).
+  const bool has_step = sig.operand_types.size() > 1 && sig.operand_types[1].is_tensor();
+  if (has_step) {
+    const Type& step = sig.operand_types[1];
+    if (step.rank() != 0 ||
+        (step.element_type() != ElementType::kI32 && step.element_type() != ElementType::kI64)) {
+      return OpError("dropout's step must be an i32[] or i64[] scalar, got %s", step.ToString());
+    }
+  }
+  const int64_t offsets = static_cast<int64_t>(sig.operand_types.size()) - 1 - (has_step ? 1 : 0);
   // Inference may run on unverified attributes: read `rate` without assuming it.
   const Attribute* rate_attr = sig.attrs.Find("rate");
   if (rate_attr == nullptr || !rate_attr->is_number()) {
@@ -39,7 +51,7 @@ absl::StatusOr<std::vector<Type>> InferDropout(const OpSignature& sig) {
     return OpError("dropout takes its operand alone or with one index offset per dimension "
                    "(%d), got %d offsets", rank, offsets);
   }
-  for (int64_t i = 1; i <= offsets; ++i) {
+  for (int64_t i = has_step ? 2 : 1; i < static_cast<int64_t>(sig.operand_types.size()); ++i) {
     if (absl::Status s = IndexOperand(sig, static_cast<int>(i), "an offset"); !s.ok()) return s;
   }
   if ((global != nullptr) != (offsets != 0)) {
@@ -69,12 +81,12 @@ absl::StatusOr<std::vector<Type>> InferDropout(const OpSignature& sig) {
 OpCost DropoutCost(const OpSignature& sig, absl::Span<const Type> results) {
   const Type x = sig.operand_types[0];
   const double elements = static_cast<double>(x.num_elements());
-  // One read and one write of each element; the offsets are scalars.
+  // One read and one write of each element; the step and the offsets are scalars.
   return {elements * kIntOpsPerElement * kFlopsPerIntOp, ByteSize(x) + ByteSize(results[0]), 0};
 }
 
-// y = mask * x / (1 - rate) is linear in x: dx is the same op, with the same seed and
-// the same global indices, on the cotangent.
+// y = mask * x / (1 - rate) is linear in x: dx is the same op, with the same seed, step
+// and global indices, on the cotangent; the step carries no gradient.
 absl::StatusOr<std::vector<Value*>> DropoutVjp(OpBuilder& b, const VjpArgs& args) {
   const Operation& op = args.op;
   std::vector<OpBuilder::Operand> operands = {args.result_cotangents[0]};
@@ -95,7 +107,7 @@ void AppendDropoutOps(std::vector<OpDef>& ops) {
   ops.push_back(OpDef{
       .kind = OpKind::kDropout,
       .name = "dropout",
-      .summary = "keeps x / (1 - rate) where the Philox draw of (seed, global index) is >= rate, 0 elsewhere",
+      .summary = "keeps x / (1 - rate) where the Philox draw of (seed, global index, step) is >= rate, 0 elsewhere",
       .min_operands = 1,
       .max_operands = -1,
       .attrs = {

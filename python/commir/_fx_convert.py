@@ -23,9 +23,10 @@ import torch.nn.functional as F
 
 from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
-from commir import _fx_compare, _fx_refusals
+from commir import _fx_compare, _fx_dtypes, _fx_lm, _fx_refusals, _fx_scatter
+from commir._fx_constants import CONSTANT_PREFIX, constant_name, random_ancestor
 from commir._fx_refusals import describe
-from commir._fx_tracer import commir_attention
+from commir._fx_tracer import commir_attention, commir_packed_heads
 from commir.builder import ModuleBuilder, TensorType, Value, _sanitize
 from commir.errors import CaptureError, OpError
 
@@ -36,6 +37,8 @@ DTYPES = {
 
 _IDENTITY_METHODS = ("contiguous", "clone", "detach")
 _CONVERT_METHODS = ("to", "float", "half", "bfloat16", "double", "type_as", "type")
+# Conversions to integers and bool: captured, but not looked through by pattern matching.
+_INTEGER_CONVERT_METHODS = ("long", "int", "bool")
 _UNARY = {
     torch.neg: "neg", operator.neg: "neg", "neg": "neg",
     torch.abs: "abs", "abs": "abs", torch.exp: "exp", "exp": "exp", torch.log: "log", "log": "log",
@@ -95,16 +98,26 @@ _NO_OP = {
     torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
     torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
     torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
-    F.embedding: "an embedding lookup needs a gather, which CommIR v1 cannot express",
     torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
     torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
 }
+# Rotary embeddings' cos/sin of the positions: constant positions are folded (see
+# Converter._buffer_ops_or_constant), positions that are inputs are not.
+_NO_TRIG = ("CommIR has no trigonometric op: pass cos and sin in as inputs (Hugging Face's "
+            "position_embeddings) or compute them from positions the model builds (torch.arange), "
+            "which the capture folds into constants")
+_NO_OP.update({f: _NO_TRIG for f in (torch.cos, "cos", torch.sin, "sin")})
 
 
 class Converter:
     def __init__(self, gm, prefix, example_inputs, mesh, layouts, func_name, state_keys=(),
-                 result_layouts=None):
+                 result_layouts=None, dropout_seed=0, training=False):
         self.result_layouts = result_layouts
+        # Dropout: the first active one's seed (the others count up from it, _fx_lm), and
+        # whether the root module is in training mode.
+        self.dropout_seed = dropout_seed
+        self.training = training
+        self._active_dropouts = None
         self.func_name = func_name
         self.gm = gm
         # The traced module's state_dict order (the GraphModule's own is first-use order).
@@ -127,6 +140,11 @@ class Converter:
                                    % (type(error).__name__, error)) from error
             self.values = recorder.values
         self.params = dict(gm.named_parameters())
+        # A parameter used under two names (tied weights: lm_head.weight is wte.weight) is
+        # one argument, under the first name named_parameters gives it; autodiff then
+        # sums its two uses' gradients, as autograd does.
+        self._canonical = {id(p): name for name, p in self.params.items()}
+        self._state_args = {}  # state_dict key -> its argument Value
         self.buffers = dict(gm.named_buffers())
         self.dynamic = {}
         for n in gm.graph.nodes:
@@ -139,9 +157,13 @@ class Converter:
             else:
                 # Sizes, devices and dtypes read off an input are known numbers, not
                 # values of the program: only tensors computed from inputs are dynamic.
-                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and any(
-                    self.dynamic[i] for i in n.all_input_nodes)
+                # A module call with parameters of its own (nn.Embedding over constant ids)
+                # is computed from them, though no node of the graph reads them.
+                self.dynamic[n] = _holds_tensor(self.values.get(n)) and n.target not in _SHAPE_ONLY and (
+                    any(self.dynamic[i] for i in n.all_input_nodes)
+                    or n.op == "call_module" and any(True for _ in gm.get_submodule(n.target).parameters()))
         self.mb = ModuleBuilder()
+        self.mesh_sizes = dict(mesh) if isinstance(mesh, dict) else {}
         mesh_name = None
         if mesh is not None and (not isinstance(mesh, dict) or not all(
                 isinstance(a, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
@@ -156,6 +178,13 @@ class Converter:
         self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self._attr_nodes = {}  # qualified name -> get_attr node made for a leaf module's parameter
         self.arguments = []  # (argument name, source): source is ("input", i) or ("state", key)
+        # argument name -> the shape it takes its state tensor in (a packed in-projection
+        # seen per head, see _packed_heads); others take theirs as they are.
+        self.argument_shapes = {}
+        self._packed = {}  # get_attr node -> its per-head argument
+        # state key -> value of a constant the model computes that became an argument
+        # (see _buffer_ops_or_constant)
+        self.constants = {}
 
     # ---- helpers for the attention matcher and handlers ---------------------------
     def refuse(self, node, what=None, inputs=None):
@@ -196,11 +225,11 @@ class Converter:
         """Looks through nodes that do not change the value's meaning for pattern
         matching: eval dropout, contiguous, dtype conversions."""
         while isinstance(node, torch.fx.Node):
-            if node.op == "call_module" and isinstance(self.gm.get_submodule(node.target), (nn.Dropout, nn.Identity)):
+            if node.op == "call_module" and isinstance(self.gm.get_submodule(node.target), nn.Identity):
                 node = node.args[0]
+            elif _fx_lm.is_inactive_dropout(self, node):
+                node = node.args[0] if node.args else node.kwargs["input"]
             elif node.op == "call_method" and node.target in _IDENTITY_METHODS + _CONVERT_METHODS:
-                node = node.args[0]
-            elif node.op == "call_function" and node.target is F.dropout:
                 node = node.args[0]
             else:
                 break
@@ -255,7 +284,15 @@ class Converter:
                 return (1, self.state_order.get(source[1], len(self.state_order)))
         return (2, 0)
 
-    def _argument(self, node, name, source):
+    def _argument(self, node, name, source, packed_rank=None):
+        """A new argument for the value of `node` (a tied parameter's second use: the
+        argument of its first). `packed_rank`: the argument is a parameter of that rank
+        seen per head ([parts, heads, head_dim, ...] for [parts * heads * head_dim, ...]);
+        a layout written for the parameter's own rank puts its first entry on the heads
+        dimension."""
+        if source[0] == "state" and source[1] in self._state_args:
+            self.emitted[node] = self._state_args[source[1]]
+            return self.emitted[node]
         value = self.values[node]
         if value.dtype not in DTYPES:
             raise CaptureError("argument %s has dtype %s, which CommIR has no type for" % (name, value.dtype))
@@ -264,6 +301,25 @@ class Converter:
         if layout is not None and not isinstance(layout, (list, tuple)):
             raise CaptureError("layout of %s must be a list with one entry per dimension (None, an "
                                "axis or a tuple of axes), not %r" % (name, layout))
+        if layout is not None and packed_rank is not None and len(layout) not in (packed_rank, packed_rank + 2):
+            raise CaptureError("layout of %s has %d entries: it takes %d (the parameter's own shape %s, the "
+                               "first entry splitting the heads) or %d (per head, %s)"
+                               % (name, len(layout), packed_rank, list(self.shape(node.args[0])),
+                                  packed_rank + 2, list(value.shape)))
+        if layout is not None and packed_rank is not None and len(layout) == packed_rank:
+            # The packed dimension split over devices means each device holds a group of
+            # heads, with their q, k and v rows (head-parallel attention).
+            layout = [None, layout[0], None] + list(layout[1:])
+        if layout is not None and packed_rank is not None and len(layout) == packed_rank + 2 and layout[1] is not None:
+            axes = layout[1] if isinstance(layout[1], (list, tuple)) else (layout[1],)
+            devices = 1
+            for axis in axes:
+                devices *= self.mesh_sizes.get(axis, 1)
+            heads = value.shape[1]
+            if heads % devices:
+                raise CaptureError("layout of %s: %d heads cannot be split over %d devices (%s); "
+                                   "head-parallel attention needs a whole number of heads per device"
+                                   % (name, heads, devices, ", ".join(map(str, axes))))
         if layout is not None:
             self.used_layouts.add(arg_name if arg_name in self.layouts else name)
         try:
@@ -272,6 +328,8 @@ class Converter:
             raise CaptureError("layout of %s: %s" % (name, error)) from None
         v = self.fb.arg(arg_name, type)
         self.arguments.append((v.name, source))
+        if source[0] == "state":
+            self._state_args[source[1]] = v
         self.emitted[node] = v
         return v
 
@@ -331,8 +389,15 @@ class Converter:
             self.emitted[x] = v
         if not isinstance(v, Value) and isinstance(x, torch.fx.Node) and self._from_buffers(x):
             # A tensor computed from buffers alone (a slice of a mask buffer, a comparison
-            # of it): the same ops on the buffer arguments.
-            v = self._emit(x)
+            # of it): the same ops on the buffer arguments, or its value as a constant
+            # argument where some op has no CommIR counterpart.
+            v = self._buffer_ops_or_constant(x)
+            self.emitted[x] = v
+        if (not isinstance(v, Value) and isinstance(x, torch.fx.Node) and not self.dynamic[x]
+                and isinstance(self.values.get(x), torch.Tensor) and self.values[x].dim() > 0
+                and self.values[x].dtype in DTYPES and random_ancestor(x) is None):
+            # A constant made from sizes alone (torch.zeros_like(x) as a scatter_add base).
+            v = self._constant(x)
             self.emitted[x] = v
         if not isinstance(v, Value):
             if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), torch.Tensor):
@@ -342,13 +407,49 @@ class Converter:
             self.refuse(user, "%s with a non-tensor operand %r" % (describe(user), v))
         return v
 
+    def _buffer_ops_or_constant(self, node):
+        """The constant tensor `node` (computed from buffers and constants alone) as the
+        same ops on the buffer arguments; when one of those ops has no CommIR
+        counterpart (Hugging Face Llama's cos/sin of positions times inv_freq), its value
+        on the example inputs as an argument: it depends on no input or parameter, and
+        the shapes it was computed for are the program's. Random ops are never folded."""
+        saved = (self.fb.checkpoint(), list(self.arguments), dict(self.emitted), dict(self._parts),
+                 dict(self.argument_shapes), set(self.used_layouts), len(self.refusals))
+        try:
+            return self._emit(node)
+        except _Refused:
+            random = random_ancestor(node)
+            if random is not None:
+                raise
+            checkpoint, arguments, emitted, parts, shapes, used, refusals = saved
+            self.fb.rollback(checkpoint)
+            self.arguments, self.emitted, self._parts = arguments, emitted, parts
+            self.argument_shapes, self.used_layouts = shapes, used
+            del self.refusals[refusals:]
+        return self._constant(node)
+
+    def _constant(self, node):
+        """The constant tensor `node` (its value on the example inputs, which depends on no
+        input or parameter): a `full` when all its elements are one finite number, else an
+        argument that Captured.run feeds with the value."""
+        value = self.values[node].detach()
+        first = value.reshape(-1)[0] if value.numel() > 0 else None
+        if first is not None and bool(torch.isfinite(first.double())) and bool((value == first).all()):
+            dtype, shape = self._out_type(node)
+            return self.fb.full(first.item(), TensorType(dtype, shape), name=self._name(node))
+        v = self._argument(node, constant_name(node), ("constant", None))
+        self.arguments[-1] = (v.name, ("state", CONSTANT_PREFIX + v.name))
+        self.constants[CONSTANT_PREFIX + v.name] = value.clone()
+        return v
+
     def _from_buffers(self, node):
         """Whether the constant tensor `node` is computed from buffers (and numbers) only."""
         if node.op == "get_attr":
             return isinstance(self.values[node], torch.Tensor)
         if node.op not in ("call_function", "call_method", "call_module") or node.target in _SHAPE_ONLY:
             return False
-        inputs = node.all_input_nodes
+        # Sizes read off inputs (expand(x.shape[0], -1, 1)) are numbers, not tensors.
+        inputs = [i for i in node.all_input_nodes if self.dynamic[i] or _holds_tensor(self.values.get(i))]
         return (isinstance(self.values.get(node), torch.Tensor) and bool(inputs)
                 and all(self._from_buffers(i) for i in inputs))
 
@@ -393,10 +494,9 @@ class Converter:
     def _module(self, node, m):
         name = self._name(node)
         args = node.args
-        if isinstance(m, (nn.Dropout, nn.Identity)):
-            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
-                self.refuse(node, "nn.Dropout %s in training mode: it would drop nothing in the capture (call .eval() "
-                            "first)" % node.target)
+        if _fx_lm.handles_module(m):
+            return _fx_lm.emit_module(self, node, m)
+        if isinstance(m, nn.Identity):
             return self.tensor(args[0], node)
         if isinstance(m, nn.Linear):
             return self._linear(node, args[0], node.target + ".weight",
@@ -413,10 +513,23 @@ class Converter:
             return self.fb.unary(_UNARY_MODULES[type(m)], self.tensor(args[0], node), name=name)
         if isinstance(m, nn.Softmax):
             return self._softmax(node, args[0], m.dim if m.dim is not None else -1)
-        if isinstance(m, nn.Embedding):
-            self.refuse(node, "nn.Embedding %s: an embedding lookup needs a gather, which CommIR v1 "
-                        "cannot express" % node.target)
         self.refuse(node, "nn.%s %s: CommIR has no lowering for this module" % (type(m).__name__, node.target))
+
+    def _packed_heads(self, node):
+        """A packed in-projection per head (commir_packed_heads): when the parameter is
+        read only that way, an argument of the per-head shape itself, so that its layout
+        can split the heads; otherwise a reshape of the parameter's argument."""
+        w = node.args[0]
+        _, shape = self._out_type(node)
+        if (isinstance(w, torch.fx.Node) and w.op == "get_attr" and w not in self.emitted
+                and all(u.target is commir_packed_heads for u in w.users)):
+            if w not in self._packed:
+                key = w.target[len(self.prefix):] if w.target.startswith(self.prefix) else w.target
+                v = self._argument(node, key, ("state", key), packed_rank=len(self.shape(w)))
+                self.argument_shapes[v.name] = shape
+                self._packed[w] = v
+            return self._packed[w]
+        return self.fb.reshape(self.tensor(w, node), shape, name=self._name(node))
 
     def _param(self, qualified):
         node = self._get_attr_node(qualified)
@@ -425,6 +538,10 @@ class Converter:
     def _get_attr_node(self, qualified):
         # A parameter of a leaf module: a get_attr node of our own for it, shared.
         cache = self._attr_nodes
+        try:
+            qualified = self._canonical.get(id(self.gm.get_parameter(qualified)), qualified)
+        except AttributeError:  # a buffer
+            pass
         if qualified not in cache:
             graph = self.gm.graph
             node = torch.fx.Node(graph, qualified.replace(".", "_"), "get_attr", qualified, (), {})
@@ -451,6 +568,8 @@ class Converter:
         t = node.target
         name = self._name(node)
         args, kwargs = node.args, node.kwargs
+        if t is commir_packed_heads:
+            return self._packed_heads(node)
         if t is commir_attention:
             q, k, v = (self.tensor(a, node) for a in args[:3])
             return self.fb.attention(q, k, v, causal=bool(args[3]), scale=float(args[4]), name=name)
@@ -483,7 +602,7 @@ class Converter:
                 self.refuse(node, "%s without dim: the implicit dim is deprecated and ambiguous" % describe(node))
             x = self.tensor(args[0], node)
             dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
-            if dtype is not None:
+            if dtype is not None and DTYPES.get(dtype) != x.type.dtype:  # softmax(x, dtype=torch.float32) on f32
                 x = self.fb.convert(x, DTYPES[dtype], name=name + ".in")
             return self.fb.softmax(x, dim=dim, name=name)
         if t is F.layer_norm:
@@ -496,16 +615,14 @@ class Converter:
                             "layernorm normalises the last dimension with both" % describe(node))
             return self.fb.layernorm(self.tensor(args[0], node), self.tensor(w, node), self.tensor(b, node),
                                      eps=eps, name=name)
-        if t is F.dropout:
-            if kwargs.get("training", args[2] if len(args) > 2 else True) and kwargs.get("p", args[1] if len(args) > 1 else 0.5) > 0:
-                self.refuse(node, "%s in training mode: it would drop nothing in the capture (call .eval())" % describe(node))
-            return self.tensor(args[0], node)
+        if _fx_lm.handles_call(node):
+            return _fx_lm.emit_call(self, node)
         if t in _IDENTITY_METHODS:
             return self.tensor(args[0], node)
-        if t in _CONVERT_METHODS:
+        if t in _CONVERT_METHODS or t in _INTEGER_CONVERT_METHODS:
             x = self.tensor(args[0], node)
             dtype, _ = self._out_type(node)
-            return x if x.type.dtype == dtype else self.fb.convert(x, dtype, name=name)
+            return _fx_dtypes.convert(self.fb, x, dtype, name)
         if t in ("view", "reshape", torch.reshape, "flatten", torch.flatten, "unsqueeze", torch.unsqueeze,
                  "squeeze", torch.squeeze, "view_as", "reshape_as"):
             x = self.tensor(args[0], node)
@@ -554,6 +671,8 @@ class Converter:
             if isinstance(self.values[node], tuple):  # (values, indices): see _element
                 return [self._element(node, node, 0), self._element(node, node, 1)]
             return self._max_min(node)
+        if _fx_scatter.handles(node):
+            return _fx_scatter.emit(self, node)
         if _fx_compare.handles(node):
             return _fx_compare.emit(self, node)
         self.refuse(node)
@@ -643,6 +762,13 @@ class Converter:
             return self._element(node, base, index)
         x = self.tensor(base, node)
         index = index if isinstance(index, tuple) else (index,)
+        # Bounds computed from sizes (x[..., : x.shape[-1] // 2]) are the numbers they
+        # are for these shapes.
+        index = tuple(slice(self._static_bound(i.start), self._static_bound(i.stop), self._static_bound(i.step))
+                      if isinstance(i, slice) else self._static_bound(i) for i in index)
+        if any(isinstance(b, torch.fx.Node) for i in index if isinstance(i, slice) for b in (i.start, i.stop, i.step)):
+            self.refuse(node, "indexing (%s) with a slice bound computed from tensor values: CommIR's "
+                        "slice bounds are static" % describe(node))
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)
             explicit = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -656,7 +782,12 @@ class Converter:
                 self.refuse(node, "indexing (%s) with more indices than dimensions" % describe(node))
             extent = x.type.shape[dim]
             if isinstance(i, slice):
-                s, e, step = i.indices(extent)
+                # Bounds read off sizes (`self.pos[:, :t]`, t from x.shape) are numbers.
+                bounds = [self.static_number(b) if isinstance(b, torch.fx.Node) else b
+                          for b in (i.start, i.stop, i.step)]
+                if any(isinstance(b, torch.fx.Node) and n is None for b, n in zip((i.start, i.stop, i.step), bounds)):
+                    self.refuse(node, "indexing (%s) with a slice bound computed from tensor values" % describe(node))
+                s, e, step = slice(*bounds).indices(extent)
                 if step != 1:
                     self.refuse(node, "indexing (%s) with a strided slice (step %d): CommIR's slice is contiguous"
                                 % (describe(node), step))
@@ -678,6 +809,14 @@ class Converter:
             y = self.fb.slice(x, start, size, name=name + ".slice")
         _, shape = self._out_type(node)
         return y if y.type.shape == shape else self.fb.reshape(y, shape, name=name)
+
+    def _static_bound(self, i):
+        """An index or slice bound: the number a size-derived node stands for."""
+        if isinstance(i, torch.fx.Node) and not self.dynamic[i]:
+            value = self.values[i]
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return i
 
     def _part(self, node, j):
         """Part j of a split, chunk or unbind node: one slice (reshaped without the
@@ -742,6 +881,9 @@ class Converter:
         .transpose(1, 2)), the un-repeated [B, Hkv, S, D]: `attention` takes fewer kv
         heads directly (head h reads kv head h // n, as repeat_kv orders them)."""
         t = self.skip_identity(node)
+        hf = self._hf_repeat_kv(t)
+        if hf is not None:
+            return self.tensor(hf, node)
         if not attn.is_call(t, ("transpose", torch.transpose)) or sorted(a % 4 for a in t.args[1:3]) != [1, 2]:
             return self.tensor(node, node)
         r = self.skip_identity(t.args[0])
@@ -759,6 +901,29 @@ class Converter:
             return self.tensor(node, node)
         kv = self.tensor(base, node)
         return self.fb.transpose(kv, [0, 2, 1, 3], name=self._name(t) + ".kv")
+
+    def _hf_repeat_kv(self, node):
+        """Hugging Face's repeat_kv on [B, Hkv, S, D]:
+        x[:, :, None, :, :].expand(B, Hkv, n, S, D).reshape(B, Hkv * n, S, D) -> x (head
+        h reads kv head h // n, the order `attention` reads fewer kv heads in), else None."""
+        if not attn.is_call(node, ("reshape", "view", torch.reshape)):
+            return None
+        e = self.skip_identity(node.args[0])
+        u = self.skip_identity(e.args[0]) if attn.is_call(e, ("expand",)) else None
+        if u is None or not attn.is_call(u, (operator.getitem,)):
+            return None
+        index = u.args[1]
+        if not (isinstance(index, tuple) and len(index) == 5 and index[2] is None and all(
+                isinstance(i, slice) and i == slice(None) for j, i in enumerate(index) if j != 2)):
+            return None
+        base = u.args[0]
+        if len(self.shape(base)) != 4:
+            return None
+        b, hkv, s, d = self.shape(base)
+        heads = self.shape(node)[1] if len(self.shape(node)) == 4 else 0
+        if self.shape(node) != (b, heads, s, d) or heads % hkv:
+            return None
+        return base
 
     def _attention(self, node, m):
         q = self.tensor(m.q, node)

@@ -30,7 +30,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from commir import _fx_example_values as example_values
-from commir import _fx_refusals
+from commir import _fx_factories, _fx_refusals
 from commir._fx_refusals import Source, describe as describe_target, model_frame as _model_frame
 
 
@@ -44,6 +44,17 @@ def commir_attention(q, k, v, causal, scale):
         allowed = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq)
         scores = scores.masked_fill(~allowed, float("-inf"))
     return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+@torch.fx.wrap
+def commir_packed_heads(w, parts, heads):
+    """nn.MultiheadAttention's packed in-projection [parts * E, ...] (q, k and v stacked)
+    seen as [parts, heads, head_dim, ...]. Appears in traced graphs as one call: the
+    conversion makes the parameter an argument of this shape, so that a layout on the
+    heads dimension gives each device its head group's rows of q, k and v alike (a
+    split of the packed first dimension would cut across the three thirds)."""
+    rows = w.shape[0] // parts
+    return w.reshape((parts, heads, rows // heads) + tuple(w.shape[1:]))
 
 
 def _masked_attention(q, k, v, scale, attn_mask, key_padding_mask):
@@ -74,15 +85,21 @@ def _multihead_attention(m, query, key, value, key_padding_mask=None, need_weigh
     if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
         raise_capture_error("nn.MultiheadAttention with kdim/vdim, bias_k/bias_v or add_zero_attn: "
                             "only one packed in-projection is captured")
+    if m.training and m.dropout > 0:
+        # The attention below is the eval-mode math: it has no dropout of the weights.
+        raise_capture_error("nn.MultiheadAttention with dropout=%g in training mode: the captured attention "
+                            "drops no attention weights (call .eval(), or dropout=0)" % m.dropout)
     if not m.batch_first:  # [S, B, E] -> [B, S, E]
         query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
     e, h = m.embed_dim, m.num_heads
     d = e // h
-    w, b = m.in_proj_weight, m.in_proj_bias
+    # [3, H, D, E] and [3, H, D]: the q, k and v rows of each head (see commir_packed_heads).
+    w = commir_packed_heads(m.in_proj_weight, 3, h)
+    b = commir_packed_heads(m.in_proj_bias, 3, h) if m.in_proj_bias is not None else None
 
     def project(x, i):
-        bias = b[i * e:(i + 1) * e] if b is not None else None
-        y = F.linear(x, w[i * e:(i + 1) * e], bias)
+        bias = b[i].reshape(e) if b is not None else None
+        y = F.linear(x, w[i].reshape(e, e), bias)
         return y.reshape(x.shape[0], x.shape[1], h, d).transpose(1, 2)  # [B, H, S, D]
 
     q, k, v = project(query, 0), project(key, 1), project(value, 2)
@@ -251,11 +268,12 @@ class CaptureTracer(torch.fx.Tracer):
                 names = names[1:]  # self
             concrete_args = {}
             for i, p in enumerate(names):
-                if i < len(self._examples) and self._examples[i] is not None:
+                if i < len(self._examples) and isinstance(self._examples[i], torch.Tensor):
                     self._example_by_name[p.name] = self._examples[i]
                 elif i < len(self._examples) or p.default is not p.empty:
-                    # None given, or nothing: the parameter is None / its default.
-                    concrete_args[p.name] = None if i < len(self._examples) else p.default
+                    # None or another non-tensor given (need_weights=False), or nothing:
+                    # the parameter is that value / its default.
+                    concrete_args[p.name] = self._examples[i] if i < len(self._examples) else p.default
                     self.defaulted.append(p.name)
         return super().create_args_for_root(root_fn, is_module, concrete_args or None)
 
@@ -347,7 +365,8 @@ def trace(root, example_inputs=()):
     if type(root) in _ROOTS:
         root = _ROOTS[type(root)](root)
         prefix = ROOT_PREFIX
-    graph = tracer.trace(root)
+    with _fx_factories.static_sizes():
+        graph = tracer.trace(root)
     tracer.remove_defaulted_placeholders(graph)
     name = type(root).__name__ if isinstance(root, torch.nn.Module) else getattr(root, "__name__", "function")
     return torch.fx.GraphModule(tracer.root, graph, name), prefix

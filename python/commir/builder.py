@@ -266,6 +266,30 @@ class FunctionBuilder:
         result = TensorType._from_ext(inferred)
         return result if type is not None else result.unsharded()
 
+    def op_results(self, opname, operands, num_results, attrs=(), names=()):
+        """Emits an op with several results, `%a, %b = opname(operands) {attrs} : (A, B)`
+        (cross_entropy's loss and lse); returns their Values, typed by the C++ op
+        definition. `names` gives the results' names (default: fresh ones)."""
+        for o in operands:
+            if not isinstance(o, Value):
+                raise ValueError("%s: operand %r is not a value" % (opname, o))
+        ext_operands = [o.type._ext() for o in operands]
+        ext_attrs = [(key, _ext_attr(value)) for key, value in attrs if value is not None]
+        inferred = _extension().infer_result_types(opname, ext_operands, ext_attrs, [], self._mesh_axes(),
+                                                   self.spmd, num_results)
+        names = list(names) + [None] * (len(inferred) - len(names))
+        results = [Value(self._fresh(n), TensorType._from_ext(t).unsharded()) for n, t in zip(names, inferred)]
+        parts = [key if value is True else "%s = %s" % (key, _format_attr(value))
+                 for key, value in attrs if value is not None]
+        line = "  %s = %s(%s)" % (", ".join("%" + r.name for r in results), opname,
+                                  ", ".join("%" + o.name for o in operands))
+        if parts:
+            line += " {%s}" % ", ".join(parts)
+        types = [str(r.type) for r in results]
+        line += " : %s" % (types[0] if len(types) == 1 else "(%s)" % ", ".join(types))
+        self._lines.append(line)
+        return results
+
     def op(self, opname, operands, attrs=(), type=None, name=None):
         """Emits `%name = opname(operands) {attrs} : type`; attrs is a list of (key,
         value) in the op's schema order, None values left out. `type` is needed only by
@@ -352,6 +376,20 @@ class FunctionBuilder:
     def scatter_add(self, base, indices, updates, axis=0, name=None):
         return self.op("scatter_add", [base, indices, updates], [("axis", int(axis))], name=name)
 
+    # ---- losses and randomness ----------------------------------------------------
+    def cross_entropy(self, logits, labels, reduction="mean", ignore_index=-100, label_smoothing=0.0,
+                      z_loss=0.0, name=None):
+        """cross_entropy's two results: the loss and each token's log-sum-exp."""
+        attrs = [("reduction", None if reduction == "mean" else Ident(reduction)),
+                 ("ignore_index", None if ignore_index == -100 else int(ignore_index)),
+                 ("label_smoothing", None if label_smoothing == 0 else float(label_smoothing)),
+                 ("z_loss", None if z_loss == 0 else float(z_loss))]
+        return self.op_results("cross_entropy", [logits, labels], 2, attrs,
+                               names=(name, None if name is None else name + ".lse"))
+
+    def dropout(self, x, rate, seed, name=None):
+        return self.op("dropout", [x], [("rate", float(rate)), ("seed", int(seed))], name=name)
+
     def broadcast(self, x, shape, name=None):
         return self.op("broadcast", [x], type=TensorType(x.type.dtype, shape), name=name)
 
@@ -373,6 +411,16 @@ class FunctionBuilder:
 
     def shift(self, x, axis, offset=1, name=None):
         return self.op("shift", [x], [("axis", Axes(axis)), ("offset", None if offset == 1 else offset)], name=name)
+
+    def checkpoint(self):
+        """The function so far, for rollback: a caller that tries one way of emitting a
+        value and takes another when it fails leaves no ops or arguments behind."""
+        return (list(self._args), dict(self._declared), len(self._lines), set(self._names), self._counter)
+
+    def rollback(self, checkpoint):
+        args, declared, lines, names, counter = checkpoint
+        self._args, self._declared, self._names, self._counter = list(args), dict(declared), set(names), counter
+        del self._lines[lines:]
 
     def ret(self, *values, types=None):
         """The function's results; `types` may give the declared result types (a

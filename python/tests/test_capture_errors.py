@@ -18,7 +18,7 @@ class Cumsum(nn.Module):
 class WithEmbedding(nn.Module):
     def __init__(self):
         super().__init__()
-        self.tok = nn.Embedding(10, 4)
+        self.tok = nn.Embedding(10, 4, max_norm=1.0)
 
     def forward(self, ids):
         return self.tok(ids)
@@ -40,8 +40,8 @@ def test_unsupported_op_names_op_and_line():
     assert "test_capture_errors.py" in message and "torch.cumsum(y, dim=0)" in message
 
 
-def test_embedding_is_refused_with_reason():
-    with pytest.raises(commir.CaptureError, match="nn.Embedding tok: an embedding lookup needs a gather"):
+def test_embedding_with_max_norm_is_refused_with_reason():
+    with pytest.raises(commir.CaptureError, match="nn.Embedding tok with max_norm: it renormalises"):
         commir.torch.capture(WithEmbedding().eval(), (torch.tensor([[1, 2]]),))
 
 
@@ -51,11 +51,11 @@ def test_mask_other_than_causal_is_refused():
         commir.torch.capture(OddMask().eval(), (q, q, q))
 
 
-def test_training_mode_and_bad_layouts_are_refused():
+def test_dropout_of_everything_and_bad_layouts_are_refused():
     layer = nn.Linear(8, 8)
-    with pytest.raises(commir.CaptureError, match="training mode"):
-        commir.torch.capture(layer, (torch.randn(2, 8),))
-    layer.eval()
+    # Training mode is captured (dropout follows each call's flag); p = 1 has no rate.
+    with pytest.raises(commir.CaptureError, match=r"nn.Dropout 1 with p=1: it zeroes everything"):
+        commir.torch.capture(nn.Sequential(layer, nn.Dropout(1.0)), (torch.randn(2, 8),))
     with pytest.raises(commir.CaptureError, match="layouts name nosuch"):
         commir.torch.capture(layer, (torch.randn(2, 8),), mesh={"tp": 2}, layouts={"nosuch": [None]})
     with pytest.raises(commir.CaptureError, match="layout of weight"):
@@ -171,7 +171,7 @@ class Router(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.tok = nn.Embedding(16, 8)
+        self.tok = nn.Embedding(16, 8, scale_grad_by_freq=True)
         self.conv = nn.Conv1d(8, 8, 1)
         self.gate = nn.Linear(8, 4)
 
@@ -191,7 +191,7 @@ def test_all_refusals_come_in_one_error_in_source_order():
     refusals = info.value.refusals
     assert [(r.source.line, r.what) for r in refusals] == [
         (_line_of("# marker: embedding"),
-         "nn.Embedding tok: an embedding lookup needs a gather, which CommIR v1 cannot express"),
+         "nn.Embedding tok with scale_grad_by_freq: gather's derivative sums the rows' cotangents unscaled"),
         (_line_of("# marker: method topk"), "tensor method .topk(): CommIR has no top-k (sort and select) op"),
         (_line_of("# marker: conv"), "nn.Conv1d conv: CommIR has no lowering for this module"),
         (_line_of("# marker: cumsum"), "function torch.cumsum: CommIR has no scan (cumulative) op"),

@@ -13,6 +13,7 @@
 #include "commir/element_type.h"
 #include "commir/ir.h"
 #include "commir/fingerprint.h"
+#include "search/plan/embedding_program.h"
 #include "search/schedule_space.h"
 #include "sim/op_time.h"
 #include "search/plan/megatron_layout.h"
@@ -196,8 +197,21 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(const Module& plain,
   return std::move(best);
 }
 
+const char* FunctionName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kHead:
+      return kHeadFunction;
+    case LayerKind::kEmbedding:
+      return kEmbedFunction;
+    case LayerKind::kTransformer:
+      break;
+  }
+  return kLayerFunction;
+}
+
 std::string Describe(LayerKind kind, const LayerLayout& l) {
-  return absl::StrCat(kind == LayerKind::kHead ? "head" : "layer", " (tp=", l.tp, ", cp=", l.cp,
+  return absl::StrCat(FunctionName(kind) == kLayerFunction ? "layer" : FunctionName(kind),
+                      " (tp=", l.tp, ", cp=", l.cp,
                       l.sequence_parallel ? ", sp" : "", ", micro-batch ", l.micro_batch, ")");
 }
 
@@ -207,6 +221,9 @@ absl::StatusOr<std::unique_ptr<Module>> LaidOutProgram(const ModelSpec& model, L
                                                        const LayerLayout& layout,
                                                        const LayerCostOptions& options,
                                                        const std::string& name) {
+  // A model file has no embedding function the reader hands on: the generated one, from
+  // the sizes read from the file.
+  if (kind == LayerKind::kEmbedding) return EmbeddingProgram(model, layout);
   if (options.functions == nullptr) {
     return kind == LayerKind::kHead ? HeadProgram(model, layout)
                                     : TransformerLayerProgram(model, layout);
@@ -240,7 +257,12 @@ void LeaveWeightGradientsToDataParallel(Module& module, const std::string& name,
   if (forward == nullptr || gradient == nullptr) return;
   Operation* ret = gradient->body()->terminator();
   if (ret == nullptr || !ret->Is(OpKind::kReturn)) return;
-  const int first_weight = static_cast<int>(forward->result_types().size()) + 1;
+  // The input's gradient follows the forward's results, when the input has one (the
+  // embedding's token ids have none).
+  const bool input_gradient =
+      !forward->arg_types().empty() && IsFloatType(forward->arg_types()[0].element_type());
+  const int first_weight =
+      static_cast<int>(forward->result_types().size()) + (input_gradient ? 1 : 0);
   for (int i = first_weight; i < ret->num_operands(); ++i) {
     Value* value = ret->operand(i);
     if (value->kind() != Value::Kind::kResult) continue;
@@ -343,7 +365,7 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   auto fail = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   };
-  const std::string name = kind == LayerKind::kHead ? kHeadFunction : kLayerFunction;
+  const std::string name = FunctionName(kind);
   // The laid-out module (the generator's, or the model file's function laid out), built
   // in memory; the schedules below run on its clones.
   absl::StatusOr<std::unique_ptr<Module>> partitioned =
@@ -403,22 +425,6 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
       cost->plain = std::make_shared<const LayerCost>(*std::move(plain_cost));
     }
   }
-  return cost;
-}
-
-LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
-                        const sim::HardwareSpec& hardware) {
-  LayerCost cost;
-  const int64_t tokens =
-      layout.micro_batch * model.sequence / layout.cp / (layout.sequence_parallel ? layout.tp : 1);
-  const int64_t bytes = tokens * model.hidden * ElementTypeByteWidth(model.dtype);
-  // A row read and the output written; the backward's scatter-add reads the output's
-  // gradient and updates the rows.
-  const double move_s = hardware.hbm_bandwidth > 0 ? 2.0 * bytes / hardware.hbm_bandwidth : 0;
-  cost.forward_s = move_s + hardware.kernel_launch_overhead_s;
-  cost.backward_s = move_s + hardware.kernel_launch_overhead_s;
-  cost.activation_bytes = 0;  // the lookup's backward needs only the token ids
-  cost.input_bytes = bytes;   // what the first stage sends on, like any layer output
   return cost;
 }
 

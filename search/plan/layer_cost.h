@@ -47,9 +47,12 @@
 //  * input_bytes: per device, the layer input (the residual stream): what full
 //    recomputation keeps, and what a pipeline stage sends its neighbour per micro-batch.
 //
-// The embedding lookup has no op yet (no gather): EmbeddingCost is an approximation
-// from its bytes at the HBM bandwidth (a row read and a write per token, the backward's
-// scatter-add the same), documented as such.
+// The input embedding (LayerKind::kEmbedding) is costed the same way from its own program
+// (embedding_program.h: the vocabulary-parallel lookup, GPT's positions): its forward,
+// the autodiff backward (the table's gradient by scatter_add) and whatever communication
+// the partitioner gives them (the partial rows' all_reduce or reduce_scatter over tp). It
+// is always the generated program (a model file's own embedding is not read yet); its
+// token ids have no gradient, so every gradient it returns is a weight's.
 #ifndef COMMIR_SEARCH_PLAN_LAYER_COST_H_
 #define COMMIR_SEARCH_PLAN_LAYER_COST_H_
 
@@ -92,7 +95,7 @@ struct LayerCost {
   std::shared_ptr<const LayerCost> plain;
 };
 
-enum class LayerKind { kTransformer, kHead };
+enum class LayerKind { kTransformer, kHead, kEmbedding };
 
 struct LayerCostOptions {
   sim::PredictOptions predict;
@@ -114,10 +117,6 @@ struct LayerCostOptions {
 absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kind,
                                            const LayerLayout& layout,
                                            const LayerCostOptions& options);
-
-// The embedding lookup's approximate cost (see above).
-LayerCost EmbeddingCost(const ModelSpec& model, const LayerLayout& layout,
-                        const sim::HardwareSpec& hardware);
 
 // MeasureLayerCost with a cache keyed by the model's sizes, the kind, the layout, the
 // hardware's name, the schedule mode (none, search or the fixed pipeline) and a model

@@ -179,12 +179,15 @@ TEST(LayerCostTest, CacheMeasuresEachKeyOnce) {
   EXPECT_EQ(cache.measured(), 2);
 }
 
+// The embedding is costed from its program (embedding_program_test checks its
+// collectives): on one device a lookup reads a row and writes it per token, so its
+// forward takes at least those bytes at the HBM bandwidth, and is far from a layer's.
 TEST(LayerCostTest, EmbeddingIsMemoryBound) {
   const ModelSpec m = Llama8b();
   const sim::HardwareSpec hw = H100().predict.hardware;
-  const LayerCost e = EmbeddingCost(m, {1, 1, false, 1}, hw);
-  EXPECT_NEAR(e.forward_s - hw.kernel_launch_overhead_s,
-              2.0 * m.sequence * m.hidden * 2 / hw.hbm_bandwidth, 1e-12);
+  const LayerCost e = Measure(m, LayerKind::kEmbedding, {1, 1, false, 1});
+  EXPECT_GE(e.forward_s, 2.0 * m.sequence * m.hidden * 2 / hw.hbm_bandwidth);
+  EXPECT_LT(e.forward_s, Measure(m, LayerKind::kTransformer, {1, 1, false, 1}).forward_s / 20);
 }
 
 

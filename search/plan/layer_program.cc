@@ -18,7 +18,6 @@
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
-namespace {
 
 absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
   if (micro_batch < 1) return absl::InvalidArgumentError("the micro-batch must be at least 1");
@@ -32,7 +31,7 @@ absl::Status CheckMicroBatch(const ModelSpec& m, int64_t micro_batch) {
   return absl::OkStatus();
 }
 
-absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
+absl::Status CheckLayerLayout(const ModelSpec& m, const LayerLayout& l) {
   if (l.tp < 1 || l.cp < 1 || l.micro_batch < 1) {
     return absl::InvalidArgumentError("tp, cp and the micro-batch must be at least 1");
   }
@@ -55,6 +54,8 @@ absl::Status CheckLayout(const ModelSpec& m, const LayerLayout& l) {
   }
   return CheckMicroBatch(m, l.micro_batch);
 }
+
+namespace {
 
 // A module holding one global function `name` on no mesh, with the given arguments
 // (name, type) and one result, its body left to `build` (an OpBuilder at its end, the
@@ -170,20 +171,43 @@ absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_
   });
 }
 
-// The single-device head over the model's own vocabulary.
+// The single-device head over the model's own vocabulary: the final norm, the logits
+// and the loss. GPT's output weight is the embedding's table [vocabulary, hidden]
+// (`transpose_b`), so that a model ties the two by passing one value; Llama's is its own
+// [hidden, vocabulary]. The loss is the mean over the micro-batch's tokens of
+// cross_entropy's per-token losses, written as their sum times 1 / tokens (Megatron-LM's
+// loss: the per-token losses summed and divided by the token count), so that a token
+// split (cp) sums locally and all-reduces one scalar rather than gathering the logits.
 absl::StatusOr<std::unique_ptr<Module>> HeadFunction(const ModelSpec& m, int64_t micro_batch) {
   const bool gpt = m.architecture == Architecture::kGpt;
   const Type x = Type::Tensor(m.dtype, {micro_batch, m.sequence, m.hidden});
-  const Type logits = Type::Tensor(m.dtype, {micro_batch, m.sequence, m.vocabulary});
   const Type vec = Type::Tensor(m.dtype, {m.hidden});
   std::vector<std::pair<std::string, Type>> args = {{"x", x}, {"g", vec}};
-  if (gpt) args.push_back({"b", vec});
-  args.push_back({"wout", Type::Tensor(m.dtype, {m.hidden, m.vocabulary})});
-  return BuildFunction(kHeadFunction, args, logits, [&](OpBuilder& b, auto arg) {
+  if (gpt) {
+    args.push_back({"b", vec});
+    args.push_back({"wemb", Type::Tensor(m.dtype, {m.vocabulary, m.hidden})});
+  } else {
+    args.push_back({"wout", Type::Tensor(m.dtype, {m.hidden, m.vocabulary})});
+  }
+  args.push_back({"labels", Type::Tensor(kLabelType, {micro_batch, m.sequence})});
+  const double per_token = 1.0 / static_cast<double>(micro_batch * m.sequence);
+  return BuildFunction(kHeadFunction, args, Type::Scalar(m.dtype), [&](OpBuilder& b, auto arg) {
     Value* h = gpt ? b.Op(OpKind::kLayerNorm, {arg("x"), arg("g"), arg("b")}, {}, std::nullopt, "h")
                    : b.Op(OpKind::kRmsNorm, {arg("x"), arg("g")}, {}, std::nullopt, "h");
-    Value* l = b.Op(OpKind::kMatmul, {h, arg("wout")}, {}, std::nullopt, "l");
-    return b.Op(OpKind::kSoftmax, {l}, {}, std::nullopt, "p");
+    AttrDict tied;
+    if (gpt) tied.Set("transpose_b", Attribute::Bool(true));
+    Value* l = b.Op(OpKind::kMatmul, {h, arg(gpt ? "wemb" : "wout")}, std::move(tied),
+                    std::nullopt, "l");
+    AttrDict per_token_losses;
+    per_token_losses.Set("reduction", Attribute::Ident("none"));
+    std::vector<Value*> ce = b.Ops(OpKind::kCrossEntropy, {l, arg("labels")},
+                                   std::move(per_token_losses), 2, {"tok", "lse"});
+    if (!b.ok()) return static_cast<Value*>(nullptr);
+    AttrDict all;
+    all.Set("dims", Attribute::IntList({0, 1}));
+    Value* sum = b.Op(OpKind::kReduceSum, {ce[0]}, std::move(all), std::nullopt, "sum");
+    return b.Op(OpKind::kMul, {sum, OpBuilder::Operand::Literal(per_token, Type::Scalar(m.dtype))},
+                {}, std::nullopt, "loss");
   });
 }
 
@@ -197,7 +221,7 @@ int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp) {
 // One way to lay out a layer: the single-device function through the Megatron layout.
 absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec& m,
                                                                const LayerLayout& l) {
-  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
+  if (absl::Status s = CheckLayerLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   absl::StatusOr<std::unique_ptr<Module>> layer = LayerFunction(m, l.micro_batch);
@@ -206,7 +230,7 @@ absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec&
 }
 
 absl::StatusOr<std::unique_ptr<Module>> HeadProgram(const ModelSpec& m, const LayerLayout& l) {
-  if (absl::Status s = CheckLayout(m, l); !s.ok()) return s;
+  if (absl::Status s = CheckLayerLayout(m, l); !s.ok()) return s;
   MegatronLayoutOptions o;
   o.layout = l;
   o.vocabulary = m.vocabulary;

@@ -17,8 +17,8 @@
 // --make-vocab-size-divisible-by does.
 //
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
-// elementwise add each), dropout, rotary embeddings, and the embedding lookup (no
-// gather op yet; layer_cost.h costs it from its bytes).
+// elementwise add each), dropout and rotary embeddings. The embedding lookup is a program
+// of its own (embedding_program.h).
 //
 // The attention is the fused `attention` op (causal; FlashAttention's cost curves) or,
 // with the model's attention=unfused, pre-FlashAttention Megatron-LM's: scale q, a
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "commir/element_type.h"
 #include "commir/ir.h"
 #include "search/plan/model_spec.h"
 
@@ -56,15 +57,22 @@ struct LayerLayout {
 inline constexpr char kLayerFunction[] = "layer";
 inline constexpr char kHeadFunction[] = "head";
 
+// The labels' element type (token ids: any vocabulary the model spec allows fits).
+inline constexpr ElementType kLabelType = ElementType::kI32;
+
 // A module with a mesh (none when tp = cp = 1) and @layer(x, weights...) -> x', built in
 // memory (SingleDeviceLayer laid out by megatron_layout.h). Errors when tp does not
 // divide the heads and FFN, or cp the sequence (or tp x cp with sequence parallelism).
 absl::StatusOr<std::unique_ptr<Module>> TransformerLayerProgram(const ModelSpec& model,
                                                                 const LayerLayout& layout);
 
-// @head(x, norm scale, output embedding) -> softmax over the (padded) vocabulary split
-// over tp: the final norm, the logits and their normalisation (the cross-entropy's
-// exponentials; the loss's gather of the label is not modelled).
+// @head(x, norm scale[, norm bias], output weight, labels) -> the loss: the final norm,
+// the logits over the (padded) vocabulary split over tp, and the mean over the tokens of
+// cross_entropy with the integer labels [micro_batch, seq] (split over cp like the
+// sequence). GPT's output weight is the embedding's table [vocabulary, hidden], used
+// transposed, so that the model written as CommIR ties them; Llama's is [hidden,
+// vocabulary]. The vocabulary-parallel loss is whatever the partitioner makes of
+// cross_entropy over vocabulary-split logits.
 absl::StatusOr<std::unique_ptr<Module>> HeadProgram(const ModelSpec& model,
                                                     const LayerLayout& layout);
 
@@ -79,6 +87,12 @@ absl::StatusOr<std::unique_ptr<Module>> SingleDeviceHead(const ModelSpec& model,
 
 // The vocabulary padded as Megatron-LM does for this tp.
 int64_t PaddedVocabulary(int64_t vocabulary, int64_t tp);
+
+// The checks every program here makes: the micro-batch's bounds (CheckMicroBatch), and
+// with them the layout's (CheckLayerLayout: tp divides the heads and FFN, the splits the
+// sequence).
+absl::Status CheckMicroBatch(const ModelSpec& model, int64_t micro_batch);
+absl::Status CheckLayerLayout(const ModelSpec& model, const LayerLayout& layout);
 
 }  // namespace commir::search::plan
 

@@ -21,7 +21,8 @@ absl::StatusOr<std::unique_ptr<Module>> MegatronLayoutModule(const Function& fun
         absl::StrCat(at, "@", function.name(), ": the Megatron layout: ", message));
   };
   if (!function.arg_types().empty() && function.arg_types()[0].is_tensor() &&
-      function.arg_types()[0].rank() == 3 && function.arg_types()[0].dims()[0] != l.micro_batch) {
+      (function.arg_types()[0].rank() == 3 || function.arg_types()[0].rank() == 2) &&
+      function.arg_types()[0].dims()[0] != l.micro_batch) {
     return error(function.loc(), absl::StrCat("written for micro-batch ",
                                               function.arg_types()[0].dims()[0], ", not ",
                                               l.micro_batch));

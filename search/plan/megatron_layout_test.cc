@@ -171,16 +171,17 @@ TEST(MegatronLayout, AnotherMicroBatchOrNameIsHandled) {
 // The head's vocabulary is padded to a multiple of 128 x tp (Megatron-LM's
 // make-vocab-size-divisible-by 128, times tp) and split over tp: GPT-3's 50,257 tokens
 // become, worked by hand, 50,304 (393 x 128), 50,432 (197 x 256), 50,688 (99 x 512) and
-// 51,200 (50 x 1,024) for tp = 1, 2, 4, 8.
+// 51,200 (50 x 1,024) for tp = 1, 2, 4, 8. GPT's head multiplies by the embedding's table
+// [vocabulary, hidden] transposed (tied), so its rows are padded and split.
 TEST(MegatronLayout, TheHeadsVocabularyIsPaddedTo128TimesTp) {
   const ModelSpec m = Model("gpt3-1.3b");
   ASSERT_EQ(m.vocabulary, 50257);
   absl::StatusOr<std::unique_ptr<Module>> head = SingleDeviceHead(m, 1);
   ASSERT_TRUE(head.ok());
   const std::pair<int64_t, const char*> cases[] = {
-      {2, "%wout: bf16[2048, 50432@tp]"},
-      {4, "%wout: bf16[2048, 50688@tp]"},
-      {8, "%wout: bf16[2048, 51200@tp]"},
+      {2, "%wemb: bf16[50432@tp, 2048]"},
+      {4, "%wemb: bf16[50688@tp, 2048]"},
+      {8, "%wemb: bf16[51200@tp, 2048]"},
   };
   for (const auto& [tp, weight] : cases) {
     absl::StatusOr<std::string> laid_out =

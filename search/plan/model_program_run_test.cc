@@ -1,16 +1,22 @@
 // The model written as CommIR through the real tools: `commir-search --emit-model` on a
-// tiny model, run by commir-run with its calls, and again after `commir-opt
+// tiny model (embedding, layers, final norm, head and loss), run by commir-run with its
+// calls on given token ids and labels, and again after `commir-opt
 // --pass-pipeline=inline`: the same bytes (the same kernels on the same inputs).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "commir/element_type.h"
+#include "runtime/npy.h"
+#include "runtime/tensor.h"
 #include "testing/subprocess.h"
 
 namespace commir {
@@ -52,16 +58,33 @@ TEST(ModelProgramRun, CallsAndInlinedCallsGiveTheSameBytes) {
   ASSERT_EQ(opt.exit_code, 0) << opt;
   EXPECT_THAT(ReadFile(inlined), ::testing::Not(HasSubstr(" = call @layer(")));
 
+  // Token ids and labels: rows of the 40-word vocabulary (commir-run's random integers
+  // would be -1, 0 or 1).
+  const std::string ids = Dir("ids") + ".npy", labels = Dir("labels") + ".npy";
+  for (const auto& [path, offset] : {std::pair<std::string, int>{ids, 0}, {labels, 11}}) {
+    runtime::Tensor tokens(ElementType::kI32, {2, 8});
+    for (int j = 0; j < 16; ++j) tokens.data<int32_t>()[j] = (7 * j + offset) % 40;
+    ASSERT_TRUE(runtime::WriteNpy(path, tokens).ok());
+  }
+  const std::vector<std::string> inputs = {"--input", "ids=" + ids, "--input",
+                                           "head_labels=" + labels};
   const std::string by_calls = Dir("by_calls"), by_inlining = Dir("by_inlining");
-  testing::SubprocessResult a =
-      RunTool(g_run, {model, "--func=@model", "--output-dir=" + by_calls});
+  std::vector<std::string> args = {model, "--func=@model", "--output-dir=" + by_calls};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  testing::SubprocessResult a = RunTool(g_run, args);
   ASSERT_EQ(a.exit_code, 0) << a;
-  testing::SubprocessResult b =
-      RunTool(g_run, {inlined, "--func=@model", "--output-dir=" + by_inlining});
+  args = {inlined, "--func=@model", "--output-dir=" + by_inlining};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  testing::SubprocessResult b = RunTool(g_run, args);
   ASSERT_EQ(b.exit_code, 0) << b;
-  const std::string logits = ReadFile(by_calls + "/result0.npy");
-  EXPECT_GT(logits.size(), 2u * 8 * 40 * 4);  // [2, 8, 40] f32 and the npy header
-  EXPECT_EQ(logits, ReadFile(by_inlining + "/result0.npy"));
+  // The loss: one f32, a mean cross-entropy (positive and finite; the weights are
+  // uniform in [-1, 1), so the logits are far from the uniform guess's ln(40)).
+  absl::StatusOr<runtime::Tensor> loss = runtime::ReadNpy(by_calls + "/result0.npy");
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  ASSERT_EQ(loss->num_elements(), 1);
+  EXPECT_GT(loss->data<float>()[0], 0);
+  EXPECT_TRUE(std::isfinite(loss->data<float>()[0]));
+  EXPECT_EQ(ReadFile(by_calls + "/result0.npy"), ReadFile(by_inlining + "/result0.npy"));
 }
 
 }  // namespace

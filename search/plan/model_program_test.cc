@@ -1,6 +1,9 @@
 // The model written as CommIR: it verifies and prints back the same, @layer is the plan
 // search's layer program at tp = cp = 1 (one generator), and on a tiny model @model
 // runs on the cpu backend with its calls and after `inline` to the same bits.
+#include "absl/strings/str_cat.h"
+#include "commir/element_type.h"
+#include "search/plan/embedding_program.h"
 #include "search/plan/model_program.h"
 
 #include <memory>
@@ -71,11 +74,46 @@ TEST_P(ModelProgramTest, VerifiesAndPrintsBackTheSame) {
     ASSERT_NE(model, nullptr);
     EXPECT_EQ(CountCalls(*model, kLayerFunction), 4);
     EXPECT_EQ(CountCalls(*model, kHeadFunction), 1);
+    EXPECT_EQ(CountCalls(*model, kEmbedFunction), 1);
     EXPECT_TRUE(module->meshes().empty());
-    // [micro_batch, seq, hidden] in, [micro_batch, seq, vocabulary] out (not padded).
-    EXPECT_EQ(model->arg_types()[0].dims(), (std::vector<int64_t>{2, m->sequence, m->hidden}));
-    EXPECT_EQ(model->result_types()[0].dims(),
-              (std::vector<int64_t>{2, m->sequence, m->vocabulary}));
+    // Token ids [micro_batch, seq] in, the loss (a scalar) out, with the labels the last
+    // argument.
+    EXPECT_EQ(model->arg_types()[0].ToString(), absl::StrCat("i32[2, ", m->sequence, "]"));
+    EXPECT_EQ(model->arg_types().back().ToString(), absl::StrCat("i32[2, ", m->sequence, "]"));
+    EXPECT_TRUE(model->result_types()[0].dims().empty());
+    // GPT's head is tied to the embedding's table (one argument passed to both); Llama's
+    // output weight is an argument of its own.
+    const Operation* embed = nullptr;
+    const Operation* head = nullptr;
+    WalkOps(model->body(), [&](Operation* op) {
+      if (!op->Is(OpKind::kCall)) return;
+      const std::string callee = op->attrs().Find("callee")->string_value();
+      if (callee == kEmbedFunction) embed = op;
+      if (callee == kHeadFunction) head = op;
+    });
+    ASSERT_TRUE(embed != nullptr && head != nullptr);
+    bool shares_table = false;
+    for (int i = 1; i < head->num_operands(); ++i) {
+      shares_table = shares_table || head->operand(i) == embed->operand(1);
+    }
+    EXPECT_EQ(shares_table, m->architecture == Architecture::kGpt);
+    // The model's parameters besides its layers' (its arguments less the ids, the labels
+    // and the layers' weights) are the embeddings' published count: GPT's one table
+    // (tied) with positions and the final LayerNorm, Llama's two tables and final RMSNorm.
+    auto elements = [](Type t) {
+      int64_t n = 1;
+      for (int64_t d : t.dims()) n *= d;
+      return n;
+    };
+    int64_t parameters = 0;
+    for (size_t i = 1; i + 1 < model->arg_types().size(); ++i) {
+      parameters += elements(model->arg_types()[i]);
+    }
+    const Function* layer = module->FindFunction(kLayerFunction);
+    for (size_t i = 1; i < layer->arg_types().size(); ++i) {
+      parameters -= m->layers * elements(layer->arg_types()[i]);
+    }
+    EXPECT_EQ(parameters, EmbeddingParameters(*m));
   }
 }
 
@@ -105,14 +143,23 @@ TEST_P(ModelProgramTest, CallsRunLikeTheInlinedModel) {
   Function& model = *inlined->FindFunction(kModelFunction);
   absl::StatusOr<int64_t> count = InlineCalls(model);
   ASSERT_TRUE(count.ok()) << count.status();
-  EXPECT_EQ(*count, m.layers + 1);
+  EXPECT_EQ(*count, m.layers + 2);
   EXPECT_FALSE(HasCalls(model));
 
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < model.arg_types().size(); ++i) {
     const Type t = model.arg_types()[i];
-    inputs.push_back(
-        runtime::RandomGlobalTensor(5, static_cast<int>(i), t.element_type(), t.dims()));
+    if (IsFloatType(t.element_type())) {
+      inputs.push_back(
+          runtime::RandomGlobalTensor(5, static_cast<int>(i), t.element_type(), t.dims()));
+      continue;
+    }
+    // Token ids and labels: rows of the vocabulary.
+    Tensor tokens(t.element_type(), t.dims());
+    for (int64_t j = 0; j < tokens.num_elements(); ++j) {
+      tokens.data<int32_t>()[j] = static_cast<int32_t>((7 * j + 3 * i) % m.vocabulary);
+    }
+    inputs.push_back(std::move(tokens));
   }
   std::vector<Tensor> by_calls = RunOnCpu(*calls->FindFunction(kModelFunction), inputs);
   std::vector<Tensor> by_inlining = RunOnCpu(model, inputs);

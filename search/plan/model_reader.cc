@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "commir/element_type.h"
 #include "search/plan/megatron_layout.h"
 
 namespace commir::search::plan {
@@ -168,8 +169,11 @@ absl::StatusOr<int64_t> ReadVocabulary(const Function& f, int64_t hidden, absl::
   }
   for (Operation* op : OpsOf(f, OpKind::kMatmul)) {
     const Value* w = op->operand(1);
-    if (w->defining_op() == nullptr && w->type().rank() == 2 && w->type().dims()[0] == hidden) {
-      return w->type().dims()[1];
+    // [hidden, vocabulary], or a table tied to the embedding's, [vocabulary, hidden]
+    // multiplied transposed.
+    const int in = op->BoolAttr("transpose_b") ? 1 : 0;
+    if (w->defining_op() == nullptr && w->type().rank() == 2 && w->type().dims()[in] == hidden) {
+      return w->type().dims()[1 - in];
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(at, "the head @", f.name(),
@@ -204,14 +208,23 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
     return absl::InvalidArgumentError(
         absl::StrCat(at_top, "the top function @", top.name(), " calls no layer"));
   }
-  // The head is the last call's callee; the layer the most called of the others (the
-  // first in call order on a tie).
+  // The head is the last call's callee; the embedding the first call's when it takes
+  // the top function's token ids (an integer [batch, seq] first argument); the layer the
+  // most called of the others (the first in call order on a tie).
   const std::string& head_name = Callee(*calls.back());
+  std::string embed_name;
+  if (calls.size() > 1 && calls.front()->num_operands() > 0 &&
+      calls.front()->operand(0) == top.body()->argument(0)) {
+    const Type ids = top.arg_types()[0];
+    if (ids.is_tensor() && ids.rank() == 2 && !IsFloatType(ids.element_type())) {
+      embed_name = Callee(*calls.front());
+    }
+  }
   absl::flat_hash_map<std::string, int64_t> counts;
   std::string layer_name;
   for (const Operation* call : calls) {
     const std::string& callee = Callee(*call);
-    if (callee == head_name) continue;
+    if (callee == head_name || (callee == embed_name && call == calls.front())) continue;
     const int64_t n = ++counts[callee];
     if (layer_name.empty() || n > counts[layer_name]) layer_name = callee;
   }
@@ -232,6 +245,7 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
           "return"));
     }
     const std::string& callee = Callee(*op);
+    if (!embed_name.empty() && callee == embed_name && op == calls.front()) continue;
     if (callee != layer_name && callee != head_name) {
       return absl::InvalidArgumentError(absl::StrCat(
           at, "the top function @", top.name(), " calls @", callee, " besides the layer @",
@@ -276,8 +290,11 @@ absl::StatusOr<ModelFromIr> ReadModelFromIr(const Module& module, absl::string_v
   }
   // The functions must be ones the Megatron layout step lays out (the rules do not
   // depend on tp or cp): said now, at the file's own lines, not in the search.
-  for (const auto& [f, vocabulary] : {std::pair<const Function*, int64_t>{&layer, 0},
-                                      std::pair<const Function*, int64_t>{&head, m.vocabulary}}) {
+  std::vector<std::pair<const Function*, int64_t>> laid_out = {{&layer, 0}, {&head, m.vocabulary}};
+  // An embedding the file calls is laid out too (its costs are the generated one's, from
+  // the sizes read here: embedding_program.h).
+  if (!embed_name.empty()) laid_out.push_back({module.FindFunction(embed_name), m.vocabulary});
+  for (const auto& [f, vocabulary] : laid_out) {
     MegatronLayoutOptions o;
     o.layout.micro_batch = out.micro_batch;
     o.vocabulary = vocabulary;

@@ -231,9 +231,10 @@ TEST(ModelReader, AMicroBatchOfZeroIsRefusedAtTheLayer) {
 }
 
 TEST(ModelReader, AnOpInTheTopFunctionIsAnErrorAtItsLine) {
-  // An op the search would not cost, on the top function's third line.
+  // An op the search would not cost, on the top function's fourth line (after the
+  // embedding's and the first layer's calls).
   absl::Status s = ReadEdited({{"  %x2 = call @layer(", "  %t = tanh(%x1) : f32[1, 8, 16]\n  %x2 = call @layer("}});
-  EXPECT_THAT(s.message(), HasSubstr("m.commir:3:8: the top function @model holds `tanh`"));
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:4:8: the top function @model holds `tanh`"));
 }
 
 TEST(ModelReader, ACallOfAnotherFunctionIsAnErrorAtItsLine) {
@@ -243,7 +244,7 @@ TEST(ModelReader, ACallOfAnotherFunctionIsAnErrorAtItsLine) {
       "\nfunc @helper(%a: f32[1, 8, 16]) -> f32[1, 8, 16] {\n  return %a\n}\n");
   ASSERT_NE(module, nullptr);
   absl::Status s = ReadModelFromIr(*module, "m.commir", "t", 8).status();
-  EXPECT_THAT(s.message(), HasSubstr("m.commir:3:8: the top function @model calls @helper besides "
+  EXPECT_THAT(s.message(), HasSubstr("m.commir:4:8: the top function @model calls @helper besides "
                                      "the layer @layer and the head @head"));
 }
 

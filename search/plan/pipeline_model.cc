@@ -209,6 +209,14 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
     }
   }
   const double hops = p > 1 ? 2.0 * (static_cast<double>(p) * v - 1) * out.p2p_s : 0;
+  if (p > 1 && c.tied_embedding_parameters > 0) {
+    absl::StatusOr<Transfer> tied =
+        Collective(hw, sim::CollectiveKind::kAllReduce,
+                   static_cast<double>(c.tied_embedding_parameters) * c.grad_bytes_per_param,
+                   {0, (p - 1) * stride}, gpus_per_node);
+    if (!tied.ok()) return tied.status();
+    out.tied_embedding_s = tied->seconds;
+  }
 
   // Each rank's micro-batch: its compute, and what its data-parallel transfers add to
   // every micro-batch (ZeRO 2's; the slowest rank sets the steady state with them).
@@ -237,9 +245,10 @@ absl::StatusOr<PipelineTime> PredictIteration(const std::vector<StageCost>& stag
   TimeBreakdown& b = out.breakdown;
   b.compute_s = m * (cs.forward_s + cs.backward_s - cs.exposed_tp_comm_s);
   b.recompute_s = m * cs.recompute_s;
-  b.exposed_comm_s = m * (cs.exposed_tp_comm_s + dp_step[critical]) + hops + out.dp_exposed_s;
+  b.exposed_comm_s = m * (cs.exposed_tp_comm_s + dp_step[critical]) + hops + out.dp_exposed_s +
+                     out.tied_embedding_s;
   b.bubble_s = bubble;
-  b.total_s = out.pipeline_s + out.dp_exposed_s;
+  b.total_s = out.pipeline_s + out.dp_exposed_s + out.tied_embedding_s;
   out.bubble_fraction = b.total_s > 0 ? b.bubble_s / b.total_s : 0;
   return out;
 }

@@ -124,6 +124,11 @@ struct PipelineConfig {
   double grad_bytes_per_param = 4;   // fp32 main gradients (Megatron-LM's default)
   double param_bytes_per_param = 2;  // bf16 parameters gathered by ZeRO
   bool overlap_dp_comm = true;
+  // Parameters per device of an embedding table tied to the head and held on the first
+  // and the last rank (GPT with pp > 1; 0 otherwise): Megatron-LM all-reduces its
+  // gradient between those two ranks once per iteration, after the backward and before
+  // the optimizer (finalize_model_grads' _allreduce_word_embedding_grads), exposed.
+  int64_t tied_embedding_parameters = 0;
 };
 
 struct TimeBreakdown {
@@ -139,6 +144,7 @@ struct PipelineTime {
   double pipeline_s = 0;       // without the data-parallel tail
   double p2p_s = 0;            // one boundary transfer
   double dp_exposed_s = 0;     // the most exposed data-parallel tail of any rank
+  double tied_embedding_s = 0;  // the tied table's gradient all-reduce (exposed)
   double bubble_fraction = 0;  // bubble_s / total_s
 };
 

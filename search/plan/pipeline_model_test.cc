@@ -123,6 +123,30 @@ TEST(PipelineModelTest, HopsCrossNvlinkOrTheNetwork) {
       across.breakdown.total_s, 1e-12);
 }
 
+// GPT's tied table: its gradient is all-reduced between the first and the last rank once
+// per iteration, exposed (Megatron-LM's _allreduce_word_embedding_grads). Two ranks a node
+// apart: a ring of two moves the whole gradient once each way, so it takes at least its
+// bytes over one GPU's network bandwidth; nothing else changes.
+TEST(PipelineModelTest, TiedEmbeddingGradientIsAllReducedBetweenTheEndRanks) {
+  PipelineConfig c;
+  c.microbatches = 8;
+  c.boundary_bytes = 16 << 20;
+  c.tp = 8;  // each rank a node
+  const PipelineTime untied = Predict(Equal(4, 1e-3, 2e-3), c);
+  EXPECT_EQ(untied.tied_embedding_s, 0);
+  c.tied_embedding_parameters = 51200 / 8 * 12288;  // GPT-3 175B's table at tp = 8
+  const PipelineTime tied = Predict(Equal(4, 1e-3, 2e-3), c);
+  const double bytes = 4.0 * c.tied_embedding_parameters;  // fp32 main gradients
+  EXPECT_GE(tied.tied_embedding_s, bytes / H100().network_bandwidth_per_gpu);
+  EXPECT_LE(tied.tied_embedding_s, 2 * bytes / H100().network_bandwidth_per_gpu);
+  EXPECT_NEAR(tied.breakdown.total_s, untied.breakdown.total_s + tied.tied_embedding_s, 1e-12);
+  EXPECT_NEAR(tied.breakdown.compute_s + tied.breakdown.exposed_comm_s + tied.breakdown.bubble_s,
+              tied.breakdown.total_s, 1e-12);
+  // One rank holds the table once: nothing to all-reduce.
+  const PipelineTime one = Predict(Equal(1, 1e-3, 2e-3), c);
+  EXPECT_EQ(one.tied_embedding_s, 0);
+}
+
 TEST(PipelineModelTest, DataParallelReductionOverlapsTheBackward) {
   StageCost s;
   s.forward_s = 1e-3;

@@ -20,6 +20,7 @@
 #include "runtime/global_run.h"
 #include "runtime/random_inputs.h"
 #include "runtime/tensor.h"
+#include "search/plan/embedding_program.h"
 #include "search/plan/layer_program.h"
 #include "search/plan/megatron_layout.h"
 #include "search/plan/model_program.h"
@@ -56,6 +57,11 @@ void ToF32(Function& f) {
   f.RefreshArgumentTypes();
   WalkOps(f.body(), [&](Operation* op) {
     for (int i = 0; i < op->num_results(); ++i) op->result(i)->set_type(f32(op->result(i)->type()));
+    // A number literal takes its op's type (the loss's 1 / tokens).
+    for (int i = 0; i < op->num_operands(); ++i) {
+      Value* operand = op->operand(i);
+      if (operand->is_literal()) operand->set_type(f32(operand->type()));
+    }
     for (int r = 0; r < op->num_regions(); ++r) {
       Block* block = op->region(r);
       for (int i = 0; i < block->num_arguments(); ++i) {
@@ -77,7 +83,8 @@ struct StageProgram {
 };
 
 absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Module& head_program,
-                                        int64_t first_layer, int64_t layers, bool head,
+                                        const Module& embed_program, int64_t first_layer,
+                                        int64_t layers, bool head, bool embed,
                                         Recompute recompute) {
   if (layers == 0 && !head) {
     return absl::InvalidArgumentError("a pipeline chunk has no layers and no head");
@@ -96,8 +103,19 @@ absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Modul
       return absl::InternalError("the laid-out layer and head are on different meshes");
     }
   }
-  absl::StatusOr<Function*> chain =
-      AddLayerChain(*stage.module, kStageFunction, *layer_fn, first_layer, layers, head_fn);
+  const Function* embed_fn = nullptr;
+  if (embed) {
+    const Function* original = embed_program.FindFunction(kEmbedFunction);
+    if (original == nullptr) return absl::InternalError("no @embed in the laid-out program");
+    embed_fn = stage.module->AddFunction(original->Clone());
+    if (!stage.module->ResolveMeshes()) {
+      return absl::InternalError("the laid-out layer and embedding are on different meshes");
+    }
+  }
+  // GPT's head keeps a table of its own here (not tied): the reference does the same,
+  // and tying across pipeline ranks is a gradient all-reduce between them, not a program.
+  absl::StatusOr<Function*> chain = AddLayerChain(*stage.module, kStageFunction, *layer_fn,
+                                                  first_layer, layers, head_fn, embed_fn);
   if (!chain.ok()) return chain.status();
 
   // What parsing checked when the stage was text.
@@ -146,25 +164,34 @@ Tensor MakeWeight(const std::string& name, const std::vector<int64_t>& dims, uin
   return t;
 }
 
-Tensor MakeUniform(const std::vector<int64_t>& dims, uint64_t seed, uint64_t stream) {
-  return runtime::RandomGlobalTensor(seed, static_cast<int>(stream), ElementType::kF32, dims);
-}
-
 int64_t RowElements(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.num_elements() / t.dim(0); }
 
+// Rows start .. start + count of `t` (f32, or the integer ids and labels).
 Tensor SliceBatch(const Tensor& t, int64_t start, int64_t count) {
   std::vector<int64_t> dims = t.shape();
   dims[0] = count;
   Tensor out(t.element_type(), dims);
-  const int64_t row = RowElements(t);
-  std::memcpy(out.data<float>(), t.data<float>() + start * row, count * row * sizeof(float));
+  const int64_t row = RowElements(t) * ElementTypeByteWidth(t.element_type());
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + start * row, count * row);
   return out;
 }
 
-void PutBatch(Tensor& dst, const Tensor& src, int64_t start) {
-  const int64_t row = RowElements(dst);
-  std::memcpy(dst.data<float>() + start * row, src.data<float>(),
-              src.num_elements() * sizeof(float));
+// Token ids (or labels) [rows, seq]: uniform over the model's own vocabulary.
+Tensor MakeTokens(const std::vector<int64_t>& dims, int64_t vocabulary, uint64_t seed,
+                  uint64_t stream) {
+  Tensor t(kTokenIdType, dims);
+  int32_t* data = t.data<int32_t>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const double u = (Uniform(seed, stream, i) + 1) / 2;  // [0, 1)
+    data[i] = static_cast<int32_t>(std::min<int64_t>(vocabulary - 1, u * vocabulary));
+  }
+  return t;
+}
+
+Tensor Scalar(float value) {
+  Tensor t(ElementType::kF32, {});
+  t.data<float>()[0] = value;
+  return t;
 }
 
 void AddInto(Tensor& acc, const Tensor& t) {
@@ -187,14 +214,18 @@ absl::Status CheckShape(const Tensor& actual, const Tensor& expected, absl::stri
 // ---- The model's weights and the reference ---------------------------------------------
 
 struct Weights {
+  std::vector<Tensor> embed;                // in @embed's argument order (after the ids)
   std::vector<std::vector<Tensor>> layers;  // per layer, in @layer's argument order
-  std::vector<Tensor> head;                 // in @head's argument order
+  std::vector<Tensor> head;                 // in @head's argument order, less the labels
 };
 
 struct Gradients {
-  Tensor forward_output;  // the last chunk's forward results (the model's output)
-  Tensor output;          // the output the gradient functions re-run
-  Tensor input_grad;
+  // The loss over the global batch: each micro-batch's (a mean over its tokens) times
+  // its share of the batch, summed; as the forward functions give it and as the gradient
+  // functions re-run it.
+  float forward_loss = 0;
+  float loss = 0;
+  std::vector<Tensor> embed;
   std::vector<std::vector<Tensor>> layers;
   std::vector<Tensor> head;
 };
@@ -203,9 +234,16 @@ struct Gradients {
 absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uint64_t seed) {
   const Function* layer = reference.FindFunction(kLayerFunction);
   const Function* head = reference.FindFunction(kHeadFunction);
-  if (layer == nullptr || head == nullptr) return absl::InternalError("@layer or @head missing");
+  const Function* embed = reference.FindFunction(kEmbedFunction);
+  if (layer == nullptr || head == nullptr || embed == nullptr) {
+    return absl::InternalError("@embed, @layer or @head missing");
+  }
   Weights w;
   uint64_t stream = 1000;
+  for (int i = 1; i < static_cast<int>(embed->arg_types().size()); ++i) {
+    w.embed.push_back(
+        MakeWeight(embed->body()->argument(i)->name(), embed->arg_types()[i].dims(), seed, stream++));
+  }
   for (int64_t l = 0; l < layers; ++l) {
     std::vector<Tensor> tensors;
     for (int i = 1; i < static_cast<int>(layer->arg_types().size()); ++i) {
@@ -214,22 +252,28 @@ absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uin
     }
     w.layers.push_back(std::move(tensors));
   }
-  for (int i = 1; i < static_cast<int>(head->arg_types().size()); ++i) {
+  for (int i = 1; i + 1 < static_cast<int>(head->arg_types().size()); ++i) {  // not the labels
     w.head.push_back(
         MakeWeight(head->body()->argument(i)->name(), head->arg_types()[i].dims(), seed, stream++));
   }
   return w;
 }
 
-// The arguments of a chunk's functions: x, then its layers' weights, then the head's.
+// The arguments of a chunk's functions: its input (the ids on the first), the
+// embedding's weights on the first, its layers' weights, then on the last the head's and
+// the labels.
 std::vector<Tensor> StageInputs(const Tensor& x, const Weights& w, int64_t first_layer,
-                                int64_t layers, bool head) {
+                                int64_t layers, bool head, bool embed, const Tensor* labels) {
   std::vector<Tensor> in = {x};
+  if (embed) {
+    for (const Tensor& t : w.embed) in.push_back(t);
+  }
   for (int64_t l = first_layer; l < first_layer + layers; ++l) {
     for (const Tensor& t : w.layers[l]) in.push_back(t);
   }
   if (head) {
     for (const Tensor& t : w.head) in.push_back(t);
+    in.push_back(*labels);
   }
   return in;
 }
@@ -244,26 +288,32 @@ absl::StatusOr<std::vector<Tensor>> Run(const Function& f, const std::vector<Ten
   return out;
 }
 
-// Splits @stage_grad's results (y, dx, d weights...) into `into` (accumulating the
-// weight gradients of layers first_layer.. and of the head).
+// Splits @stage_grad's results (y, dx unless the chunk starts with the embedding, whose
+// ids have none, d weights...) into `into` (accumulating the weight gradients of the
+// embedding, of layers first_layer.. and of the head).
 absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64_t first_layer,
-                           int64_t layers, bool head, bool accumulate, Gradients& into,
-                           Tensor& input_grad) {
-  size_t expected = 2;
+                           int64_t layers, bool head, bool embed, bool accumulate,
+                           Gradients& into, Tensor& input_grad) {
+  size_t expected = embed ? 1 + w.embed.size() : 2;
   for (int64_t l = first_layer; l < first_layer + layers; ++l) expected += w.layers[l].size();
   if (head) expected += w.head.size();
   if (results.size() != expected) {
     return absl::InternalError(absl::StrCat("the gradient function returned ", results.size(),
                                             " results, not ", expected));
   }
-  input_grad = std::move(results[1]);
-  size_t next = 2;
+  size_t next = 1;
+  if (!embed) input_grad = std::move(results[next++]);
   auto take = [&](const Tensor& weight, Tensor& acc) -> absl::Status {
     Tensor& g = results[next++];
     if (absl::Status s = CheckShape(g, weight, "a weight gradient"); !s.ok()) return s;
     if (accumulate) AddInto(acc, g);
     return absl::OkStatus();
   };
+  if (embed) {
+    for (size_t i = 0; i < w.embed.size(); ++i) {
+      if (absl::Status s = take(w.embed[i], into.embed[i]); !s.ok()) return s;
+    }
+  }
   for (int64_t l = first_layer; l < first_layer + layers; ++l) {
     for (size_t i = 0; i < w.layers[l].size(); ++i) {
       if (absl::Status s = take(w.layers[l][i], into.layers[l][i]); !s.ok()) return s;
@@ -279,6 +329,7 @@ absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64
 
 Gradients ZeroGradients(const Weights& w) {
   Gradients g;
+  for (const Tensor& t : w.embed) g.embed.push_back(ZerosLike(t));
   for (const std::vector<Tensor>& layer : w.layers) {
     std::vector<Tensor> zeros;
     for (const Tensor& t : layer) zeros.push_back(ZerosLike(t));
@@ -294,6 +345,7 @@ struct Chunk {
   int64_t first_layer = 0;
   int64_t layers = 0;
   bool head = false;
+  bool embed = false;  // the first chunk looks the ids up
   Recompute recompute = Recompute::kNone;  // its rank's
   const StageProgram* program = nullptr;
 };
@@ -307,19 +359,25 @@ struct Slot {
   bool has_cotangent = false;
 };
 
-// One data-parallel replica's iteration: micro-batches `x`'s rows mb at a time, in each
-// rank's 1F1B order; writes the replica's output and input gradient rows and accumulates
-// its weight gradients.
+// One data-parallel replica's iteration: micro-batches of the ids' and labels' rows, mb
+// at a time, in each rank's 1F1B order; adds the replica's share of the loss and
+// accumulates its weight gradients. Each micro-batch's loss (a mean over its tokens) is
+// seeded with `loss_share`, its share of the global batch (mb / global batch), so that
+// the gradients summed over micro-batches and replicas are the global mean's, as
+// Megatron-LM divides each micro-batch's loss by the micro-batches and averages over dp.
 absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
-                        PipelineOrder order, const Tensor& x, const Tensor& cotangent,
-                        int64_t micro_batch, const Weights& w, bool drop_last_gradient,
-                        Gradients& grads, std::vector<std::string>* schedules) {
+                        PipelineOrder order, const Tensor& ids, const Tensor& labels,
+                        float loss_share, int64_t micro_batch, const Weights& w,
+                        bool drop_last_gradient, Gradients& grads,
+                        std::vector<std::string>* schedules) {
   const int64_t c_count = static_cast<int64_t>(chunks.size());
-  const int64_t m = x.dim(0) / micro_batch;
+  const int64_t m = ids.dim(0) / micro_batch;
   std::vector<std::vector<Slot>> slots(c_count, std::vector<Slot>(m));
+  std::vector<Tensor> micro_labels;
   for (int64_t j = 0; j < m; ++j) {
-    slots.back()[j].cotangent = SliceBatch(cotangent, j * micro_batch, micro_batch);
+    slots.back()[j].cotangent = Scalar(loss_share);
     slots.back()[j].has_cotangent = true;
+    micro_labels.push_back(SliceBatch(labels, j * micro_batch, micro_batch));
   }
   std::vector<std::vector<PipelineStep>> steps(pp);
   for (int64_t r = 0; r < pp; ++r) {
@@ -338,36 +396,34 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
     const std::string what = absl::StrCat(s.forward ? "forward" : "backward", " of chunk ", s.chunk,
                                           ", micro-batch ", s.microbatch);
     if (s.forward) {
-      slot.input = s.chunk == 0 ? SliceBatch(x, s.microbatch * micro_batch, micro_batch)
+      slot.input = s.chunk == 0 ? SliceBatch(ids, s.microbatch * micro_batch, micro_batch)
                                 : std::move(slots[s.chunk - 1][s.microbatch].output);
       absl::StatusOr<std::vector<Tensor>> out =
           Run(*chunk.program->forward,
-              StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head), what);
+              StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head, chunk.embed,
+                          &micro_labels[s.microbatch]),
+              what);
       if (!out.ok()) return out.status();
       if (out->size() != 1) return absl::InternalError(absl::StrCat(what, ": not one result"));
       slot.output = std::move((*out)[0]);
-      if (s.chunk == c_count - 1) {
-        PutBatch(grads.forward_output, slot.output, s.microbatch * micro_batch);
-      }
+      if (s.chunk == c_count - 1) grads.forward_loss += loss_share * slot.output.data<float>()[0];
       slot.forward_done = true;
       return absl::OkStatus();
     }
-    std::vector<Tensor> inputs =
-        StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head);
+    std::vector<Tensor> inputs = StageInputs(slot.input, w, chunk.first_layer, chunk.layers,
+                                             chunk.head, chunk.embed, &micro_labels[s.microbatch]);
     inputs.push_back(std::move(slot.cotangent));
     absl::StatusOr<std::vector<Tensor>> out = Run(*chunk.program->gradient, inputs, what);
     if (!out.ok()) return out.status();
     const bool accumulate = !(drop_last_gradient && s.microbatch == m - 1);
     Tensor input_grad;
     if (absl::Status st = TakeGradients(*out, w, chunk.first_layer, chunk.layers, chunk.head,
-                                        accumulate, grads, input_grad);
+                                        chunk.embed, accumulate, grads, input_grad);
         !st.ok()) {
       return absl::Status(st.code(), absl::StrCat(what, ": ", st.message()));
     }
-    if (s.chunk == c_count - 1) PutBatch(grads.output, (*out)[0], s.microbatch * micro_batch);
-    if (s.chunk == 0) {
-      PutBatch(grads.input_grad, input_grad, s.microbatch * micro_batch);
-    } else {
+    if (s.chunk == c_count - 1) grads.loss += loss_share * (*out)[0].data<float>()[0];
+    if (s.chunk > 0) {
       Slot& previous = slots[s.chunk - 1][s.microbatch];
       previous.cotangent = std::move(input_grad);
       previous.has_cotangent = true;
@@ -413,6 +469,23 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
                         options.functions->FindFunction(options.head_name) == nullptr)) {
     return absl::InvalidArgumentError("the check takes a model file's layer and head together");
   }
+  if (own_functions) {
+    // The loss seeds the backward: a head that ends in logits (a file written before the
+    // head had its loss) has no seed to give.
+    const Function& head = *options.functions->FindFunction(options.head_name);
+    const bool has_loss = !head.arg_types().empty() && head.result_types().size() == 1 &&
+                          head.result_types()[0].is_tensor() &&
+                          head.result_types()[0].dims().empty() &&
+                          head.arg_types().back().is_tensor() &&
+                          !IsFloatType(head.arg_types().back().element_type());
+    if (!has_loss) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.file.empty() ? "" : absl::StrCat(options.file, ":", head.loc().line, ":",
+                                                   head.loc().col, ": "),
+          "the check runs the loss: the head @", head.name(),
+          " must take the labels last and return the loss (a scalar), as --emit-model writes it"));
+    }
+  }
   if (own_functions && plan.micro_batch != options.micro_batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("the model file is written for micro-batch ", options.micro_batch,
@@ -446,6 +519,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     chunks[c].first_layer = first;
     chunks[c].layers = chunk_layers[c];
     chunks[c].head = c == chunk_count - 1;
+    chunks[c].embed = c == 0;
     chunks[c].recompute = plan.RecomputeOf(c % pp);  // chunk c lives on rank c % pp
     first += chunk_layers[c];
   }
@@ -466,30 +540,35 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     ToF32(*own_layer);
     ToF32(*own_head);
   }
-  // The single-device layer and head laid out for a layout: the model file's own
-  // functions (written for the plan's micro-batch), or the generator's for `batch`.
-  auto laid_out = [&](bool head, const LayerLayout& layout,
+  // The single-device embedding, layer and head laid out for a layout: the model file's
+  // own layer and head (written for the plan's micro-batch), or the generator's for
+  // `batch`; the embedding always the generator's (a model file's is not read).
+  enum class Part { kEmbed, kLayer, kHead };
+  auto laid_out = [&](Part part, const LayerLayout& layout,
                       int64_t padded_vocabulary) -> absl::StatusOr<std::unique_ptr<Module>> {
     std::unique_ptr<Module> generated;
     const Function* source = nullptr;
-    if (own_functions) {
-      source = (head ? own_head : own_layer).get();
+    const bool own = own_functions && part != Part::kEmbed;
+    if (own) {
+      source = (part == Part::kHead ? own_head : own_layer).get();
     } else {
       ModelSpec unpadded = model;
       unpadded.vocabulary = given.vocabulary;
-      absl::StatusOr<std::unique_ptr<Module>> f = head
-                                                      ? SingleDeviceHead(unpadded, layout.micro_batch)
-                                                      : SingleDeviceLayer(unpadded, layout.micro_batch);
+      absl::StatusOr<std::unique_ptr<Module>> f =
+          part == Part::kHead    ? SingleDeviceHead(unpadded, layout.micro_batch)
+          : part == Part::kEmbed ? SingleDeviceEmbedding(unpadded, layout.micro_batch)
+                                 : SingleDeviceLayer(unpadded, layout.micro_batch);
       if (!f.ok()) return f.status();
       generated = *std::move(f);
       source = generated->functions()[0];  // f32 already: `model` is
     }
     MegatronLayoutOptions o;
     o.layout = layout;
-    o.vocabulary = head ? given.vocabulary : 0;
+    o.vocabulary = part == Part::kLayer ? 0 : given.vocabulary;
     o.padded_vocabulary = padded_vocabulary;
-    o.name = head ? kHeadFunction : kLayerFunction;
-    if (own_functions) o.file = options.file;
+    o.name = part == Part::kHead ? kHeadFunction : part == Part::kEmbed ? kEmbedFunction
+                                                                        : kLayerFunction;
+    if (own) o.file = options.file;
     return MegatronLayoutModule(*source, o);
   };
 
@@ -500,12 +579,15 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   const LayerLayout reference_layout{1, 1, false, reference_batch};
   absl::StatusOr<StageProgram> reference = [&]() -> absl::StatusOr<StageProgram> {
     absl::StatusOr<std::unique_ptr<Module>> layer =
-        laid_out(false, reference_layout, model.vocabulary);
+        laid_out(Part::kLayer, reference_layout, model.vocabulary);
     if (!layer.ok()) return layer.status();
     absl::StatusOr<std::unique_ptr<Module>> head =
-        laid_out(true, reference_layout, model.vocabulary);
+        laid_out(Part::kHead, reference_layout, model.vocabulary);
     if (!head.ok()) return head.status();
-    return BuildStage(**layer, **head, 0, model.layers, true, Recompute::kNone);
+    absl::StatusOr<std::unique_ptr<Module>> embed =
+        laid_out(Part::kEmbed, reference_layout, model.vocabulary);
+    if (!embed.ok()) return embed.status();
+    return BuildStage(**layer, **head, **embed, 0, model.layers, true, true, Recompute::kNone);
   }();
   if (!reference.ok()) {
     return absl::Status(reference.status().code(),
@@ -513,44 +595,50 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   }
   absl::StatusOr<Weights> weights = MakeWeights(*reference->module, model.layers, options.seed);
   if (!weights.ok()) return weights.status();
-  const Tensor x = MakeUniform({model.global_batch, model.sequence, model.hidden}, options.seed, 1);
-  const Tensor cotangent =
-      MakeUniform({model.global_batch, model.sequence, model.vocabulary}, options.seed, 2);
+  // Random token ids and labels over the model's own vocabulary (never a padded row).
+  const Tensor ids = MakeTokens({model.global_batch, model.sequence}, given.vocabulary,
+                                options.seed, 1);
+  const Tensor labels = MakeTokens({model.global_batch, model.sequence}, given.vocabulary,
+                                   options.seed, 2);
 
+  // The loss is the seed of the backward: each reference call's mean loss weighted by
+  // its share of the global batch (1 when it takes the whole batch at once).
+  const float reference_share =
+      static_cast<float>(reference_batch) / static_cast<float>(model.global_batch);
   Gradients expected = ZeroGradients(*weights);
-  expected.forward_output = ZerosLike(cotangent);
-  expected.output = ZerosLike(cotangent);
-  expected.input_grad = ZerosLike(x);
   for (int64_t start = 0; start < model.global_batch; start += reference_batch) {
-    std::vector<Tensor> inputs =
-        StageInputs(SliceBatch(x, start, reference_batch), *weights, 0, model.layers, true);
+    const Tensor batch_labels = SliceBatch(labels, start, reference_batch);
+    std::vector<Tensor> inputs = StageInputs(SliceBatch(ids, start, reference_batch), *weights,
+                                             0, model.layers, true, true, &batch_labels);
     absl::StatusOr<std::vector<Tensor>> forward =
         Run(*reference->forward, inputs, "the reference's forward");
     if (!forward.ok()) return forward.status();
-    PutBatch(expected.forward_output, (*forward)[0], start);
-    inputs.push_back(SliceBatch(cotangent, start, reference_batch));
+    expected.forward_loss += reference_share * (*forward)[0].data<float>()[0];
+    inputs.push_back(Scalar(reference_share));
     absl::StatusOr<std::vector<Tensor>> out = Run(*reference->gradient, inputs, "the reference");
     if (!out.ok()) return out.status();
-    PutBatch(expected.output, (*out)[0], start);
-    Tensor input_grad;
-    if (absl::Status s =
-            TakeGradients(*out, *weights, 0, model.layers, true, true, expected, input_grad);
+    expected.loss += reference_share * (*out)[0].data<float>()[0];
+    Tensor no_input_grad;
+    if (absl::Status s = TakeGradients(*out, *weights, 0, model.layers, true, true, true,
+                                       expected, no_input_grad);
         !s.ok()) {
       return s;
     }
-    PutBatch(expected.input_grad, input_grad, start);
   }
 
   // The plan's chunk programs, one per distinct (layers, head, recomputation).
   const LayerLayout layout{plan.tp, plan.cp, plan.sequence_parallel, plan.micro_batch};
-  absl::StatusOr<std::unique_ptr<Module>> layer_program = laid_out(false, layout, 0);
+  absl::StatusOr<std::unique_ptr<Module>> layer_program = laid_out(Part::kLayer, layout, 0);
   if (!layer_program.ok()) return layer_program.status();
-  absl::StatusOr<std::unique_ptr<Module>> head_program = laid_out(true, layout, 0);
+  absl::StatusOr<std::unique_ptr<Module>> head_program = laid_out(Part::kHead, layout, 0);
   if (!head_program.ok()) return head_program.status();
+  absl::StatusOr<std::unique_ptr<Module>> embed_program = laid_out(Part::kEmbed, layout, 0);
+  if (!embed_program.ok()) return embed_program.status();
   std::vector<std::unique_ptr<StageProgram>> programs;
   for (size_t c = 0; c < chunks.size(); ++c) {
     for (size_t earlier = 0; earlier < c; ++earlier) {
       if (chunks[earlier].layers == chunks[c].layers && chunks[earlier].head == chunks[c].head &&
+          chunks[earlier].embed == chunks[c].embed &&
           chunks[earlier].recompute == chunks[c].recompute) {
         chunks[c].program = chunks[earlier].program;
         break;
@@ -558,8 +646,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     }
     if (chunks[c].program != nullptr) continue;
     absl::StatusOr<StageProgram> built =
-        BuildStage(**layer_program, **head_program, chunks[c].first_layer, chunks[c].layers,
-                   chunks[c].head, chunks[c].recompute);
+        BuildStage(**layer_program, **head_program, **embed_program, chunks[c].first_layer,
+                   chunks[c].layers, chunks[c].head, chunks[c].embed, chunks[c].recompute);
     if (!built.ok()) {
       return absl::Status(built.status().code(),
                           absl::StrCat("the program of a stage with ", chunks[c].layers,
@@ -577,23 +665,20 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
 
   // Each data-parallel replica on its rows; gradients summed over replicas in order.
   const int64_t rows = model.global_batch / plan.dp;
+  const float micro_share =
+      static_cast<float>(plan.micro_batch) / static_cast<float>(model.global_batch);
   Gradients actual = ZeroGradients(*weights);
-  actual.forward_output = ZerosLike(expected.forward_output);
-  actual.output = ZerosLike(expected.output);
-  actual.input_grad = ZerosLike(expected.input_grad);
   for (int64_t r = 0; r < plan.dp; ++r) {
     Gradients replica = ZeroGradients(*weights);
-    replica.forward_output = SliceBatch(actual.forward_output, 0, rows);
-    replica.output = SliceBatch(actual.output, 0, rows);
-    replica.input_grad = SliceBatch(actual.input_grad, 0, rows);
-    absl::Status s = RunReplica(chunks, pp, v, options.order, SliceBatch(x, r * rows, rows),
-                                SliceBatch(cotangent, r * rows, rows), plan.micro_batch, *weights,
+    absl::Status s = RunReplica(chunks, pp, v, options.order, SliceBatch(ids, r * rows, rows),
+                                SliceBatch(labels, r * rows, rows), micro_share, plan.micro_batch,
+                                *weights,
                                 options.fault == PlanCheckFault::kDropMicrobatchGradient && r == 0,
                                 replica, r == 0 ? &result.rank_schedules : nullptr);
     if (!s.ok()) return s;
-    PutBatch(actual.forward_output, replica.forward_output, r * rows);
-    PutBatch(actual.output, replica.output, r * rows);
-    PutBatch(actual.input_grad, replica.input_grad, r * rows);
+    actual.forward_loss += replica.forward_loss;
+    actual.loss += replica.loss;
+    for (size_t i = 0; i < actual.embed.size(); ++i) AddInto(actual.embed[i], replica.embed[i]);
     for (size_t l = 0; l < actual.layers.size(); ++l) {
       for (size_t i = 0; i < actual.layers[l].size(); ++i) {
         AddInto(actual.layers[l][i], replica.layers[l][i]);
@@ -618,9 +703,9 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
       }
     }
   };
-  group("output", {actual.forward_output}, {expected.forward_output});
-  group("output (backward's re-run)", {actual.output}, {expected.output});
-  group("input gradient", {actual.input_grad}, {expected.input_grad});
+  group("loss", {Scalar(actual.forward_loss)}, {Scalar(expected.forward_loss)});
+  group("loss (backward's re-run)", {Scalar(actual.loss)}, {Scalar(expected.loss)});
+  group("embedding weight gradients", actual.embed, expected.embed);
   for (size_t l = 0; l < actual.layers.size(); ++l) {
     group(absl::StrCat("layer ", l, " weight gradients"), actual.layers[l], expected.layers[l]);
   }

@@ -3,25 +3,33 @@
 // single-device step").
 //
 // The plan's side: every model chunk (a pipeline rank's layers, from LayersPerStage; with
-// v > 1 each rank's v chunks in Megatron-LM's interleaved order; the head on the last) is
-// a function calling @layer once per layer with that layer's own weights, and @head on
-// the last (model_program.h's AddLayerChain). @layer and @head are a model file's
-// own functions (PlanCheckOptions) or the generator's single-device ones
-// (layer_program.h), laid out by megatron_layout.h for the plan's tp x cp layout,
+// v > 1 each rank's v chunks in Megatron-LM's interleaved order; the embedding on the
+// first, the head on the last) is a function calling @embed on the first, @layer once per
+// layer with that layer's own weights, and @head (with the labels) on the last
+// (model_program.h's AddLayerChain). @layer and @head are a model file's own functions
+// (PlanCheckOptions; the head must take the labels last and return the loss) or the
+// generator's single-device ones (layer_program.h), @embed the generator's
+// (embedding_program.h), laid out by megatron_layout.h for the plan's tp x cp layout,
 // sequence parallelism and micro-batch. A chunk is inlined, differentiated
 // (autodiff{seed=cotangents}, remat=blocks where its rank recomputes fully),
-// partitioned by the default spmd pipeline and run on a cpu mesh of tp x cp devices. Each data-parallel replica takes its share of the global batch and
-// runs its micro-batches through the chunks in 1F1B order (pipeline_schedule.h): a
-// chunk's forward output is the next chunk's input, its backward sends the input's
-// cotangent to the previous chunk, and weight gradients accumulate over micro-batches,
-// then sum over replicas.
+// partitioned by the default spmd pipeline and run on a cpu mesh of tp x cp devices. The
+// inputs are random token ids and labels over the model's own vocabulary. Each
+// data-parallel replica takes its share of the global batch and runs its micro-batches
+// through the chunks in 1F1B order (pipeline_schedule.h): a chunk's forward output is the
+// next chunk's input, the last chunk's loss (a mean over the micro-batch's tokens) seeds
+// its backward with the micro-batch's share of the global batch (mb / global batch, as
+// Megatron-LM scales each micro-batch's loss), a backward sends its input's cotangent to
+// the previous chunk, and weight gradients accumulate over micro-batches, then sum over
+// replicas.
 //
 // The reference: the same layer and head functions chained as ONE global function on one
 // device over the whole global batch (a model file's functions, written for one
 // micro-batch: over it a micro-batch at a time, weight gradients summed), differentiated
-// the same way, with the same weights and output cotangent. Compared: the output of the
-// forward functions (softmax over the padded vocabulary) and as the gradient functions
-// re-run it, the input's gradient, and each layer's and the head's weight gradients,
+// the same way, with the same weights, ids and labels, the loss seeding the backward.
+// Compared: the loss over the global batch as the forward functions give it and as the
+// gradient functions re-run it, and the embedding's, each layer's and the head's weight
+// gradients (GPT's head keeps a copy of the table of its own on both sides: the tied
+// gradient's sum between the first and last stage is not run),
 // each tensor against its own max |reference| (an all-zero reference fails: it would
 // compare nothing). Always in f32, whatever the model's dtype; the vocabulary is padded
 // for the plan's tp on both sides.
@@ -77,7 +85,7 @@ struct PlanCheckOptions {
   // and devices the check takes on: the cpu runs them all in one process.
   int64_t max_elements = 4'000'000;
   int64_t max_devices = 64;
-  // Seeds the weights, the input and the output cotangent.
+  // Seeds the weights, the token ids and the labels.
   uint64_t seed = 1;
   PipelineOrder order = PipelineOrder::kOneFOneB;
   PlanCheckFault fault = PlanCheckFault::kNone;

@@ -54,7 +54,9 @@ absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const Para
   if (!head.ok()) return head.status();
   out.layer_ = plain_layers && layer->plain != nullptr ? *layer->plain : *layer;
   out.head_ = plain_layers && head->plain != nullptr ? *head->plain : *head;
-  out.embedding_ = EmbeddingCost(model, layout, out.hardware_);
+  absl::StatusOr<LayerCost> embedding = layers.Get(model, LayerKind::kEmbedding, layout);
+  if (!embedding.ok()) return embedding.status();
+  out.embedding_ = *embedding;
   PipelineConfig& pc = out.pipeline_;
   pc.tp = plan.tp;
   pc.cp = plan.cp;
@@ -63,6 +65,11 @@ absl::StatusOr<RankCoster> RankCoster::Create(const ModelSpec& model, const Para
   pc.microbatches = Microbatches(model, plan);
   pc.zero_stage = plan.zero_stage;
   pc.boundary_bytes = layer->input_bytes;
+  // GPT's table is tied to its head: with pp > 1 the last rank holds a copy, whose
+  // gradient and the first rank's are all-reduced once per iteration.
+  if (model.architecture == Architecture::kGpt && plan.pp > 1) {
+    pc.tied_embedding_parameters = TableParametersPerDevice(model, plan.tp);
+  }
   pc.grad_bytes_per_param = options.grad_bytes_per_param;
   pc.overlap_dp_comm = options.overlap_dp_comm;
   return out;
@@ -87,6 +94,7 @@ StageCost RankCoster::Cost(int64_t s, int64_t n, Recompute recompute) const {
   if (s == 0) {
     c.forward_s += embedding_.forward_s;
     c.backward_s += embedding_.backward_s;
+    c.exposed_tp_comm_s += embedding_.forward_exposed_comm_s + embedding_.backward_exposed_comm_s;
     c.parameters_per_device =
         SaturatingAdd(c.parameters_per_device, TableParametersPerDevice(model, plan_.tp));
     if (model.architecture == Architecture::kGpt) {
@@ -115,6 +123,11 @@ StageFootprint RankCoster::Footprint(int64_t s, int64_t n) const {
                                      SaturatingMul(n, layer_.selective_saved_bytes));
   f.input_bytes = SaturatingMul(n, layer_.input_bytes);
   f.largest_layer_activation_bytes = layer_.activation_bytes;
+  if (s == 0) {
+    // What the embedding's backward reads (its token ids), never recomputed.
+    f.activation_bytes = SaturatingAdd(f.activation_bytes, embedding_.activation_bytes);
+    f.input_bytes = SaturatingAdd(f.input_bytes, embedding_.activation_bytes);
+  }
   if (s == plan_.pp - 1) {
     // The head's activations stay whatever the recomputation (it is not recomputed).
     f.activation_bytes = SaturatingAdd(f.activation_bytes, head_.activation_bytes);

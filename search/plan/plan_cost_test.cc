@@ -65,7 +65,8 @@ TEST_F(PlanCostTest, Gpt13bOnFourGpusIsPlausibleForEveryStandardSplit) {
   // parallelism (whose activation collectives are exposed).
   EXPECT_LT(Cost(m, Plan(1, 1, 4, 4)).time.breakdown.total_s,
             Cost(m, Plan(4, 1, 1, 4)).time.breakdown.total_s);
-  EXPECT_EQ(layers_.measured(), 2 * 4);  // a layer and a head per (tp, micro-batch) layout
+  // A layer, a head and an embedding per (tp, micro-batch) layout.
+  EXPECT_EQ(layers_.measured(), 3 * 4);
 }
 
 TEST_F(PlanCostTest, PipelineBubbleFollowsTheSchedule) {

@@ -69,6 +69,34 @@ std::string FreshName(const Function& function, const std::string& base) {
   return name;
 }
 
+// Whether `function` draws dropout masks (then the step needs a step count, see
+// GiveDropoutsTheStep).
+bool DrawsDropout(const Function& function) {
+  for (const Operation* op : *function.body()) {
+    if (op->Is(OpKind::kDropout)) return true;
+  }
+  return false;
+}
+
+// Every dropout of the step (the forward's and the backward's, which redraws the same
+// mask) draws in step `step_count`: its step operand is the count as i64, so that step s
+// draws a new mask under the seed the program text fixes, the same on every device and
+// mesh (the count is a replicated scalar) and in the forward and backward of one step.
+void GiveDropoutsTheStep(Function& step, Value* step_count) {
+  Block& body = *step.body();
+  OpBuilder b(&step);
+  b.SetInsertionPoint(&body, body.front());
+  b.set_loc(step.loc());
+  Value* count = b.Convert(step_count, ElementType::kI64);
+  if (count == nullptr) return;  // the builder has failed; the caller reports it
+  count->set_name(FreshName(step, "dropout_step"));
+  for (Operation* op : body) {
+    if (!op->Is(OpKind::kDropout) || op->num_operands() != 1) continue;
+    Value* operands[] = {op->operand(0), count};
+    op->SetOperands(operands);
+  }
+}
+
 // One value of the optimizer state: an argument of the step and, updated, a result.
 struct OptimizerState {
   enum class Kind { kMaster, kM, kV, kStep };
@@ -215,8 +243,12 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
                                             DiagnosticEngine* diagnostics) {
   const std::string name = function.name() + "_step";
   const bool adamw = options.adamw.has_value();
+  // A step that draws dropout counts its steps (AdamW counts them anyway), so that each
+  // draws a new mask; the count is state, with @f_step_init.
+  const bool dropout = DrawsDropout(function);
+  const bool has_state = adamw || dropout;
   for (const std::string& taken : {name, name + "_init"}) {
-    if ((taken == name || adamw) && module.FindFunction(taken) != nullptr) {
+    if ((taken == name || has_state) && module.FindFunction(taken) != nullptr) {
       return Error(diagnostics, function.loc(), absl::StrCat("@", taken, " exists already"));
     }
   }
@@ -249,7 +281,12 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
   // The optimizer state's arguments (AdamW), named apart from every name of the
   // gradient function, whose values move into the step.
   std::vector<OptimizerState> state;
-  if (adamw) state = AdamWState(function, *params, **grad);
+  if (adamw) {
+    state = AdamWState(function, *params, **grad);
+  } else if (dropout) {
+    state.push_back({OptimizerState::Kind::kStep, -1, FreshName(**grad, "step"),
+                     Type::Scalar(ElementType::kF32)});
+  }
 
   auto step = std::make_unique<Function>(name, /*is_spmd=*/false, function.loc());
   step->set_mesh_name(function.mesh_name(), function.mesh_name_loc());
@@ -303,6 +340,7 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
     from.argument(i)->ReplaceAllUsesWith(step_argument(i));
   }
 
+  if (dropout) GiveDropoutsTheStep(*step, state_args.back());
   OpBuilder b(step.get());
   b.set_loc(function.loc());
   if (options.clip_grad_norm.has_value()) {
@@ -325,6 +363,12 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
       if (next != nullptr) next->set_name(FreshName(*step, "new_" + param->name()));
       results.push_back(next);
     }
+    if (dropout) {  // SGD's only state: the step count
+      Value* next = b.Op(OpKind::kAdd, {state_args.back(), OpBuilder::Operand::Literal(
+                                                               1, Type::Scalar(ElementType::kF32))});
+      if (next != nullptr) next->set_name(FreshName(*step, "new_" + state.back().name));
+      new_state.push_back(next);
+    }
   }
   results.insert(results.end(), new_state.begin(), new_state.end());
   if (!b.ok()) {
@@ -335,7 +379,7 @@ absl::StatusOr<Function*> BuildTrainingStep(Module& module, const Function& func
   // @f's other results, and what only they read, are not part of the step.
   EliminateDeadCode(*step);
   Function* built = module.InsertFunctionAfter(&function, std::move(step));
-  if (adamw) {
+  if (has_state) {
     absl::StatusOr<Function*> init = BuildStateInit(module, *built, function, *params, state);
     if (!init.ok()) return Error(diagnostics, function.loc(), std::string(init.status().message()));
   }

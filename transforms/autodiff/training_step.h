@@ -25,6 +25,12 @@
 // min(1, C / (norm + 1e-6)), norm the 2-norm over all trained params' gradients, as
 // torch.nn.utils.clip_grad_norm_ does.
 //
+// Dropout: a function that draws dropout gets a step count in its state whatever the
+// optimizer (AdamW's %step; with SGD %step: f32[] is the only state, plus one each step,
+// with @f_step_init), and every dropout of the step, forward and backward, takes it as
+// its step operand (converted to i64): step s draws Philox's counter (element, s) under
+// the seed attribute, a new mask each step and the same one on every device.
+//
 // The new values come right after the loss, in argument order, so that a runner can feed
 // result i+1 back into argument i when the trained params are @f's first arguments
 // (commir-run --steps).

@@ -18,6 +18,8 @@ DecompositionResult DecomposeDropout(const DecompositionInput& in) {
   if (!split) return std::nullopt;  // each device holds the whole tensor
   OpBuilder& e = in.emitter;
   std::vector<OpBuilder::Operand> operands = {x};
+  // The step (a replicated scalar) stays before the offsets.
+  if (op.num_operands() > 1) operands.push_back(in.operands[1]);
   // The offset of a whole dimension: an index value (dropout takes no number literals,
   // which would be typed as its tensor operand).
   Value* zero = nullptr;

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "commir/call_graph.h"
+#include "commir/element_type.h"
 #include "commir/op_def.h"
 
 namespace commir::sharding {
@@ -17,7 +18,9 @@ namespace {
 // What a value is, for the rules: the residual stream, a norm output (gathered), a
 // column-parallel output or its views (its columns over tp, or whole where tp does not
 // divide its heads), or something else.
-enum class Role { kResidual, kGathered, kColumns, kOther };
+// The token ids (an embedding's first argument) and the loss (a cross_entropy's results
+// and what is computed from them alone) have roles of their own.
+enum class Role { kResidual, kGathered, kColumns, kIds, kLoss, kOther };
 
 // Each laid-out function's returned value's role, for the calls of it.
 using ReturnRoles = absl::flat_hash_map<const Function*, Role>;
@@ -45,14 +48,20 @@ class LayoutSetter {
                      absl::StrCat("%", body->argument(i)->name(), " is laid out already"));
       }
     }
-    if (f_.arg_types().empty() || !f_.arg_types()[0].is_tensor() ||
-        f_.arg_types()[0].rank() != 3) {
-      return Error(f_.loc(), "the first argument is not the residual stream [batch, seq, hidden]");
+    const bool ids = IsTokenIds(f_.arg_types().empty() ? Type() : f_.arg_types()[0]);
+    if (!ids && (f_.arg_types().empty() || !f_.arg_types()[0].is_tensor() ||
+                 f_.arg_types()[0].rank() != 3)) {
+      return Error(f_.loc(),
+                   "the first argument is not the residual stream [batch, seq, hidden] or the "
+                   "token ids [batch, seq]");
     }
     f_.set_mesh(mesh_);
     if (mesh_ != nullptr) f_.set_mesh_name(mesh_->name());
     Value* x = body->argument(0);
-    if (absl::Status s = SetArgument(x, Role::kResidual, SeqSplit(x->type(), residual_)); !s.ok()) {
+    // Token ids: each cp rank reads its part of the sequence; every tp rank all of it.
+    if (absl::Status s = ids ? SetArgument(x, Role::kIds, SeqSplit(x->type(), cp_))
+                             : SetArgument(x, Role::kResidual, SeqSplit(x->type(), residual_));
+        !s.ok()) {
       return s;
     }
     for (Operation* op = body->front(); op != nullptr; op = op->next()) {
@@ -75,6 +84,11 @@ class LayoutSetter {
     return Type::Tensor(t.element_type(), t.dims(), std::move(axes));
   }
   static Type Whole(Type t) { return t.WithoutSharding(); }
+
+  // Token ids or labels: an integer [batch, seq] tensor.
+  static bool IsTokenIds(Type t) {
+    return !t.is_null() && t.is_tensor() && t.rank() == 2 && !IsFloatType(t.element_type());
+  }
 
   Type SeqSplit(Type t, const AxisList& seq) const {
     std::vector<AxisList> axes(t.dims().size());
@@ -231,11 +245,77 @@ class LayoutSetter {
                      Type::Tensor(out->type().element_type(), out->type().dims(), axes));
   }
 
+  // An embedding's lookup: gather(table, ids) {axis = 0} of an argument table [vocabulary,
+  // hidden] by the token ids, as Megatron-LM's VocabParallelEmbedding: the table's rows
+  // (padded as the head's columns) over tp, the result in the residual stream's layout
+  // (the partitioner sums each rank's partial rows into it).
+  absl::Status Lookup(Operation& op) {
+    Value* table = op.operand(0);
+    const Value* ids = op.operand(1);
+    if (op.num_operands() != 2 || !IsArgument(table) || table->type().rank() != 2 ||
+        RoleOf(ids) != Role::kIds || op.IntAttr("axis") != 0) {
+      return Error(op.loc(),
+                   "a gather that is not an embedding's lookup (an argument table's rows, "
+                   "axis 0, by the function's token ids)");
+    }
+    const Type t = table->type();
+    if (absl::Status s = SetArgument(
+            table, Role::kOther,
+            Type::Tensor(t.element_type(), {Columns(t.dims()[0]), t.dims()[1]}, {tp_, {}}));
+        !s.ok()) {
+      return s;
+    }
+    return SetResult(op, Role::kResidual, SeqSplit(op.result(0)->type(), residual_));
+  }
+
+  // Learned positions: an argument [seq, hidden] broadcast over the batch, whole on every
+  // rank (each slices its own rows), the result in the residual stream's layout.
+  absl::Status Positions(Operation& op) {
+    Value* positions = op.operand(0);
+    if (absl::Status s = SetArgument(positions, Role::kOther, Whole(positions->type())); !s.ok()) {
+      return s;
+    }
+    const Type out = op.result(0)->type();
+    if (out.rank() != 3) return Error(op.loc(), "a broadcast that is not to the residual stream");
+    return SetResult(op, Role::kResidual, SeqSplit(out, residual_));
+  }
+
+  // The loss: cross_entropy(logits, labels) of the head's logits (columns: the vocabulary,
+  // split over tp) and argument labels [batch, seq] (the sequence over cp, as the ids);
+  // its results and what is computed from them alone (a sum, a scale) are the loss.
+  absl::Status Loss(Operation& op) {
+    if (op.num_operands() != 2 || RoleOf(op.operand(0)) != Role::kColumns) {
+      return Error(op.loc(), "a cross_entropy that is not of the head's logits");
+    }
+    Value* labels = op.operand(1);
+    if (IsArgument(labels) && !LaidOut(labels)) {
+      if (!IsTokenIds(labels->type())) {
+        return Error(labels->loc(), absl::StrCat("%", labels->name(),
+                                                 ": the labels are not an integer [batch, seq]"));
+      }
+      if (absl::Status s = SetArgument(labels, Role::kIds, SeqSplit(labels->type(), cp_)); !s.ok()) {
+        return s;
+      }
+    }
+    std::vector<Type> operand_types;
+    for (const Value* v : op.operands()) operand_types.push_back(v->type());
+    const OpSignature sig{operand_types, op.attrs(), {}, op.num_results(), mesh_, false};
+    absl::StatusOr<std::vector<Type>> types = InferResultTypes(op.def(), sig);
+    if (!types.ok()) return Error(op.loc(), types.status().message());
+    for (int i = 0; i < op.num_results(); ++i) {
+      op.result(i)->set_type((*types)[i]);
+      roles_[op.result(i)] = Role::kLoss;
+      axes_[op.result(i)] = (*types)[i].dim_axes();
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Op(Operation& op) {
     const std::string name(op.def().name);
+    if (op.Is(OpKind::kCrossEntropy)) return Loss(op);
     if (op.Is(OpKind::kReturn)) return Return(op);
     if (op.Is(OpKind::kCall)) return Call(op);
-    if (op.num_results() != 1 || op.num_regions() != 0) {
+    if (op.num_results() != 1 || op.num_regions() != 0 || op.num_operands() == 0) {
       return Error(op.loc(), absl::StrCat("no Megatron layout rule for `", name, "`"));
     }
     const Value* out = op.result(0);
@@ -244,6 +324,13 @@ class LayoutSetter {
                             op.Is(OpKind::kAttention) || op.Is(OpKind::kSoftmax))) {
       return Error(op.loc(),
                    absl::StrCat("`", name, "` of a value no rule has laid out (a weight?)"));
+    }
+    if (op.Is(OpKind::kGather)) return Lookup(op);
+    if (op.Is(OpKind::kBroadcast) && IsArgument(op.operand(0)) && !LaidOut(op.operand(0))) {
+      return Positions(op);
+    }
+    if (RoleOf(op.operand(0)) == Role::kLoss && op.Is(OpKind::kReduceSum)) {
+      return SetResult(op, Role::kLoss, Type(), {});
     }
     if (op.Is(OpKind::kLayerNorm) || op.Is(OpKind::kRmsNorm)) {
       if (RoleOf(op.operand(0)) != Role::kResidual) {
@@ -264,12 +351,22 @@ class LayoutSetter {
       if (!IsArgument(w) || w->type().rank() != 2) {
         return Error(op.loc(), "a projection's weight is not a [in, out] argument");
       }
-      const int64_t in = w->type().dims()[0], cols = Columns(w->type().dims()[1]);
+      // A weight stored [out, in] (`transpose_b`: a head tied to the embedding's table).
+      const bool transposed = op.BoolAttr("transpose_b");
+      if (op.BoolAttr("transpose_a")) {
+        return Error(op.loc(), "a projection of a transposed input (transpose_a)");
+      }
+      const int in_dim = transposed ? 1 : 0, out_dim = transposed ? 0 : 1;
+      const int64_t in = w->type().dims()[in_dim], cols = Columns(w->type().dims()[out_dim]);
       const ElementType et = w->type().element_type();
+      // The weight's type with its input dimension split `in_axes`, its output `out_axes`.
+      auto weight = [&](AxisList in_axes, AxisList out_axes) {
+        return transposed ? Type::Tensor(et, {cols, in}, {std::move(out_axes), std::move(in_axes)})
+                          : Type::Tensor(et, {in, cols}, {std::move(in_axes), std::move(out_axes)});
+      };
       if (RoleOf(lhs) == Role::kGathered) {  // column-parallel
         const AxisList split = ColumnsSplit(out) ? tp_ : AxisList{};
-        if (absl::Status s = SetArgument(w, Role::kOther, Type::Tensor(et, {in, cols}, {{}, split}));
-            !s.ok()) {
+        if (absl::Status s = SetArgument(w, Role::kOther, weight({}, split)); !s.ok()) {
           return s;
         }
         std::vector<int64_t> dims = out->type().dims();
@@ -280,8 +377,7 @@ class LayoutSetter {
         return SetResult(op, Role::kColumns, Type::Tensor(out->type().element_type(), dims, axes));
       }
       if (RoleOf(lhs) == Role::kColumns) {  // row-parallel
-        if (absl::Status s = SetArgument(w, Role::kOther, Type::Tensor(et, {in, cols}, {tp_, {}}));
-            !s.ok()) {
+        if (absl::Status s = SetArgument(w, Role::kOther, weight(tp_, {})); !s.ok()) {
           return s;
         }
         return SetResult(op, Role::kResidual, SeqSplit(out->type(), residual_));

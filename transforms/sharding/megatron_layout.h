@@ -20,7 +20,17 @@
 //  * a row-parallel projection (a matmul of tp-split columns by an argument weight): the
 //    weight's rows over tp, its output back in the residual stream's layout;
 //  * the head's vocabulary (`vocabulary` > 0): padded to `padded_vocabulary` columns and
-//    split over tp;
+//    split over tp; a projection by a weight stored [out, in] (`transpose_b`: GPT's head
+//    tied to the embedding's table) splits its rows where the columns would be;
+//  * an embedding (the first argument the token ids, an integer [batch, seq]: the
+//    sequence over cp): its lookup gather(table, ids) {axis = 0} of an argument table
+//    splits the table's rows (padded as the head's columns) over tp, the result in the
+//    residual stream's layout (Megatron-LM's VocabParallelEmbedding); learned positions, an
+//    argument broadcast to the stream, stay whole and the broadcast is in the stream's
+//    layout;
+//  * the loss: cross_entropy(logits, labels) of the head's logits and argument labels
+//    (an integer [batch, seq], the sequence over cp), and a reduce_sum or elementwise op of
+//    its results, take the types inference gives them;
 //  * a call: the callee's laid-out signature (callees are laid out first), so a model
 //    whose top function calls its layer and head is laid out whole.
 // Set as the written type on the ops whose layout their operands do not imply (norms,

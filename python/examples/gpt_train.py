@@ -1,0 +1,265 @@
+"""A small GPT written in PyTorch, captured, and trained with AdamW and gradient clipping
+by CommIR on a 2x4 mesh (data parallel over dp, Megatron tensor parallel over tp with a
+vocabulary-parallel embedding, tied head and loss) and on one device, beside PyTorch's
+own training loop on the same model, from the same initial weights and the same batches.
+
+    bazel build //python:_commir.so
+    PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/gpt_train.py --steps=200
+
+The text is byte-level: the bytes of a licence text Debian ships
+(/usr/share/common-licenses/GPL-3, from base-files), each byte a token of a 256-token
+vocabulary. Each step trains on `batch` windows of `seq` + 1 bytes at offsets drawn from a
+seeded generator: the model reads the first `seq` bytes and predicts the next byte at each
+position.
+
+The model: token embedding and learned positions, `layers` pre-norm blocks (LayerNorm,
+causal self-attention with separate q/k/v projections, LayerNorm, GELU MLP), a final
+LayerNorm, a head tied to the token embedding, and cross-entropy. PyTorch's loop is
+torch.optim.AdamW (foreach=False) and torch.nn.utils.clip_grad_norm_, f32, dropout off;
+CommIR's is `training-step{optimizer=adamw{...},clip_grad_norm=C}` on the captured
+forward, its state from @<step>_init, each step's results fed back as the next step's
+arguments. Prints the three loss curves side by side and the largest relative
+differences; exits 1 when CommIR's losses are not within `--rtol` of PyTorch's or the
+mesh's not within it of one device's.
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import commir
+import commir.torch
+
+TEXT = "/usr/share/common-licenses/GPL-3"
+MESH = {"dp": 2, "tp": 4}
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, seq, dropout):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
+        self.register_buffer("causal", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        hd = d // self.heads
+        q = self.q(x).view(b, t, self.heads, hd).transpose(1, 2)
+        k = self.k(x).view(b, t, self.heads, hd).transpose(1, 2)
+        v = self.v(x).view(b, t, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(~self.causal[:t, :t], float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        y = y.transpose(1, 2).contiguous().view(b, t, d)
+        return self.drop(self.proj(y))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, seq, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads, seq, dropout)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.fc_proj = nn.Linear(4 * dim, dim)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.drop(self.fc_proj(F.gelu(self.fc(self.ln_2(x)))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=256, dim=64, heads=4, layers=4, seq=64, dropout=0.0):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(seq, dim)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList([Block(dim, heads, seq, dropout) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied
+        # GPT-2's initialisation (as nanoGPT writes it).
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02)
+
+    def forward(self, idx, targets):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def megatron_layouts(model):
+    """Batch over dp; q/k/v and the MLP's first linear split by output features, their
+    output projections by input features over tp (one head per device at 4 heads); the
+    token table (and so the tied head, the logits and the loss) over the vocabulary."""
+    layouts = {"idx": ["dp", None], "targets": ["dp", None], "wte.weight": ["tp", None]}
+    for i in range(len(model.blocks)):
+        p = "blocks.%d." % i
+        for column in ("attn.q", "attn.k", "attn.v", "fc"):
+            layouts[p + column + ".weight"] = ["tp", None]
+            layouts[p + column + ".bias"] = ["tp"]
+        for row in ("attn.proj", "fc_proj"):
+            layouts[p + row + ".weight"] = [None, "tp"]
+    return layouts
+
+
+def read_text(path=TEXT):
+    if not os.path.exists(path):
+        raise SystemExit("%s is absent: the demo trains on its bytes (Debian's base-files package "
+                         "installs it); give another text file with --text" % path)
+    with open(path, "rb") as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64)
+    return data
+
+
+def batches(data, steps, batch, seq, seed=0):
+    """`steps` batches of (inputs, targets), [batch, seq] int64 each: windows at offsets
+    from a seeded generator, targets the inputs shifted by one byte."""
+    if len(data) < seq + 2:
+        raise SystemExit("the text has %d bytes; the demo needs more than %d" % (len(data), seq + 1))
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        offsets = rng.integers(0, len(data) - seq - 1, size=batch)
+        window = np.stack([data[o:o + seq + 1] for o in offsets])
+        out.append((torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())))
+    return out
+
+
+def torch_losses(model, data, hp):
+    """PyTorch's own loop: torch.optim.AdamW and clip_grad_norm_, f32."""
+    params = list(model.parameters())  # the tied table once
+    optimizer = torch.optim.AdamW(params, lr=hp.lr, betas=(hp.beta1, hp.beta2), eps=hp.eps,
+                                  weight_decay=hp.weight_decay, foreach=False)
+    losses = []
+    for idx, targets in data:
+        optimizer.zero_grad()
+        loss = model(idx, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, hp.clip)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+class CommirTrainer:
+    """The captured model's training step, run step after step with its results fed back."""
+
+    def __init__(self, model, example, hp, mesh):
+        self.captured = commir.torch.capture(model, example, mesh=mesh, name="gpt",
+                                             layouts=megatron_layouts(model) if mesh else None)
+        names = [arg for arg, _ in self.captured.params]
+        pipeline = ("training-step{func=@gpt,params=\"%s\",optimizer=adamw{lr=%r,beta1=%r,beta2=%r,eps=%r,"
+                    "weight_decay=%r},clip_grad_norm=%r}"
+                    % (",".join(names), hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip))
+        self.module = commir.opt(self.captured.module, pipeline)
+        # The state before the first step, from the params (a global function: one device).
+        # Copies: the arrays of the weights share memory with the model's tensors, which
+        # PyTorch's loop then trains in place.
+        self.values = {k: np.array(v, copy=True) for k, v in self.captured.argument_arrays(*example).items()}
+        params = {n: self.values[n] for n in names}
+        init = commir.run_with(self.module, params, "gpt_step_init")
+        init = init if isinstance(init, tuple) else (init,)
+        signature = [n for n, _ in self.module.signature("gpt_step")]
+        self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
+        state_names = self.fed_back[len(names):]
+        self.values.update(zip(state_names, init))
+        # On the mesh: the step partitioned into the per-device program. A global
+        # function runs on one device.
+        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
+
+    def step(self, idx, targets):
+        self.values["idx"], self.values["targets"] = idx, targets
+        out = commir.run_with(self.step_module, self.values, "gpt_step")
+        self.values.update(zip(self.fed_back, out[1:]))
+        return float(out[0])
+
+
+class Hyperparameters:
+    def __init__(self, lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0):
+        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.weight_decay, self.clip = weight_decay, clip
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def train(steps, batch=8, seq=64, dim=64, heads=4, layers=4, text=TEXT, every=1, out=sys.stdout):
+    """Trains the three ways; returns (torch, mesh, one-device losses)."""
+    data = batches(read_text(text), steps, batch, seq)
+    torch.manual_seed(0)
+    model = GPT(dim=dim, heads=heads, layers=layers, seq=seq).train()  # dropout 0: nothing drawn
+    hp = Hyperparameters()
+    # Both CommIR runs start from these weights (capture copies them) ...
+    mesh = CommirTrainer(model, data[0], hp, MESH)
+    one = CommirTrainer(model, data[0], hp, None)
+    print("GPT: vocab 256, %d layers, hidden %d, %d heads, seq %d, batch %d, %d parameters; %d steps on "
+          "%s (%d bytes)" % (layers, dim, heads, seq, batch, sum(p.numel() for p in model.parameters()),
+                             steps, text, os.path.getsize(text)), file=out)
+    print("AdamW lr %g betas (%g, %g) eps %g weight_decay %g, clip_grad_norm %g, f32, dropout off"
+          % (hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip), file=out)
+    # ... and PyTorch's loop trains the model itself afterwards.
+    start = time.time()
+    reference = torch_losses(model, data, hp)
+    torch_s = time.time() - start
+    mesh_losses, one_losses = [], []
+    start = time.time()
+    for idx, targets in data:
+        mesh_losses.append(mesh.step(idx, targets))
+    mesh_s = time.time() - start
+    start = time.time()
+    for idx, targets in data:
+        one_losses.append(one.step(idx, targets))
+    one_s = time.time() - start
+    print("%5s  %12s  %12s  %12s  %9s  %9s" % ("step", "pytorch", "commir 2x4", "commir 1", "rel 2x4", "rel 1"),
+          file=out)
+    for s in range(steps):
+        if (s + 1) % every == 0 or s == 0 or s == steps - 1:
+            print("%5d  %12.7f  %12.7f  %12.7f  %9.2e  %9.2e"
+                  % (s + 1, reference[s], mesh_losses[s], one_losses[s], relative(mesh_losses[s], reference[s]),
+                     relative(one_losses[s], reference[s])), file=out)
+    print("time: pytorch %.1f s, commir 2x4 (8 cpu devices in one process) %.1f s, commir 1 device %.1f s"
+          % (torch_s, mesh_s, one_s), file=out)
+    return reference, mesh_losses, one_losses
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--every", type=int, default=20, help="print every N-th step")
+    parser.add_argument("--text", default=TEXT)
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    args = parser.parse_args(argv)
+    if not 1 <= args.steps <= 100000 or args.every < 1:
+        parser.error("--steps must be in [1, 100000] and --every at least 1")
+    reference, mesh, one = train(args.steps, text=args.text, every=args.every)
+    vs_torch = max(max(relative(m, r), relative(o, r)) for m, o, r in zip(mesh, one, reference))
+    mesh_vs_one = max(relative(m, o) for m, o in zip(mesh, one))
+    ok = vs_torch < args.rtol and mesh_vs_one < args.rtol
+    print("max relative difference: CommIR vs PyTorch %.2e, 2x4 mesh vs one device %.2e (rtol %g): %s"
+          % (vs_torch, mesh_vs_one, args.rtol, "PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
