@@ -8,9 +8,10 @@ namespace commir::sharding {
 namespace {
 
 // The token dims of logits [..., V] (the labels' dims), then the class dim. Token dims
-// split freely only without a reduction: a mean divides by the count of the tokens not
-// ignored over all of them, which no device's block knows, and a reduced loss has no
-// token dim to hold a block's share. The class dim (the vocabulary) is split as
+// split freely: per-token losses are each device's rows; a reduced loss is each device's
+// sum over its rows, combined (with its count of the tokens not ignored, for a mean) in
+// one all_reduce that the decomposition emits (token_parallel_loss.h), so the loss comes
+// out whole on every device. The class dim (the vocabulary) is split as
 // Megatron-LM's vocabulary-parallel cross-entropy splits it (vocab_parallel_loss.h): a
 // kStats factor of the forward, whose per-token max, sum of exponentials and target logit
 // are combined with all_reduces, and a plain kPass factor of the backward, which each
@@ -22,11 +23,9 @@ struct LossFactors {
 
 LossFactors AddLossFactors(OpRule& rule, const Operation& op, FactorKind classes) {
   Type logits = op.operand(0)->type();
-  const bool per_token = CrossEntropyOptionsOf(op).reduction == LossReduction::kNone;
   LossFactors f;
   for (int64_t d = 0; d + 1 < logits.rank(); ++d) {
-    f.tokens.push_back(
-        rule.AddFactor(logits.dims()[d], per_token ? FactorKind::kPass : FactorKind::kReplicate));
+    f.tokens.push_back(rule.AddFactor(logits.dims()[d], FactorKind::kPass));
   }
   f.classes = rule.AddFactor(logits.dims().back(), classes);
   return f;

@@ -8,6 +8,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "transforms/sharding/gather_sharding.h"
 #include "transforms/sharding/rule_builders.h"
+#include "transforms/sharding/token_parallel_loss.h"
 #include "transforms/sharding/vocab_parallel_loss.h"
 
 namespace commir::sharding {
@@ -29,12 +30,13 @@ ShardingTable BuildTable() {
   table[OpKind::kAttention] = {.rule = AttentionRule, .decompose = DecomposeAttention};
   table[OpKind::kAttentionGrad] = {.rule = AttentionGradRule, .decompose = DecomposeAttentionGrad};
   // Vocabulary parallelism: the max, the sum of exponentials and the (smoothed) target
-  // logit of each token; the backward needs none.
+  // logit of each token; the backward needs none. Split tokens of a reduced loss add
+  // one all_reduce of each device's [sum, count] (token_parallel_loss.h).
   table[OpKind::kCrossEntropy] = {.rule = CrossEntropyRule,
-                                  .decompose = DecomposeVocabParallelCrossEntropy,
+                                  .decompose = DecomposeCrossEntropy,
                                   .stats_all_reduces = 3};
   table[OpKind::kCrossEntropyGrad] = {.rule = CrossEntropyGradRule,
-                                      .decompose = DecomposeVocabParallelCrossEntropyGrad};
+                                      .decompose = DecomposeCrossEntropyGrad};
   table[OpKind::kAttentionMerge] = {.rule = AttentionMergeRule};
   table[OpKind::kReshape] = {.rule = ReshapeRule};
   table[OpKind::kTranspose] = {.rule = TransposeRule};

@@ -12,11 +12,6 @@ namespace {
 
 using Operand = OpBuilder::Operand;
 
-// The mesh axes the class dim (the logits' last) is split over; empty when it is whole.
-const AxisList& ClassAxes(const DecompositionInput& in) {
-  const std::vector<std::vector<int>>& logits = in.rule.operands[kCeLogits].dims;
-  return in.choice.strategy.factors[logits.back()[0]];
-}
 
 // The global index of this device's first class: rank(axes) * local classes.
 absl::StatusOr<Value*> ClassOffset(const DecompositionInput& in, const AxisList& axes) {
@@ -34,9 +29,8 @@ absl::StatusOr<Value*> ClassOffset(const DecompositionInput& in, const AxisList&
   return offset;
 }
 
-// The op's attributes with the whole vocabulary's size, which label smoothing divides by.
-AttrDict WithClasses(const DecompositionInput& in) {
-  AttrDict attrs = in.op.attrs();
+// `attrs` with the whole vocabulary's size, which label smoothing divides by.
+AttrDict WithClasses(const DecompositionInput& in, AttrDict attrs) {
   attrs.Set("classes", Attribute::Int(in.global_operand_types[kCeLogits].dims().back()));
   return attrs;
 }
@@ -56,9 +50,28 @@ AttrDict AllReduceOver(const AxisList& axes, bool max) {
 
 }  // namespace
 
+const AxisList& ClassAxes(const DecompositionInput& in) {
+  const std::vector<std::vector<int>>& logits = in.rule.operands[kCeLogits].dims;
+  return in.choice.strategy.factors[logits.back()[0]];
+}
+
 DecompositionResult DecomposeVocabParallelCrossEntropy(const DecompositionInput& in) {
+  if (ClassAxes(in).empty()) return std::nullopt;
+  COMMIR_ASSIGN_OR_RETURN(Operation * share, EmitVocabParallelLossShare(in, in.op.attrs()));
+  COMMIR_ASSIGN_OR_RETURN(Value* loss, in.emitter.CreateValue(OpKind::kAllReduce, {share->result(0)},
+                                                              AllReduceOver(ClassAxes(in), false)));
+  // The shares are summed in the statistics' type, rounded to the logits' type once.
+  const ElementType logits_type = in.operands[kCeLogits].value->type().element_type();
+  if (loss->type().element_type() != logits_type) {
+    Type to[] = {loss->type().WithElementType(logits_type)};
+    COMMIR_ASSIGN_OR_RETURN(loss, in.emitter.CreateValue(OpKind::kConvert, {loss}, {}, to));
+  }
+  return std::vector<Value*>{loss, share->result(1)};
+}
+
+absl::StatusOr<Operation*> EmitVocabParallelLossShare(const DecompositionInput& in,
+                                                      const AttrDict& attrs) {
   const AxisList& axes = ClassAxes(in);
-  if (axes.empty()) return std::nullopt;
   OpBuilder& e = in.emitter;
   Value* logits = in.operands[kCeLogits].value;
   const Type type = logits->type();
@@ -98,27 +111,25 @@ DecompositionResult DecomposeVocabParallelCrossEntropy(const DecompositionInput&
   COMMIR_ASSIGN_OR_RETURN(Value* offset, ClassOffset(in, axes));
   COMMIR_ASSIGN_OR_RETURN(
       Operation * share,
-      e.Create(OpKind::kCrossEntropy, {x, in.operands[kCeLabels], lse, offset}, WithClasses(in),
-               {}, 2));
+      e.Create(OpKind::kCrossEntropy, {x, in.operands[kCeLabels], lse, offset},
+               WithClasses(in, attrs), {}, 2));
   share->result(0)->set_name("loss_share");
-  COMMIR_ASSIGN_OR_RETURN(Value* loss, e.CreateValue(OpKind::kAllReduce, {share->result(0)},
-                                                     AllReduceOver(axes, false)));
-  if (loss->type().element_type() != type.element_type()) {
-    Type to[] = {loss->type().WithElementType(type.element_type())};
-    COMMIR_ASSIGN_OR_RETURN(loss, e.CreateValue(OpKind::kConvert, {loss}, {}, to));
-  }
-  return std::vector<Value*>{loss, share->result(1)};
+  return share;
 }
 
 DecompositionResult DecomposeVocabParallelCrossEntropyGrad(const DecompositionInput& in) {
-  const AxisList& axes = ClassAxes(in);
-  if (axes.empty()) return std::nullopt;
-  COMMIR_ASSIGN_OR_RETURN(Value* offset, ClassOffset(in, axes));
+  if (ClassAxes(in).empty()) return std::nullopt;
   std::vector<Operand> operands(in.operands.begin(), in.operands.end());
+  COMMIR_ASSIGN_OR_RETURN(Value* grad, EmitVocabParallelLossGrad(in, operands, in.op.attrs()));
+  return std::vector<Value*>{grad};
+}
+
+absl::StatusOr<Value*> EmitVocabParallelLossGrad(const DecompositionInput& in,
+                                                 std::vector<OpBuilder::Operand> operands,
+                                                 const AttrDict& attrs) {
+  COMMIR_ASSIGN_OR_RETURN(Value* offset, ClassOffset(in, ClassAxes(in)));
   operands.push_back(offset);
-  COMMIR_ASSIGN_OR_RETURN(Operation * grad, in.emitter.Create(OpKind::kCrossEntropyGrad, operands,
-                                                              WithClasses(in), {}, 1));
-  return grad->results();
+  return in.emitter.CreateValue(OpKind::kCrossEntropyGrad, operands, WithClasses(in, attrs));
 }
 
 }  // namespace commir::sharding

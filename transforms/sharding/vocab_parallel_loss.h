@@ -16,6 +16,9 @@
 #ifndef COMMIR_TRANSFORMS_SHARDING_VOCAB_PARALLEL_LOSS_H_
 #define COMMIR_TRANSFORMS_SHARDING_VOCAB_PARALLEL_LOSS_H_
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "transforms/sharding/decompositions.h"
 
 namespace commir::sharding {
@@ -26,6 +29,21 @@ DecompositionResult DecomposeVocabParallelCrossEntropy(const DecompositionInput&
 // cross_entropy_grad with its class dim split: the op's vocabulary-parallel form, each
 // device's columns of dlogits, with no communication; unsplit, the op itself.
 DecompositionResult DecomposeVocabParallelCrossEntropyGrad(const DecompositionInput& input);
+
+// The pieces the split-token loss (token_parallel_loss.h) combines with its own all_reduce.
+// The mesh axes the class dim (the logits' last) is split over; empty when it is whole.
+const AxisList& ClassAxes(const DecompositionInput& input);
+// With the classes split: the max and sum-of-exponentials all_reduces and the
+// vocabulary-parallel cross_entropy with `attrs` (its reduction may differ from the
+// op's), whose results are this shard's share of the loss, not yet summed over the
+// class axes, and lse.
+absl::StatusOr<Operation*> EmitVocabParallelLossShare(const DecompositionInput& input,
+                                                      const AttrDict& attrs);
+// With the classes split: the vocabulary-parallel cross_entropy_grad of `operands`
+// (logits, labels, lse, dloss) with `attrs`.
+absl::StatusOr<Value*> EmitVocabParallelLossGrad(const DecompositionInput& input,
+                                                 std::vector<OpBuilder::Operand> operands,
+                                                 const AttrDict& attrs);
 
 }  // namespace commir::sharding
 
