@@ -108,8 +108,9 @@ bool SliceReadInPlace(const Operation& slice) {
   if (!block->type().is_tensor() || block->use_empty()) return false;
   for (const Operation* user : block->users()) {
     if (user->Is(OpKind::kMatmul)) continue;
-    if (!user->Is(OpKind::kAttention)) return false;
-    // q, k and v are strided; any other operand (none is a tensor today) is not.
+    if (!user->Is(OpKind::kAttention) && !user->Is(OpKind::kAttentionGrad)) return false;
+    // q, k and v are strided (FlashAttention's backward takes them as its forward does);
+    // any other operand (o, lse, dout, positions) is not.
     for (int i = 3; i < user->num_operands(); ++i) {
       if (user->operand(i) == block) return false;
     }
