@@ -92,8 +92,9 @@ SavedActivations MeasureSaved(const Function& forward, const Function& gradient)
   // from the weights alone (the partitioner may all_gather a row-parallel projection's
   // weight rather than all-reduce its output, and the backward then reads the gathered
   // weight) is not one: Megatron-LM saves the weight itself for the backward
-  // (LinearWithGradAccumulationAndAsyncCommunication's ctx.save_for_backward(input,
-  // weight)), the parameter the model's state holds already (memory_model.h counts it).
+  // (megatron/core/tensor_parallel/layers.py,
+  // LinearWithGradAccumulationAndAsyncCommunication: ctx.save_for_backward(input, weight)),
+  // the parameter the model's state holds already (memory_model.h counts it).
   absl::flat_hash_set<const Value*> weights_only;
   for (int i = 1; i < gradient.body()->num_arguments(); ++i) {
     weights_only.insert(gradient.body()->argument(i));
