@@ -15,16 +15,15 @@ For each MODEL:TP it runs, as benchmarks/plan_layer_schedule_table.md shows by h
 
 and prints one markdown table per layer: each op's time (us, summed over its kernels on
 device 0's streams) under plain and ring and the difference, then the layer's time,
-compute and exposed communication. With --fused-qkv the layer's three Q, K and V
-projections are first rewritten into one GEMM of the concatenated weight followed by
-three slices of its output, the way Megatron-LM's `linear_qkv` computes them (one
-ColumnParallelLinear), to price that difference of program. All figures are the sim's
+compute and exposed communication. The layer computes Q, K and V with one GEMM, as
+Megatron-LM's `linear_qkv` does (search/plan/layer_program.h; an earlier version of this
+script rewrote three projections into one with --fused-qkv). All figures are the sim's
 predictions, not measurements.
 
 Usage:
     benchmarks/layer_timeline_breakdown.py --commir-opt bazel-bin/commir-opt \
         --commir-run bazel-bin/commir-run \
-        --print-layer-program bazel-bin/tools/print_layer_program [--fused-qkv] \
+        --print-layer-program bazel-bin/tools/print_layer_program \
         gpt3-175b:8 gpt3-175b:4
 Exit status: 0 on success, 1 if a tool fails or its output cannot be read, 2 on bad usage.
 """
@@ -32,7 +31,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -53,44 +51,6 @@ def run(cmd, stdout=None):
     if done.returncode != 0:
         raise ToolError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[:400]}")
     return done.stdout
-
-
-QKV = re.compile(
-    r"%wq: (?P<t>\w+)\[(?P<h>\d+), (?P<nq>\d+)@tp\], %wk: \w+\[\d+, (?P<nk>\d+)@tp\], "
-    r"%wv: \w+\[\d+, (?P<nv>\d+)@tp\]")
-
-
-def fuse_qkv(text):
-    """The layer with one QKV weight: q, k, v sliced out of one GEMM's output, grouped by
-    key/value head as Megatron-LM lays out `linear_qkv` (each group's queries, key and
-    value side by side), so that every slice stays on the device that computed it."""
-    m = QKV.search(text)
-    kv = re.search(r"%k4 = reshape\(%k\) : \w+\[.*, (\d+)@tp, \d+\]", text)
-    if not m or not kv:
-        raise ToolError("--fused-qkv: the layer program has no %wq, %wk, %wv arguments")
-    t, nq, nk, nv = m["t"], int(m["nq"]), int(m["nk"]), int(m["nv"])
-    groups = int(kv[1])
-    n = nq + nk + nv
-    text = text.replace(m[0], f"%wqkv: {t}[{m['h']}, {n}@tp]", 1)
-    out = []
-    for line in text.splitlines():
-        mm = re.match(r"  %(q|k|v) = matmul\(%(\w+), %w[qkv]\) : (\w+)\[(.*), (\d+)@tp\]$", line)
-        if not mm:
-            out.append(line)
-            continue
-        name, src, typ, lead, width = mm.groups()
-        dims = [d.strip() for d in lead.split(",")]
-        if name == "q":
-            out.append(f"  %qkv = matmul(%{src}, %wqkv) : {typ}[{lead}, {n}@tp]")
-            out.append(f"  %qkv_g = reshape(%qkv) : {typ}[{lead}, {groups}@tp, {n // groups}]")
-        start = {"q": 0, "k": nq, "v": nq + nk}[name] // groups
-        per = int(width) // groups
-        starts = ", ".join(["0"] * (len(dims) + 1) + [str(start)])
-        sizes = ", ".join(dims + [str(groups), str(per)])
-        out.append(f"  %{name}_g = slice(%qkv_g) {{start = [{starts}], size = [{sizes}]}} : "
-                   f"{typ}[{lead}, {groups}@tp, {per}]")
-        out.append(f"  %{name} = reshape(%{name}_g) : {typ}[{lead}, {width}@tp]")
-    return "\n".join(out) + "\n"
 
 
 def kernel_times(trace_path):
@@ -114,11 +74,11 @@ def predict(tools, program, work, tag):
     return report["time_s"], device, kernel_times(trace)
 
 
-def breakdown(tools, model, tp, fused, work):
+def breakdown(tools, model, tp, work):
     layer = os.path.join(work, f"{model}_{tp}.commir")
     text = run([tools.print_layer_program, model, str(tp), "1", "1", "1"])
     with open(layer, "w") as f:
-        f.write(fuse_qkv(text) if fused else text)
+        f.write(text)
     plain = os.path.join(work, f"{model}_{tp}.plain.commir")
     ring = os.path.join(work, f"{model}_{tp}.ring.commir")
     opt = tools.commir_opt
@@ -126,7 +86,7 @@ def breakdown(tools, model, tp, fused, work):
     run([opt, plain, "-o", ring, "--pass-pipeline=ring-collective-matmul"])
     p_time, p_dev, p_ops = predict(tools, plain, work, "plain")
     r_time, r_dev, r_ops = predict(tools, ring, work, "ring")
-    title = f"{model}, tp {tp}" + (", fused QKV" if fused else "")
+    title = f"{model}, tp {tp}"
     print(f"\n{title}: plain {p_time * 1e3:.2f} ms, ring {r_time * 1e3:.2f} ms "
           f"(ring / plain {r_time / p_time:.3f})\n")
     print("| op (device 0) | plain, us | ring, us | ring - plain, us |")
@@ -146,7 +106,6 @@ def main():
     ap.add_argument("--commir-opt", required=True)
     ap.add_argument("--commir-run", required=True)
     ap.add_argument("--print-layer-program", required=True)
-    ap.add_argument("--fused-qkv", action="store_true")
     ap.add_argument("layers", nargs="+", metavar="MODEL:TP")
     args = ap.parse_args()
     layers = []
@@ -158,7 +117,7 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as work:
             for model, tp in layers:
-                breakdown(args, model, tp, args.fused_qkv, work)
+                breakdown(args, model, tp, work)
     except (ToolError, ValueError, KeyError) as e:
         print(f"layer_timeline_breakdown.py: error: {e}", file=sys.stderr)
         return 1

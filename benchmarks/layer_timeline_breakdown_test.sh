@@ -1,9 +1,7 @@
 #!/bin/bash
 # benchmarks/layer_timeline_breakdown.py on small layers: its tables have the rows the
-# ring changes; with --fused-qkv the layer still communicates exactly what the unfused
-# one does (the q, k, v slices stay on the device that computed them: same exposed
-# communication under plain collectives, for GPT's heads and Llama's grouped key/value
-# heads); a failing tool is an error with a message (exit 1), a bad layer bad usage (2).
+# ring changes; a failing tool is an error with a message (exit 1), a bad layer bad
+# usage (2).
 # Usage: layer_timeline_breakdown_test.sh COMMIR_OPT COMMIR_RUN PRINT_LAYER_PROGRAM
 set -u
 SCRIPT=benchmarks/layer_timeline_breakdown.py
@@ -15,17 +13,11 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 for layer in gpt3-1.3b:2 llama3-8b:2; do
   /usr/bin/python3 "$SCRIPT" "${TOOLS[@]}" "$layer" > "$TMP/plain.md" 2> "$TMP/err" \
     || fail "$layer: exited nonzero: $(cat "$TMP/err")"
-  /usr/bin/python3 "$SCRIPT" "${TOOLS[@]}" --fused-qkv "$layer" > "$TMP/fused.md" 2> "$TMP/err" \
-    || fail "$layer --fused-qkv: exited nonzero: $(cat "$TMP/err")"
   for row in matmul shift all_gather reduce_scatter; do
     grep -q "^| $row | [0-9]* | [0-9]* | [-+][0-9]* |$" "$TMP/plain.md" || fail "$layer: no $row row"
   done
   grep -q "^${layer%:*}, tp ${layer#*:}: plain [0-9.]* ms, ring [0-9.]* ms" "$TMP/plain.md" \
     || fail "$layer: no title line: $(head -3 "$TMP/plain.md")"
-  grep -q "fused QKV" "$TMP/fused.md" || fail "$layer: the fused table does not say so"
-  exposed() { grep '^| \*exposed communication\*' "$1" | cut -d'|' -f3; }
-  [[ -n "$(exposed "$TMP/plain.md")" && "$(exposed "$TMP/plain.md")" == "$(exposed "$TMP/fused.md")" ]] \
-    || fail "$layer: plain collectives expose $(exposed "$TMP/plain.md") us unfused but $(exposed "$TMP/fused.md") us fused"
 done
 
 /usr/bin/python3 "$SCRIPT" --commir-opt /bin/false --commir-run "$2" --print-layer-program "$3" \

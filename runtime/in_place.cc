@@ -107,7 +107,15 @@ bool SliceReadInPlace(const Operation& slice) {
   const Value* source = slice.operand(0);
   if (!block->type().is_tensor() || block->use_empty()) return false;
   for (const Operation* user : block->users()) {
-    if (!ReadsAsMatrices(*user, block)) return false;
+    if (ReadsAsMatrices(*user, block)) continue;
+    // The sim prices attention_grad's q, k and v as strided too (FlashAttention's backward
+    // takes them as its forward does); any other operand (o, lse, dout) is not. Only
+    // here: a ring's carried block (CarriedBlockInSlot) is handed as a view to its readers,
+    // which attention_grad's kernels do not take.
+    if (!user->Is(OpKind::kAttentionGrad)) return false;
+    for (int i = 3; i < user->num_operands(); ++i) {
+      if (user->operand(i) == block) return false;
+    }
   }
   return OneMatrixLayout(source->type().dims(), extent->dim);
 }

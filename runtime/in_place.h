@@ -88,8 +88,8 @@ std::optional<SliceExtent> SliceAlongOneDim(const Operation& slice);
 // reads a sequence block of a k/v buffer in place too (a row block of each (b, h)
 // matrix: an offset pointer, the matrix stride the whole buffer's). A `dynamic_slice`,
 // or a static `slice` along one dimension (SliceAlongOneDim), is such a view when:
-//  - every use of its result is a matmul, or an attention's q, k or v (a block read by
-//    anything else is a kernel);
+//  - every use of its result is a matmul, or an attention's or attention_grad's q, k
+//    or v (a block read by anything else is a kernel);
 //  - the block is one strided matrix layout of its operand: the sliced dimension is one
 //    of the last two (rows: an offset pointer; columns: an offset pointer with the whole
 //    row as leading dimension; batch matrices keep the operand's matrix stride), or every

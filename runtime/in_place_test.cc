@@ -128,6 +128,22 @@ TEST(SliceReadInPlaceTest, AttentionReadsSequenceBlocksOfQKAndV) {
   EXPECT_FALSE(c.in_place);
 }
 
+// FlashAttention's backward takes q, k and v as its forward does (a pointer and strides),
+// so a block read by attention and attention_grad as q, k or v is a view (the fused QKV
+// projection's k and v in a layer's gradient); read as the output's cotangent it is not.
+TEST(SliceReadInPlaceTest, AttentionGradReadsBlocksOfQKAndV) {
+  SliceCase c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 0, 4, 0], size = [2, 3, 4, 8]} : f32[2, 3, 4, 8]\n"
+      "  %o, %lse = attention(%q, %kb, %kb)\n"
+      "  %dq, %dk, %dv = attention_grad(%q, %kb, %kb, %o, %lse, %q)\n  return %dq\n");
+  EXPECT_TRUE(c.in_place);
+  c = FirstSlice(
+      "  %kb = slice(%k) {start = [0, 0, 4, 0], size = [2, 3, 4, 8]} : f32[2, 3, 4, 8]\n"
+      "  %o, %lse = attention(%q, %q, %q)\n"
+      "  %dq, %dk, %dv = attention_grad(%q, %q, %q, %o, %lse, %kb)\n  return %dq\n");
+  EXPECT_FALSE(c.in_place);
+}
+
 TEST(MatmulWritesIntoTest, OnlyWhereTheDestinationIsFreeAndReady) {
   EXPECT_TRUE(Fuses("  %o = full() {value = 4} : index\n"
                     "  %blk = matmul(%a, %b) : f32[4, 3]\n"

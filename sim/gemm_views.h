@@ -14,10 +14,10 @@
 // schedule for HBM traffic and launches the implementation does not have.
 //
 //  * a `dynamic_slice`, or a static `slice` along one dimension, whose every user is a
-//    matmul or an attention's q, k or v is a view of its operand when the block is one
-//    strided matrix layout: the sliced dimension is one of the last two (rows or
-//    columns: a pointer offset with the whole tensor's leading dimension), or every
-//    dimension before it is 1 (a contiguous range). FlashAttention, like cuBLASLt, takes
+//    matmul or an attention's (or attention_grad's) q, k or v is a view of its operand
+//    when the block is one strided matrix layout: the sliced dimension is one of the
+//    last two (rows or columns: a pointer offset with the whole tensor's leading
+//    dimension), or every dimension before it is 1 (a contiguous range). FlashAttention, like cuBLASLt, takes
 //    each operand as a pointer and strides, and TransformerEngine's context parallelism
 //    reads the halves of a received k/v block (zigzag's chunk pairs) in place this way.
 //  * a `dynamic_update_slice(buffer, update, offset)` whose update is a matmul's result

@@ -107,6 +107,60 @@ Value* UnfusedAttention(OpBuilder& b, const ModelSpec& m, Value* qh, Value* kh, 
   return b.Op(OpKind::kMatmul, {probs, vh}, {}, std::nullopt, "oh");
 }
 
+// The width of Megatron-LM's fused QKV weight: per key/value head (query group), the
+// group's query heads, its key head and its value head.
+int64_t QkvColumns(const ModelSpec& m) {
+  return m.kv_heads * (m.heads / m.kv_heads + 2) * m.head_dim();
+}
+
+struct HeadsFirst {
+  Value* q;
+  Value* k;
+  Value* v;
+};
+
+// q, k and v as Megatron-LM's `linear_qkv` computes them: one GEMM of the norm's output
+// by one weight whose columns are grouped per key/value head (each group's heads/kv_heads
+// query heads, then its key head, then its value head), so that a column split over tp
+// gives every rank whole groups and the split into q, k and v needs no communication.
+// Its output [b, s, groups, (g + 2) d] is put heads-first once ([b, groups, s, (g + 2) d],
+// the one transpose the three separate projections had as three), and k and v are
+// column blocks of it, read by the attention in place (runtime/in_place.h:
+// SliceReadInPlace, as FlashAttention reads strided q, k and v). With one query head
+// per group (multi-head attention) q is such a block too. With several, a group's
+// query block [b, groups, s, g d] is split into its heads and put heads-first: a copy,
+// as Megatron-LM's reshape of the query split out of `linear_qkv` is one.
+HeadsFirst FusedQkv(OpBuilder& b, const ModelSpec& m, int64_t B, Value* h, Value* wqkv) {
+  auto type = [&](std::vector<int64_t> dims) { return Type::Tensor(m.dtype, std::move(dims)); };
+  const int64_t S = m.sequence, d = m.head_dim(), kv = m.kv_heads, g = m.heads / m.kv_heads;
+  auto attrs = [](const char* name, std::vector<int64_t> v) {
+    AttrDict a;
+    a.Set(name, Attribute::IntList(std::move(v)));
+    return a;
+  };
+  // Columns [first, first + width) of each group's (g + 2) d.
+  auto columns = [&](Value* from, int64_t first, int64_t width, const char* name) {
+    AttrDict a = attrs("start", {0, 0, 0, first});
+    a.Set("size", Attribute::IntList({B, kv, S, width}));
+    return b.Op(OpKind::kSlice, {from}, std::move(a), std::nullopt, name);
+  };
+  Value* qkv = b.Op(OpKind::kMatmul, {h, wqkv}, {}, std::nullopt, "qkv");
+  Value* groups = b.Op(OpKind::kReshape, {qkv}, {}, type({B, S, kv, (g + 2) * d}), "qkv4");
+  Value* heads_first = b.Op(OpKind::kTranspose, {groups}, attrs("perm", {0, 2, 1, 3}),
+                            std::nullopt, "qkvh");
+  Value* qh = nullptr;
+  if (g == 1) {
+    qh = columns(heads_first, 0, d, "qh");
+  } else {
+    Value* qg = columns(heads_first, 0, g * d, "qg");
+    Value* q5 = b.Op(OpKind::kReshape, {qg}, {}, type({B, kv, S, g, d}), "q5");
+    Value* q5t =
+        b.Op(OpKind::kTranspose, {q5}, attrs("perm", {0, 1, 3, 2, 4}), std::nullopt, "q5t");
+    qh = b.Op(OpKind::kReshape, {q5t}, {}, type({B, m.heads, S, d}), "qh");
+  }
+  return {qh, columns(heads_first, g * d, d, "kh"), columns(heads_first, (g + 1) * d, d, "vh")};
+}
+
 // The single-device layer: the one definition of the layer's ops, which the model
 // written as CommIR calls and megatron_layout.h lays out for the plan search.
 absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_t micro_batch) {
@@ -119,9 +173,7 @@ absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_
 
   std::vector<std::pair<std::string, Type>> args = {{"x", x}, {"g1", vec}};
   if (gpt) args.push_back({"b1", vec});
-  args.insert(args.end(), {{"wq", type({H, m.heads * d})},
-                           {"wk", type({H, m.kv_heads * d})},
-                           {"wv", type({H, m.kv_heads * d})},
+  args.insert(args.end(), {{"wqkv", type({H, QkvColumns(m)})},
                            {"wo", type({m.heads * d, H})},
                            {"g2", vec}});
   if (gpt) {
@@ -140,15 +192,7 @@ absl::StatusOr<std::unique_ptr<Module>> LayerFunction(const ModelSpec& m, int64_
     AttrDict causal;
     causal.Set("causal", Attribute::Bool(true));
     Value* h = norm(arg("x"), "g1", "b1", "h");
-    Value* q = b.Op(OpKind::kMatmul, {h, arg("wq")}, {}, std::nullopt, "q");
-    Value* k = b.Op(OpKind::kMatmul, {h, arg("wk")}, {}, std::nullopt, "k");
-    Value* v = b.Op(OpKind::kMatmul, {h, arg("wv")}, {}, std::nullopt, "v");
-    Value* q4 = b.Op(OpKind::kReshape, {q}, {}, type({B, S, m.heads, d}), "q4");
-    Value* k4 = b.Op(OpKind::kReshape, {k}, {}, type({B, S, m.kv_heads, d}), "k4");
-    Value* v4 = b.Op(OpKind::kReshape, {v}, {}, type({B, S, m.kv_heads, d}), "v4");
-    Value* qh = b.Op(OpKind::kTranspose, {q4}, heads_first, std::nullopt, "qh");
-    Value* kh = b.Op(OpKind::kTranspose, {k4}, heads_first, std::nullopt, "kh");
-    Value* vh = b.Op(OpKind::kTranspose, {v4}, heads_first, std::nullopt, "vh");
+    const auto [qh, kh, vh] = FusedQkv(b, m, B, h, arg("wqkv"));
     Value* oh = m.attention == AttentionKind::kUnfused
                     ? UnfusedAttention(b, m, qh, kh, vh)
                     : b.Op(OpKind::kAttention, {qh, kh, vh}, causal, std::nullopt, "oh");

@@ -12,13 +12,26 @@
 // reduce(-scatter) back to the residual layout. These layouts are written on the
 // intermediate values so that propagate-sharding does not pick cheaper-looking but
 // non-Megatron layouts (gathering weights). Key/value heads that tp does not divide stay
-// whole (replicated), as Megatron-LM does when tp exceeds the query groups. The
+// whole (replicated; see below). The
 // vocabulary is padded to a multiple of 128 x tp, as Megatron-LM's
 // --make-vocab-size-divisible-by does.
 //
 // Not in the programs (documented approximations): bias adds of GPT's projections (an
 // elementwise add each), dropout and rotary embeddings. The embedding lookup is a program
 // of its own (embedding_program.h).
+//
+// Q, K and V come from one GEMM, as Megatron-LM's `linear_qkv` computes them: one weight
+// [hidden, kv_heads x (heads/kv_heads + 2) x head_dim] whose columns are grouped per
+// key/value head (the group's query heads, its key head, its value head), so that the
+// column split over tp gives each rank whole groups (the same parameters as three
+// projections). Its output is put heads-first once and split into q, k and v by static
+// slices, which the attention and its gradient read in place (k, v, and q with one
+// query head per group); grouped query heads are put heads-first by a copy, as
+// Megatron-LM's reshape of its query is one. Autodiff joins the three cotangents with one
+// concat (transforms/autodiff/slice_tiling.h). Where tp does not divide the key/value
+// heads (Megatron-LM refuses it: its attention divides the query groups over tp), every
+// rank computes the whole QKV GEMM and takes its query heads (extra GEMM work, no extra
+// communication in the forward).
 //
 // The attention is the fused `attention` op (causal; FlashAttention's cost curves) or,
 // with the model's attention=unfused, pre-FlashAttention Megatron-LM's: scale q, a

@@ -81,7 +81,10 @@ std::string ReadGolden(const std::string& name) {
 }
 
 // The goldens are the laid-out programs layer_program.h wrote with its own annotations
-// before the generator was made single-device and laid out by this step.
+// before the generator was made single-device and laid out by this step; the layers'
+// were rewritten (`print_layer_program MODEL TP CP SP MB`) when Q, K and V became one
+// fused projection, and read by hand: the one QKV weight's columns split over tp when tp
+// divides the key/value heads, whole otherwise (llama3-70b at tp 16, kv_heads=4 at tp 8).
 TEST(MegatronLayout, ReproducesTheGeneratorsLaidOutPrograms) {
   const Case cases[] = {
       {"gpt3-1.3b", {1, 1, false, 1}, "gpt3-1.3b_tp1_cp1_mb1"},

@@ -188,7 +188,9 @@ TEST(MemoryModelTest, MeasuredGptActivationsAreKorthikantisTensors) {
 // micro-batch 2 the partitioner lowers the output projection of @layer and of its copy
 // in @layer_grad differently (an all_gather of its input in the one, an all_reduce of
 // its output in the other), which a match by value name took for a backward read of
-// the projection's output (2 s b h more).
+// the projection's output (2 s b h more). Where the partitioner all-gathers the output
+// projection's weight instead, the backward reads the gathered weight: a parameter, not
+// an activation (h^2 bytes / t here, which at b = 2, s = h is s b h / t exactly).
 TEST(MemoryModelTest, MeasuredGptActivationsWithoutSequenceParallelism) {
   const ModelSpec m = *ParseModelSpec("gpt3-1.3b");
   LayerCostOptions options;

@@ -88,9 +88,26 @@ SavedActivations MeasureSaved(const Function& forward, const Function& gradient)
             op->Is(OpKind::kSoftmax)) &&
            attention_outputs.contains(op->operand(0));
   };
+  // Activations are what the forward computes from the layer's input. A value computed
+  // from the weights alone (the partitioner may all_gather a row-parallel projection's
+  // weight rather than all-reduce its output, and the backward then reads the gathered
+  // weight) is not one: Megatron-LM saves the weight itself for the backward
+  // (megatron/core/tensor_parallel/layers.py,
+  // LinearWithGradAccumulationAndAsyncCommunication: ctx.save_for_backward(input, weight)),
+  // the parameter the model's state holds already (memory_model.h counts it).
+  absl::flat_hash_set<const Value*> weights_only;
+  for (int i = 1; i < gradient.body()->num_arguments(); ++i) {
+    weights_only.insert(gradient.body()->argument(i));
+  }
   visit(gradient.body()->argument(0), false);
   WalkOps(gradient.body(), [&](Operation* op) {
     if (is_backward(op)) return;
+    bool from_weights = op->num_operands() > 0;
+    for (const Value* operand : op->operands()) from_weights &= weights_only.contains(operand);
+    if (from_weights) {
+      for (Value* result : op->results()) weights_only.insert(result);
+      return;
+    }
     const bool attention = from_attention(op);
     if (op->Is(OpKind::kReshape) || op->Is(OpKind::kTranspose)) {
       root[op->result(0)] = root_of(op->operand(0));

@@ -5,8 +5,9 @@
 // (transforms/autodiff/forward_copy.h), not by value names.
 //
 // Counted as Megatron-LM keeps them (see saved_activations.cc): a tp all_gather's result
-// as its sharded operand, a reshaped or transposed view of a kept value once, and not
-// the layer's output (the next layer's input).
+// as its sharded operand, a reshaped or transposed view of a kept value once, not the
+// layer's output (the next layer's input), and not a value computed from the weights
+// alone (a gathered weight: parameter memory, which Megatron-LM saves as the parameter).
 #ifndef COMMIR_SEARCH_PLAN_SAVED_ACTIVATIONS_H_
 #define COMMIR_SEARCH_PLAN_SAVED_ACTIVATIONS_H_
 

@@ -74,6 +74,42 @@ func @layer(%x: bf16[1, 64, 32], %w1: bf16[32, 128@tp], %w2: bf16[128@tp, 32]) -
   EXPECT_EQ(saved.attention_bytes, 0);
 }
 
+// A row-parallel projection whose output is wide and whose operands are small: the
+// partitioner gathers its input and its weight rather than all-reducing its output
+// (least communication), and the backward then reads the gathered weight. That is
+// made from the weight alone, a parameter the model's state holds (Megatron-LM saves
+// the weight itself for the backward), so the kept set is the MLP's above: x, u and a.
+TEST(SavedActivationsTest, GatheredWeightIsNotAnActivation) {
+  std::unique_ptr<Module> module = Partitioned(R"(mesh @m(tp=2)
+
+func @layer(%x: bf16[1, 1024, 64], %w1: bf16[64, 128@tp], %w2: bf16[128@tp, 1024]) -> bf16[1, 1024, 1024] on @m {
+  %u = matmul(%x, %w1) : bf16[1, 1024, 128@tp]
+  %a = gelu(%u)
+  %y = matmul(%a, %w2) : bf16[1, 1024, 1024]
+  return %y
+})");
+  ASSERT_NE(module, nullptr);
+  const Function& f = *module->FindFunction("layer");
+  const Function& g = *module->FindFunction("layer_grad");
+  // The premise: the gradient's backward reads an all_gather of the weight w2.
+  const Value* w2 = g.body()->argument(2);
+  const Value* w2_gathered = nullptr;
+  for (const Operation* op : *g.body()) {
+    if (op->Is(OpKind::kAllGather) && op->operand(0) == w2) w2_gathered = op->result(0);
+  }
+  ASSERT_NE(w2_gathered, nullptr);
+  ASSERT_GE(w2_gathered->users().size(), 2u);  // the forward's GEMM and the backward's
+  const SavedActivations saved = MeasureSaved(f, g);
+  const Value* x = f.body()->argument(0);
+  const Value* u = Made(f, OpKind::kMatmul, x);
+  const Value* a = Made(f, OpKind::kGelu, u);
+  ASSERT_NE(u, nullptr);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(KeptForward(saved), (std::vector<const Value*>{x, u, a}));
+  // Per device, bf16: x whole (1024 x 64), u and a half of 1024 x 128.
+  EXPECT_EQ(saved.all_bytes, 1024 * 64 * 2 + 2 * (1024 * 64 * 2));
+}
+
 // Self-attention, heads split over tp: the backward reads x (for dWq, dWk, dWv), q, k
 // and v in the attention's layout (attention_grad; their projections' outputs are the
 // same tensors in another layout, kept once), the attention's output (attention_grad, and

@@ -1,5 +1,6 @@
 #include "transforms/autodiff/autodiff.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "commir/clone.h"
 #include "commir/ops/vjp_helpers.h"
 #include "transforms/autodiff/pass_options.h"
+#include "transforms/autodiff/slice_tiling.h"
 #include "transforms/dce.h"
 
 namespace commir {
@@ -310,10 +312,64 @@ class GradientBuilder {
     slot = slot == nullptr ? ct : b.Op(OpKind::kAdd, {slot, ct});
   }
 
+  // The slices that tile an active value (slice_tiling.h), each by the value it reads.
+  void FindTilings() {
+    absl::flat_hash_set<const Value*> seen;
+    for (const Operation* op : forward_) {
+      if (!op->Is(OpKind::kSlice) || !active_ops_.contains(op)) continue;
+      const Value* v = op->operand(0);
+      if (!seen.insert(v).second || !active_.contains(v) || !needed_.contains(v)) continue;
+      std::optional<SliceTiling> tiling = TilingSlices(*v);
+      if (!tiling.has_value()) continue;
+      for (const Operation* slice : tiling->slices) tiled_by_[slice] = v;
+      const size_t n = tiling->slices.size();
+      tilings_[v] = {*std::move(tiling), std::vector<Value*>(n, nullptr), 0};
+    }
+  }
+
+  // One slice of a tiling reached backwards: its cotangent is kept until the last of the
+  // tiling's slices, which joins them all (zeros for a block with none) into the value's
+  // cotangent with one concat.
+  void JoinTiledSlice(OpBuilder& b, const Operation& slice, const Value* v, Value* ct) {
+    PendingTiling& t = tilings_.at(v);
+    const size_t i = static_cast<size_t>(
+        std::find(t.tiling.slices.begin(), t.tiling.slices.end(), &slice) -
+        t.tiling.slices.begin());
+    t.cotangents[i] = ct;
+    if (++t.reached < t.tiling.slices.size()) return;
+    if (std::all_of(t.cotangents.begin(), t.cotangents.end(),
+                    [](const Value* c) { return c == nullptr; })) {
+      return;
+    }
+    const ElementType et = CotangentType(v->type());
+    std::vector<OpBuilder::Operand> parts;
+    for (size_t j = 0; j < t.cotangents.size(); ++j) {
+      const Value* block = t.tiling.slices[j]->result(0);
+      parts.push_back(t.cotangents[j] != nullptr
+                          ? b.Convert(t.cotangents[j], et)
+                          : ops::Filled(b, 0, et, block->type().dims()));
+    }
+    AttrDict attrs;
+    attrs.Set("dim", Attribute::Int(t.tiling.dim));
+    Accumulate(b, v, b.Op(OpKind::kConcat, std::move(parts), std::move(attrs)));
+  }
+
   absl::Status Backward(OpBuilder& b) {
+    FindTilings();
     for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
       const Operation& op = **it;
       if (!active_ops_.contains(&op)) continue;
+      if (auto tiled = tiled_by_.find(&op); tiled != tiled_by_.end()) {
+        Value* r = op.result(0);
+        const bool has_ct = active_.contains(r) && needed_.contains(r);
+        b.set_loc(op.loc());
+        JoinTiledSlice(b, op, tiled->second, has_ct ? Cotangent(r) : nullptr);
+        if (!b.ok()) {
+          return Error(op.loc(), absl::StrFormat("internal: '%s': %s", op.name(),
+                                                 b.status().message()));
+        }
+        continue;
+      }
       std::vector<Value*> result_cts;
       bool any = false;
       for (Value* r : op.results()) {
@@ -380,6 +436,13 @@ class GradientBuilder {
   absl::flat_hash_set<const Operation*> active_ops_;
   absl::flat_hash_set<const Value*> needed_;
   absl::flat_hash_map<const Value*, Value*> cotangents_;
+  struct PendingTiling {
+    SliceTiling tiling;
+    std::vector<Value*> cotangents;  // per slice, once reached
+    size_t reached = 0;
+  };
+  absl::flat_hash_map<const Operation*, const Value*> tiled_by_;
+  absl::flat_hash_map<const Value*, PendingTiling> tilings_;
   absl::flat_hash_set<const Operation*> forward_copies_;
   absl::flat_hash_map<const Value*, const Value*> extra_results_;
   absl::flat_hash_map<const Value*, std::vector<BackwardRead>> saved_;

@@ -1,6 +1,7 @@
 #include "transforms/sharding/megatron_layout.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -310,6 +311,70 @@ class LayoutSetter {
     return absl::OkStatus();
   }
 
+  // A reshape's layout: one dimension split into two (the columns into heads, a group's
+  // query columns into its heads) or two merged into one (back, or a group's heads into
+  // the heads), every other dimension unchanged, keeps every split: a split dimension's
+  // blocks are blocks of the outer (major) factor, so they stay whole blocks. The inner
+  // factor of a merge may not be split. Merging the query groups into heads-first heads
+  // [b, heads, s, d] when tp does not divide the groups (kept whole) splits the heads
+  // there: each rank takes its query heads of the whole projection, as with separate
+  // projections the key/value heads stay whole and the query heads split. Empty: not
+  // such a reshape.
+  std::optional<std::vector<AxisList>> ReshapeAxes(const Operation& op,
+                                                   const std::vector<AxisList>& in) const {
+    const std::vector<int64_t>& from = op.operand(0)->type().dims();
+    const std::vector<int64_t>& to = op.result(0)->type().dims();
+    if (in.size() != from.size()) return std::nullopt;
+    if (from == to) return in;
+    size_t i = 0;
+    while (i < from.size() && i < to.size() && from[i] == to[i]) ++i;
+    std::vector<AxisList> axes(to.size());
+    const bool split = to.size() == from.size() + 1 && i < from.size() && i + 1 < to.size() &&
+                       to[i] * to[i + 1] == from[i];
+    const bool merge = from.size() == to.size() + 1 && i < to.size() && i + 1 < from.size() &&
+                       from[i] * from[i + 1] == to[i];
+    if (split) {
+      for (size_t j = i + 2; j < to.size(); ++j) {
+        if (to[j] != from[j - 1]) return std::nullopt;
+        axes[j] = in[j - 1];
+      }
+      axes[i] = in[i];
+      if (GroupSize(in[i]) > 1 && to[i] % GroupSize(in[i]) != 0) return std::nullopt;
+    } else if (merge) {
+      for (size_t j = i + 1; j < to.size(); ++j) {
+        if (to[j] != from[j + 1]) return std::nullopt;
+        axes[j] = in[j + 1];
+      }
+      if (!in[i + 1].empty()) return std::nullopt;
+      axes[i] = in[i];
+      const bool groups_into_heads = to.size() == 4 && i == 1 && RoleOf(op.operand(0)) == Role::kColumns;
+      if (in[i].empty() && groups_into_heads && o_.tp > 1 && to[i] % o_.tp == 0) axes[i] = tp_;
+    } else {
+      return std::nullopt;
+    }
+    for (size_t j = 0; j < i; ++j) axes[j] = in[j];
+    return axes;
+  }
+
+  // A static slice of a laid-out value (q, k and v out of the fused QKV projection's
+  // groups) keeps its splits; it may cut only dimensions that are not split.
+  absl::Status Slice(Operation& op, const std::vector<AxisList>& in) {
+    const std::vector<int64_t> start = op.RequiredIntListAttr("start");
+    const std::vector<int64_t> size = op.RequiredIntListAttr("size");
+    const std::vector<int64_t>& dims = op.operand(0)->type().dims();
+    if (in.size() != dims.size() || start.size() != dims.size() || size.size() != dims.size()) {
+      return Error(op.loc(), "a slice of a value no rule has laid out");
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (!in[d].empty() && (start[d] != 0 || size[d] != dims[d])) {
+        return Error(op.loc(), absl::StrCat("%", op.result(0)->name(), " cuts dimension ", d,
+                                            ", which is split over ", GroupSize(in[d]),
+                                            " devices"));
+      }
+    }
+    return SetResult(op, RoleOf(op.operand(0)), Type(), in);
+  }
+
   absl::Status Op(Operation& op) {
     const std::string name(op.def().name);
     if (op.Is(OpKind::kCrossEntropy)) return Loss(op);
@@ -321,6 +386,7 @@ class LayoutSetter {
     const Value* out = op.result(0);
     const bool first_laid_out = op.num_operands() > 0 && LaidOut(op.operand(0));
     if (!first_laid_out && (op.Is(OpKind::kReshape) || op.Is(OpKind::kTranspose) ||
+                            op.Is(OpKind::kSlice) ||
                             op.Is(OpKind::kAttention) || op.Is(OpKind::kSoftmax))) {
       return Error(op.loc(),
                    absl::StrCat("`", name, "` of a value no rule has laid out (a weight?)"));
@@ -390,12 +456,15 @@ class LayoutSetter {
     static const std::vector<AxisList> kNone;
     const std::vector<AxisList>& in = first_laid_out ? axes_.at(op.operand(0)) : kNone;
     if (op.Is(OpKind::kReshape)) {
-      std::vector<AxisList> axes(out->type().dims().size());
-      if (axes.size() >= 2 && in.size() >= 2) axes[1] = in[1];
-      if (axes.size() == 4 && in.size() == 3) axes[2] = in[2];  // columns to heads
-      if (axes.size() == 3 && in.size() == 4) axes[2] = in[2];  // heads to columns
-      return SetResult(op, RoleOf(op.operand(0)), Split(out->type(), std::move(axes)));
+      std::optional<std::vector<AxisList>> axes = ReshapeAxes(op, in);
+      if (!axes.has_value()) {
+        // Any other reshape keeps the sequence's split where it is (dimension 1).
+        axes.emplace(out->type().dims().size());
+        if (axes->size() >= 2 && in.size() >= 2) (*axes)[1] = in[1];
+      }
+      return SetResult(op, RoleOf(op.operand(0)), Split(out->type(), *std::move(axes)));
     }
+    if (op.Is(OpKind::kSlice)) return Slice(op, in);
     if (op.Is(OpKind::kSoftmax)) {
       return SetResult(op, RoleOf(op.operand(0)), Split(op.operand(0)->type(), in));
     }

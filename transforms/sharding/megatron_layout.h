@@ -12,7 +12,14 @@
 //    the weight's and the output's columns over tp; when the output is reshaped into
 //    heads that tp does not divide (key/value heads under grouped-query attention with
 //    tp > kv heads), they stay whole;
-//  * a reshape into or out of heads carries the columns' split to the heads and back;
+//  * a reshape into or out of heads carries the columns' split to the heads and back:
+//    a reshape that splits one dimension into two or merges two keeps every split on the
+//    outer factor (a fused QKV projection's columns into its key/value head groups, a
+//    group's query columns into heads, the groups' heads into heads); merging whole
+//    groups into heads-first heads [b, heads, s, d] splits the heads over tp where tp
+//    divides them but not the groups (each rank takes its query heads);
+//  * a static slice keeps its operand's splits and may cut only dimensions that are not
+//    split (q, k and v out of a fused QKV projection's groups);
 //  * a batched matmul of two heads-first [b, heads, s, *] values (an attention written
 //    as matmuls: the scores q k^T, the probabilities times v) keeps their heads' split;
 //    the sequence may not be split there (cp), since the scores pair every query with
