@@ -92,14 +92,19 @@ class _Skipped(Exception):
 
 _REFUSED = object()  # the emitted "value" of a refused node
 
+_ROWS_ONLY = "CommIR's gather takes whole rows at a 1-D index (_fx_scatter.py); this index form has no op"
+_TOPK_REASON = (
+    "not captured as CommIR's top_k: its indices of tied values ascend, torch 1.13's topk leaves their order unspecified, so the indices could differ from the model's")
+
 # Why ops with no CommIR counterpart are refused, beyond "no op for it".
 _NO_OP = {
-    torch.topk: "CommIR has no top-k (sort and select) op", "topk": "CommIR has no top-k (sort and select) op",
+    # top_k exists in CommIR, but capture would change which index a tie returns.
+    torch.topk: _TOPK_REASON, "topk": _TOPK_REASON,
     torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
     torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
     torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
-    torch.gather: "CommIR v1 has no gather op", "gather": "CommIR v1 has no gather op",
-    torch.index_select: "CommIR v1 has no gather op", "index_select": "CommIR v1 has no gather op",
+    torch.gather: _ROWS_ONLY, "gather": _ROWS_ONLY,
+    torch.index_select: _ROWS_ONLY, "index_select": _ROWS_ONLY,
 }
 # Rotary embeddings' cos/sin of the positions: constant positions are folded (see
 # Converter._buffer_ops_or_constant), positions that are inputs are not.
