@@ -8,9 +8,12 @@ one line per mismatch.
 
 Usage: megatron_collectives_check.py PATH/TO/commir-opt [TABLE.md]
 """
-import re
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from comm_report_reading import parse_comm_reports, table_rows  # noqa: E402
 
 PIPELINE = ("autodiff{seed=cotangents},propagate-sharding,lower-to-spmd,canonicalize,cse,dce,"
             "comm-report")
@@ -25,37 +28,11 @@ def comm_reports(opt):
                              capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise RuntimeError(f"commir-opt exited {run.returncode}: {run.stderr.strip()}")
-    reports, current = {}, None
-    for line in run.stderr.splitlines():
-        header = re.match(r"// comm-report @(\w+):", line)
-        row = re.match(r"//\s+(\w+)\s+count (\d+)\s+bytes/device (\d+)", line)
-        if header:
-            current = reports.setdefault(header.group(1), {})
-        elif row and current is not None and row.group(1) in KINDS:
-            current[row.group(1)] = (int(row.group(2)), int(row.group(3)))
+    reports = parse_comm_reports(run.stderr, KINDS)
     for name in ("block", "block_grad"):
         if name not in reports:
             raise RuntimeError(f"no comm-report of @{name} in: {run.stderr.strip()}")
     return reports
-
-
-def table_rows(path):
-    """The first table's rows as dicts keyed by its header cells."""
-    rows, header = [], None
-    with open(path) as table:
-        for line in table:
-            if not line.startswith("|"):
-                if header is not None:
-                    break  # the end of the first table
-                continue
-            if line.startswith("|---"):
-                continue
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if header is None:
-                header = cells
-            else:
-                rows.append(dict(zip(header, cells)))
-    return rows
 
 
 def main(argv):

@@ -18,9 +18,12 @@ reduce_scatter (n-1)/n.
 
 Usage: vocab_parallel_comm_check.py PATH/TO/commir-opt [TABLE.md]
 """
-import re
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from comm_report_reading import parse_comm_reports, table_rows  # noqa: E402
 
 PROGRAM = "benchmarks/vocab_parallel_comm.commir"
 PIPELINE = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,comm-report"
@@ -51,15 +54,7 @@ def comm_reports(opt):
                          capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise RuntimeError(f"commir-opt exited {run.returncode}: {run.stderr.strip()}")
-    reports, current = {}, None
-    for line in run.stderr.splitlines():
-        header = re.match(r"// comm-report @(\w+):", line)
-        row = re.match(r"//\s+(\w+)\s+count (\d+)\s+bytes/device (\d+)", line)
-        if header:
-            current = reports.setdefault(header.group(1), {})
-        elif row and current is not None and row.group(1) in KINDS:
-            current[row.group(1)] = (int(row.group(2)), int(row.group(3)))
-    return reports
+    return parse_comm_reports(run.stderr, KINDS)
 
 
 def cells(collectives):
@@ -67,24 +62,6 @@ def cells(collectives):
     kinds = " + ".join(f"{k} x{c}" for k, (c, _) in sorted(collectives.items()))
     total = sum(b for _, b in collectives.values())
     return kinds or "none", f"{round(total):,}"
-
-
-def table_rows(path):
-    rows, header = [], None
-    with open(path) as table:
-        for line in table:
-            if not line.startswith("|"):
-                if header is not None:
-                    break
-                continue
-            if line.startswith("|---"):
-                continue
-            row = [c.strip() for c in line.strip().strip("|").split("|")]
-            if header is None:
-                header = row
-            else:
-                rows.append(dict(zip(header, row)))
-    return rows
 
 
 def main(argv):
