@@ -15,13 +15,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/substitute.h"
 #include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/spmd_check.h"
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/comm_report.h"
+#include "transforms/sharding/loss_test_util.h"
 #include "transforms/test_util.h"
 
 namespace commir::sharding {
@@ -29,9 +29,12 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using loss_test::Check;
+using loss_test::Count;
+using loss_test::kClasses;
+using loss_test::Labels;
 
 constexpr int kTokens = 128;
-constexpr int kClasses = 16384;
 constexpr int kHidden = 64;
 
 struct MeshCase {
@@ -52,33 +55,6 @@ std::string Split(int size, const std::string& axes) {
   return axes.empty() ? absl::StrCat(size) : absl::StrCat(size, "@", axes);
 }
 
-// The labels from %r: f32[kTokens@tokens] (see the header comment).
-std::string Labels(const std::string& tokens) {
-  return absl::Substitute(R"(  %a = abs(%r)
-  %s = mul(%a, $0)
-  %big = compare(%s, $1) {cmp = ge}
-  %none = full() {value = -1} : f32[$2]
-  %picked = select(%big, %none, %s)
-  %labels = convert(%picked) : i64[$2]
-)",
-                          1.25 * kClasses, kClasses - 1.0, Split(kTokens, tokens));
-}
-
-int Count(const std::string& text, const std::string& op) {
-  int n = 0;
-  const std::string needle = absl::StrCat(" ", op, "(");
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
-testing::SpmdCheck Check(const std::string& text, const std::string& function) {
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, function, /*seed=*/5);
-  EXPECT_TRUE(check.ok()) << check.status();
-  if (!check.ok()) return {};
-  EXPECT_TRUE(check->pass) << check->report << check->lowered;
-  return std::move(*check);
-}
-
 // A mean and a sum over logits split over the tokens (and the classes on 2x4): the mean
 // is one all_reduce of [sum, count] over dp, the sum one all_reduce of a scalar; the
 // logits and the labels stay where they are.
@@ -89,13 +65,13 @@ TEST(TokenParallelCrossEntropy, ForwardOnSeveralMeshes) {
         absl::StrCat(Split(kTokens, m.tokens), ", ", Split(kClasses, m.classes));
     const std::string text = absl::StrCat(
         "mesh @m(", m.mesh, ")\n\nfunc @f(%x: f32[", logits, "], %r: f32[", Split(kTokens, m.tokens),
-        "]) -> (f32[], f32[]) on @m {\n", Labels(m.tokens),
+        "]) -> (f32[], f32[]) on @m {\n", Labels(Split(kTokens, m.tokens)),
         "  %mean, %lse = cross_entropy(%x, %labels) {ignore_index = -1, label_smoothing = 0.1, "
         "z_loss = 0.01}\n",
         "  %sum, %lse2 = cross_entropy(%x, %labels) {reduction = sum, ignore_index = -1, "
         "label_smoothing = 0.2}\n",
         "  return %mean, %sum\n}\n");
-    testing::SpmdCheck check = Check(text, "f");
+    testing::SpmdCheck check = Check(text, "f", /*seed=*/5);
     ASSERT_NE(check.module, nullptr);
     if (m.token_devices == 1) continue;
     EXPECT_EQ(Count(check.lowered, "all_gather"), 0) << check.lowered;
@@ -116,7 +92,7 @@ TEST(TokenParallelCrossEntropy, HeadGradientOnSeveralMeshes) {
     const std::string text = absl::StrCat(
         "mesh @m(", m.mesh, ")\n\nfunc @head(%h: f32[", Split(kTokens, m.tokens), ", ", kHidden,
         "], %w: f32[", Split(kClasses, m.classes), ", ", kHidden, "], %r: f32[",
-        Split(kTokens, m.tokens), "]) -> (f32[]) on @m {\n", Labels(m.tokens),
+        Split(kTokens, m.tokens), "]) -> (f32[]) on @m {\n", Labels(Split(kTokens, m.tokens)),
         "  %logits = matmul(%h, %w) {transpose_b = true}\n",
         "  %loss, %lse = cross_entropy(%logits, %labels) {ignore_index = -1, label_smoothing = 0.1, "
         "z_loss = 0.001}\n",
@@ -128,7 +104,7 @@ TEST(TokenParallelCrossEntropy, HeadGradientOnSeveralMeshes) {
     absl::StatusOr<Function*> grad = Differentiate(*module, *module->functions().front(), options);
     ASSERT_TRUE(grad.ok()) << grad.status();
     const std::string name = (*grad)->name();
-    testing::SpmdCheck check = Check(PrintModule(*module), name);
+    testing::SpmdCheck check = Check(PrintModule(*module), name, /*seed=*/5);
     ASSERT_NE(check.module, nullptr);
     if (m.token_devices == 1) continue;
     EXPECT_EQ(Count(check.lowered, "all_gather"), 0) << check.lowered;

@@ -14,13 +14,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/substitute.h"
 #include "commir/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/spmd_check.h"
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/sharding/comm_report.h"
+#include "transforms/sharding/loss_test_util.h"
 #include "transforms/test_util.h"
 
 namespace commir::sharding {
@@ -28,9 +28,12 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using loss_test::Check;
+using loss_test::Count;
+using loss_test::kClasses;
+using loss_test::Labels;
 
 constexpr int kTokens = 128;
-constexpr int kClasses = 16384;
 constexpr int kHidden = 256;
 
 struct MeshCase {
@@ -57,35 +60,6 @@ std::string Dims(int a, const std::string& a_axes, int b, const std::string& b_a
                       b_axes);
 }
 
-// The labels, from %r: f32[kTokens] (see the header comment).
-std::string Labels(const std::string& tokens_axes, int tokens = kTokens) {
-  const std::string t = tokens_axes.empty() ? absl::StrCat(tokens)
-                                            : absl::StrCat(tokens, "@", tokens_axes);
-  return absl::Substitute(R"(  %a = abs(%r)
-  %s = mul(%a, $0)
-  %big = compare(%s, $1) {cmp = ge}
-  %none = full() {value = -1} : f32[$2]
-  %picked = select(%big, %none, %s)
-  %labels = convert(%picked) : i64[$2]
-)",
-                          1.25 * kClasses, kClasses - 1.0, t);
-}
-
-int Count(const std::string& text, const std::string& op) {
-  int n = 0;
-  const std::string needle = absl::StrCat(" ", op, "(");
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
-testing::SpmdCheck Check(const std::string& text, const std::string& function) {
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, function, /*seed=*/3);
-  EXPECT_TRUE(check.ok()) << check.status();
-  if (!check.ok()) return {};
-  EXPECT_TRUE(check->pass) << check->report << check->lowered;
-  return std::move(*check);
-}
-
 double AllReduceBytes(const Function& f) {
   for (const CollectiveTotals& c : ComputeCommReport(f).collectives) {
     if (c.kind == OpKind::kAllReduce) return c.bytes_per_device;
@@ -106,14 +80,14 @@ TEST(VocabParallelCrossEntropy, ForwardOnSeveralMeshes) {
     const std::string tok = m.tokens[0] ? absl::StrCat(kTokens, "@", m.tokens) : absl::StrCat(kTokens);
     const std::string text = absl::StrCat(
         "mesh @m(", m.mesh, ")\n\nfunc @f(%x: f32[", none_logits, "], %y: f32[", logits, "], %r: f32[",
-        tok, "]) -> (f32[", tok, "], f32[], f32[]) on @m {\n", Labels(m.tokens),
+        tok, "]) -> (f32[", tok, "], f32[], f32[]) on @m {\n", Labels(tok),
         "  %tok, %lse = cross_entropy(%x, %labels) {reduction = none, ignore_index = -1, "
         "label_smoothing = 0.1, z_loss = 0.01}\n",
         "  %mean, %lse2 = cross_entropy(%y, %labels) {ignore_index = -1, label_smoothing = 0.2}\n",
         "  %sum, %lse3 = cross_entropy(%y, %labels) {reduction = sum, ignore_index = -1, "
         "z_loss = 0.001}\n",
         "  return %tok, %mean, %sum\n}\n");
-    testing::SpmdCheck check = Check(text, "f");
+    testing::SpmdCheck check = Check(text, "f", /*seed=*/3);
     ASSERT_NE(check.module, nullptr);
     if (m.devices == 1) continue;
     // The logits are never gathered; on 2x4 devices the reduced losses need every
@@ -153,12 +127,12 @@ TEST(VocabParallelCrossEntropy, Bf16LogitsSumTheirSharesInF32) {
     const std::string logits = Dims(kBf16Tokens, "", kClasses, m.vocab);
     const std::string text = absl::StrCat(
         "mesh @m(", m.mesh, ")\n\nfunc @f(%x: bf16[", logits, "], %r: f32[", kBf16Tokens,
-        "]) -> (bf16[", kBf16Tokens, "], bf16[]) on @m {\n", Labels("", kBf16Tokens),
+        "]) -> (bf16[", kBf16Tokens, "], bf16[]) on @m {\n", Labels(absl::StrCat(kBf16Tokens)),
         "  %tok, %lse = cross_entropy(%x, %labels) {reduction = none, ignore_index = -1, "
         "label_smoothing = 0.1}\n",
         "  %mean, %lse2 = cross_entropy(%x, %labels) {ignore_index = -1, z_loss = 0.001}\n",
         "  return %tok, %mean\n}\n");
-    testing::SpmdCheck check = Check(text, "f");
+    testing::SpmdCheck check = Check(text, "f", /*seed=*/3);
     ASSERT_NE(check.module, nullptr);
     EXPECT_THAT(check.lowered, Not(HasSubstr("all_gather"))) << check.lowered;
     EXPECT_THAT(check.lowered, HasSubstr("all_reduce(%loss_share) {axis = " + std::string(m.vocab) +
@@ -174,10 +148,10 @@ TEST(VocabParallelCrossEntropy, GptHeadCommunicatesOnlyThreeAllReduces) {
   const std::string text = absl::StrCat(
       "mesh @m(tp=8)\n\nfunc @head(%h: f32[", kTokens, ", ", kHidden, "], %w: f32[", kClasses,
       "@tp, ", kHidden, "], %r: f32[", kTokens, "]) -> (f32[", kTokens, "]) on @m {\n",
-      Labels(""), "  %logits = matmul(%h, %w) {transpose_b = true}\n",
+      Labels(absl::StrCat(kTokens)), "  %logits = matmul(%h, %w) {transpose_b = true}\n",
       "  %loss, %lse = cross_entropy(%logits, %labels) {reduction = none, ignore_index = -1}\n",
       "  return %loss\n}\n");
-  testing::SpmdCheck check = Check(text, "head");
+  testing::SpmdCheck check = Check(text, "head", /*seed=*/3);
   ASSERT_NE(check.module, nullptr);
   const Function* f = check.module->FindFunction("head");
   ASSERT_NE(f, nullptr);
@@ -200,7 +174,7 @@ TEST(VocabParallelCrossEntropy, HeadGradientOnSeveralMeshes) {
     const std::string text = absl::StrCat(
         "mesh @m(", m.mesh, ")\n\nfunc @head(%h: f32[", kTokens, ", ", kHidden, "], %w: f32[",
         kClasses, "@", m.vocab, ", ", kHidden, "], %r: f32[", kTokens, "]) -> (f32[]) on @m {\n",
-        Labels(""), "  %logits = matmul(%h, %w) {transpose_b = true}\n",
+        Labels(absl::StrCat(kTokens)), "  %logits = matmul(%h, %w) {transpose_b = true}\n",
         "  %loss, %lse = cross_entropy(%logits, %labels) {ignore_index = -1, label_smoothing = 0.1, "
         "z_loss = 0.001}\n",
         "  return %loss\n}\n");
@@ -211,7 +185,7 @@ TEST(VocabParallelCrossEntropy, HeadGradientOnSeveralMeshes) {
     absl::StatusOr<Function*> grad = Differentiate(*module, *module->functions().front(), options);
     ASSERT_TRUE(grad.ok()) << grad.status();
     const std::string name = (*grad)->name();
-    testing::SpmdCheck check = Check(PrintModule(*module), name);
+    testing::SpmdCheck check = Check(PrintModule(*module), name, /*seed=*/3);
     ASSERT_NE(check.module, nullptr);
     EXPECT_EQ(Count(check.lowered, "cross_entropy_grad"), 1) << check.lowered;
     if (m.devices == 1) continue;
