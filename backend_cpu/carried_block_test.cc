@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "backend_cpu/cpu_backend.h"
+#include "backend_cpu/move_counting_backend.h"
 #include "commir/diagnostics.h"
 #include "commir/ir.h"
 #include "gtest/gtest.h"
@@ -31,50 +32,10 @@ namespace {
 
 using runtime::Tensor;
 
-// The cpu backend, counting what the interpreter asks it to copy: update kernels (each
-// copies its block) and shifts run as collectives (each into a block tensor of its own),
-// against shifts received into slots and those of them sending a block from its slot.
-class CopyCounter : public CpuBackend {
- public:
-  explicit CopyCounter(bool carried_in_slot) : carried_in_slot_(carried_in_slot) {}
-  bool ReceivesCarriedBlockInSlot(const runtime::CarriedRing& ring) const override {
-    return carried_in_slot_ && CpuBackend::ReceivesCarriedBlockInSlot(ring);
-  }
-  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op,
-                                            const runtime::OpContext& context,
-                                            absl::Span<const Tensor* const> tensors,
-                                            absl::Span<const int64_t> indices) override {
-    if (op.Is(OpKind::kDynamicUpdateSlice)) {
-      ++update_kernels;
-      update_bytes += tensors[1]->byte_size();
-    }
-    return CpuBackend::RunOp(op, context, tensors, indices);
-  }
-  absl::StatusOr<std::vector<Tensor>> RunCollective(
-      const Operation& op, const runtime::CollectiveContext& context,
-      absl::Span<const Tensor* const> parts) override {
-    if (op.Is(OpKind::kShift)) ++shifts_into_new_blocks;
-    return CpuBackend::RunCollective(op, context, parts);
-  }
-  absl::StatusOr<bool> RunShiftInto(const Operation& shift,
-                                    const runtime::CollectiveContext& context,
-                                    absl::Span<const Tensor* const> parts, const Operation& update,
-                                    absl::Span<const int64_t> offsets,
-                                    absl::Span<Tensor* const> destinations) override {
-    absl::StatusOr<bool> received =
-        CpuBackend::RunShiftInto(shift, context, parts, update, offsets, destinations);
-    if (received.ok() && *received) {
-      ++shifts_into_slots;
-      for (const runtime::SlicedOperand* view : context.sliced) sent_from_slots += view != nullptr;
-    }
-    return received;
-  }
-  int64_t update_kernels = 0, update_bytes = 0;
-  int64_t shifts_into_new_blocks = 0, shifts_into_slots = 0, sent_from_slots = 0;
-
- private:
-  bool carried_in_slot_;
-};
+// Counts the copies: with the carried block in its slot, and copying it.
+MoveCountingBackend CopyCounter(bool carried_in_slot) {
+  return MoveCountingBackend({.receive_in_place = true, .carried_in_slot = carried_in_slot});
+}
 
 constexpr int64_t kDevices = 4;
 
@@ -144,7 +105,7 @@ std::vector<std::vector<Tensor>> Inputs() {
   return inputs;
 }
 
-std::vector<std::vector<Tensor>> RunRing(const Module& module, CopyCounter& backend) {
+std::vector<std::vector<Tensor>> RunRing(const Module& module, MoveCountingBackend& backend) {
   runtime::Interpreter interpreter(*module.functions()[0], backend);
   absl::StatusOr<std::vector<std::vector<Tensor>>> outputs = interpreter.Run(Inputs());
   EXPECT_TRUE(outputs.ok()) << outputs.status();
@@ -175,8 +136,8 @@ void ExpectGatheredAndProduct(const std::vector<Tensor>& out, Source source) {
 TEST(CarriedBlockInSlotTest, TheRingsBlocksAreReceivedInTheirSlotsAndNeverCopied) {
   std::unique_ptr<Module> module = ParseRing({});
   ASSERT_NE(module, nullptr);
-  CopyCounter in_slot(/*carried_in_slot=*/true);
-  CopyCounter copying(/*carried_in_slot=*/false);
+  MoveCountingBackend in_slot = CopyCounter(/*carried_in_slot=*/true);
+  MoveCountingBackend copying = CopyCounter(/*carried_in_slot=*/false);
   const std::vector<std::vector<Tensor>> got = RunRing(*module, in_slot);
   const std::vector<std::vector<Tensor>> copied = RunRing(*module, copying);
   ASSERT_EQ(got.size(), static_cast<size_t>(kDevices));
@@ -219,7 +180,7 @@ TEST(CarriedBlockInSlotTest, ARingWhereTheConditionFailsCopiesAndIsRight) {
     WalkOps(module->functions()[0]->body(),
             [&](Operation* op) { rings += runtime::CarriedBlockInSlot(*op).has_value(); });
     EXPECT_EQ(rings, 0);
-    CopyCounter backend(/*carried_in_slot=*/true);
+    MoveCountingBackend backend = CopyCounter(/*carried_in_slot=*/true);
     const std::vector<std::vector<Tensor>> got = RunRing(*module, backend);
     ASSERT_EQ(got.size(), static_cast<size_t>(kDevices));
     for (int64_t d = 0; d < kDevices; ++d) {
@@ -244,7 +205,7 @@ TEST(CarriedBlockInSlotTest, SlotsThatOverlapAtRunTimeAreCopiedAndRight) {
   WalkOps(module->functions()[0]->body(),
           [&](Operation* op) { rings += runtime::CarriedBlockInSlot(*op).has_value(); });
   EXPECT_EQ(rings, 1);
-  CopyCounter backend(/*carried_in_slot=*/true);
+  MoveCountingBackend backend = CopyCounter(/*carried_in_slot=*/true);
   const std::vector<std::vector<Tensor>> got = RunRing(*module, backend);
   ASSERT_EQ(got.size(), static_cast<size_t>(kDevices));
   for (int64_t d = 0; d < kDevices; ++d) {
@@ -292,7 +253,7 @@ TEST(CarriedBlockInSlotTest, RingScheduleMatchesOneDeviceAndTheCopyingRunBitForB
         inputs[d].push_back(std::move(t));
       }
     }
-    CopyCounter in_slot(true), copying(false);
+    MoveCountingBackend in_slot = CopyCounter(true), copying = CopyCounter(false);
     absl::StatusOr<std::vector<std::vector<Tensor>>> got =
         runtime::Interpreter(function, in_slot).Run(inputs);
     absl::StatusOr<std::vector<std::vector<Tensor>>> copied =

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend_cpu/cpu_backend.h"
+#include "backend_cpu/move_counting_backend.h"
 #include "commir/diagnostics.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
@@ -111,48 +112,10 @@ TEST(ShiftIntoTest, DeclinesWithEveryDestinationUnchangedWhereASlotDoesNotFit) {
   }
 }
 
-// The cpu backend, counting what the interpreter asks it to move: the update kernels it
-// runs (each copies a block into its destination), the shifts it runs as collectives
-// (each into a new block tensor) and those it receives in place, with their bytes.
-class MoveCounter : public CpuBackend {
- public:
-  explicit MoveCounter(bool receive_in_place) : receive_in_place_(receive_in_place) {}
-  absl::StatusOr<std::vector<Tensor>> RunOp(const Operation& op,
-                                            const runtime::OpContext& context,
-                                            absl::Span<const Tensor* const> tensors,
-                                            absl::Span<const int64_t> indices) override {
-    if (op.Is(OpKind::kDynamicUpdateSlice)) {
-      ++update_kernels;
-      update_bytes += tensors[1]->byte_size();
-    }
-    return CpuBackend::RunOp(op, context, tensors, indices);
-  }
-  absl::StatusOr<std::vector<Tensor>> RunCollective(
-      const Operation& op, const runtime::CollectiveContext& context,
-      absl::Span<const Tensor* const> parts) override {
-    if (op.Is(OpKind::kShift)) ++shifts_into_new_blocks;
-    return CpuBackend::RunCollective(op, context, parts);
-  }
-  absl::StatusOr<bool> RunShiftInto(const Operation& shift,
-                                    const runtime::CollectiveContext& context,
-                                    absl::Span<const Tensor* const> parts, const Operation& update,
-                                    absl::Span<const int64_t> offsets,
-                                    absl::Span<Tensor* const> destinations) override {
-    if (!receive_in_place_) return false;
-    absl::StatusOr<bool> received =
-        CpuBackend::RunShiftInto(shift, context, parts, update, offsets, destinations);
-    if (received.ok() && *received) {
-      ++shifts_into_slots;
-      for (const Tensor* part : parts) received_bytes += part->byte_size();
-    }
-    return received;
-  }
-  int64_t update_kernels = 0, update_bytes = 0;
-  int64_t shifts_into_new_blocks = 0, shifts_into_slots = 0, received_bytes = 0;
-
- private:
-  bool receive_in_place_;
-};
+// Counts the moves: with the shift received in place, and into a block of its own.
+MoveCountingBackend MoveCounter(bool receive_in_place) {
+  return MoveCountingBackend({.receive_in_place = receive_in_place, .carried_in_slot = true});
+}
 
 // Each device's block %x lands at its predecessor-shifted rows of a buffer the program
 // makes (a caller's argument is never written in place): the gathered value is 2 * %buf
@@ -168,7 +131,7 @@ $EXTRA}
 )";
 
 std::vector<std::vector<Tensor>> RunProgram(const std::string& extra,
-                                            const std::string& results, MoveCounter& backend) {
+                                            const std::string& results, MoveCountingBackend& backend) {
   std::string source = kProgram;
   source.replace(source.find("$RESULTS"), 8, results);
   source.replace(source.find("$EXTRA"), 6, extra);
@@ -204,7 +167,7 @@ void ExpectGathered(const Tensor& out, int64_t d) {
 }
 
 TEST(ShiftIntoSlotTest, TheUpdateRunsNoCopy) {
-  MoveCounter backend(/*receive_in_place=*/true);
+  MoveCountingBackend backend = MoveCounter(/*receive_in_place=*/true);
   const std::vector<std::vector<Tensor>> outputs =
       RunProgram("  return %out\n", "f32[8, 3]", backend);
   ASSERT_EQ(outputs.size(), static_cast<size_t>(kDevices));
@@ -216,7 +179,7 @@ TEST(ShiftIntoSlotTest, TheUpdateRunsNoCopy) {
 }
 
 TEST(ShiftIntoSlotTest, ABackendThatDeclinesCopiesTheBlockAndIsStillRight) {
-  MoveCounter backend(/*receive_in_place=*/false);
+  MoveCountingBackend backend = MoveCounter(/*receive_in_place=*/false);
   const std::vector<std::vector<Tensor>> outputs =
       RunProgram("  return %out\n", "f32[8, 3]", backend);
   ASSERT_EQ(outputs.size(), static_cast<size_t>(kDevices));
@@ -229,7 +192,7 @@ TEST(ShiftIntoSlotTest, ABackendThatDeclinesCopiesTheBlockAndIsStillRight) {
 // The received block is read by another op too: it needs a buffer of its own, so the
 // shift receives into one and the update copies it into its slot.
 TEST(ShiftIntoSlotTest, ABlockReadElsewhereIsReceivedApartAndCopied) {
-  MoveCounter backend(/*receive_in_place=*/true);
+  MoveCountingBackend backend = MoveCounter(/*receive_in_place=*/true);
   const std::vector<std::vector<Tensor>> outputs =
       RunProgram("  %n = neg(%got) : f32[2, 3]\n  return %out, %n\n", "f32[8, 3], f32[2, 3]",
                  backend);
@@ -250,7 +213,7 @@ TEST(ShiftIntoSlotTest, ABlockReadElsewhereIsReceivedApartAndCopied) {
 // rule holds in the program, but at run time the shift receives apart and the update
 // makes the gathered value in a buffer of its own, the caller's left as it was.
 TEST(ShiftIntoSlotTest, ACallersBufferIsNotWritten) {
-  MoveCounter backend(/*receive_in_place=*/true);
+  MoveCountingBackend backend = MoveCounter(/*receive_in_place=*/true);
   const std::string extra =
       "  %got2 = shift(%x) {axis = tp, offset = 1} : f32[2, 3]\n"
       "  %out2 = dynamic_update_slice(%buf, %got2, %off) {dim = 0} : f32[8, 3]\n"
