@@ -7,7 +7,9 @@
 // Labels are made from a float argument (the check draws random inputs): s = |r| * 1.25 V
 // truncated; where s >= V - 1 the label is ignore_index (-1), about one token in five, at
 // random, so the shards hold different numbers of ignored tokens and a mean of per-shard
-// means (or a division by the local count) differs from the one-device mean; the tokens
+// means (or a division by the local count) differs from the one-device mean
+// (loss_test_util.h makes them).
+//
 // The sizes are large enough that the cost model (bytes plus 1 MiB per collective,
 // layout.h) prefers the statistics' all_reduces to gathering the logits, as it does at a
 // real vocabulary.
