@@ -7,6 +7,7 @@
 #include "transforms/autodiff/autodiff.h"
 #include "transforms/autodiff/training_step.h"
 #include "transforms/canonicalize.h"
+#include "transforms/collectives/combine_all_reduces.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
 #include "transforms/inline.h"
@@ -28,6 +29,7 @@ std::vector<PassInfo> BuildRegistry() {
   std::vector<PassInfo> passes = {
       AutodiffPass::Info(),
       CanonicalizePass::Info(),
+      collectives::CombineAllReducesPass::Info(),
       CsePass::Info(),
       DcePass::Info(),
       InlinePass::Info(),
