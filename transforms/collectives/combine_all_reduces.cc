@@ -4,8 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commir/builder.h"
@@ -16,18 +18,26 @@
 namespace commir::collectives {
 namespace {
 
+// A value's name as derived names may extend it: empty for an unnamed value, and for
+// one named by a number (`%90`: the printer numbered it before the program was read
+// back), since `%90_flat` would read as if it were related to the 90th value.
+std::string NameOf(const Value* v) {
+  const std::string& name = v->name();
+  return absl::c_all_of(name, [](char c) { return absl::ascii_isdigit(c); }) ? std::string()
+                                                                             : name;
+}
+
 // The names of a bucket's new values, from its members' names so that a printed program
-// still says whose gradients a buffer holds; unnamed members (numbered by the printer)
-// give a bucket named `bucket` (the printer suffixes repeats).
+// still says whose gradients a buffer holds: the first member's, or `bucket` when it has
+// none (the printer suffixes repeats).
 std::string BucketName(absl::Span<Operation* const> members) {
-  for (const Operation* m : members) {
-    if (!m->result(0)->name().empty()) return absl::StrCat(m->result(0)->name(), "_bucket");
-  }
-  return "bucket";
+  const std::string first = NameOf(members.front()->result(0));
+  return first.empty() ? "bucket" : absl::StrCat(first, "_bucket");
 }
 
 std::string Suffixed(const Value* v, absl::string_view suffix) {
-  return v->name().empty() ? std::string() : absl::StrCat(v->name(), suffix);
+  const std::string name = NameOf(v);
+  return name.empty() ? std::string() : absl::StrCat(name, suffix);
 }
 
 absl::StatusOr<Value*> Named(absl::StatusOr<Value*> v, std::string name) {
@@ -141,10 +151,10 @@ absl::Status CombineBucket(Function& function, Block& block, absl::Span<Operatio
     const bool flat_result = old->type().rank() == 1;
     COMMIR_ASSIGN_OR_RETURN(
         Value* part, Named(b.CreateValue(OpKind::kSlice, {reduced}, std::move(slice_attrs)),
-                           flat_result ? old->name() : Suffixed(old, "_part")));
+                           flat_result ? NameOf(old) : Suffixed(old, "_part")));
     if (!flat_result) {
       COMMIR_ASSIGN_OR_RETURN(
-          part, Named(b.CreateValue(OpKind::kReshape, {part}, {}, {old->type()}), old->name()));
+          part, Named(b.CreateValue(OpKind::kReshape, {part}, {}, {old->type()}), NameOf(old)));
     }
     if (part->type() != old->type()) {
       return absl::InternalError(absl::StrFormat(
