@@ -177,7 +177,12 @@ absl::Status CombineInBlock(Function& function, Block& block, double threshold_b
   }
   AllReduceCandidates found = CollectAllReduceCandidates(block);
   if (found.ops.size() < 2) return absl::OkStatus();
-  for (const Bucket& bucket : AssignBuckets(found.candidates, threshold_bytes)) {
+  // Last bucket first: buckets that go at one point (after the same op, or at the top
+  // of the block) are each inserted right there, so they end up in bucket order. Any
+  // order is correct: rewriting a bucket keeps every other bucket's members independent.
+  std::vector<Bucket> buckets = AssignBuckets(found.candidates, threshold_bytes);
+  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
+    const Bucket& bucket = *it;
     if (bucket.members.size() < 2) continue;
     std::vector<Operation*> members;
     members.reserve(bucket.members.size());

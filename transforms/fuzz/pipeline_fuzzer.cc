@@ -1,4 +1,5 @@
-// libFuzzer target for the pass pipelines: the partitioner and the schedules.
+// libFuzzer target for the pass pipelines: the partitioner, the schedules and
+// combine-all-reduces.
 //
 // For arbitrary bytes that parse and verify, runs fixed pipelines and requires of each:
 //   - no crash or sanitizer report;
@@ -45,6 +46,8 @@ constexpr absl::string_view kSchedulePipelines[] = {
     "ring-attention",
     "ring-attention{zigzag=true}",
     "ulysses-attention",
+    "combine-all-reduces",
+    "combine-all-reduces{threshold-bytes=64}",
     "schedule-report",
     "comm-report",
 };
