@@ -96,7 +96,17 @@ AllReduceCandidates CollectAllReduceCandidates(const Block& block) {
     Operation* op = ops[i];
     BucketCandidate c;
     Operation* p = producer(op->operand(0));
-    c.ready = p == nullptr ? -1 : in_round_order[position.at(p)];
+    if (p == nullptr) {
+      c.ready = -1;
+    } else if (candidate[static_cast<size_t>(position.at(p))]) {
+      // All-reducing an all_reduce's result: the operand exists only once that
+      // all_reduce (or its bucket) has run, which is no earlier than its first reader,
+      // this op. Its own position says so; the producer's would let the two share a
+      // bucket.
+      c.ready = in_round_order[i];
+    } else {
+      c.ready = in_round_order[position.at(p)];
+    }
     c.needed = static_cast<int>(ops.size());
     for (Operation* user : op->result(0)->users()) {
       Operation* reader = AncestorInBlock(user, block);

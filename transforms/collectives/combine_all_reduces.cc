@@ -1,11 +1,12 @@
 #include "transforms/collectives/combine_all_reduces.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/algorithm/container.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "commir/builder.h"
 #include "commir/status_macros.h"
 #include "transforms/collectives/all_reduce_candidates.h"
+#include "transforms/collectives/block_order.h"
 #include "transforms/collectives/collective_buckets.h"
 
 namespace commir::collectives {
@@ -40,78 +42,20 @@ std::string Suffixed(const Value* v, absl::string_view suffix) {
   return name.empty() ? std::string() : absl::StrCat(name, suffix);
 }
 
-absl::StatusOr<Value*> Named(absl::StatusOr<Value*> v, std::string name) {
-  if (v.ok()) (*v)->set_name(std::move(name));
-  return v;
-}
-
-// The readers of `members` placed before `last_ready` (the op making the last member's
-// operand), and every op before it that reads what they make: what must move after
-// the combined all_reduce. An error if `last_ready` or a member's operand depends on a
-// member's result (the candidates' round order rules that out).
-absl::StatusOr<std::vector<Operation*>> ReadersToMove(const Block& block,
-                                                      absl::Span<Operation* const> members,
-                                                      Operation* last_ready) {
-  std::vector<Operation*> moved;
-  if (last_ready == nullptr) return moved;  // every operand comes from outside the block
-  absl::flat_hash_set<const Operation*> member_set(members.begin(), members.end());
-  Operation* first_reader = nullptr;
-  for (const Operation* m : members) {
-    for (Operation* user : m->result(0)->users()) {
-      Operation* reader = AncestorInBlock(user, block);
-      if (reader != nullptr && (first_reader == nullptr || reader->IsBeforeInBlock(first_reader))) {
-        first_reader = reader;
-      }
-    }
-  }
-  if (first_reader == nullptr || last_ready->IsBeforeInBlock(first_reader)) return moved;
-  absl::flat_hash_set<const Operation*> moved_set;
-  for (Operation* op = first_reader;; op = op->next()) {
-    bool depends = false;
-    ForEachValueRead(*op, [&](Value* v) {
-      if (depends || v->kind() != Value::Kind::kResult) return;
-      if (member_set.contains(v->defining_op())) {
-        depends = true;
-        return;
-      }
-      Operation* p = AncestorInBlock(v->defining_op(), block);
-      depends = p != nullptr && p != op && moved_set.contains(p);
-    });
-    if (depends && (op == last_ready || member_set.contains(op))) {
-      return absl::InternalError(absl::StrFormat(
-          "combine-all-reduces: the operand of a %d-member bucket's all_reduce depends on "
-          "a member's result",
-          members.size()));
-    }
-    if (depends) {
-      moved.push_back(op);
-      moved_set.insert(op);
-    }
-    if (op == last_ready) break;
-  }
-  return moved;
-}
-
-// Replaces `members` (two or more all_reduces of one key, none reading another's result)
-// by one all_reduce of their concatenated operands.
-absl::Status CombineBucket(Function& function, Block& block, absl::Span<Operation* const> members) {
-  Operation* last_ready = nullptr;
-  for (const Operation* m : members) {
-    Value* x = m->operand(0);
-    if (x->kind() != Value::Kind::kResult) continue;
-    Operation* p = AncestorInBlock(x->defining_op(), block);
-    if (p != nullptr && (last_ready == nullptr || last_ready->IsBeforeInBlock(p))) last_ready = p;
-  }
-  COMMIR_ASSIGN_OR_RETURN(std::vector<Operation*> moved,
-                          ReadersToMove(block, members, last_ready));
-  // Take the readers out first: the combined all_reduce goes where they were, then they
-  // follow it in their own order.
-  std::vector<std::unique_ptr<Operation>> held;
-  held.reserve(moved.size());
-  for (Operation* op : moved) held.push_back(block.Remove(op));
-  Operation* anchor = last_ready == nullptr ? block.front() : last_ready->next();
-
-  OpBuilder b(&function, &block, anchor, members.front()->loc());
+// Builds one all_reduce of the concatenated operands of `members` (two or more
+// all_reduces of one key, none reading another's result), appended to `block` for
+// RelinkInDependenceOrder to place, and makes the members' readers read its slices.
+// Returns the ops built, in order.
+absl::StatusOr<std::vector<Operation*>> BuildBucket(Function& function, Block& block,
+                                                    absl::Span<Operation* const> members) {
+  OpBuilder b(&function, &block, nullptr, members.front()->loc());
+  std::vector<Operation*> built;
+  auto record = [&](absl::StatusOr<Value*> v, std::string name) -> absl::StatusOr<Value*> {
+    if (!v.ok()) return v;
+    (*v)->set_name(std::move(name));
+    built.push_back((*v)->defining_op());
+    return v;
+  };
   const std::string base = BucketName(members);
   const ElementType element_type = members.front()->operand(0)->type().element_type();
   std::vector<OpBuilder::Operand> flat;
@@ -127,20 +71,18 @@ absl::Status CombineBucket(Function& function, Block& block, absl::Span<Operatio
     sizes.push_back(n);
     if (x->type().rank() != 1) {
       COMMIR_ASSIGN_OR_RETURN(
-          x, Named(b.CreateValue(OpKind::kReshape, {x}, {},
-                                 {Type::Tensor(element_type, {n})}),
-                   Suffixed(m->operand(0), "_flat")));
+          x, record(b.CreateValue(OpKind::kReshape, {x}, {}, {Type::Tensor(element_type, {n})}),
+                    Suffixed(x, "_flat")));
     }
     flat.push_back(x);
   }
   AttrDict concat_attrs;
   concat_attrs.Set("dim", Attribute::Int(0));
-  COMMIR_ASSIGN_OR_RETURN(Value* buffer,
-                          Named(b.CreateValue(OpKind::kConcat, flat, std::move(concat_attrs)), base));
   COMMIR_ASSIGN_OR_RETURN(
-      Value* reduced,
-      Named(b.CreateValue(OpKind::kAllReduce, {buffer}, members.front()->attrs()),
-            absl::StrCat(base, "_ar")));
+      Value* buffer, record(b.CreateValue(OpKind::kConcat, flat, std::move(concat_attrs)), base));
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* reduced, record(b.CreateValue(OpKind::kAllReduce, {buffer}, members.front()->attrs()),
+                             absl::StrCat(base, "_ar")));
   int64_t offset = 0;
   for (size_t k = 0; k < members.size(); ++k) {
     Value* old = members[k]->result(0);
@@ -150,11 +92,11 @@ absl::Status CombineBucket(Function& function, Block& block, absl::Span<Operatio
     offset += sizes[k];
     const bool flat_result = old->type().rank() == 1;
     COMMIR_ASSIGN_OR_RETURN(
-        Value* part, Named(b.CreateValue(OpKind::kSlice, {reduced}, std::move(slice_attrs)),
-                           flat_result ? NameOf(old) : Suffixed(old, "_part")));
+        Value* part, record(b.CreateValue(OpKind::kSlice, {reduced}, std::move(slice_attrs)),
+                            flat_result ? NameOf(old) : Suffixed(old, "_part")));
     if (!flat_result) {
       COMMIR_ASSIGN_OR_RETURN(
-          part, Named(b.CreateValue(OpKind::kReshape, {part}, {}, {old->type()}), NameOf(old)));
+          part, record(b.CreateValue(OpKind::kReshape, {part}, {}, {old->type()}), NameOf(old)));
     }
     if (part->type() != old->type()) {
       return absl::InternalError(absl::StrFormat(
@@ -163,9 +105,7 @@ absl::Status CombineBucket(Function& function, Block& block, absl::Span<Operatio
     }
     old->ReplaceAllUsesWith(part);
   }
-  for (std::unique_ptr<Operation>& op : held) block.InsertBefore(anchor, std::move(op));
-  Operation::EraseAll(members);
-  return absl::OkStatus();
+  return built;
 }
 
 absl::Status CombineInBlock(Function& function, Block& block, double threshold_bytes,
@@ -177,21 +117,53 @@ absl::Status CombineInBlock(Function& function, Block& block, double threshold_b
   }
   AllReduceCandidates found = CollectAllReduceCandidates(block);
   if (found.ops.size() < 2) return absl::OkStatus();
-  // Last bucket first: buckets that go at one point (after the same op, or at the top
-  // of the block) are each inserted right there, so they end up in bucket order. Any
-  // order is correct: rewriting a bucket keeps every other bucket's members independent.
   std::vector<Bucket> buckets = AssignBuckets(found.candidates, threshold_bytes);
-  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
-    const Bucket& bucket = *it;
+  if (std::none_of(buckets.begin(), buckets.end(),
+                   [](const Bucket& b) { return b.members.size() >= 2; })) {
+    return absl::OkStatus();
+  }
+  absl::flat_hash_map<const Operation*, int64_t> position;
+  for (Operation* op : block) position.emplace(op, static_cast<int64_t>(position.size()));
+
+  // Each bucket's ops go as one node right after the op that makes its last operand (at
+  // the top of the block when every operand comes from outside it), buckets there in
+  // their order; the members' readers placed before that op follow it, with what
+  // depends on them, and nothing else moves (block_order.h).
+  std::vector<OrderNode> nodes;
+  std::vector<Operation*> erased;
+  absl::flat_hash_map<const Operation*, int64_t> built_at;
+  for (const Bucket& bucket : buckets) {
     if (bucket.members.size() < 2) continue;
     std::vector<Operation*> members;
     members.reserve(bucket.members.size());
-    for (int i : bucket.members) members.push_back(found.ops[static_cast<size_t>(i)]);
-    COMMIR_RETURN_IF_ERROR(CombineBucket(function, block, members));
+    int64_t last_ready = -1;
+    for (int i : bucket.members) {
+      Operation* m = found.ops[static_cast<size_t>(i)];
+      members.push_back(m);
+      Value* x = m->operand(0);
+      Operation* p =
+          x->kind() == Value::Kind::kResult ? AncestorInBlock(x->defining_op(), block) : nullptr;
+      if (p == nullptr) continue;
+      // An earlier bucket's slice (a member all-reducing a result all-reduced before)
+      // stands where that bucket goes.
+      auto it = position.find(p);
+      last_ready = std::max(last_ready, it != position.end() ? it->second : built_at.at(p));
+    }
+    COMMIR_ASSIGN_OR_RETURN(std::vector<Operation*> built,
+                            BuildBucket(function, block, members));
+    for (const Operation* op : built) built_at.emplace(op, last_ready);
+    nodes.push_back({std::move(built), last_ready, static_cast<int64_t>(nodes.size()) + 1});
+    erased.insert(erased.end(), members.begin(), members.end());
     ++counts.buckets;
     counts.combined += static_cast<int64_t>(members.size());
   }
-  return absl::OkStatus();
+  for (Operation* m : erased) position.erase(m);
+  Operation::EraseAll(erased);
+  for (Operation* op : block) {
+    auto it = position.find(op);
+    if (it != position.end()) nodes.push_back({{op}, it->second, 0});
+  }
+  return RelinkInDependenceOrder(block, nodes);
 }
 
 absl::Status CheckThreshold(int64_t threshold_bytes) {
