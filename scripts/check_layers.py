@@ -33,6 +33,7 @@ LAYERS = [
     ["commir"],                      # the IR: ops, types, printer, verifier, builder, clone
     ["parser"],                      # text -> IR
     ["transforms"],                  # the pass manager, generic passes
+    ["transforms/collectives"],      # passes on collectives; the buckets the partitioner prices
     ["transforms/sharding", "transforms/autodiff"],
     ["transforms/schedules"],        # schedules rewrite lowered (spmd) programs
     ["transforms/registry"],         # the table of every pass, above the passes

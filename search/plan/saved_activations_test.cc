@@ -74,10 +74,9 @@ func @layer(%x: bf16[1, 64, 32], %w1: bf16[32, 128@tp], %w2: bf16[128@tp, 32]) -
   EXPECT_EQ(saved.attention_bytes, 0);
 }
 
-// A row-parallel projection whose output is wide and whose operands are small: the
-// partitioner gathers its input and its weight rather than all-reducing its output
-// (least communication), and the backward then reads the gathered weight. That is
-// made from the weight alone, a parameter the model's state holds (Megatron-LM saves
+// A row-parallel projection whose weight the program gathers (a `reshard` to whole, as a
+// ZeRO-3 layer gathers its weights): the backward then reads the gathered weight. That
+// is made from the weight alone, a parameter the model's state holds (Megatron-LM saves
 // the weight itself for the backward), so the kept set is the MLP's above: x, u and a.
 TEST(SavedActivationsTest, GatheredWeightIsNotAnActivation) {
   std::unique_ptr<Module> module = Partitioned(R"(mesh @m(tp=2)
@@ -85,7 +84,8 @@ TEST(SavedActivationsTest, GatheredWeightIsNotAnActivation) {
 func @layer(%x: bf16[1, 1024, 64], %w1: bf16[64, 128@tp], %w2: bf16[128@tp, 1024]) -> bf16[1, 1024, 1024] on @m {
   %u = matmul(%x, %w1) : bf16[1, 1024, 128@tp]
   %a = gelu(%u)
-  %y = matmul(%a, %w2) : bf16[1, 1024, 1024]
+  %w2w = reshard(%w2) : bf16[128, 1024]
+  %y = matmul(%a, %w2w) : bf16[1, 1024, 1024]
   return %y
 })");
   ASSERT_NE(module, nullptr);

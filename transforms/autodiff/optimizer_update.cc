@@ -45,9 +45,12 @@ absl::Status CheckAdamW(const AdamWHyperparameters& h) {
 
 std::vector<Value*> ClipByGlobalNorm(OpBuilder& b, const std::vector<Value*>& gradients,
                                      double max_norm) {
-  // Each gradient's squared sum: on a mesh a shard's partial sum. Adding the partial
-  // sums before the sqrt lets the partitioner reduce them with one all_reduce.
-  Value* total = nullptr;
+  // Each gradient's squared sum: on a mesh a shard's partial sum. All of them first,
+  // then their total, as torch.nn.utils.clip_grad_norm_ stacks the per-tensor norms:
+  // whatever all_reduces the partitioner gives the squared sums are then all read
+  // after the last is made, so they run combined (combine-all-reduces) rather than one
+  // latency each between the additions.
+  std::vector<Value*> squared_sums;
   for (Value* g : gradients) {
     if (g == nullptr) return gradients;
     Value* squared = b.Op(OpKind::kMul, {g, g});
@@ -58,6 +61,10 @@ std::vector<Value*> ClipByGlobalNorm(OpBuilder& b, const std::vector<Value*>& gr
       attrs.Set("dims", Attribute::IntList(dims));
       squared = b.Op(OpKind::kReduceSum, {squared}, std::move(attrs));
     }
+    squared_sums.push_back(squared);
+  }
+  Value* total = nullptr;
+  for (Value* squared : squared_sums) {
     // Mixed gradient types (an f64 param beside f32 ones) add in the first's type.
     if (total != nullptr) squared = b.Convert(squared, total->type().element_type());
     total = total == nullptr ? squared : b.Op(OpKind::kAdd, {total, squared});

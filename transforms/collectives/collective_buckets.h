@@ -16,6 +16,10 @@
 
 namespace commir::collectives {
 
+// The bucket size DDP and the combine-all-reduces pass use by default: PyTorch DDP's
+// bucket_cap_mb of 25 MiB (XLA's GPU all-reduce combiner defaults to 30 MiB).
+inline constexpr double kDefaultBucketBytes = 25.0 * (1 << 20);
+
 // One collective, by positions in its block's program order.
 struct BucketCandidate {
   // The position of the op that makes the collective's operand (-1: a block argument).

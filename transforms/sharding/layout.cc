@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "commir/check.h"
 #include "commir/status_macros.h"
+#include "transforms/sharding/compute_cost.h"
 
 namespace commir::sharding {
 namespace {
@@ -303,10 +304,10 @@ bool IsCollectiveStep(const ReshardStep& step) {
   return step.kind != ReshardStep::Kind::kSlice && step.kind != ReshardStep::Kind::kMakePartial;
 }
 
-}  // namespace
-
-double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> steps,
-                 const Mesh& mesh) {
+// Bytes each device sends for `steps`, each collective's weighted by `weight` of it.
+template <typename Weight>
+double WeightedPlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> steps,
+                         const Mesh& mesh, Weight weight) {
   double bytes = 0;
   Layout cur = from;
   for (const ReshardStep& step : steps) {
@@ -318,11 +319,19 @@ double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> 
       Type operands[] = {operand};
       Type results[] = {result};
       OpSignature sig{operands, attrs, {}, 1, &mesh, true};
-      bytes += GetOpDef(kind).cost(sig, absl::MakeConstSpan(results)).bytes_communicated;
+      bytes += weight(step) *
+               GetOpDef(kind).cost(sig, absl::MakeConstSpan(results)).bytes_communicated;
     }
     cur = step.after;
   }
   return bytes;
+}
+
+}  // namespace
+
+double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> steps,
+                 const Mesh& mesh) {
+  return WeightedPlanBytes(global, from, steps, mesh, [](const ReshardStep&) { return 1.0; });
 }
 
 double ReshardBytes(Type global, const Layout& from, const Layout& to, const Mesh& mesh) {
@@ -339,7 +348,11 @@ int CollectiveCount(absl::Span<const ReshardStep> steps) {
 double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh& mesh) {
   if (from == to) return 0;
   std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh);
-  return PlanBytes(global, from, steps, mesh) + kCollectiveLatencyBytes * CollectiveCount(steps);
+  // A collective whose group spans nodes moves its bytes at the network's bandwidth.
+  double bytes = WeightedPlanBytes(global, from, steps, mesh, [&](const ReshardStep& step) {
+    return CollectiveByteWeight(mesh, step.axes);
+  });
+  return bytes + kCollectiveLatencyBytes * CollectiveCount(steps);
 }
 
 // ---- Emission -------------------------------------------------------------------

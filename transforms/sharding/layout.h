@@ -118,10 +118,15 @@ double PlanBytes(Type global, const Layout& from, absl::Span<const ReshardStep> 
                  const Mesh& mesh);
 double ReshardBytes(Type global, const Layout& from, const Layout& to, const Mesh& mesh);
 
-// The cost model the partitioner minimizes: bytes sent per device plus, for each
-// collective, its latency expressed as the bytes a link moves meanwhile (about 10 us at
-// 100 GB/s). Between plans that move similar amounts, the one with fewer collectives
-// wins; for large tensors the bytes dominate.
+// The cost model the partitioner minimizes: bytes sent per device (weighted by
+// CollectiveByteWeight, compute_cost.h, where a group spans nodes) plus, for each
+// collective, its latency expressed as the bytes a link moves meanwhile. Between plans
+// that move similar amounts, the one with fewer collectives wins; for large tensors the
+// bytes dominate. At the 360 GB/s the compute term converts at (compute_cost.h), 1 MiB is
+// 2.9 us: NCCL's own ring latency on NVLink (6.6 us LL base), below the 15-22 us a small
+// all_reduce takes on 8 H100 (benchmarks/sim_calibration.md); raising it would favour
+// fewer, larger collectives in every plan and is left until the partitioner prices
+// collectives with the sim's model.
 inline constexpr double kCollectiveLatencyBytes = 1 << 20;
 int CollectiveCount(absl::Span<const ReshardStep> steps);
 double ReshardCost(Type global, const Layout& from, const Layout& to, const Mesh& mesh);

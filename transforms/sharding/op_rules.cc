@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "transforms/sharding/compute_cost.h"
 
 namespace commir::sharding {
 namespace {
@@ -206,7 +207,8 @@ double StatsBytes(Type global, const OpRule& rule, const Strategy& s, const Mesh
       Type types[] = {stats};
       OpSignature sig{types, attrs, {}, 1, &mesh, true};
       bytes += rule.stats_all_reduces *
-               (GetOpDef(OpKind::kAllReduce).cost(sig, absl::MakeConstSpan(types)).bytes_communicated +
+               (CollectiveByteWeight(mesh, s.factors[f]) *
+                    GetOpDef(OpKind::kAllReduce).cost(sig, absl::MakeConstSpan(types)).bytes_communicated +
                 kCollectiveLatencyBytes);
     }
   }
@@ -220,6 +222,18 @@ double LocalElements(Type global, const Layout& layout, const Mesh& mesh) {
   double n = 1;
   for (int64_t d : LocalDims(global.dims(), layout, mesh)) n *= static_cast<double>(d);
   return n;
+}
+
+// The element type whose peak prices the op: its first tensor result's (a matmul's
+// product), else its first tensor operand's.
+ElementType ComputeElementType(const Operation& op, absl::Span<const Type> operand_types) {
+  for (const Value* result : op.results()) {
+    if (result->type().is_tensor()) return result->type().element_type();
+  }
+  for (const Type& t : operand_types) {
+    if (t.is_tensor()) return t.element_type();
+  }
+  return ElementType::kF32;
 }
 
 bool PartialAllowed(const OpRule& rule, int operand) {
@@ -236,8 +250,9 @@ bool PartialAllowed(const OpRule& rule, int operand) {
 
 bool CheaperChoice(const Choice& a, const Choice& b) {
   if (a.pinned_moves != b.pinned_moves) return a.pinned_moves < b.pinned_moves;
-  double scale = std::max({1.0, std::abs(a.comm_cost), std::abs(b.comm_cost)});
-  if (std::abs(a.comm_cost - b.comm_cost) > 1e-9 * scale) return a.comm_cost < b.comm_cost;
+  const double ta = a.comm_cost + a.compute_cost, tb = b.comm_cost + b.compute_cost;
+  double scale = std::max({1.0, std::abs(ta), std::abs(tb)});
+  if (std::abs(ta - tb) > 1e-9 * scale) return ta < tb;
   return a.work < b.work;
 }
 
@@ -379,6 +394,13 @@ WeighedStrategies WeighStrategies(const StrategyQuery& q) {
     if (changed) add(std::move(s), CandidateOrigin::kStatsGathered, static_cast<int>(c));
   }
 
+  // The op's work on its global types, split among the blocks each strategy makes.
+  std::vector<Type> global_operands;
+  global_operands.reserve(op.num_operands());
+  for (int i = 0; i < op.num_operands(); ++i) global_operands.push_back(operand_type(i));
+  const OpCost global_cost = GlobalOpCost(op, global_operands, &mesh);
+  const ElementType compute_type = ComputeElementType(op, global_operands);
+
   WeighedStrategies weighed;
   weighed.candidates.reserve(candidates.size());
   for (size_t k = 0; k < candidates.size(); ++k) {
@@ -387,6 +409,9 @@ WeighedStrategies WeighStrategies(const StrategyQuery& q) {
     c.strategy = s;
     c.origin = origins[k].first;
     c.origin_index = origins[k].second;
+    double blocks = 1;
+    for (const AxisList& axes : s.factors) blocks *= static_cast<double>(mesh.GroupSize(axes));
+    c.compute_cost = ComputeCostBytes(global_cost, compute_type, blocks);
     for (size_t i = 0; i < rule.operands.size(); ++i) {
       Layout required = RequiredOperandLayout(rule, s, static_cast<int>(i), mesh);
       int source = -1;

@@ -39,8 +39,10 @@
 //         + the statistics all_reduces of kStats factors
 //         + the cost of resharding each natural result to its target, if it has one (a
 //           result pending a max with no target costs its all_reduce);
+//   compute = the op's time under the strategy in the same unit (compute_cost.h: its
+//           roofline time on the default device divided among the strategy's blocks);
 //   work  = per-device elements of the operands and results (less is more parallel).
-// The cheapest by (pinned operands resharded, comm, work) wins; ties go to the earliest candidate in the order
+// The cheapest by (pinned operands resharded, comm + compute, work) wins; ties go to the earliest candidate in the order
 // above. Every step is a constant amount of work per op (ranks are small), so callers
 // stay linear in the program size.
 #ifndef COMMIR_TRANSFORMS_SHARDING_OP_RULES_H_
@@ -176,6 +178,9 @@ struct Choice {
   CandidateOrigin origin = CandidateOrigin::kReplicated;
   int origin_index = -1;
   double comm_cost = 0;
+  // The op's per-device time under the strategy, in the unit of comm_cost
+  // (compute_cost.h): splitting the work is worth what it saves.
+  double compute_cost = 0;
   double work = 0;
   std::vector<Layout> operands;  // required operand layouts
   std::vector<Layout> results;   // natural result layouts
@@ -197,8 +202,9 @@ struct WeighedStrategies {
 };
 WeighedStrategies WeighStrategies(const StrategyQuery& query);
 
-// Whether `a` costs less than `b`: less communication (relative tolerance 1e-9), then
-// less work. ChooseStrategy's order.
+// Whether `a` costs less than `b`: fewer pinned operands resharded, then less
+// communication plus compute (relative tolerance 1e-9), then less work. ChooseStrategy's
+// order.
 bool CheaperChoice(const Choice& a, const Choice& b);
 
 // The cheapest legal strategy: WeighStrategies' chosen candidate (see the header comment

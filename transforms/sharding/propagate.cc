@@ -1,15 +1,20 @@
 #include "transforms/sharding/propagate.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "transforms/collectives/collective_buckets.h"
 #include "transforms/inline.h"
 #include "transforms/sharding/layout.h"
 #include "transforms/sharding/op_rules.h"
@@ -79,6 +84,7 @@ class Propagator {
         if (diagnostics_ != nullptr) diagnostics_->Error(op->loc(), std::string(rule.status().message()));
         return absl::FailedPreconditionError(rule.status().message());
       }
+      position_[op] = static_cast<int>(ops_.size());
       ops_.push_back(op);
       rules_.push_back(*std::move(rule));
       for (int r = 0; r < op->num_results(); ++r) {
@@ -92,23 +98,35 @@ class Propagator {
       }
     }
     sharing_ = SharingUsers(ops_);
-    // Two plans: the cheapest op by op, and, when that one moves an argument (gathers a
-    // weight), the one that keeps the arguments where they are, as Megatron does. Each
-    // op choosing greedily cannot see that gathering one weight to save one
+    // Up to four plans: the cheapest op by op, and, when that one moves an argument
+    // (gathers a weight), the one that keeps the arguments where they are, as Megatron
+    // does. Each op choosing greedily cannot see that gathering one weight to save one
     // reduce_scatter forces the key/value projections to gather everything later; the
-    // plans' total costs can. The cheaper wins (the first on a tie).
-    double cost = Solve(/*pin_arguments=*/false);
-    if (moved_argument_) {
-      absl::flat_hash_map<const Value*, Info> free_plan = info_;
-      ForgetFreeLayouts();
-      double pinned_cost = Solve(/*pin_arguments=*/true);
-      if (Cheaper(pinned_cost, cost)) {
-        cost = pinned_cost;
-      } else {
-        info_ = std::move(free_plan);
-        pin_arguments_ = false;
+    // plans' total costs can. Each is made twice when a backward pass met a sum it
+    // would vote whole (LeavesSumWhole): with those votes and without them. The
+    // cheapest wins (the first on a tie).
+    struct Plan {
+      double cost;
+      absl::flat_hash_map<const Value*, Info> info;
+      bool pin_arguments;
+      bool skip_whole_sum_votes;
+    };
+    std::optional<Plan> best;
+    for (bool skip : {false, true}) {
+      if (skip && !met_whole_sum_vote_) break;
+      for (bool pin : {false, true}) {
+        if (pin && !moved_argument_) break;
+        ForgetFreeLayouts();
+        skip_whole_sum_votes_ = skip;
+        double plan_cost = Solve(pin);
+        if (!best || Cheaper(plan_cost, best->cost)) best = Plan{plan_cost, info_, pin, skip};
+        if (!pin && !moved_argument_) break;
       }
     }
+    info_ = std::move(best->info);
+    pin_arguments_ = best->pin_arguments;
+    skip_whole_sum_votes_ = best->skip_whole_sum_votes;
+    double cost = best->cost;
     Refine(cost);
     if (options_.report != nullptr) Explain(*options_.report);
     for (Operation* op : ops_) {
@@ -154,15 +172,91 @@ class Propagator {
   // included.
   double PlanCost() {
     double cost = plan_cost_;
+    std::vector<collectives::BucketCandidate> all_reduces = all_reduces_;
     if (ret_ != nullptr) {
       for (int i = 0; i < ret_->num_operands(); ++i) {
         const Info* info = Find(ret_->operand(i));
         if (info == nullptr) continue;
-        cost += ReshardCost(ret_->operand(i)->type(), info->layout,
-                            Layout::Of(function_.result_types()[i], mesh_), mesh_);
+        Layout to = Layout::Of(function_.result_types()[i], mesh_);
+        cost += ReshardCost(ret_->operand(i)->type(), info->layout, to, mesh_);
+        AllReduceCandidates(ret_->operand(i), info->layout, to, static_cast<int>(ops_.size()),
+                            all_reduces);
       }
     }
+    // The all_reduces that depend on none of each other's results (the gradients of a
+    // backward pass, clip_grad_norm's squared norms) run combined, as
+    // combine-all-reduces makes them: each bucket pays one collective's latency. Its
+    // positions are those of the ops sorted by collective round, then program order.
+    std::vector<int> order(ops_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return round_[a] < round_[b]; });
+    std::vector<int> position(ops_.size());
+    for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
+    auto in_round_order = [&](int k) {
+      return k < 0 || k >= static_cast<int>(ops_.size()) ? k : position[k];
+    };
+    for (collectives::BucketCandidate& c : all_reduces) {
+      const bool alone = c.ready >= c.needed;
+      c.needed = in_round_order(c.needed);
+      c.ready = alone ? c.needed : in_round_order(c.ready);
+    }
+    for (const collectives::Bucket& bucket :
+         collectives::AssignBuckets(all_reduces, collectives::kDefaultBucketBytes)) {
+      cost -= kCollectiveLatencyBytes * static_cast<double>(bucket.members.size() - 1);
+    }
     return cost;
+  }
+
+  // Adds to `out` the all_reduces of the reshard of `value` from `from` to `to` before
+  // the op at position `needed`: the first collective of the reshard can run as soon as
+  // `value` is made; a later one only right before its reader (it cannot be combined).
+  void AllReduceCandidates(const Value* value, const Layout& from, const Layout& to, int needed,
+                           std::vector<collectives::BucketCandidate>& out) const {
+    if (from == to) return;
+    Type global = value->type();
+    std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh_);
+    Layout cur = from;
+    bool first_collective = true;
+    for (const ReshardStep& step : steps) {
+      const bool collective = step.kind != ReshardStep::Kind::kSlice &&
+                              step.kind != ReshardStep::Kind::kMakePartial;
+      if (step.kind == ReshardStep::Kind::kAllReduce) {
+        int ready = needed;
+        if (first_collective) {
+          auto it = position_.find(value->defining_op());
+          ready = it == position_.end() ? -1 : it->second;
+        }
+        Type local = LocalTypeOf(global, cur, mesh_);
+        double bytes = static_cast<double>(ElementTypeByteWidth(local.element_type()));
+        for (int64_t d : local.dims()) bytes *= static_cast<double>(d);
+        std::string axes = absl::StrJoin(step.axes, ",");
+        out.push_back({ready, needed, bytes,
+                       static_cast<int64_t>(absl::HashOf(axes, static_cast<int>(step.reduce),
+                                                         static_cast<int>(local.element_type())))});
+      }
+      first_collective &= !collective;
+      cur = step.after;
+    }
+  }
+
+  // How many all_reduces lie on the longest chain of data dependences into `op` under
+  // `choice`: an operand whose partial sum the op needs reduced adds one to its
+  // producer's count. combine-all-reduces orders ops by it (all_reduce_candidates.h).
+  int CollectiveRound(const Operation& op, const StrategyQuery& query, const Choice& choice) const {
+    int round = 0;
+    for (int i = 0; i < op.num_operands(); ++i) {
+      const Value* v = op.operand(i);
+      if (v->is_literal() || !v->type().is_tensor()) continue;
+      auto it = position_.find(v->defining_op());
+      int r = it == position_.end() ? 0 : round_[it->second];
+      if (query.operands[i] && choice.operands[i].partial.size() < query.operands[i]->partial.size()) ++r;
+      round = std::max(round, r);
+    }
+    return round;
+  }
+
+  void RecordAllReduces(const Value* value, const Layout& from, const Layout& to, int needed) {
+    AllReduceCandidates(value, from, to, needed, all_reduces_);
   }
 
   static bool Cheaper(double a, double b) { return a < b - 1e-9 * std::max(1.0, b); }
@@ -244,6 +338,32 @@ class Propagator {
     return query;
   }
 
+  // Whether `choice`, made without knowing operand `i`'s layout (from the results'
+  // targets or full replication), keeps a summed dimension of that operand whole. Such
+  // a choice says only that the sum's result is wanted unsplit; splitting the sum and
+  // all_reducing its (smaller) result serves that as well, and is much cheaper when the
+  // operand arrives split: the gradient of a layernorm's weight sums a batch split over
+  // dp. Voting the operand whole would pull the backward's activations onto whole
+  // batches (an all_gather over dp per layernorm, every device computing every
+  // sample). Run makes each plan also without such votes, the forward pass then
+  // choosing from the layouts the operands arrive in, and keeps the cheaper: at toy
+  // sizes the votes can still win (a handful of latencies against no work).
+  static bool LeavesSumWhole(const OpRule& rule, const Choice& choice, int i) {
+    if (choice.origin != CandidateOrigin::kTargets &&
+        choice.origin != CandidateOrigin::kReplicated) {
+      return false;
+    }
+    for (const std::vector<int>& dim : rule.operands[i].dims) {
+      for (int f : dim) {
+        if ((rule.kinds[f] == FactorKind::kSum || rule.kinds[f] == FactorKind::kMax) &&
+            choice.strategy.factors[f].empty()) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
   void Backward() {
     for (auto& [value, info] : info_) {
       info.preferred.reset();
@@ -279,6 +399,10 @@ class Propagator {
       Choice choice = ChooseStrategy(query);
       for (int i = 0; i < op->num_operands(); ++i) {
         if (!rules_[k].operands[i].is_tensor) continue;
+        if (LeavesSumWhole(rules_[k], choice, i)) {
+          met_whole_sum_vote_ = true;
+          if (skip_whole_sum_votes_) continue;
+        }
         Vote(op->operand(i), choice.operands[i], std::max(strength, 0));
       }
     }
@@ -296,6 +420,7 @@ class Propagator {
     for (auto& [value, info] : info_) info.available.clear();
     const double plan_cost = plan_cost_;
     const bool moved_argument = moved_argument_;
+    const std::vector<collectives::BucketCandidate> all_reduces = all_reduces_;
     for (size_t k = 0; k < ops_.size(); ++k) {
       const Operation& op = *ops_[k];
       bool named = false;
@@ -311,20 +436,25 @@ class Propagator {
         report.explanations.push_back(
             {op.loc(), ExplainStrategyChoice(query, WeighStrategies(query), function_.name())});
       }
-      RecordReshards(op, query, ChooseStrategy(query));
+      RecordReshards(op, query, ChooseStrategy(query), k);
     }
     plan_cost_ = plan_cost;
     moved_argument_ = moved_argument;
+    all_reduces_ = all_reduces;
   }
 
   void Forward() {
     for (auto& [value, info] : info_) info.available.clear();
     plan_cost_ = 0;
+    all_reduces_.clear();
+    round_.assign(ops_.size(), 0);
     for (size_t k = 0; k < ops_.size(); ++k) {
       Operation* op = ops_[k];
       StrategyQuery query = Query(k);
       Choice choice = ChooseStrategy(query);
-      RecordReshards(*op, query, choice);
+      RecordReshards(*op, query, choice, k);
+      plan_cost_ += choice.compute_cost;
+      round_[k] = CollectiveRound(*op, query, choice);
       if (!rules_[k].operands.empty()) {
         plan_cost_ += StatsBytes(op->operand(0)->type(), rules_[k], choice.strategy, mesh_);
       }
@@ -355,7 +485,8 @@ class Propagator {
   // Remembers the layouts `choice` reshards the operands of `op` to, as lower-to-spmd
   // will emit them, so that later users of the same values see them as free; adds the
   // reshards not made before to the plan's cost.
-  void RecordReshards(const Operation& op, const StrategyQuery& query, const Choice& choice) {
+  void RecordReshards(const Operation& op, const StrategyQuery& query, const Choice& choice,
+                      size_t k) {
     for (int i = 0; i < op.num_operands(); ++i) {
       Value* v = op.operand(i);
       if (!v->type().is_tensor() || !query.operands[i] || choice.operands[i] == *query.operands[i]) {
@@ -368,8 +499,9 @@ class Propagator {
         continue;
       }
       int source = choice.sources[i];
-      plan_cost_ += ReshardCost(v->type(), source < 0 ? info->layout : available[source],
-                                choice.operands[i], mesh_);
+      const Layout& from = source < 0 ? info->layout : available[source];
+      plan_cost_ += ReshardCost(v->type(), from, choice.operands[i], mesh_);
+      RecordAllReduces(v, from, choice.operands[i], static_cast<int>(k));
       moved_argument_ |= v->kind() == Value::Kind::kBlockArgument;
       available.push_back(choice.operands[i]);
     }
@@ -388,6 +520,14 @@ class Propagator {
   // Set by Forward: whether the plan reshards an argument, and what its reshards cost.
   bool moved_argument_ = false;
   double plan_cost_ = 0;
+  // The all_reduces of the plan's operand reshards, for PlanCost's buckets.
+  std::vector<collectives::BucketCandidate> all_reduces_;
+  // Each op's position in ops_, and (set by Forward) its CollectiveRound.
+  absl::flat_hash_map<const Operation*, int> position_;
+  std::vector<int> round_;
+  // Whether Backward skips the votes LeavesSumWhole finds, and whether it met any.
+  bool skip_whole_sum_votes_ = false;
+  bool met_whole_sum_vote_ = false;
   absl::flat_hash_map<const Value*, Info> info_;
 };
 

@@ -44,12 +44,25 @@
 //     pulled the layernorm backward onto whole rows and all_reduced the partial input
 //     gradient of the MLP's up projection, where Megatron-SP reduce_scatters it onto the
 //     sequence split (the second backward pass sees the split the statistics have).
-// Strategies are compared by their communication cost (bytes per device plus a latency
-// per collective, layout.h), then per-device work, then candidate order (op_rules.h),
-// so results are deterministic. One round is the default (`iterations`), plus the
-// refining round of step 4 when it pays: on 2000 random forward programs a second round
-// lowered the communication of one; on gradient functions it finds Megatron-SP's
-// backward (transforms/sharding/gradient_partition_test.cc).
+// Strategies and plans are compared by time, written as bytes a link moves meanwhile:
+// their communication (bytes per device, at the network's rate when a collective's
+// group spans nodes, plus a latency per collective; layout.h, compute_cost.h) plus the
+// per-device compute they leave (compute_cost.h: the op's roofline time on the default
+// device, divided among the blocks the strategy splits it into), then per-device work,
+// then candidate order (op_rules.h), so results are deterministic. Without the compute
+// term replicating a whole batch's work was free, and a training step on a dp x tp mesh
+// gathered its weights and batch rather than all_reduce its gradients. A plan's cost
+// charges the all_reduces that combine-all-reduces combines (those depending on none of
+// each other's results, by collective round: collectives/all_reduce_candidates.h) one
+// latency per bucket of kDefaultBucketBytes (collective_buckets.h), as DDP's gradient
+// buckets do; each op's own choice still sees a whole latency per collective.
+// Besides the plans of step 3, each plan is also made with the backward passes casting
+// no vote that keeps a summed dimension whole (a layernorm weight's gradient summing a
+// dp-split batch would otherwise pull the backward onto whole batches), and the cheapest
+// of the plans is kept. One round is the default (`iterations`), plus the refining round
+// of step 4 when it pays: on 2000 random forward programs a second round lowered the
+// communication of one; on gradient functions it finds Megatron-SP's backward
+// (transforms/sharding/gradient_partition_test.cc).
 #ifndef COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 #define COMMIR_TRANSFORMS_SHARDING_PROPAGATE_H_
 

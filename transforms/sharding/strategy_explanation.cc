@@ -40,11 +40,13 @@ std::string Origin(const Choice& choice, const Operation& op) {
   return "";
 }
 
-// Whether two communication costs tie in CheaperChoice's comparison.
+// Whether two costs (communication plus compute) tie in CheaperChoice's comparison.
 bool SameComm(const Choice& a, const Choice& b) {
   Choice comm_a, comm_b;  // the costs alone, equal work
   comm_a.comm_cost = a.comm_cost;
+  comm_a.compute_cost = a.compute_cost;
   comm_b.comm_cost = b.comm_cost;
+  comm_b.compute_cost = b.compute_cost;
   return !CheaperChoice(comm_a, comm_b) && !CheaperChoice(comm_b, comm_a);
 }
 
@@ -64,12 +66,13 @@ std::string WhyChosen(const WeighedStrategies& weighed) {
     if (!CheaperChoice(chosen, c)) ++same_cost;
   }
   if (same_pinned == 1) return "fewest reshards of pinned operands";
-  if (same_comm == 1) return "least communication";
+  if (same_comm == 1) return "least communication plus compute";
   if (same_cost == 1) {
-    return absl::StrFormat("least work among %d candidates of equal communication", same_comm);
+    return absl::StrFormat("least work among %d candidates of equal communication plus compute",
+                           same_comm);
   }
-  return absl::StrFormat("first in candidate order among %d candidates of equal (comm, work)",
-                         same_cost);
+  return absl::StrFormat(
+      "first in candidate order among %d candidates of equal (comm + compute, work)", same_cost);
 }
 
 std::string ExplainStrategyChoice(const StrategyQuery& query, const WeighedStrategies& weighed,
@@ -77,8 +80,9 @@ std::string ExplainStrategyChoice(const StrategyQuery& query, const WeighedStrat
   const Operation& op = *query.op;
   const OpRule& rule = *query.rule;
   std::string out = absl::StrFormat(
-      "strategy of %s in @%s: %d candidate%s, cheapest by (comm, work), ties to the earlier; "
-      "comm = bytes per device + %.0f per collective",
+      "strategy of %s in @%s: %d candidate%s, cheapest by (comm + compute, work), ties to the "
+      "earlier; comm = bytes per device + %.0f per collective, compute = its time in bytes at "
+      "the link rate",
       OpHeader(op), function_name, weighed.candidates.size(),
       weighed.candidates.size() == 1 ? "" : "s", kCollectiveLatencyBytes);
   std::vector<std::string> known, targets;
@@ -106,9 +110,11 @@ std::string ExplainStrategyChoice(const StrategyQuery& query, const WeighedStrat
     for (size_t r = 0; r < c.results.size(); ++r) {
       if (rule.results[r].is_tensor) gives.push_back(c.results[r].ToString());
     }
-    absl::StrAppendFormat(&out, "\n  candidate %d, %s: needs %s; gives %s; comm %.0f, work %.0f%s%s",
+    absl::StrAppendFormat(&out,
+                          "\n  candidate %d, %s: needs %s; gives %s; comm %.0f, compute %.0f, "
+                          "work %.0f%s%s",
                           k + 1, Origin(c, op), absl::StrJoin(needs, ", "),
-                          absl::StrJoin(gives, ", "), c.comm_cost, c.work,
+                          absl::StrJoin(gives, ", "), c.comm_cost, c.compute_cost, c.work,
                           c.pinned_moves > 0
                               ? absl::StrCat(", reshards ", c.pinned_moves, " pinned operand",
                                              c.pinned_moves == 1 ? "" : "s")
