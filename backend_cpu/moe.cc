@@ -21,9 +21,9 @@ absl::StatusOr<std::vector<int64_t>> Slots(const char* op, const Tensor& experts
   if ((experts_of.element_type() != ElementType::kI32 &&
        experts_of.element_type() != ElementType::kI64) ||
       experts_of.rank() != 2) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the expert indices must be an i32 or i64 [tokens, k], got %s", op,
-        experts_of.DebugTypeString()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the expert indices must be an i32 or i64 [tokens, k], got %s", op,
+                        experts_of.DebugTypeString()));
   }
   absl::StatusOr<std::vector<int64_t>> slots =
       MoeSlots(experts_of.ToInt64(), experts_of.dim(0), experts_of.dim(1), experts, capacity);
@@ -46,17 +46,16 @@ absl::StatusOr<Tensor> MoeDispatch(const Tensor& rows, const Tensor& experts_of,
     return absl::InvalidArgumentError(absl::StrFormat(
         "moe_dispatch: experts (%d) and capacity (%d) must be positive", experts, capacity));
   }
-  absl::StatusOr<std::vector<int64_t>> slots =
-      Slots("moe_dispatch", experts_of, experts, capacity);
+  absl::StatusOr<std::vector<int64_t>> slots = Slots("moe_dispatch", experts_of, experts, capacity);
   if (!slots.ok()) return slots.status();
   const int64_t tokens = experts_of.dim(0);
   const int64_t k = experts_of.dim(1);
   const bool per_choice = rows.rank() == 3;
   if (!((rows.rank() == 2 && rows.dim(0) == tokens) ||
         (per_choice && rows.dim(0) == tokens && rows.dim(1) == k))) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "moe_dispatch: the rows must be [%d, hidden] or [%d, %d, hidden], got %s", tokens,
-        tokens, k, rows.DebugTypeString()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("moe_dispatch: the rows must be [%d, hidden] or [%d, %d, hidden], got %s",
+                        tokens, tokens, k, rows.DebugTypeString()));
   }
   const int64_t hidden = rows.dim(rows.rank() - 1);
   Tensor buffer(rows.element_type(), {experts, capacity, hidden});

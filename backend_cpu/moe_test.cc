@@ -57,8 +57,7 @@ TEST(MoeDispatchTest, PerTokenRowsIntoSlotsAndEmptySlotsZero) {
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   EXPECT_EQ(buffer->shape(), (std::vector<int64_t>{3, 2, 2}));
   // expert 0: token 3, token 0; expert 1: tokens 0, 1; expert 2: token 1, empty.
-  EXPECT_EQ(buffer->ToDouble(),
-            (std::vector<double>{30, 31, 0, 1, 0, 1, 10, 11, 10, 11, 0, 0}));
+  EXPECT_EQ(buffer->ToDouble(), (std::vector<double>{30, 31, 0, 1, 0, 1, 10, 11, 10, 11, 0, 0}));
 }
 
 TEST(MoeDispatchTest, PerChoiceRows) {
@@ -82,8 +81,8 @@ TEST(MoeCollectTest, EachChoiceReadsItsSlotDroppedOnesZero) {
 // <dispatch(x), y> = <x, collect(y)>: the two are adjoints, the identity the derivative
 // rules rest on, here summed by hand in double.
 TEST(MoeCollectTest, IsTheAdjointOfPerChoiceDispatch) {
-  const Tensor x = F32({4, 2, 3}, {1, -2, 3, 4, 5, -6, 7, 8, 9, -1, 2, 3,
-                                   5, 4, 3, 2, 1, 0, -3, 2, 1, 7, 6, 5});
+  const Tensor x =
+      F32({4, 2, 3}, {1, -2, 3, 4, 5, -6, 7, 8, 9, -1, 2, 3, 5, 4, 3, 2, 1, 0, -3, 2, 1, 7, 6, 5});
   std::vector<double> yv(3 * 2 * 3);
   for (size_t i = 0; i < yv.size(); ++i) yv[i] = 0.5 * static_cast<double>(i) - 3;
   const Tensor y = F32({3, 2, 3}, yv);

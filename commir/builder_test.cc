@@ -179,9 +179,9 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   {
     // x as 4 tokens of hidden 8, routed top-2 over 3 experts.
     Value* route = Make(g, T({4, 2}, ElementType::kI64));
-    EXPECT_EQ(Build(g, OpKind::kMoeDispatch, {x, route},
-                    Attrs({{"experts", Attribute::Int(3)}, {"capacity_factor", Attribute::Float(1.0)}})),
-              "f32[3, 3, 8]");  // ceil(4 * 2 / 3)
+    AttrDict three = Attrs(
+        {{"experts", Attribute::Int(3)}, {"capacity_factor", Attribute::Float(1.0)}});
+    EXPECT_EQ(Build(g, OpKind::kMoeDispatch, {x, route}, three), "f32[3, 3, 8]");  // ceil(8 / 3)
     Value* buffer = Make(g, T({3, 2, 8}));
     EXPECT_EQ(Build(g, OpKind::kMoeCollect, {buffer, route}), "f32[4, 2, 8]");
   }

@@ -15,9 +15,9 @@ absl::StatusOr<int64_t> MoeCapacity(int64_t tokens, int64_t k, int64_t experts,
   }
   if (!std::isfinite(capacity_factor) || capacity_factor <= 0 ||
       capacity_factor > static_cast<double>(experts)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "capacity_factor = %g must be in (0, %d], the number of experts", capacity_factor,
-        experts));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("capacity_factor = %g must be in (0, %d], the number of experts",
+                        capacity_factor, experts));
   }
   // tokens * k fits: both are dimensions of one verified tensor.
   const double capacity =
@@ -26,9 +26,8 @@ absl::StatusOr<int64_t> MoeCapacity(int64_t tokens, int64_t k, int64_t experts,
   return static_cast<int64_t>(capacity);
 }
 
-absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of,
-                                              int64_t tokens, int64_t k, int64_t experts,
-                                              int64_t capacity) {
+absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of, int64_t tokens,
+                                              int64_t k, int64_t experts, int64_t capacity) {
   if (static_cast<int64_t>(experts_of.size()) != tokens * k) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the routing has %d choices, not tokens x k = %d x %d", experts_of.size(), tokens, k));

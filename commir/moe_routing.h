@@ -32,9 +32,8 @@ absl::StatusOr<int64_t> MoeCapacity(int64_t tokens, int64_t k, int64_t experts,
 // capacity, so two buffers of different capacities agree on every slot they both hold.
 // An expert index outside [0, experts) is an InvalidArgument error naming it and its
 // place.
-absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of,
-                                              int64_t tokens, int64_t k, int64_t experts,
-                                              int64_t capacity);
+absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of, int64_t tokens,
+                                              int64_t k, int64_t experts, int64_t capacity);
 
 }  // namespace commir
 

@@ -9,10 +9,11 @@
 // weights get their gradient from the ordinary mul and reduce_sum that apply them. The
 // expert dimension is an ordinary leading dimension of the buffer, which a sharding rule
 // can split (expert parallelism: the dispatch and collect then become all_to_alls).
+#include "commir/ops/moe_ops.h"
+
 #include <algorithm>
 
 #include "commir/moe_routing.h"
-#include "commir/ops/moe_ops.h"
 #include "commir/ops/op_helpers.h"
 
 namespace commir::ops {
@@ -49,9 +50,10 @@ absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64
   }
   if (capacity != nullptr) {
     if (!capacity->is_int() || capacity->int_value() < 1 || capacity->int_value() > tokens * k) {
-      return OpError("capacity = %s must be in [1, %d], tokens x k (more slots than choices "
-                     "stay empty)",
-                     capacity->ToString(), tokens * k);
+      return OpError(
+          "capacity = %s must be in [1, %d], tokens x k (more slots than choices "
+          "stay empty)",
+          capacity->ToString(), tokens * k);
     }
     return capacity->int_value();
   }
@@ -74,9 +76,10 @@ absl::StatusOr<std::vector<Type>> InferMoeDispatch(const OpSignature& sig) {
   const bool per_token = x->rank() == 2 && x->dims()[0] == tokens;
   const bool per_choice = x->rank() == 3 && x->dims()[0] == tokens && x->dims()[1] == k;
   if (!per_token && !per_choice) {
-    return OpError("moe_dispatch needs rows [tokens, hidden] or [tokens, k, hidden] for the "
-                   "indices %s, got %s",
-                   idx->ToString(), x->ToString());
+    return OpError(
+        "moe_dispatch needs rows [tokens, hidden] or [tokens, k, hidden] for the "
+        "indices %s, got %s",
+        idx->ToString(), x->ToString());
   }
   const Attribute* experts_attr = sig.attrs.Find("experts");
   if (experts_attr == nullptr || !experts_attr->is_int() || experts_attr->int_value() < 1) {
@@ -119,8 +122,8 @@ double RowBytes(Type rows) {
 OpCost MoeDispatchCost(const OpSignature& sig, absl::Span<const Type> results) {
   const Type idx = sig.operand_types[1];
   const Type buffer = results[0];
-  const double kept = static_cast<double>(
-      std::min(idx.num_elements(), buffer.dims()[0] * buffer.dims()[1]));
+  const double kept =
+      static_cast<double>(std::min(idx.num_elements(), buffer.dims()[0] * buffer.dims()[1]));
   return {0, ByteSize(idx) + ByteSize(buffer) + kept * RowBytes(buffer), 0};
 }
 
@@ -129,8 +132,8 @@ OpCost MoeDispatchCost(const OpSignature& sig, absl::Span<const Type> results) {
 OpCost MoeCollectCost(const OpSignature& sig, absl::Span<const Type> results) {
   const Type buffer = sig.operand_types[0];
   const Type idx = sig.operand_types[1];
-  const double kept = static_cast<double>(
-      std::min(idx.num_elements(), buffer.dims()[0] * buffer.dims()[1]));
+  const double kept =
+      static_cast<double>(std::min(idx.num_elements(), buffer.dims()[0] * buffer.dims()[1]));
   return {0, ByteSize(idx) + ByteSize(results[0]) + kept * RowBytes(buffer), 0};
 }
 
