@@ -24,8 +24,11 @@ constexpr MeshCase kMeshes[] = {
 
 TEST(MoeLowering, MatchesOneDeviceOnEveryMesh) {
   for (const MeshCase& m : kMeshes) {
-    const std::string program = absl::StrCat("mesh @m(", m.axes, R"()
-func @f(%x: f32[)", m.tokens, R"(, 8], %wr: f32[8, 4], %w1: f32[4, 8, 12@tp], %w2: f32[4, 12@tp, 8], %h: f32[16, 8@tp]) -> (f32[16, 8], f32[4, 3, 8]) {
+    const std::string program = absl::StrCat(
+        "mesh @m(", m.axes, R"()
+func @f(%x: f32[)",
+        m.tokens,
+        R"(, 8], %wr: f32[8, 4], %w1: f32[4, 8, 12@tp], %w2: f32[4, 12@tp, 8], %h: f32[16, 8@tp]) -> (f32[16, 8], f32[4, 3, 8]) {
   %logits = matmul(%x, %wr)
   %probs = softmax(%logits) {dim = 1}
   %top, %experts = top_k(%probs) {k = 2}
