@@ -7,6 +7,7 @@
 #include "backend_cpu/dropout.h"
 #include "backend_cpu/gather.h"
 #include "backend_cpu/kernels.h"
+#include "backend_cpu/moe.h"
 #include "commir/attention_op.h"
 
 namespace commir::cpu {
@@ -217,6 +218,17 @@ Tensors RunScatterAdd(const Operation& op, Operands t, Indices indices) {
   return One(ScatterAdd(*t[0], *t[1], *t[2], op.RequiredIntAttr("axis"), offset));
 }
 
+// ---- Mixture of experts ------------------------------------------------------------------
+
+Tensors RunMoeDispatch(const Operation& op, Operands t, Indices) {
+  const std::vector<int64_t>& buffer = ResultType(op).dims();
+  return One(MoeDispatch(*t[0], *t[1], buffer[0], buffer[1]));
+}
+
+Tensors RunMoeCollect(const Operation&, Operands t, Indices) {
+  return One(MoeCollect(*t[0], *t[1]));
+}
+
 // ---- Collectives -------------------------------------------------------------------------
 
 // Every member receives the one result.
@@ -270,6 +282,8 @@ TensorKernelTable BuildTensorKernels() {
   table.Register(OpKind::kDynamicUpdateSlice, RunDynamicUpdateSlice);
   table.Register(OpKind::kGather, RunGather);
   table.Register(OpKind::kScatterAdd, RunScatterAdd);
+  table.Register(OpKind::kMoeDispatch, RunMoeDispatch);
+  table.Register(OpKind::kMoeCollect, RunMoeCollect);
   return table;
 }
 

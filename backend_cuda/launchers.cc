@@ -12,6 +12,7 @@ const TensorLauncherTable& CudaTensorLaunchers() {
     RegisterGatherLaunchers(*built);
     RegisterLossLaunchers(*built);
     RegisterTopKLaunchers(*built);
+    RegisterMoeLaunchers(*built);
     return built;
   }();
   return *table;

@@ -16,6 +16,7 @@ void RegisterDropoutLaunchers(TensorLauncherTable& table);      // launch_dropou
 void RegisterGatherLaunchers(TensorLauncherTable& table);       // launch_gather.cc
 void RegisterLossLaunchers(TensorLauncherTable& table);         // launch_loss.cc
 void RegisterTopKLaunchers(TensorLauncherTable& table);         // launch_topk.cc
+void RegisterMoeLaunchers(TensorLauncherTable& table);          // launch_moe.cc
 
 // Every family's launchers (built once).
 const TensorLauncherTable& CudaTensorLaunchers();

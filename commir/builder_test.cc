@@ -176,6 +176,15 @@ TEST_F(BuilderTest, EveryOpKindBuildsWithInferredTypes) {
   }
   EXPECT_EQ(Build(g, OpKind::kTopK, {x}, Attrs({{"k", Attribute::Int(3)}}), {}, 2),
             "f32[4, 3], i64[4, 3]");
+  {
+    // x as 4 tokens of hidden 8, routed top-2 over 3 experts.
+    Value* route = Make(g, T({4, 2}, ElementType::kI64));
+    AttrDict three = Attrs(
+        {{"experts", Attribute::Int(3)}, {"capacity_factor", Attribute::Float(1.0)}});
+    EXPECT_EQ(Build(g, OpKind::kMoeDispatch, {x, route}, three), "f32[3, 3, 8]");  // ceil(8 / 3)
+    Value* buffer = Make(g, T({3, 2, 8}));
+    EXPECT_EQ(Build(g, OpKind::kMoeCollect, {buffer, route}), "f32[4, 2, 8]");
+  }
   EXPECT_EQ(Build(g, OpKind::kReturn, {x}, {}, {}, 0), "");
 
   // Spmd ops.

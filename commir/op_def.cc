@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "commir/check.h"
 #include "commir/ops/gather_ops.h"
+#include "commir/ops/moe_ops.h"
 #include "commir/ops/op_helpers.h"
 
 namespace commir {
@@ -112,6 +113,7 @@ const Registry& GetRegistry() {
     ops::AppendCallOps(r->defs);
     ops::AppendDropoutOps(r->defs);
     ops::AppendTopKOps(r->defs);
+    ops::AppendMoeOps(r->defs);
     std::sort(r->defs.begin(), r->defs.end(),
               [](const OpDef& a, const OpDef& b) { return a.kind < b.kind; });
     for (size_t i = 0; i < r->defs.size(); ++i) {

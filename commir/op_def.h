@@ -61,6 +61,8 @@ enum class OpKind : uint8_t {
   kCrossEntropy, kCrossEntropyGrad,
   // Selection (topk_ops.cc).
   kTopK,
+  // Mixture of experts: rows into per-expert buffers and back (ops/moe_ops.cc).
+  kMoeDispatch, kMoeCollect,
   // Spmd-only.
   kRank, kAllGather, kReduceScatter, kAllReduce, kAllToAll, kShift, kDynamicSlice,
   kDynamicUpdateSlice, kFor,

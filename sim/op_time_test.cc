@@ -261,6 +261,24 @@ TEST_F(OpTimeTest, TopKIsOneMemoryBoundKernel) {
   EXPECT_NEAR(t, kLaunch + (8.0 * 128256 * 2 + 8.0 * 50 * 2 + 8.0 * 50 * 8) / kHbm, 1e-12);
 }
 
+// Mixtral 8x7B's dispatch and collect of 4096 tokens (hidden 4096, top-2 of 8 experts,
+// capacity factor 1.25: ceil(4096 x 2 x 1.25 / 8) = 1280 slots an expert): memory-bound
+// copies. Dispatch reads the indices and the 8192 kept rows and writes every slot, empty
+// ones included; collect reads the indices and the kept slots and writes every choice's row.
+TEST_F(OpTimeTest, MoeDispatchAndCollectAreMemoryBoundCopies) {
+  double dispatch = Time(R"(func @f(%x: bf16[4096, 4096], %e: i64[4096, 2]) -> bf16[8, 1280, 4096] {
+    %b = moe_dispatch(%x, %e) {experts = 8, capacity_factor = 1.25}
+    return %b
+  })");
+  const double indices = 4096.0 * 2 * 8, row = 4096.0 * 2;
+  EXPECT_NEAR(dispatch, kLaunch + (indices + 8 * 1280 * row + 8192 * row) / kHbm, 1e-12);
+  double collect = Time(R"(func @f(%b: bf16[8, 1280, 4096], %e: i64[4096, 2]) -> bf16[4096, 2, 4096] {
+    %r = moe_collect(%b, %e)
+    return %r
+  })");
+  EXPECT_NEAR(collect, kLaunch + (indices + 8192 * row + 8192 * row) / kHbm, 1e-12);
+}
+
 constexpr char kGqaCausalAttention[] = R"(
 func @f(%q: bf16[1, 32, 4096, 128], %k: bf16[1, 8, 4096, 128], %v: bf16[1, 8, 4096, 128]) -> bf16[1, 32, 4096, 128] {
   %o = attention(%q, %k, %v) {causal}

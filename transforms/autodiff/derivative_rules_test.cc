@@ -205,6 +205,29 @@ std::vector<RuleCase> Cases() {
       {"scatter_add_axis1", "%b: f64[2, 4], %u: f64[2, 3]",
        absl::StrCat(kIndices202, "  %r = scatter_add(%b, %ids, %u) {axis = 1}"), "f64[2, 4]",
        "b,u"},
+      // moe_dispatch and moe_collect routed by the top-2 of random scores %s (not
+      // differentiated: a small step of x never changes the routing). Capacity 2 for 12
+      // choices over 4 experts drops some, whose rows must get no cotangent.
+      {"moe_dispatch_token_rows", "%x: f64[6, 3], %s: f64[6, 4]",
+       "  %v, %i = top_k(%s) {k = 2}\n"
+       "  %r = moe_dispatch(%x, %i) {experts = 4, capacity = 2}",
+       "f64[4, 2, 3]", "x"},
+      {"moe_dispatch_choice_rows", "%x: f64[6, 2, 3], %s: f64[6, 4]",
+       "  %v, %i = top_k(%s) {k = 2}\n"
+       "  %r = moe_dispatch(%x, %i) {experts = 4, capacity_factor = 0.5}",
+       "f64[4, 2, 3]", "x"},
+      {"moe_collect", "%y: f64[4, 2, 3], %s: f64[6, 4]",
+       "  %v, %i = top_k(%s) {k = 2}\n  %r = moe_collect(%y, %i)", "f64[6, 2, 3]", "y"},
+      // A whole top-2 layer: through the expert GEMM, the combine weights (softmax, top_k,
+      // renormalization) into the router's scores, and both routes into x.
+      {"moe_layer", "%x: f64[6, 3], %s: f64[6, 4], %w: f64[4, 3, 5]",
+       "  %pr = softmax(%s) {dim = 1}\n  %v, %i = top_k(%pr) {k = 2}\n"
+       "  %n = reduce_sum(%v) {dims = [1], keepdim}\n  %g = div(%v, %n)\n"
+       "  %buf = moe_dispatch(%x, %i) {experts = 4, capacity = 2}\n"
+       "  %h = matmul(%buf, %w)\n  %back = moe_collect(%h, %i)\n"
+       "  %g3 = reshape(%g) : f64[6, 2, 1]\n  %wb = mul(%back, %g3)\n"
+       "  %r = reduce_sum(%wb) {dims = [1]}",
+       "f64[6, 5]", "x,s,w"},
       // Through cross_entropy_grad, which reuses the forward's lse. Labels 1, 3 and an
       // ignored token (its gradient must be 0, and the mean divides by 2).
       {"cross_entropy_mean", x34, CrossEntropyBody("[1, 3, -100]", ""), "f64[]", "x"},

@@ -50,6 +50,8 @@ ShardingTable BuildTable() {
   table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
   table[OpKind::kScatterAdd] = {.rule = ScatterAddRule, .decompose = DecomposeScatterAdd};
   table[OpKind::kTopK] = {.rule = TopKRule};
+  table[OpKind::kMoeDispatch] = {.rule = MoeRule};
+  table[OpKind::kMoeCollect] = {.rule = MoeRule};
   return table;
 }
 
