@@ -313,7 +313,7 @@ TEST(OptDriverTest, LocatedRemarksNameTheLineAndColumn) {
   EXPECT_EQ(r.status, kExitSuccess) << r.err;
   EXPECT_THAT(r.err, StartsWith("<stdin>:4:8: remark: propagate-sharding: strategy of "
                                 "%y = matmul(%h, %w2) in @mlp: "));
-  EXPECT_THAT(r.err, HasSubstr("\n  chosen: candidate 1 (least communication)\n"));
+  EXPECT_THAT(r.err, HasSubstr("\n  chosen: candidate 1 (least communication plus compute)\n"));
   EXPECT_EQ(Opt({"--pass-pipeline=propagate-sharding{explain=%y}", "--no-remarks"}, kMlp).err, "");
 }
 

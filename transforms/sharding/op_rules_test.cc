@@ -585,7 +585,7 @@ TEST(WeighStrategies, ChooseStrategyReturnsTheChosenCandidate) {
   ASSERT_TRUE(small.ok());
   WeighedStrategies gathered = WeighStrategies(small.Query(false));
   EXPECT_EQ(gathered.candidates[gathered.chosen].origin, CandidateOrigin::kReplicated);
-  EXPECT_EQ(WhyChosen(gathered), "least communication");
+  EXPECT_EQ(WhyChosen(gathered), "least communication plus compute");
 }
 
 Choice Costing(double comm, double work) {
@@ -602,15 +602,25 @@ TEST(WhyChosen, NamesTheCriterionThatDecided) {
   WeighedStrategies comm;
   comm.candidates = {Costing(9, 1), Costing(3, 9), Costing(4, 1)};
   comm.chosen = 1;
-  EXPECT_EQ(WhyChosen(comm), "least communication");
+  EXPECT_EQ(WhyChosen(comm), "least communication plus compute");
   WeighedStrategies work;
   // Equal within the relative tolerance of 1e-9.
   work.candidates = {Costing(1e12, 9), Costing(1e12 + 1, 3), Costing(5e12, 1)};
   work.chosen = 1;
-  EXPECT_EQ(WhyChosen(work), "least work among 2 candidates of equal communication");
+  EXPECT_EQ(WhyChosen(work),
+            "least work among 2 candidates of equal communication plus compute");
   WeighedStrategies order;
   order.candidates = {Costing(2, 3), Costing(2, 3), Costing(2, 4)};
-  EXPECT_EQ(WhyChosen(order), "first in candidate order among 2 candidates of equal (comm, work)");
+  EXPECT_EQ(WhyChosen(order),
+            "first in candidate order among 2 candidates of equal (comm + compute, work)");
+  // Communication and compute add: less compute outweighs more communication.
+  WeighedStrategies sum;
+  sum.candidates = {Costing(3, 1), Costing(4, 1)};
+  sum.candidates[0].compute_cost = 5;  // 8 in all
+  sum.candidates[1].compute_cost = 1;  // 5 in all
+  sum.chosen = 1;
+  EXPECT_EQ(WhyChosen(sum), "least communication plus compute");
+  EXPECT_TRUE(CheaperChoice(sum.candidates[1], sum.candidates[0]));
 }
 
 TEST(ExplainStrategyChoice, ListsEveryCandidateAndNamesTheWinner) {
