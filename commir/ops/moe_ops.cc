@@ -53,7 +53,7 @@ absl::StatusOr<int64_t> GroupsOf(const OpSignature& sig, int64_t tokens, absl::s
 // The capacity of each group's buffer: `capacity`, or `ceil(tokens * k * capacity_factor / experts)`;
 // exactly one of the two is written.
 absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64_t k,
-                                   int64_t experts) {
+                                   int64_t experts, bool grouped) {
   const Attribute* capacity = sig.attrs.Find("capacity");
   const Attribute* factor = sig.attrs.Find("capacity_factor");
   if ((capacity == nullptr) == (factor == nullptr)) {
@@ -62,9 +62,9 @@ absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64
   if (capacity != nullptr) {
     if (!capacity->is_int() || capacity->int_value() < 1 || capacity->int_value() > tokens * k) {
       return OpError(
-          "capacity = %s must be in [1, %d], tokens x k (more slots than choices "
+          "capacity = %s must be in [1, %d], %s x k (more slots than choices "
           "stay empty)",
-          capacity->ToString(), tokens * k);
+          capacity->ToString(), tokens * k, grouped ? "a group's tokens" : "tokens");
     }
     return capacity->int_value();
   }
@@ -100,7 +100,7 @@ absl::StatusOr<std::vector<Type>> InferMoeDispatch(const OpSignature& sig) {
   }
   const int64_t experts = experts_attr->int_value();
   // Each group is routed alone: its capacity counts its own tokens.
-  absl::StatusOr<int64_t> capacity = CapacityOf(sig, tokens / *groups, k, experts);
+  absl::StatusOr<int64_t> capacity = CapacityOf(sig, tokens / *groups, k, experts, *groups > 1);
   if (!capacity.ok()) return capacity.status();
   const int64_t hidden = x->dims().back();
   // capacity <= tokens / groups * k, so the groups' columns fit in tokens * k.
