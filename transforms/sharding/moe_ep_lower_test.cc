@@ -5,9 +5,11 @@
 // choices are dropped on one device and on the mesh. Megatron's alltoall dispatcher
 // exchanges each layer's tokens twice in the forward (dispatch, combine) and twice in the
 // backward; the test counts exactly those all_to_alls and no other collective over ep.
+#include <cmath>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/substitute.h"
 #include "commir/ir.h"
@@ -101,8 +103,12 @@ TEST(MoeExpertParallel, ForwardMatchesOneDeviceWithTwoAllToAllsOverEp) {
       EXPECT_EQ(CountOf(f, OpKind::kAllToAll), 2) << check->lowered;
       EXPECT_EQ(CountOf(f, OpKind::kAllToAll, "ep"), 2) << check->lowered;
       EXPECT_EQ(CountOf(f, OpKind::kAllGather), 0) << check->lowered;
-      // Each device routes its one group.
-      EXPECT_THAT(check->lowered, ::testing::HasSubstr("groups = 1")) << check->lowered;
+      // Each device routes its one group with Megatron-LM's per-device capacity,
+      // ceil(T_local k f / E) = ceil(32 / G * 2 * 0.75 / 8).
+      const int capacity = static_cast<int>(std::ceil(32.0 / c.groups * 2 * 0.75 / 8));
+      EXPECT_THAT(check->lowered, ::testing::HasSubstr(absl::StrCat(
+                                      "{experts = 8, capacity = ", capacity, ", groups = 1}")))
+          << check->lowered;
     }
   }
 }
