@@ -220,13 +220,15 @@ Tensors RunScatterAdd(const Operation& op, Operands t, Indices indices) {
 
 // ---- Mixture of experts ------------------------------------------------------------------
 
+// The verifier checked that `groups` divides the tokens and the buffer's columns.
 Tensors RunMoeDispatch(const Operation& op, Operands t, Indices) {
   const std::vector<int64_t>& buffer = ResultType(op).dims();
-  return One(MoeDispatch(*t[0], *t[1], buffer[0], buffer[1]));
+  const int64_t groups = op.attrs().GetInt("groups", 1);
+  return One(MoeDispatch(*t[0], *t[1], buffer[0], buffer[1] / groups, groups));
 }
 
-Tensors RunMoeCollect(const Operation&, Operands t, Indices) {
-  return One(MoeCollect(*t[0], *t[1]));
+Tensors RunMoeCollect(const Operation& op, Operands t, Indices) {
+  return One(MoeCollect(*t[0], *t[1], op.attrs().GetInt("groups", 1)));
 }
 
 // ---- Collectives -------------------------------------------------------------------------

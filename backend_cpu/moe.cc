@@ -17,7 +17,7 @@ namespace {
 using runtime::Tensor;
 
 absl::StatusOr<std::vector<int64_t>> Slots(const char* op, const Tensor& experts_of,
-                                           int64_t experts, int64_t capacity) {
+                                           int64_t experts, int64_t capacity, int64_t groups) {
   if ((experts_of.element_type() != ElementType::kI32 &&
        experts_of.element_type() != ElementType::kI64) ||
       experts_of.rank() != 2) {
@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<int64_t>> Slots(const char* op, const Tensor& experts
                         experts_of.DebugTypeString()));
   }
   absl::StatusOr<std::vector<int64_t>> slots =
-      MoeSlots(experts_of.ToInt64(), experts_of.dim(0), experts_of.dim(1), experts, capacity);
+      MoeSlots(experts_of.ToInt64(), experts_of.dim(0), experts_of.dim(1), experts, capacity, groups);
   if (!slots.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", op, slots.status().message()));
   }
@@ -41,12 +41,14 @@ size_t RowBytes(const Tensor& t) {
 }  // namespace
 
 absl::StatusOr<Tensor> MoeDispatch(const Tensor& rows, const Tensor& experts_of, int64_t experts,
-                                   int64_t capacity) {
-  if (experts < 1 || capacity < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "moe_dispatch: experts (%d) and capacity (%d) must be positive", experts, capacity));
+                                   int64_t capacity, int64_t groups) {
+  if (experts < 1 || capacity < 1 || groups < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("moe_dispatch: experts (%d), capacity (%d) and groups (%d) must be positive",
+                        experts, capacity, groups));
   }
-  absl::StatusOr<std::vector<int64_t>> slots = Slots("moe_dispatch", experts_of, experts, capacity);
+  absl::StatusOr<std::vector<int64_t>> slots =
+      Slots("moe_dispatch", experts_of, experts, capacity, groups);
   if (!slots.ok()) return slots.status();
   const int64_t tokens = experts_of.dim(0);
   const int64_t k = experts_of.dim(1);
@@ -58,11 +60,13 @@ absl::StatusOr<Tensor> MoeDispatch(const Tensor& rows, const Tensor& experts_of,
                         tokens, tokens, k, rows.DebugTypeString()));
   }
   const int64_t hidden = rows.dim(rows.rank() - 1);
-  Tensor buffer(rows.element_type(), {experts, capacity, hidden});
+  // The verifier bounded experts x groups x capacity x hidden by the buffer's type.
+  const int64_t columns = groups * capacity;
+  Tensor buffer(rows.element_type(), {experts, columns, hidden});
   const size_t row_bytes = RowBytes(rows);
   auto* dst = static_cast<std::byte*>(buffer.raw_data());
   // All-zero bytes are 0 in every element type: the empty slots.
-  std::memset(dst, 0, static_cast<size_t>(experts * capacity) * row_bytes);
+  std::memset(dst, 0, static_cast<size_t>(experts * columns) * row_bytes);
   const auto* src = static_cast<const std::byte*>(rows.raw_data());
   for (int64_t choice = 0; choice < tokens * k; ++choice) {
     const int64_t slot = (*slots)[choice];
@@ -73,14 +77,17 @@ absl::StatusOr<Tensor> MoeDispatch(const Tensor& rows, const Tensor& experts_of,
   return buffer;
 }
 
-absl::StatusOr<Tensor> MoeCollect(const Tensor& buffer, const Tensor& experts_of) {
-  if (buffer.rank() != 3 || buffer.dim(0) < 1 || buffer.dim(1) < 1) {
+absl::StatusOr<Tensor> MoeCollect(const Tensor& buffer, const Tensor& experts_of,
+                                  int64_t groups) {
+  if (buffer.rank() != 3 || buffer.dim(0) < 1 || buffer.dim(1) < 1 || groups < 1 ||
+      buffer.dim(1) % groups != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "moe_collect: the buffer must be a non-empty [experts, capacity, hidden], got %s",
-        buffer.DebugTypeString()));
+        "moe_collect: the buffer must be a non-empty [experts, groups x capacity, hidden] for "
+        "%d groups, got %s",
+        groups, buffer.DebugTypeString()));
   }
   absl::StatusOr<std::vector<int64_t>> slots =
-      Slots("moe_collect", experts_of, buffer.dim(0), buffer.dim(1));
+      Slots("moe_collect", experts_of, buffer.dim(0), buffer.dim(1) / groups, groups);
   if (!slots.ok()) return slots.status();
   const int64_t tokens = experts_of.dim(0);
   const int64_t k = experts_of.dim(1);

@@ -98,6 +98,69 @@ TEST(MoeCollectTest, IsTheAdjointOfPerChoiceDispatch) {
   EXPECT_NE(dot(x.ToDouble(), cy->ToDouble()), 0);
 }
 
+// Two groups of two tokens, capacity 1 each, worked by hand from the routing above:
+// group 0 (tokens 0, 1): expert 1 takes token 0's first choice, token 1's is over
+// capacity; expert 0 takes token 0's second, expert 2 token 1's second. Group 1 (tokens
+// 2, 3): first choices to experts 1 and 0, both second choices over capacity. Slot
+// (e * 2 + g) * 1 + position. Routed whole with capacity 2 the drops differ (tokens 2's
+// first choice goes), which is why a token split needs the groups.
+TEST(MoeSlotsTest, GroupsAreRoutedAlone) {
+  absl::StatusOr<std::vector<int64_t>> slots = MoeSlots({1, 0, 1, 2, 1, 0, 0, 1}, 4, 2, 3, 1, 2);
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(*slots, (std::vector<int64_t>{2, 0, -1, 4, 3, -1, 1, -1}));
+  absl::StatusOr<std::vector<int64_t>> whole = MoeSlots({1, 0, 1, 2, 1, 0, 0, 1}, 4, 2, 3, 2);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ((*whole)[4], -1);
+  EXPECT_THAT(MoeSlots({1, 0, 1, 2, 1, 0, 0, 1}, 4, 2, 3, 1, 3).status().message(),
+              HasSubstr("groups = 3 must be positive and divide the 4 tokens"));
+}
+
+// A grouped dispatch is the groups' own dispatches side by side: group g's [experts,
+// capacity, hidden] buffer in columns [g * capacity, (g + 1) * capacity) of every expert,
+// and the grouped collect reads each token back from there. 12 tokens, top-2 over 3
+// experts, 3 groups of 4 tokens, capacity 2.
+TEST(MoeDispatchTest, GroupedIsTheGroupsSideBySide) {
+  const int64_t tokens = 12, k = 2, experts = 3, hidden = 2, groups = 3, capacity = 2;
+  std::vector<int64_t> ids(tokens * k);
+  std::vector<double> xv(tokens * hidden);
+  for (int64_t i = 0; i < tokens * k; ++i) ids[i] = (i * 7 + i / 5) % experts;
+  for (int64_t i = 0; i < tokens * hidden; ++i) xv[i] = static_cast<double>(i) + 1;
+  const Tensor x = F32({tokens, hidden}, xv);
+  const Tensor routing = Tensor::FromInt64(ElementType::kI64, {tokens, k}, ids);
+  absl::StatusOr<Tensor> grouped = MoeDispatch(x, routing, experts, capacity, groups);
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  ASSERT_EQ(grouped->shape(), (std::vector<int64_t>{experts, groups * capacity, hidden}));
+  absl::StatusOr<Tensor> collected = MoeCollect(*grouped, routing, groups);
+  ASSERT_TRUE(collected.ok()) << collected.status();
+  const std::vector<double> got = grouped->ToDouble();
+  const std::vector<double> back = collected->ToDouble();
+  const int64_t per = tokens / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    const Tensor xg = F32({per, hidden}, std::vector<double>(xv.begin() + g * per * hidden,
+                                                             xv.begin() + (g + 1) * per * hidden));
+    const Tensor rg = Tensor::FromInt64(
+        ElementType::kI64, {per, k},
+        std::vector<int64_t>(ids.begin() + g * per * k, ids.begin() + (g + 1) * per * k));
+    absl::StatusOr<Tensor> alone = MoeDispatch(xg, rg, experts, capacity);
+    absl::StatusOr<Tensor> alone_back = MoeCollect(*alone, rg);
+    ASSERT_TRUE(alone.ok() && alone_back.ok());
+    const std::vector<double> a = alone->ToDouble();
+    for (int64_t e = 0; e < experts; ++e) {
+      for (int64_t c = 0; c < capacity; ++c) {
+        for (int64_t h = 0; h < hidden; ++h) {
+          EXPECT_EQ(got[(e * groups * capacity + g * capacity + c) * hidden + h],
+                    a[(e * capacity + c) * hidden + h])
+              << "group " << g << " expert " << e << " slot " << c;
+        }
+      }
+    }
+    const std::vector<double> ab = alone_back->ToDouble();
+    for (size_t i = 0; i < ab.size(); ++i) {
+      EXPECT_EQ(back[g * per * k * hidden + i], ab[i]) << "group " << g;
+    }
+  }
+}
+
 TEST(MoeDispatchTest, Errors) {
   const Tensor x = F32({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
   const Tensor bad = Tensor::FromInt64(ElementType::kI64, {4, 2}, {1, 0, 3, 2, 1, 0, 0, 1});

@@ -38,7 +38,9 @@ const int64_t* SlotData(const Tensor& slots) {
 Results LaunchMoeDispatch(const LaunchContext& ctx) {
   const std::vector<int64_t>& buffer = ctx.op.result(0)->type().dims();
   const Tensor& rows = ctx.operand(0);
-  k::MoeShape shape{.experts = buffer[0], .capacity = buffer[1], .hidden = buffer[2]};
+  const int64_t groups = ctx.op.attrs().GetInt("groups", 1);
+  k::MoeShape shape{
+      .experts = buffer[0], .capacity = buffer[1] / groups, .hidden = buffer[2], .groups = groups};
   absl::StatusOr<Tensor> slots = Slots(ctx, shape);
   if (!slots.ok()) return slots.status();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {
@@ -49,7 +51,11 @@ Results LaunchMoeDispatch(const LaunchContext& ctx) {
 
 Results LaunchMoeCollect(const LaunchContext& ctx) {
   const Tensor& buffer = ctx.operand(0);
-  k::MoeShape shape{.experts = buffer.dim(0), .capacity = buffer.dim(1), .hidden = buffer.dim(2)};
+  const int64_t groups = ctx.op.attrs().GetInt("groups", 1);
+  k::MoeShape shape{.experts = buffer.dim(0),
+                    .capacity = buffer.dim(1) / groups,
+                    .hidden = buffer.dim(2),
+                    .groups = groups};
   absl::StatusOr<Tensor> slots = Slots(ctx, shape);
   if (!slots.ok()) return slots.status();
   return ctx.AllocateAndLaunch([&](absl::Span<void* const> out) {

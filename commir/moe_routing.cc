@@ -1,5 +1,6 @@
 #include "commir/moe_routing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -27,22 +28,31 @@ absl::StatusOr<int64_t> MoeCapacity(int64_t tokens, int64_t k, int64_t experts,
 }
 
 absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of, int64_t tokens,
-                                              int64_t k, int64_t experts, int64_t capacity) {
+                                              int64_t k, int64_t experts, int64_t capacity,
+                                              int64_t groups) {
   if (static_cast<int64_t>(experts_of.size()) != tokens * k) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the routing has %d choices, not tokens x k = %d x %d", experts_of.size(), tokens, k));
   }
-  std::vector<int64_t> filled(experts, 0);
+  if (groups < 1 || tokens % groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("groups = %d must be positive and divide the %d tokens", groups, tokens));
+  }
+  const int64_t group_tokens = tokens / groups;
+  std::vector<int64_t> filled(experts);
   std::vector<int64_t> slots(experts_of.size(), -1);
-  for (int64_t j = 0; j < k; ++j) {
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t e = experts_of[t * k + j];
-      if (e < 0 || e >= experts) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "expert index %d (token %d, choice %d) is out of range [0, %d)", e, t, j, experts));
+  for (int64_t g = 0; g < groups; ++g) {
+    std::fill(filled.begin(), filled.end(), 0);
+    for (int64_t j = 0; j < k; ++j) {
+      for (int64_t t = g * group_tokens; t < (g + 1) * group_tokens; ++t) {
+        const int64_t e = experts_of[t * k + j];
+        if (e < 0 || e >= experts) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "expert index %d (token %d, choice %d) is out of range [0, %d)", e, t, j, experts));
+        }
+        const int64_t position = filled[e]++;
+        if (position < capacity) slots[t * k + j] = (e * groups + g) * capacity + position;
       }
-      const int64_t position = filled[e]++;
-      if (position < capacity) slots[t * k + j] = e * capacity + position;
     }
   }
   return slots;

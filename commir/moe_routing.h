@@ -32,8 +32,16 @@ absl::StatusOr<int64_t> MoeCapacity(int64_t tokens, int64_t k, int64_t experts,
 // capacity, so two buffers of different capacities agree on every slot they both hold.
 // An expert index outside [0, experts) is an InvalidArgument error naming it and its
 // place.
+//
+// With `groups` G > 1 the tokens are G contiguous groups of tokens / G (GShard's groups,
+// Megatron's per-device routing): each group is routed on its own, as if alone, with
+// `capacity` slots per expert, and the buffer is [experts, G * capacity], group g's slots
+// of expert e at e * G * capacity + g * capacity + position. This is the layout expert
+// parallelism exchanges: a device holding the tokens of group g fills exactly the
+// columns [g * capacity, (g + 1) * capacity) of every expert. G must divide tokens.
 absl::StatusOr<std::vector<int64_t>> MoeSlots(absl::Span<const int64_t> experts_of, int64_t tokens,
-                                              int64_t k, int64_t experts, int64_t capacity);
+                                              int64_t k, int64_t experts, int64_t capacity,
+                                              int64_t groups = 1);
 
 }  // namespace commir
 

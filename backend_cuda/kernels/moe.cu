@@ -13,15 +13,19 @@ template <typename I>
 __global__ void MoeSlotsKernel(const I* __restrict__ experts_of, MoeShape s,
                                int64_t* __restrict__ slots, int32_t* flag) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < s.experts;
-       e += stride) {
+  const int64_t group_tokens = s.tokens / s.groups;
+  // One thread per (group, expert): each group is routed on its own.
+  for (int64_t ge = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       ge < s.groups * s.experts; ge += stride) {
+    const int64_t g = ge / s.experts;
+    const int64_t e = ge % s.experts;
     int64_t filled = 0;
     for (int64_t j = 0; j < s.k; ++j) {
-      for (int64_t t = 0; t < s.tokens; ++t) {
+      for (int64_t t = g * group_tokens; t < (g + 1) * group_tokens; ++t) {
         const int64_t choice = t * s.k + j;
         const int64_t id = static_cast<int64_t>(experts_of[choice]);
         if (id < 0 || id >= s.experts) {
-          // Expert 0's thread reports and drops the choices no expert owns.
+          // Expert 0's thread of the group reports and drops the choices no expert owns.
           if (e == 0) {
             RaiseError(flag, kErrIndexOutOfRange);
             slots[choice] = -1;
@@ -29,7 +33,7 @@ __global__ void MoeSlotsKernel(const I* __restrict__ experts_of, MoeShape s,
           continue;
         }
         if (id != e) continue;
-        slots[choice] = filled < s.capacity ? e * s.capacity + filled : -1;
+        slots[choice] = filled < s.capacity ? (e * s.groups + g) * s.capacity + filled : -1;
         ++filled;
       }
     }
@@ -65,7 +69,8 @@ __global__ void MoeCollectKernel(const T* __restrict__ buffer, MoeShape s,
 }
 
 bool Valid(const MoeShape& s) {
-  return s.tokens >= 0 && s.k >= 0 && s.experts >= 1 && s.capacity >= 1 && s.hidden >= 0;
+  return s.tokens >= 0 && s.k >= 0 && s.experts >= 1 && s.capacity >= 1 && s.hidden >= 0 &&
+         s.groups >= 1 && s.tokens % s.groups == 0;
 }
 
 }  // namespace
@@ -75,10 +80,10 @@ cudaError_t LaunchMoeSlots(KDType index_type, const void* experts_of, const MoeS
   if (!Valid(shape)) return cudaErrorInvalidValue;
   if (shape.tokens * shape.k == 0) return cudaSuccess;
   if (index_type == KDType::kI32) {
-    MoeSlotsKernel<int32_t><<<GridFor(shape.experts), kThreads, 0, stream>>>(
+    MoeSlotsKernel<int32_t><<<GridFor(shape.groups * shape.experts), kThreads, 0, stream>>>(
         static_cast<const int32_t*>(experts_of), shape, slots, error_flag);
   } else if (index_type == KDType::kI64) {
-    MoeSlotsKernel<int64_t><<<GridFor(shape.experts), kThreads, 0, stream>>>(
+    MoeSlotsKernel<int64_t><<<GridFor(shape.groups * shape.experts), kThreads, 0, stream>>>(
         static_cast<const int64_t*>(experts_of), shape, slots, error_flag);
   } else {
     return cudaErrorInvalidValue;
@@ -93,7 +98,8 @@ cudaError_t LaunchMoeDispatch(KDType dtype, const void* rows, bool per_choice,
   return DispatchAll(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const size_t bytes =
-        static_cast<size_t>(shape.experts * shape.capacity * shape.hidden) * sizeof(T);
+        static_cast<size_t>(shape.experts * shape.groups * shape.capacity * shape.hidden) *
+        sizeof(T);
     if (bytes == 0) return cudaSuccess;
     if (cudaError_t e = cudaMemsetAsync(out, 0, bytes, stream); e != cudaSuccess) return e;
     const int64_t n = shape.tokens * shape.k * shape.hidden;

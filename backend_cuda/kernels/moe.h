@@ -19,12 +19,14 @@ struct MoeShape {
   int64_t tokens = 0;
   int64_t k = 0;
   int64_t experts = 0;
-  int64_t capacity = 0;
+  int64_t capacity = 0;  // per group
   int64_t hidden = 0;
+  // Routing groups (commir::MoeSlots): the buffer is [experts, groups * capacity, hidden].
+  int64_t groups = 1;
 };
 
-// slots[t * k + j] = e * capacity + position, or -1 for a dropped choice. One thread per
-// expert walks the choices in order and places its own, so the positions need no atomics
+// slots[t * k + j] = (e * groups + g) * capacity + position, or -1 for a dropped choice.
+// One thread per group and expert walks the choices in order and places its own, so the positions need no atomics
 // and are the cpu's; the walk costs tokens x k reads per expert, which the row copies of
 // hidden elements per choice outweigh for the layer sizes of current models.
 cudaError_t LaunchMoeSlots(KDType index_type, const void* experts_of, const MoeShape& shape,

@@ -36,11 +36,14 @@ int32_t ReadFlag(const DeviceBuffer& flag) {
 }
 
 // 40 tokens, top-2 over 6 experts, capacity 9 of the 14 a factor of 6 would give: the
-// random routing overflows some experts.
+// random routing overflows some experts. Once whole, once in 4 groups of 10 tokens with
+// capacity 3 each (expert parallelism's per-device routing).
 TEST(MoeKernelTest, MatchesCpuBitForBit) {
   COMMIR_SKIP_WITHOUT_GPU();
-  const MoeShape s{.tokens = 40, .k = 2, .experts = 6, .capacity = 9, .hidden = 5};
   uint32_t seed = 1;
+  for (const MoeShape s :
+       {MoeShape{.tokens = 40, .k = 2, .experts = 6, .capacity = 9, .hidden = 5},
+        MoeShape{.tokens = 40, .k = 2, .experts = 6, .capacity = 3, .hidden = 5, .groups = 4}}) {
   for (ElementType type : kTypes) {
     for (ElementType index_type : {ElementType::kI32, ElementType::kI64}) {
       for (bool per_choice : {false, true}) {
@@ -49,9 +52,9 @@ TEST(MoeKernelTest, MatchesCpuBitForBit) {
                                          per_choice ? std::vector<int64_t>{s.tokens, s.k, s.hidden}
                                                     : std::vector<int64_t>{s.tokens, s.hidden},
                                          seed++, -10, 10);
-        const auto buffer = cpu::MoeDispatch(rows, ids, s.experts, s.capacity);
+        const auto buffer = cpu::MoeDispatch(rows, ids, s.experts, s.capacity, s.groups);
         ASSERT_TRUE(buffer.ok()) << buffer.status();
-        const auto back = cpu::MoeCollect(*buffer, ids);
+        const auto back = cpu::MoeCollect(*buffer, ids, s.groups);
         ASSERT_TRUE(back.ok()) << back.status();
         DeviceBuffer dr = Upload(rows), di = Upload(ids), db = Upload(*buffer),
                      slots(s.tokens * s.k * 8), dd(buffer->byte_size()), dc(back->byte_size()),
@@ -64,13 +67,15 @@ TEST(MoeKernelTest, MatchesCpuBitForBit) {
         ASSERT_EQ(LaunchMoeDispatch(type, dr.get(), per_choice, s, slot_data, dd.get(), nullptr),
                   cudaSuccess);
         ASSERT_EQ(LaunchMoeCollect(type, db.get(), s, slot_data, dc.get(), nullptr), cudaSuccess);
-        const std::string what = absl::StrFormat("%s %s per_choice=%d", ElementTypeName(type),
-                                                 ElementTypeName(index_type), per_choice);
+        const std::string what =
+            absl::StrFormat("%s %s per_choice=%d groups=%d", ElementTypeName(type),
+                            ElementTypeName(index_type), per_choice, s.groups);
         ExpectSameBits(Download(dd.get(), type, buffer->shape()), *buffer, what + " dispatch");
         ExpectSameBits(Download(dc.get(), type, back->shape()), *back, what + " collect");
         EXPECT_EQ(ReadFlag(flag), 0) << what;
       }
     }
+  }
   }
 }
 

@@ -39,10 +39,21 @@ absl::Status CheckRows(Type rows, absl::string_view op, absl::string_view what) 
   return absl::OkStatus();
 }
 
-// The buffer's capacity: `capacity`, or `ceil(tokens * k * capacity_factor / experts)`;
+// The routing groups: `groups` (default 1), positive and dividing the tokens.
+absl::StatusOr<int64_t> GroupsOf(const OpSignature& sig, int64_t tokens, absl::string_view op) {
+  const Attribute* groups = sig.attrs.Find("groups");
+  if (groups == nullptr) return 1;
+  if (!groups->is_int() || groups->int_value() < 1 || tokens % groups->int_value() != 0) {
+    return OpError("%s: groups = %s must be a positive integer that divides the %d tokens", op,
+                   groups->ToString(), tokens);
+  }
+  return groups->int_value();
+}
+
+// The capacity of each group's buffer: `capacity`, or `ceil(tokens * k * capacity_factor / experts)`;
 // exactly one of the two is written.
 absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64_t k,
-                                   int64_t experts) {
+                                   int64_t experts, bool grouped) {
   const Attribute* capacity = sig.attrs.Find("capacity");
   const Attribute* factor = sig.attrs.Find("capacity_factor");
   if ((capacity == nullptr) == (factor == nullptr)) {
@@ -51,9 +62,9 @@ absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64
   if (capacity != nullptr) {
     if (!capacity->is_int() || capacity->int_value() < 1 || capacity->int_value() > tokens * k) {
       return OpError(
-          "capacity = %s must be in [1, %d], tokens x k (more slots than choices "
+          "capacity = %s must be in [1, %d], %s x k (more slots than choices "
           "stay empty)",
-          capacity->ToString(), tokens * k);
+          capacity->ToString(), tokens * k, grouped ? "a group's tokens" : "tokens");
     }
     return capacity->int_value();
   }
@@ -63,8 +74,8 @@ absl::StatusOr<int64_t> CapacityOf(const OpSignature& sig, int64_t tokens, int64
   return c;
 }
 
-// moe_dispatch(x: [T, H] or [T, k, H], indices: [T, k]) {experts, capacity...}
-//   -> [experts, capacity, H].
+// moe_dispatch(x: [T, H] or [T, k, H], indices: [T, k]) {experts, capacity..., groups}
+//   -> [experts, groups * capacity, H].
 absl::StatusOr<std::vector<Type>> InferMoeDispatch(const OpSignature& sig) {
   absl::StatusOr<Type> x = TensorOperand(sig, 0, "the rows");
   if (!x.ok()) return x.status();
@@ -73,6 +84,8 @@ absl::StatusOr<std::vector<Type>> InferMoeDispatch(const OpSignature& sig) {
   if (absl::Status s = CheckRows(*x, "moe_dispatch", "the rows"); !s.ok()) return s;
   const int64_t tokens = idx->dims()[0];
   const int64_t k = idx->dims()[1];
+  absl::StatusOr<int64_t> groups = GroupsOf(sig, tokens, "moe_dispatch");
+  if (!groups.ok()) return groups.status();
   const bool per_token = x->rank() == 2 && x->dims()[0] == tokens;
   const bool per_choice = x->rank() == 3 && x->dims()[0] == tokens && x->dims()[1] == k;
   if (!per_token && !per_choice) {
@@ -86,16 +99,19 @@ absl::StatusOr<std::vector<Type>> InferMoeDispatch(const OpSignature& sig) {
     return OpError("moe_dispatch needs a positive integer 'experts'");
   }
   const int64_t experts = experts_attr->int_value();
-  absl::StatusOr<int64_t> capacity = CapacityOf(sig, tokens, k, experts);
+  // Each group is routed alone: its capacity counts its own tokens.
+  absl::StatusOr<int64_t> capacity = CapacityOf(sig, tokens / *groups, k, experts, *groups > 1);
   if (!capacity.ok()) return capacity.status();
   const int64_t hidden = x->dims().back();
-  absl::StatusOr<int64_t> slots = CheckedDimMul(experts, *capacity);
+  // capacity <= tokens / groups * k, so the groups' columns fit in tokens * k.
+  const int64_t columns = *groups * *capacity;
+  absl::StatusOr<int64_t> slots = CheckedDimMul(experts, columns);
   if (!slots.ok()) return slots.status();
   if (absl::StatusOr<int64_t> n = CheckedDimMul(*slots, hidden); !n.ok()) return n.status();
-  return std::vector<Type>{Type::Tensor(x->element_type(), {experts, *capacity, hidden})};
+  return std::vector<Type>{Type::Tensor(x->element_type(), {experts, columns, hidden})};
 }
 
-// moe_collect(buffer: [E, C, H], indices: [T, k]) -> [T, k, H].
+// moe_collect(buffer: [E, groups * C, H], indices: [T, k]) {groups} -> [T, k, H].
 absl::StatusOr<std::vector<Type>> InferMoeCollect(const OpSignature& sig) {
   absl::StatusOr<Type> buffer = TensorOperand(sig, 0, "the expert buffer");
   if (!buffer.ok()) return buffer.status();
@@ -105,6 +121,12 @@ absl::StatusOr<std::vector<Type>> InferMoeCollect(const OpSignature& sig) {
   if (buffer->rank() != 3) {
     return OpError("moe_collect needs the expert buffer as [experts, capacity, hidden], got %s",
                    buffer->ToString());
+  }
+  absl::StatusOr<int64_t> groups = GroupsOf(sig, idx->dims()[0], "moe_collect");
+  if (!groups.ok()) return groups.status();
+  if (buffer->dims()[1] % *groups != 0) {
+    return OpError("moe_collect: the buffer's %d columns are not %d groups of equal capacity",
+                   buffer->dims()[1], *groups);
   }
   const std::vector<int64_t> dims = {idx->dims()[0], idx->dims()[1], buffer->dims()[2]};
   absl::StatusOr<int64_t> n = CheckedDimMul(dims[0] * dims[1], dims[2]);
@@ -149,7 +171,8 @@ void AppendMoeOps(std::vector<OpDef>& ops) {
       .max_operands = 2,
       .attrs = {{.name = "experts", .kind = AttrKind::kInt, .required = true},
                 {.name = "capacity", .kind = AttrKind::kInt},
-                {.name = "capacity_factor", .kind = AttrKind::kNumber}},
+                {.name = "capacity_factor", .kind = AttrKind::kNumber},
+                {.name = "groups", .kind = AttrKind::kInt}},
       .infer = InferMoeDispatch,
       .cost = MoeDispatchCost,
       .vjp = MoeDispatchVjp,
@@ -161,6 +184,7 @@ void AppendMoeOps(std::vector<OpDef>& ops) {
                  "for a dropped choice)",
       .min_operands = 2,
       .max_operands = 2,
+      .attrs = {{.name = "groups", .kind = AttrKind::kInt}},
       .infer = InferMoeCollect,
       .cost = MoeCollectCost,
       .vjp = MoeCollectVjp,

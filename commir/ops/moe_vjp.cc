@@ -10,7 +10,11 @@ namespace commir::ops {
 // shared by a token's k choices ([tokens, hidden]) add the k cotangents.
 absl::StatusOr<std::vector<Value*>> MoeDispatchVjp(OpBuilder& b, const VjpArgs& args) {
   const Operation& op = args.op;
-  Value* collected = b.Op(OpKind::kMoeCollect, {args.result_cotangents[0], op.operand(1)});
+  // The same groups place the choices where the forward put them.
+  AttrDict groups;
+  if (const Attribute* g = op.attrs().Find("groups"); g != nullptr) groups.Set("groups", *g);
+  Value* collected =
+      b.Op(OpKind::kMoeCollect, {args.result_cotangents[0], op.operand(1)}, std::move(groups));
   Value* d_rows = collected;
   if (op.operand(0)->type().rank() == 2) {
     AttrDict sum;
@@ -25,9 +29,12 @@ absl::StatusOr<std::vector<Value*>> MoeDispatchVjp(OpBuilder& b, const VjpArgs& 
 absl::StatusOr<std::vector<Value*>> MoeCollectVjp(OpBuilder& b, const VjpArgs& args) {
   const Operation& op = args.op;
   const std::vector<int64_t>& buffer = op.operand(0)->type().dims();
+  // The verifier checked that the groups divide the buffer's columns.
+  const int64_t groups = op.attrs().GetInt("groups", 1);
   AttrDict shape;
   shape.Set("experts", Attribute::Int(buffer[0]));
-  shape.Set("capacity", Attribute::Int(buffer[1]));
+  shape.Set("capacity", Attribute::Int(buffer[1] / groups));
+  if (groups != 1) shape.Set("groups", Attribute::Int(groups));
   Value* d_buffer =
       b.Op(OpKind::kMoeDispatch, {args.result_cotangents[0], op.operand(1)}, std::move(shape));
   return Finish(b, {d_buffer, nullptr});

@@ -218,6 +218,15 @@ std::vector<RuleCase> Cases() {
        "f64[4, 2, 3]", "x"},
       {"moe_collect", "%y: f64[4, 2, 3], %s: f64[6, 4]",
        "  %v, %i = top_k(%s) {k = 2}\n  %r = moe_collect(%y, %i)", "f64[6, 2, 3]", "y"},
+      // Routed in 2 groups of 3 tokens, capacity 1 per group: the derivatives keep the
+      // groups (a slot of group 1 must send its cotangent to group 1's token).
+      {"moe_dispatch_grouped", "%x: f64[6, 3], %s: f64[6, 4]",
+       "  %v, %i = top_k(%s) {k = 2}\n"
+       "  %r = moe_dispatch(%x, %i) {experts = 4, capacity = 1, groups = 2}",
+       "f64[4, 2, 3]", "x"},
+      {"moe_collect_grouped", "%y: f64[4, 4, 3], %s: f64[6, 4]",
+       "  %v, %i = top_k(%s) {k = 2}\n  %r = moe_collect(%y, %i) {groups = 2}", "f64[6, 2, 3]",
+       "y"},
       // A whole top-2 layer: through the expert GEMM, the combine weights (softmax, top_k,
       // renormalization) into the router's scores, and both routes into x.
       {"moe_layer", "%x: f64[6, 3], %s: f64[6, 4], %w: f64[4, 3, 5]",

@@ -66,6 +66,9 @@ DecompositionResult DecomposeReshard(const DecompositionInput& input);
 // size over the dimension's axes, 0 where it is whole) and the global shape, so that
 // each element draws its mask from its global index (dropout_decomposition.cc).
 DecompositionResult DecomposeDropout(const DecompositionInput& input);
+// moe_dispatch and moe_collect with their token groups split (expert parallelism): each
+// device routes its own groups, `groups` the local count (moe_rule.cc).
+DecompositionResult DecomposeMoe(const DecompositionInput& input);
 
 }  // namespace commir::sharding
 

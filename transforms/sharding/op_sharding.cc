@@ -50,8 +50,9 @@ ShardingTable BuildTable() {
   table[OpKind::kGather] = {.rule = GatherRule, .decompose = DecomposeGather};
   table[OpKind::kScatterAdd] = {.rule = ScatterAddRule, .decompose = DecomposeScatterAdd};
   table[OpKind::kTopK] = {.rule = TopKRule};
-  table[OpKind::kMoeDispatch] = {.rule = MoeRule};
-  table[OpKind::kMoeCollect] = {.rule = MoeRule};
+  // Expert parallelism: each device routes its own token groups (moe_rule.cc).
+  table[OpKind::kMoeDispatch] = {.rule = MoeRule, .decompose = DecomposeMoe};
+  table[OpKind::kMoeCollect] = {.rule = MoeRule, .decompose = DecomposeMoe};
   return table;
 }
 

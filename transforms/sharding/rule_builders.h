@@ -47,8 +47,8 @@ OpRule IdentityRule(const Operation& op);
 OpRule FullRule(const Operation& op);
 // top_k (topk_rule.cc): leading dimensions pass through, the selected one is replicated.
 OpRule TopKRule(const Operation& op);
-// moe_dispatch, moe_collect (moe_rule.cc): the hidden dimension passes through, the
-// routing and the expert buffer are whole.
+// moe_dispatch, moe_collect (moe_rule.cc): the hidden dimension passes through; the
+// routing groups split the tokens and the buffer's columns alike; the rest is whole.
 OpRule MoeRule(const Operation& op);
 
 }  // namespace commir::sharding
