@@ -627,24 +627,26 @@ TEST(ExplainStrategyChoice, ListsEveryCandidateAndNamesTheWinner) {
   // x is split over rows; the target wants the result split over columns. Computing by
   // rows and moving the result (one all_to_all of 64 bytes) ties with gathering x (one
   // all_gather of 64 bytes) in bytes, collectives and work: the earlier candidate wins.
-  // Replication gathers x as well but does all the work.
+  // Replication gathers x as well but does all the work (twice the compute: 2 x 8 x 4 x 8
+  // f32 FLOPs, memory-bound at 3.35 TB/s on its 512 bytes, in bytes at 360 GB/s: 55).
   OneOp op(F("tp=2", "%x: f32[8@tp, 4], %w: f32[4, 8]", "%r = matmul(%x, %w) : f32[8, 8@tp]",
              "f32[8, 8@tp]"));
   ASSERT_TRUE(op.ok());
   StrategyQuery query = op.Query(/*with_targets=*/true);
   WeighedStrategies weighed = WeighStrategies(query);
   EXPECT_EQ(ExplainStrategyChoice(query, weighed, "f"),
-            "strategy of %r = matmul(%x, %w) in @f: 3 candidates, cheapest by (comm, work), "
-            "ties to the earlier; comm = bytes per device + 1048576 per collective\n"
+            "strategy of %r = matmul(%x, %w) in @f: 3 candidates, cheapest by (comm + compute, "
+            "work), ties to the earlier; comm = bytes per device + 1048576 per collective, compute "
+            "= its time in bytes at the link rate\n"
             "  operands now: %x [tp, -], %w [-, -]; result targets: [-, tp]\n"
             "  candidate 1, from %x's layout: needs %x [tp, -], %w [-, -]; gives [tp, -]; "
-            "comm 1048640, work 80  <- chosen\n"
+            "comm 1048640, compute 28, work 80  <- chosen\n"
             "  candidate 2, from the result targets: needs %x [-, -], %w [-, tp]; gives [-, tp]; "
-            "comm 1048640, work 80\n"
+            "comm 1048640, compute 28, work 80\n"
             "  candidate 3, replicated: needs %x [-, -], %w [-, -]; gives [-, -]; comm 1048640, "
-            "work 128\n"
-            "  chosen: candidate 1 (first in candidate order among 2 candidates of equal (comm, "
-            "work))");
+            "compute 55, work 128\n"
+            "  chosen: candidate 1 (first in candidate order among 2 candidates of equal (comm + "
+            "compute, work))");
   EXPECT_EQ(op.Choose(true).strategy, weighed.candidates[0].strategy);
 }
 

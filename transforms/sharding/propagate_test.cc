@@ -273,7 +273,7 @@ TEST(PropagateShardingPass, ExplainsOnceWhateverTheRoundsWithTheLayoutKept) {
   std::string printed;
   ASSERT_TRUE(RunExplaining(kMlp, "%a", &remarks, &printed, 3).ok());
   ASSERT_EQ(remarks.size(), 1u);
-  EXPECT_THAT(remarks[0].message, HasSubstr("gives [-, tp]; comm 0, work 65536  <- chosen"));
+  EXPECT_THAT(remarks[0].message, HasSubstr("gives [-, tp]; comm 0, compute 28171, work 65536  <- chosen"));
   EXPECT_EQ(TypeOf(printed, "a"), "f32[256, 512@tp]");
 }
 
