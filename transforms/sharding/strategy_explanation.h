@@ -13,19 +13,21 @@
 namespace commir::sharding {
 
 // Explains the choice for `query` (its op in function `function_name`), e.g.
-//   strategy of %y = matmul(%x, %w) in @f: 2 candidates, cheapest by (comm, work) ...
+//   strategy of %y = matmul(%x, %w) in @f: 2 candidates, cheapest by (comm + compute,
+//   work) ...
 //     operands now: %x [dp, -], %w [-, -]; result targets: [dp, -]
 //     candidate 1, from %x's layout: needs %x [dp, -], %w [-, -]; gives [dp, -];
-//       comm 0, work 96
+//       comm 0, compute 28, work 96
 //     ...
-//     chosen: candidate 1 (least communication)
+//     chosen: candidate 1 (least communication plus compute)
 // One line per candidate; the lines after the first are indented by two spaces.
 std::string ExplainStrategyChoice(const StrategyQuery& query, const WeighedStrategies& weighed,
                                   const std::string& function_name);
 
-// Why `weighed.chosen` won: "the only candidate", "least communication", "least work
-// among N candidates of equal communication", or "first in candidate order among N
-// candidates of equal (comm, work)".
+// Why `weighed.chosen` won: "the only candidate", "fewest reshards of pinned operands",
+// "least communication plus compute", "least work among N candidates of equal
+// communication plus compute", or "first in candidate order among N candidates of equal
+// (comm + compute, work)".
 std::string WhyChosen(const WeighedStrategies& weighed);
 
 }  // namespace commir::sharding
