@@ -33,9 +33,16 @@ OpCost GlobalOpCost(const Operation& op, absl::Span<const Type> operand_types, c
 double CollectiveByteWeight(const Mesh& mesh, const AxisList& axes) {
   const int64_t per_node = std::max(1, kPartitionerDevice.gpus_per_node);
   if (mesh.GroupSize(axes) <= 1) return 1;
-  // Device 0's group is as spread as any other: every group is a translate of it.
-  for (int64_t member : mesh.GroupMembers(0, axes)) {
-    if (member / per_node != 0) {
+  // Ids are linear in the coordinates, so a group is its leader (the member whose
+  // coordinates over `axes` are 0) plus device 0's group's ids: it stays on one node
+  // when its leader and its leader plus the largest of those offsets do.
+  // Groups are not all alike: on (a=2, b=6) the b group {0..5} is on one node of 8,
+  // {6..11} spans two.
+  const std::vector<int64_t> offsets = mesh.GroupMembers(0, axes);
+  const int64_t last = *std::max_element(offsets.begin(), offsets.end());
+  for (int64_t device = 0; device < mesh.num_devices(); ++device) {
+    if (mesh.GroupCoordinate(device, axes) != 0) continue;
+    if (device / per_node != (device + last) / per_node) {
       return kLinkBytesPerSecond / kPartitionerDevice.network_bandwidth_per_gpu;
     }
   }

@@ -48,6 +48,10 @@ TEST(ComputeCost, CollectivesSpanningNodesPayTheNetworkRate) {
   const Mesh one_node("m", {{"dp", 2, {}}, {"tp", 4, {}}});
   EXPECT_EQ(CollectiveByteWeight(one_node, {"dp"}), 1);
   EXPECT_EQ(CollectiveByteWeight(one_node, {"dp", "tp"}), 1);
+  // Groups of one axis are not all alike: on (a=2, b=6) the b group of devices 0-5 sits
+  // on node 0, that of 6-11 spans nodes 0 and 1.
+  const Mesh uneven("m", {{"a", 2, {}}, {"b", 6, {}}});
+  EXPECT_DOUBLE_EQ(CollectiveByteWeight(uneven, {"b"}), 360e9 / 50e9);
   // A group of one moves nothing.
   const Mesh single("m", {{"dp", 1, {}}, {"tp", 16, {}}});
   EXPECT_EQ(CollectiveByteWeight(single, {"dp"}), 1);

@@ -115,7 +115,6 @@ class Propagator {
     for (bool skip : {false, true}) {
       if (skip && !met_whole_sum_vote_) break;
       for (bool pin : {false, true}) {
-        if (pin && !moved_argument_) break;
         ForgetFreeLayouts();
         skip_whole_sum_votes_ = skip;
         double plan_cost = Solve(pin);
@@ -211,18 +210,20 @@ class Propagator {
   // the op at position `needed`: the first collective of the reshard can run as soon as
   // `value` is made; a later one only right before its reader (it cannot be combined).
   void AllReduceCandidates(const Value* value, const Layout& from, const Layout& to, int needed,
-                           std::vector<collectives::BucketCandidate>& out) const {
+                           std::vector<collectives::BucketCandidate>& out,
+                           bool from_value_as_made = true) const {
     if (from == to) return;
     Type global = value->type();
     std::vector<ReshardStep> steps = PlanReshard(global.dims(), from, to, mesh_);
     Layout cur = from;
-    bool first_collective = true;
+    // Only an all_reduce of the value as its op made it can run early; one of an earlier
+    // reader's reshard, or after another step, runs where that step is emitted, right
+    // before its reader (ready = needed: it goes alone).
+    bool first_step = from_value_as_made;
     for (const ReshardStep& step : steps) {
-      const bool collective = step.kind != ReshardStep::Kind::kSlice &&
-                              step.kind != ReshardStep::Kind::kMakePartial;
       if (step.kind == ReshardStep::Kind::kAllReduce) {
         int ready = needed;
-        if (first_collective) {
+        if (first_step) {
           auto it = position_.find(value->defining_op());
           ready = it == position_.end() ? -1 : it->second;
         }
@@ -234,29 +235,42 @@ class Propagator {
                        static_cast<int64_t>(absl::HashOf(axes, static_cast<int>(step.reduce),
                                                          static_cast<int>(local.element_type())))});
       }
-      first_collective &= !collective;
+      first_step = false;
       cur = step.after;
     }
   }
 
-  // How many all_reduces lie on the longest chain of data dependences into `op` under
-  // `choice`: an operand whose partial sum the op needs reduced adds one to its
-  // producer's count. combine-all-reduces orders ops by it (all_reduce_candidates.h).
-  int CollectiveRound(const Operation& op, const StrategyQuery& query, const Choice& choice) const {
+  // How many all_reduces lie on the longest chain of data dependences into op `k` under
+  // `choice`: an operand the op needs reshared through an all_reduce adds one to its
+  // producer's count, and so do the op's own statistics all_reduces (a split norm's).
+  // combine-all-reduces orders ops by it (all_reduce_candidates.h). Not counted: the
+  // all_reduces of a fixed result's reshard and of a max resolved after the op (rare;
+  // the pass counts them, so the plan may then be charged a latency too few).
+  int CollectiveRound(size_t k, const StrategyQuery& query, const Choice& choice) const {
+    const Operation& op = *ops_[k];
     int round = 0;
     for (int i = 0; i < op.num_operands(); ++i) {
       const Value* v = op.operand(i);
       if (v->is_literal() || !v->type().is_tensor()) continue;
       auto it = position_.find(v->defining_op());
       int r = it == position_.end() ? 0 : round_[it->second];
-      if (query.operands[i] && choice.operands[i].partial.size() < query.operands[i]->partial.size()) ++r;
+      if (query.operands[i] && choice.operands[i] != *query.operands[i] &&
+          choice.operands[i].partial.size() < query.operands[i]->partial.size()) {
+        for (const ReshardStep& step :
+             PlanReshard(v->type().dims(), *query.operands[i], choice.operands[i], mesh_)) {
+          if (step.kind == ReshardStep::Kind::kAllReduce) {
+            ++r;
+            break;
+          }
+        }
+      }
       round = std::max(round, r);
     }
+    if (!rules_[k].operands.empty() &&
+        StatsBytes(op.operand(0)->type(), rules_[k], choice.strategy, mesh_) > 0) {
+      ++round;
+    }
     return round;
-  }
-
-  void RecordAllReduces(const Value* value, const Layout& from, const Layout& to, int needed) {
-    AllReduceCandidates(value, from, to, needed, all_reduces_);
   }
 
   static bool Cheaper(double a, double b) { return a < b - 1e-9 * std::max(1.0, b); }
@@ -276,6 +290,8 @@ class Propagator {
     absl::flat_hash_map<const Value*, Info> chosen = info_;
     Backward();
     Forward();
+    // When the round is not kept, plan_cost_, all_reduces_ and round_ still describe it:
+    // nothing reads them after Refine.
     if (!Cheaper(PlanCost(), cost)) info_ = std::move(chosen);
   }
 
@@ -338,8 +354,9 @@ class Propagator {
     return query;
   }
 
-  // Whether `choice`, made without knowing operand `i`'s layout (from the results'
-  // targets or full replication), keeps a summed dimension of that operand whole. Such
+  // Whether `choice`, a candidate from the results' targets or full replication (what a
+  // backward pass mostly weighs before the operands' layouts are known), keeps a summed
+  // (or maxed) dimension of operand `i` whole. Such
   // a choice says only that the sum's result is wanted unsplit; splitting the sum and
   // all_reducing its (smaller) result serves that as well, and is much cheaper when the
   // operand arrives split: the gradient of a layernorm's weight sums a batch split over
@@ -400,7 +417,9 @@ class Propagator {
       for (int i = 0; i < op->num_operands(); ++i) {
         if (!rules_[k].operands[i].is_tensor) continue;
         if (LeavesSumWhole(rules_[k], choice, i)) {
-          met_whole_sum_vote_ = true;
+          const Value* v = op->operand(i);
+          const Info* info = v->is_literal() ? nullptr : Find(v);
+          met_whole_sum_vote_ |= info != nullptr && !info->fixed;
           if (skip_whole_sum_votes_) continue;
         }
         Vote(op->operand(i), choice.operands[i], std::max(strength, 0));
@@ -454,7 +473,7 @@ class Propagator {
       Choice choice = ChooseStrategy(query);
       RecordReshards(*op, query, choice, k);
       plan_cost_ += choice.compute_cost;
-      round_[k] = CollectiveRound(*op, query, choice);
+      round_[k] = CollectiveRound(k, query, choice);
       if (!rules_[k].operands.empty()) {
         plan_cost_ += StatsBytes(op->operand(0)->type(), rules_[k], choice.strategy, mesh_);
       }
@@ -501,7 +520,8 @@ class Propagator {
       int source = choice.sources[i];
       const Layout& from = source < 0 ? info->layout : available[source];
       plan_cost_ += ReshardCost(v->type(), from, choice.operands[i], mesh_);
-      RecordAllReduces(v, from, choice.operands[i], static_cast<int>(k));
+      AllReduceCandidates(v, from, choice.operands[i], static_cast<int>(k), all_reduces_,
+                          /*from_value_as_made=*/source < 0);
       moved_argument_ |= v->kind() == Value::Kind::kBlockArgument;
       available.push_back(choice.operands[i]);
     }

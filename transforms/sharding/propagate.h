@@ -55,7 +55,10 @@
 // charges the all_reduces that combine-all-reduces combines (those depending on none of
 // each other's results, by collective round: collectives/all_reduce_candidates.h) one
 // latency per bucket of kDefaultBucketBytes (collective_buckets.h), as DDP's gradient
-// buckets do; each op's own choice still sees a whole latency per collective.
+// buckets do; each op's own choice still sees a whole latency per collective. That is
+// what runs when the pipeline ends with combine-all-reduces; the default spmd pipeline
+// does not yet (transforms/README.md), so there the plan is priced as production runs
+// it, not as the default pipeline lowers it.
 // Besides the plans of step 3, each plan is also made with the backward passes casting
 // no vote that keeps a summed dimension whole (a layernorm weight's gradient summing a
 // dp-split batch would otherwise pull the backward onto whole batches), and the cheapest
