@@ -90,8 +90,30 @@ absl::StatusOr<Operation*> EmitVocabParallelLossShare(const DecompositionInput& 
   COMMIR_ASSIGN_OR_RETURN(Value* row_max,
                           e.CreateValue(OpKind::kAllReduce, {local_max}, AllReduceOver(axes, true)));
   row_max->set_name("row_max");
+  // A row whose maximum is infinite (all -inf, or a +inf) has nothing finite to shift by:
+  // x - max would be inf - inf = NaN. It is shifted by 0 instead, so an all -inf row sums
+  // exp(-inf) = 0 and its lse is -inf, and a row holding +inf gets lse +inf, as the
+  // one-device kernel gives them (backend_cpu/cross_entropy.cc). max - max is 0 exactly
+  // when max is finite.
+  COMMIR_ASSIGN_OR_RETURN(Value* max_less_max, e.CreateValue(OpKind::kSub, {row_max, row_max}));
+  const Type max_type = row_max->type();
+  AttrDict equal;
+  equal.Set("cmp", Attribute::Ident("eq"));
+  COMMIR_ASSIGN_OR_RETURN(
+      Value* finite,
+      e.CreateValue(OpKind::kCompare,
+                    {max_less_max, OpBuilder::Operand::Literal(0, Type::Scalar(max_type.element_type()))},
+                    std::move(equal)));
+  AttrDict zero_value;
+  zero_value.Set("value", Attribute::Float(0));
+  Type zero_type[] = {Type::Scalar(max_type.element_type())};
+  COMMIR_ASSIGN_OR_RETURN(Value* zero,
+                          e.CreateValue(OpKind::kFull, {}, std::move(zero_value), zero_type));
+  COMMIR_ASSIGN_OR_RETURN(Value* shift,
+                          e.CreateValue(OpKind::kSelect, {finite, row_max, zero}));
+  shift->set_name("row_shift");
   // 2. The row's sum of exponentials, shifted by that maximum, over every shard.
-  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.CreateValue(OpKind::kSub, {x, row_max}));
+  COMMIR_ASSIGN_OR_RETURN(Value* shifted, e.CreateValue(OpKind::kSub, {x, shift}));
   COMMIR_ASSIGN_OR_RETURN(Value* exps, e.CreateValue(OpKind::kExp, {shifted}));
   COMMIR_ASSIGN_OR_RETURN(Value* local_sum, e.CreateValue(OpKind::kReduceSum, {exps}, OverClasses(last)));
   local_sum->set_name("local_sum_exp");
@@ -99,7 +121,7 @@ absl::StatusOr<Operation*> EmitVocabParallelLossShare(const DecompositionInput& 
                           e.CreateValue(OpKind::kAllReduce, {local_sum}, AllReduceOver(axes, false)));
   row_sum->set_name("row_sum_exp");
   COMMIR_ASSIGN_OR_RETURN(Value* log_sum, e.CreateValue(OpKind::kLog, {row_sum}));
-  COMMIR_ASSIGN_OR_RETURN(Value* lse_kept, e.CreateValue(OpKind::kAdd, {row_max, log_sum}));
+  COMMIR_ASSIGN_OR_RETURN(Value* lse_kept, e.CreateValue(OpKind::kAdd, {shift, log_sum}));
   std::vector<int64_t> tokens(type.dims().begin(), type.dims().end() - 1);
   Type lse_type[] = {Type::Tensor(stats, tokens)};
   COMMIR_ASSIGN_OR_RETURN(Value* lse, e.CreateValue(OpKind::kReshape, {lse_kept}, {}, lse_type));

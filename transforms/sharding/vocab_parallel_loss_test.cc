@@ -10,6 +10,7 @@
 // Labels are made from a float argument, since the check draws random inputs: s = |r| *
 // 1.25 V truncated to an integer; where s >= V - 1 the label is ignore_index (-1), so
 // every run has ignored tokens and every other label is a class.
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -119,6 +120,42 @@ TEST(VocabParallelCrossEntropy, ForwardOnSeveralMeshes) {
 // the loss's leading bits to lse - x_t), and the sum is rounded to bf16 once, as the
 // one-device kernel rounds its f32 loss. (Twice the tokens, so that the bf16 logits weigh
 // as much as the f32 ones above.)
+// Rows with no finite maximum: all logits -inf (log of zeros), and all +inf. x - max
+// would be inf - inf = NaN; one device gives lse -inf and +inf (backend_cpu's
+// cross_entropy), and so must the vocabulary-parallel lse, which shifts such rows by 0.
+TEST(VocabParallelCrossEntropy, RowsWithoutAFiniteMaximumGetInfiniteLse) {
+  const std::string text = absl::StrCat(
+      "mesh @m(tp=4)\n\nfunc @f(%x: f32[", kTokens, ", ", kClasses, "@tp], %r: f32[", kTokens,
+      "]) -> (f32[", kTokens, "], f32[", kTokens, "]) on @m {\n", Labels(absl::StrCat(kTokens)),
+      "  %zero = mul(%x, 0.0)\n"
+      "  %low = log(%zero)\n"
+      "  %high = neg(%low)\n"
+      "  %l1, %lse_low = cross_entropy(%low, %labels) {reduction = none, ignore_index = -1}\n"
+      "  %l2, %lse_high = cross_entropy(%high, %labels) {reduction = none, ignore_index = -1}\n"
+      "  return %lse_low, %lse_high\n}\n");
+  std::unique_ptr<Module> module = testing::ParseForTest(text);
+  ASSERT_NE(module, nullptr);
+  std::unique_ptr<Module> lowered = module->Clone();
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*lowered).ok());
+  const std::string printed = PrintModule(*lowered);
+  EXPECT_THAT(printed, Not(HasSubstr("all_gather(%low"))) << printed;
+  const std::vector<runtime::Tensor> inputs = testing::RandomGlobalInputs(*module->FindFunction("f"), 5);
+  absl::StatusOr<std::vector<runtime::Tensor>> one =
+      testing::RunWithGlobalInputs(*module->FindFunction("f"), inputs);
+  absl::StatusOr<std::vector<runtime::Tensor>> mesh =
+      testing::RunWithGlobalInputs(*lowered->FindFunction("f"), inputs);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  for (int r = 0; r < 2; ++r) {
+    const double sign = r == 0 ? -1 : 1;
+    for (const std::vector<runtime::Tensor>* run : {&*one, &*mesh}) {
+      for (double lse : (*run)[r].ToDouble()) {
+        ASSERT_TRUE(std::isinf(lse) && lse * sign > 0) << "result " << r << ": " << lse;
+      }
+    }
+  }
+}
+
 TEST(VocabParallelCrossEntropy, Bf16LogitsSumTheirSharesInF32) {
   constexpr int kBf16Tokens = 2 * kTokens;
   for (const MeshCase& m : kMeshes) {
