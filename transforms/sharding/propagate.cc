@@ -228,8 +228,8 @@ class Propagator {
           ready = it == position_.end() ? -1 : it->second;
         }
         Type local = LocalTypeOf(global, cur, mesh_);
-        double bytes = static_cast<double>(ElementTypeByteWidth(local.element_type()));
-        for (int64_t d : local.dims()) bytes *= static_cast<double>(d);
+        const double bytes = static_cast<double>(local.num_elements()) *
+                             ElementTypeByteWidth(local.element_type());
         std::string axes = absl::StrJoin(step.axes, ",");
         out.push_back({ready, needed, bytes,
                        static_cast<int64_t>(absl::HashOf(axes, static_cast<int>(step.reduce),
