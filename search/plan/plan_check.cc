@@ -84,7 +84,7 @@ struct StageProgram {
 
 absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Module& head_program,
                                         const Module& embed_program, int64_t first_layer,
-                                        int64_t layers, bool head, bool embed,
+                                        int64_t layers, bool head, bool embed, bool tied,
                                         Recompute recompute) {
   if (layers == 0 && !head) {
     return absl::InvalidArgumentError("a pipeline chunk has no layers and no head");
@@ -112,10 +112,11 @@ absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Modul
       return absl::InternalError("the laid-out layer and embedding are on different meshes");
     }
   }
-  // GPT's head keeps a table of its own here (not tied): the reference does the same,
-  // and tying across pipeline ranks is a gradient all-reduce between them, not a program.
-  absl::StatusOr<Function*> chain = AddLayerChain(*stage.module, kStageFunction, *layer_fn,
-                                                  first_layer, layers, head_fn, embed_fn);
+  // A tied head in a chunk that also looks the ids up reads the embedding's table
+  // argument; in a chunk of its own it takes the table as an argument of its own.
+  absl::StatusOr<Function*> chain =
+      AddLayerChain(*stage.module, kStageFunction, *layer_fn, first_layer, layers, head_fn,
+                    embed_fn, /*tied=*/tied && head_fn != nullptr && embed_fn != nullptr);
   if (!chain.ok()) return chain.status();
 
   // What parsing checked when the stage was text.
@@ -217,6 +218,11 @@ struct Weights {
   std::vector<Tensor> embed;                // in @embed's argument order (after the ids)
   std::vector<std::vector<Tensor>> layers;  // per layer, in @layer's argument order
   std::vector<Tensor> head;                 // in @head's argument order, less the labels
+  // Per head weight: the index of the embedding weight it is tied to (GPT's table; its
+  // `head` entry is then empty), or -1.
+  std::vector<int> head_tied;
+
+  const Tensor& Head(size_t i) const { return head_tied[i] >= 0 ? embed[head_tied[i]] : head[i]; }
 };
 
 struct Gradients {
@@ -230,8 +236,11 @@ struct Gradients {
   std::vector<Tensor> head;
 };
 
-// The weights from the reference module's @layer and @head signatures (global shapes).
-absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uint64_t seed) {
+// The weights from the reference module's @embed, @layer and @head signatures (global
+// shapes). With `tie`, a head weight with the name and type of an embedding weight is
+// that weight (GPT's table, as model_program.h ties them).
+absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uint64_t seed,
+                                    bool tie) {
   const Function* layer = reference.FindFunction(kLayerFunction);
   const Function* head = reference.FindFunction(kHeadFunction);
   const Function* embed = reference.FindFunction(kEmbedFunction);
@@ -253,17 +262,33 @@ absl::StatusOr<Weights> MakeWeights(const Module& reference, int64_t layers, uin
     w.layers.push_back(std::move(tensors));
   }
   for (int i = 1; i + 1 < static_cast<int>(head->arg_types().size()); ++i) {  // not the labels
-    w.head.push_back(
-        MakeWeight(head->body()->argument(i)->name(), head->arg_types()[i].dims(), seed, stream++));
+    const std::string& name = head->body()->argument(i)->name();
+    int tied = -1;
+    for (int e = 1; tie && e < static_cast<int>(embed->arg_types().size()); ++e) {
+      if (embed->body()->argument(e)->name() == name &&
+          embed->arg_types()[e].dims() == head->arg_types()[i].dims()) {
+        tied = e - 1;
+      }
+    }
+    w.head_tied.push_back(tied);
+    w.head.push_back(tied >= 0 ? Tensor()
+                               : MakeWeight(name, head->arg_types()[i].dims(), seed, stream++));
   }
   return w;
+}
+
+// A chunk's head weight i is an argument of its own unless it is tied to the embedding's
+// weight and the chunk looks the ids up too (then it reads that argument).
+bool HeadArgument(const Weights& w, size_t i, bool embed, bool tied) {
+  return !(tied && embed && w.head_tied[i] >= 0);
 }
 
 // The arguments of a chunk's functions: its input (the ids on the first), the
 // embedding's weights on the first, its layers' weights, then on the last the head's and
 // the labels.
 std::vector<Tensor> StageInputs(const Tensor& x, const Weights& w, int64_t first_layer,
-                                int64_t layers, bool head, bool embed, const Tensor* labels) {
+                                int64_t layers, bool head, bool embed, bool tied,
+                                const Tensor* labels) {
   std::vector<Tensor> in = {x};
   if (embed) {
     for (const Tensor& t : w.embed) in.push_back(t);
@@ -272,7 +297,9 @@ std::vector<Tensor> StageInputs(const Tensor& x, const Weights& w, int64_t first
     for (const Tensor& t : w.layers[l]) in.push_back(t);
   }
   if (head) {
-    for (const Tensor& t : w.head) in.push_back(t);
+    for (size_t i = 0; i < w.head.size(); ++i) {
+      if (HeadArgument(w, i, embed, tied)) in.push_back(w.Head(i));
+    }
     in.push_back(*labels);
   }
   return in;
@@ -290,13 +317,14 @@ absl::StatusOr<std::vector<Tensor>> Run(const Function& f, const std::vector<Ten
 
 // Splits @stage_grad's results (y, dx unless the chunk starts with the embedding, whose
 // ids have none, d weights...) into `into` (accumulating the weight gradients of the
-// embedding, of layers first_layer.. and of the head).
+// embedding, of layers first_layer.. and of the head; a tied head weight's gradient into
+// the embedding weight's, unless `untie` keeps it apart).
 absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64_t first_layer,
-                           int64_t layers, bool head, bool embed, bool accumulate,
-                           Gradients& into, Tensor& input_grad) {
+                           int64_t layers, bool head, bool embed, bool tied, bool untie,
+                           bool accumulate, Gradients& into, Tensor& input_grad) {
   size_t expected = embed ? 1 + w.embed.size() : 2;
   for (int64_t l = first_layer; l < first_layer + layers; ++l) expected += w.layers[l].size();
-  if (head) expected += w.head.size();
+  for (size_t i = 0; head && i < w.head.size(); ++i) expected += HeadArgument(w, i, embed, tied);
   if (results.size() != expected) {
     return absl::InternalError(absl::StrCat("the gradient function returned ", results.size(),
                                             " results, not ", expected));
@@ -321,7 +349,11 @@ absl::Status TakeGradients(std::vector<Tensor>& results, const Weights& w, int64
   }
   if (head) {
     for (size_t i = 0; i < w.head.size(); ++i) {
-      if (absl::Status s = take(w.head[i], into.head[i]); !s.ok()) return s;
+      if (!HeadArgument(w, i, embed, tied)) continue;
+      const int table = w.head_tied[i];
+      Tensor& acc = table >= 0 && !untie ? into.embed[table] : into.head[i];
+      if (table >= 0 && untie && acc.shape() != w.Head(i).shape()) acc = ZerosLike(w.Head(i));
+      if (absl::Status s = take(w.Head(i), acc); !s.ok()) return s;
     }
   }
   return absl::OkStatus();
@@ -346,6 +378,8 @@ struct Chunk {
   int64_t layers = 0;
   bool head = false;
   bool embed = false;  // the first chunk looks the ids up
+  bool tied = false;   // GPT's head reads the embedding's table
+  bool untie = false;  // PlanCheckFault::kUntieHead
   Recompute recompute = Recompute::kNone;  // its rank's
   const StageProgram* program = nullptr;
 };
@@ -401,6 +435,7 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
       absl::StatusOr<std::vector<Tensor>> out =
           Run(*chunk.program->forward,
               StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head, chunk.embed,
+                          chunk.tied,
                           &micro_labels[s.microbatch]),
               what);
       if (!out.ok()) return out.status();
@@ -410,15 +445,17 @@ absl::Status RunReplica(const std::vector<Chunk>& chunks, int64_t pp, int64_t v,
       slot.forward_done = true;
       return absl::OkStatus();
     }
-    std::vector<Tensor> inputs = StageInputs(slot.input, w, chunk.first_layer, chunk.layers,
-                                             chunk.head, chunk.embed, &micro_labels[s.microbatch]);
+    std::vector<Tensor> inputs =
+        StageInputs(slot.input, w, chunk.first_layer, chunk.layers, chunk.head, chunk.embed,
+                    chunk.tied, &micro_labels[s.microbatch]);
     inputs.push_back(std::move(slot.cotangent));
     absl::StatusOr<std::vector<Tensor>> out = Run(*chunk.program->gradient, inputs, what);
     if (!out.ok()) return out.status();
     const bool accumulate = !(drop_last_gradient && s.microbatch == m - 1);
     Tensor input_grad;
-    if (absl::Status st = TakeGradients(*out, w, chunk.first_layer, chunk.layers, chunk.head,
-                                        chunk.embed, accumulate, grads, input_grad);
+    if (absl::Status st =
+            TakeGradients(*out, w, chunk.first_layer, chunk.layers, chunk.head, chunk.embed,
+                          chunk.tied, chunk.untie, accumulate, grads, input_grad);
         !st.ok()) {
       return absl::Status(st.code(), absl::StrCat(what, ": ", st.message()));
     }
@@ -508,6 +545,9 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   }
 
   const int64_t pp = plan.pp, v = plan.virtual_stages, chunk_count = pp * v;
+  // GPT's head is the embedding's table transposed (model_program.h ties them); a head
+  // weight is tied where its name and shape are the table's (MakeWeights).
+  const bool tie = model.architecture == Architecture::kGpt;
   const std::vector<int64_t> chunk_layers = ChunkLayers(model, plan);
   if (std::find(chunk_layers.begin(), chunk_layers.end(), 0) != chunk_layers.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -521,6 +561,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     chunks[c].head = c == chunk_count - 1;
     chunks[c].embed = c == 0;
     chunks[c].recompute = plan.RecomputeOf(c % pp);  // chunk c lives on rank c % pp
+    chunks[c].tied = tie && options.fault != PlanCheckFault::kUntieHead;
+    chunks[c].untie = tie && options.fault == PlanCheckFault::kUntieHead;
     first += chunk_layers[c];
   }
   if (options.fault == PlanCheckFault::kSwapFirstStages) {
@@ -587,13 +629,15 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     absl::StatusOr<std::unique_ptr<Module>> embed =
         laid_out(Part::kEmbed, reference_layout, model.vocabulary);
     if (!embed.ok()) return embed.status();
-    return BuildStage(**layer, **head, **embed, 0, model.layers, true, true, Recompute::kNone);
+    return BuildStage(**layer, **head, **embed, 0, model.layers, true, true, tie,
+                      Recompute::kNone);
   }();
   if (!reference.ok()) {
     return absl::Status(reference.status().code(),
                         absl::StrCat("the reference program: ", reference.status().message()));
   }
-  absl::StatusOr<Weights> weights = MakeWeights(*reference->module, model.layers, options.seed);
+  absl::StatusOr<Weights> weights =
+      MakeWeights(*reference->module, model.layers, options.seed, tie);
   if (!weights.ok()) return weights.status();
   // Random token ids and labels over the model's own vocabulary (never a padded row).
   const Tensor ids = MakeTokens({model.global_batch, model.sequence}, given.vocabulary,
@@ -609,7 +653,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   for (int64_t start = 0; start < model.global_batch; start += reference_batch) {
     const Tensor batch_labels = SliceBatch(labels, start, reference_batch);
     std::vector<Tensor> inputs = StageInputs(SliceBatch(ids, start, reference_batch), *weights,
-                                             0, model.layers, true, true, &batch_labels);
+                                             0, model.layers, true, true, tie, &batch_labels);
     absl::StatusOr<std::vector<Tensor>> forward =
         Run(*reference->forward, inputs, "the reference's forward");
     if (!forward.ok()) return forward.status();
@@ -619,8 +663,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     if (!out.ok()) return out.status();
     expected.loss += reference_share * (*out)[0].data<float>()[0];
     Tensor no_input_grad;
-    if (absl::Status s = TakeGradients(*out, *weights, 0, model.layers, true, true, true,
-                                       expected, no_input_grad);
+    if (absl::Status s = TakeGradients(*out, *weights, 0, model.layers, true, true, tie,
+                                       /*untie=*/false, true, expected, no_input_grad);
         !s.ok()) {
       return s;
     }
@@ -638,7 +682,7 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   for (size_t c = 0; c < chunks.size(); ++c) {
     for (size_t earlier = 0; earlier < c; ++earlier) {
       if (chunks[earlier].layers == chunks[c].layers && chunks[earlier].head == chunks[c].head &&
-          chunks[earlier].embed == chunks[c].embed &&
+          chunks[earlier].embed == chunks[c].embed && chunks[earlier].tied == chunks[c].tied &&
           chunks[earlier].recompute == chunks[c].recompute) {
         chunks[c].program = chunks[earlier].program;
         break;
@@ -647,7 +691,8 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
     if (chunks[c].program != nullptr) continue;
     absl::StatusOr<StageProgram> built =
         BuildStage(**layer_program, **head_program, **embed_program, chunks[c].first_layer,
-                   chunks[c].layers, chunks[c].head, chunks[c].embed, chunks[c].recompute);
+                   chunks[c].layers, chunks[c].head, chunks[c].embed, chunks[c].tied,
+                   chunks[c].recompute);
     if (!built.ok()) {
       return absl::Status(built.status().code(),
                           absl::StrCat("the program of a stage with ", chunks[c].layers,
@@ -684,7 +729,11 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
         AddInto(actual.layers[l][i], replica.layers[l][i]);
       }
     }
-    for (size_t i = 0; i < actual.head.size(); ++i) AddInto(actual.head[i], replica.head[i]);
+    for (size_t i = 0; i < actual.head.size(); ++i) {
+      // A tied weight's gradient is in the embedding's (or, untied by the fault, kept
+      // apart and not compared).
+      if (weights->head_tied[i] < 0) AddInto(actual.head[i], replica.head[i]);
+    }
   }
 
   result.tolerance = options.tolerance;
@@ -709,7 +758,13 @@ absl::StatusOr<PlanCheckResult> CheckPlanOnCpuMesh(const ModelSpec& given, const
   for (size_t l = 0; l < actual.layers.size(); ++l) {
     group(absl::StrCat("layer ", l, " weight gradients"), actual.layers[l], expected.layers[l]);
   }
-  group("head weight gradients", actual.head, expected.head);
+  std::vector<Tensor> actual_head, expected_head;  // the head's own weights
+  for (size_t i = 0; i < actual.head.size(); ++i) {
+    if (weights->head_tied[i] >= 0) continue;
+    actual_head.push_back(std::move(actual.head[i]));
+    expected_head.push_back(std::move(expected.head[i]));
+  }
+  group("head weight gradients", actual_head, expected_head);
   result.pass = std::all_of(result.groups.begin(), result.groups.end(),
                             [](const TensorGroupCheck& g) { return g.pass; });
   return result;

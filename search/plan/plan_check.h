@@ -28,10 +28,12 @@
 // the same way, with the same weights, ids and labels, the loss seeding the backward.
 // Compared: the loss over the global batch as the forward functions give it and as the
 // gradient functions re-run it, and the embedding's, each layer's and the head's weight
-// gradients (GPT's head keeps a copy of the table of its own on both sides: the tied
-// gradient's sum between the first and last stage is not run),
-// each tensor against its own max |reference| (an all-zero reference fails: it would
-// compare nothing). Always in f32, whatever the model's dtype; the vocabulary is padded
+// gradients, each tensor against its own max |reference| (an all-zero reference fails: it would
+// compare nothing). GPT's head is tied to the embedding's table on both sides: one
+// weight, whose gradient is the lookup's plus the head's. In a chunk holding both (one
+// pipeline rank) autodiff sums them; with pipeline stages the last chunk's head takes the
+// first chunk's table and its gradient is added to the table's, the sum Megatron-LM
+// all-reduces between the first and last ranks. Always in f32, whatever the model's dtype; the vocabulary is padded
 // for the plan's tp on both sides.
 #ifndef COMMIR_SEARCH_PLAN_PLAN_CHECK_H_
 #define COMMIR_SEARCH_PLAN_PLAN_CHECK_H_
@@ -59,6 +61,10 @@ enum class PlanCheckFault {
   // The first two model chunks run in the wrong order: chunk 1 takes the batch and
   // feeds chunk 0 (stages swapped); needs at least two chunks of the same layer count.
   kSwapFirstStages,
+  // GPT's head is run untied: its copy of the embedding's table gets a gradient of its
+  // own, which is not added to the table's (the tied sum Megatron-LM all-reduces between
+  // the first and last pipeline ranks is lost).
+  kUntieHead,
 };
 
 // The order each rank runs its steps in (pipeline_schedule.h): 1F1B as Megatron-LM does,

@@ -1,7 +1,8 @@
 // The cpu-mesh check of plans (plan_check.h): pipelines even and uneven, interleaved,
 // tensor parallel with sequence parallelism, context parallel, data parallel, several
 // micro-batches, full recomputation and an 8-device plan match one device; a wrong
-// pipeline (a dropped micro-batch gradient, swapped stages) is reported as a mismatch;
+// pipeline (a dropped micro-batch gradient, swapped stages, GPT's head untied from the
+// embedding's table) is reported as a mismatch;
 // bad requests get clear errors.
 #include "search/plan/plan_check.h"
 
@@ -320,6 +321,26 @@ TEST(PlanCheck, DroppedMicrobatchGradientIsAMismatch) {
   EXPECT_TRUE(r.groups[1].pass);
   for (size_t i = 2; i < r.groups.size(); ++i) EXPECT_FALSE(r.groups[i].pass) << r.groups[i].name;
   EXPECT_THAT(FormatPlanCheck(r, Plan("pp=2,mb=2")), HasSubstr("FAIL: "));
+}
+
+// GPT's head is the embedding's table: the check ties them on both sides, in one chunk
+// (autodiff sums the lookup's and the head's gradients) and across pipeline ranks (the
+// last rank's gradient of the table is added to the first's). Run untied, the loss is
+// the same (the head reads the same values) but the table's gradient misses the head's
+// share.
+TEST(PlanCheck, GptTableGradientIncludesTheTiedHeads) {
+  for (const char* plan : {"mb=2", "pp=3,mb=2", "tp=2,pp=3,mb=2"}) {
+    ExpectMatches(Check(kGpt, plan), 3, plan);
+    PlanCheckOptions options;
+    options.fault = PlanCheckFault::kUntieHead;
+    const PlanCheckResult r = Check(kGpt, plan, options);
+    EXPECT_FALSE(r.pass) << plan;
+    ASSERT_EQ(r.groups.size(), 7u) << plan;
+    EXPECT_TRUE(r.groups[0].pass) << plan;
+    EXPECT_EQ(r.groups[2].name, "embedding weight gradients");
+    EXPECT_FALSE(r.groups[2].pass) << plan;
+    for (size_t i = 3; i < r.groups.size(); ++i) EXPECT_TRUE(r.groups[i].pass) << r.groups[i].name;
+  }
 }
 
 TEST(PlanCheck, SwappedStagesAreAMismatch) {
