@@ -18,7 +18,6 @@ namespace {
 
 using cmm::DimAttrs;
 using cmm::Emit;
-using cmm::Loop;
 using cmm::Operand;
 using cmm::SliceDim;
 using cmm::SplitDim;
@@ -211,13 +210,11 @@ class Rewriter {
     };
     std::vector<Carried> carried;
     std::vector<Value*> inits;
-    std::vector<std::string> names;
     auto add_carried = [&](Value* original, Role role, Type type) -> absl::Status {
       COMMIR_ASSIGN_OR_RETURN(Value* zero, Emit(e, OpKind::kFull, {}, ZeroAttrs(type), {&type, 1},
                                                 {}, name(original, "_init")));
       carried.push_back({original, role});
       inits.push_back(zero);
-      names.push_back(name(original, "_acc"));
       return absl::OkStatus();
     };
     for (Value* v : region_values) {
@@ -237,76 +234,88 @@ class Rewriter {
         COMMIR_RETURN_IF_ERROR(add_carried(v, role, SplitDim(v->type(), 1, {n, chunks_, c})));
       }
     }
-    Loop loop = cmm::CreateLoop(function_.body(), first_user, dispatch->loc(), 0, chunks_, inits,
-                                names);
-    OpBuilder b(&function_, loop.body, nullptr, dispatch->loc());
-    absl::flat_hash_map<const Value*, Value*> chunk_of;
-    {
-      COMMIR_ASSIGN_OR_RETURN(Value* s, SliceDim(b, buf_chunks, 1, 1, loop.iv, {}, name(buf, "_slice")));
-      Type flat[] = {WithDim(buf->type(), 1, c)};
-      COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {s}, {}, flat, {}, name(buf, "_chunk")));
-      COMMIR_ASSIGN_OR_RETURN(
-          Value* d, Emit(b, OpKind::kAllToAll, {f}, dispatch->attrs(), {},
-                         StreamChoice{nullptr, kMoeDispatchStream}, name(dispatch->result(0), "_chunk")));
-      chunk_of[dispatch->result(0)] = d;
-    }
-    auto chunk_operand = [&](Value* v) -> absl::StatusOr<Operand> {
-      if (v->is_literal()) return Operand::Literal(v->literal_value(), v->type());
-      if (auto it = chunk_of.find(v); it != chunk_of.end()) return Operand(it->second);
-      if (auto it = outside_views.find(v); it != outside_views.end()) {
-        COMMIR_ASSIGN_OR_RETURN(Value* s, SliceDim(b, it->second, 2, 1, loop.iv, {}, name(v, "_slice")));
-        Type flat[] = {WithDim(v->type(), 1, n * c)};
-        COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {s}, {}, flat, {}, name(v, "_chunk")));
-        chunk_of[v] = f;
-        return Operand(f);
-      }
-      return Operand(v);  // loop-invariant: the expert weights
+    // Straight-line code, chunk by chunk, all exchanges on one stream in the order
+    // dispatch 0, dispatch 1, chunk 0's GEMMs, combine 0, dispatch 2, chunk 1's GEMMs,
+    // combine 1, ...: chunk i+1's dispatch is issued before chunk i's combine, so it
+    // moves while chunk i's GEMMs run, and the combine of chunk i then moves under chunk
+    // i+1's GEMMs. One stream, because the exchanges share the GPU's links (NVLink, the
+    // NIC): two at once would not go faster than one after the other.
+    OpBuilder& b = e;
+    const StreamChoice exchange{nullptr, kMoeExchangeStream};
+    std::vector<Value*> acc = inits;
+    std::vector<Value*> dispatched(chunks_, nullptr);
+    std::vector<Value*> indices(chunks_, nullptr);
+    auto index = [&](int64_t i) {
+      if (indices[i] == nullptr) indices[i] = b.IndexConstant(i, absl::StrCat("chunk", i));
+      return indices[i];
     };
-    std::vector<Value*> yields(carried.size(), nullptr);
-    for (const auto& [op, role] : r.ops) {
-      std::vector<Operand> operands;
-      for (Value* v : op->operands()) {
-        COMMIR_ASSIGN_OR_RETURN(Operand o, chunk_operand(v));
-        operands.push_back(o);
+    auto dispatch_chunk = [&](int64_t i) -> absl::Status {
+      Value* at = index(i);
+      COMMIR_ASSIGN_OR_RETURN(Value* s, SliceDim(b, buf_chunks, 1, 1, at, exchange, name(buf, "_slice")));
+      Type flat[] = {WithDim(buf->type(), 1, c)};
+      COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {s}, {}, flat, exchange, name(buf, "_chunk")));
+      COMMIR_ASSIGN_OR_RETURN(dispatched[i], Emit(b, OpKind::kAllToAll, {f}, dispatch->attrs(), {},
+                                                  exchange, name(dispatch->result(0), "_chunk")));
+      return absl::OkStatus();
+    };
+    COMMIR_RETURN_IF_ERROR(dispatch_chunk(0));
+    for (int64_t i = 0; i < chunks_; ++i) {
+      if (i + 1 < chunks_) COMMIR_RETURN_IF_ERROR(dispatch_chunk(i + 1));
+      Value* at = index(i);
+      absl::flat_hash_map<const Value*, Value*> chunk_of = {{dispatch->result(0), dispatched[i]}};
+      auto chunk_operand = [&](Value* v) -> absl::StatusOr<Operand> {
+        if (v->is_literal()) return Operand::Literal(v->literal_value(), v->type());
+        if (auto it = chunk_of.find(v); it != chunk_of.end()) return Operand(it->second);
+        if (auto it = outside_views.find(v); it != outside_views.end()) {
+          COMMIR_ASSIGN_OR_RETURN(Value* s, SliceDim(b, it->second, 2, 1, at, {}, name(v, "_slice")));
+          Type flat[] = {WithDim(v->type(), 1, n * c)};
+          COMMIR_ASSIGN_OR_RETURN(Value* f, Emit(b, OpKind::kReshape, {s}, {}, flat, {}, name(v, "_chunk")));
+          chunk_of[v] = f;
+          return Operand(f);
+        }
+        return Operand(v);  // the same for every chunk: the expert weights
+      };
+      for (const auto& [op, role] : r.ops) {
+        std::vector<Operand> operands;
+        for (Value* v : op->operands()) {
+          COMMIR_ASSIGN_OR_RETURN(Operand o, chunk_operand(v));
+          operands.push_back(o);
+        }
+        Value* out = nullptr;
+        if (role == Role::kCombine) {
+          COMMIR_ASSIGN_OR_RETURN(out, Emit(b, OpKind::kAllToAll, operands, op->attrs(), {}, exchange,
+                                            name(op->result(0), "_chunk")));
+        } else {
+          COMMIR_ASSIGN_OR_RETURN(out, Emit(b, op->kind(), operands, op->attrs(), {}, {},
+                                            name(op->result(0), role == Role::kSum ? "_part" : "_chunk")));
+        }
+        chunk_of[op->result(0)] = out;
       }
-      Value* out = nullptr;
-      if (role == Role::kCombine) {
-        COMMIR_ASSIGN_OR_RETURN(out, Emit(b, OpKind::kAllToAll, operands, op->attrs(), {},
-                                          StreamChoice{nullptr, kMoeCombineStream},
-                                          name(op->result(0), "_chunk")));
-      } else {
-        AttrDict attrs = op->attrs();
-        COMMIR_ASSIGN_OR_RETURN(out, Emit(b, op->kind(), operands, std::move(attrs), {}, {},
-                                          name(op->result(0), role == Role::kSum ? "_part" : "_chunk")));
+      for (size_t k = 0; k < carried.size(); ++k) {
+        Value* original = carried[k].original;
+        Value* chunk = chunk_of[original];
+        if (carried[k].role == Role::kSum) {
+          COMMIR_ASSIGN_OR_RETURN(acc[k], Emit(b, OpKind::kAdd, {acc[k], chunk}, {}, {}, {},
+                                               name(original, "_sum")));
+          continue;
+        }
+        // A combine's chunk [E, c, H] lands at [E, i, c, H] (where the combine receives it,
+        // on the exchange stream); a row chunk [E/n, n c, ...] at [E/n, n, i, c, ...].
+        const bool combine = carried[k].role == Role::kCombine;
+        const StreamChoice stream = combine ? exchange : StreamChoice{};
+        Type blocks[] = {combine ? SplitDim(chunk->type(), 1, {1, c})
+                                 : SplitDim(chunk->type(), 1, {n, 1, c})};
+        COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(b, OpKind::kReshape, {chunk}, {}, blocks, stream,
+                                                  name(original, "_blocks")));
+        COMMIR_ASSIGN_OR_RETURN(acc[k], Emit(b, OpKind::kDynamicUpdateSlice, {acc[k], view, at},
+                                             DimAttrs(combine ? 1 : 2), {}, stream,
+                                             name(original, "_acc")));
       }
-      chunk_of[op->result(0)] = out;
     }
+    if (!b.ok()) return b.status();
     for (size_t k = 0; k < carried.size(); ++k) {
       Value* original = carried[k].original;
-      Value* chunk = chunk_of[original];
-      Value* acc = loop.carried[k];
-      if (carried[k].role == Role::kSum) {
-        COMMIR_ASSIGN_OR_RETURN(yields[k], Emit(b, OpKind::kAdd, {acc, chunk}, {}, {}, {},
-                                                name(original, "_next")));
-        continue;
-      }
-      // A combine's chunk [E, c, H] lands at [E, i, c, H]; a row chunk [E/n, n c, ...] at
-      // [E/n, n, i, c, ...].
-      const bool combine = carried[k].role == Role::kCombine;
-      Type blocks[] = {combine ? SplitDim(chunk->type(), 1, {1, c})
-                               : SplitDim(chunk->type(), 1, {n, 1, c})};
-      COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(b, OpKind::kReshape, {chunk}, {}, blocks, {},
-                                                name(original, "_blocks")));
-      COMMIR_ASSIGN_OR_RETURN(
-          yields[k], Emit(b, OpKind::kDynamicUpdateSlice, {acc, view, loop.iv},
-                          DimAttrs(combine ? 1 : 2), {}, {}, name(original, "_next")));
-    }
-    cmm::Yield(loop, yields);
-    e.SetInsertionPoint(first_user);
-    for (size_t k = 0; k < carried.size(); ++k) {
-      Value* original = carried[k].original;
-      Value* whole = loop.op->result(static_cast<int>(k));
-      whole->set_name(name(original, "_chunks_all"));
+      Value* whole = acc[k];
       if (carried[k].role != Role::kSum) {
         Type type[] = {original->type()};
         COMMIR_ASSIGN_OR_RETURN(whole, Emit(e, OpKind::kReshape, {whole}, {}, type, {}, ""));
@@ -338,9 +347,9 @@ class Rewriter {
 
 absl::StatusOr<int> MoePipeline(Module& module, int64_t chunks, std::vector<std::string>* skipped,
                                 DiagnosticEngine* diagnostics) {
-  if (chunks < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("option 'chunks' must be at least 1, got %d", chunks));
+  if (chunks < 1 || chunks > kMaxMoeChunks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "option 'chunks' must be between 1 and %d, got %d", kMaxMoeChunks, chunks));
   }
   if (chunks == 1) return 0;
   // Every layer's capacity is checked before anything changes, so a failure leaves the
@@ -399,7 +408,8 @@ const OptionSchema<MoePipelineOptions>& MoePipelineOptions::Schema() {
   static const auto* schema =
       &(*new OptionSchema<MoePipelineOptions>())
            .Int("chunks", &MoePipelineOptions::chunks,
-                "Chunks N of each device's expert capacity; must divide it (1: leave unchanged)", 1);
+                "Chunks N of each device's expert capacity; must divide it (1: leave unchanged)", 1,
+                kMaxMoeChunks);
   return *schema;
 }
 

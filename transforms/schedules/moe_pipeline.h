@@ -10,19 +10,24 @@
 //
 // Every op between the two exchanges treats the n C slots of an expert (dim 1) as
 // independent rows, so the slots can be processed in chunks of C/N: chunk i holds slots
-// [i C/N, (i+1) C/N) of every source device. The pass replaces such a region with
+// [i C/N, (i+1) C/N) of every source device. The pass replaces such a region with N
+// copies of it, one per chunk, written out in a software-pipelined order:
 //
-//   for %i = 0 to N iter(combine accumulator, assembled values, weight-gradient sums) {
-//     %b = dynamic_slice(%buf viewed as [E, N, C/N, H]) at chunk i
-//     %d = all_to_all(%b) {split_dim = 0, concat_dim = 1, stream = 1}     dispatch
-//     ... the region's ops on [E/n, n C/N, ...]                            main stream
-//     %c = all_to_all(..) {split_dim = 1, concat_dim = 0, stream = 2}     combine
-//     dynamic_update_slice of %c into the accumulator [E, N, C/N, H] at chunk i
-//   }
+//   dispatch(0); dispatch(1); ffn(0); combine(0); dispatch(2); ffn(1); combine(1); ...
+//   dispatch(i) = all_to_all(dynamic_slice(%buf viewed as [E, N, C/N, H]) at chunk i)
+//                 {split_dim = 0, concat_dim = 1, stream = 1}
+//   ffn(i)      = the region's ops on [E/n, n C/N, ...]                    main stream
+//   combine(i)  = all_to_all(..) {split_dim = 1, concat_dim = 0, stream = 1}, written by
+//                 dynamic_update_slice at chunk i of the result [E, N, C/N, H]
 //
-// so chunk i+1's dispatch (stream 1) runs under chunk i's GEMMs and chunk i's combine
-// (stream 2) under chunk i+1's: the exposed communication shrinks to about one chunk's
-// dispatch and one chunk's combine. Dependencies alone order the streams.
+// Every exchange runs on stream 1, in that order: chunk i+1's dispatch moves while chunk
+// i's GEMMs run, and chunk i's combine under chunk i+1's (Tutel's and Comet's
+// pipelining); the exposed communication shrinks to about one chunk's dispatch and one
+// chunk's combine, or, where the exchanges take longer than the GEMMs (across nodes), to
+// what the GEMMs cannot cover. One stream, because the exchanges share the GPU's links:
+// a dispatch beside a combine would not move faster than the two one after the other.
+// The chunks are written out rather than looped (N is at most kMaxMoeChunks) so that
+// this order is the program order the streams follow.
 //
 // What a region may hold (anything else leaves the layer alone, with the reason in the
 // pass's remark): elementwise ops whose tensor operands all have the result's shape;
@@ -56,9 +61,12 @@
 
 namespace commir::schedules {
 
-// The streams the chunks' exchanges run on (the expert GEMMs stay on stream 0).
-inline constexpr int64_t kMoeDispatchStream = 1;
-inline constexpr int64_t kMoeCombineStream = 2;
+// The stream the chunks' exchanges run on (the expert GEMMs stay on stream 0).
+inline constexpr int64_t kMoeExchangeStream = 1;
+// The most chunks a layer is split into: the program grows by one copy of the layer's
+// ops per chunk, and past a few chunks each GEMM reads the experts' weights for too few
+// rows to gain anything (sim/moe_time_test.cc).
+inline constexpr int64_t kMaxMoeChunks = 64;
 
 // Rewrites every ep layer of `module`'s spmd functions into `chunks` chunks. Returns the
 // number of layers (dispatch all_to_alls) rewritten; why a dispatch was left alone is
@@ -68,7 +76,7 @@ absl::StatusOr<int> MoePipeline(Module& module, int64_t chunks,
                                 DiagnosticEngine* diagnostics = nullptr);
 
 struct MoePipelineOptions {
-  int64_t chunks = 2;  // N chunks of the capacity; must divide each device's capacity C
+  int64_t chunks = 2;  // N chunks of the capacity, 1 to kMaxMoeChunks; must divide C
 
   static const OptionSchema<MoePipelineOptions>& Schema();
 };

@@ -79,6 +79,22 @@ std::vector<int64_t> AllToAllStreams(const Block& block) {
   return streams;
 }
 
+// The exchanges in program order: 'd' a dispatch (split_dim 0), 'c' a combine.
+std::string ExchangeOrder(const Block& block) {
+  std::string order;
+  for (const Operation* op : block) {
+    if (op->Is(OpKind::kAllToAll)) order += op->attrs().GetInt("split_dim", -1) == 0 ? 'd' : 'c';
+  }
+  return order;
+}
+
+// dispatch 0, then per chunk i: dispatch i+1 (if any), then combine i.
+std::string PipelinedOrder(int64_t chunks) {
+  std::string order = "d";
+  for (int64_t i = 0; i < chunks; ++i) order += i + 1 < chunks ? "dc" : "c";
+  return order;
+}
+
 int CountLoops(const Block& block) {
   int n = 0;
   for (const Operation* op : block) n += op->Is(OpKind::kFor);
@@ -94,12 +110,13 @@ TEST(MoePipeline, ForwardMatchesOneDeviceInEveryChunking) {
       ASSERT_TRUE(check.ok()) << check.status();
       EXPECT_TRUE(check->pass) << check->report << check->lowered;
       const Function& f = *check->module->FindFunction("f");
-      // One loop; in it the dispatch on stream 1 and the combine on stream 2, and no
+      // A dispatch and a combine per chunk, all on the exchange stream, and no
       // whole-buffer exchange left.
-      EXPECT_EQ(CountLoops(*f.body()), 1) << check->lowered;
-      EXPECT_THAT(AllToAllStreams(*f.body()),
-                  ::testing::ElementsAre(kMoeDispatchStream, kMoeCombineStream))
+      EXPECT_EQ(CountLoops(*f.body()), 0) << check->lowered;
+      EXPECT_EQ(AllToAllStreams(*f.body()),
+                std::vector<int64_t>(2 * chunks, kMoeExchangeStream))
           << check->lowered;
+      EXPECT_EQ(ExchangeOrder(*f.body()), PipelinedOrder(chunks)) << check->lowered;
     }
   }
 }
@@ -119,13 +136,10 @@ TEST(MoePipeline, GradientMatchesOneDevice) {
     ASSERT_TRUE(check.ok()) << check.status();
     const std::string lowered = PrintModule(*check->module);
     EXPECT_TRUE(check->pass) << check->report << lowered;
-    // The forward's and the backward's exchanges, each pair in its own loop.
+    // The forward's and the backward's exchanges, each layer in two chunks.
     const Function& g = *check->module->FindFunction(name);
-    EXPECT_EQ(CountLoops(*g.body()), 2) << lowered;
-    EXPECT_THAT(AllToAllStreams(*g.body()),
-                ::testing::ElementsAre(kMoeDispatchStream, kMoeCombineStream, kMoeDispatchStream,
-                                       kMoeCombineStream))
-        << lowered;
+    EXPECT_EQ(AllToAllStreams(*g.body()), std::vector<int64_t>(8, kMoeExchangeStream)) << lowered;
+    EXPECT_EQ(ExchangeOrder(*g.body()), PipelinedOrder(2) + PipelinedOrder(2)) << lowered;
   }
 }
 
@@ -143,6 +157,15 @@ TEST(MoePipeline, OneChunkAndAScheduledLayerAreLeftAlone) {
       testing::CheckSpmd(Layer(c), "f", {.pipeline = "moe-pipeline{chunks=1}"});
   ASSERT_TRUE(plain.ok() && one.ok());
   EXPECT_EQ(plain->lowered, one->lowered);
+}
+
+TEST(MoePipeline, ChunkCountsOutOfRangeAreAnError) {
+  for (const char* chunks : {"0", "65"}) {
+    absl::StatusOr<testing::SpmdCheck> check = testing::CheckSpmd(
+        Layer(kCases[1]), "f", {.pipeline = absl::StrCat("moe-pipeline{chunks=", chunks, "}")});
+    ASSERT_FALSE(check.ok()) << chunks;
+    EXPECT_THAT(check.status().message(), ::testing::HasSubstr("chunks")) << check.status();
+  }
 }
 
 TEST(MoePipeline, ChunksThatDoNotDivideTheCapacityAreAnError) {
