@@ -159,6 +159,31 @@ TEST(MoePipeline, OneChunkAndAScheduledLayerAreLeftAlone) {
   EXPECT_EQ(plain->lowered, one->lowered);
 }
 
+// A softmax over the slots mixes the rows of an expert: chunks would change it, so the
+// layer is left alone and the reason names the op.
+TEST(MoePipeline, ALayerThatMixesRowsIsLeftAloneWithTheReason) {
+  std::unique_ptr<Module> module = testing::ParseForTest(R"(mesh @m(ep=2)
+
+spmd func @f(%buf: f32[4, 4, 8], %w: f32[2, 8, 8]) -> f32[4, 4, 8] on @m {
+  %d = all_to_all(%buf) {axis = ep, split_dim = 0, concat_dim = 1} : f32[2, 8, 8]
+  %h = matmul(%d, %w) : f32[2, 8, 8]
+  %s = softmax(%h) {dim = 1} : f32[2, 8, 8]
+  %c = all_to_all(%s) {axis = ep, split_dim = 1, concat_dim = 0} : f32[4, 4, 8]
+  return %c
+}
+)");
+  ASSERT_NE(module, nullptr);
+  const std::string before = PrintModule(*module);
+  std::vector<std::string> skipped;
+  absl::StatusOr<int> n = MoePipeline(*module, 2, &skipped);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 0);
+  EXPECT_EQ(PrintModule(*module), before);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], ::testing::HasSubstr("softmax at 6:"));
+  EXPECT_THAT(skipped[0], ::testing::HasSubstr("does not keep them independent"));
+}
+
 TEST(MoePipeline, ChunkCountsOutOfRangeAreAnError) {
   for (const char* chunks : {"0", "65"}) {
     absl::StatusOr<testing::SpmdCheck> check = testing::CheckSpmd(
