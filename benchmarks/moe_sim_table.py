@@ -155,7 +155,9 @@ def main():
           f"their exchanges cost): {TOKENS_PER_GPU} tokens per GPU of hidden {HIDDEN}, "
           f"{EXPERTS} routed experts, top-{TOP_K}, SwiGLU experts of width {FFN}, bf16, "
           f"ep = GPUs ({GPUS_PER_NODE} per node), capacity {capacity(1.0)} F slots per "
-          f"expert and GPU (F: the busiest expert's tokens over the mean). Forward only.\n")
+          f"expert and GPU (F: the busiest expert's tokens over the mean; F = 1.5 is the "
+          f"busiest expert taking {1.5 * TOP_K / EXPERTS:.1%} of the tokens, against "
+          f"{TOP_K / EXPERTS:.1%} when balanced). Forward only.\n")
     print("| GPUs | nodes | F | schedule | time ms | compute ms | communication ms | "
           "exposed ms | speedup |")
     print("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
