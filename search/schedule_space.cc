@@ -1,5 +1,6 @@
 #include "search/schedule_space.h"
 
+#include "transforms/schedules/moe_pipeline.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
 #include "transforms/schedules/ring_attention.h"
 #include "transforms/schedules/ring_collective_matmul.h"
@@ -65,6 +66,17 @@ std::vector<Pipeline> MatmulSchedules() {
   schedules.push_back(Pipeline{{PassStep::Of<RingCollectiveMatmulPass>()}});
   schedules.push_back(Pipeline{{PassStep::Of<RingCollectiveMatmulPass>(
       RingCollectiveMatmulOptions{.direction = schedules::RingDirection::kBi})}});
+  return schedules;
+}
+
+std::vector<Pipeline> MoeSchedules() {
+  // More chunks hide more of the exchanges but make each GEMM smaller and pay each
+  // all_to_all's latency once per chunk: the sim decides.
+  std::vector<Pipeline> schedules;
+  for (int64_t chunks : {2, 4, 8}) {
+    schedules.push_back(Pipeline{{PassStep::Of<schedules::MoePipelinePass>(
+        schedules::MoePipelineOptions{.chunks = chunks})}});
+  }
   return schedules;
 }
 

@@ -1,5 +1,6 @@
 // The communication schedules a search composes on each partitioned program: an
-// attention schedule, then a collective-matmul schedule, each possibly none. A schedule
+// attention schedule, then a collective-matmul schedule or (where the program exchanges
+// an expert buffer over ep) a MoE pipeline, each possibly none. A schedule
 // that rewrites nothing leaves the program as it was, so that composition is a
 // duplicate and is merged (the search counts it).
 #ifndef COMMIR_SEARCH_SCHEDULE_SPACE_H_
@@ -27,6 +28,12 @@ std::vector<Pipeline> AttentionSchedules(const std::vector<std::string>& axes);
 // Pipelines for the all_gather+matmul and matmul+reduce_scatter pairs: none, pipelined
 // chunks x streams, and the uni- and bidirectional rings.
 std::vector<Pipeline> MatmulSchedules();
+
+// Pipelines for an expert-parallel MoE layer (a dispatch all_to_all over ep):
+// moe-pipeline with 2, 4 and 8 chunks of the capacity (none is MatmulSchedules' empty
+// pipeline). A chunk count that does not divide a layer's capacity fails and is counted
+// as not applicable.
+std::vector<Pipeline> MoeSchedules();
 
 }  // namespace commir::search
 

@@ -186,11 +186,19 @@ class LayoutEvaluator {
     const Fingerprint lowered_fingerprint = ModuleFingerprint(**lowered);
     // Families with nothing to rewrite are not tried: each would give the program as it
     // is (attention schedules need an attention, collective-matmul ones a gather or scatter).
-    bool has_attention = false, has_gather_or_scatter = false;
+    bool has_attention = false, has_gather_or_scatter = false, has_expert_exchange = false;
     WalkOps((*lowered)->FindFunction(target_)->body(), [&](Operation* op) {
       has_attention |= op->Is(OpKind::kAttention);
       has_gather_or_scatter |= op->Is(OpKind::kAllGather) || op->Is(OpKind::kReduceScatter);
+      // lower-to-spmd's MoE dispatch: the expert buffer from a token split to an expert split.
+      has_expert_exchange |= op->Is(OpKind::kAllToAll) && op->attrs().GetInt("split_dim", -1) == 0 &&
+                             op->attrs().GetInt("concat_dim", -1) == 1;
     });
+    std::vector<Pipeline> second_schedules = MatmulSchedules();
+    const size_t matmul_schedules = second_schedules.size();
+    if (has_expert_exchange) {
+      for (Pipeline& p : MoeSchedules()) second_schedules.push_back(std::move(p));
+    }
     std::vector<Pipeline> attention_schedules = {Pipeline{}};
     if (has_attention) attention_schedules = AttentionSchedules(layout.mesh);
     for (const Pipeline& attention : attention_schedules) {
@@ -212,8 +220,11 @@ class LayoutEvaluator {
         }
         attended = *std::move(m);
       }
-      for (const Pipeline& matmul : MatmulSchedules()) {
-        if (!matmul.empty() && !has_gather_or_scatter && !has_attention) break;
+      for (size_t k = 0; k < second_schedules.size(); ++k) {
+        const Pipeline& matmul = second_schedules[k];
+        if (!matmul.empty() && k < matmul_schedules && !has_gather_or_scatter && !has_attention) {
+          continue;
+        }
         if (!matmul.empty() && stop_()) break;
         const Pipeline schedule = attention.Then(matmul);
         if (matmul.empty()) {

@@ -354,5 +354,12 @@ TEST(ScheduleSpace, ComposesAttentionThenMatmulSchedules) {
   EXPECT_EQ(Pipeline{}.Then(MatmulSchedules()[0]).ToString(), "");
 }
 
+TEST(ScheduleSpace, MoePipelinesChunkTheCapacityTwoFourAndEightWays) {
+  // The default (2 chunks) is not written out.
+  EXPECT_THAT(Texts(MoeSchedules()),
+              ::testing::ElementsAre("moe-pipeline", "moe-pipeline{chunks=4}",
+                                     "moe-pipeline{chunks=8}"));
+}
+
 }  // namespace
 }  // namespace commir::search

@@ -109,8 +109,14 @@ void ConsiderPairwise(const HardwareSpec& hw, double bytes, const GroupPlacement
     const double latency = hw.nccl_base_latency_s[p] +
                            same_node_peers * hw.nccl_nvlink_step_latency_s[p] +
                            other_node_peers * hw.network_latency_s;
-    double bytes_s = same_node_peers * chunk / (nvlink * scale);
-    if (other_node_peers > 0) bytes_s += other_node_peers * chunk / (NetworkBandwidth(hw) * scale);
+    // NCCL posts every pair's send/recv in one group: the pairs inside the node (NVLink)
+    // and those to other nodes (the NIC) move at the same time, so the slower part sets
+    // the time.
+    const double nvlink_s = same_node_peers * chunk / (nvlink * scale);
+    const double network_s =
+        other_node_peers * chunk /
+        (NetworkBandwidth(hw) * hw.all_to_all_network_efficiency * scale);
+    const double bytes_s = std::max(nvlink_s, network_s);
     Consider({CollectiveAlgorithm::kPairwise, static_cast<NcclProtocol>(p), group.num_devices - 1,
               latency, bytes * (n - 1) / n, bytes_s},
              est);

@@ -27,16 +27,21 @@
 //    so each GPU's links carry (n+1)/n of the buffer each way and nothing is added on
 //    its SMs. Bus bandwidth NVLink x nvls_bus_efficiency; latency nccl_nvls_latency
 //    (Simple only). nccl-tests' busbw is then 2(n-1)/(n+1) x that bandwidth.
-//  * pairwise (all_to_all): n-1 steps, in each a GPU sends S/n to one peer and receives
-//    S/n from another; a step to a peer on the same node costs NVLink step latency[p] +
-//    (S/n) / (NVLink x all_to_all_bus_efficiency), one to another node network_latency +
-//    (S/n) / (network_bandwidth_per_gpu x network_efficiency), plus base[p] once.
+//  * pairwise (all_to_all): a GPU sends S/n to each of its n-1 peers and receives S/n
+//    from each, all pairs posted in one group. Its m-1 peers on the node are reached over
+//    NVLink at NVLink x all_to_all_bus_efficiency, its n-m peers on other nodes through
+//    its NIC at network_bandwidth_per_gpu x network_efficiency x
+//    all_to_all_network_efficiency; the two parts move at once, so the bandwidth term is
+//    max((m-1) S/n / NVLink rate, (n-m) S/n / NIC rate). Latency: base[p] + (m-1) NVLink
+//    step latency[p] + (n-m) network_latency (each pair's set-up, one after another).
 //  * send/recv (`shift`): one step, p2p_bandwidth inside a node, the NIC across nodes.
 //
 // What is NOT modelled: trees and NVLS across nodes (NVLSTree, CollNet/SHARP: with IB
 // SHARP all_reduce reaches more, calibration.md), NVLS for all_gather/reduce_scatter,
-// congestion of the network under all_to_all (see benchmarks/sim_calibration.md), and
-// groups of different sizes per node (m is the average).
+// congestion of the network beyond all_to_all's one fitted efficiency, and
+// groups of different sizes per node (m is the average); for all_to_all, PXN (a GPU's
+// traffic to another node forwarded over NVLink to the GPU on the same rail) and the
+// per-node deduplication of DeepEP's kernels.
 // A group of one device, or an empty message, costs nothing (NCCL is not called).
 #ifndef COMMIR_SIM_COLLECTIVE_TIME_H_
 #define COMMIR_SIM_COLLECTIVE_TIME_H_

@@ -63,6 +63,14 @@ HardwareSpec CommonSpec() {
   // send/recv runs on p2p channels with smaller chunks). Checked against the simulator
   // figure of 230 GB/s and the 32-GPU cross-node figure (benchmarks/sim_calibration.md).
   hw.all_to_all_bus_efficiency = 0.71;
+  // Fitted to the one published cross-node figure: nccl-tests all_to_all reaches about
+  // 48 GB/s bus bandwidth on 32 H100s on 4 nodes (calibration.md: GTC24 S62129 via
+  // stas00/ml-engineering), where 24 of each GPU's 31 peers are on other nodes: 0.80 of
+  // the single-NIC rate of 47 GB/s (many flows at once collide in the fabric; a lone
+  // NIC's nccl-tests figure has one). Checked against DeepEP's RDMA figures (43-58 GB/s
+  // on 50 GB/s NICs, EP16-EP64, with tokens sent once per node and forwarded over
+  // NVLink, which NCCL's all_to_all does not do: benchmarks/moe_sim_table.md).
+  hw.all_to_all_network_efficiency = 0.80;
   // NCCL's tuning model (src/graph/tuning.cc): NVLS has no base latency and 25 us of
   // NVLink latency, Simple protocol only.
   hw.nccl_nvls_latency_s = 25e-6;

@@ -68,6 +68,10 @@ struct HardwareSpec {
   // NCCL's all_to_all (a pairwise exchange of send/recv pairs, collective_time.h): the
   // fraction of the NVLink bandwidth its bus bandwidth reaches for the largest messages.
   double all_to_all_bus_efficiency = 0;
+  // The fraction of the NIC rate (network_bandwidth_per_gpu x network_efficiency) that
+  // NCCL's all_to_all reaches across nodes: every GPU sends to every other node at once,
+  // many flows share the fabric's links (collective_time.h).
+  double all_to_all_network_efficiency = 0;
   // NVLink SHARP (NVLS): the NVSwitch reduces and multicasts, so an all_reduce inside a
   // node moves each GPU's bytes about once per direction (collective_time.h). `nvls`:
   // the node's switches have it; the fraction of the NVLink bandwidth NVLS traffic

@@ -87,6 +87,8 @@ const std::vector<FieldDef>& Fields() {
        kMaxRate},
       {"all_to_all_bus_efficiency", &HardwareSpec::all_to_all_bus_efficiency, 1,
        Range::kFraction, kMinFraction, 1},
+      {"all_to_all_network_efficiency", &HardwareSpec::all_to_all_network_efficiency, 1,
+       Range::kFraction, kMinFraction, 1},
       {"nvls", &HardwareSpec::nvls},
       {"nvls_bus_efficiency", &HardwareSpec::nvls_bus_efficiency, 1, Range::kFraction,
        kMinFraction, 1},

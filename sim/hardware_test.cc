@@ -82,7 +82,7 @@ constexpr char kFullFile[] = R"({
   "network_bandwidth_per_gpu_gb_per_s": 10, "network_latency_us": 7, "network_efficiency": 0.8,
   "copy_engine_bandwidth_one_way_gb_per_s": 90, "copy_engine_bandwidth_both_ways_gb_per_s": 170,
   "copy_engine_latency_us": 4, "p2p": "nccl",
-  "all_to_all_bus_efficiency": 0.6, "nvls": true, "nvls_bus_efficiency": 0.7,
+  "all_to_all_bus_efficiency": 0.6, "all_to_all_network_efficiency": 0.7, "nvls": true, "nvls_bus_efficiency": 0.7,
   "nccl_nvls_latency_us": 20,
   "bus_half_efficiency_mib": 2, "nccl_collective_sms": 6, "nccl_p2p_sms": 3, "nccl_nvls_sms": 2,
   "nccl_base_latency_us": [1, 2, 3], "nccl_nvlink_step_latency_us": [0.5, 1, 1.5],
@@ -126,6 +126,7 @@ TEST(HardwareJsonTest, FullFileInFileUnits) {
   EXPECT_EQ(hw->nccl_p2p_sms, 3);
   EXPECT_EQ(hw->nccl_nvls_sms, 2);
   EXPECT_DOUBLE_EQ(hw->all_to_all_bus_efficiency, 0.6);
+  EXPECT_DOUBLE_EQ(hw->all_to_all_network_efficiency, 0.7);
   EXPECT_TRUE(hw->nvls);
   EXPECT_DOUBLE_EQ(hw->nvls_bus_efficiency, 0.7);
   EXPECT_DOUBLE_EQ(hw->nccl_nvls_latency_s, 20e-6);

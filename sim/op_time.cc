@@ -11,6 +11,7 @@
 #include "sim/attention_time.h"
 #include "sim/collective_time.h"
 #include "sim/gemm_views.h"
+#include "sim/moe_exchange_views.h"
 
 namespace commir::sim {
 namespace {
@@ -56,6 +57,8 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
   // which the cpu and cuda backends do: the update runs no kernel, and the matmul's price
   // already writes the block once.
   if (IsGemmBlockInPlace(op)) return 0.0;
+  // So is a chunk an all_to_all sends or receives in place (moe_exchange_views.h).
+  if (IsExchangeBlockInPlace(op)) return 0.0;
   OpCost cost = EstimateOpCost(op, function);
   if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
   if (op.Is(OpKind::kMatmul)) {

@@ -11,6 +11,7 @@
 #include "transforms/cse.h"
 #include "transforms/dce.h"
 #include "transforms/inline.h"
+#include "transforms/schedules/moe_pipeline.h"
 #include "transforms/schedules/pipeline_collective_matmul.h"
 #include "transforms/schedules/ring_attention.h"
 #include "transforms/schedules/ring_collective_matmul.h"
@@ -37,6 +38,7 @@ std::vector<PassInfo> BuildRegistry() {
       sharding::LowerToSpmdPass::Info(),
       sharding::MegatronLayoutPass::Info(),
       sharding::CommReportPass::Info(),
+      schedules::MoePipelinePass::Info(),
       schedules::PipelineCollectiveMatmulPass::Info(),
       schedules::RingCollectiveMatmulPass::Info(),
       schedules::ScheduleReportPass::Info(),
