@@ -6,11 +6,14 @@ own training loop on the same model, from the same initial weights and the same 
     bazel build //python:_commir.so
     PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/gpt_train.py --steps=200
 
-The text is byte-level: the bytes of a licence text Debian ships
-(/usr/share/common-licenses/GPL-3, from base-files), each byte a token of a 256-token
-vocabulary. Each step trains on `batch` windows of `seq` + 1 bytes at offsets drawn from a
-seeded generator: the model reads the first `seq` bytes and predicts the next byte at each
-position.
+The text is a licence text Debian ships (/usr/share/common-licenses/GPL-3, from
+base-files), its bytes byte-pair encoded into a `vocab`-token vocabulary learned from the
+text itself (2048 by default; 256 is the bytes alone). Each step trains on `batch` windows
+of `seq` + 1 tokens at offsets drawn from a seeded generator: the model reads the first
+`seq` tokens and predicts the next at each position. At the default size the partitioner
+itself keeps the batch over dp and the vocabulary-parallel embedding and loss
+(docs/gpt-demo.md, "Why these sizes"); `--report` prints what the partitioned forward and
+step communicate.
 
 The model: token embedding and learned positions, `layers` pre-norm blocks (LayerNorm,
 causal self-attention with separate q/k/v projections, LayerNorm, GELU MLP), a final
