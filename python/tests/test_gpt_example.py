@@ -128,3 +128,22 @@ def test_the_demo_size_is_partitioned_as_megatron_lm_with_ddp():
     assert local <= over_dp <= local + 8, (local, over_dp)
     assert _comm_report_totals(trainer.step_module.comm_report(), "gpt_step") == (
         sum(counts.values()), round(sum(b for _, b in table.values())))
+
+
+def test_report_prints_the_partitioned_functions_collectives(tmp_path):
+    demo = runpy.run_path(PATH)
+    text = tmp_path / "text.txt"
+    text.write_bytes(bytes(range(256)) * 4)
+    out = io.StringIO()
+    demo["report"](batch=2, seq=8, dim=16, heads=4, layers=1, vocab=260, text=str(text), out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "forward @gpt:" and any(line.startswith("step @gpt_step") for line in lines)
+    assert lines[-1].startswith("predicted step (sim, h100-sxm): 2x4 mesh ")
+
+
+@pytest.mark.parametrize("flag", ["--vocab=250", "--vocab=1027", "--batch=3", "--heads=6", "--dim=30", "--seq=0"])
+def test_sizes_the_mesh_cannot_split_are_usage_errors(flag, capsys):
+    demo = runpy.run_path(PATH)
+    with pytest.raises(SystemExit) as exit_info:
+        demo["main"]([flag, "--steps=1"])
+    assert exit_info.value.code == 2 and "must be" in capsys.readouterr().err
