@@ -69,8 +69,11 @@ cd ../..
 step ./scripts/train_demo.sh "${out}/training"
 
 # A GPT written in PyTorch (vocabulary-parallel embedding, tied head and loss), captured
-# and trained with AdamW and gradient clipping on the bytes of a Debian licence text, on
-# the 2x4 mesh and on one device, beside torch.optim.AdamW's loop on the same batches.
+# and trained with AdamW and gradient clipping on a Debian licence text (byte-pair
+# encoded, 2048 tokens), on the 2x4 mesh (batch over dp, Megatron-LM's tp) and on one
+# device, beside torch.optim.AdamW's loop on the same batches; first what the
+# partitioned step communicates.
+step env PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/gpt_train.py --report
 step env PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/gpt_train.py --steps=5 --every=1
 echo
 echo "demo: every program matched its single-device reference."
