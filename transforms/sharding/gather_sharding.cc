@@ -55,13 +55,19 @@ OpRule GatherRule(const Operation& op) {
   return rule;
 }
 
+// The indices' dimensions are summed over: split (an embedding's backward with its
+// tokens over dp), each device adds its own updates' rows into its copy of the base, and
+// the result is partial over those axes, summed by whoever needs it whole (a gradient's
+// all_reduce over dp, as DDP sums Megatron-LM's embedding gradient), with the base
+// counted once (added_once_operand). The indices are never gathered for it.
 OpRule ScatterAddRule(const Operation& op) {
   OpRule rule;
-  RowFactors f = AddRowFactors(rule, op, FactorKind::kPass, FactorKind::kReplicate);
+  RowFactors f = AddRowFactors(rule, op, FactorKind::kPass, FactorKind::kSum);
   rule.operands.push_back(OneFactorEach(f.table));
   rule.operands.push_back(OneFactorEach(f.indices));
   rule.operands.push_back({true, f.result});
   rule.results.push_back(OneFactorEach(f.table));
+  rule.added_once_operand = 0;
   return rule;
 }
 

@@ -395,6 +395,15 @@ absl::StatusOr<Value*> MakePartial(OpBuilder& e, Value* value, const AxisList& a
   const Mesh& mesh = *e.function()->mesh();
   int64_t n = mesh.GroupSize(axes);
   if (n == 1) return value;
+  // Zeros are a partial sum of zeros already, on every coordinate (the base a
+  // scatter_add of split updates adds into, an accumulator's start).
+  if (const Operation* def = value->defining_op(); def != nullptr && def->Is(OpKind::kFull)) {
+    const Attribute* fill = def->attrs().Find("value");
+    if (fill != nullptr && ((fill->kind() == Attribute::Kind::kFloat && fill->float_value() == 0) ||
+                            (fill->kind() == Attribute::Kind::kInt && fill->int_value() == 0))) {
+      return value;
+    }
+  }
   Type type = value->type();
   Value* x = value;
   bool scalar = type.rank() == 0;

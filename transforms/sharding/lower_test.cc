@@ -416,7 +416,12 @@ func @f(%emb: f32[1024@tp, 16], %emb2: f32[1024@tp, 16], %x: f32[)", batch, R"(,
     EXPECT_THAT(out, HasSubstr("gather(%emb, %ids, %row_offset) {axis = 0}")) << out;
     EXPECT_THAT(out, HasSubstr("gather(%emb2, %ids, %row_offset) {axis = 0}")) << out;
     // The vocabulary-split base keeps its split: each device adds its own rows' updates.
-    EXPECT_THAT(out, HasSubstr("scatter_add(%emb2, %ids")) << out;
+    // With the tokens over dp too, each device adds its own tokens' updates into the base,
+    // counted once over dp (kept on coordinate 0: %emb2_pt), and an all_reduce over dp
+    // sums them: the ids are not gathered.
+    EXPECT_THAT(out, HasSubstr(two_d ? "scatter_add(%emb2_pt, %ids" : "scatter_add(%emb2, %ids"))
+        << out;
+    EXPECT_THAT(out, Not(HasSubstr("all_gather(%ids"))) << out;
     EXPECT_GE(Count(out, "all_reduce"), 1) << out;
     EXPECT_THAT(out, Not(HasSubstr("all_gather(%emb"))) << out;
     // With the batch split over dp as well, the planner reaches the sequence split by an

@@ -119,13 +119,25 @@ void Legalize(const OpRule& rule, const Mesh& mesh, Strategy& s) {
   s.partial_operand = -1;
 }
 
-Layout RequiredOperandLayout(const OpRule& rule, const Strategy& s, int i, const Mesh&) {
+Layout RequiredOperandLayout(const OpRule& rule, const Strategy& s, int i, const Mesh& mesh) {
   Layout layout;
   const TensorFactors& t = rule.operands[i];
   if (!t.is_tensor) return layout;
   for (const std::vector<int>& dim : t.dims) layout.dims.push_back(DimAxes(s, dim));
   bool carries = rule.partial_mode == PartialMode::kAll || s.partial_operand == i;
   if (carries) layout.partial = s.partial;
+  if (i == rule.added_once_operand) {
+    AxisList partial = layout.partial;
+    for (int f = 0; f < rule.num_factors(); ++f) {
+      if (rule.kinds[f] != FactorKind::kSum) continue;
+      bool in_operand = false;
+      for (const std::vector<int>& dim : t.dims) {
+        in_operand = in_operand || std::find(dim.begin(), dim.end(), f) != dim.end();
+      }
+      if (!in_operand) partial.insert(partial.end(), s.factors[f].begin(), s.factors[f].end());
+    }
+    if (partial.size() != layout.partial.size()) layout.partial = InMeshOrder(partial, mesh);
+  }
   return layout;
 }
 

@@ -87,6 +87,11 @@ struct OpRule {
   // all_reduces that combine the statistics of a split kStats factor: what the op's
   // decomposition declares in the sharding table (so what is costed is what is lowered).
   int stats_all_reduces = 0;
+  // The operand every device adds into its result whole (scatter_add's base), or -1. When
+  // a kSum factor it lacks is split (scatter_add's updates, split over their rows), each
+  // device adds only its share of the sum, and the operand must be counted once: it is
+  // required partial over those axes, kept by coordinate 0 (a local step, no collective).
+  int added_once_operand = -1;
 
   int num_factors() const { return static_cast<int>(sizes.size()); }
   int AddFactor(int64_t size, FactorKind kind);
