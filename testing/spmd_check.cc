@@ -26,6 +26,10 @@ absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
   return RunPipeline(module, sharding::DefaultSpmdPipeline(propagate), {.verify_each = true});
 }
 
+absl::Status RunPartitionPipeline(Module& module, bool propagate) {
+  return RunPipeline(module, sharding::PartitionPipeline(propagate), {.verify_each = true});
+}
+
 absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module,
                                absl::Span<const PassInfo> table) {
   // Text: the tests' and recipes' pipelines.

@@ -24,9 +24,12 @@
 namespace commir::testing {
 
 // Runs the partitioner's default pipeline (kDefaultSpmdPipeline: propagate-sharding,
-// lower-to-spmd, canonicalize, cse, dce) on `module`, leaving out propagate-sharding when
-// `propagate` is false, and verifying the IR after each pass.
+// lower-to-spmd, canonicalize, cse, dce, combine-all-reduces) on `module`, leaving out
+// propagate-sharding when `propagate` is false, and verifying the IR after each pass.
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate = true);
+
+// The same without combine-all-reduces (kPartitionPipeline): one all_reduce per reshard.
+absl::Status RunPartitionPipeline(Module& module, bool propagate = true);
 
 // Applies the passes of `pipeline` (pass-pipeline text, e.g.
 // "ring-attention{zigzag=true}") to `module`, verifying the IR after each. The names are

@@ -88,6 +88,12 @@ struct PropagationReport {
   // layout changed (one that stays as the parser inferred it does not count).
   int64_t free_values = 0;
   int64_t layouts_changed = 0;
+  // The kept plan's reshard all_reduces and the buckets its cost charges them in (one
+  // latency each; AssignBuckets at kDefaultBucketBytes), summed over the functions: what
+  // combine-all-reduces leaves of those all_reduces. A split norm's statistics
+  // all_reduces are charged in the norm's own cost and are not counted here.
+  int64_t priced_all_reduces = 0;
+  int64_t priced_all_reduce_buckets = 0;
   // Per explained op: its location and ExplainStrategyChoice's text of its final choice
   // (the last forward round's), in program order.
   struct Explanation {
