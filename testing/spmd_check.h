@@ -59,6 +59,9 @@ struct SpmdCheckOptions {
   // Run the default pipeline first; false: `pipeline` is the whole pipeline (as
   // commir-opt --pass-pipeline runs it).
   bool default_pipeline = true;
+  // With default_pipeline: false leaves out its last pass, combine-all-reduces
+  // (kPartitionPipeline), for tests of the partitioner's own collectives.
+  bool combine_all_reduces = true;
   std::string pipeline;    // passes applied after the default pipeline ("": none)
   bool record_events = false;  // keep the lowered run's per-op events
   // The table `pipeline` is parsed with (empty: the registered passes); a test may add
@@ -97,6 +100,11 @@ absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view fu
 // CheckSpmd of text with the default pipeline only.
 absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_view function,
                                            uint64_t seed = 0, bool propagate = true);
+
+// CheckSpmd of text with kPartitionPipeline only: one collective per reshard, as
+// lower-to-spmd emits them, for tests that count or match the partitioner's collectives.
+absl::StatusOr<SpmdCheck> CheckPartitionOnly(absl::string_view text, absl::string_view function,
+                                             uint64_t seed = 0, bool propagate = true);
 
 }  // namespace commir::testing
 
