@@ -56,9 +56,8 @@
 // each other's results, by collective round: collectives/all_reduce_candidates.h) one
 // latency per bucket of kDefaultBucketBytes (collective_buckets.h), as DDP's gradient
 // buckets do; each op's own choice still sees a whole latency per collective. That is
-// what runs when the pipeline ends with combine-all-reduces; the default spmd pipeline
-// does not yet (transforms/README.md), so there the plan is priced as production runs
-// it, not as the default pipeline lowers it.
+// what the default spmd pipeline runs: it ends with combine-all-reduces (lower.h,
+// kDefaultSpmdPipeline). PropagationReport counts the priced all_reduces and buckets.
 // Besides the plans of step 3, each plan is also made with the backward passes casting
 // no vote that keeps a summed dimension whole (a layernorm weight's gradient summing a
 // dp-split batch would otherwise pull the backward onto whole batches), and the cheapest
