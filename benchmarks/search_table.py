@@ -24,7 +24,7 @@ The best candidate:
 
 The baselines are explicit recipes: the same program with a mesh and layouts written,
 
-    commir-opt LAID_OUT --pass-pipeline='propagate-sharding,lower-to-spmd,canonicalize,cse,dce[,SCHEDULE]'
+    commir-opt LAID_OUT --pass-pipeline='propagate-sharding,lower-to-spmd,canonicalize,cse,dce,combine-all-reduces[,SCHEDULE]'
     commir-run LOWERED --backend=sim --format=json --hardware=h100-sxm --gpus-per-node=8
 
     Megatron TP+SP  mesh tp=N; x [S@tp, hidden], column-parallel wq/wk/wv/w1 (output dim
@@ -70,7 +70,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from schedule_table import build_missing_tools  # noqa: E402  (shared with the other table scripts)
 
-LOWER = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
+# The default spmd pipeline (transforms/sharding/lower.h, kDefaultSpmdPipeline).
+LOWER = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,combine-all-reduces"
 SIM_FLAGS = ["--backend=sim", "--format=json", "--hardware=h100-sxm", "--gpus-per-node=8"]
 GPUS_PER_NODE = 8
 HEAD_DIM = 128

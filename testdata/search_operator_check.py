@@ -105,10 +105,12 @@ COLLECTIVES = [
     # Training, w1's rows over 4: forward all_reduces u ([256, 512], 512 KiB); the backward's
     # dx, dw1 (rows), dw2 need nothing more.
     ("train_mlp.golden", [("4", "x.1@a"), ("2x2", "x.1@(a,b)")], [("all_reduce", 4, 524288, "nvlink")]),
-    # Training, batch over 4: dw1 and dw2 (256 KiB each) all_reduced (data parallelism).
-    ("train_mlp.golden", [("4", "x.0@a"), ("2x2", "x.0@(a,b)")], [("all_reduce", 4, 262144, "nvlink")] * 2),
-    # Training, w1's columns over 4: y ([256, 128], 128 KiB) forward and dx backward.
-    ("train_mlp.golden", [("4", "w1.1@a"), ("2x2", "w1.1@(a,b)")], [("all_reduce", 4, 131072, "nvlink")] * 2),
+    # Training, batch over 4: dw1 and dw2 (256 KiB each) all_reduced (data parallelism) in
+    # one bucket of 512 KiB, as the default pipeline's combine-all-reduces makes it (DDP).
+    ("train_mlp.golden", [("4", "x.0@a"), ("2x2", "x.0@(a,b)")], [("all_reduce", 4, 524288, "nvlink")]),
+    # Training, w1's columns over 4: y ([256, 128], 128 KiB) forward and dx backward; the
+    # returned y is first read at the return, so the two share one 256 KiB bucket.
+    ("train_mlp.golden", [("4", "w1.1@a"), ("2x2", "w1.1@(a,b)")], [("all_reduce", 4, 262144, "nvlink")]),
     # Zigzag sequence over b (2 devices), kv heads over a: q, k and v ([1, 2, 64, 16] f32,
     # 8 KiB) leave the zigzag order by one all_to_all each, k and v are all_gathered
     # (16 KiB), the output returns to the zigzag order by one more all_to_all.
@@ -158,7 +160,8 @@ WORK = {
     "renamed_meshes_one_node.golden": (8, mlp_work(256, 128, 512), False),
 }
 
-PLAIN_PIPELINE = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
+# The default spmd pipeline (transforms/sharding/lower.h) with no schedule after it.
+PLAIN_PIPELINE = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,combine-all-reduces"
 
 
 def read_rows(directory, golden, c):

@@ -26,6 +26,10 @@ absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate) {
   return RunPipeline(module, sharding::DefaultSpmdPipeline(propagate), {.verify_each = true});
 }
 
+absl::Status RunPartitionPipeline(Module& module, bool propagate) {
+  return RunPipeline(module, sharding::PartitionPipeline(propagate), {.verify_each = true});
+}
+
 absl::Status ApplyPassPipeline(absl::string_view pipeline, Module& module,
                                absl::Span<const PassInfo> table) {
   // Text: the tests' and recipes' pipelines.
@@ -83,7 +87,10 @@ absl::StatusOr<SpmdCheck> CheckSpmd(const Module& module, absl::string_view func
   if (global == nullptr) return absl::NotFoundError(absl::StrCat("no function @", function));
   std::unique_ptr<Module> lowered = module.Clone();
   if (options.default_pipeline) {
-    if (absl::Status s = RunDefaultSpmdPipeline(*lowered, options.propagate); !s.ok()) return s;
+    absl::Status s = options.combine_all_reduces
+                         ? RunDefaultSpmdPipeline(*lowered, options.propagate)
+                         : RunPartitionPipeline(*lowered, options.propagate);
+    if (!s.ok()) return s;
   }
   if (!options.pipeline.empty()) {
     if (absl::Status s = ApplyPassPipeline(options.pipeline, *lowered, options.passes); !s.ok()) return s;
@@ -120,6 +127,15 @@ absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_
   SpmdCheckOptions options;
   options.seed = seed;
   options.propagate = propagate;
+  return CheckSpmd(text, function, options);
+}
+
+absl::StatusOr<SpmdCheck> CheckPartitionOnly(absl::string_view text, absl::string_view function,
+                                             uint64_t seed, bool propagate) {
+  SpmdCheckOptions options;
+  options.seed = seed;
+  options.propagate = propagate;
+  options.combine_all_reduces = false;
   return CheckSpmd(text, function, options);
 }
 

@@ -24,9 +24,12 @@
 namespace commir::testing {
 
 // Runs the partitioner's default pipeline (kDefaultSpmdPipeline: propagate-sharding,
-// lower-to-spmd, canonicalize, cse, dce) on `module`, leaving out propagate-sharding when
-// `propagate` is false, and verifying the IR after each pass.
+// lower-to-spmd, canonicalize, cse, dce, combine-all-reduces) on `module`, leaving out
+// propagate-sharding when `propagate` is false, and verifying the IR after each pass.
 absl::Status RunDefaultSpmdPipeline(Module& module, bool propagate = true);
+
+// The same without combine-all-reduces (kPartitionPipeline): one all_reduce per reshard.
+absl::Status RunPartitionPipeline(Module& module, bool propagate = true);
 
 // Applies the passes of `pipeline` (pass-pipeline text, e.g.
 // "ring-attention{zigzag=true}") to `module`, verifying the IR after each. The names are
@@ -56,6 +59,9 @@ struct SpmdCheckOptions {
   // Run the default pipeline first; false: `pipeline` is the whole pipeline (as
   // commir-opt --pass-pipeline runs it).
   bool default_pipeline = true;
+  // With default_pipeline: false leaves out its last pass, combine-all-reduces
+  // (kPartitionPipeline), for tests of the partitioner's own collectives.
+  bool combine_all_reduces = true;
   std::string pipeline;    // passes applied after the default pipeline ("": none)
   bool record_events = false;  // keep the lowered run's per-op events
   // The table `pipeline` is parsed with (empty: the registered passes); a test may add
@@ -94,6 +100,11 @@ absl::StatusOr<SpmdCheck> CheckSpmd(absl::string_view text, absl::string_view fu
 // CheckSpmd of text with the default pipeline only.
 absl::StatusOr<SpmdCheck> CheckPartitioned(absl::string_view text, absl::string_view function,
                                            uint64_t seed = 0, bool propagate = true);
+
+// CheckSpmd of text with kPartitionPipeline only: one collective per reshard, as
+// lower-to-spmd emits them, for tests that count or match the partitioner's collectives.
+absl::StatusOr<SpmdCheck> CheckPartitionOnly(absl::string_view text, absl::string_view function,
+                                             uint64_t seed = 0, bool propagate = true);
 
 }  // namespace commir::testing
 

@@ -115,6 +115,9 @@ TEST(TypedPipeline, RunChecksTypedOptionsAgainstTheSchemaAsTheParserDoes) {
 TEST(TypedPipeline, TextFormNamesOptionsThatDifferFromTheDefaults) {
   EXPECT_EQ(sharding::DefaultSpmdPipeline().ToString(), sharding::kDefaultSpmdPipeline);
   EXPECT_EQ(sharding::DefaultSpmdPipeline(/*propagate=*/false).ToString(),
+            "lower-to-spmd,canonicalize,cse,dce,combine-all-reduces");
+  EXPECT_EQ(sharding::PartitionPipeline().ToString(), sharding::kPartitionPipeline);
+  EXPECT_EQ(sharding::PartitionPipeline(/*propagate=*/false).ToString(),
             "lower-to-spmd,canonicalize,cse,dce");
   EXPECT_EQ(PassStep::Of<PipelineCollectiveMatmulPass>({.chunks = 8, .streams = 4}).ToString(),
             "pipeline-collective-matmul{chunks=8,streams=4}");

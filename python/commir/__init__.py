@@ -21,13 +21,19 @@ _commir = _commir_loader.load()
 
 __all__ = [
     "Module", "parse", "parse_file", "verify", "opt", "run", "run_with", "predict", "Prediction", "pass_names",
-    "DEFAULT_SPMD_PIPELINE", "CommirError", "OpError", "ParseError", "VerifyError", "PassError",
+    "DEFAULT_SPMD_PIPELINE", "PARTITION_PIPELINE", "CommirError", "OpError", "ParseError", "VerifyError", "PassError",
     "PipelineError", "RunError", "CaptureError",
 ]
 
+# Partitioning alone, one collective per reshard (transforms/sharding/lower.h,
+# kPartitionPipeline): for reading the partitioner's individual collectives.
+PARTITION_PIPELINE = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
+
 # What commir-run applies to a global function before a multi-device run
-# (transforms/sharding/lower.h, kDefaultSpmdPipeline).
-DEFAULT_SPMD_PIPELINE = "propagate-sharding,lower-to-spmd,canonicalize,cse,dce"
+# (transforms/sharding/lower.h, kDefaultSpmdPipeline): partitioning, then the
+# independent all_reduces (a backward pass's gradients) combined into DDP's 25 MiB
+# buckets, as propagate-sharding prices them.
+DEFAULT_SPMD_PIPELINE = PARTITION_PIPELINE + ",combine-all-reduces"
 
 
 class Module:

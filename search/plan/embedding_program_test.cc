@@ -50,7 +50,7 @@ std::unique_ptr<Module> Partitioned(const ModelSpec& m, const LayerLayout& layou
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = kEmbedFunction, .seed = AutodiffPassOptions::Seed::kCotangents})}}
-          .Then(sharding::DefaultSpmdPipeline());
+          .Then(sharding::PartitionPipeline());
   absl::Status s = RunPipeline(**module, pipeline);
   EXPECT_TRUE(s.ok()) << s;
   return *std::move(module);

@@ -65,7 +65,7 @@ TEST(FusedQkv, ForwardCommunicatesAsMegatronLm) {
     absl::StatusOr<std::unique_ptr<Module>> program =
         TransformerLayerProgram(Model(c.model), LayerLayout{c.tp, 1, true, 1});
     ASSERT_TRUE(program.ok()) << program.status();
-    ASSERT_TRUE(RunPipeline(**program, sharding::DefaultSpmdPipeline()).ok());
+    ASSERT_TRUE(RunPipeline(**program, sharding::PartitionPipeline()).ok());
     const Function* layer = (*program)->FindFunction(kLayerFunction);
     ASSERT_NE(layer, nullptr);
     const sharding::FunctionCommReport report = sharding::ComputeCommReport(*layer);

@@ -52,7 +52,7 @@ TEST(HeadLossTest, TheMeanOverACpSplitSequenceAllReducesOneScalar) {
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = kHeadFunction, .seed = AutodiffPassOptions::Seed::kCotangents})}}
-          .Then(sharding::DefaultSpmdPipeline());
+          .Then(sharding::PartitionPipeline());
   ASSERT_TRUE(RunPipeline(**head, pipeline).ok());
   std::vector<const Operation*> collectives;
   WalkOps((*head)->FindFunction(kHeadFunction)->body(), [&](Operation* op) {

@@ -371,10 +371,16 @@ absl::StatusOr<LayerCost> MeasureLayerCost(const ModelSpec& model, LayerKind kin
   absl::StatusOr<std::unique_ptr<Module>> partitioned =
       LaidOutProgram(model, kind, layout, options, name);
   if (!partitioned.ok()) return fail(partitioned.status());
+  // Partitioned without combine-all-reduces: LeaveWeightGradientsToDataParallel finds
+  // each weight gradient's own cp all_reduce at the return, which a bucket would hide,
+  // and pipeline_model.h prices the gradients' reduction itself, once per iteration over
+  // dp x cp and layer by layer as Megatron-LM's buckets issue it. Combined here, the
+  // layer's per-micro-batch all_reduces would be bucketed twice and the ones that term
+  // replaces hidden from it.
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = name, .seed = AutodiffPassOptions::Seed::kCotangents})}}
-          .Then(sharding::DefaultSpmdPipeline());
+          .Then(sharding::PartitionPipeline());
   DiagnosticEngine diagnostics;
   if (absl::Status s = RunPipeline(**partitioned, pipeline, {.diagnostics = &diagnostics});
       !s.ok()) {

@@ -73,9 +73,10 @@ void ToF32(Function& f) {
 
 // A model chunk as one module: @layer, @head (when the chunk ends the model) and
 // @stage(x, layer weights..., head weights) calling them (model_program.h's
-// AddLayerChain), inlined, differentiated and partitioned; @stage and @stage_grad
-// are what runs. `layer_program` and `head_program` are laid-out modules
-// (megatron_layout.h), copied, not changed.
+// AddLayerChain), inlined, differentiated and partitioned as layer_cost partitions a
+// layer (kPartitionPipeline: the gradients' dp buckets are the plan's, not the
+// program's); @stage and @stage_grad are what runs. `layer_program` and `head_program`
+// are laid-out modules (megatron_layout.h), copied, not changed.
 struct StageProgram {
   std::unique_ptr<Module> module;
   const Function* forward = nullptr;
@@ -128,7 +129,7 @@ absl::StatusOr<StageProgram> BuildStage(const Module& layer_program, const Modul
   if (recompute == Recompute::kFull) autodiff.remat = RematPolicy::kBlocks;
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<InlinePass>(), PassStep::Of<AutodiffPass>(autodiff)}}.Then(
-          sharding::DefaultSpmdPipeline());
+          sharding::PartitionPipeline());
   if (absl::Status s = RunPipeline(*stage.module, pipeline, {.diagnostics = &diagnostics});
       !s.ok()) {
     return s;

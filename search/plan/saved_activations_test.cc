@@ -17,7 +17,7 @@ namespace commir::search::plan {
 namespace {
 
 // The layer's program: what layer_cost partitions (autodiff{seed=cotangents}, then the
-// spmd pipeline).
+// partition pipeline).
 std::unique_ptr<Module> Partitioned(const std::string& text) {
   absl::StatusOr<std::unique_ptr<Module>> module = ParseModuleOrError(text, "test.commir");
   EXPECT_TRUE(module.ok()) << module.status();
@@ -25,7 +25,7 @@ std::unique_ptr<Module> Partitioned(const std::string& text) {
   const Pipeline pipeline =
       Pipeline{{PassStep::Of<AutodiffPass>(
                    {.func = "layer", .seed = AutodiffPassOptions::Seed::kCotangents})}}
-          .Then(sharding::DefaultSpmdPipeline());
+          .Then(sharding::PartitionPipeline());
   absl::Status s = RunPipeline(**module, pipeline);
   EXPECT_TRUE(s.ok()) << s;
   return s.ok() ? *std::move(module) : nullptr;

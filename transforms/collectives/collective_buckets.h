@@ -5,9 +5,9 @@
 // Shared by the pass that combines the all_reduces of a lowered program
 // (combine-all-reduces) and by propagate-sharding's plan cost, so that the latency the
 // partitioner charges for a plan's gradient all_reduces is the latency of the combined
-// collectives a pipeline that ends with combine-all-reduces runs. The default spmd
-// pipeline does not end with it yet (the plan search's layer cost reads each weight's
-// gradient all_reduce after it); append it, as python/examples/gpt_train.py does.
+// collectives the default spmd pipeline, which ends with combine-all-reduces, runs.
+// (The plan search's layer cost partitions without it, kPartitionPipeline: it reads
+// each weight's own gradient all_reduce.)
 #ifndef COMMIR_TRANSFORMS_COLLECTIVES_COLLECTIVE_BUCKETS_H_
 #define COMMIR_TRANSFORMS_COLLECTIVES_COLLECTIVE_BUCKETS_H_
 

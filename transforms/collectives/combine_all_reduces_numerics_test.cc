@@ -86,13 +86,18 @@ void CheckCombinedStep(const Case& c) {
   const Function& one_device = *global->FindFunction("block_step");
 
   std::unique_ptr<Module> lowered = global->Clone();
-  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*lowered).ok());
+  ASSERT_TRUE(testing::RunPartitionPipeline(*lowered).ok());
   std::unique_ptr<Module> combined = lowered->Clone();
   absl::StatusOr<CombineCounts> counts =
       CombineAllReduces(*combined->FindFunction("block_step"), kDefaultThresholdBytes);
   ASSERT_TRUE(counts.ok()) << counts.status();
   absl::Status verified = VerifyModule(*combined);
   ASSERT_TRUE(verified.ok()) << verified.message() << "\n" << PrintModule(*combined);
+  // The default spmd pipeline ends with the pass: it makes this combined step.
+  std::unique_ptr<Module> by_default = global->Clone();
+  ASSERT_TRUE(testing::RunDefaultSpmdPipeline(*by_default).ok());
+  EXPECT_EQ(PrintFunction(*by_default->FindFunction("block_step")),
+            PrintFunction(*combined->FindFunction("block_step")));
 
   const Function& uncombined_step = *lowered->FindFunction("block_step");
   const Function& combined_step = *combined->FindFunction("block_step");

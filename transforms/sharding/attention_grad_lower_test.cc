@@ -14,7 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string LowerAndCheck(const std::string& text, uint64_t seed = 0) {
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, "f", seed);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitionOnly(text, "f", seed);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return "";
   EXPECT_TRUE(check->pass) << check->report << check->lowered;

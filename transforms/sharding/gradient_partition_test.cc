@@ -95,7 +95,7 @@ PartitionedGradient PartitionGradient(const std::string& text, bool seed_cotange
   EXPECT_TRUE(grad.ok()) << grad.status();
   if (!grad.ok()) return out;
   const std::string name = (*grad)->name();
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(PrintModule(*module), name, /*seed=*/7);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitionOnly(PrintModule(*module), name, /*seed=*/7);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return out;
   EXPECT_TRUE(check->pass) << check->report << "\n" << check->lowered;

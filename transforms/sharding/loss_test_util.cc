@@ -28,7 +28,7 @@ int Count(const std::string& text, const std::string& op) {
 }
 
 testing::SpmdCheck Check(const std::string& text, const std::string& function, int seed) {
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, function, seed);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitionOnly(text, function, seed);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return {};
   EXPECT_TRUE(check->pass) << check->report << check->lowered;

@@ -22,7 +22,8 @@ std::string Labels(const std::string& tokens);
 // How many ops named `op` the printed IR `text` has.
 int Count(const std::string& text, const std::string& op);
 
-// `function` of `text` partitioned and run on the cpu mesh against one device (inputs
+// `function` of `text` partitioned (kPartitionPipeline: the tests count the
+// partitioner's own all_reduces) and run on the cpu mesh against one device (inputs
 // drawn with `seed`); a failure fails the test. The check (module null on failure).
 testing::SpmdCheck Check(const std::string& text, const std::string& function, int seed);
 

@@ -38,8 +38,9 @@
 //
 // New values are named after the value they come from and the step that made them
 // (`%x_ag`, `%h_rs`); a result keeps its name. Run canonicalize, cse and dce afterwards
-// (kDefaultSpmdPipeline): CSE merges identical collectives of one value, such as the
-// all_gather that several matmuls need from one activation.
+// (kPartitionPipeline, which kDefaultSpmdPipeline extends): CSE merges identical
+// collectives of one value, such as the all_gather that several matmuls need from one
+// activation.
 #ifndef COMMIR_TRANSFORMS_SHARDING_LOWER_H_
 #define COMMIR_TRANSFORMS_SHARDING_LOWER_H_
 
@@ -50,9 +51,20 @@
 
 namespace commir::sharding {
 
-// What commir-run runs on a global function before a multi-device run.
-inline constexpr char kDefaultSpmdPipeline[] =
+// Partitioning alone: one collective per reshard, each where lower-to-spmd emits it.
+// For callers that read individual collectives of the partitioned program (the plan
+// search's layer cost, which models data-parallel gradient buckets itself).
+inline constexpr char kPartitionPipeline[] =
     "propagate-sharding,lower-to-spmd,canonicalize,cse,dce";
+
+// What commir-opt users, commir-run (before a multi-device run), the operator search and
+// Python's DEFAULT_SPMD_PIPELINE run: partitioning, then the independent all_reduces
+// combined into DDP-sized buckets (collectives/combine_all_reduces.h), which is what
+// propagate-sharding's plan cost charges them as. Forward tensor-parallel all_reduces
+// (each feeding the next) and every all_gather and reduce_scatter stay as partitioning
+// made them, so the overlap schedules run after it find what they rewrite.
+inline constexpr char kDefaultSpmdPipeline[] =
+    "propagate-sharding,lower-to-spmd,canonicalize,cse,dce,combine-all-reduces";
 
 // Lowers `function` if it is a global function with a mesh (others are left alone).
 absl::Status LowerToSpmd(Function& function, DiagnosticEngine* diagnostics = nullptr);

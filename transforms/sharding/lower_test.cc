@@ -20,10 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Lowers `text` with the default pipeline, checks it against the one-device reference
-// and returns the printed spmd module.
+// Lowers `text` with the partitioning passes (kPartitionPipeline: the collectives as
+// lower-to-spmd emits them), checks it against the one-device reference and returns the
+// printed spmd module.
 std::string LowerAndCheck(const std::string& text, const std::string& function, uint64_t seed = 0) {
-  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitioned(text, function, seed);
+  absl::StatusOr<testing::SpmdCheck> check = testing::CheckPartitionOnly(text, function, seed);
   EXPECT_TRUE(check.ok()) << check.status();
   if (!check.ok()) return "";
   EXPECT_TRUE(check->pass) << check->report << check->lowered;

@@ -110,6 +110,8 @@ class Propagator {
       absl::flat_hash_map<const Value*, Info> info;
       bool pin_arguments;
       bool skip_whole_sum_votes;
+      int64_t priced_all_reduces;
+      int64_t priced_buckets;
     };
     std::optional<Plan> best;
     for (bool skip : {false, true}) {
@@ -118,16 +120,24 @@ class Propagator {
         ForgetFreeLayouts();
         skip_whole_sum_votes_ = skip;
         double plan_cost = Solve(pin);
-        if (!best || Cheaper(plan_cost, best->cost)) best = Plan{plan_cost, info_, pin, skip};
+        if (!best || Cheaper(plan_cost, best->cost)) {
+          best = Plan{plan_cost, info_, pin, skip, priced_all_reduces_, priced_buckets_};
+        }
         if (!pin && !moved_argument_) break;
       }
     }
     info_ = std::move(best->info);
     pin_arguments_ = best->pin_arguments;
     skip_whole_sum_votes_ = best->skip_whole_sum_votes;
+    priced_all_reduces_ = best->priced_all_reduces;
+    priced_buckets_ = best->priced_buckets;
     double cost = best->cost;
     Refine(cost);
-    if (options_.report != nullptr) Explain(*options_.report);
+    if (options_.report != nullptr) {
+      options_.report->priced_all_reduces += priced_all_reduces_;
+      options_.report->priced_all_reduce_buckets += priced_buckets_;
+      Explain(*options_.report);
+    }
     for (Operation* op : ops_) {
       for (Value* result : op->results()) {
         auto it = info_.find(result);
@@ -199,10 +209,13 @@ class Propagator {
       c.needed = in_round_order(c.needed);
       c.ready = alone ? c.needed : in_round_order(c.ready);
     }
-    for (const collectives::Bucket& bucket :
-         collectives::AssignBuckets(all_reduces, collectives::kDefaultBucketBytes)) {
+    const std::vector<collectives::Bucket> buckets =
+        collectives::AssignBuckets(all_reduces, collectives::kDefaultBucketBytes);
+    for (const collectives::Bucket& bucket : buckets) {
       cost -= kCollectiveLatencyBytes * static_cast<double>(bucket.members.size() - 1);
     }
+    priced_all_reduces_ = static_cast<int64_t>(all_reduces.size());
+    priced_buckets_ = static_cast<int64_t>(buckets.size());
     return cost;
   }
 
@@ -288,11 +301,17 @@ class Propagator {
   void Refine(double cost) {
     if (options_.iterations > 1) return;  // rounds asked for explicitly: all were run
     absl::flat_hash_map<const Value*, Info> chosen = info_;
+    const int64_t chosen_all_reduces = priced_all_reduces_;
+    const int64_t chosen_buckets = priced_buckets_;
     Backward();
     Forward();
     // When the round is not kept, plan_cost_, all_reduces_ and round_ still describe it:
     // nothing reads them after Refine.
-    if (!Cheaper(PlanCost(), cost)) info_ = std::move(chosen);
+    if (!Cheaper(PlanCost(), cost)) {
+      info_ = std::move(chosen);
+      priced_all_reduces_ = chosen_all_reduces;
+      priced_buckets_ = chosen_buckets;
+    }
   }
 
   // Back to the state before the first Solve: only the given layouts are known.
@@ -542,6 +561,10 @@ class Propagator {
   double plan_cost_ = 0;
   // The all_reduces of the plan's operand reshards, for PlanCost's buckets.
   std::vector<collectives::BucketCandidate> all_reduces_;
+  // Set by PlanCost, then kept for the chosen plan: its all_reduces and their buckets
+  // (PropagationReport).
+  int64_t priced_all_reduces_ = 0;
+  int64_t priced_buckets_ = 0;
   // Each op's position in ops_, and (set by Forward) its CollectiveRound.
   absl::flat_hash_map<const Operation*, int> position_;
   std::vector<int> round_;

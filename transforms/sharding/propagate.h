@@ -56,9 +56,8 @@
 // each other's results, by collective round: collectives/all_reduce_candidates.h) one
 // latency per bucket of kDefaultBucketBytes (collective_buckets.h), as DDP's gradient
 // buckets do; each op's own choice still sees a whole latency per collective. That is
-// what runs when the pipeline ends with combine-all-reduces; the default spmd pipeline
-// does not yet (transforms/README.md), so there the plan is priced as production runs
-// it, not as the default pipeline lowers it.
+// what the default spmd pipeline runs: it ends with combine-all-reduces (lower.h,
+// kDefaultSpmdPipeline). PropagationReport counts the priced all_reduces and buckets.
 // Besides the plans of step 3, each plan is also made with the backward passes casting
 // no vote that keeps a summed dimension whole (a layernorm weight's gradient summing a
 // dp-split batch would otherwise pull the backward onto whole batches), and the cheapest
@@ -88,6 +87,12 @@ struct PropagationReport {
   // layout changed (one that stays as the parser inferred it does not count).
   int64_t free_values = 0;
   int64_t layouts_changed = 0;
+  // The kept plan's reshard all_reduces and the buckets its cost charges them in (one
+  // latency each; AssignBuckets at kDefaultBucketBytes), summed over the functions: what
+  // combine-all-reduces leaves of those all_reduces. A split norm's statistics
+  // all_reduces are charged in the norm's own cost and are not counted here.
+  int64_t priced_all_reduces = 0;
+  int64_t priced_all_reduce_buckets = 0;
   // Per explained op: its location and ExplainStrategyChoice's text of its final choice
   // (the last forward round's), in program order.
   struct Explanation {

@@ -1,6 +1,7 @@
 #include "transforms/sharding/spmd_pipeline.h"
 
 #include "transforms/canonicalize.h"
+#include "transforms/collectives/combine_all_reduces.h"
 #include "transforms/cse.h"
 #include "transforms/dce.h"
 #include "transforms/sharding/lower.h"
@@ -8,7 +9,7 @@
 
 namespace commir::sharding {
 
-Pipeline DefaultSpmdPipeline(bool propagate) {
+Pipeline PartitionPipeline(bool propagate) {
   Pipeline pipeline;
   if (propagate) pipeline.steps.push_back(PassStep::Of<PropagateShardingPass>());
   pipeline.steps.push_back(PassStep::Of<LowerToSpmdPass>());
@@ -16,6 +17,10 @@ Pipeline DefaultSpmdPipeline(bool propagate) {
   pipeline.steps.push_back(PassStep::Of<CsePass>());
   pipeline.steps.push_back(PassStep::Of<DcePass>());
   return pipeline;
+}
+
+Pipeline DefaultSpmdPipeline(bool propagate) {
+  return PartitionPipeline(propagate).Then(PassStep::Of<collectives::CombineAllReducesPass>());
 }
 
 }  // namespace commir::sharding

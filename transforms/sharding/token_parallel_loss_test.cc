@@ -1,6 +1,6 @@
 // A reduced cross-entropy over split tokens (token_parallel_loss.h): logits split over
 // the batch (dp) and, on 2x4 devices, over the vocabulary (tp) too are never gathered.
-// Each case runs on the cpu mesh against the one-device program (testing::CheckPartitioned)
+// Each case runs on the cpu mesh against the one-device program (testing::CheckPartitionOnly)
 // on 1-, 2-, 4- and 2x4-device meshes, forward and, through autodiff, backward, with
 // label smoothing, z-loss and ignore_index.
 //

@@ -1,6 +1,6 @@
 // Vocabulary-parallel cross-entropy (vocab_parallel_loss.h): logits split over the
 // vocabulary are never gathered. Each case runs on the cpu mesh against the one-device
-// program on 1-, 2-, 4- and 2x4-device meshes (testing::CheckPartitioned), forward and,
+// program on 1-, 2-, 4- and 2x4-device meshes (testing::CheckPartitionOnly), forward and,
 // through autodiff, backward, with label smoothing, z-loss and ignore_index.
 //
 // The sizes are large enough that the partitioner's cost model (bytes plus 1 MiB per
