@@ -133,6 +133,14 @@ def _routing(conv, node):
         attrs = [("experts", kwargs["experts"]), ("capacity", kwargs.get("capacity")),
                  ("capacity_factor", float(factor) if factor is not None else None),
                  ("groups", kwargs.get("groups", 1))]
-        return conv.fb.op("moe_dispatch", [x, experts_of], attrs, name=name)
+        layout = kwargs.get("layout")
+        written = None
+        if layout is not None and conv.mesh_sizes:  # one device: the layout means nothing
+            dtype, shape = conv._out_type(node)
+            try:
+                written = TensorType(dtype, shape, [tuple(a) if isinstance(a, list) else a for a in layout])
+            except ValueError as error:
+                conv.refuse(node, "%s: layout %r: %s" % (describe(node), layout, error))
+        return conv.fb.op("moe_dispatch", [x, experts_of], attrs, type=written, name=name)
     buffer, experts_of = (conv.tensor(a, node) for a in node.args[:2])
     return conv.fb.op("moe_collect", [buffer, experts_of], [("groups", kwargs.get("groups", 1))], name=name)

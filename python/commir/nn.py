@@ -41,7 +41,7 @@ def moe_capacity(tokens, k, experts, capacity_factor):
     return int(math.ceil(float(tokens) * k * capacity_factor / experts))
 
 
-def moe_dispatch(x, experts_of, *, experts, capacity=None, capacity_factor=None, groups=1):
+def moe_dispatch(x, experts_of, *, experts, capacity=None, capacity_factor=None, groups=1, layout=None):
     """The per-expert buffers `[experts, groups * C, H]` of a mixture-of-experts layer.
 
     `x` is `[T, H]` (choice j of token t copies row t) or `[T, k, H]` (a row per choice);
@@ -51,9 +51,18 @@ def moe_dispatch(x, experts_of, *, experts, capacity=None, capacity_factor=None,
     choice's position in its expert counts the group's earlier choices of that expert in
     GShard's order (every token's first choice in token order, then every second choice,
     ...); slot `(e, g * C + position)` holds its row, a choice at position >= C is dropped,
-    empty slots are zeros. Differentiable in `x`."""
+    empty slots are zeros. Differentiable in `x`.
+
+    `layout`: where the buffer lives when captured on a mesh, one entry per dimension as
+    in capture's `layouts` (`["ep", "dp", None]`: the experts over ep, each expert's
+    columns over dp); ignored eagerly and by a capture without a mesh. Propagation does
+    not yet find on its own that the expert matmuls keep the columns split over dp once
+    ep has moved to the experts (docs/language.md, "Expert parallelism"); written, the
+    dispatch and the combine are one all_to_all over ep each."""
+    _check_layout(layout)
     traced = _traced(moe_dispatch, (x, experts_of), dict(experts=experts, capacity=capacity,
-                                                        capacity_factor=capacity_factor, groups=groups))
+                                                        capacity_factor=capacity_factor, groups=groups,
+                                                        layout=layout))
     if traced is not None:
         return traced
     tokens, k = _check_routing(experts_of, groups)
@@ -109,6 +118,17 @@ def _traced(fn, args, kwargs):
         if (kwargs["capacity"] is None) == (kwargs["capacity_factor"] is None):
             raise ValueError("moe_dispatch takes exactly one of capacity and capacity_factor")
     return proxy.tracer.create_proxy("call_function", fn, args, kwargs)
+
+
+def _check_layout(layout):
+    def axis(a):
+        return a is None or isinstance(a, str) or (isinstance(a, (tuple, list)) and a and all(
+            isinstance(b, str) for b in a))
+
+    if layout is not None and not (isinstance(layout, (tuple, list)) and len(layout) == 3 and all(
+            axis(a) for a in layout)):
+        raise ValueError("layout must be None or three entries (experts, slots, hidden), each None, an axis "
+                         "name or a tuple of axis names, got %r" % (layout,))
 
 
 def _check_positive(name, value):

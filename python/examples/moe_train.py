@@ -40,6 +40,9 @@ import commir.torch
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 MESH = {"dp": 2, "ep": 2}
+# The dispatch buffer [experts, groups x capacity, hidden] on the mesh: the experts over ep,
+# each expert's columns (the tokens of the dp ranks) over dp (commir.nn.moe_dispatch).
+DISPATCH_LAYOUT = ("ep", "dp", None)
 
 
 class Attention(nn.Module):
@@ -64,9 +67,10 @@ class Attention(nn.Module):
 class MoE(nn.Module):
     """Top-k routing over `experts` SwiGLU experts held as [experts, ...] weights."""
 
-    def __init__(self, dim, ffn, experts, k, capacity_factor, groups):
+    def __init__(self, dim, ffn, experts, k, capacity_factor, groups, layout):
         super().__init__()
         self.experts, self.k, self.capacity_factor, self.groups = experts, k, capacity_factor, groups
+        self.layout = layout
         self.router = nn.Linear(dim, experts, bias=False)
         self.w1 = nn.Parameter(torch.randn(experts, dim, ffn) * 0.02)
         self.w3 = nn.Parameter(torch.randn(experts, dim, ffn) * 0.02)
@@ -78,7 +82,7 @@ class MoE(nn.Module):
         gates, chosen = torch.topk(probs, self.k, dim=-1)
         gates = gates / gates.sum(dim=-1, keepdim=True)
         buf = commir.nn.moe_dispatch(x, chosen, experts=self.experts, capacity_factor=self.capacity_factor,
-                                     groups=self.groups)
+                                     groups=self.groups, layout=self.layout)
         out = torch.matmul(F.silu(torch.matmul(buf, self.w1)) * torch.matmul(buf, self.w3), self.w2)
         y = (commir.nn.moe_collect(out, chosen, groups=self.groups) * gates.unsqueeze(-1)).sum(dim=1)
         # f_e: the share of the routing choices that picked e (no gradient, as in Switch).
@@ -88,12 +92,12 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, seq, ffn, experts, k, capacity_factor, groups):
+    def __init__(self, dim, heads, seq, ffn, experts, k, capacity_factor, groups, layout):
         super().__init__()
         self.ln_1 = nn.LayerNorm(dim)
         self.attn = Attention(dim, heads, seq)
         self.ln_2 = nn.LayerNorm(dim)
-        self.moe = MoE(dim, ffn, experts, k, capacity_factor, groups)
+        self.moe = MoE(dim, ffn, experts, k, capacity_factor, groups, layout)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -104,12 +108,12 @@ class Block(nn.Module):
 
 class MoEGPT(nn.Module):
     def __init__(self, vocab=256, dim=64, heads=4, layers=2, seq=32, ffn=128, experts=4, k=2,
-                 capacity_factor=1.0, groups=1, balance_coef=0.01):
+                 capacity_factor=1.0, groups=1, balance_coef=0.01, layout=None):
         super().__init__()
         self.balance_coef = balance_coef
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList([Block(dim, heads, seq, ffn, experts, k, capacity_factor, groups)
+        self.blocks = nn.ModuleList([Block(dim, heads, seq, ffn, experts, k, capacity_factor, groups, layout)
                                      for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim)
         self.lm_head = nn.Linear(dim, vocab, bias=False)
@@ -201,7 +205,10 @@ class CommirTrainer:
         signature = [n for n, _ in self.module.signature("moe_step")]
         self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
         self.values.update(zip(self.fed_back[len(names):], init))
-        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
+        # On the mesh: the step partitioned, its independent all_reduces (the gradients, the
+        # clipping norm's squared sums) combined into buckets as DDP does.
+        pipeline = commir.DEFAULT_SPMD_PIPELINE + ",combine-all-reduces"
+        self.step_module = commir.opt(self.module, pipeline) if mesh else self.module
 
     def step(self, idx, targets):
         self.values["idx"], self.values["targets"] = idx, targets
@@ -224,14 +231,15 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def train(steps, batch=8, seq=32, dim=64, heads=4, layers=2, ffn=128, experts=4, text=TEXT, every=1,
+def train(steps, batch=4, seq=32, dim=512, heads=8, layers=2, ffn=512, experts=4, text=TEXT, every=1,
           mesh=None, out=sys.stdout):
     """Trains the three ways; returns (torch, mesh, one-device losses, the mesh step's comm-report)."""
     mesh = dict(mesh or MESH)
     groups = mesh["dp"] * mesh["ep"]
     data = batches(read_text(text), steps, batch, seq)
     torch.manual_seed(0)
-    model = MoEGPT(dim=dim, heads=heads, layers=layers, seq=seq, ffn=ffn, experts=experts, groups=groups).train()
+    model = MoEGPT(dim=dim, heads=heads, layers=layers, seq=seq, ffn=ffn, experts=experts, groups=groups,
+                   layout=DISPATCH_LAYOUT).train()
     hp = Hyperparameters()
     start = time.time()
     on_mesh = CommirTrainer(model, data[0], hp, mesh)
@@ -276,10 +284,21 @@ def main(argv=None):
     parser.add_argument("--every", type=int, default=10, help="print every N-th step")
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--rtol", type=float, default=1e-5)
+    # The model's size (the defaults are docs/moe-demo.md's; //python:moe_demo_test runs a
+    # smaller one).
+    sizes = {"batch": 4, "seq": 32, "dim": 512, "heads": 8, "layers": 2, "ffn": 512}
+    for name, default in sizes.items():
+        parser.add_argument("--" + name, type=int, default=default)
     args = parser.parse_args(argv)
     if not 1 <= args.steps <= 100000 or args.every < 1:
         parser.error("--steps must be in [1, 100000] and --every at least 1")
-    reference, mesh, one, report = train(args.steps, text=args.text, every=args.every)
+    for name in sizes:
+        if not 1 <= getattr(args, name) <= 4096:
+            parser.error("--%s must be in [1, 4096]" % name)
+    if args.dim % args.heads or args.batch % (MESH["dp"] * MESH["ep"]):
+        parser.error("--heads must divide --dim, and the %d devices --batch" % (MESH["dp"] * MESH["ep"]))
+    reference, mesh, one, report = train(args.steps, text=args.text, every=args.every,
+                                         **{name: getattr(args, name) for name in sizes})
     vs_torch = max(max(relative(m, r), relative(o, r)) for m, o, r in zip(mesh, one, reference))
     mesh_vs_one = max(relative(m, o) for m, o in zip(mesh, one))
     ok = vs_torch < args.rtol and mesh_vs_one < args.rtol

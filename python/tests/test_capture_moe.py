@@ -234,3 +234,34 @@ def test_one_hot_is_captured():
     i = torch.tensor([[0, 4], [2, 2], [1, 3]])
     cap = commir.torch.capture(f, (i,))
     np.testing.assert_array_equal(cap.run(i), f(i).numpy())
+
+
+class LaidOutDispatch(nn.Module):
+    def __init__(self, layout):
+        super().__init__()
+        self.layout = layout
+        self.w = nn.Parameter(torch.randn(4, 8, 8) * 0.3)
+
+    def forward(self, x, experts_of):
+        buf = commir.nn.moe_dispatch(x, experts_of, experts=4, capacity=4, groups=4, layout=self.layout)
+        return commir.nn.moe_collect(torch.matmul(buf, self.w), experts_of, groups=4)
+
+
+def test_dispatch_layout_is_written_on_a_mesh_and_ignored_without_one():
+    g = torch.Generator().manual_seed(5)
+    x, experts_of = torch.randn(16, 8, generator=g), torch.randint(0, 4, (16, 2), generator=g)
+    model = LaidOutDispatch(("ep", "dp", None))
+    mesh = {"dp": 2, "ep": 2}
+    cap = commir.torch.capture(model, (x, experts_of), mesh=mesh,
+                               layouts={"x": [("dp", "ep"), None], "experts_of": [("dp", "ep"), None],
+                                        "w": ["ep", None, None]})
+    assert "f32[4@ep, 16@dp, 8]" in cap.text
+    expected = model(x, experts_of).detach()
+    torch.testing.assert_close(torch.from_numpy(cap.run(x, experts_of, module=cap.partition())), expected, **TOL)
+    one = commir.torch.capture(model, (x, experts_of))
+    assert "@" not in one.text.split("moe_dispatch(")[1].split("\n")[0]
+    torch.testing.assert_close(torch.from_numpy(one.run(x, experts_of)), expected, **TOL)
+    with pytest.raises(commir.CaptureError, match="moe_dispatch.*layout"):
+        commir.torch.capture(LaidOutDispatch(("tp", None, None)), (x, experts_of), mesh=mesh)
+    with pytest.raises(ValueError, match="layout must be None or three entries"):
+        LaidOutDispatch(("ep",))(x, experts_of)

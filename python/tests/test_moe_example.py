@@ -44,3 +44,22 @@ def test_the_partitioned_step_splits_the_experts_over_ep():
     counts = demo["collectives"](trainer.step_module.comm_report().split("@moe_step:")[1].split("@moe_step_init")[0])
     # The weights' gradients are summed over the devices holding copies.
     assert counts.get("all_reduce", 0) >= 1
+
+
+def test_at_the_demos_size_the_experts_exchange_tokens_by_all_to_all():
+    # docs/moe-demo.md's model (hidden 512, experts of width 512, batch 4 x 32): each
+    # layer's dispatch and combine are one all_to_all over ep each in the forward (and the
+    # combine's again in the backward), the expert weights' gradients are summed over dp,
+    # the replicated weights' over (dp, ep).
+    demo = runpy.run_path(PATH)
+    torch.manual_seed(0)
+    model = demo["MoEGPT"](dim=512, heads=8, layers=2, seq=32, ffn=512, groups=4, layout=demo["DISPATCH_LAYOUT"])
+    idx = torch.randint(0, 256, (4, 32))
+    trainer = demo["CommirTrainer"](model, (idx, idx), demo["Hyperparameters"](), demo["MESH"])
+    text = trainer.step_module.text()
+    forward = text[text.index("spmd func @moe("):text.index("spmd func @moe_step(")]
+    step = text[text.index("spmd func @moe_step("):text.index("spmd func @moe_step_init(")]
+    assert re.findall(r"= all_to_all\(.*\{axis = (\w+),", forward) == ["ep"] * 4
+    assert len(re.findall(r"= all_to_all\(.*\{axis = ep,", step)) >= 4
+    axes = re.findall(r"= all_reduce\(.*\{axis = ([^}]*)\}", step)
+    assert "dp" in axes and "(dp, ep)" in axes, axes
