@@ -4,7 +4,7 @@ one device, beside PyTorch's own training loop on the same model, from the same 
 weights and the same batches.
 
     bazel build //python:_commir.so
-    PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/moe_train.py --steps=100
+    PYTHONPATH=python:bazel-bin/python /usr/bin/python3 python/examples/moe_train.py --steps=40
 
 The text is byte-level, as in the GPT demo (docs/gpt-demo.md): the bytes of
 /usr/share/common-licenses/GPL-3, windows of `seq` + 1 bytes at seeded offsets.
@@ -280,8 +280,8 @@ def train(steps, batch=4, seq=32, dim=512, heads=8, layers=2, ffn=512, experts=4
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--every", type=int, default=10, help="print every N-th step")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--every", type=int, default=5, help="print every N-th step")
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--rtol", type=float, default=1e-5)
     # The model's size (the defaults are docs/moe-demo.md's; //python:moe_demo_test runs a
