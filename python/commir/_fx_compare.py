@@ -14,6 +14,7 @@ import operator
 
 import torch
 
+from commir import _fx_moe
 from commir.builder import TensorType, Value
 
 _CMP = {}
@@ -54,8 +55,11 @@ def emit(conv, node):
         return conv.fb.op("compare", [a, b], [("cmp", _CMP[t])], name=name)
     if t in WHERE:
         if len(args) != 3:
-            conv.refuse(node, "%s with one argument (the indices where the condition holds: a "
-                        "data-dependent shape)" % _describe(node))
+            # The token lists of a mixture-of-experts loop (Hugging Face's Mixtral):
+            # say what captures instead.
+            conv.refuse(node, "%s with one argument (the indices where the condition holds): its "
+                        "result's length depends on the data, and a captured program's shapes are "
+                        "static" % _describe(node), hint=_fx_moe.CAPACITY_HINT)
         # x.where(c, y) is torch.where(c, x, y).
         c, a, b = (args[1], args[0], args[2]) if node.op == "call_method" else args
         cond = _predicate(conv, node, c)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from commir import _fx_attention as attn
 from commir import _fx_example_values as example_values
-from commir import _fx_compare, _fx_dtypes, _fx_lm, _fx_refusals, _fx_scatter
+from commir import _fx_compare, _fx_dtypes, _fx_lm, _fx_moe, _fx_refusals, _fx_scatter
 from commir._fx_constants import CONSTANT_PREFIX, constant_name, random_ancestor
 from commir._fx_refusals import describe
 from commir._fx_tracer import commir_attention, commir_packed_heads
@@ -63,6 +63,10 @@ _MAX_MIN = (torch.max, "max", torch.min, "min")
 # Ops whose result is a tuple of slices of their first operand.
 _SPLITS = ("split", torch.split, "chunk", torch.chunk, "unbind", torch.unbind)
 _UNARY_MODULES = {nn.ReLU: "relu", nn.SiLU: "silu", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid"}
+# Ops whose result shares its operand's storage: an in-place op on one modifies the operand.
+_VIEWS = ("view", "reshape", "transpose", "permute", "t", "narrow", "select", "expand", "squeeze", "unsqueeze",
+          "flatten", "view_as", "as_strided", "diagonal", operator.getitem, torch.reshape, torch.transpose,
+          torch.permute, torch.narrow, torch.select, torch.squeeze, torch.unsqueeze, torch.flatten, torch.t)
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -81,9 +85,9 @@ class _Refused(Exception):
     `inputs` are the nodes still worth emitting to find more refusals (default: the
     node's own inputs)."""
 
-    def __init__(self, node, what, inputs=None):
+    def __init__(self, node, what, inputs=None, hint=None):
         super().__init__(what)
-        self.node, self.what, self.inputs = node, what, inputs
+        self.node, self.what, self.inputs, self.hint = node, what, inputs, hint
 
 
 class _Skipped(Exception):
@@ -93,13 +97,12 @@ class _Skipped(Exception):
 _REFUSED = object()  # the emitted "value" of a refused node
 
 _ROWS_ONLY = "CommIR's gather takes whole rows at a 1-D index (_fx_scatter.py); this index form has no op"
-_TOPK_REASON = (
-    "not captured as CommIR's top_k: its indices of tied values ascend, torch 1.13's topk leaves their order unspecified, so the indices could differ from the model's")
+_DATA_SHAPE = ("its result's length depends on the data (which elements are nonzero), and a captured "
+               "program's shapes are static")
 
 # Why ops with no CommIR counterpart are refused, beyond "no op for it".
 _NO_OP = {
-    # top_k exists in CommIR, but capture would change which index a tie returns.
-    torch.topk: _TOPK_REASON, "topk": _TOPK_REASON,
+    torch.nonzero: _DATA_SHAPE, "nonzero": _DATA_SHAPE,
     torch.sort: "CommIR has no sort op", "sort": "CommIR has no sort op",
     torch.argmax: "CommIR has no argmax op", "argmax": "CommIR has no argmax op",
     torch.cumsum: "CommIR has no scan (cumulative) op", "cumsum": "CommIR has no scan (cumulative) op",
@@ -192,16 +195,19 @@ class Converter:
         self.constants = {}
 
     # ---- helpers for the attention matcher and handlers ---------------------------
-    def refuse(self, node, what=None, inputs=None):
+    def refuse(self, node, what=None, inputs=None, hint=None):
         """Refuses `node`: `what` names the op and the reason (default: the op and that
         CommIR has no op for it). `inputs`: the nodes to go on emitting to find further
-        refusals, when not the node's own inputs (a pattern's operands)."""
+        refusals, when not the node's own inputs (a pattern's operands). `hint`: what the
+        model can write instead, shown after its line."""
         if what is None:
             reason = "CommIR has no op for it"
             if node is not None and node.op in ("call_function", "call_method"):
                 reason = _NO_OP.get(node.target, reason)
+                if reason is _DATA_SHAPE:
+                    hint = hint or _fx_moe.CAPACITY_HINT
             what = "%s: %s" % (describe(node), reason)
-        raise _Refused(node, what, inputs)
+        raise _Refused(node, what, inputs, hint)
 
     def shape(self, node):
         return tuple(self.values[node].shape)
@@ -248,7 +254,7 @@ class Converter:
                 raise CaptureError("example input %d (%s) is not a tensor" % (i, n.target))
             self._argument(n, n.target, ("input", i))
         output = next(n for n in self.gm.graph.nodes if n.op == "output")
-        results = []
+        results, constant_output = [], None
         # None outputs (MultiheadAttention's absent attention weights) hold no value.
         for r in (r for r in _flatten(output.args[0]) if r is not None):
             try:
@@ -256,10 +262,13 @@ class Converter:
             except _Skipped:
                 continue
             if not isinstance(v, Value):
-                raise CaptureError("output %r is not computed from the inputs or parameters" % (r,))
+                constant_output = constant_output or r
             results.append(v)
+        self._lost_mutations()
         if self.refusals:
             raise _fx_refusals.error(self.refusals, self.func_name)
+        if constant_output is not None:
+            raise CaptureError("output %r is not computed from the inputs or parameters" % (constant_output,))
         unused = set(self.layouts) - self.used_layouts
         if unused:
             known = [a for a, _ in self.arguments]
@@ -280,6 +289,33 @@ class Converter:
                 raise CaptureError("result_layouts: %s" % error) from None
         self.fb.ret(*results, types=types)
         return self.mb
+
+    def _lost_mutations(self):
+        """Refuses the in-place ops (`y.index_add_(...)`, `y[i] = v`) whose effect the
+        outputs would miss: fx records one as a new value, but the model goes on reading
+        the tensor it modified, whose node is the unmodified value. An in-place op whose
+        own result the model reads, and whose tensor it does not read again, is captured
+        as its out-of-place form where it is emitted (_fx_scatter)."""
+        for n in self.gm.graph.nodes:
+            if n in self.emitted or n.users:
+                continue
+            if n.op == "call_function" and n.target is operator.setitem:
+                what = "assignment into a tensor (x[...] = v): the capture is functional, no op writes in place"
+            elif (n.op == "call_method" and isinstance(n.target, str) and n.target.endswith("_")
+                  and not n.target.startswith("_") and n.args and isinstance(n.args[0], torch.fx.Node)):
+                base = n.args[0]
+                later = [u for u in base.users if u is not n and self._order.get(u, -1) > self._order[n]]
+                # A buffer or a constant the model built (torch.zeros, folded by the tracer
+                # into a get_attr per use) is read through other nodes: never safe.
+                if not later and base.target not in _VIEWS and base.op != "get_attr":
+                    continue  # nothing reads the modified tensor
+                what = ("%s: in place on a tensor read afterwards (the capture is functional: the later reads "
+                        "would see the tensor unmodified; use the out-of-place form)" % describe(n))
+            else:
+                continue
+            self._record(_Refused(n, what))
+            self.emitted[n] = _REFUSED
+            self._search(n.all_input_nodes)
 
     def _arg_rank(self, name):
         for arg_name, source in self.arguments:
@@ -374,7 +410,7 @@ class Converter:
         node = refused.node
         source = node.meta.get("commir_source") if node is not None else None
         order = self._order.get(node, len(self._order)) if node is not None else len(self._order)
-        self.refusals.append(_fx_refusals.Refusal(refused.what, source, order))
+        self.refusals.append(_fx_refusals.Refusal(refused.what, source, order, refused.hint))
 
     def _search(self, nodes):
         """Emits the dynamic `nodes` not emitted yet, only to record their refusals."""
@@ -676,6 +712,8 @@ class Converter:
             if isinstance(self.values[node], tuple):  # (values, indices): see _element
                 return [self._element(node, node, 0), self._element(node, node, 1)]
             return self._max_min(node)
+        if _fx_moe.handles(node):
+            return _fx_moe.emit(self, node)
         if _fx_scatter.handles(node):
             return _fx_scatter.emit(self, node)
         if _fx_compare.handles(node):
@@ -802,6 +840,8 @@ class Converter:
                 start.append(i % extent)
                 size.append(1)
             else:
+                if self.is_dynamic(i):
+                    self.value_of(i, node)  # an index that was refused: this needs it, no refusal of its own
                 self.refuse(node, "indexing (%s) with a tensor or %s: that is a gather, only slices, ints and None "
                             "are captured" % (describe(node), type(i).__name__))
             dim += 1

@@ -65,21 +65,40 @@ def describe(node):
 
 class Refusal:
     """One thing the capture cannot express: `what` names the op and says why; `order`
-    places it in the model's execution order; `source` is the model line (or None)."""
+    places it in the model's execution order; `source` is the model line (or None);
+    `hint` what the model can write instead (or None); `count` how many times the line
+    was refused (a loop over experts or layers runs it again)."""
 
-    def __init__(self, what, source, order):
-        self.what, self.source, self.order = what, source, order
+    def __init__(self, what, source, order, hint=None):
+        self.what, self.source, self.order, self.hint = what, source, order, hint
+        self.count = 1
 
     def __str__(self):
+        what = self.what if self.count == 1 else "%s (%d times: the line runs more than once)" % (self.what, self.count)
         if self.source is None:
-            return "cannot capture %s" % self.what
-        return "%s: cannot capture %s\n    %s" % (self.source.location, self.what, self.source.code)
+            text = "cannot capture %s" % what
+        else:
+            text = "%s: cannot capture %s\n    %s" % (self.source.location, what, self.source.code)
+        return text if self.hint is None else "%s\n    Instead, %s" % (text, self.hint)
+
+
+def _merged(refusals):
+    """The refusals in order, one per (line, reason): a loop refuses its line each time."""
+    out, seen = [], {}
+    for r in sorted(refusals, key=lambda r: r.order):
+        key = (r.what, r.source.location if r.source is not None else None)
+        if key in seen:
+            seen[key].count += 1
+            continue
+        seen[key] = r
+        out.append(r)
+    return out
 
 
 def error(refusals, func_name):
     """One CaptureError listing every refusal in order; `.refusals` holds them and
     `.file`/`.line` point at the first."""
-    refusals = sorted(refusals, key=lambda r: r.order)
+    refusals = _merged(refusals)
     if len(refusals) == 1:
         text = str(refusals[0])
     else:
