@@ -218,12 +218,11 @@ class CommirTrainer:
         self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
         state_names = self.fed_back[len(names):]
         self.values.update(zip(state_names, init))
-        # On the mesh: the step partitioned into the per-device program, its independent
-        # all_reduces (the gradients, the clipping norm's squared sums) combined into
-        # buckets as DDP does, which is what propagate-sharding's plan cost assumes. A
-        # global function runs on one device.
-        pipeline = commir.DEFAULT_SPMD_PIPELINE + ",combine-all-reduces"
-        self.step_module = commir.opt(self.module, pipeline) if mesh else self.module
+        # On the mesh: the step partitioned into the per-device program by the default
+        # pipeline, which ends by combining its independent all_reduces (the gradients, the
+        # clipping norm's squared sums) into buckets as DDP does, as propagate-sharding's
+        # plan cost assumes. A global function runs on one device.
+        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
 
     def step(self, idx, targets):
         self.values["idx"], self.values["targets"] = idx, targets

@@ -205,10 +205,10 @@ class CommirTrainer:
         signature = [n for n, _ in self.module.signature("moe_step")]
         self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
         self.values.update(zip(self.fed_back[len(names):], init))
-        # On the mesh: the step partitioned, its independent all_reduces (the gradients, the
-        # clipping norm's squared sums) combined into buckets as DDP does.
-        pipeline = commir.DEFAULT_SPMD_PIPELINE + ",combine-all-reduces"
-        self.step_module = commir.opt(self.module, pipeline) if mesh else self.module
+        # On the mesh: the step partitioned by the default pipeline, which ends by
+        # combining its independent all_reduces (the gradients, the clipping norm's squared
+        # sums) into buckets as DDP does.
+        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
 
     def step(self, idx, targets):
         self.values["idx"], self.values["targets"] = idx, targets
