@@ -350,6 +350,25 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
   return results;
 }
 
+absl::StatusOr<std::vector<Tensor>> CudaBackend::AllocateUnfilled(
+    const Operation& full, const runtime::OpContext& context) {
+  const Type type = full.result(0)->type();
+  if (full.num_results() != 1 || !type.is_tensor()) {
+    return absl::InvalidArgumentError("AllocateUnfilled: not a tensor-valued full");
+  }
+  absl::StatusOr<cudaStream_t> stream = StreamFor(context.device, context.stream);
+  if (!stream.ok()) return stream.status();
+  COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
+  absl::StatusOr<Tensor> buffer =
+      Allocate(context.device, *stream, type.element_type(), type.dims());
+  if (!buffer.ok()) return buffer.status();
+  // Its first writer orders after the allocation on this stream, as after a fill.
+  if (absl::Status s = BufferOf(*buffer)->MarkWritten(*stream); !s.ok()) return s;
+  std::vector<Tensor> results;
+  results.push_back(*std::move(buffer));
+  return results;
+}
+
 absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
                                                 const runtime::OpContext& context,
                                                 absl::Span<const Tensor* const> tensors,

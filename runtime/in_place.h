@@ -186,6 +186,25 @@ struct BlockRows {
 std::optional<BlockRows> SliceAsRows(absl::Span<const int64_t> dims, int64_t dim, int64_t offset,
                                      int64_t size);
 
+// Whether `full`'s result is a buffer every element of which is written before anything
+// reads it, on every device: the ring schedules' accumulators and gathered values, and
+// the owner-form reduce-scatter's slots, which TransformerEngine allocates without a
+// fill. Its value then never shows, and the backends allocate it without running the
+// fill (Backend::AllocateUnfilled); the sim prices it as free. It holds when:
+//  - the buffer passes through a chain of values, each with one use: the destination
+//    (operand 0 only) of a dynamic_update_slice whose update spans every other dimension
+//    whole, all along one dimension, or a `for`'s init, whose body argument's chain
+//    reaches the yield in the same place and whose result continues the chain (loops
+//    not nested in the chain's loops);
+//  - the updates' offsets are index arithmetic (rank, literals, add/sub/mul/div/rem,
+//    the loop's induction variable) whose values, worked out for every device of the
+//    function's mesh and every iteration, make the blocks cover the dimension whole
+//    (each block in range) by the end of the chain, where the first reader is.
+// A bound on the devices times iterations worked out (kMaxFillEvaluations) keeps the
+// check cheap; past it the fill is kept.
+bool FillOverwrittenBeforeRead(const Operation& full);
+inline constexpr int64_t kMaxFillEvaluations = 1 << 16;
+
 }  // namespace commir::runtime
 
 #endif  // COMMIR_RUNTIME_IN_PLACE_H_
