@@ -233,14 +233,32 @@ const Operation* ResultWrittenStraightInto(const Operation& producer) {
 
 }  // namespace
 
+bool IsOneMatrix(absl::Span<const int64_t> dims) {
+  if (dims.size() < 2) return false;
+  for (size_t d = 0; d + 2 < dims.size(); ++d) {
+    if (dims[d] != 1) return false;
+  }
+  return true;
+}
+
+int64_t MatrixDimOf(int64_t dim, int64_t rank) {
+  if (rank < 2) return -1;
+  dim = NormalizedDim(dim, rank);
+  if (dim == rank - 2) return 0;
+  if (dim == rank - 1) return 1;
+  return -1;
+}
+
 const Operation* MatmulWritesInto(const Operation& matmul) {
   if (!matmul.Is(OpKind::kMatmul) || matmul.num_results() != 1) return nullptr;
   const Value* block_value = matmul.result(0);
-  if (!block_value->type().is_tensor() || block_value->type().rank() != 2) return nullptr;
+  const Type block = block_value->type();
+  if (!block.is_tensor() || !IsOneMatrix(block.dims())) return nullptr;
   const Operation* update = ResultWrittenStraightInto(matmul);
-  if (update == nullptr || update->operand(0)->type().rank() != 2) return nullptr;
-  const int64_t dim = update->attrs().GetInt("dim", 0);
-  if (dim != 0 && dim != 1 && dim != -1 && dim != -2) return nullptr;
+  if (update == nullptr) return nullptr;
+  const Type destination = update->operand(0)->type();
+  if (destination.rank() != block.rank() || !IsOneMatrix(destination.dims())) return nullptr;
+  if (MatrixDimOf(update->attrs().GetInt("dim", 0), destination.rank()) < 0) return nullptr;
   return update;
 }
 

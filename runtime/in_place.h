@@ -30,11 +30,21 @@ namespace commir::runtime {
 // the destination is not also the update: its buffer may become the result.
 bool UpdatesDestinationInPlace(const Operation& update);
 
+// Whether `dims` is one matrix: rank >= 2 and every dimension before the last two 1 (a
+// [1, S, H] activation is an [S, H] matrix).
+bool IsOneMatrix(absl::Span<const int64_t> dims);
+
+// For a block along `dim` (negative counts from the end) of a tensor of `rank`
+// dimensions that IsOneMatrix: 0 for its matrix's rows, 1 for its columns, -1 for any
+// other dimension.
+int64_t MatrixDimOf(int64_t dim, int64_t rank);
+
 // For a matmul, the dynamic_update_slice its result may be written into, or null. It
 // applies when:
-//  - the matmul's rank-2 result has one use: the update (operand 1) of a
-//    dynamic_update_slice of the same block along dimension 0 or 1 of a rank-2
-//    destination, that UpdatesDestinationInPlace;
+//  - the matmul's result, one matrix (IsOneMatrix), has one use: the update (operand 1)
+//    of a dynamic_update_slice of the same block along the rows or the columns
+//    (MatrixDimOf) of a destination of the same rank that is one matrix too, that
+//    UpdatesDestinationInPlace;
 //  - the destination and the offset are defined before the matmul, the matmul does not
 //    read the destination, and no op between the two uses it (the destination's old
 //    contents are not seen once the block is written).
