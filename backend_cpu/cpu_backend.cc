@@ -33,6 +33,17 @@ CpuBackend::CpuBackend() {
   }
 }
 
+absl::StatusOr<std::vector<Tensor>> CpuBackend::AllocateUnfilled(
+    const Operation& full, const runtime::OpContext& /*context*/) {
+  const Type type = full.result(0)->type();
+  if (full.num_results() != 1 || !type.is_tensor()) {
+    return absl::InvalidArgumentError("AllocateUnfilled: not a tensor-valued full");
+  }
+  std::vector<Tensor> results;
+  results.emplace_back(type.element_type(), type.dims());
+  return results;
+}
+
 absl::StatusOr<std::vector<Tensor>> CpuBackend::RunOp(const Operation& op,
                                                       const runtime::OpContext& context,
                                                       absl::Span<const Tensor* const> tensors,

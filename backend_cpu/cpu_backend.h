@@ -22,6 +22,11 @@ class CpuBackend : public runtime::Backend {
   absl::StatusOr<std::vector<runtime::Tensor>> RunCollective(
       const Operation& op, const runtime::CollectiveContext& context,
       absl::Span<const runtime::Tensor* const> parts) override;
+  // A `full` overwritten before any read (runtime/in_place.h: FillOverwrittenBeforeRead):
+  // the host allocation only, no fill kernel (runtime::Tensor's storage comes
+  // value-initialised from the allocator).
+  absl::StatusOr<std::vector<runtime::Tensor>> AllocateUnfilled(
+      const Operation& full, const runtime::OpContext& context) override;
   // Matmuls read f32 and f64 dynamic_slice blocks where they lie (an offset pointer and
   // the sliced tensor's row stride); other types are sliced first, as before.
   bool ReadsSlicesInPlace() const override { return true; }

@@ -83,6 +83,35 @@ spmd func @f(%a: f32[64@tp, 24], %b: f32[24, 52@tp]) -> f32[64, 52@tp] on @m {
 }
 )";
 
+// kRowBlocks with the activations as [1, rows, cols], as the plan's layer programs hold
+// them ([batch 1, sequence, hidden]): each step's [1, 16, 13] block is one matrix, written
+// at its rows of the [1, 64, 13] accumulator (dim 1) as the rank-2 one is.
+constexpr char kRowBlocksUnitBatch[] = R"(mesh @m(tp=4)
+
+spmd func @f(%a: f32[64@tp, 24], %b: f32[24, 52@tp]) -> f32[64, 52@tp] on @m {
+  %r = rank() {axis = tp} : index
+  %c_init = full() {value = 0.0} : f32[1, 64, 13]
+  %c_part, %a_last = for %i = 0 to 3 step 1 iter(%c_acc = %c_init, %a_blk = %a) {
+    %a_next = shift(%a_blk) {axis = tp, offset = 1, stream = 1} : f32[16, 24]
+    %src_raw = sub(%r, %i) : index
+    %src = rem(%src_raw, 4) : index
+    %off = mul(%src, 16) : index
+    %a_3d = reshape(%a_blk) : f32[1, 16, 24]
+    %c_blk = matmul(%a_3d, %b) : f32[1, 16, 13]
+    %c_acc_1 = dynamic_update_slice(%c_acc, %c_blk, %off) {dim = 1} : f32[1, 64, 13]
+    yield %c_acc_1, %a_next
+  } : (f32[1, 64, 13], f32[16, 24])
+  %src_last_raw = add(%r, 1) : index
+  %src_last = rem(%src_last_raw, 4) : index
+  %off_1 = mul(%src_last, 16) : index
+  %a_3d_1 = reshape(%a_last) : f32[1, 16, 24]
+  %c_blk_1 = matmul(%a_3d_1, %b) : f32[1, 16, 13]
+  %c_3d = dynamic_update_slice(%c_part, %c_blk_1, %off_1) {dim = 1} : f32[1, 64, 13]
+  %c = reshape(%c_3d) : f32[64, 13]
+  return %c
+}
+)";
+
 // b gathered by columns the other way round (offset -1): each step's [16, 13] block is a
 // column block of the [16, 52] accumulator.
 constexpr char kColumnBlocks[] = R"(mesh @m(tp=4)
@@ -182,7 +211,7 @@ Outcome RunSchedule(const std::string& source, runtime::Backend& backend, size_t
   outcome.accumulator_allocations = g_counted.load();
   EXPECT_TRUE(outputs.ok()) << outputs.status();
   if (!outputs.ok()) return outcome;
-  const int dim = source == kRowBlocks ? 0 : 1;
+  const int dim = source == kColumnBlocks ? 1 : 0;
   for (int d = 0; d < kDevices; ++d) {
     EXPECT_TRUE((*outputs)[d][0].BitwiseEqual(Expected(inputs, d, dim))) << "device " << d;
   }
@@ -191,7 +220,7 @@ Outcome RunSchedule(const std::string& source, runtime::Backend& backend, size_t
 }
 
 TEST(InPlaceTest, SchedulesWriteBlocksIntoTheAccumulator) {
-  for (const char* source : {kRowBlocks, kColumnBlocks}) {
+  for (const char* source : {kRowBlocks, kColumnBlocks, kRowBlocksUnitBatch}) {
     DiagnosticEngine diagnostics;
     std::unique_ptr<Module> module = ParseModule(source, diagnostics);
     ASSERT_NE(module, nullptr);
@@ -212,6 +241,17 @@ TEST(InPlaceTest, RowBlocksAreNotCopied) {
   // One `full` per device; copying adds a copy per update: 4 per device.
   EXPECT_EQ(reused.accumulator_allocations, kDevices);
   EXPECT_EQ(copied.accumulator_allocations, kDevices * (1 + kDevices));
+}
+
+TEST(InPlaceTest, UnitBatchRowBlocksAreNotCopied) {
+  const size_t accumulator_bytes = kDevices * kBlockRows * kBlockCols * sizeof(float);
+  CpuBackend in_place;
+  CopyingBackend copying;
+  const Outcome reused = RunSchedule(kRowBlocksUnitBatch, in_place, accumulator_bytes);
+  const Outcome copied = RunSchedule(kRowBlocksUnitBatch, copying, accumulator_bytes);
+  // The `full` and the final reshape's copy per device; copying adds a copy per update.
+  EXPECT_EQ(reused.accumulator_allocations, 2 * kDevices);
+  EXPECT_EQ(copied.accumulator_allocations, kDevices * (2 + kDevices));
 }
 
 TEST(InPlaceTest, ColumnBlocksAreNotCopied) {

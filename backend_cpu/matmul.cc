@@ -229,14 +229,24 @@ absl::StatusOr<bool> MatMulInto(const MatrixOperand& a, const MatrixOperand& b, 
                                 bool transpose_b, Tensor& destination, int64_t dim,
                                 int64_t offset) {
   const ElementType type = destination.element_type();
-  if (a.shape.size() != 2 || b.shape.size() != 2 || destination.rank() != 2 ||
-      a.tensor->element_type() != type || b.tensor->element_type() != type || !Direct(type)) {
+  // Operands and destination that are one matrix each ([1, S, H] as [S, H]): their last
+  // two dimensions.
+  if (!runtime::IsOneMatrix(a.shape) || !runtime::IsOneMatrix(b.shape) ||
+      !runtime::IsOneMatrix(destination.shape()) || a.tensor->element_type() != type ||
+      b.tensor->element_type() != type || !Direct(type)) {
     return false;
   }
-  absl::StatusOr<MatMulPlan> plan = PlanMatMul(a, b, transpose_a, transpose_b);
+  const int64_t matrix_dim = runtime::MatrixDimOf(dim, destination.rank());
+  if (matrix_dim < 0) return false;
+  MatrixOperand a2 = a, b2 = b;
+  a2.shape.erase(a2.shape.begin(), a2.shape.end() - 2);
+  b2.shape.erase(b2.shape.begin(), b2.shape.end() - 2);
+  absl::StatusOr<MatMulPlan> plan = PlanMatMul(a2, b2, transpose_a, transpose_b);
   if (!plan.ok()) return false;
-  const std::optional<runtime::MatrixBlock> place = runtime::PlaceBlock(
-      destination.dim(0), destination.dim(1), dim, offset, plan->m, plan->n);
+  const int64_t rank = destination.rank();
+  const std::optional<runtime::MatrixBlock> place =
+      runtime::PlaceBlock(destination.dim(rank - 2), destination.dim(rank - 1), matrix_dim,
+                          offset, plan->m, plan->n);
   if (!place.has_value()) return false;
   const int64_t first = place->first, ldc = place->row_stride;
   if (type == ElementType::kF32) {

@@ -350,6 +350,25 @@ absl::StatusOr<std::vector<Tensor>> CudaBackend::RunOp(const Operation& op,
   return results;
 }
 
+absl::StatusOr<std::vector<Tensor>> CudaBackend::AllocateUnfilled(
+    const Operation& full, const runtime::OpContext& context) {
+  const Type type = full.result(0)->type();
+  if (full.num_results() != 1 || !type.is_tensor()) {
+    return absl::InvalidArgumentError("AllocateUnfilled: not a tensor-valued full");
+  }
+  absl::StatusOr<cudaStream_t> stream = StreamFor(context.device, context.stream);
+  if (!stream.ok()) return stream.status();
+  COMMIR_CUDA_RETURN_IF_ERROR(cudaSetDevice(GpuFor(context.device).ordinal), "cudaSetDevice");
+  absl::StatusOr<Tensor> buffer =
+      Allocate(context.device, *stream, type.element_type(), type.dims());
+  if (!buffer.ok()) return buffer.status();
+  // Its first writer orders after the allocation on this stream, as after a fill.
+  if (absl::Status s = BufferOf(*buffer)->MarkWritten(*stream); !s.ok()) return s;
+  std::vector<Tensor> results;
+  results.push_back(*std::move(buffer));
+  return results;
+}
+
 absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
                                                 const runtime::OpContext& context,
                                                 absl::Span<const Tensor* const> tensors,
@@ -364,9 +383,19 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
     const runtime::SlicedOperand* view = i < context.sliced.size() ? context.sliced[i] : nullptr;
     return view != nullptr ? view->shape : tensors[i]->shape();
   };
-  const absl::Span<const int64_t> a_shape = shape_of(0);
-  const absl::Span<const int64_t> b_shape = shape_of(1);
-  if (a_shape.size() != 2 || b_shape.size() != 2 || destination.rank() != 2 ||
+  // Operands and destination that are one matrix each ([1, S, H] as [S, H]): their last
+  // two dimensions.
+  absl::Span<const int64_t> a_shape = shape_of(0);
+  absl::Span<const int64_t> b_shape = shape_of(1);
+  if (!runtime::IsOneMatrix(a_shape) || !runtime::IsOneMatrix(b_shape) ||
+      !runtime::IsOneMatrix(destination.shape())) {
+    return false;
+  }
+  a_shape = a_shape.subspan(a_shape.size() - 2);
+  b_shape = b_shape.subspan(b_shape.size() - 2);
+  const int64_t rank = destination.rank();
+  const int64_t matrix_dim = runtime::MatrixDimOf(update.RequiredIntAttr("dim"), rank);
+  if (matrix_dim < 0 ||
       !tensors[0]->on_device() || !tensors[1]->on_device() ||
       tensors[1]->element_type() != ab_type || matmul.result(0)->type().element_type() != c_type ||
       !GemmSupportsDirectly(ab_type, c_type)) {
@@ -382,8 +411,8 @@ absl::StatusOr<bool> CudaBackend::RunMatmulInto(const Operation& matmul,
   args.n = b_shape[args.transpose_b ? 0 : 1];
   if (b_shape[args.transpose_b ? 1 : 0] != args.k) return false;
   const std::optional<runtime::MatrixBlock> place =
-      runtime::PlaceBlock(destination.dim(0), destination.dim(1),
-                          update.RequiredIntAttr("dim"), offset, args.m, args.n);
+      runtime::PlaceBlock(destination.dim(rank - 2), destination.dim(rank - 1), matrix_dim,
+                          offset, args.m, args.n);
   if (!place.has_value()) return false;
   absl::StatusOr<cudaStream_t> stream = StreamFor(context.device, context.stream);
   if (!stream.ok()) return stream.status();

@@ -71,6 +71,10 @@ class CudaBackend : public runtime::Backend {
       const Operation& op, const runtime::OpContext& context,
       absl::Span<const runtime::Tensor* const> tensors,
       absl::Span<const int64_t> indices) override;
+  // A `full` overwritten before any read (runtime/in_place.h: FillOverwrittenBeforeRead):
+  // a stream-ordered allocation from the caching allocator, no fill kernel.
+  absl::StatusOr<std::vector<runtime::Tensor>> AllocateUnfilled(
+      const Operation& full, const runtime::OpContext& context) override;
   // A matmul of two matrices stored straight into the handed-over destination of its
   // dynamic_update_slice: one cuBLASLt call with the output pointer at the block
   // (runtime/in_place.h's PlaceBlock) and the destination's row length as its leading

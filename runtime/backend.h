@@ -89,6 +89,14 @@ class Backend {
                                                     absl::Span<const Tensor* const> tensors,
                                                     absl::Span<const int64_t> indices) = 0;
 
+  // Makes the result of `full` without filling it: every element is written before any
+  // read (in_place.h: FillOverwrittenBeforeRead), so its value never shows, and
+  // TransformerEngine allocates such buffers without a fill. The default runs the op.
+  virtual absl::StatusOr<std::vector<Tensor>> AllocateUnfilled(const Operation& full,
+                                                               const OpContext& context) {
+    return RunOp(full, context, {}, {});
+  }
+
   // Runs `matmul` with its product written straight into `destination`, the handed-over
   // destination (see OpContext::donated) of the dynamic_update_slice `update` that is its
   // only use (in_place.h: MatmulWritesInto), at `offset` along update's dimension: no

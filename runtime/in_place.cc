@@ -1,7 +1,13 @@
 #include "runtime/in_place.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
+
+#include "commir/mesh.h"
+#include "commir/scalar_math.h"
 
 namespace commir::runtime {
 namespace {
@@ -227,14 +233,32 @@ const Operation* ResultWrittenStraightInto(const Operation& producer) {
 
 }  // namespace
 
+bool IsOneMatrix(absl::Span<const int64_t> dims) {
+  if (dims.size() < 2) return false;
+  for (size_t d = 0; d + 2 < dims.size(); ++d) {
+    if (dims[d] != 1) return false;
+  }
+  return true;
+}
+
+int64_t MatrixDimOf(int64_t dim, int64_t rank) {
+  if (rank < 2) return -1;
+  dim = NormalizedDim(dim, rank);
+  if (dim == rank - 2) return 0;
+  if (dim == rank - 1) return 1;
+  return -1;
+}
+
 const Operation* MatmulWritesInto(const Operation& matmul) {
   if (!matmul.Is(OpKind::kMatmul) || matmul.num_results() != 1) return nullptr;
   const Value* block_value = matmul.result(0);
-  if (!block_value->type().is_tensor() || block_value->type().rank() != 2) return nullptr;
+  const Type block = block_value->type();
+  if (!block.is_tensor() || !IsOneMatrix(block.dims())) return nullptr;
   const Operation* update = ResultWrittenStraightInto(matmul);
-  if (update == nullptr || update->operand(0)->type().rank() != 2) return nullptr;
-  const int64_t dim = update->attrs().GetInt("dim", 0);
-  if (dim != 0 && dim != 1 && dim != -1 && dim != -2) return nullptr;
+  if (update == nullptr) return nullptr;
+  const Type destination = update->operand(0)->type();
+  if (destination.rank() != block.rank() || !IsOneMatrix(destination.dims())) return nullptr;
+  if (MatrixDimOf(update->attrs().GetInt("dim", 0), destination.rank()) < 0) return nullptr;
   return update;
 }
 
@@ -432,6 +456,209 @@ std::optional<BlockRows> SliceAsRows(absl::Span<const int64_t> dims, int64_t dim
   for (int64_t d = 0; d < dim; ++d) outer *= dims[d];
   for (int64_t d = dim + 1; d < rank; ++d) inner *= dims[d];
   return BlockRows{offset * inner, size * inner, extent * inner, outer};
+}
+
+namespace {
+
+// One dynamic_update_slice of a buffer's chain (FillOverwrittenBeforeRead), and the loop
+// whose body holds it (null: straight-line code).
+struct ChainUpdate {
+  const Operation* update = nullptr;
+  const Operation* loop = nullptr;
+  int64_t size = 0;
+};
+
+// Where following a buffer's chain ended: at the value its first reader reads (`end`),
+// or nowhere the rule accepts (a loop body read the buffer, the updates cross
+// dimensions).
+struct ChainEnd {
+  bool ok = false;
+  const Value* end = nullptr;
+};
+
+// `value`'s only use, counting each operand position (null if it has none or several).
+const Operation* SoleUser(const Value* value, int* position) {
+  const Operation* only = nullptr;
+  int uses = 0;
+  for (const Operation* user : value->users()) {
+    if (only != nullptr && user == only) continue;  // one op listed once per use
+    if (only != nullptr) return nullptr;
+    only = user;
+    for (int i = 0; i < user->num_operands(); ++i) {
+      if (user->operand(i) == value) {
+        ++uses;
+        *position = i;
+      }
+    }
+  }
+  return uses == 1 ? only : nullptr;
+}
+
+// Follows the chain from `value` (in `loop`'s body, or outside any loop when null),
+// appending its updates along `*dim` (set by the first).
+ChainEnd FollowChain(const Value* value, const Operation* loop, int64_t* dim,
+                     std::vector<ChainUpdate>& updates) {
+  while (true) {
+    int position = -1;
+    const Operation* user = SoleUser(value, &position);
+    if (user == nullptr) return {true, value};
+    if (user->Is(OpKind::kDynamicUpdateSlice) && position == 0 && user->num_operands() == 3 &&
+        user->num_results() == 1) {
+      const Type destination = value->type();
+      const Type block = user->operand(1)->type();
+      if (!destination.is_tensor() || !block.is_tensor() || destination.rank() != block.rank() ||
+          destination.rank() < 1) {
+        return {true, value};
+      }
+      const int64_t d = NormalizedDim(user->attrs().GetInt("dim", 0), destination.rank());
+      if (d < 0 || d >= destination.rank()) return {true, value};
+      bool whole = true;
+      for (int64_t k = 0; k < destination.rank(); ++k) {
+        if (k != d && destination.dims()[k] != block.dims()[k]) whole = false;
+      }
+      if (!whole) return {true, value};
+      if (*dim < 0) *dim = d;
+      if (*dim != d) return {false, nullptr};
+      updates.push_back({user, loop, block.dims()[d]});
+      value = user->result(0);
+      continue;
+    }
+    if (user->Is(OpKind::kFor) && loop == nullptr && user->num_regions() == 1 &&
+        position + 1 < user->region(0)->num_arguments() && position < user->num_results()) {
+      const Block* body = user->region(0);
+      ChainEnd inner = FollowChain(body->argument(position + 1), user, dim, updates);
+      if (!inner.ok) return inner;
+      int yielded = -1;
+      const Operation* yield = SoleUser(inner.end, &yielded);
+      // The body's chain must reach the yield in the same place: read in the body, the
+      // buffer would be read before the last iteration has written it.
+      if (yield == nullptr || yield != body->terminator() || yielded != position) {
+        return {false, nullptr};
+      }
+      value = user->result(position);
+      continue;
+    }
+    return {true, value};
+  }
+}
+
+// `value`, an index, on `device` at induction variable `iv` of `loop` (null outside one);
+// empty where it is not index arithmetic the rule works out, or it fails (division by
+// zero, overflow: the interpreter's error at run time).
+std::optional<int64_t> IndexValue(const Value* value, const Mesh* mesh, int64_t device,
+                                  const Operation* loop, int64_t iv, int& budget) {
+  if (--budget < 0 || !value->type().is_index()) return std::nullopt;
+  if (value->is_literal()) return static_cast<int64_t>(value->literal_value());
+  if (value->kind() == Value::Kind::kBlockArgument) {
+    if (loop != nullptr && value->owner_block() == loop->region(0) && value->index() == 0) {
+      return iv;
+    }
+    return std::nullopt;
+  }
+  const Operation* op = value->defining_op();
+  if (op == nullptr || !IsIndexArithmetic(*op)) return std::nullopt;
+  if (op->Is(OpKind::kRank)) {
+    const Attribute* axis = op->attrs().Find("axis");
+    if (mesh == nullptr) return 0;
+    if (axis == nullptr) return std::nullopt;
+    return mesh->GroupCoordinate(device, axis->axes());
+  }
+  if (op->Is(OpKind::kFull)) return op->attrs().GetInt("value", 0);
+  std::optional<int64_t> a = IndexValue(op->operand(0), mesh, device, loop, iv, budget);
+  if (!a.has_value()) return std::nullopt;
+  std::optional<int64_t> b = IndexValue(op->operand(1), mesh, device, loop, iv, budget);
+  if (!b.has_value()) return std::nullopt;
+  int64_t out = 0;
+  switch (op->kind()) {
+    case OpKind::kAdd:
+      if (__builtin_add_overflow(*a, *b, &out)) return std::nullopt;
+      return out;
+    case OpKind::kSub:
+      if (__builtin_sub_overflow(*a, *b, &out)) return std::nullopt;
+      return out;
+    case OpKind::kMul:
+      if (__builtin_mul_overflow(*a, *b, &out)) return std::nullopt;
+      return out;
+    case OpKind::kDiv:
+      if (*b == 0 || (*b == -1 && *a == INT64_MIN)) return std::nullopt;
+      return scalar_math::FloorDiv(*a, *b);
+    case OpKind::kRem:
+      if (*b == 0) return std::nullopt;
+      return scalar_math::FloorRem(*a, *b);
+    default:
+      return std::nullopt;
+  }
+}
+
+const Function* FunctionOf(const Operation& op) {
+  const Block* block = op.parent_block();
+  while (block != nullptr && block->parent_function() == nullptr) {
+    const Operation* parent = block->parent_op();
+    block = parent == nullptr ? nullptr : parent->parent_block();
+  }
+  return block == nullptr ? nullptr : block->parent_function();
+}
+
+}  // namespace
+
+bool FillOverwrittenBeforeRead(const Operation& full) {
+  if (!full.Is(OpKind::kFull) || full.num_operands() != 0 || full.num_results() != 1 ||
+      !full.result(0)->type().is_tensor()) {
+    return false;
+  }
+  int64_t dim = -1;
+  std::vector<ChainUpdate> updates;
+  ChainEnd chain = FollowChain(full.result(0), nullptr, &dim, updates);
+  if (!chain.ok || updates.empty() || dim < 0) return false;
+  const int64_t extent = full.result(0)->type().dims()[dim];
+  const Function* function = FunctionOf(full);
+  const Mesh* mesh = function == nullptr ? nullptr : function->mesh();
+  const int64_t devices = mesh == nullptr ? 1 : mesh->num_devices();
+  // Each update is worked out once per device and iteration: bound the total first.
+  int64_t evaluations = 0;
+  for (const ChainUpdate& u : updates) {
+    int64_t trips = 1;
+    if (u.loop != nullptr) {
+      const int64_t lower = u.loop->attrs().GetInt("lower", 0);
+      const int64_t upper = u.loop->attrs().GetInt("upper", 0);
+      const int64_t step = u.loop->attrs().GetInt("step", 1);
+      if (step <= 0) return false;
+      trips = upper > lower ? (upper - lower + step - 1) / step : 0;
+    }
+    evaluations += trips;
+    if (evaluations > kMaxFillEvaluations) return false;
+  }
+  if (devices <= 0 || evaluations > kMaxFillEvaluations / devices) return false;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int64_t device = 0; device < devices; ++device) {
+    blocks.clear();
+    for (const ChainUpdate& u : updates) {
+      int64_t lower = 0, upper = 1, step = 1;
+      if (u.loop != nullptr) {
+        lower = u.loop->attrs().GetInt("lower", 0);
+        upper = u.loop->attrs().GetInt("upper", 0);
+        step = u.loop->attrs().GetInt("step", 1);
+      }
+      for (int64_t iv = lower; iv < upper; iv += step) {
+        int budget = kMaxIndexValues;
+        std::optional<int64_t> offset =
+            IndexValue(u.update->operand(2), mesh, device, u.loop, iv, budget);
+        // Out of range: dynamic_update_slice's run-time error, which the update reports.
+        if (!offset.has_value() || *offset < 0 || u.size < 0 || *offset > extent - u.size) {
+          return false;
+        }
+        blocks.emplace_back(*offset, *offset + u.size);
+      }
+    }
+    std::sort(blocks.begin(), blocks.end());
+    int64_t covered = 0;
+    for (const auto& [begin, end] : blocks) {
+      if (begin > covered) return false;
+      covered = std::max(covered, end);
+    }
+    if (covered < extent) return false;
+  }
+  return true;
 }
 
 }  // namespace commir::runtime

@@ -30,11 +30,21 @@ namespace commir::runtime {
 // the destination is not also the update: its buffer may become the result.
 bool UpdatesDestinationInPlace(const Operation& update);
 
+// Whether `dims` is one matrix: rank >= 2 and every dimension before the last two 1 (a
+// [1, S, H] activation is an [S, H] matrix).
+bool IsOneMatrix(absl::Span<const int64_t> dims);
+
+// For a block along `dim` (negative counts from the end) of a tensor of `rank`
+// dimensions that IsOneMatrix: 0 for its matrix's rows, 1 for its columns, -1 for any
+// other dimension.
+int64_t MatrixDimOf(int64_t dim, int64_t rank);
+
 // For a matmul, the dynamic_update_slice its result may be written into, or null. It
 // applies when:
-//  - the matmul's rank-2 result has one use: the update (operand 1) of a
-//    dynamic_update_slice of the same block along dimension 0 or 1 of a rank-2
-//    destination, that UpdatesDestinationInPlace;
+//  - the matmul's result, one matrix (IsOneMatrix), has one use: the update (operand 1)
+//    of a dynamic_update_slice of the same block along the rows or the columns
+//    (MatrixDimOf) of a destination of the same rank that is one matrix too, that
+//    UpdatesDestinationInPlace;
 //  - the destination and the offset are defined before the matmul, the matmul does not
 //    read the destination, and no op between the two uses it (the destination's old
 //    contents are not seen once the block is written).
@@ -185,6 +195,25 @@ struct BlockRows {
 };
 std::optional<BlockRows> SliceAsRows(absl::Span<const int64_t> dims, int64_t dim, int64_t offset,
                                      int64_t size);
+
+// Whether `full`'s result is a buffer every element of which is written before anything
+// reads it, on every device: the ring schedules' accumulators and gathered values, and
+// the owner-form reduce-scatter's slots, which TransformerEngine allocates without a
+// fill. Its value then never shows, and the backends allocate it without running the
+// fill (Backend::AllocateUnfilled); the sim prices it as free. It holds when:
+//  - the buffer passes through a chain of values, each with one use: the destination
+//    (operand 0 only) of a dynamic_update_slice whose update spans every other dimension
+//    whole, all along one dimension, or a `for`'s init, whose body argument's chain
+//    reaches the yield in the same place and whose result continues the chain (loops
+//    not nested in the chain's loops);
+//  - the updates' offsets are index arithmetic (rank, literals, add/sub/mul/div/rem,
+//    the loop's induction variable) whose values, worked out for every device of the
+//    function's mesh and every iteration, make the blocks cover the dimension whole
+//    (each block in range) by the end of the chain, where the first reader is.
+// A bound on the devices times iterations worked out (kMaxFillEvaluations) keeps the
+// check cheap; past it the fill is kept.
+bool FillOverwrittenBeforeRead(const Operation& full);
+inline constexpr int64_t kMaxFillEvaluations = 1 << 16;
 
 }  // namespace commir::runtime
 

@@ -8,6 +8,7 @@
 #include "commir/diagnostics.h"
 #include "gtest/gtest.h"
 #include "parser/parser.h"
+#include "runtime/fill_test_programs.h"
 
 namespace commir::runtime {
 namespace {
@@ -340,6 +341,65 @@ TEST(CarriedBlockInSlotTest, OffsetsOfIndexArithmeticAreKnownBeforeTheShift) {
                           "    %off = mul(%src, %four) : index\n",
                           module)
                   .has_value());
+}
+
+// The first `full` of a parsed fill_test program, or null (and a failure).
+const Operation* FirstFull(const Module* module) {
+  if (module == nullptr) return nullptr;
+  for (const Operation* op : *module->functions()[0]->body()) {
+    if (op->Is(OpKind::kFull) && op->result(0)->type().is_tensor()) return op;
+  }
+  ADD_FAILURE() << "no tensor full";
+  return nullptr;
+}
+
+bool Unfilled(const std::string& source) {
+  DiagnosticEngine diagnostics;
+  std::unique_ptr<Module> module = ParseModule(source, diagnostics);
+  EXPECT_NE(module, nullptr) << source;
+  const Operation* full = FirstFull(module.get());
+  return full != nullptr && FillOverwrittenBeforeRead(*full);
+}
+
+TEST(FillOverwrittenBeforeReadTest, RingThatWritesEveryBlockNeedsNoFill) {
+  EXPECT_TRUE(Unfilled(fill_test::Covered()));
+}
+
+TEST(FillOverwrittenBeforeReadTest, OwnerSlotsWrittenEachNeedNoFill) {
+  EXPECT_TRUE(Unfilled(fill_test::Slots()));
+}
+
+TEST(FillOverwrittenBeforeReadTest, BufferLeftPartlyUnwrittenKeepsItsFill) {
+  EXPECT_FALSE(Unfilled(fill_test::OneBlockShort()));
+  EXPECT_FALSE(Unfilled(fill_test::RepeatedBlock()));
+  EXPECT_FALSE(Unfilled(fill_test::SlotsOneShort()));
+}
+
+TEST(FillOverwrittenBeforeReadTest, BufferReadBeforeTheLastWriteKeepsItsFill) {
+  EXPECT_FALSE(Unfilled(fill_test::ReadBeforeLastWrite()));
+}
+
+TEST(FillOverwrittenBeforeReadTest, OtherShapesKeepTheirFill) {
+  const std::string header = "mesh @m(tp=2)\n\nspmd func @f(%x: f32[4, 8]) -> f32[8, 8] on @m {\n";
+  // Read whole: no update at all.
+  EXPECT_FALSE(Unfilled(header +
+                        "  %b = full() {value = 1.0} : f32[8, 8]\n"
+                        "  return %b\n}\n"));
+  // Both halves written at offset 0: rows 4..8 never are.
+  EXPECT_FALSE(Unfilled(header +
+                        "  %b = full() {value = 1.0} : f32[8, 8]\n"
+                        "  %o = full() {value = 0} : index\n"
+                        "  %h = dynamic_update_slice(%b, %x, %o) {dim = 0} : f32[8, 8]\n"
+                        "  %g = dynamic_update_slice(%h, %x, %o) {dim = 0} : f32[8, 8]\n"
+                        "  return %g\n}\n"));
+  // The same at offsets 0 and 4: every row written.
+  EXPECT_TRUE(Unfilled(header +
+                       "  %b = full() {value = 1.0} : f32[8, 8]\n"
+                       "  %o = full() {value = 0} : index\n"
+                       "  %o4 = full() {value = 4} : index\n"
+                       "  %h = dynamic_update_slice(%b, %x, %o) {dim = 0} : f32[8, 8]\n"
+                       "  %g = dynamic_update_slice(%h, %x, %o4) {dim = 0} : f32[8, 8]\n"
+                       "  return %g\n}\n"));
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ Interpreter::Interpreter(const Function& function, Backend& backend)
       }
       if (every_reader) slices_in_place_.emplace(op, *SliceAlongOneDim(*op));
     }
+    if (FillOverwrittenBeforeRead(*op)) unfilled_.insert(op);
     if (const Operation* update = MatmulWritesInto(*op); update != nullptr) {
       matmul_into_[op] = update;
     }
@@ -608,6 +609,19 @@ absl::Status Interpreter::RunTensorOp(const Operation& op, Env& env) {
   const SliceExtent* extent =
       kept_view != slices_in_place_.end() ? &kept_view->second : nullptr;
   const bool carried_update = op.Is(OpKind::kDynamicUpdateSlice) && carried_by_op_.contains(&op);
+  if (unfilled_.contains(&op)) {
+    for (int64_t d : local_) {
+      OpContext context{d, StreamOf(op, env, d), {}, {}};
+      absl::StatusOr<std::vector<Tensor>> results = backend_.AllocateUnfilled(op, context);
+      if (!results.ok()) return Fail(op, d, results.status());
+      if (results->size() != 1) {
+        return Fail(op, d, absl::StrFormat("backend produced %d results, expected 1",
+                                           results->size()));
+      }
+      env[d][op.result(0)] = Slot{std::make_shared<Tensor>(std::move((*results)[0])), 0};
+    }
+    return absl::OkStatus();
+  }
   for (int64_t d : local_) {
     if (carried_update) {
       absl::StatusOr<bool> done = UpdateCarried(op, d, env);

@@ -161,6 +161,9 @@ class Interpreter {
   // carried values (their last use is the loop and its body does not read them).
   absl::flat_hash_set<const Operation*> updates_in_place_;
   absl::flat_hash_map<const Operation*, const Operation*> matmul_into_;
+  // `full` ops whose buffer is overwritten before any read (FillOverwrittenBeforeRead):
+  // allocated with Backend::AllocateUnfilled, no fill.
+  absl::flat_hash_set<const Operation*> unfilled_;
   // Shifts that receive their block straight into an update's destination
   // (ShiftReceivesInto), mapped to the update.
   absl::flat_hash_map<const Operation*, const Operation*> shift_into_;

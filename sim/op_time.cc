@@ -59,6 +59,9 @@ absl::StatusOr<double> OpTime(const HardwareSpec& hw, const Operation& op, const
   if (IsGemmBlockInPlace(op)) return 0.0;
   // So is a chunk an all_to_all sends or receives in place (moe_exchange_views.h).
   if (IsExchangeBlockInPlace(op)) return 0.0;
+  // A buffer every element of which is written before it is read is allocated without a
+  // fill (runtime/in_place.h), as the cpu and cuda backends do.
+  if (op.Is(OpKind::kFull) && runtime::FillOverwrittenBeforeRead(op)) return 0.0;
   OpCost cost = EstimateOpCost(op, function);
   if (cost.flops == 0 && cost.bytes_accessed == 0) return 0.0;  // a view: no kernel
   if (op.Is(OpKind::kMatmul)) {

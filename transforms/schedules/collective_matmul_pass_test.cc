@@ -213,11 +213,19 @@ spmd func @f(%a: f32[24@tp, 16], %b: f32[16, 8], %w: f32[8, 16]) -> f32[24@tp, 1
   return %y
 }
 )";
-  ScheduleStats bi = StatsAfter(
-      kOdd, [](Module& m) { ASSERT_TRUE(RingCollectiveMatmul(m, RingDirection::kBi).ok()); });
+  ScheduleStats bi = StatsAfter(kOdd, [](Module& m) {
+    ASSERT_TRUE(RingCollectiveMatmul(m, RingDirection::kBi, ScatterForm::kRing).ok());
+  });
   EXPECT_EQ(bi.collectives, 0);
   EXPECT_EQ(bi.shifts, 14);     // 7 blocks for the gather, 7 accumulators for the scatter
   EXPECT_EQ(bi.ring_steps, 8);  // 4 rounds each
+  // The owner form's scatter sends its 7 addends straight to their owners, all on stream
+  // 1, after the gather's 4 forward rounds there: 11 sequential steps on that stream.
+  ScheduleStats owner = StatsAfter(
+      kOdd, [](Module& m) { ASSERT_TRUE(RingCollectiveMatmul(m, RingDirection::kBi).ok()); });
+  EXPECT_EQ(owner.collectives, 0);
+  EXPECT_EQ(owner.shifts, 14);
+  EXPECT_EQ(owner.ring_steps, 11);
 }
 
 TEST(ScheduleReportTest, FormatsOneLinePerFunction) {

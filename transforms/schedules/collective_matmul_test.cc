@@ -25,6 +25,8 @@ struct Program {
   int rewritten_matmuls = 0;    // matmuls inside those pairs
   int kept_collectives = 0;     // collectives executed that no schedule removes
   int lowered_collectives = 0;  // collectives of the lowered program (0: pairs)
+  int scatters = 0;             // of the pairs, matmul -> reduce_scatter ones
+  int scatter_matmuls = 0;      // matmuls inside those
 };
 
 std::string Instantiate(const std::string& text, int n, const std::string& type) {
@@ -58,7 +60,7 @@ std::vector<Program> Programs() {
        "  %y = matmul(%x, %w)\n"
        "  return %y\n"
        "}\n",
-       1, 1, 0},
+       1, 1, 0, 0, 1, 1},
       // Scattered along N: operand b is sliced.
       {"matmul_rs_n",
        "mesh @m(tp=$N)\n"
@@ -66,7 +68,7 @@ std::vector<Program> Programs() {
        "  %y = matmul(%x, %w)\n"
        "  return %y\n"
        "}\n",
-       1, 1, 0},
+       1, 1, 0, 0, 1, 1},
       {"mlp",
        "mesh @m(tp=$N)\n"
        "func @f(%x: $T[$8N@tp, 32], %w1: $T[32, $4N@tp], %w2: $T[$4N@tp, 32]) -> $T[$8N@tp, 32] {\n"
@@ -75,7 +77,7 @@ std::vector<Program> Programs() {
        "  %y = matmul(%a, %w2) : $T[$8N@tp, 32]\n"
        "  return %y\n"
        "}\n",
-       2, 2, 0},
+       2, 2, 0, 0, 1, 1},
       // Gathered along a batch dimension that b shares: b is sliced per block too.
       {"batched_ag",
        "mesh @m(tp=$N)\n"
@@ -92,7 +94,7 @@ std::vector<Program> Programs() {
        "  %y = matmul(%x, %w)\n"
        "  return %y\n"
        "}\n",
-       1, 1, 0},
+       1, 1, 0, 0, 1, 1},
       // A sum of two matmuls scattered once (a gradient function's q/k/v input
       // gradient): each block's addend is the sum of both matmuls' blocks.
       {"summed_rs",
@@ -104,7 +106,7 @@ std::vector<Program> Programs() {
        "  %y = add(%p, %q)\n"
        "  return %y\n"
        "}\n",
-       1, 2, 0},
+       1, 2, 0, 0, 1, 2},
       // A collective over an axis group of a 2-D mesh: shifts and ranks over (dp, tp).
       {"axis_group",
        "mesh @m(dp=2, tp=$H)\n"
@@ -184,29 +186,40 @@ TEST_P(CollectiveMatmulTest, RingEqualsGlobal) {
   for (const Program& program : Programs()) {
     std::string text = Instantiate(program.text, p.n, p.type);
     for (RingDirection direction : {RingDirection::kUni, RingDirection::kBi}) {
-      bool bi = direction == RingDirection::kBi;
-      SCOPED_TRACE(absl::StrFormat("%s n=%d %s %s", program.name, p.n, p.type, bi ? "bi" : "uni"));
-      absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
-          text, "f",
-          {.pipeline = absl::StrCat("ring-collective-matmul{direction=", bi ? "bi" : "uni", "}"),
-           .record_events = true});
-      ASSERT_TRUE(check.ok()) << check.status();
-      EXPECT_TRUE(check->pass) << check->report << check->lowered;
-      ScheduleStats stats = ComputeScheduleStats(*check->module->FindFunction("f"));
-      // n-1 block transfers per pair, none wasted. bi (the blocks here are even) sends
-      // n-1 half-blocks each way: twice the shifts, each half as long, and two half-block
-      // GEMMs per step.
-      EXPECT_EQ(stats.shifts, program.pairs * (n - 1) * (bi ? 2 : 1)) << check->lowered;
-      EXPECT_EQ(stats.ring_steps, program.pairs * (n - 1)) << check->lowered;
-      EXPECT_EQ(stats.collectives, program.kept_collectives) << check->lowered;
-      EXPECT_EQ(stats.gemms, program.rewritten_matmuls * n * (bi ? 2 : 1)) << check->lowered;
-      // Communication on side streams, compute on the main stream.
-      for (const runtime::OpEvent& e : check->events) {
-        if (e.op->Is(OpKind::kShift)) {
-          EXPECT_EQ(e.stream, e.op->attrs().GetInt("offset", 1) > 0 ? 1 : 2);
-        }
-        if (e.op->Is(OpKind::kMatmul)) {
-          EXPECT_EQ(e.stream, 0);
+      for (bool owner : {true, false}) {
+        bool bi = direction == RingDirection::kBi;
+        SCOPED_TRACE(absl::StrFormat("%s n=%d %s %s rs=%s", program.name, p.n, p.type,
+                                     bi ? "bi" : "uni", owner ? "owner" : "ring"));
+        absl::StatusOr<commir::testing::SpmdCheck> check = commir::testing::CheckSpmd(
+            text, "f",
+            {.pipeline = absl::StrCat("ring-collective-matmul{direction=", bi ? "bi" : "uni",
+                                      ",rs=", owner ? "owner" : "ring", "}"),
+             .record_events = true});
+        ASSERT_TRUE(check.ok()) << check.status();
+        EXPECT_TRUE(check->pass) << check->report << check->lowered;
+        ScheduleStats stats = ComputeScheduleStats(*check->module->FindFunction("f"));
+        // n-1 block transfers per pair, none wasted. bi (the blocks here are even) sends
+        // n-1 half-blocks each way: twice the shifts, each half as long, and two half-block
+        // GEMMs per step. The owner form's scatter goes one way whatever the direction: n-1
+        // sends straight to the owners and n whole-block GEMMs.
+        const int gathers = program.pairs - program.scatters;
+        const int gather_matmuls = program.rewritten_matmuls - program.scatter_matmuls;
+        const int ways = bi ? 2 : 1;
+        const int scatter_ways = owner ? 1 : ways;
+        EXPECT_EQ(stats.shifts, (gathers * ways + program.scatters * scatter_ways) * (n - 1))
+            << check->lowered;
+        EXPECT_EQ(stats.ring_steps, program.pairs * (n - 1)) << check->lowered;
+        EXPECT_EQ(stats.collectives, program.kept_collectives) << check->lowered;
+        EXPECT_EQ(stats.gemms, (gather_matmuls * ways + program.scatter_matmuls * scatter_ways) * n)
+            << check->lowered;
+        // Communication on side streams, compute on the main stream.
+        for (const runtime::OpEvent& e : check->events) {
+          if (e.op->Is(OpKind::kShift)) {
+            EXPECT_EQ(e.stream, e.op->attrs().GetInt("offset", 1) > 0 ? 1 : 2);
+          }
+          if (e.op->Is(OpKind::kMatmul)) {
+            EXPECT_EQ(e.stream, 0);
+          }
         }
       }
     }

@@ -1,5 +1,6 @@
 #include "transforms/schedules/ring_collective_matmul.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,8 @@ absl::StatusOr<Value*> SliceAt(OpBuilder& e, Value* x, int64_t dim, int64_t size
 
 class Ring : public cmm::ReplacedOps {
  public:
-  Ring(Function& function, RingDirection direction) : function_(function), direction_(direction) {}
+  Ring(Function& function, RingDirection direction, ScatterForm scatter_form)
+      : function_(function), direction_(direction), scatter_form_(scatter_form) {}
 
   // The device's coordinate along `axes`: one `rank` per axis group, at the top of the
   // function so that every rewritten pair can use it.
@@ -413,7 +415,10 @@ class Ring : public cmm::ReplacedOps {
     e.set_loc(scatter->loc());
     COMMIR_ASSIGN_OR_RETURN(Value* rank, Rank(m.axes, scatter->loc()));
     Value* result = nullptr;
-    if (direction_ == RingDirection::kUni) {
+    const std::optional<OpKind> owner_reduce = OwnerReduceKind(m);
+    if (scatter_form_ == ScatterForm::kOwner && owner_reduce.has_value()) {
+      COMMIR_ASSIGN_OR_RETURN(result, OwnerScatter(e, m, rank, *owner_reduce, name));
+    } else if (direction_ == RingDirection::kUni) {
       // Step 0: the addend for block rank - 1, the start of its accumulator.
       COMMIR_ASSIGN_OR_RETURN(Value* b0, RingIndex(e, rank, nullptr, false, -1, n, "dst"));
       COMMIR_ASSIGN_OR_RETURN(Value* a0, Addend(e, m, b0, name + "_part"));
@@ -443,6 +448,58 @@ class Ring : public cmm::ReplacedOps {
     Add(m.matmul);
     for (const ScatterMatch::Term& t : m.more) Add(t.matmul);
     return absl::OkStatus();
+  }
+
+  // The reduction that sums the owner form's slots in one kernel: reduce_sum or
+  // reduce_max; none for `min` (CommIR has no reduce_min), which keeps the ring form.
+  static std::optional<OpKind> OwnerReduceKind(const ScatterMatch& m) {
+    switch (m.scatter->def().reduction_fn(m.scatter->attrs())) {
+      case ReductionFn::kSum: return OpKind::kReduceSum;
+      case ReductionFn::kMax: return OpKind::kReduceMax;
+      default: return std::nullopt;
+    }
+  }
+
+  // rs=owner (ring_collective_matmul.h): step s = 1 .. n-1 computes the addend for block
+  // (rank + s) mod n and sends it straight to its owner (shift by s), which receives it
+  // into slot s-1 of a buffer of the matmul's result shape; the own addend comes last,
+  // into slot n-1, overlapping the last transfer; one reduction over the n slots ends it.
+  absl::StatusOr<Value*> OwnerScatter(OpBuilder& e, const ScatterMatch& m, Value* rank,
+                                      OpKind reduce, const std::string& name) {
+    const int64_t n = m.group;
+    const int64_t block = m.full / n;
+    const Type whole = m.scatter->operand(0)->type().WithoutSharding();
+    COMMIR_ASSIGN_OR_RETURN(Value* slots, Emit(e, OpKind::kFull, {}, ZeroAttrs(whole), {&whole, 1},
+                                               {}, name + "_slots_init"));
+    // A slot's offset, an index constant defined before the block that lands there (so
+    // the shift can receive into it and the GEMM write into it: runtime/in_place.h).
+    auto slot_offset = [&](int64_t slot) -> absl::StatusOr<Value*> {
+      AttrDict value;
+      value.Set("value", Attribute::Int(slot * block));
+      Type index = Type::Index();
+      return Emit(e, OpKind::kFull, {}, std::move(value), {&index, 1}, {}, name + "_slot");
+    };
+    auto place = [&](Value* part, Value* offset) -> absl::StatusOr<Value*> {
+      return Emit(e, OpKind::kDynamicUpdateSlice, {slots, part, offset}, DimAttrs(m.result_dim),
+                  {}, {}, name + "_slots");
+    };
+    for (int64_t s = 1; s < n; ++s) {
+      COMMIR_ASSIGN_OR_RETURN(Value* offset, slot_offset(s - 1));
+      COMMIR_ASSIGN_OR_RETURN(Value* dst, RingIndex(e, rank, nullptr, false, s, n, "dst"));
+      COMMIR_ASSIGN_OR_RETURN(Value* part, Addend(e, m, dst, name + "_part"));
+      COMMIR_ASSIGN_OR_RETURN(Value* recv, Emit(e, OpKind::kShift, {part}, ShiftAttrs(m.axes, s), {},
+                                                {nullptr, kForwardStream}, name + "_recv"));
+      COMMIR_ASSIGN_OR_RETURN(slots, place(recv, offset));
+    }
+    COMMIR_ASSIGN_OR_RETURN(Value* own_offset, slot_offset(n - 1));
+    COMMIR_ASSIGN_OR_RETURN(Value* own, Addend(e, m, rank, name + "_own"));
+    COMMIR_ASSIGN_OR_RETURN(slots, place(own, own_offset));
+    Type split[] = {SplitDim(whole, m.result_dim, {n, block})};
+    COMMIR_ASSIGN_OR_RETURN(Value* view, Emit(e, OpKind::kReshape, {slots}, {}, split, {},
+                                              name + "_chunks"));
+    AttrDict dims;
+    dims.Set("dims", Attribute::IntList({static_cast<int64_t>(m.result_dim)}));
+    return Emit(e, reduce, {view}, std::move(dims), {}, {}, name);
   }
 
   // bi with an even block: the first half of every block is summed by an accumulator
@@ -550,16 +607,18 @@ class Ring : public cmm::ReplacedOps {
  private:
   Function& function_;
   RingDirection direction_;
+  ScatterForm scatter_form_;
   absl::flat_hash_map<AxisList, Value*> ranks_;
 };
 
 }  // namespace
 
-absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction) {
+absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction,
+                                         ScatterForm scatter_form) {
   int rewritten = 0;
   for (Function* function : module.functions()) {
     cmm::CollectiveMatmulMatches matches = cmm::FindCollectiveMatmuls(*function);
-    Ring ring(*function, direction);
+    Ring ring(*function, direction, scatter_form);
     if (absl::Status s = cmm::RewriteMatches(ring, matches, &rewritten); !s.ok()) return s;
   }
   return rewritten;
@@ -571,7 +630,13 @@ const OptionSchema<RingCollectiveMatmulOptions>& RingCollectiveMatmulOptions::Sc
            .Enum("direction", &RingCollectiveMatmulOptions::direction,
                  {{"uni", RingDirection::kUni}, {"bi", RingDirection::kBi}},
                  "uni: n-1 steps one way; bi: half-blocks both ways, n-1 steps of half the bytes "
-                 "(odd blocks: whole blocks both ways, ceil((n-1)/2) steps)");
+                 "(odd blocks: whole blocks both ways, ceil((n-1)/2) steps)")
+           .Enum("rs", &RingCollectiveMatmulOptions::scatter_form,
+                 {{"owner", ScatterForm::kOwner}, {"ring", ScatterForm::kRing}},
+                 "GEMM + reduce_scatter. owner: each addend sent straight to the device that "
+                 "owns its block, received into a slot, the n slots summed once at the end "
+                 "(TransformerEngine's ring-exchange reduce-scatter); ring: an accumulator "
+                 "passed around the ring, one add per step (follows `direction`)");
   return *schema;
 }
 
@@ -584,7 +649,8 @@ const PassInfo& RingCollectiveMatmulPass::Info() {
 }
 
 absl::Status RingCollectiveMatmulPass::Run(Module& module) {
-  absl::StatusOr<int> n = RingCollectiveMatmul(module, options().direction);
+  absl::StatusOr<int> n =
+      RingCollectiveMatmul(module, options().direction, options().scatter_form);
   if (!n.ok()) return n.status();
   ReportRewrites(*n, "Collective+matmul pairs rewritten to a ring of shifts",
                  absl::StrCat(cmm::kNoCollectiveMatmulPair, " ", InSpmdFunctions(module)));

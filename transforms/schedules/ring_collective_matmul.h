@@ -1,4 +1,4 @@
-// ring-collective-matmul{direction=uni|bi}: the collective-matmul decomposition (Wang et
+// ring-collective-matmul{direction=uni|bi, rs=owner|ring}: the collective-matmul decomposition (Wang et
 // al., ASPLOS'23; XLA's windowed einsum) of each all_gather -> matmul and
 // matmul -> reduce_scatter pair (collective_matmul.h says what matches): the collective
 // becomes n-1 `shift`s of blocks around the ring over the collective's axes, each
@@ -18,7 +18,21 @@
 // ceil((n-1)/2) rounds, the last one forward only when n is even (the opposite block
 // would arrive twice).
 //
-// GEMM + reduce_scatter, uni: device r computes, at step s, its addend for block
+// GEMM + reduce_scatter, rs=owner (the default): TransformerEngine's ring-exchange
+// reduce-scatter (split_overlap_rs_p2p in its userbuffers). Step s = 1 .. n-1 computes
+// the addend for block (r + s) mod n and sends it straight to the device that owns that
+// block (a `shift` by s: on an NVLink switch every peer is one hop), which receives it
+// into slot s-1 of a buffer of the matmul's whole result shape; the own addend is
+// computed last, into slot n-1, while the last transfer runs; one reduce_sum (or
+// reduce_max) over the n slots, viewed as [n, block] along the scattered dimension, ends
+// it. So the tp addends are summed once (n + 1 blocks of memory traffic), not by n-1
+// adds of 3 blocks each, and the transfers do not wait for the adds. Every slot is
+// written before the sum reads the buffer, so its `full` runs no fill
+// (runtime/in_place.h: FillOverwrittenBeforeRead), each received block lands in its slot
+// (ShiftReceivesInto) and the own GEMM writes its slot (MatmulWritesInto). The steps are
+// unrolled (a shift's offset is static): n-1 shifts, as for the ring form. `reduce = min`
+// has no one-kernel reduction in CommIR and keeps the ring form.
+// GEMM + reduce_scatter, rs=ring, uni: device r computes, at step s, its addend for block
 // (r - s - 1) mod n, adds it to the accumulator received from the left and passes the
 // sum on (stream 1); after n-1 shifts the accumulator it holds is its own block, summed
 // over the ring. The first step has nothing to add to and the last sends nothing.
@@ -47,12 +61,17 @@
 namespace commir::schedules {
 
 enum class RingDirection { kUni, kBi };
+// How the GEMM + reduce_scatter side reduces (above): straight to each block's owner, or
+// an accumulator passed around the ring. `direction` applies to the ring form only.
+enum class ScatterForm { kOwner, kRing };
 
 // Rewrites every matching pair of `module`'s spmd functions; returns how many.
-absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction);
+absl::StatusOr<int> RingCollectiveMatmul(Module& module, RingDirection direction,
+                                         ScatterForm scatter_form = ScatterForm::kOwner);
 
 struct RingCollectiveMatmulOptions {
   RingDirection direction = RingDirection::kUni;
+  ScatterForm scatter_form = ScatterForm::kOwner;
 
   static const OptionSchema<RingCollectiveMatmulOptions>& Schema();
 };
