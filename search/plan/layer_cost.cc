@@ -194,7 +194,7 @@ absl::StatusOr<ScheduledLayer> ChooseSchedule(const Module& plain,
   }
   best.programs_predicted = programs;
   best.skipped = skipped;
-  return std::move(best);
+  return best;
 }
 
 const char* FunctionName(LayerKind kind) {
