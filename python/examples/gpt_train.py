@@ -42,7 +42,11 @@ import torch.nn.functional as F
 import commir
 import commir.torch
 
-TEXT = "/usr/share/common-licenses/GPL-3"
+# The demos' shared training code, beside this file (also when a test runs it by path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from adamw_training import (TEXT, CommirTrainer, Hyperparameters, batches, read_text,  # noqa: E402
+                            relative, torch_losses)
+
 MESH = {"dp": 2, "tp": 4}
 
 
@@ -127,15 +131,6 @@ def megatron_layouts(model):
     return layouts
 
 
-def read_text(path=TEXT):
-    if not os.path.exists(path):
-        raise SystemExit("%s is absent: the demo trains on its bytes (Debian's base-files package "
-                         "installs it); give another text file with --text" % path)
-    with open(path, "rb") as f:
-        data = np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64)
-    return data
-
-
 def byte_pair_encoding(data, merges):
     """Byte-pair encoding learned from the text itself (Gage's compression, as GPT-2's
     tokenizer learns its merges, without a pre-split into words): starting from the bytes,
@@ -166,69 +161,9 @@ def byte_pair_encoding(data, merges):
     return tokens, pairs
 
 
-def batches(data, steps, batch, seq, seed=0):
-    """`steps` batches of (inputs, targets), [batch, seq] int64 each: windows of the token
-    ids at offsets from a seeded generator, targets the inputs shifted by one token."""
-    if len(data) < seq + 2:
-        raise SystemExit("the text has %d tokens; the demo needs more than %d" % (len(data), seq + 1))
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(steps):
-        offsets = rng.integers(0, len(data) - seq - 1, size=batch)
-        window = np.stack([data[o:o + seq + 1] for o in offsets])
-        out.append((torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())))
-    return out
-
-
-def torch_losses(model, data, hp):
-    """PyTorch's own loop: torch.optim.AdamW and clip_grad_norm_, f32."""
-    params = list(model.parameters())  # the tied table once
-    optimizer = torch.optim.AdamW(params, lr=hp.lr, betas=(hp.beta1, hp.beta2), eps=hp.eps,
-                                  weight_decay=hp.weight_decay, foreach=False)
-    losses = []
-    for idx, targets in data:
-        optimizer.zero_grad()
-        loss = model(idx, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, hp.clip)
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
-
-
-class CommirTrainer:
-    """The captured model's training step, run step after step with its results fed back."""
-
-    def __init__(self, model, example, hp, mesh):
-        self.captured = commir.torch.capture(model, example, mesh=mesh, name="gpt",
-                                             layouts=megatron_layouts(model) if mesh else None)
-        names = [arg for arg, _ in self.captured.params]
-        pipeline = ("training-step{func=@gpt,params=\"%s\",optimizer=adamw{lr=%r,beta1=%r,beta2=%r,eps=%r,"
-                    "weight_decay=%r},clip_grad_norm=%r}"
-                    % (",".join(names), hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip))
-        self.module = commir.opt(self.captured.module, pipeline)
-        # The state before the first step, from the params (a global function: one device).
-        # Copies: the arrays of the weights share memory with the model's tensors, which
-        # PyTorch's loop then trains in place.
-        self.values = {k: np.array(v, copy=True) for k, v in self.captured.argument_arrays(*example).items()}
-        params = {n: self.values[n] for n in names}
-        init = commir.run_with(self.module, params, "gpt_step_init")
-        init = init if isinstance(init, tuple) else (init,)
-        signature = [n for n, _ in self.module.signature("gpt_step")]
-        self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
-        state_names = self.fed_back[len(names):]
-        self.values.update(zip(state_names, init))
-        # On the mesh: the step partitioned into the per-device program by the default
-        # pipeline, which ends by combining its independent all_reduces (the gradients, the
-        # clipping norm's squared sums) into buckets as DDP does, as propagate-sharding's
-        # plan cost assumes. A global function runs on one device.
-        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
-
-    def step(self, idx, targets):
-        self.values["idx"], self.values["targets"] = idx, targets
-        out = commir.run_with(self.step_module, self.values, "gpt_step")
-        self.values.update(zip(self.fed_back, out[1:]))
-        return float(out[0])
+def trainer(model, example, hp, mesh):
+    """The GPT's CommIR training step, laid out as Megatron-LM's on `mesh` (None: one device)."""
+    return CommirTrainer(model, example, hp, mesh, "gpt", megatron_layouts(model))
 
 
 ELEMENT_BYTES = {"f32": 4, "i64": 8, "i32": 4, "bf16": 2, "f16": 2}
@@ -271,16 +206,6 @@ def print_collectives(title, table, out=sys.stdout):
                                                          sum(b for _, b in table.values())), file=out)
 
 
-class Hyperparameters:
-    def __init__(self, lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0):
-        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
-        self.weight_decay, self.clip = weight_decay, clip
-
-
-def relative(a, b):
-    return abs(a - b) / max(abs(b), 1e-30)
-
-
 VOCAB, BATCH, SEQ, DIM, HEADS, LAYERS = 2048, 16, 64, 64, 4, 4
 
 
@@ -294,8 +219,8 @@ def train(steps, batch=BATCH, seq=SEQ, dim=DIM, heads=HEADS, layers=LAYERS, voca
     model = GPT(vocab=vocab, dim=dim, heads=heads, layers=layers, seq=seq).train()  # dropout 0: nothing drawn
     hp = Hyperparameters()
     # Both CommIR runs start from these weights (capture copies them) ...
-    mesh = CommirTrainer(model, data[0], hp, MESH)
-    one = CommirTrainer(model, data[0], hp, None)
+    mesh = trainer(model, data[0], hp, MESH)
+    one = trainer(model, data[0], hp, None)
     print("GPT: vocab %d (256 bytes, %d merges), %d layers, hidden %d, %d heads, seq %d, batch %d, %d "
           "parameters; %d steps on %s (%d bytes, %d tokens)"
           % (vocab, vocab - 256, layers, dim, heads, seq, batch, sum(p.numel() for p in model.parameters()), steps,
@@ -335,7 +260,7 @@ def report(batch=BATCH, seq=SEQ, dim=DIM, heads=HEADS, layers=LAYERS, vocab=VOCA
     example = batches(tokens, 1, batch, seq)[0]
     torch.manual_seed(0)
     model = GPT(vocab=vocab, dim=dim, heads=heads, layers=layers, seq=seq).train()
-    mesh = CommirTrainer(model, example, Hyperparameters(), MESH)
+    mesh = trainer(model, example, Hyperparameters(), MESH)
     forward = commir.opt(mesh.captured.module, commir.DEFAULT_SPMD_PIPELINE)
     print("GPT: vocab %d, %d layers, hidden %d, %d heads, seq %d, batch %d on the 2x4 mesh (dp=2, tp=4)"
           % (vocab, layers, dim, heads, seq, batch), file=out)

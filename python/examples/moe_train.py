@@ -29,7 +29,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -38,7 +37,11 @@ import commir
 import commir.nn
 import commir.torch
 
-TEXT = "/usr/share/common-licenses/GPL-3"
+# The demos' shared training code, beside this file (also when a test runs it by path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from adamw_training import (TEXT, CommirTrainer, Hyperparameters, batches, read_text,  # noqa: E402
+                            relative, torch_losses)
+
 MESH = {"dp": 2, "ep": 2}
 # The dispatch buffer [experts, groups x capacity, hidden] on the mesh: the experts over ep,
 # each expert's columns (the tokens of the dp ranks) over dp (commir.nn.moe_dispatch).
@@ -145,76 +148,9 @@ def expert_parallel_layouts(model):
     return layouts
 
 
-def read_text(path=TEXT):
-    if not os.path.exists(path):
-        raise SystemExit("%s is absent: the demo trains on its bytes (Debian's base-files package "
-                         "installs it); give another text file with --text" % path)
-    with open(path, "rb") as f:
-        return np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64)
-
-
-def batches(data, steps, batch, seq, seed=0):
-    """`steps` batches of (inputs, targets), [batch, seq] int64 each."""
-    if len(data) < seq + 2:
-        raise SystemExit("the text has %d bytes; the demo needs more than %d" % (len(data), seq + 1))
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(steps):
-        offsets = rng.integers(0, len(data) - seq - 1, size=batch)
-        window = np.stack([data[o:o + seq + 1] for o in offsets])
-        out.append((torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())))
-    return out
-
-
-class Hyperparameters:
-    def __init__(self, lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0):
-        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
-        self.weight_decay, self.clip = weight_decay, clip
-
-
-def torch_losses(model, data, hp):
-    params = list(model.parameters())
-    optimizer = torch.optim.AdamW(params, lr=hp.lr, betas=(hp.beta1, hp.beta2), eps=hp.eps,
-                                  weight_decay=hp.weight_decay, foreach=False)
-    losses = []
-    for idx, targets in data:
-        optimizer.zero_grad()
-        loss = model(idx, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, hp.clip)
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
-
-
-class CommirTrainer:
-    """The captured model's training step, run step after step with its results fed back."""
-
-    def __init__(self, model, example, hp, mesh):
-        self.captured = commir.torch.capture(model, example, mesh=mesh, name="moe",
-                                             layouts=expert_parallel_layouts(model) if mesh else None)
-        names = [arg for arg, _ in self.captured.params]
-        pipeline = ("training-step{func=@moe,params=\"%s\",optimizer=adamw{lr=%r,beta1=%r,beta2=%r,eps=%r,"
-                    "weight_decay=%r},clip_grad_norm=%r}"
-                    % (",".join(names), hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip))
-        self.module = commir.opt(self.captured.module, pipeline)
-        # Copies: PyTorch's loop trains the model's tensors in place afterwards.
-        self.values = {k: np.array(v, copy=True) for k, v in self.captured.argument_arrays(*example).items()}
-        init = commir.run_with(self.module, {n: self.values[n] for n in names}, "moe_step_init")
-        init = init if isinstance(init, tuple) else (init,)
-        signature = [n for n, _ in self.module.signature("moe_step")]
-        self.fed_back = [n for n in signature if n not in ("idx", "targets")]  # params, then state
-        self.values.update(zip(self.fed_back[len(names):], init))
-        # On the mesh: the step partitioned by the default pipeline, which ends by
-        # combining its independent all_reduces (the gradients, the clipping norm's squared
-        # sums) into buckets as DDP does.
-        self.step_module = commir.opt(self.module, commir.DEFAULT_SPMD_PIPELINE) if mesh else self.module
-
-    def step(self, idx, targets):
-        self.values["idx"], self.values["targets"] = idx, targets
-        out = commir.run_with(self.step_module, self.values, "moe_step")
-        self.values.update(zip(self.fed_back, out[1:]))
-        return float(out[0])
+def trainer(model, example, hp, mesh):
+    """The MoE model's CommIR training step, its experts over ep on `mesh` (None: one device)."""
+    return CommirTrainer(model, example, hp, mesh, "moe", expert_parallel_layouts(model))
 
 
 def collectives(report):
@@ -225,10 +161,6 @@ def collectives(report):
         if len(parts) >= 3 and parts[1] == "count" and parts[0] != "total":
             counts[parts[0]] = int(parts[2])
     return counts
-
-
-def relative(a, b):
-    return abs(a - b) / max(abs(b), 1e-30)
 
 
 def train(steps, batch=4, seq=32, dim=512, heads=8, layers=2, ffn=512, experts=4, text=TEXT, every=1,
@@ -242,8 +174,8 @@ def train(steps, batch=4, seq=32, dim=512, heads=8, layers=2, ffn=512, experts=4
                    layout=DISPATCH_LAYOUT).train()
     hp = Hyperparameters()
     start = time.time()
-    on_mesh = CommirTrainer(model, data[0], hp, mesh)
-    one = CommirTrainer(model, data[0], hp, None)
+    on_mesh = trainer(model, data[0], hp, mesh)
+    one = trainer(model, data[0], hp, None)
     build_s = time.time() - start
     report = on_mesh.step_module.comm_report()
     print("MoE GPT: vocab 256, %d layers, hidden %d, %d heads, %d SwiGLU experts of width %d (top-2, capacity "

@@ -94,7 +94,7 @@ def test_the_demo_size_is_partitioned_as_megatron_lm_with_ddp():
     example = demo["batches"](tokens, 1, batch, seq)[0]
     torch.manual_seed(0)
     model = demo["GPT"](vocab=vocab, dim=dim, heads=demo["HEADS"], layers=layers, seq=seq)
-    trainer = demo["CommirTrainer"](model, example, demo["Hyperparameters"](), demo["MESH"])
+    trainer = demo["trainer"](model, example, demo["Hyperparameters"](), demo["MESH"])
     forward = commir.opt(trainer.captured.module, commir.DEFAULT_SPMD_PIPELINE)
     activation = "f32[%d, %d, %d]" % (batch // dp, seq, dim)
     rows = "f32[%d, 1]" % (batch // dp * seq)

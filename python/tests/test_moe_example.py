@@ -34,7 +34,7 @@ def test_the_partitioned_step_splits_the_experts_over_ep():
     torch.manual_seed(0)
     model = demo["MoEGPT"](dim=16, heads=2, layers=2, seq=8, ffn=16, experts=4, groups=4)
     idx = torch.randint(0, 256, (4, 8))
-    trainer = demo["CommirTrainer"](model, (idx, idx), demo["Hyperparameters"](), {"dp": 2, "ep": 2})
+    trainer = demo["trainer"](model, (idx, idx), demo["Hyperparameters"](), {"dp": 2, "ep": 2})
     text = trainer.step_module.text()
     for layer in range(2):
         # Each device multiplies its 2 of the 4 experts (w1 [4@ep, 16, 16] is [2, 16, 16]
@@ -55,7 +55,7 @@ def test_at_the_demos_size_the_experts_exchange_tokens_by_all_to_all():
     torch.manual_seed(0)
     model = demo["MoEGPT"](dim=512, heads=8, layers=2, seq=32, ffn=512, groups=4, layout=demo["DISPATCH_LAYOUT"])
     idx = torch.randint(0, 256, (4, 32))
-    trainer = demo["CommirTrainer"](model, (idx, idx), demo["Hyperparameters"](), demo["MESH"])
+    trainer = demo["trainer"](model, (idx, idx), demo["Hyperparameters"](), demo["MESH"])
     text = trainer.step_module.text()
     forward = text[text.index("spmd func @moe("):text.index("spmd func @moe_step(")]
     step = text[text.index("spmd func @moe_step("):text.index("spmd func @moe_step_init(")]
